@@ -1,0 +1,422 @@
+/* include/kffi/c_api.h: the frozen kffi C ABI (plain C99, also valid C++17).
+ *
+ * Ownership words used below:
+ *   borrowed  the callee may read it during the call only; the caller keeps ownership.
+ *   owned     the receiver holds one strong reference and must release it (KFFIObjectDecRef).
+ *   moved     ownership passes to the callee; the caller must not release it again.
+ * Every function returns 0 on success and -1 on error, with the error left in the calling
+ * thread's slot (KFFIErrorMoveFromRaised), unless its comment says otherwise. No C++ exception
+ * ever crosses this boundary. docs/abi.md holds the versioning and compatibility rules. */
+#ifndef KFFI_C_API_H_
+#define KFFI_C_API_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kffi/dlpack.h"
+
+/* ---------------------------------------------------------------------------------------------
+ * Version. One source: the build, the Python package and the docs read these macros.
+ * ------------------------------------------------------------------------------------------- */
+#define KFFI_VERSION_MAJOR 0
+#define KFFI_VERSION_MINOR 1
+#define KFFI_VERSION_PATCH 0
+/** The ABI version: bumped on any break of layout or behaviour (docs/abi.md). */
+#define KFFI_ABI_VERSION 1
+
+#if defined(_WIN32)
+#define KFFI_DLL_EXPORT __declspec(dllexport)
+#else
+#define KFFI_DLL_EXPORT __attribute__((visibility("default")))
+#endif
+
+#ifndef KFFI_DLL
+#define KFFI_DLL KFFI_DLL_EXPORT
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** Versions of the runtime that is loaded (not the header that was compiled against). */
+typedef struct {
+  uint32_t major;
+  uint32_t minor;
+  uint32_t patch;
+  uint32_t abi;
+} KFFIVersion;
+
+/** Writes the loaded runtime's version into *out (borrowed). Never fails. */
+KFFI_DLL void KFFIGetVersion(KFFIVersion* out);
+
+/* ---------------------------------------------------------------------------------------------
+ * Values
+ * ------------------------------------------------------------------------------------------- */
+
+/** Type indices. Values below kKFFIStaticObjectBegin are plain values held inline in KFFIAny;
+ * values from it on are objects (KFFIAny.v_obj). Indices from kKFFIDynObjectBegin on are
+ * allocated at run time by type key (KFFITypeGetOrAllocIndex). */
+#ifdef __cplusplus
+enum KFFITypeIndex : int32_t {
+#else
+typedef enum {
+#endif
+  kKFFIAny = -1,
+  kKFFINone = 0,
+  kKFFIInt = 1,
+  kKFFIBool = 2,
+  kKFFIFloat = 3,
+  kKFFIOpaquePtr = 4,
+  kKFFIDataType = 5,
+  kKFFIDevice = 6,
+  kKFFIDLTensorPtr = 7,
+  kKFFIRawStr = 8,
+  kKFFIByteArrayPtr = 9,
+  kKFFIObjectRValueRef = 10,
+  kKFFISmallStr = 11,
+  kKFFISmallBytes = 12,
+  kKFFIStaticObjectBegin = 64,
+  kKFFIObject = 64,
+  kKFFIStr = 65,
+  kKFFIBytes = 66,
+  kKFFIError = 67,
+  kKFFIFunction = 68,
+  kKFFIShape = 69,
+  kKFFITensor = 70,
+  kKFFIArray = 71,
+  kKFFIMap = 72,
+  kKFFIModule = 73,
+  kKFFIOpaquePyObject = 74,
+  kKFFIList = 75,
+  kKFFIDict = 76,
+  kKFFIDynObjectBegin = 128
+#ifdef __cplusplus
+};
+#else
+} KFFITypeIndex;
+#endif
+
+/** An opaque object pointer: points at a KFFIObject header. */
+typedef void* KFFIObjectHandle;
+
+/** Header shared by every object (24 bytes). The payload ("cell") follows it directly. */
+typedef struct KFFIObject {
+  /** Strong count in the low 32 bits, weak count in the high 32 bits; updated atomically.
+   * A new object starts at strong 1, weak 1 (all strong references together hold one weak
+   * reference). The strong count reaching 0 calls deleter(Strong) and then drops that weak
+   * reference; the weak count reaching 0 calls deleter(Weak). When the last strong reference
+   * goes with no other weak reference, one deleter(Both) call does both. */
+  uint64_t combined_ref_count;
+  /** The object's type index (>= kKFFIStaticObjectBegin). */
+  int32_t type_index;
+  /** Reserved; zero. */
+  uint32_t padding;
+  /** Called with flags kKFFIObjectDeleterFlagStrong (run the destructor), ...Weak (free the
+   * memory) or both; travels with the object so any library can release it. */
+  union {
+    void (*deleter)(void* self, int flags);
+    int64_t ensure_align_;
+  };
+} KFFIObject;
+
+/** Deleter flags: strong runs the destructor, weak frees the memory. */
+#define kKFFIObjectDeleterFlagStrong 1
+#define kKFFIObjectDeleterFlagWeak 2
+#define kKFFIObjectDeleterFlagBoth 3
+
+/** A value (16 bytes). zero_padding is 0 except for small str/bytes, so values compare and hash
+ * bytewise. Objects in a KFFIAny are owned or borrowed as the surrounding call says. */
+typedef struct {
+  int32_t type_index;
+  union {
+    /** Must be 0 for every type except kKFFISmallStr / kKFFISmallBytes. */
+    uint32_t zero_padding;
+    /** Length (0..7) of the bytes stored inline in v_bytes. */
+    uint32_t small_str_len;
+  };
+  union {
+    int64_t v_int64;
+    double v_float64;
+    void* v_ptr;
+    const char* v_c_str;
+    KFFIObject* v_obj;
+    DLDataType v_dtype;
+    DLDevice v_device;
+    char v_bytes[8];
+    uint64_t v_uint64;
+  };
+} KFFIAny;
+
+/** A borrowed run of bytes; not NUL-terminated unless said so. */
+typedef struct {
+  const char* data;
+  size_t size;
+} KFFIByteArray;
+
+/** Cell of Str and Bytes objects: data is NUL-terminated for convenience (size excludes it). */
+typedef KFFIByteArray KFFIStrCell;
+
+/** Cell of Shape objects. */
+typedef struct {
+  const int64_t* data;
+  size_t size;
+} KFFIShapeCell;
+
+/** Cell of Array and List objects: a run of owned KFFIAny values. */
+typedef struct {
+  void* data;
+  int64_t size;
+  int64_t capacity;
+  /** Frees data (not the elements); NULL when data is stored inline after the cell. */
+  void (*data_deleter)(void* data);
+} KFFISeqCell;
+
+/** The call convention. handle: the function object (or NULL for exported symbols); args:
+ * borrowed; result: owned by the caller, who sets its type_index to kKFFINone before the call.
+ * Returns 0, -1 (error in the thread's slot) or -2 (a Python signal is pending). */
+typedef int (*KFFISafeCallType)(void* handle, const KFFIAny* args, int32_t num_args,
+                                KFFIAny* result);
+
+/** Cell of Function objects. */
+typedef struct {
+  /** Entry point, called with the function object itself as handle. */
+  KFFISafeCallType safe_call;
+  /** Reserved for a same-runtime fast path; NULL in functions made through this C API. */
+  void* cpp_call;
+} KFFIFunctionCell;
+
+/** Cell of Opaque objects (e.g. kKFFIOpaquePyObject): a foreign pointer and its deleter. */
+typedef struct {
+  void* handle;
+} KFFIOpaqueObjectCell;
+
+/** Backtrace update modes for KFFIErrorCell.update_backtrace. */
+#define kKFFIBacktraceUpdateModeReplace 0
+#define kKFFIBacktraceUpdateModeAppend 1
+
+/** Cell of Error objects. The byte arrays are owned by the error object. */
+typedef struct {
+  /** The kind: "TypeError", "ValueError", "RuntimeError", ..., "InternalError". */
+  KFFIByteArray kind;
+  KFFIByteArray message;
+  /** Frames, one a line, most recent first: `File "path", line N, in func`. */
+  KFFIByteArray backtrace;
+  /** Appends older frames (or replaces all of them) on an error made by any library. */
+  void (*update_backtrace)(KFFIObjectHandle self, const KFFIByteArray* backtrace,
+                           int32_t update_mode);
+  /** The error that caused this one, owned; NULL when none. */
+  KFFIObjectHandle cause_chain;
+  /** Extra context for a language binding (e.g. the Python exception), owned; may be NULL. */
+  KFFIObjectHandle extra_context;
+} KFFIErrorCell;
+
+/* ---------------------------------------------------------------------------------------------
+ * Objects
+ * ------------------------------------------------------------------------------------------- */
+
+/** Adds a strong reference. */
+KFFI_DLL int KFFIObjectIncRef(KFFIObjectHandle obj);
+/** Drops a strong reference; the last one runs the deleter. NULL is accepted and ignored. */
+KFFI_DLL int KFFIObjectDecRef(KFFIObjectHandle obj);
+/** Adds a weak reference (keeps the memory, not the value). */
+KFFI_DLL int KFFIObjectIncWeakRef(KFFIObjectHandle obj);
+/** Drops a weak reference; the last one frees the memory. */
+KFFI_DLL int KFFIObjectDecWeakRef(KFFIObjectHandle obj);
+/** Turns a weak reference into a strong one: *out is owned, or NULL when the object is dead. */
+KFFI_DLL int KFFIObjectWeakLock(KFFIObjectHandle obj, KFFIObjectHandle* out);
+/** Wraps a foreign pointer: the object owns handle and calls deleter(handle) once when the last
+ * strong reference goes. type_index names what it holds (e.g. kKFFIOpaquePyObject). *out owned. */
+KFFI_DLL int KFFIObjectCreateOpaque(void* handle, int32_t type_index, void (*deleter)(void*),
+                                    KFFIObjectHandle* out);
+
+/** Reads the cell that follows an object's header. */
+static inline void* KFFIObjectGetCellPtr(KFFIObjectHandle obj) {
+  return (void*)((char*)obj + sizeof(KFFIObject));
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Types
+ * ------------------------------------------------------------------------------------------- */
+
+/** What the registry knows of a type; lives as long as the process. */
+typedef struct KFFITypeInfo {
+  int32_t type_index;
+  /** Depth in the single-inheritance tree: Object is 0, its children 1, ... */
+  int32_t type_depth;
+  /** The type key, e.g. "ffi.Str"; NUL-terminated. */
+  KFFIByteArray type_key;
+  /** type_ancestors[d] is the index of the ancestor at depth d, for d < type_depth. */
+  const int32_t* type_ancestors;
+} KFFITypeInfo;
+
+/** Looks up a registered type key into *out_index; an unknown key is a KeyError. */
+KFFI_DLL int KFFITypeKeyToIndex(const KFFIByteArray* type_key, int32_t* out_index);
+/** Returns the index of type_key, registering it on first use under parent_type_index at depth
+ * type_depth (parent's depth + 1). static_type_index is the fixed index for built-in types, or
+ * -1 to allocate one from kKFFIDynObjectBegin on. A key registered again with a different parent
+ * is an error. Thread safe. */
+KFFI_DLL int KFFITypeGetOrAllocIndex(const KFFIByteArray* type_key, int32_t static_type_index,
+                                     int32_t type_depth, int32_t parent_type_index,
+                                     int32_t* out_index);
+/** The type's information (borrowed, process lifetime), or NULL for an unknown index. */
+KFFI_DLL const KFFITypeInfo* KFFIGetTypeInfo(int32_t type_index);
+
+/* ---------------------------------------------------------------------------------------------
+ * Functions
+ * ------------------------------------------------------------------------------------------- */
+
+/** Makes a Function object that calls safe_call(self, ...). deleter(self) runs once when the
+ * function dies (may be NULL). *out owned. */
+KFFI_DLL int KFFIFunctionCreate(void* self, KFFISafeCallType safe_call, void (*deleter)(void* self),
+                                KFFIObjectHandle* out);
+/** Calls a Function object: args borrowed, *result owned (set to None before calling). */
+KFFI_DLL int KFFIFunctionCall(KFFIObjectHandle func, const KFFIAny* args, int32_t num_args,
+                              KFFIAny* result);
+/** Registers func (borrowed; the registry keeps a reference) under a global name. Registering a
+ * taken name is a KeyError unless allow_override is nonzero. */
+KFFI_DLL int KFFIFunctionSetGlobal(const KFFIByteArray* name, KFFIObjectHandle func,
+                                   int allow_override);
+/** Looks up a global function: *out owned, or NULL when no function has that name. */
+KFFI_DLL int KFFIFunctionGetGlobal(const KFFIByteArray* name, KFFIObjectHandle* out);
+/** Removes a global function; *out_removed is 1 if it existed, else 0. */
+KFFI_DLL int KFFIFunctionRemoveGlobal(const KFFIByteArray* name, int* out_removed);
+/** Calls visit(ctx, name) for each global name (sorted); a nonzero return stops the walk. */
+KFFI_DLL int KFFIFunctionListGlobalNames(int (*visit)(void* ctx, const KFFIByteArray* name),
+                                         void* ctx);
+
+/* ---------------------------------------------------------------------------------------------
+ * Errors
+ * ------------------------------------------------------------------------------------------- */
+
+/** Raises a new error of kind with message in the calling thread's slot (both borrowed). */
+KFFI_DLL void KFFIErrorSetRaisedFromCStr(const char* kind, const char* message);
+/** Like KFFIErrorSetRaisedFromCStr with the message given as parts to concatenate, so that
+ * generated code can share string pieces. */
+KFFI_DLL void KFFIErrorSetRaisedFromCStrParts(const char* kind, const char** message_parts,
+                                              int32_t num_parts);
+/** Raises an existing error object (borrowed: the slot takes its own reference). */
+KFFI_DLL void KFFIErrorSetRaised(KFFIObjectHandle error);
+/** Moves the raised error out of the thread's slot: *out owned, or NULL when none is raised. */
+KFFI_DLL void KFFIErrorMoveFromRaised(KFFIObjectHandle* out);
+/** Makes an error object (inputs borrowed; backtrace may be NULL). *out owned. */
+KFFI_DLL int KFFIErrorCreate(const KFFIByteArray* kind, const KFFIByteArray* message,
+                             const KFFIByteArray* backtrace, KFFIObjectHandle* out);
+
+/** The cell of an Error object. */
+static inline KFFIErrorCell* KFFIErrorGetCellPtr(KFFIObjectHandle error) {
+  return (KFFIErrorCell*)((char*)error + sizeof(KFFIObject));
+}
+
+/** Formats one backtrace frame `File "filename", line N, in func` (plus a marker when
+ * cross_ffi_boundary is nonzero). The result is borrowed, valid until the thread's next call. */
+KFFI_DLL const KFFIByteArray* KFFIBacktrace(const char* filename, int lineno, const char* func,
+                                            int cross_ffi_boundary);
+
+/* ---------------------------------------------------------------------------------------------
+ * Strings, bytes, data types, values
+ * ------------------------------------------------------------------------------------------- */
+
+/** Makes a str value from bytes (borrowed): a SmallStr for up to 7 bytes, else an owned Str. */
+KFFI_DLL int KFFIStringFromByteArray(const KFFIByteArray* input, KFFIAny* out);
+/** Makes a bytes value: SmallBytes for up to 7 bytes, else an owned Bytes object. */
+KFFI_DLL int KFFIBytesFromByteArray(const KFFIByteArray* input, KFFIAny* out);
+/** Parses "float32", "bfloat16", "int8", "bool", "float32x4", "float8_e4m3fn", ... A bad string
+ * is a ValueError naming it. */
+KFFI_DLL int KFFIDataTypeFromString(const KFFIByteArray* str, DLDataType* out);
+/** Formats a dtype as a str value (owned). */
+KFFI_DLL int KFFIDataTypeToString(const DLDataType* dtype, KFFIAny* out);
+/** Turns a borrowed view into an owned value: RawStr and ByteArrayPtr are copied into Str/Bytes,
+ * ObjectRValueRef is moved from, objects gain a reference. A DLTensorPtr becomes a Tensor that
+ * views the same memory without owning it (valid while the caller's tensor is). */
+KFFI_DLL int KFFIAnyViewToOwnedAny(const KFFIAny* any_view, KFFIAny* out);
+
+/* ---------------------------------------------------------------------------------------------
+ * Tensors (cell: a DLTensor)
+ * ------------------------------------------------------------------------------------------- */
+
+/** The DLTensor inside a Tensor object. */
+static inline DLTensor* KFFITensorGetDLTensorPtr(KFFIObjectHandle tensor) {
+  return (DLTensor*)((char*)tensor + sizeof(KFFIObject));
+}
+
+/** Takes a DLPack tensor (moved: its deleter runs exactly once, when the Tensor dies or on
+ * error). require_alignment (bytes, 0 = none) and require_contiguous are checked. *out owned. */
+KFFI_DLL int KFFITensorFromDLPack(DLManagedTensor* from, int32_t require_alignment,
+                                  int32_t require_contiguous, KFFIObjectHandle* out);
+/** Like KFFITensorFromDLPack for a versioned DLPack tensor. */
+KFFI_DLL int KFFITensorFromDLPackVersioned(DLManagedTensorVersioned* from,
+                                           int32_t require_alignment, int32_t require_contiguous,
+                                           KFFIObjectHandle* out);
+/** Exports a Tensor (borrowed) as a DLPack tensor that keeps it alive; *out owned. */
+KFFI_DLL int KFFITensorToDLPack(KFFIObjectHandle from, DLManagedTensor** out);
+/** Exports a Tensor (borrowed) as a versioned DLPack tensor; *out owned. */
+KFFI_DLL int KFFITensorToDLPackVersioned(KFFIObjectHandle from, DLManagedTensorVersioned** out);
+
+/* ---------------------------------------------------------------------------------------------
+ * Environment: per thread and per device
+ * ------------------------------------------------------------------------------------------- */
+
+/** A stream (e.g. cudaStream_t), never dereferenced by kffi. */
+typedef void* KFFIStreamHandle;
+
+/** Sets the calling thread's current stream for a device; the previous one goes to *opt_out_prev
+ * when not NULL, so a caller can restore it. */
+KFFI_DLL int KFFIEnvSetStream(int32_t device_type, int32_t device_id, KFFIStreamHandle stream,
+                              KFFIStreamHandle* opt_out_prev);
+/** The calling thread's current stream for a device; NULL (the default stream) when unset. */
+KFFI_DLL KFFIStreamHandle KFFIEnvGetStream(int32_t device_type, int32_t device_id);
+/** Sets the tensor allocator: for the calling thread, or the process-wide fallback when
+ * write_to_global is nonzero. The previous one goes to *opt_out_prev when not NULL. */
+KFFI_DLL int KFFIEnvSetTensorAllocator(DLPackManagedTensorAllocator allocator, int write_to_global,
+                                       DLPackManagedTensorAllocator* opt_out_prev);
+/** The allocator in force: the thread's own, else the global one, else NULL. */
+KFFI_DLL DLPackManagedTensorAllocator KFFIEnvGetTensorAllocator(void);
+/** Runs the signal hook (installed by a language binding): returns -1 with the error raised
+ * (e.g. a KeyboardInterrupt) when a signal is pending, else 0. Cheap; for long native loops. */
+KFFI_DLL int KFFIEnvCheckSignals(void);
+/** Installs the signal hook (NULL removes it); the previous one goes to *opt_out_prev. */
+KFFI_DLL void KFFIEnvSetCheckSignalsHook(int (*hook)(void), int (**opt_out_prev)(void));
+
+/* ---------------------------------------------------------------------------------------------
+ * Modules: kernel libraries (shared objects exporting `__kffi_<name>` safe-call symbols, built
+ * with kffi/export.h) and the system library (symbols registered by statically linked code).
+ * A loaded library is never unloaded: objects it made (tensors, functions) may outlive every
+ * reference to its module and still need its code.
+ * ------------------------------------------------------------------------------------------- */
+
+/** Loads the kernel library at path (borrowed; need not be NUL-terminated). Loading the same file
+ * again returns the same module while it is alive. *out owned. */
+KFFI_DLL int KFFIModuleLoadFromFile(const KFFIByteArray* path, KFFIObjectHandle* out);
+/** The process's system library module (one per process). *out owned. */
+KFFI_DLL int KFFIModuleGetSystemLib(KFFIObjectHandle* out);
+/** Registers a symbol of statically linked code in the system library. name (borrowed,
+ * NUL-terminated) is the symbol's exported name, e.g. "__kffi_scale", "__kffi__meta_scale" or
+ * "__kffi__abi_version" (then symbol points at a uint32_t, and a value other than this runtime's
+ * ABI version is refused). The same name with another symbol is a KeyError. */
+KFFI_DLL int KFFIModuleRegisterSystemLibSymbol(const char* name, void* symbol);
+/** Looks up function name (borrowed) in mod (borrowed) and, when query_imports is nonzero, then
+ * in its imports (depth first, in import order): *out owned (the function keeps mod alive), or
+ * NULL when absent. */
+KFFI_DLL int KFFIModuleGetFunction(KFFIObjectHandle mod, const KFFIByteArray* name,
+                                   int query_imports, KFFIObjectHandle* out);
+/** Calls visit(ctx, name) (name borrowed for the call) for each function mod (borrowed) exports,
+ * and those of its imports when query_imports is nonzero; sorted, without duplicates. A nonzero
+ * return from visit stops the walk. */
+KFFI_DLL int KFFIModuleListFunctions(KFFIObjectHandle mod, int query_imports,
+                                     int (*visit)(void* ctx, const KFFIByteArray* name),
+                                     void* ctx);
+/** The metadata of function name (borrowed) as found by KFFIModuleGetFunction with imports: *out
+ * is an owned str holding JSON {"name", "params": [{"name", "type"}], "return", "doc"}, or None
+ * when the function or its metadata is absent. */
+KFFI_DLL int KFFIModuleGetFunctionMetadata(KFFIObjectHandle mod, const KFFIByteArray* name,
+                                           KFFIAny* out);
+/** Makes mod (borrowed) search other (borrowed; mod keeps a reference) after its own functions.
+ * An import that would make a cycle is a ValueError. */
+KFFI_DLL int KFFIModuleImport(KFFIObjectHandle mod, KFFIObjectHandle other);
+/** The module's name as an owned str: the library's canonical path, or "system_lib". */
+KFFI_DLL int KFFIModuleGetName(KFFIObjectHandle mod, KFFIAny* out);
+
+#ifdef __cplusplus
+}  // extern "C"
+#endif
+#endif  // KFFI_C_API_H_

@@ -1,0 +1,211 @@
+// include/kffi/error.h: Error, the throw/check macros and the C-boundary conversions.
+#ifndef KFFI_ERROR_H_
+#define KFFI_ERROR_H_
+
+#include <kffi/object.h>
+
+#include <cstdio>
+#include <exception>
+#include <string>
+#include <string_view>
+
+namespace kffi {
+
+/// The cell of an error object (made by the runtime; read here).
+class ErrorObj : public Object, public KFFIErrorCell {
+ public:
+  KFFI_DECLARE_STATIC_OBJECT_INFO("ffi.Error", ErrorObj, Object, kKFFIError, true)
+};
+
+/// An error that crosses language boundaries: a kind ("ValueError", ...), a message and a
+/// backtrace (frames, most recent first). Thrown as a C++ exception on this side; carried in the
+/// thread's error slot across the C ABI.
+class Error : public ObjectRef, public std::exception {
+ public:
+  using ContainerType = ErrorObj;
+
+  /// A new error. backtrace holds frames, one a line, most recent first.
+  Error(const std::string& kind, const std::string& message, const std::string& backtrace = "") {
+    KFFIByteArray k = details::ToByteArray(kind.data(), kind.size());
+    KFFIByteArray m = details::ToByteArray(message.data(), message.size());
+    KFFIByteArray b = details::ToByteArray(backtrace.data(), backtrace.size());
+    KFFIObjectHandle h = nullptr;
+    if (KFFIErrorCreate(&k, &m, &b, &h) != 0) std::terminate();  // only on out of memory
+    data_ = details::ObjectUnsafe::FromOwnedHandle<Object>(h);
+    InitWhat();
+  }
+  /// Wraps an existing error object (the pointer must be an ErrorObj).
+  explicit Error(ObjectPtr<Object> error) : ObjectRef(std::move(error)) { InitWhat(); }
+  explicit Error(details::UnsafeInit tag) : ObjectRef(tag) {}
+
+  /// The kind, e.g. "TypeError".
+  std::string kind() const { return ToString(cell()->kind); }
+  /// The message, without kind or backtrace.
+  std::string message() const { return ToString(cell()->message); }
+  /// Frames, one a line, most recent first.
+  std::string backtrace() const { return ToString(cell()->backtrace); }
+  /// Adds older frames after the existing ones (as the error leaves another caller).
+  void AppendBacktrace(const std::string& frames) const {
+    KFFIByteArray b = details::ToByteArray(frames.data(), frames.size());
+    cell()->update_backtrace(details::ObjectUnsafe::GetHandle(data_), &b,
+                             kKFFIBacktraceUpdateModeAppend);
+  }
+  /// "Traceback (most recent call first):\n<frames>\n<kind>: <message>".
+  std::string FullMessage() const {
+    std::string bt = backtrace();
+    std::string out;
+    if (!bt.empty()) out = "Traceback (most recent call first):\n" + bt + "\n";
+    return out + what_;
+  }
+  /// "<kind>: <message>".
+  const char* what() const noexcept override { return what_.c_str(); }
+
+ private:
+  static std::string ToString(const KFFIByteArray& b) { return std::string(b.data, b.size); }
+  const KFFIErrorCell* cell() const {
+    return static_cast<const ErrorObj*>(static_cast<const Object*>(data_.get()));
+  }
+  void InitWhat() {
+    if (data_) what_ = kind() + ": " + message();
+  }
+  std::string what_;
+};
+
+namespace details {
+
+/// Appends values to an error message without pulling <sstream> into every kernel TU.
+class ErrorMessage {
+ public:
+  ErrorMessage& operator<<(const std::string& s) {
+    msg_ += s;
+    return *this;
+  }
+  ErrorMessage& operator<<(std::string_view s) {
+    msg_.append(s.data(), s.size());
+    return *this;
+  }
+  ErrorMessage& operator<<(const char* s) {
+    msg_ += (s ? s : "(null)");
+    return *this;
+  }
+  ErrorMessage& operator<<(char c) {
+    msg_ += c;
+    return *this;
+  }
+  ErrorMessage& operator<<(bool b) {
+    msg_ += b ? "True" : "False";
+    return *this;
+  }
+  template <typename T, typename = std::enable_if_t<std::is_arithmetic_v<T>>>
+  ErrorMessage& operator<<(T v) {
+    if constexpr (std::is_floating_point_v<T>) {
+      char buf[64];
+      std::snprintf(buf, sizeof(buf), "%.17g", static_cast<double>(v));
+      msg_ += buf;
+    } else {
+      msg_ += std::to_string(v);
+    }
+    return *this;
+  }
+  /// Types that know how to print themselves for messages (found by ADL).
+  template <typename T, typename = std::enable_if_t<!std::is_arithmetic_v<T>>,
+            typename = decltype(KFFIToErrorString(std::declval<const T&>()))>
+  ErrorMessage& operator<<(const T& v) {
+    msg_ += KFFIToErrorString(v);
+    return *this;
+  }
+  std::string& str() { return msg_; }
+
+ protected:
+  std::string msg_;
+};
+
+/// Collects a message and throws an Error when the full expression ends (see KFFI_THROW).
+class ErrorBuilder : public ErrorMessage {
+ public:
+  ErrorBuilder(const char* kind, const char* file, int line, const char* func)
+      : kind_(kind), file_(file), line_(line), func_(func) {}
+  ErrorBuilder& self() { return *this; }
+  [[noreturn]] ~ErrorBuilder() noexcept(false) {
+    const KFFIByteArray* frame = KFFIBacktrace(file_, line_, func_, 0);
+    throw Error(kind_, msg_, std::string(frame->data, frame->size));
+  }
+
+ private:
+  const char* kind_;
+  const char* file_;
+  int line_;
+  const char* func_;
+};
+
+/// Puts the exception being handled into the thread's error slot (call inside catch (...)).
+/// A kffi::Error keeps its object; any other std::exception becomes an InternalError.
+inline void SetRaisedFromCurrentException() noexcept {
+  try {
+    throw;
+  } catch (const Error& e) {
+    KFFIErrorSetRaised(details::ObjectUnsafe::GetHandle(ObjectRefData(e)));
+  } catch (const std::exception& e) {
+    KFFIErrorSetRaisedFromCStr("InternalError", e.what());
+  } catch (...) {
+    KFFIErrorSetRaisedFromCStr("InternalError", "unknown C++ exception");
+  }
+}
+
+/// Moves the raised error out of the slot as a C++ exception (after a call returned nonzero).
+[[noreturn]] inline void ThrowRaisedError(int code) {
+  KFFIObjectHandle h = nullptr;
+  KFFIErrorMoveFromRaised(&h);
+  if (h == nullptr) {
+    throw Error("InternalError", "a call failed with code " + std::to_string(code) +
+                                     " but raised no error");
+  }
+  throw Error(ObjectUnsafe::FromOwnedHandle<Object>(h));
+}
+
+inline int32_t GetOrAllocTypeIndex(const char* type_key, int32_t static_index, int32_t depth,
+                                   int32_t parent_index) {
+  KFFIByteArray key = ToByteArray(type_key, std::strlen(type_key));
+  int32_t out = -1;
+  if (KFFITypeGetOrAllocIndex(&key, static_index, depth, parent_index, &out) != 0) {
+    ThrowRaisedError(-1);
+  }
+  return out;
+}
+
+inline std::string TypeIndexToKey(int32_t type_index) {
+  const KFFITypeInfo* info = KFFIGetTypeInfo(type_index);
+  if (info == nullptr) return "<unknown type " + std::to_string(type_index) + ">";
+  return std::string(info->type_key.data, info->type_key.size);
+}
+
+}  // namespace details
+}  // namespace kffi
+
+/// Throws kffi::Error of the given kind: KFFI_THROW(ValueError) << "bad " << x;
+#define KFFI_THROW(ErrorKind) \
+  ::kffi::details::ErrorBuilder(#ErrorKind, __FILE__, __LINE__, __func__).self()
+
+/// Throws kffi::Error of the given kind unless cond holds: KFFI_CHECK(n > 0, ValueError) << ...
+#define KFFI_CHECK(cond, ErrorKind) \
+  if (KFFI_LIKELY(cond)) {          \
+  } else                            \
+    KFFI_THROW(ErrorKind)
+
+/// An internal invariant: throws InternalError naming the failed condition.
+#define KFFI_ICHECK(cond)  \
+  if (KFFI_LIKELY(cond)) { \
+  } else                   \
+    KFFI_THROW(InternalError) << "Check failed: (" #cond ") is false: "
+
+/// Wraps the body of a C ABI function: any exception becomes the raised error and -1.
+#define KFFI_SAFE_CALL_BEGIN() try {
+#define KFFI_SAFE_CALL_END()                              \
+  }                                                       \
+  catch (...) {                                           \
+    ::kffi::details::SetRaisedFromCurrentException();     \
+    return -1;                                            \
+  }                                                       \
+  return 0;
+
+#endif  // KFFI_ERROR_H_

@@ -1,0 +1,349 @@
+// include/kffi/function.h: Function (packed and typed), TypedFunction, globals, static init.
+#ifndef KFFI_FUNCTION_H_
+#define KFFI_FUNCTION_H_
+
+#include <kffi/any.h>
+#include <kffi/function_details.h>
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace kffi {
+
+/// The object behind a Function: the C call cell. Subclasses add the callable after it.
+class FunctionObj : public Object, public KFFIFunctionCell {
+ public:
+  KFFI_DECLARE_STATIC_OBJECT_INFO("ffi.Function", FunctionObj, Object, kKFFIFunction, false)
+  FunctionObj() {
+    safe_call = nullptr;
+    cpp_call = nullptr;
+  }
+};
+
+/// Arguments of a packed call: a borrowed array of values.
+class PackedArgs {
+ public:
+  PackedArgs(const AnyView* data, int32_t size) : data_(data), size_(size) {}
+  int32_t size() const { return size_; }
+  const AnyView& operator[](int32_t i) const { return data_[i]; }
+  const AnyView* data() const { return data_; }
+
+ private:
+  const AnyView* data_;
+  int32_t size_;
+};
+
+namespace details {
+
+/// Where a function was made, for the frame it adds to errors that leave it.
+struct FunctionSource {
+  std::string name;
+  const char* file;
+  int line;
+};
+
+/// Puts the exception being handled into the error slot, adding the frame of the function it
+/// leaves (so backtraces grow by one frame per boundary crossed).
+inline void SetRaisedLeaving(const FunctionSource& src) noexcept {
+  SetRaisedFromCurrentException();
+  KFFIObjectHandle err = nullptr;
+  KFFIErrorMoveFromRaised(&err);
+  if (err == nullptr) return;
+  const KFFIByteArray* frame = KFFIBacktrace(src.file, src.line, src.name.c_str(), 1);
+  KFFIErrorGetCellPtr(err)->update_backtrace(err, frame, kKFFIBacktraceUpdateModeAppend);
+  KFFIErrorSetRaised(err);
+  KFFIObjectDecRef(err);
+}
+
+/// A Function object around a packed callable void(PackedArgs, Any*).
+template <typename TCallable>
+class PackedFunctionObj : public FunctionObj {
+ public:
+  PackedFunctionObj(TCallable f, FunctionSource src)
+      : callable_(std::move(f)), source_(std::move(src)) {
+    safe_call = &SafeCall;
+  }
+  static int SafeCall(void* self, const KFFIAny* args, int32_t num_args, KFFIAny* result) {
+    auto* obj = static_cast<PackedFunctionObj*>(static_cast<Object*>(self));
+    try {
+      Any rv;
+      obj->callable_(PackedArgs(reinterpret_cast<const AnyView*>(args), num_args), &rv);
+      *result = AnyUnsafe::MoveToOwnedRaw(std::move(rv));
+      return 0;
+    } catch (...) {
+      SetRaisedLeaving(obj->source_);
+      return -1;
+    }
+  }
+
+ private:
+  TCallable callable_;
+  FunctionSource source_;
+};
+
+/// A Function object around a typed callable R(Args...): unpacks and checks every argument.
+template <typename TCallable, typename R, typename... Args>
+class TypedFunctionObj : public FunctionObj {
+ public:
+  TypedFunctionObj(TCallable f, FunctionSource src)
+      : callable_(std::move(f)), source_(std::move(src)) {
+    safe_call = &SafeCall;
+  }
+  static int SafeCall(void* self, const KFFIAny* args, int32_t num_args, KFFIAny* result) {
+    auto* obj = static_cast<TypedFunctionObj*>(static_cast<Object*>(self));
+    try {
+      if (KFFI_UNLIKELY(num_args != static_cast<int32_t>(sizeof...(Args)))) {
+        ThrowArgCountError(Signature<R, Args...>::Str(obj->source_.name), sizeof...(Args),
+                           num_args);
+      }
+      obj->Invoke(args, result, std::index_sequence_for<Args...>());
+      return 0;
+    } catch (...) {
+      SetRaisedLeaving(obj->source_);
+      return -1;
+    }
+  }
+
+ private:
+  template <size_t... I>
+  KFFI_INLINE void Invoke(const KFFIAny* args, KFFIAny* result, std::index_sequence<I...>) {
+    if constexpr (std::is_void_v<R>) {
+      callable_(ArgUnpacker<Args>::Unpack(args, I, this)...);
+    } else {
+      TypeTraitsNoCR<R>::MoveToAny(callable_(ArgUnpacker<Args>::Unpack(args, I, this)...),
+                                   result);
+    }
+  }
+
+ public:
+  /// Called only on a mismatch (cold): the full signature for the message.
+  std::string SignatureStr() const { return Signature<R, Args...>::Str(source_.name); }
+
+ private:
+  TCallable callable_;
+  FunctionSource source_;
+};
+
+}  // namespace details
+
+/// A callable value that crosses the ABI: made from C++ callables (packed or typed), from a C
+/// safe-call, or received from another library or language.
+class Function : public ObjectRef {
+ public:
+  Function() = default;
+  Function(std::nullptr_t) {}  // NOLINT(*-explicit-constructor)
+  /// From a callable: packed if it takes (PackedArgs, Any*), otherwise typed.
+  template <typename F,
+            typename = std::enable_if_t<!std::is_base_of_v<ObjectRef, std::decay_t<F>> &&
+                                        !details::IsObjectPtr<std::decay_t<F>>::value>>
+  Function(F f, const char* file = __builtin_FILE(), int line = __builtin_LINE())  // NOLINT
+      : Function(Make(std::move(f), "<lambda>", file, line)) {}
+  KFFI_DEFINE_OBJECT_REF_METHODS(Function, ObjectRef, FunctionObj)
+
+  /// A function from a packed callable void(PackedArgs args, Any* result).
+  template <typename F>
+  static Function FromPacked(F f, std::string name = "<packed>",
+                             const char* file = __builtin_FILE(), int line = __builtin_LINE()) {
+    using Obj = details::PackedFunctionObj<std::decay_t<F>>;
+    return Function(make_object<Obj>(std::move(f), details::FunctionSource{name, file, line}));
+  }
+  /// A function from a typed callable R(Args...): arguments are unpacked and checked, and a
+  /// mismatch raises TypeError naming the argument, the expected and the received type.
+  template <typename F>
+  static Function FromTyped(F f, std::string name = "<lambda>",
+                            const char* file = __builtin_FILE(), int line = __builtin_LINE()) {
+    using Info = details::CallableInfo<std::decay_t<F>>;
+    using Obj = typename Info::template TypedObj<std::decay_t<F>>;
+    return Function(make_object<Obj>(std::move(f), details::FunctionSource{name, file, line}));
+  }
+  /// A function that calls a C safe-call with self (the ABI's KFFIFunctionCreate).
+  static Function FromExternC(void* self, KFFISafeCallType safe_call,
+                              void (*deleter)(void*) = nullptr) {
+    KFFIObjectHandle h = nullptr;
+    if (KFFIFunctionCreate(self, safe_call, deleter, &h) != 0) details::ThrowRaisedError(-1);
+    return Function(details::ObjectUnsafe::FromOwnedHandle<FunctionObj>(h));
+  }
+
+  /// Calls with C++ values; the result is an Any (cast it: f(1, 2).cast<int>()).
+  template <typename... Args>
+  KFFI_INLINE Any operator()(Args&&... args) const {
+    constexpr size_t kNum = sizeof...(Args);
+    KFFIAny packed[kNum == 0 ? 1 : kNum];
+    details::PackArgs(packed, std::forward<Args>(args)...);
+    return CallPacked(packed, static_cast<int32_t>(kNum));
+  }
+  /// Calls with already packed borrowed values.
+  KFFI_INLINE Any CallPacked(const KFFIAny* args, int32_t num_args) const {
+    Any rv;
+    const FunctionObj* f = get();
+    if (KFFI_UNLIKELY(f == nullptr)) details::ThrowNullFunction();
+    int rc = f->safe_call(details::ObjectUnsafe::Header(f), args, num_args,
+                          details::AnyUnsafe::RawMut(rv));
+    if (KFFI_UNLIKELY(rc != 0)) details::ThrowRaisedError(rc);
+    return rv;
+  }
+  Any CallPacked(PackedArgs args) const {
+    return CallPacked(reinterpret_cast<const KFFIAny*>(args.data()), args.size());
+  }
+
+  /// The global function of that name, or nullopt.
+  static std::optional<Function> GetGlobal(std::string_view name) {
+    KFFIByteArray n = details::ToByteArray(name.data(), name.size());
+    KFFIObjectHandle h = nullptr;
+    if (KFFIFunctionGetGlobal(&n, &h) != 0) details::ThrowRaisedError(-1);
+    if (h == nullptr) return std::nullopt;
+    return Function(details::ObjectUnsafe::FromOwnedHandle<FunctionObj>(h));
+  }
+  /// The global function of that name; throws KeyError when there is none.
+  static Function GetGlobalRequired(std::string_view name) {
+    std::optional<Function> f = GetGlobal(name);
+    if (!f.has_value()) {
+      KFFI_THROW(KeyError) << "Global function `" << name << "` is not registered";
+    }
+    return std::move(*f);
+  }
+  /// Registers f under name; a taken name is a KeyError unless allow_override.
+  static void SetGlobal(std::string_view name, const Function& f, bool allow_override = false) {
+    KFFIByteArray n = details::ToByteArray(name.data(), name.size());
+    if (KFFIFunctionSetGlobal(&n, details::ObjectUnsafe::GetHandle(details::ObjectRefData(f)),
+                              allow_override ? 1 : 0) != 0) {
+      details::ThrowRaisedError(-1);
+    }
+  }
+  /// Removes a global; returns whether it existed.
+  static bool RemoveGlobal(std::string_view name) {
+    KFFIByteArray n = details::ToByteArray(name.data(), name.size());
+    int removed = 0;
+    if (KFFIFunctionRemoveGlobal(&n, &removed) != 0) details::ThrowRaisedError(-1);
+    return removed != 0;
+  }
+  /// All global names, sorted.
+  static std::vector<std::string> ListGlobalNames() {
+    std::vector<std::string> out;
+    auto visit = [](void* ctx, const KFFIByteArray* name) -> int {
+      static_cast<std::vector<std::string>*>(ctx)->emplace_back(name->data, name->size);
+      return 0;
+    };
+    if (KFFIFunctionListGlobalNames(visit, &out) != 0) details::ThrowRaisedError(-1);
+    return out;
+  }
+
+ private:
+  template <typename F>
+  static Function Make(F f, const char* name, const char* file, int line) {
+    if constexpr (std::is_invocable_v<F&, PackedArgs, Any*>) {
+      return FromPacked(std::move(f), name, file, line);
+    } else {
+      return FromTyped(std::move(f), name, file, line);
+    }
+  }
+};
+
+template <>
+struct TypeTraits<Function> {
+  static constexpr bool convert_enabled = true;
+  static void CopyToAnyView(const Function& v, KFFIAny* r) {
+    TypeTraits<ObjectRef>::CopyToAnyView(v, r);
+  }
+  static void MoveToAny(Function v, KFFIAny* r) {
+    TypeTraits<ObjectRef>::MoveToAny(std::move(v), r);
+  }
+  static bool CheckAnyStrict(const KFFIAny* s) { return s->type_index == kKFFIFunction; }
+  static Function CopyFromAnyViewAfterCheck(const KFFIAny* s) {
+    return Function(details::ObjectUnsafe::FromBorrowedHandle<FunctionObj>(s->v_obj));
+  }
+  static std::optional<Function> TryCastFromAnyView(const KFFIAny* s) {
+    if (CheckAnyStrict(s)) return CopyFromAnyViewAfterCheck(s);
+    if (s->type_index == kKFFINone) return Function();
+    return std::nullopt;
+  }
+  static std::string TypeStr() { return "Function"; }
+};
+
+/// A Function with a known C++ signature: calls convert the result to R.
+template <typename FType>
+class TypedFunction;
+
+template <typename R, typename... Args>
+class TypedFunction<R(Args...)> {
+ public:
+  TypedFunction() = default;
+  TypedFunction(std::nullptr_t) {}  // NOLINT(*-explicit-constructor)
+  /// Wraps an existing function (its argument checks apply at call time).
+  TypedFunction(Function f) : f_(std::move(f)) {}  // NOLINT(*-explicit-constructor)
+  /// From a C++ callable taking Args... and returning R.
+  template <typename F, typename = std::enable_if_t<std::is_invocable_r_v<R, F&, Args...> &&
+                                                    !std::is_same_v<std::decay_t<F>, Function>>>
+  TypedFunction(F f, std::string name = "<lambda>")  // NOLINT(*-explicit-constructor)
+      : f_(Function::FromTyped(
+            [g = std::move(f)](Args... args) -> R { return g(std::forward<Args>(args)...); },
+            std::move(name))) {}
+
+  R operator()(Args... args) const {
+    if constexpr (std::is_void_v<R>) {
+      f_(std::forward<Args>(args)...);
+    } else {
+      return f_(std::forward<Args>(args)...).template cast<R>();
+    }
+  }
+  operator Function() const { return f_; }  // NOLINT(*-explicit-constructor)
+  const Function& packed() const { return f_; }
+  bool defined() const { return f_.defined(); }
+
+ private:
+  Function f_;
+};
+
+template <typename R, typename... Args>
+struct TypeTraits<TypedFunction<R(Args...)>> {
+  static constexpr bool convert_enabled = true;
+  static void CopyToAnyView(const TypedFunction<R(Args...)>& v, KFFIAny* r) {
+    TypeTraits<Function>::CopyToAnyView(v.packed(), r);
+  }
+  static void MoveToAny(TypedFunction<R(Args...)> v, KFFIAny* r) {
+    TypeTraits<Function>::MoveToAny(v.packed(), r);
+  }
+  static bool CheckAnyStrict(const KFFIAny* s) { return s->type_index == kKFFIFunction; }
+  static TypedFunction<R(Args...)> CopyFromAnyViewAfterCheck(const KFFIAny* s) {
+    return TypedFunction<R(Args...)>(TypeTraits<Function>::CopyFromAnyViewAfterCheck(s));
+  }
+  static std::optional<TypedFunction<R(Args...)>> TryCastFromAnyView(const KFFIAny* s) {
+    if (CheckAnyStrict(s)) return CopyFromAnyViewAfterCheck(s);
+    return std::nullopt;
+  }
+  static std::string TypeStr() { return details::Signature<R, Args...>::Str("Callable"); }
+};
+
+/// Registers global functions in a chain: kffi::GlobalDef().def("ns.name", fn).def(...).
+class GlobalDef {
+ public:
+  template <typename F>
+  GlobalDef& def(const char* name, F f, const char* file = __builtin_FILE(),
+                 int line = __builtin_LINE()) {
+    if constexpr (std::is_base_of_v<ObjectRef, std::decay_t<F>>) {
+      Function::SetGlobal(name, f);
+    } else if constexpr (std::is_invocable_v<F&, PackedArgs, Any*>) {
+      Function::SetGlobal(name, Function::FromPacked(std::move(f), name, file, line));
+    } else {
+      Function::SetGlobal(name, Function::FromTyped(std::move(f), name, file, line));
+    }
+    return *this;
+  }
+};
+
+}  // namespace kffi
+
+/// Code that runs once when the library is loaded (static initialisation), e.g. to register
+/// globals: KFFI_STATIC_INIT_BLOCK() { kffi::GlobalDef().def("ns.f", f); }
+#define KFFI_STATIC_INIT_BLOCK() KFFI_STATIC_INIT_BLOCK_(__COUNTER__)
+#define KFFI_STATIC_INIT_BLOCK_(id)                                                    \
+  static void KFFI_STR_CONCAT(kffi_static_init_fn_, id)();                             \
+  [[maybe_unused]] static const int KFFI_STR_CONCAT(kffi_static_init_var_, id) =       \
+      ::kffi::details::RunStaticInit(&KFFI_STR_CONCAT(kffi_static_init_fn_, id),       \
+                                     __FILE__, __LINE__);                              \
+  static void KFFI_STR_CONCAT(kffi_static_init_fn_, id)()
+
+#endif  // KFFI_FUNCTION_H_

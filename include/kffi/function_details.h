@@ -1,0 +1,130 @@
+// include/kffi/function_details.h: argument packing/unpacking and signatures of typed calls.
+#ifndef KFFI_FUNCTION_DETAILS_H_
+#define KFFI_FUNCTION_DETAILS_H_
+
+#include <kffi/any.h>
+
+#include <cstdio>
+#include <string>
+#include <tuple>
+#include <utility>
+
+namespace kffi {
+namespace details {
+
+template <typename TCallable, typename R, typename... Args>
+class TypedFunctionObj;
+
+/// The name of a type in signatures ("int", "Tensor", "None" for void).
+template <typename T>
+inline std::string TypeStrOf() {
+  if constexpr (std::is_void_v<T>) {
+    return "None";
+  } else {
+    return TypeTraitsNoCR<T>::TypeStr();
+  }
+}
+
+/// Renders `name(0: int, 1: float) -> None`.
+template <typename R, typename... Args>
+struct Signature {
+  static std::string Str(const std::string& name) {
+    std::string out = name + "(";
+    size_t i = 0;
+    ((out += (i ? ", " : "") + std::to_string(i) + ": " + TypeStrOf<Args>(), ++i), ...);
+    return out + ") -> " + TypeStrOf<R>();
+  }
+};
+
+// Argument errors carry no frame of their own: the frame of the function being called is added
+// when the error leaves it, which is the one a user needs.
+[[noreturn]] KFFI_NOINLINE inline void ThrowArgCountError(const std::string& sig, size_t expected,
+                                                          int32_t got) {
+  throw Error("TypeError", "Mismatched number of arguments when calling: `" + sig +
+                               "`. Expected " + std::to_string(expected) + " but got " +
+                               std::to_string(got));
+}
+
+[[noreturn]] KFFI_NOINLINE inline void ThrowArgTypeError(const std::string& sig, size_t index,
+                                                         const std::string& expected,
+                                                         const std::string& got) {
+  throw Error("TypeError", "Mismatched type on argument #" + std::to_string(index) +
+                               " when calling: `" + sig + "`. Expected `" + expected +
+                               "` but got `" + got + "`");
+}
+
+[[noreturn]] KFFI_NOINLINE inline void ThrowNullFunction() {
+  throw Error("ValueError", "Cannot call a null Function");
+}
+
+/// Reads argument i as the parameter type Arg: an exact match first (a compare and a load),
+/// then the allowed conversions, else a TypeError naming the argument.
+template <typename Arg>
+struct ArgUnpacker {
+  using T = std::remove_cv_t<std::remove_reference_t<Arg>>;
+  using Traits = TypeTraits<T>;
+  static_assert(Traits::convert_enabled, "this parameter type has no kffi conversion");
+
+  template <typename Obj>
+  KFFI_INLINE static T Unpack(const KFFIAny* args, size_t i, const Obj* obj) {
+    if (KFFI_LIKELY(Traits::CheckAnyStrict(&args[i]))) {
+      return Traits::CopyFromAnyViewAfterCheck(&args[i]);
+    }
+    return UnpackSlow(args, i, obj);
+  }
+
+  template <typename Obj>
+  KFFI_NOINLINE static T UnpackSlow(const KFFIAny* args, size_t i, const Obj* obj) {
+    std::optional<T> v;
+    try {
+      v = Traits::TryCastFromAnyView(&args[i]);
+    } catch (const Error& e) {
+      // A conversion that parses (e.g. a dtype string) failed: say which argument it was.
+      throw Error(e.kind(), "Invalid argument #" + std::to_string(i) + " when calling: `" +
+                                obj->SignatureStr() + "`. " + e.message(),
+                  e.backtrace());
+    }
+    if (v.has_value()) return std::move(*v);
+    ThrowArgTypeError(obj->SignatureStr(), i, Traits::TypeStr(), MismatchTypeInfo<T>(&args[i]));
+  }
+};
+
+/// Deduces R(Args...) of a callable (lambda, functor or function pointer).
+template <typename F, typename = void>
+struct CallableInfo : CallableInfo<decltype(&F::operator())> {};
+template <typename R, typename... Args>
+struct CallableInfo<R (*)(Args...)> {
+  template <typename F>
+  using TypedObj = TypedFunctionObj<F, R, Args...>;
+};
+template <typename R, typename... Args>
+struct CallableInfo<R(Args...)> : CallableInfo<R (*)(Args...)> {};
+template <typename C, typename R, typename... Args>
+struct CallableInfo<R (C::*)(Args...) const> : CallableInfo<R (*)(Args...)> {};
+template <typename C, typename R, typename... Args>
+struct CallableInfo<R (C::*)(Args...)> : CallableInfo<R (*)(Args...)> {};
+
+/// Packs C++ values as borrowed views (no references taken: they live through the call).
+template <typename... Args>
+KFFI_INLINE void PackArgs(KFFIAny* out, Args&&... args) {
+  size_t i = 0;
+  ((TypeTraits<std::decay_t<Args>>::CopyToAnyView(args, &out[i++])), ...);
+  (void)i;
+  (void)out;
+}
+
+/// Runs a static-initialisation block; an error is reported and does not abort loading.
+inline int RunStaticInit(void (*fn)(), const char* file, int line) {
+  try {
+    fn();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "kffi: static initialisation block at %s:%d failed: %s\n", file, line,
+                 e.what());
+  }
+  return 0;
+}
+
+}  // namespace details
+}  // namespace kffi
+
+#endif  // KFFI_FUNCTION_DETAILS_H_

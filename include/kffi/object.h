@@ -1,0 +1,458 @@
+// include/kffi/object.h: the object model: Object, ObjectPtr, WeakObjectPtr, ObjectRef, types.
+#ifndef KFFI_OBJECT_H_
+#define KFFI_OBJECT_H_
+
+#include <kffi/base.h>
+
+#include <cstddef>
+#include <new>
+#include <string>
+#include <type_traits>
+#include <utility>
+
+namespace kffi {
+
+class Object;
+class ObjectRef;
+template <typename T>
+class ObjectPtr;
+
+namespace details {
+struct ObjectUnsafe;
+/// Registers (once) a type key under a parent and returns its index; throws on conflict.
+int32_t GetOrAllocTypeIndex(const char* type_key, int32_t static_index, int32_t depth,
+                            int32_t parent_index);
+/// The key of a type index ("ffi.Str", "int", ...), or "<unknown type N>".
+std::string TypeIndexToKey(int32_t type_index);
+}  // namespace details
+
+/// Declares the type information of an object class: its key, its parent and (optionally) a
+/// fixed static index. Put it in the public section of every Object subclass.
+#define KFFI_DECLARE_OBJECT_INFO_(TypeKey, ParentType, IsFinal)                             \
+  static constexpr const char* _type_key = TypeKey;                                        \
+  static constexpr int32_t _type_depth = ParentType::_type_depth + 1;                      \
+  static constexpr bool _type_final = IsFinal;                                             \
+  using _type_parent = ParentType;                                                         \
+  static int32_t RuntimeTypeIndex() {                                                      \
+    static const int32_t index = ::kffi::details::GetOrAllocTypeIndex(                     \
+        _type_key, -1, _type_depth, ParentType::RuntimeTypeIndex());                       \
+    return index;                                                                          \
+  }
+
+/// A dynamic object type (index allocated at run time) that can have subclasses.
+#define KFFI_DECLARE_OBJECT_INFO(TypeKey, TypeName, ParentType) \
+  KFFI_DECLARE_OBJECT_INFO_(TypeKey, ParentType, false)
+/// A dynamic object type with no subclasses (enables an exact-index instance check).
+#define KFFI_DECLARE_FINAL_OBJECT_INFO(TypeKey, TypeName, ParentType) \
+  KFFI_DECLARE_OBJECT_INFO_(TypeKey, ParentType, true)
+
+/// A built-in type with a fixed index from the C ABI (registered by the runtime).
+#define KFFI_DECLARE_STATIC_OBJECT_INFO(TypeKey, TypeName, ParentType, StaticIndex, IsFinal) \
+  static constexpr const char* _type_key = TypeKey;                                         \
+  static constexpr int32_t _type_depth = ParentType::_type_depth + 1;                       \
+  static constexpr bool _type_final = IsFinal;                                              \
+  static constexpr int32_t _type_static_index = StaticIndex;                                \
+  using _type_parent = ParentType;                                                          \
+  static constexpr int32_t RuntimeTypeIndex() { return StaticIndex; }
+
+/// Base of every object. Its layout is exactly the KFFIObject header; a subclass's fields are the
+/// cell that follows. Objects are never copied; they live behind ObjectPtr.
+class Object {
+ public:
+  static constexpr const char* _type_key = "ffi.Object";
+  static constexpr int32_t _type_depth = 0;
+  static constexpr bool _type_final = false;
+  static constexpr int32_t _type_static_index = kKFFIObject;
+  static constexpr int32_t RuntimeTypeIndex() { return kKFFIObject; }
+
+  Object() {
+    header_.combined_ref_count = 0;
+    header_.type_index = kKFFIObject;
+    header_.padding = 0;
+    header_.deleter = nullptr;
+  }
+  Object(const Object&) = delete;
+  Object& operator=(const Object&) = delete;
+
+  /// The runtime type index of this object.
+  int32_t type_index() const { return header_.type_index; }
+  /// The type key of this object, e.g. "ffi.Str".
+  std::string GetTypeKey() const { return details::TypeIndexToKey(header_.type_index); }
+  /// True when this object is a TargetType or one of its subclasses.
+  template <typename TargetType>
+  bool IsInstance() const;
+  /// The number of strong references (a snapshot; for tests and diagnostics).
+  uint32_t use_count() const {
+    return static_cast<uint32_t>(__atomic_load_n(&header_.combined_ref_count, __ATOMIC_RELAXED));
+  }
+  /// The number of weak references, including the one all strong references hold together.
+  uint32_t weak_count() const {
+    return static_cast<uint32_t>(
+        __atomic_load_n(&header_.combined_ref_count, __ATOMIC_RELAXED) >> 32);
+  }
+
+ protected:
+  KFFIObject header_;
+
+ private:
+  static constexpr uint64_t kStrongOne = 1;
+  static constexpr uint64_t kWeakOne = uint64_t(1) << 32;
+
+  void IncRef() { __atomic_fetch_add(&header_.combined_ref_count, kStrongOne, __ATOMIC_RELAXED); }
+  void DecRef() {
+    uint64_t old = __atomic_fetch_sub(&header_.combined_ref_count, kStrongOne, __ATOMIC_RELEASE);
+    if (static_cast<uint32_t>(old) == 1) {
+      __atomic_thread_fence(__ATOMIC_ACQUIRE);
+      if (old == (kStrongOne | kWeakOne)) {
+        // Last strong reference and nobody holds a weak one: one call frees everything.
+        header_.deleter(this, kKFFIObjectDeleterFlagBoth);
+      } else {
+        header_.deleter(this, kKFFIObjectDeleterFlagStrong);
+        DecWeakRef();
+      }
+    }
+  }
+  void IncWeakRef() {
+    __atomic_fetch_add(&header_.combined_ref_count, kWeakOne, __ATOMIC_RELAXED);
+  }
+  void DecWeakRef() {
+    uint64_t old = __atomic_fetch_sub(&header_.combined_ref_count, kWeakOne, __ATOMIC_RELEASE);
+    if ((old >> 32) == 1) {
+      __atomic_thread_fence(__ATOMIC_ACQUIRE);
+      header_.deleter(this, kKFFIObjectDeleterFlagWeak);
+    }
+  }
+  bool TryPromoteWeak() {
+    uint64_t old = __atomic_load_n(&header_.combined_ref_count, __ATOMIC_RELAXED);
+    while (static_cast<uint32_t>(old) != 0) {
+      if (__atomic_compare_exchange_n(&header_.combined_ref_count, &old, old + kStrongOne, true,
+                                      __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
+        return true;
+      }
+    }
+    return false;
+  }
+
+  friend struct details::ObjectUnsafe;
+  template <typename>
+  friend class ObjectPtr;
+  template <typename>
+  friend class WeakObjectPtr;
+};
+
+static_assert(sizeof(Object) == sizeof(KFFIObject), "Object must be exactly the C header");
+
+namespace details {
+
+/// Allocation and deletion of objects made by make_object (in this library).
+template <typename T>
+struct ObjectAllocator {
+  static void Deleter(void* self, int flags) {
+    T* obj = static_cast<T*>(static_cast<Object*>(self));
+    if (flags & kKFFIObjectDeleterFlagStrong) obj->~T();
+    if (flags & kKFFIObjectDeleterFlagWeak) {
+      ::operator delete(static_cast<void*>(obj), std::align_val_t(alignof(T)));
+    }
+  }
+};
+
+/// Access to object internals that ordinary code must not touch.
+struct ObjectUnsafe {
+  static KFFIObject* Header(const Object* obj) {
+    return const_cast<KFFIObject*>(&obj->header_);
+  }
+  static void IncRef(Object* obj) { obj->IncRef(); }
+  static void DecRef(Object* obj) { obj->DecRef(); }
+  static void IncWeakRef(Object* obj) { obj->IncWeakRef(); }
+  static void DecWeakRef(Object* obj) { obj->DecWeakRef(); }
+  /// Adopts one strong reference held by handle (no increment).
+  template <typename T>
+  static ObjectPtr<T> FromOwnedHandle(KFFIObjectHandle handle);
+  /// Makes a new strong reference to handle (increments).
+  template <typename T>
+  static ObjectPtr<T> FromBorrowedHandle(KFFIObjectHandle handle);
+  /// Releases ownership of ptr's reference into a raw handle.
+  template <typename T>
+  static KFFIObjectHandle MoveToHandle(ObjectPtr<T>&& ptr);
+  template <typename T>
+  static KFFIObjectHandle GetHandle(const ObjectPtr<T>& ptr) {
+    return const_cast<Object*>(static_cast<const Object*>(ptr.get()));
+  }
+  static Object* ToObject(KFFIObjectHandle handle) { return static_cast<Object*>(handle); }
+  static const ObjectPtr<Object>& RefData(const ObjectRef& ref);
+  static ObjectPtr<Object>& RefData(ObjectRef& ref);
+  /// Initialises a freshly constructed object's header.
+  template <typename T>
+  static void InitHeader(T* obj, int32_t type_index) {
+    KFFIObject* h = Header(obj);
+    h->combined_ref_count = (uint64_t(1) << 32) | 1;
+    h->type_index = type_index;
+    h->deleter = &ObjectAllocator<T>::Deleter;
+  }
+};
+
+}  // namespace details
+
+/// A strong, intrusive reference to an object of type T (or a subclass).
+template <typename T>
+class ObjectPtr {
+ public:
+  ObjectPtr() noexcept = default;
+  ObjectPtr(std::nullptr_t) noexcept {}  // NOLINT(*-explicit-constructor)
+  ObjectPtr(const ObjectPtr& other) noexcept : ptr_(other.ptr_) { Retain(); }
+  ObjectPtr(ObjectPtr&& other) noexcept : ptr_(other.ptr_) { other.ptr_ = nullptr; }
+  template <typename U, typename = std::enable_if_t<std::is_base_of_v<T, U>>>
+  ObjectPtr(const ObjectPtr<U>& other) noexcept : ptr_(other.ptr_) {  // NOLINT
+    Retain();
+  }
+  template <typename U, typename = std::enable_if_t<std::is_base_of_v<T, U>>>
+  ObjectPtr(ObjectPtr<U>&& other) noexcept : ptr_(other.ptr_) {  // NOLINT
+    other.ptr_ = nullptr;
+  }
+  ~ObjectPtr() { Release(); }
+
+  ObjectPtr& operator=(const ObjectPtr& other) noexcept {
+    ObjectPtr(other).swap(*this);
+    return *this;
+  }
+  ObjectPtr& operator=(ObjectPtr&& other) noexcept {
+    ObjectPtr(std::move(other)).swap(*this);
+    return *this;
+  }
+  void swap(ObjectPtr& other) noexcept { std::swap(ptr_, other.ptr_); }
+  void reset() noexcept {
+    Release();
+    ptr_ = nullptr;
+  }
+
+  T* get() const noexcept { return ptr_; }
+  T* operator->() const noexcept { return ptr_; }
+  T& operator*() const noexcept { return *ptr_; }
+  explicit operator bool() const noexcept { return ptr_ != nullptr; }
+  /// Number of strong references, 0 for null.
+  uint32_t use_count() const noexcept { return ptr_ ? ptr_->use_count() : 0; }
+  bool unique() const noexcept { return use_count() == 1; }
+
+  bool operator==(const ObjectPtr& o) const noexcept { return ptr_ == o.ptr_; }
+  bool operator!=(const ObjectPtr& o) const noexcept { return ptr_ != o.ptr_; }
+  bool operator==(std::nullptr_t) const noexcept { return ptr_ == nullptr; }
+  bool operator!=(std::nullptr_t) const noexcept { return ptr_ != nullptr; }
+
+ private:
+  explicit ObjectPtr(T* raw) noexcept : ptr_(raw) {}
+  void Retain() noexcept {
+    if (ptr_) static_cast<Object*>(ptr_)->IncRef();
+  }
+  void Release() noexcept {
+    if (ptr_) static_cast<Object*>(ptr_)->DecRef();
+  }
+
+  T* ptr_ = nullptr;
+
+  template <typename>
+  friend class ObjectPtr;
+  template <typename>
+  friend class WeakObjectPtr;
+  friend struct details::ObjectUnsafe;
+  template <typename U, typename... Args>
+  friend ObjectPtr<U> make_object(Args&&... args);
+  template <typename U, typename Elem, typename... Args>
+  friend ObjectPtr<U> make_inplace_array_object(size_t num_elems, Args&&... args);
+};
+
+/// A weak reference: keeps the memory, not the value. lock() gives a strong one or null.
+template <typename T>
+class WeakObjectPtr {
+ public:
+  WeakObjectPtr() noexcept = default;
+  explicit WeakObjectPtr(const ObjectPtr<T>& strong) noexcept : ptr_(strong.ptr_) {
+    if (ptr_) static_cast<Object*>(ptr_)->IncWeakRef();
+  }
+  WeakObjectPtr(const WeakObjectPtr& other) noexcept : ptr_(other.ptr_) {
+    if (ptr_) static_cast<Object*>(ptr_)->IncWeakRef();
+  }
+  WeakObjectPtr(WeakObjectPtr&& other) noexcept : ptr_(other.ptr_) { other.ptr_ = nullptr; }
+  WeakObjectPtr& operator=(WeakObjectPtr other) noexcept {
+    std::swap(ptr_, other.ptr_);
+    return *this;
+  }
+  ~WeakObjectPtr() {
+    if (ptr_) static_cast<Object*>(ptr_)->DecWeakRef();
+  }
+  /// A strong reference if the object is still alive, else null.
+  ObjectPtr<T> lock() const noexcept {
+    if (ptr_ && static_cast<Object*>(ptr_)->TryPromoteWeak()) return ObjectPtr<T>(ptr_);
+    return ObjectPtr<T>();
+  }
+  /// True when no strong reference remains.
+  bool expired() const noexcept { return ptr_ == nullptr || ptr_->use_count() == 0; }
+
+ private:
+  T* ptr_ = nullptr;
+};
+
+/// Constructs a T on the heap with one strong reference.
+template <typename T, typename... Args>
+ObjectPtr<T> make_object(Args&&... args) {
+  static_assert(std::is_base_of_v<Object, T>, "make_object needs an Object subclass");
+  void* mem = ::operator new(sizeof(T), std::align_val_t(alignof(T)));
+  T* obj;
+  try {
+    obj = new (mem) T(std::forward<Args>(args)...);
+  } catch (...) {
+    ::operator delete(mem, std::align_val_t(alignof(T)));
+    throw;
+  }
+  details::ObjectUnsafe::InitHeader(obj, T::RuntimeTypeIndex());
+  return ObjectPtr<T>(obj);
+}
+
+namespace details {
+template <typename T, typename Elem>
+struct InplaceArrayAllocator {
+  static void Deleter(void* self, int flags) {
+    T* obj = static_cast<T*>(static_cast<Object*>(self));
+    if (flags & kKFFIObjectDeleterFlagStrong) obj->~T();
+    if (flags & kKFFIObjectDeleterFlagWeak) ::operator delete(static_cast<void*>(obj));
+  }
+};
+}  // namespace details
+
+/// Constructs a T followed, in the same allocation, by room for num_elems values of Elem
+/// (uninitialised; the object constructs and destroys them).
+template <typename T, typename Elem, typename... Args>
+ObjectPtr<T> make_inplace_array_object(size_t num_elems, Args&&... args) {
+  static_assert(alignof(T) <= alignof(std::max_align_t) &&
+                    alignof(Elem) <= alignof(std::max_align_t),
+                "over-aligned in-place arrays are not supported");
+  size_t head = (sizeof(T) + alignof(Elem) - 1) / alignof(Elem) * alignof(Elem);
+  void* mem = ::operator new(head + num_elems * sizeof(Elem));
+  T* obj;
+  try {
+    obj = new (mem) T(std::forward<Args>(args)...);
+  } catch (...) {
+    ::operator delete(mem);
+    throw;
+  }
+  details::ObjectUnsafe::InitHeader(obj, T::RuntimeTypeIndex());
+  details::ObjectUnsafe::Header(obj)->deleter = &details::InplaceArrayAllocator<T, Elem>::Deleter;
+  return ObjectPtr<T>(obj);
+}
+
+/// The start of the in-place array of an object made by make_inplace_array_object.
+template <typename Elem, typename T>
+Elem* InplaceArrayBegin(const T* obj) {
+  size_t head = (sizeof(T) + alignof(Elem) - 1) / alignof(Elem) * alignof(Elem);
+  return reinterpret_cast<Elem*>(reinterpret_cast<char*>(const_cast<T*>(obj)) + head);
+}
+
+template <typename TargetType>
+inline bool Object::IsInstance() const {
+  static_assert(std::is_base_of_v<Object, TargetType>, "IsInstance needs an Object type");
+  if constexpr (std::is_same_v<TargetType, Object>) {
+    return true;
+  } else {
+    const int32_t target = TargetType::RuntimeTypeIndex();
+    const int32_t self = header_.type_index;
+    if (self == target) return true;
+    if constexpr (TargetType::_type_final) {
+      return false;
+    } else {
+      if (self < kKFFIStaticObjectBegin) return false;
+      const KFFITypeInfo* info = KFFIGetTypeInfo(self);
+      return info != nullptr && info->type_depth > TargetType::_type_depth &&
+             info->type_ancestors[TargetType::_type_depth] == target;
+    }
+  }
+}
+
+namespace details {
+template <typename T>
+inline ObjectPtr<T> ObjectUnsafe::FromOwnedHandle(KFFIObjectHandle handle) {
+  return ObjectPtr<T>(static_cast<T*>(static_cast<Object*>(handle)));
+}
+template <typename T>
+inline ObjectPtr<T> ObjectUnsafe::FromBorrowedHandle(KFFIObjectHandle handle) {
+  if (handle) static_cast<Object*>(handle)->IncRef();
+  return ObjectPtr<T>(static_cast<T*>(static_cast<Object*>(handle)));
+}
+template <typename T>
+inline KFFIObjectHandle ObjectUnsafe::MoveToHandle(ObjectPtr<T>&& ptr) {
+  Object* raw = static_cast<Object*>(ptr.ptr_);
+  ptr.ptr_ = nullptr;
+  return raw;
+}
+}  // namespace details
+
+/// Base of typed references to objects (String, Array, Function, ...). A default-constructed
+/// ObjectRef is null; subclasses that may never be null say so with _type_is_nullable = false.
+class ObjectRef {
+ public:
+  using ContainerType = Object;
+  static constexpr bool _type_is_nullable = true;
+
+  ObjectRef() = default;
+  explicit ObjectRef(ObjectPtr<Object> data) : data_(std::move(data)) {}
+  explicit ObjectRef(details::UnsafeInit) {}
+
+  /// True when this reference points at an object.
+  bool defined() const { return data_ != nullptr; }
+  /// The object, or nullptr.
+  const Object* get() const { return data_.get(); }
+  const Object* operator->() const { return data_.get(); }
+  /// Identity comparison.
+  bool same_as(const ObjectRef& other) const { return data_ == other.data_; }
+  uint32_t use_count() const { return data_.use_count(); }
+  /// A pointer to the object as T when it is one, else nullptr.
+  template <typename T>
+  const T* as() const {
+    return (data_ && data_->IsInstance<T>()) ? static_cast<const T*>(data_.get()) : nullptr;
+  }
+
+ protected:
+  ObjectPtr<Object> data_;
+
+  friend struct details::ObjectUnsafe;
+};
+
+namespace details {
+template <typename T>
+struct IsObjectPtr : std::false_type {};
+template <typename T>
+struct IsObjectPtr<ObjectPtr<T>> : std::true_type {};
+
+/// Reads the pointer of any ObjectRef subclass (used by converters).
+inline const ObjectPtr<Object>& ObjectRefData(const ObjectRef& ref) {
+  return ObjectUnsafe::RefData(ref);
+}
+/// Makes a RefType that points at ptr without checking its type (the caller did).
+template <typename RefType>
+inline RefType ObjectRefFromPtr(ObjectPtr<Object> ptr) {
+  RefType out{details::UnsafeInit{}};
+  ObjectUnsafe::RefData(static_cast<ObjectRef&>(out)) = std::move(ptr);
+  return out;
+}
+inline const ObjectPtr<Object>& ObjectUnsafe::RefData(const ObjectRef& ref) { return ref.data_; }
+inline ObjectPtr<Object>& ObjectUnsafe::RefData(ObjectRef& ref) { return ref.data_; }
+}  // namespace details
+
+/// Defines the usual members of an ObjectRef subclass: construction from an ObjectPtr of its
+/// container, typed access, and a tag constructor used by converters.
+#define KFFI_DEFINE_OBJECT_REF_METHODS(TypeName, ParentType, ObjectName)               \
+  using ContainerType = ObjectName;                                                    \
+  explicit TypeName(::kffi::ObjectPtr<ObjectName> n)                                   \
+      : ParentType(::kffi::details::UnsafeInit{}) {                                    \
+    this->data_ = ::kffi::ObjectPtr<::kffi::Object>(std::move(n));                     \
+  }                                                                                    \
+  explicit TypeName(::kffi::details::UnsafeInit tag) : ParentType(tag) {}              \
+  const ObjectName* operator->() const {                                               \
+    return static_cast<const ObjectName*>(this->data_.get());                          \
+  }                                                                                    \
+  const ObjectName* get() const { return static_cast<const ObjectName*>(this->data_.get()); }
+
+}  // namespace kffi
+
+// Error completes the object model (type registration failures throw it).
+#include <kffi/error.h>
+
+#endif  // KFFI_OBJECT_H_

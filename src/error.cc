@@ -124,8 +124,7 @@ void RaiseOutOfMemory() noexcept {
   ReplaceRaised(&g_out_of_memory_error.header);
 }
 
-KFFIObject* NewError(std::string_view kind, std::string_view message,
-                     std::string_view backtrace) {
+KFFIObject* NewError(std::string_view kind, std::string_view message, std::string_view backtrace) {
   return NewRuntimeObject<ErrorPayload>(kKFFIError, kind, message, backtrace);
 }
 
@@ -198,7 +197,11 @@ void KFFIErrorMoveFromRaised(KFFIObjectHandle* out) {
   if (out != nullptr) {
     *out = e;
   } else if (e != nullptr) {
-    RuntimeDecRef(e);  // nowhere to move it: the error is dropped
+    // Nowhere to move it: the error is dropped (a void C function, so nothing may escape).
+    try {
+      RuntimeDecRef(e);
+    } catch (...) {
+    }
   }
 }
 

@@ -41,8 +41,7 @@ int FunctionTrampoline(void* handle, const KFFIAny* args, int32_t num_args, KFFI
 void CheckIsFunction(KFFIObjectHandle func, const char* where) {
   if (func == nullptr) ThrowCApiError("ValueError", std::string(where) + ": func is NULL");
   int32_t type_index = static_cast<KFFIObject*>(func)->type_index;
-  if (type_index != kKFFIFunction &&
-      !kffi::details::TypeIsSubtypeOf(type_index, kKFFIFunction)) {
+  if (type_index != kKFFIFunction && !kffi::details::TypeIsSubtypeOf(type_index, kKFFIFunction)) {
     ThrowCApiError("TypeError", std::string(where) + ": expected a `ffi.Function`, got `" +
                                     kffi::details::TypeKeyForMessage(type_index) + "`");
   }
@@ -86,8 +85,7 @@ int KFFIFunctionCall(KFFIObjectHandle func, const KFFIAny* args, int32_t num_arg
   }
   // Through the cell, so Function objects made by any library (header-only C++ ones included)
   // are called the same way.
-  const KFFIFunctionCell* cell =
-      static_cast<const KFFIFunctionCell*>(KFFIObjectGetCellPtr(func));
+  const KFFIFunctionCell* cell = static_cast<const KFFIFunctionCell*>(KFFIObjectGetCellPtr(func));
   return cell->safe_call(func, args, num_args, result);
   KFFI_CAPI_END();
 }

@@ -18,11 +18,11 @@
 // raised error and the function returns -1. The names differ from the public C++ headers'
 // KFFI_SAFE_CALL_* so that a source may include both.
 #define KFFI_CAPI_BEGIN() try {
-#define KFFI_CAPI_END()                                   \
-  }                                                       \
-  catch (...) {                                           \
-    return ::kffi::details::HandleCApiException();        \
-  }                                                       \
+#define KFFI_CAPI_END()                            \
+  }                                                \
+  catch (...) {                                    \
+    return ::kffi::details::HandleCApiException(); \
+  }                                                \
   return 0
 
 namespace kffi {
@@ -98,7 +98,8 @@ inline void RuntimeIncWeakRef(KFFIObject* obj) noexcept {
   __atomic_fetch_add(&obj->combined_ref_count, kRefWeakOne, __ATOMIC_RELAXED);
 }
 
-inline void RuntimeDecWeakRef(KFFIObject* obj) noexcept {
+// Not noexcept: a deleter is foreign code; the exported wrappers catch what it might throw.
+inline void RuntimeDecWeakRef(KFFIObject* obj) {
   uint64_t old = __atomic_fetch_sub(&obj->combined_ref_count, kRefWeakOne, __ATOMIC_RELEASE);
   if ((old >> 32) == 1) {
     // Pairs with the release decrements of other owners: their writes happen before the free.
@@ -107,7 +108,7 @@ inline void RuntimeDecWeakRef(KFFIObject* obj) noexcept {
   }
 }
 
-inline void RuntimeDecRef(KFFIObject* obj) noexcept {
+inline void RuntimeDecRef(KFFIObject* obj) {
   // Sole owner (strong 1, only the collective weak reference): nobody else can reach the object,
   // not even through a weak reference, so one Both call replaces two atomic updates.
   if (__atomic_load_n(&obj->combined_ref_count, __ATOMIC_ACQUIRE) == kRefCountInit) {
@@ -131,8 +132,7 @@ inline void RuntimeDecRef(KFFIObject* obj) noexcept {
 
 template <typename Payload>
 inline Payload* RuntimePayload(void* obj) noexcept {
-  return std::launder(
-      reinterpret_cast<Payload*>(static_cast<char*>(obj) + sizeof(KFFIObject)));
+  return std::launder(reinterpret_cast<Payload*>(static_cast<char*>(obj) + sizeof(KFFIObject)));
 }
 
 template <typename Payload>

@@ -69,8 +69,8 @@ struct BitsPrefix {
   uint8_t code;
 };
 constexpr BitsPrefix kBitsPrefixes[] = {
-    {"int", kDLInt},       {"uint", kDLUInt},         {"float", kDLFloat},
-    {"bfloat", kDLBfloat}, {"complex", kDLComplex},   {"handle", kDLOpaqueHandle},
+    {"int", kDLInt},       {"uint", kDLUInt},       {"float", kDLFloat},
+    {"bfloat", kDLBfloat}, {"complex", kDLComplex}, {"handle", kDLOpaqueHandle},
 };
 
 // Parses a decimal in [lo, hi] with no sign, no leading zero and nothing around it.

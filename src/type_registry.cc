@@ -5,6 +5,7 @@
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "runtime_internal.h"
@@ -51,8 +52,7 @@ class TypeRegistry {
     return true;
   }
 
-  int32_t GetOrAlloc(const std::string& key, int32_t static_index, int32_t depth,
-                     int32_t parent) {
+  int32_t GetOrAlloc(const std::string& key, int32_t static_index, int32_t depth, int32_t parent) {
     std::lock_guard<std::mutex> lock(mutex_);
     auto it = by_key_.find(key);
     if (it != by_key_.end()) return CheckExistingLocked(it->second, key, static_index, parent);
@@ -65,20 +65,19 @@ class TypeRegistry {
     std::lock_guard<std::mutex> lock(mutex_);
     // Plain values get pseudo entries too, so that an error message can name any index.
     static const char* const kPodKeys[] = {
-        "None",        "int",       "bool",           "float", "void*",
-        "DataType",    "Device",    "DLTensor*",      "const char*",
-        "ByteArray*",  "ObjectRValueRef", "str",      "bytes"};
+        "None",      "int",         "bool",       "float",           "void*", "DataType", "Device",
+        "DLTensor*", "const char*", "ByteArray*", "ObjectRValueRef", "str",   "bytes"};
     for (int32_t i = 0; i < static_cast<int32_t>(sizeof(kPodKeys) / sizeof(kPodKeys[0])); ++i) {
       RegisterLocked(kPodKeys[i], i, 0, -1);
     }
     RegisterLocked("ffi.Object", kKFFIObject, 0, -1);
     static const std::pair<const char*, int32_t> kStaticObjects[] = {
-        {"ffi.Str", kKFFIStr},           {"ffi.Bytes", kKFFIBytes},
-        {"ffi.Error", kKFFIError},       {"ffi.Function", kKFFIFunction},
-        {"ffi.Shape", kKFFIShape},       {"ffi.Tensor", kKFFITensor},
-        {"ffi.Array", kKFFIArray},       {"ffi.Map", kKFFIMap},
-        {"ffi.Module", kKFFIModule},     {"ffi.OpaquePyObject", kKFFIOpaquePyObject},
-        {"ffi.List", kKFFIList},         {"ffi.Dict", kKFFIDict}};
+        {"ffi.Str", kKFFIStr},       {"ffi.Bytes", kKFFIBytes},
+        {"ffi.Error", kKFFIError},   {"ffi.Function", kKFFIFunction},
+        {"ffi.Shape", kKFFIShape},   {"ffi.Tensor", kKFFITensor},
+        {"ffi.Array", kKFFIArray},   {"ffi.Map", kKFFIMap},
+        {"ffi.Module", kKFFIModule}, {"ffi.OpaquePyObject", kKFFIOpaquePyObject},
+        {"ffi.List", kKFFIList},     {"ffi.Dict", kKFFIDict}};
     for (const auto& kv : kStaticObjects) RegisterLocked(kv.first, kv.second, 1, kKFFIObject);
   }
 
@@ -221,8 +220,8 @@ int KFFITypeGetOrAllocIndex(const KFFIByteArray* type_key, int32_t static_type_i
   KFFI_CAPI_BEGIN();
   std::string key(kffi::details::ByteArrayArg(type_key, "KFFITypeGetOrAllocIndex: type_key"));
   kffi::details::CheckOutArg(out_index, "KFFITypeGetOrAllocIndex: out_index");
-  *out_index = TypeRegistry::Global()->GetOrAlloc(key, static_type_index, type_depth,
-                                                  parent_type_index);
+  *out_index =
+      TypeRegistry::Global()->GetOrAlloc(key, static_type_index, type_depth, parent_type_index);
   KFFI_CAPI_END();
 }
 

@@ -1,0 +1,471 @@
+// src/module.cc: modules: loading kernel libraries, the system library, lookups and imports.
+#include <kffi/c_api.h>
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <set>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "module_elf.h"
+#include "runtime_internal.h"
+
+namespace {
+
+using kffi::details::ByteArrayArg;
+using kffi::details::CheckOutArg;
+using kffi::details::kAbiVersionSymbol;
+using kffi::details::kExportPrefix;
+using kffi::details::kMetaPrefix;
+using kffi::details::NewRuntimeObject;
+using kffi::details::RuntimeDecRef;
+using kffi::details::RuntimeDecWeakRef;
+using kffi::details::RuntimeIncRef;
+using kffi::details::RuntimeIncWeakRef;
+using kffi::details::RuntimePayload;
+using kffi::details::ThrowCApiError;
+
+constexpr const char kSystemLibName[] = "system_lib";
+
+void SetNone(KFFIAny* v) {
+  v->type_index = kKFFINone;
+  v->zero_padding = 0;
+  v->v_int64 = 0;
+}
+
+// One per library file for the life of the process. Libraries are never unloaded: a tensor or a
+// function made inside one may outlive every module reference, and its deleter is code there.
+struct Library {
+  std::string path;             // canonical; kSystemLibName for the system library
+  void* dl_handle = nullptr;    // null for the system library
+  bool names_known = false;     // whether `functions` came from the symbol table
+  std::vector<std::string> functions;  // sorted
+  // A weak reference to the live module object, so that loading the file again while the module
+  // lives returns it, and a module nobody holds can still die. Guarded by LibraryTable::mutex.
+  KFFIObject* module_weak = nullptr;
+};
+
+// canonical path -> library. Heap-allocated and never freed, like the libraries themselves.
+struct LibraryTable {
+  std::mutex mutex;
+  std::map<std::string, Library*> by_path;
+
+  static LibraryTable* Get() {
+    static LibraryTable* table = new LibraryTable();
+    return table;
+  }
+};
+
+// Symbols registered by statically linked code, and the one module that serves them.
+struct SystemLibTable {
+  std::mutex mutex;
+  std::map<std::string, void*> symbols;  // full symbol names, e.g. "__kffi_scale"
+  Library library;
+  KFFIObject* module = nullptr;  // one strong reference, never released
+
+  static SystemLibTable* Get() {
+    static SystemLibTable* table = new SystemLibTable();
+    return table;
+  }
+};
+
+// Module objects have no ABI cell: other libraries reach them only through the functions here.
+struct ModulePayload {
+  Library* library;
+  std::vector<KFFIObject*> imports;  // owned; only ever appended to, under GraphMutex()
+
+  explicit ModulePayload(Library* lib) : library(lib) {}
+  ModulePayload(const ModulePayload&) = delete;
+  ModulePayload& operator=(const ModulePayload&) = delete;
+  ~ModulePayload() {
+    for (KFFIObject* m : imports) RuntimeDecRef(m);
+  }
+  bool is_system() const { return library->dl_handle == nullptr; }
+};
+
+// Guards every module's import list. One lock for the whole graph keeps the cycle check and the
+// append atomic (two threads importing A into B and B into A must not both succeed).
+std::mutex& GraphMutex() {
+  static std::mutex* mutex = new std::mutex();
+  return *mutex;
+}
+
+// A Function object over an exported symbol: calls it with a NULL handle (the export
+// convention) and keeps the module that owns the code alive.
+struct ModuleFunctionPayload {
+  KFFIFunctionCell cell;
+  KFFISafeCallType symbol;
+  KFFIObject* module;
+
+  ModuleFunctionPayload(KFFISafeCallType entry, KFFISafeCallType sym, KFFIObject* mod)
+      : cell{entry, nullptr}, symbol(sym), module(mod) {
+    RuntimeIncRef(module);
+  }
+  ModuleFunctionPayload(const ModuleFunctionPayload&) = delete;
+  ModuleFunctionPayload& operator=(const ModuleFunctionPayload&) = delete;
+  ~ModuleFunctionPayload() { RuntimeDecRef(module); }
+};
+
+int CallModuleFunction(void* handle, const KFFIAny* args, int32_t num_args, KFFIAny* result) {
+  return RuntimePayload<ModuleFunctionPayload>(handle)->symbol(nullptr, args, num_args, result);
+}
+
+ModulePayload* CheckModule(KFFIObjectHandle mod, const char* where) {
+  if (mod == nullptr) ThrowCApiError("ValueError", std::string(where) + ": mod is NULL");
+  int32_t type_index = static_cast<KFFIObject*>(mod)->type_index;
+  if (type_index != kKFFIModule) {
+    ThrowCApiError("TypeError", std::string(where) + ": expected a `ffi.Module`, got `" +
+                                    kffi::details::TypeKeyForMessage(type_index) + "`");
+  }
+  return RuntimePayload<ModulePayload>(mod);
+}
+
+// ---- symbols ---------------------------------------------------------------------------------
+
+void* FindSymbol(const ModulePayload* m, const std::string& symbol) {
+  if (m->is_system()) {
+    SystemLibTable* sys = SystemLibTable::Get();
+    std::lock_guard<std::mutex> lock(sys->mutex);
+    auto it = sys->symbols.find(symbol);
+    return it == sys->symbols.end() ? nullptr : it->second;
+  }
+  return dlsym(m->library->dl_handle, symbol.c_str());
+}
+
+// The exported function `name` of m itself, or NULL. When the symbol table was read, only the
+// names it lists count, so that lookup and listing agree (dlsym would also search the library's
+// dependencies).
+KFFISafeCallType FindOwnFunction(const ModulePayload* m, const std::string& name) {
+  if (name.empty() || name.front() == '_') return nullptr;  // `__kffi__*` is not a function
+  const Library* lib = m->library;
+  if (!m->is_system() && lib->names_known &&
+      !std::binary_search(lib->functions.begin(), lib->functions.end(), name)) {
+    return nullptr;
+  }
+  return reinterpret_cast<KFFISafeCallType>(FindSymbol(m, kExportPrefix + name));
+}
+
+std::vector<std::string> OwnFunctionNames(const ModulePayload* m) {
+  if (!m->is_system()) return m->library->functions;
+  std::vector<std::string> out;
+  SystemLibTable* sys = SystemLibTable::Get();
+  std::lock_guard<std::mutex> lock(sys->mutex);
+  const std::string_view prefix(kExportPrefix);
+  for (const auto& kv : sys->symbols) {
+    std::string_view s(kv.first);
+    if (s.size() > prefix.size() && s.compare(0, prefix.size(), prefix) == 0 &&
+        s[prefix.size()] != '_') {
+      out.emplace_back(s.substr(prefix.size()));
+    }
+  }
+  return out;  // sorted: the map is
+}
+
+// ---- the import graph ------------------------------------------------------------------------
+
+void CollectDepthFirstLocked(KFFIObject* mod, bool query_imports, std::set<KFFIObject*>* seen,
+                             std::vector<KFFIObject*>* order) {
+  if (!seen->insert(mod).second) return;
+  order->push_back(mod);
+  if (!query_imports) return;
+  for (KFFIObject* imp : RuntimePayload<ModulePayload>(mod)->imports) {
+    CollectDepthFirstLocked(imp, true, seen, order);
+  }
+}
+
+// Modules searched for a name: mod first, then its imports depth first, each once. The pointers
+// stay valid while the caller holds mod: imports are never removed and each one is held by the
+// module that imported it.
+std::vector<KFFIObject*> SearchOrder(KFFIObject* mod, bool query_imports) {
+  std::set<KFFIObject*> seen;
+  std::vector<KFFIObject*> order;
+  std::lock_guard<std::mutex> lock(GraphMutex());
+  CollectDepthFirstLocked(mod, query_imports, &seen, &order);
+  return order;
+}
+
+// The module (in search order) whose library exports name, and the symbol; {NULL, NULL} if none.
+std::pair<KFFIObject*, KFFISafeCallType> FindFunction(KFFIObject* mod, const std::string& name,
+                                                      bool query_imports) {
+  for (KFFIObject* m : SearchOrder(mod, query_imports)) {
+    if (KFFISafeCallType sym = FindOwnFunction(RuntimePayload<ModulePayload>(m), name)) {
+      return {m, sym};
+    }
+  }
+  return {nullptr, nullptr};
+}
+
+// ---- loading ---------------------------------------------------------------------------------
+
+std::string LoadError(std::string_view path, std::string_view why) {
+  return "Cannot load module `" + std::string(path) + "`: " + std::string(why);
+}
+
+std::string DlErrorText() {
+  const char* e = dlerror();
+  return e != nullptr ? std::string(e) : std::string("unknown dlopen error");
+}
+
+std::string CanonicalPath(const std::string& path) {
+  char buf[PATH_MAX];
+  if (realpath(path.c_str(), buf) == nullptr) {
+    int err = errno;
+    if (err == ENOENT || err == ENOTDIR) {
+      ThrowCApiError("RuntimeError", LoadError(path, "no such file"));
+    }
+    ThrowCApiError("RuntimeError", LoadError(path, std::strerror(err)));
+  }
+  return std::string(buf);
+}
+
+[[noreturn]] void ThrowAbiMismatch(const std::string& path, uint32_t library_abi) {
+  ThrowCApiError(
+      "RuntimeError",
+      LoadError(path, "it was built for kffi ABI version " + std::to_string(library_abi) +
+                          ", but this runtime (kffi " + std::to_string(KFFI_VERSION_MAJOR) + "." +
+                          std::to_string(KFFI_VERSION_MINOR) + "." +
+                          std::to_string(KFFI_VERSION_PATCH) + ") serves ABI version " +
+                          std::to_string(KFFI_ABI_VERSION) +
+                          "; rebuild the library against this kffi"));
+}
+
+// Opens a library that is not in the table yet. The checks that the symbol table allows run
+// before dlopen, so that an incompatible library's static initialisers never run here.
+Library* OpenLibrary(const std::string& given, const std::string& canonical) {
+  kffi::details::ElfExports elf = kffi::details::ReadElfExports(canonical);
+  if (elf.readable) {
+    if (elf.has_abi_version && elf.abi_version_known && elf.abi_version != KFFI_ABI_VERSION) {
+      ThrowAbiMismatch(given, elf.abi_version);
+    }
+    if (!elf.has_abi_version && elf.functions.empty()) {
+      ThrowCApiError("RuntimeError",
+                     LoadError(given,
+                               "it is not a kffi library: it exports neither `" +
+                                   std::string(kAbiVersionSymbol) + "` nor any `" + kExportPrefix +
+                                   "<name>` function (export functions with KFFI_EXPORT from "
+                                   "<kffi/export.h>)"));
+    }
+  }
+  // RTLD_LOCAL: a kernel library's symbols must not satisfy another library's references (two
+  // libraries may both define __kffi_scale). RTLD_LAZY: unresolved code is only bound if called.
+  dlerror();
+  void* handle = dlopen(canonical.c_str(), RTLD_LAZY | RTLD_LOCAL);
+  if (handle == nullptr) {
+    std::string why = DlErrorText();
+    if (!elf.readable) why = "not a loadable shared library: " + why;
+    ThrowCApiError("RuntimeError", LoadError(given, why));
+  }
+  if (!elf.readable || (elf.has_abi_version && !elf.abi_version_known)) {
+    // The file could not tell; ask the loaded image (the library stays loaded either way).
+    const void* version = dlsym(handle, kAbiVersionSymbol);
+    if (version != nullptr) {
+      uint32_t v;
+      std::memcpy(&v, version, sizeof(v));
+      if (v != KFFI_ABI_VERSION) ThrowAbiMismatch(given, v);
+    }
+  }
+  auto* lib = new Library();
+  lib->path = canonical;
+  lib->dl_handle = handle;
+  lib->names_known = elf.readable;
+  lib->functions = std::move(elf.functions);
+  return lib;
+}
+
+// A strong reference to the library's live module, or a new module. Caller holds the table lock.
+KFFIObject* AcquireModuleLocked(Library* lib) {
+  if (lib->module_weak != nullptr) {
+    KFFIObjectHandle live = nullptr;
+    KFFIObjectWeakLock(lib->module_weak, &live);
+    if (live != nullptr) return static_cast<KFFIObject*>(live);
+    RuntimeDecWeakRef(lib->module_weak);
+    lib->module_weak = nullptr;
+  }
+  KFFIObject* mod = NewRuntimeObject<ModulePayload>(kKFFIModule, lib);
+  RuntimeIncWeakRef(mod);
+  lib->module_weak = mod;
+  return mod;
+}
+
+KFFIObject* LoadModule(const std::string& given) {
+  if (given.empty()) ThrowCApiError("ValueError", "Cannot load module: the path is empty");
+  const std::string canonical = CanonicalPath(given);
+  LibraryTable* table = LibraryTable::Get();
+  {
+    std::lock_guard<std::mutex> lock(table->mutex);
+    auto it = table->by_path.find(canonical);
+    if (it != table->by_path.end()) return AcquireModuleLocked(it->second);
+  }
+  // Opened without the lock: dlopen runs the library's static initialisers, which may load
+  // other modules themselves.
+  Library* opened = OpenLibrary(given, canonical);
+  std::lock_guard<std::mutex> lock(table->mutex);
+  auto inserted = table->by_path.emplace(canonical, opened);
+  if (!inserted.second) delete opened;  // another thread won; dlopen handles are counted, fine
+  return AcquireModuleLocked(inserted.first->second);
+}
+
+int VisitNames(const std::vector<std::string>& names,
+               int (*visit)(void* ctx, const KFFIByteArray* name), void* ctx) {
+  for (const std::string& n : names) {
+    KFFIByteArray arr{n.data(), n.size()};
+    if (visit(ctx, &arr) != 0) break;
+  }
+  return 0;
+}
+
+}  // namespace
+
+int KFFIModuleLoadFromFile(const KFFIByteArray* path, KFFIObjectHandle* out) {
+  KFFI_CAPI_BEGIN();
+  CheckOutArg(out, "KFFIModuleLoadFromFile: out");
+  *out = nullptr;
+  std::string given(ByteArrayArg(path, "KFFIModuleLoadFromFile: path"));
+  *out = LoadModule(given);
+  KFFI_CAPI_END();
+}
+
+int KFFIModuleGetSystemLib(KFFIObjectHandle* out) {
+  KFFI_CAPI_BEGIN();
+  CheckOutArg(out, "KFFIModuleGetSystemLib: out");
+  SystemLibTable* sys = SystemLibTable::Get();
+  std::lock_guard<std::mutex> lock(sys->mutex);
+  if (sys->module == nullptr) {
+    sys->library.path = kSystemLibName;
+    sys->library.names_known = true;
+    sys->module = NewRuntimeObject<ModulePayload>(kKFFIModule, &sys->library);
+  }
+  RuntimeIncRef(sys->module);
+  *out = sys->module;
+  KFFI_CAPI_END();
+}
+
+int KFFIModuleRegisterSystemLibSymbol(const char* name, void* symbol) {
+  KFFI_CAPI_BEGIN();
+  if (name == nullptr || name[0] == '\0') {
+    ThrowCApiError("ValueError", "KFFIModuleRegisterSystemLibSymbol: name is NULL or empty");
+  }
+  if (symbol == nullptr) {
+    ThrowCApiError("ValueError", std::string("KFFIModuleRegisterSystemLibSymbol: symbol `") +
+                                     name + "` is NULL");
+  }
+  if (std::strcmp(name, kAbiVersionSymbol) == 0) {
+    // Statically linked code may have been compiled against another kffi than the one loaded.
+    uint32_t v;
+    std::memcpy(&v, symbol, sizeof(v));
+    if (v != KFFI_ABI_VERSION) {
+      ThrowCApiError("RuntimeError",
+                     "Cannot register statically linked kffi code in the system library: it was "
+                     "built for kffi ABI version " +
+                         std::to_string(v) + ", but this runtime serves ABI version " +
+                         std::to_string(KFFI_ABI_VERSION));
+    }
+    return 0;
+  }
+  SystemLibTable* sys = SystemLibTable::Get();
+  std::lock_guard<std::mutex> lock(sys->mutex);
+  auto inserted = sys->symbols.emplace(name, symbol);
+  if (!inserted.second && inserted.first->second != symbol) {
+    ThrowCApiError("KeyError", std::string("System library symbol `") + name +
+                                   "` is already registered with another address");
+  }
+  KFFI_CAPI_END();
+}
+
+int KFFIModuleGetFunction(KFFIObjectHandle mod, const KFFIByteArray* name, int query_imports,
+                          KFFIObjectHandle* out) {
+  KFFI_CAPI_BEGIN();
+  CheckOutArg(out, "KFFIModuleGetFunction: out");
+  *out = nullptr;
+  CheckModule(mod, "KFFIModuleGetFunction");
+  std::string n(ByteArrayArg(name, "KFFIModuleGetFunction: name"));
+  auto found = FindFunction(static_cast<KFFIObject*>(mod), n, query_imports != 0);
+  if (found.second != nullptr) {
+    *out = NewRuntimeObject<ModuleFunctionPayload>(kKFFIFunction, &CallModuleFunction,
+                                                   found.second, found.first);
+  }
+  KFFI_CAPI_END();
+}
+
+int KFFIModuleListFunctions(KFFIObjectHandle mod, int query_imports,
+                            int (*visit)(void* ctx, const KFFIByteArray* name), void* ctx) {
+  KFFI_CAPI_BEGIN();
+  CheckModule(mod, "KFFIModuleListFunctions");
+  if (visit == nullptr) ThrowCApiError("ValueError", "KFFIModuleListFunctions: visit is NULL");
+  std::set<std::string> names;
+  for (KFFIObject* m : SearchOrder(static_cast<KFFIObject*>(mod), query_imports != 0)) {
+    for (std::string& n : OwnFunctionNames(RuntimePayload<ModulePayload>(m))) {
+      names.insert(std::move(n));
+    }
+  }
+  // Visited from a copy, without any lock held, so a visitor may use the module API.
+  return VisitNames(std::vector<std::string>(names.begin(), names.end()), visit, ctx);
+  KFFI_CAPI_END();
+}
+
+int KFFIModuleGetFunctionMetadata(KFFIObjectHandle mod, const KFFIByteArray* name,
+                                  KFFIAny* out) {
+  KFFI_CAPI_BEGIN();
+  CheckOutArg(out, "KFFIModuleGetFunctionMetadata: out");
+  SetNone(out);
+  CheckModule(mod, "KFFIModuleGetFunctionMetadata");
+  std::string n(ByteArrayArg(name, "KFFIModuleGetFunctionMetadata: name"));
+  KFFIObject* owner = FindFunction(static_cast<KFFIObject*>(mod), n, true).first;
+  if (owner == nullptr) return 0;
+  auto meta = reinterpret_cast<KFFISafeCallType>(
+      FindSymbol(RuntimePayload<ModulePayload>(owner), kMetaPrefix + n));
+  if (meta == nullptr) return 0;
+  KFFIAny result;
+  SetNone(&result);
+  int rc = meta(nullptr, nullptr, 0, &result);
+  if (rc != 0) return rc;
+  if (result.type_index != kKFFISmallStr && result.type_index != kKFFIStr) {
+    std::string got = kffi::details::TypeKeyForMessage(result.type_index);
+    if (result.type_index >= kKFFIStaticObjectBegin) RuntimeDecRef(result.v_obj);
+    ThrowCApiError("TypeError", "The metadata symbol `" + std::string(kMetaPrefix) + n +
+                                    "` returned `" + got + "`, expected a str");
+  }
+  *out = result;
+  KFFI_CAPI_END();
+}
+
+int KFFIModuleImport(KFFIObjectHandle mod, KFFIObjectHandle other) {
+  KFFI_CAPI_BEGIN();
+  ModulePayload* m = CheckModule(mod, "KFFIModuleImport");
+  CheckModule(other, "KFFIModuleImport");
+  auto* self = static_cast<KFFIObject*>(mod);
+  auto* imported = static_cast<KFFIObject*>(other);
+  std::lock_guard<std::mutex> lock(GraphMutex());
+  if (std::find(m->imports.begin(), m->imports.end(), imported) != m->imports.end()) return 0;
+  std::set<KFFIObject*> seen;
+  std::vector<KFFIObject*> reachable;
+  CollectDepthFirstLocked(imported, true, &seen, &reachable);
+  if (seen.count(self) != 0) {
+    ThrowCApiError("ValueError", "Cannot import module `" +
+                                     RuntimePayload<ModulePayload>(imported)->library->path +
+                                     "` into `" + m->library->path +
+                                     "`: it would make an import cycle");
+  }
+  m->imports.reserve(m->imports.size() + 1);  // may throw; nothing changed yet
+  RuntimeIncRef(imported);
+  m->imports.push_back(imported);
+  KFFI_CAPI_END();
+}
+
+int KFFIModuleGetName(KFFIObjectHandle mod, KFFIAny* out) {
+  KFFI_CAPI_BEGIN();
+  CheckOutArg(out, "KFFIModuleGetName: out");
+  SetNone(out);
+  const std::string& path = CheckModule(mod, "KFFIModuleGetName")->library->path;
+  kffi::details::MakeStringAny(path.data(), path.size(), /*is_bytes=*/false, out);
+  KFFI_CAPI_END();
+}

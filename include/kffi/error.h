@@ -23,6 +23,8 @@ class ErrorObj : public Object, public KFFIErrorCell {
 class Error : public ObjectRef, public std::exception {
  public:
   using ContainerType = ErrorObj;
+  /// An Error always holds its object (every accessor reads it), so None never converts to one.
+  static constexpr bool _type_is_nullable = false;
 
   /// A new error. backtrace holds frames, one a line, most recent first.
   Error(const std::string& kind, const std::string& message, const std::string& backtrace = "") {

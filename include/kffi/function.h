@@ -251,7 +251,13 @@ struct TypeTraits<Function> {
   static void MoveToAny(Function v, KFFIAny* r) {
     TypeTraits<ObjectRef>::MoveToAny(std::move(v), r);
   }
-  static bool CheckAnyStrict(const KFFIAny* s) { return s->type_index == kKFFIFunction; }
+  /// ffi.Function or a registered subtype (the C API calls those too).
+  static bool CheckAnyStrict(const KFFIAny* s) {
+    return s->type_index == kKFFIFunction ||
+           (s->type_index >= kKFFIDynObjectBegin &&
+            static_cast<const Object*>(static_cast<const void*>(s->v_obj))
+                ->IsInstance<FunctionObj>());
+  }
   static Function CopyFromAnyViewAfterCheck(const KFFIAny* s) {
     return Function(details::ObjectUnsafe::FromBorrowedHandle<FunctionObj>(s->v_obj));
   }
@@ -306,7 +312,7 @@ struct TypeTraits<TypedFunction<R(Args...)>> {
   static void MoveToAny(TypedFunction<R(Args...)> v, KFFIAny* r) {
     TypeTraits<Function>::MoveToAny(v.packed(), r);
   }
-  static bool CheckAnyStrict(const KFFIAny* s) { return s->type_index == kKFFIFunction; }
+  static bool CheckAnyStrict(const KFFIAny* s) { return TypeTraits<Function>::CheckAnyStrict(s); }
   static TypedFunction<R(Args...)> CopyFromAnyViewAfterCheck(const KFFIAny* s) {
     return TypedFunction<R(Args...)>(TypeTraits<Function>::CopyFromAnyViewAfterCheck(s));
   }

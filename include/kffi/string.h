@@ -160,7 +160,16 @@ inline char String::at(size_t i) const {
   inline bool operator==(const Type& a, const char* b) {                                  \
     return a.view() == std::string_view(b);                                               \
   }                                                                                       \
-  inline bool operator!=(const Type& a, const char* b) { return !(a == b); }
+  inline bool operator!=(const Type& a, const char* b) { return !(a == b); }              \
+  inline bool operator!=(std::string_view a, const Type& b) { return !(b == a); }         \
+  inline bool operator==(const char* a, const Type& b) { return b == a; }                 \
+  inline bool operator!=(const char* a, const Type& b) { return !(b == a); }              \
+  inline bool operator==(const Type& a, const std::string& b) {                           \
+    return a.view() == std::string_view(b);                                               \
+  }                                                                                       \
+  inline bool operator!=(const Type& a, const std::string& b) { return !(a == b); }       \
+  inline bool operator==(const std::string& a, const Type& b) { return b == a; }          \
+  inline bool operator!=(const std::string& a, const Type& b) { return !(b == a); }
 KFFI_DEFINE_BYTES_COMPARE(String)
 KFFI_DEFINE_BYTES_COMPARE(Bytes)
 #undef KFFI_DEFINE_BYTES_COMPARE

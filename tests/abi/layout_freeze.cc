@@ -58,7 +58,7 @@ KFFI_ABI_SAME(DLPackManagedTensorToPyObjectNoSync, int (*)(DLManagedTensorVersio
 KFFI_ABI_SAME(DLPackDLTensorFromPyObjectNoSync, int (*)(void*, DLTensor*));
 KFFI_ABI_SAME(DLPackCurrentWorkStream, int (*)(DLDeviceType, int32_t, void**));
 
-// Every exported function, in header order.
+// Every exported function, in header order (abi.signatures_complete checks none is missing).
 KFFI_ABI_SIGNATURE(KFFIGetVersion, void (*)(KFFIVersion*));
 KFFI_ABI_SIGNATURE(KFFIObjectIncRef, int (*)(Handle));
 KFFI_ABI_SIGNATURE(KFFIObjectDecRef, int (*)(Handle));
@@ -103,6 +103,14 @@ KFFI_ABI_SIGNATURE(KFFIEnvSetTensorAllocator,
 KFFI_ABI_SIGNATURE(KFFIEnvGetTensorAllocator, DLPackManagedTensorAllocator (*)());
 KFFI_ABI_SIGNATURE(KFFIEnvCheckSignals, int (*)());
 KFFI_ABI_SIGNATURE(KFFIEnvSetCheckSignalsHook, void (*)(SignalHook, SignalHook*));
+KFFI_ABI_SIGNATURE(KFFIModuleLoadFromFile, int (*)(const ByteArray*, Handle*));
+KFFI_ABI_SIGNATURE(KFFIModuleGetSystemLib, int (*)(Handle*));
+KFFI_ABI_SIGNATURE(KFFIModuleRegisterSystemLibSymbol, int (*)(const char*, void*));
+KFFI_ABI_SIGNATURE(KFFIModuleGetFunction, int (*)(Handle, const ByteArray*, int, Handle*));
+KFFI_ABI_SIGNATURE(KFFIModuleListFunctions, int (*)(Handle, int, NameVisitor, void*));
+KFFI_ABI_SIGNATURE(KFFIModuleGetFunctionMetadata, int (*)(Handle, const ByteArray*, KFFIAny*));
+KFFI_ABI_SIGNATURE(KFFIModuleImport, int (*)(Handle, Handle));
+KFFI_ABI_SIGNATURE(KFFIModuleGetName, int (*)(Handle, KFFIAny*));
 
 }  // namespace
 

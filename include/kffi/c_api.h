@@ -1,4 +1,5 @@
-/* include/kffi/c_api.h: the frozen kffi C ABI (plain C99, also valid C++17).
+/* include/kffi/c_api.h: the frozen kffi C ABI (C99 plus C11 anonymous unions, which gcc and
+ * clang accept in C99 mode; also valid C++17).
  *
  * Ownership words used below:
  *   borrowed  the callee may read it during the call only; the caller keeps ownership.
@@ -185,7 +186,8 @@ typedef struct {
   void* cpp_call;
 } KFFIFunctionCell;
 
-/** Cell of Opaque objects (e.g. kKFFIOpaquePyObject): a foreign pointer and its deleter. */
+/** Cell of Opaque objects (e.g. kKFFIOpaquePyObject): the foreign pointer (its deleter is kept
+ * privately after the cell). */
 typedef struct {
   void* handle;
 } KFFIOpaqueObjectCell;

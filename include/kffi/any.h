@@ -40,7 +40,8 @@ struct AnyUnsafe;
 
 /// Builds the TypeError of a failed cast.
 [[noreturn]] inline void ThrowCastError(const std::string& from, const std::string& to) {
-  KFFI_THROW(TypeError) << "Cannot convert from type `" << from << "` to `" << to << "`";
+  // A plain throw (not KFFI_THROW) so compilers see that this never returns.
+  throw Error("TypeError", "Cannot convert from type `" + from + "` to `" + to + "`");
 }
 
 /// True for values that own an object reference when held by Any.

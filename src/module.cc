@@ -1,8 +1,7 @@
 // src/module.cc: modules: loading kernel libraries, the system library, lookups and imports.
-#include <kffi/c_api.h>
-
 #include <dlfcn.h>
 #include <errno.h>
+#include <kffi/c_api.h>
 #include <limits.h>
 #include <stdlib.h>
 
@@ -45,9 +44,9 @@ void SetNone(KFFIAny* v) {
 // One per library file for the life of the process. Libraries are never unloaded: a tensor or a
 // function made inside one may outlive every module reference, and its deleter is code there.
 struct Library {
-  std::string path;             // canonical; kSystemLibName for the system library
-  void* dl_handle = nullptr;    // null for the system library
-  bool names_known = false;     // whether `functions` came from the symbol table
+  std::string path;                    // canonical; kSystemLibName for the system library
+  void* dl_handle = nullptr;           // null for the system library
+  bool names_known = false;            // whether `functions` came from the symbol table
   std::vector<std::string> functions;  // sorted
   // A weak reference to the live module object, so that loading the file again while the module
   // lives returns it, and a module nobody holds can still die. Guarded by LibraryTable::mutex.
@@ -247,12 +246,12 @@ Library* OpenLibrary(const std::string& given, const std::string& canonical) {
       ThrowAbiMismatch(given, elf.abi_version);
     }
     if (!elf.has_abi_version && elf.functions.empty()) {
-      ThrowCApiError("RuntimeError",
-                     LoadError(given,
-                               "it is not a kffi library: it exports neither `" +
-                                   std::string(kAbiVersionSymbol) + "` nor any `" + kExportPrefix +
-                                   "<name>` function (export functions with KFFI_EXPORT from "
-                                   "<kffi/export.h>)"));
+      ThrowCApiError(
+          "RuntimeError",
+          LoadError(given, "it is not a kffi library: it exports neither `" +
+                               std::string(kAbiVersionSymbol) + "` nor any `" + kExportPrefix +
+                               "<name>` function (export functions with KFFI_EXPORT from "
+                               "<kffi/export.h>)"));
     }
   }
   // RTLD_LOCAL: a kernel library's symbols must not satisfy another library's references (two
@@ -355,8 +354,8 @@ int KFFIModuleRegisterSystemLibSymbol(const char* name, void* symbol) {
     ThrowCApiError("ValueError", "KFFIModuleRegisterSystemLibSymbol: name is NULL or empty");
   }
   if (symbol == nullptr) {
-    ThrowCApiError("ValueError", std::string("KFFIModuleRegisterSystemLibSymbol: symbol `") +
-                                     name + "` is NULL");
+    ThrowCApiError("ValueError",
+                   std::string("KFFIModuleRegisterSystemLibSymbol: symbol `") + name + "` is NULL");
   }
   if (std::strcmp(name, kAbiVersionSymbol) == 0) {
     // Statically linked code may have been compiled against another kffi than the one loaded.
@@ -390,8 +389,8 @@ int KFFIModuleGetFunction(KFFIObjectHandle mod, const KFFIByteArray* name, int q
   std::string n(ByteArrayArg(name, "KFFIModuleGetFunction: name"));
   auto found = FindFunction(static_cast<KFFIObject*>(mod), n, query_imports != 0);
   if (found.second != nullptr) {
-    *out = NewRuntimeObject<ModuleFunctionPayload>(kKFFIFunction, &CallModuleFunction,
-                                                   found.second, found.first);
+    *out = NewRuntimeObject<ModuleFunctionPayload>(kKFFIFunction, &CallModuleFunction, found.second,
+                                                   found.first);
   }
   KFFI_CAPI_END();
 }
@@ -412,8 +411,7 @@ int KFFIModuleListFunctions(KFFIObjectHandle mod, int query_imports,
   KFFI_CAPI_END();
 }
 
-int KFFIModuleGetFunctionMetadata(KFFIObjectHandle mod, const KFFIByteArray* name,
-                                  KFFIAny* out) {
+int KFFIModuleGetFunctionMetadata(KFFIObjectHandle mod, const KFFIByteArray* name, KFFIAny* out) {
   KFFI_CAPI_BEGIN();
   CheckOutArg(out, "KFFIModuleGetFunctionMetadata: out");
   SetNone(out);

@@ -49,8 +49,7 @@ struct Elf64Symbol {
   uint64_t value;
   uint64_t size;
 };
-static_assert(sizeof(Elf64Header) == 64 && sizeof(Elf64Section) == 64 &&
-                  sizeof(Elf64Symbol) == 24,
+static_assert(sizeof(Elf64Header) == 64 && sizeof(Elf64Section) == 64 && sizeof(Elf64Symbol) == 24,
               "ELF64 structures must match the gABI layout");
 
 constexpr unsigned char kElfClass64 = 2;
@@ -134,7 +133,8 @@ ElfExports ReadElfExports(const std::string& path) {
     return out;
   }
   Elf64Header eh;
-  if (!file.Read(0, &eh, sizeof(eh)) || std::memcmp(eh.ident, "\x7f" "ELF", 4) != 0) {
+  static const unsigned char kMagic[4] = {0x7f, 'E', 'L', 'F'};
+  if (!file.Read(0, &eh, sizeof(eh)) || std::memcmp(eh.ident, kMagic, sizeof(kMagic)) != 0) {
     out.problem = "not an ELF file";
     return out;
   }
@@ -203,9 +203,8 @@ ElfExports ReadElfExports(const std::string& path) {
     if (!StartsWith(name, export_prefix)) continue;
     if (name == kAbiVersionSymbol) {
       out.has_abi_version = true;
-      out.abi_version_known =
-          sym.shndx < kSectionIndexLoReserve &&
-          ReadUint32Symbol(&file, sections, sym, &out.abi_version);
+      out.abi_version_known = sym.shndx < kSectionIndexLoReserve &&
+                              ReadUint32Symbol(&file, sections, sym, &out.abi_version);
       continue;
     }
     std::string_view rest = name.substr(export_prefix.size());
@@ -214,8 +213,7 @@ ElfExports ReadElfExports(const std::string& path) {
     out.functions.emplace_back(rest);
   }
   std::sort(out.functions.begin(), out.functions.end());
-  out.functions.erase(std::unique(out.functions.begin(), out.functions.end()),
-                      out.functions.end());
+  out.functions.erase(std::unique(out.functions.begin(), out.functions.end()), out.functions.end());
   return out;
 }
 

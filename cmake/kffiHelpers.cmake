@@ -1,0 +1,78 @@
+# cmake/kffiHelpers.cmake: kffi_add_library(), to build a kernel library from C++/CUDA sources.
+# Installed beside kffiConfig.cmake (find_package(kffi) includes it) and used in-tree too.
+
+include_guard(GLOBAL)
+
+# kffi_add_library(<name> [SHARED] [OUTPUT_NAME <file name>] <sources...>)
+#
+# Builds a kernel library that Module::Load (or Python's kffi.load_module) can open: a MODULE
+# library by default (SHARED when it must also be linked against), C++17, hidden visibility so
+# that only the KFFI_EXPORT symbols leave it, position independent, linked to kffi::kffi. A .cu
+# source enables CUDA (C++17, hidden visibility, shared cudart so the library shares the CUDA
+# runtime with the framework that calls it); set CMAKE_CUDA_ARCHITECTURES or the target's
+# CUDA_ARCHITECTURES to choose the GPUs (else the compiler's default, or 75 with PTX).
+# It is a macro so that enable_language(CUDA) runs in the caller's scope: call it at directory
+# scope, or enable CUDA yourself before calling it from a function.
+macro(kffi_add_library _kffi_name)
+  set(_kffi_has_cuda FALSE)
+  foreach(_kffi_arg ${ARGN})
+    if(_kffi_arg MATCHES "\\.cu$")
+      set(_kffi_has_cuda TRUE)
+    endif()
+  endforeach()
+  if(_kffi_has_cuda)
+    # Always, even when another directory enabled CUDA already: the language's rule variables
+    # live in the scope that enabled it, and a repeated call costs nothing.
+    enable_language(CUDA)
+  endif()
+  _kffi_add_library_impl(${_kffi_name} ${_kffi_has_cuda} ${ARGN})
+  unset(_kffi_has_cuda)
+  unset(_kffi_arg)
+endmacro()
+
+function(_kffi_add_library_impl name has_cuda)
+  cmake_parse_arguments(PARSE_ARGV 2 ARG "SHARED" "OUTPUT_NAME" "")
+  set(sources ${ARG_UNPARSED_ARGUMENTS})
+  if(NOT sources)
+    message(FATAL_ERROR "kffi_add_library(${name}): no sources given")
+  endif()
+  if(NOT TARGET kffi::kffi)
+    message(FATAL_ERROR "kffi_add_library(${name}): target kffi::kffi is missing; call "
+                        "find_package(kffi CONFIG REQUIRED) first")
+  endif()
+  if(ARG_SHARED)
+    add_library(${name} SHARED ${sources})
+  else()
+    add_library(${name} MODULE ${sources})
+  endif()
+  set_target_properties(${name} PROPERTIES
+    CXX_STANDARD 17
+    CXX_STANDARD_REQUIRED ON
+    CXX_EXTENSIONS OFF
+    CXX_VISIBILITY_PRESET hidden
+    VISIBILITY_INLINES_HIDDEN ON
+    POSITION_INDEPENDENT_CODE ON)
+  if(ARG_OUTPUT_NAME)
+    set_target_properties(${name} PROPERTIES OUTPUT_NAME ${ARG_OUTPUT_NAME})
+  endif()
+  target_link_libraries(${name} PRIVATE kffi::kffi)
+  if(has_cuda)
+    set_target_properties(${name} PROPERTIES
+      CUDA_STANDARD 17
+      CUDA_STANDARD_REQUIRED ON
+      CUDA_EXTENSIONS OFF
+      CUDA_VISIBILITY_PRESET hidden
+      CUDA_RUNTIME_LIBRARY Shared)
+    # Normally initialised from CMAKE_CUDA_ARCHITECTURES (or the compiler's default); when CUDA
+    # was first enabled with that variable set only in another directory, nothing is left to
+    # inherit. 75 embeds sm_75 code and PTX, which newer GPUs compile at load time.
+    get_target_property(archs ${name} CUDA_ARCHITECTURES)
+    if(NOT archs)
+      set_target_properties(${name} PROPERTIES CUDA_ARCHITECTURES 75)
+    endif()
+    # cuda.h's helpers are compiled into the library's own C++ sources too, which need the CUDA
+    # headers on their include path.
+    find_package(CUDAToolkit REQUIRED)
+    target_link_libraries(${name} PRIVATE CUDA::cudart)
+  endif()
+endfunction()

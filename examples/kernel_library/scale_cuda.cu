@@ -1,0 +1,68 @@
+// examples/kernel_library/scale_cuda.cu: the `scale` kernel (y = x * factor) for CUDA tensors.
+//
+// Every kernel follows the same steps: validate the arguments, make the tensors' device current,
+// take the caller's stream, dispatch on dtype, launch.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <kffi/cuda.h>
+#include <kffi/dtype.h>
+#include <kffi/export.h>
+#include <kffi/tensor_checks.h>
+
+#include <algorithm>
+#include <cstdint>
+
+namespace {
+
+// One thread per element, striding over the grid so any n fits a bounded launch. The factor is
+// applied in float for every dtype, as the CPU version does.
+template <typename T>
+__global__ void ScaleKernel(T* y, const T* x, float factor, int64_t n) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += stride) {
+    y[i] = static_cast<T>(static_cast<float>(x[i]) * factor);
+  }
+}
+
+template <typename T>
+void Launch(kffi::TensorView y, kffi::TensorView x, float factor, cudaStream_t stream) {
+  const int64_t n = x.numel();
+  if (n == 0) return;
+  constexpr int kThreads = 256;
+  const int64_t blocks = std::min<int64_t>((n + kThreads - 1) / kThreads, 65535);
+  ScaleKernel<T><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
+      reinterpret_cast<T*>(static_cast<char*>(y.data_ptr()) + y.byte_offset()),
+      reinterpret_cast<const T*>(static_cast<const char*>(x.data_ptr()) + x.byte_offset()), factor,
+      n);
+  KFFI_CUDA_CHECK(cudaGetLastError());  // a bad launch configuration shows up here
+}
+
+void Scale(kffi::TensorView y, kffi::TensorView x, double factor) {
+  // 1. Validate: every failure names the argument, what was expected and what came.
+  kffi::CheckDevice(x, kDLCUDA, "x");
+  kffi::CheckSameDevice(y, x, "y", "x");
+  kffi::CheckDtype(x, {kffi::dtypes::float32, kffi::dtypes::float16, kffi::dtypes::bfloat16}, "x");
+  kffi::CheckSameDtype(y, x, "y", "x");
+  kffi::CheckSameShape(y, x, "y", "x");
+  kffi::CheckContiguous(x, "x");
+  kffi::CheckContiguous(y, "y");
+  // 2. Device guard: launch on x's GPU without changing the caller's current device for good.
+  kffi::cuda::DeviceGuard guard(x.device());
+  // 3. Stream: the one the calling framework made current (e.g. torch.cuda.current_stream()).
+  cudaStream_t stream = kffi::cuda::current_stream(x.device());
+  // 4. Dispatch on dtype and 5. launch (asynchronously, on that stream).
+  const float f = static_cast<float>(factor);
+  if (x.dtype() == kffi::dtypes::float32) {
+    Launch<float>(y, x, f, stream);
+  } else if (x.dtype() == kffi::dtypes::float16) {
+    Launch<__half>(y, x, f, stream);
+  } else {
+    Launch<__nv_bfloat16>(y, x, f, stream);
+  }
+}
+
+}  // namespace
+
+KFFI_EXPORT_DOC(scale, Scale, "y = x * factor, elementwise (float32, float16, bfloat16; CUDA).",
+                "y, x, factor");

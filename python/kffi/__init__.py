@@ -1,0 +1,81 @@
+"""kffi: an open ABI and FFI for machine-learning kernels.
+
+Load a kernel library and call it with PyTorch, NumPy, JAX or CuPy arrays::
+
+    mod = kffi.load_module("libscale.so")
+    mod.scale(x, y, 2.0)
+"""
+from __future__ import annotations
+
+import os as _os
+import sys as _sys
+
+# The extension finds libkffi next to it (kffi/lib) through its rpath.
+from . import _core
+from ._error import Error, register_error
+from ._objects import (Array, Dict, ErrorObject, Function, List, Map, Module, Object, Shape,
+                       Tensor)
+from ._types import Device, dtype
+from .stream import get_current_stream, use_stream
+from . import libinfo
+
+__version__ = "{}.{}.{}".format(*_core.runtime_version()[:3])
+ABI_VERSION = _core.runtime_version()[3]
+
+from_dlpack = _core.from_dlpack
+set_default_release_gil = _core.set_default_release_gil
+get_default_release_gil = _core.get_default_release_gil
+list_global_func_names = _core.list_global_func_names
+remove_global_func = _core.remove_global_func
+check_signals = _core.check_signals
+
+
+def get_global_func(name: str, allow_missing: bool = False):
+    """The global function registered under ``name``.
+
+    Raises ValueError when there is none, unless ``allow_missing`` (then returns None).
+    """
+    f = _core.get_global_func(name)
+    if f is None and not allow_missing:
+        raise ValueError(f"Global function {name!r} is not registered")
+    return f
+
+
+def register_global_func(name: str, func=None, override: bool = False):
+    """Registers a Python callable (or a kffi.Function) as a global function, callable from C++.
+
+    Also a decorator: ``@kffi.register_global_func("my.add")``.
+    """
+
+    def do_register(f):
+        _core.register_global_func(name, f, override)
+        return f
+
+    return do_register if func is None else do_register(func)
+
+
+def load_module(path) -> Module:
+    """Loads a kernel library (a shared library built with kffi/export.h)."""
+    path = _os.fspath(path)
+    if not _os.path.exists(path):
+        raise FileNotFoundError(f"Cannot load kffi module: no such file {path!r}")
+    return _core.load_module(_os.path.abspath(path))
+
+
+def system_lib() -> Module:
+    """The process's system library: kernels linked statically into the program."""
+    return _core.system_lib()
+
+
+def to_kffi(value):
+    """``value`` as kffi sees it (tuple -> Array, dict -> Map, callables -> Function, ...)."""
+    return _core._to_kffi(value)
+
+
+__all__ = [
+    "Array", "Device", "Dict", "Error", "ErrorObject", "Function", "List", "Map", "Module",
+    "Object", "Shape", "Tensor", "dtype", "from_dlpack", "get_global_func", "libinfo",
+    "list_global_func_names", "load_module", "register_error", "register_global_func",
+    "remove_global_func", "set_default_release_gil", "get_default_release_gil", "system_lib",
+    "to_kffi", "use_stream", "get_current_stream", "check_signals", "__version__",
+]

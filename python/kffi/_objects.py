@@ -1,0 +1,294 @@
+"""python/kffi/_objects.py: Python views of kffi objects: containers, Tensor, Module, Function."""
+from __future__ import annotations
+
+import inspect
+import json
+import operator
+from collections.abc import Mapping, Sequence
+
+from . import _core
+from ._types import Device, dtype
+
+Object = _core.Object
+Function = _core.Function
+
+def _released_repr(obj) -> str | None:
+    """The repr of an object whose native reference was dropped by _release(), else None."""
+    return f"<kffi.{type(obj).__name__} (released)>" if not obj._handle else None
+
+
+# Static type indices of the C ABI.
+_SHAPE, _TENSOR, _ARRAY, _MAP, _MODULE, _LIST, _DICT, _ERROR = 69, 70, 71, 72, 73, 75, 76, 67
+
+
+class Array(Object, Sequence):
+    """An immutable sequence (kffi Array). Behaves like a tuple."""
+
+    __slots__ = ()
+
+    def __len__(self):
+        return _core._seq_len(self)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return _core._seq_items(self)[i]
+        if not isinstance(i, int):
+            try:
+                i = operator.index(i)
+            except TypeError:
+                raise TypeError(f"{type(self).__name__} indices must be integers or slices, "
+                                f"not {type(i).__name__}") from None
+        return _core._seq_get(self, i)
+
+    def __iter__(self):
+        return iter(_core._seq_items(self))
+
+    def __eq__(self, other):
+        if isinstance(other, (Array, List, tuple, list)):
+            return list(self) == list(other)
+        return NotImplemented
+
+    def __hash__(self):
+        return hash(tuple(self))
+
+    def __repr__(self):
+        return _released_repr(self) or f"{type(self).__name__}({list(self)!r})"
+
+
+class List(Array):
+    """A mutable sequence shared by reference (kffi List). Read access from Python."""
+
+    __slots__ = ()
+    __hash__ = None
+
+
+class Map(Object, Mapping):
+    """An immutable mapping (kffi Map). Behaves like a read-only dict."""
+
+    __slots__ = ()
+
+    def _items(self):
+        return _core._map_items(self)
+
+    def __len__(self):
+        return len(self._items())
+
+    def __getitem__(self, key):
+        try:
+            return dict(self._items())[key]
+        except KeyError:
+            raise KeyError(key) from None
+
+    def __iter__(self):
+        return iter([k for k, _ in self._items()])
+
+    def items(self):
+        return self._items()
+
+    def __eq__(self, other):
+        if isinstance(other, (Mapping, dict)):
+            return dict(self._items()) == dict(other.items())
+        return NotImplemented
+
+    __hash__ = None
+
+    def __repr__(self):
+        return _released_repr(self) or f"{type(self).__name__}({dict(self._items())!r})"
+
+
+class Dict(Map):
+    """A mutable mapping shared by reference (kffi Dict). Read access from Python."""
+
+    __slots__ = ()
+
+
+class Shape(Object, Sequence):
+    """An immutable tuple of ints (kffi Shape)."""
+
+    __slots__ = ()
+
+    def __len__(self):
+        return len(_core._shape_tuple(self))
+
+    def __getitem__(self, i):
+        return _core._shape_tuple(self)[i]
+
+    def __iter__(self):
+        return iter(_core._shape_tuple(self))
+
+    def __eq__(self, other):
+        if isinstance(other, (Shape, tuple, list)):
+            return tuple(self) == tuple(other)
+        return NotImplemented
+
+    def __hash__(self):
+        return hash(_core._shape_tuple(self))
+
+    def __repr__(self):
+        return _released_repr(self) or f"Shape({_core._shape_tuple(self)!r})"
+
+
+class Tensor(Object):
+    """A kffi tensor: owns (a reference to) its data; speaks DLPack both ways.
+
+    ``torch.from_dlpack(t)``, ``numpy.from_dlpack(t)`` and ``jax.dlpack.from_dlpack(t)`` take it
+    without a copy.
+    """
+
+    __slots__ = ()
+    __dlpack_c_exchange_api__ = _core._tensor_exchange_api
+
+    def _info(self):
+        return _core._tensor_info(self)
+
+    @property
+    def data_ptr(self) -> int:
+        return self._info()[0] or 0
+
+    @property
+    def shape(self) -> tuple:
+        return self._info()[1]
+
+    @property
+    def strides(self) -> tuple:
+        return self._info()[2]
+
+    @property
+    def dtype(self) -> dtype:
+        return dtype(_core._dtype_to_str(*self._info()[3]))
+
+    @property
+    def device(self) -> Device:
+        return Device(*self._info()[4])
+
+    @property
+    def byte_offset(self) -> int:
+        return self._info()[5]
+
+    @property
+    def ndim(self) -> int:
+        return len(self._info()[1])
+
+    def numel(self) -> int:
+        n = 1
+        for d in self.shape:
+            n *= d
+        return n
+
+    def __dlpack_device__(self):
+        return tuple(self._info()[4])
+
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+        if copy:
+            raise BufferError("kffi.Tensor.__dlpack__ does not copy (copy=True was asked)")
+        if dl_device is not None and tuple(dl_device) != self.__dlpack_device__():
+            raise BufferError(f"kffi.Tensor is on {self.device}, not on {dl_device}")
+        versioned = max_version is not None and max_version[0] >= 1
+        return _core._tensor_to_dlpack(self, versioned)
+
+    def __repr__(self):
+        return _released_repr(self) or (
+            f"kffi.Tensor(shape={self.shape}, dtype={self.dtype}, device={self.device})")
+
+
+class ErrorObject(Object):
+    """A native error held as a value (not raised)."""
+
+    __slots__ = ()
+
+    @property
+    def kind(self):
+        return _core._error_info(self)[0]
+
+    @property
+    def message(self):
+        return _core._error_info(self)[1]
+
+    @property
+    def backtrace(self):
+        return _core._error_info(self)[2]
+
+    def __repr__(self):
+        return _released_repr(self) or f"ErrorObject({self.kind}: {self.message})"
+
+
+_PY_TYPE_NAMES = {"int": "int", "float": "float", "bool": "bool", "str": "str", "bytes": "bytes",
+                  "None": "None"}
+
+
+def _annotate(func: Function, meta: dict):
+    """Gives a function from a module its parameter names, signature and docstring."""
+    params = meta.get("params") or []
+    names = tuple(p.get("name") or f"_{i}" for i, p in enumerate(params))
+    func._param_names = names
+    sig_params = [inspect.Parameter(n, inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                                    annotation=p.get("type", inspect.Parameter.empty))
+                  for n, p in zip(names, params)]
+    ret = meta.get("return", inspect.Signature.empty)
+    func.__signature__ = inspect.Signature(sig_params, return_annotation=ret)
+    rendered = ", ".join(f"{n}: {p.get('type', 'Any')}" for n, p in zip(names, params))
+    doc = meta.get("doc") or ""
+    func.__doc__ = f"{meta.get('name', '')}({rendered}) -> {ret}\n\n{doc}".rstrip()
+    func.__name__ = meta.get("name", "")
+    return func
+
+
+class Module(Object):
+    """A loaded kernel library. ``mod.scale(...)``, ``mod["scale"]``, ``mod.functions()``."""
+
+    __slots__ = ()
+
+    @property
+    def name(self) -> str:
+        return _core._module_name(self)
+
+    def functions(self) -> list:
+        """Names of the functions this module (and its imports) export."""
+        return _core._module_list_functions(self, True)
+
+    def metadata(self, name: str) -> dict | None:
+        """The exported metadata of a function: params, return type, docstring."""
+        text = _core._module_get_metadata(self, name)
+        return json.loads(text) if text else None
+
+    def get_function(self, name: str):
+        """The function, or None when the module has no function of that name."""
+        f = _core._module_get_function(self, name, True)
+        if f is not None:
+            meta = self.metadata(name)
+            if meta:
+                _annotate(f, meta)
+        return f
+
+    def import_module(self, other: "Module"):
+        _core._module_import(self, other)
+
+    def __getitem__(self, name: str):
+        f = self.get_function(name)
+        if f is None:
+            raise KeyError(f"Module {self.name!r} has no function {name!r}; available: "
+                           f"{', '.join(self.functions()) or '(none)'}")
+        return f
+
+    def __getattr__(self, name: str):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        f = self.get_function(name)
+        if f is None:
+            raise AttributeError(f"Module {self.name!r} has no function {name!r}; available: "
+                                 f"{', '.join(self.functions()) or '(none)'}")
+        return f
+
+    def __contains__(self, name):
+        return _core._module_get_function(self, name, True) is not None
+
+    def __dir__(self):
+        return sorted(set(super().__dir__()) | set(self.functions()))
+
+    def __repr__(self):
+        return _released_repr(self) or f"kffi.Module({self.name!r})"
+
+
+for _index, _cls in ((_ARRAY, Array), (_LIST, List), (_MAP, Map), (_DICT, Dict), (_SHAPE, Shape),
+                     (_TENSOR, Tensor), (_MODULE, Module), (_ERROR, ErrorObject)):
+    _core._register_object_class(_index, _cls)

@@ -1,0 +1,69 @@
+"""python/kffi/stream.py: kffi.use_stream, an explicit stream for the calls in a scope."""
+from __future__ import annotations
+
+import contextlib
+
+from . import _core
+
+
+def _stream_handle(stream):
+    """(device_type, device_id, handle) of torch/CuPy streams, __cuda_stream__ objects, ints."""
+    if stream is None:
+        return None
+    if isinstance(stream, int):
+        return (2, _current_cuda_device(), stream)
+    proto = getattr(stream, "__cuda_stream__", None)
+    if proto is not None:
+        version, handle = proto() if callable(proto) else proto
+        return (2, getattr(getattr(stream, "device", None), "index", None) or
+                _current_cuda_device(), handle)
+    mod = type(stream).__module__ or ""
+    if mod.startswith("torch"):
+        dev = stream.device
+        return (2, dev.index or 0, stream.cuda_stream)
+    if mod.startswith("cupy"):
+        return (2, stream.device_id if hasattr(stream, "device_id") else _current_cuda_device(),
+                stream.ptr)
+    raise TypeError(f"use_stream expects a torch.cuda.Stream, a CuPy stream, an object with "
+                    f"__cuda_stream__ or an int handle; got {type(stream).__name__}")
+
+
+def _current_cuda_device() -> int:
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            return torch.cuda.current_device()
+    except ImportError:
+        pass
+    return 0
+
+
+@contextlib.contextmanager
+def use_stream(stream, device=None):
+    """Runs the kffi calls in the block on ``stream`` (it wins over the stream picked up from
+    tensor arguments). ``device`` ("cuda:1") overrides the device the stream is taken to be on.
+    """
+    spec = _stream_handle(stream)
+    if spec is None:
+        yield
+        return
+    device_type, device_id, handle = spec
+    if device is not None:
+        from ._types import Device
+
+        d = Device(device)
+        device_type, device_id = d.device_type, d.index
+    prev = _core._env_push_stream(device_type, device_id, handle)
+    try:
+        yield
+    finally:
+        _core._env_pop_stream(device_type, device_id, prev)
+
+
+def get_current_stream(device="cuda:0") -> int:
+    """The stream kffi calls on this thread currently see for a device (0: default stream)."""
+    from ._types import Device
+
+    d = Device(device)
+    return _core._env_get_stream(d.device_type, d.index)

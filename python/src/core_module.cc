@@ -1,0 +1,388 @@
+// python/src/core_module.cc: the kffi._core extension module: registry, modules, helpers.
+#include <kffi/container/map.h>
+
+#include <string>
+#include <vector>
+
+#include "py_common.h"
+
+namespace kffi {
+namespace py {
+
+PyObject* SetErrorHooks(PyObject* self, PyObject* args);
+PyObject* RegisterObjectClass(PyObject* self, PyObject* args);
+PyObject* EnvPushStream(PyObject* self, PyObject* args);
+PyObject* EnvPopStream(PyObject* self, PyObject* args);
+PyObject* EnvGetStream(PyObject* self, PyObject* args);
+PyObject* TensorInfo(PyObject* self, PyObject* obj);
+PyObject* TensorToDLPack(PyObject* self, PyObject* args);
+PyObject* FromDLPack(PyObject* self, PyObject* obj);
+
+namespace {
+
+/// Reads a str argument as a byte array (borrowed from the str object).
+bool StrArg(PyObject* obj, KFFIByteArray* out, const char* what) {
+  if (!PyUnicode_Check(obj)) {
+    PyErr_Format(PyExc_TypeError, "%s must be a str, got %s", what, Py_TYPE(obj)->tp_name);
+    return false;
+  }
+  Py_ssize_t n = 0;
+  out->data = PyUnicode_AsUTF8AndSize(obj, &n);
+  out->size = static_cast<size_t>(n);
+  return out->data != nullptr;
+}
+
+int CollectName(void* ctx, const KFFIByteArray* name) {
+  PyObject* s = PyUnicode_DecodeUTF8(name->data, static_cast<Py_ssize_t>(name->size), "replace");
+  if (s == nullptr) return 1;
+  int rc = PyList_Append(static_cast<PyObject*>(ctx), s);
+  Py_DECREF(s);
+  return rc != 0 ? 1 : 0;
+}
+
+KFFIObjectHandle HandleOfType(PyObject* obj, int32_t type_index, const char* what) {
+  KFFIObjectHandle h = GetHandle(obj);
+  if (h == nullptr && RaiseIfReleased(obj)) return nullptr;
+  if (h == nullptr || static_cast<KFFIObject*>(h)->type_index != type_index) {
+    PyErr_Format(PyExc_TypeError, "expected a %s, got %s", what, Py_TYPE(obj)->tp_name);
+    return nullptr;
+  }
+  return h;
+}
+
+PyObject* GetGlobalFunc(PyObject*, PyObject* name) {
+  KFFIByteArray n;
+  if (!StrArg(name, &n, "name")) return nullptr;
+  KFFIObjectHandle h = nullptr;
+  if (KFFIFunctionGetGlobal(&n, &h) != 0) return RaiseFromKFFIError(-1);
+  if (h == nullptr) Py_RETURN_NONE;
+  return WrapObject(h);
+}
+
+PyObject* RegisterGlobalFunc(PyObject*, PyObject* args) {
+  PyObject *name, *func;
+  int allow_override = 0;
+  if (!PyArg_ParseTuple(args, "OO|p", &name, &func, &allow_override)) return nullptr;
+  KFFIByteArray n;
+  if (!StrArg(name, &n, "name")) return nullptr;
+  PyRef wrapped;
+  KFFIObjectHandle h = GetHandle(func);
+  // A released kffi.Function is callable in Python terms, but would fail on every call.
+  if (h == nullptr && RaiseIfReleased(func)) return nullptr;
+  if (h == nullptr || static_cast<KFFIObject*>(h)->type_index != kKFFIFunction) {
+    if (!PyCallable_Check(func)) {
+      PyErr_Format(PyExc_TypeError, "register_global_func expects a callable, got %s",
+                   Py_TYPE(func)->tp_name);
+      return nullptr;
+    }
+    wrapped = PyRef(FunctionFromCallable(func));
+    if (!wrapped) return nullptr;
+    h = GetHandle(wrapped.get());
+  }
+  if (KFFIFunctionSetGlobal(&n, h, allow_override) != 0) return RaiseFromKFFIError(-1);
+  Py_RETURN_NONE;
+}
+
+PyObject* RemoveGlobalFunc(PyObject*, PyObject* name) {
+  KFFIByteArray n;
+  if (!StrArg(name, &n, "name")) return nullptr;
+  int removed = 0;
+  if (KFFIFunctionRemoveGlobal(&n, &removed) != 0) return RaiseFromKFFIError(-1);
+  return PyBool_FromLong(removed);
+}
+
+PyObject* ListGlobalFuncNames(PyObject*, PyObject*) {
+  PyRef list(PyList_New(0));
+  if (!list) return nullptr;
+  if (KFFIFunctionListGlobalNames(CollectName, list.get()) != 0) return RaiseFromKFFIError(-1);
+  if (PyErr_Occurred()) return nullptr;
+  return list.release();
+}
+
+PyObject* LoadModule(PyObject*, PyObject* path) {
+  KFFIByteArray p;
+  if (!StrArg(path, &p, "path")) return nullptr;
+  KFFIObjectHandle h = nullptr;
+  int rc;
+  Py_BEGIN_ALLOW_THREADS rc = KFFIModuleLoadFromFile(&p, &h);
+  Py_END_ALLOW_THREADS if (rc != 0) return RaiseFromKFFIError(-1);
+  return WrapObject(h);
+}
+
+PyObject* SystemLib(PyObject*, PyObject*) {
+  KFFIObjectHandle h = nullptr;
+  if (KFFIModuleGetSystemLib(&h) != 0) return RaiseFromKFFIError(-1);
+  return WrapObject(h);
+}
+
+PyObject* ModuleGetFunction(PyObject*, PyObject* args) {
+  PyObject *mod, *name;
+  int query_imports = 1;
+  if (!PyArg_ParseTuple(args, "OO|p", &mod, &name, &query_imports)) return nullptr;
+  KFFIObjectHandle m = HandleOfType(mod, kKFFIModule, "kffi.Module");
+  KFFIByteArray n;
+  if (m == nullptr || !StrArg(name, &n, "name")) return nullptr;
+  KFFIObjectHandle h = nullptr;
+  if (KFFIModuleGetFunction(m, &n, query_imports, &h) != 0) return RaiseFromKFFIError(-1);
+  if (h == nullptr) Py_RETURN_NONE;
+  return WrapObject(h);
+}
+
+PyObject* ModuleListFunctions(PyObject*, PyObject* args) {
+  PyObject* mod;
+  int query_imports = 1;
+  if (!PyArg_ParseTuple(args, "O|p", &mod, &query_imports)) return nullptr;
+  KFFIObjectHandle m = HandleOfType(mod, kKFFIModule, "kffi.Module");
+  if (m == nullptr) return nullptr;
+  PyRef list(PyList_New(0));
+  if (!list) return nullptr;
+  if (KFFIModuleListFunctions(m, query_imports, CollectName, list.get()) != 0) {
+    return RaiseFromKFFIError(-1);
+  }
+  if (PyErr_Occurred()) return nullptr;
+  return list.release();
+}
+
+PyObject* ModuleGetMetadata(PyObject*, PyObject* args) {
+  PyObject *mod, *name;
+  if (!PyArg_ParseTuple(args, "OO", &mod, &name)) return nullptr;
+  KFFIObjectHandle m = HandleOfType(mod, kKFFIModule, "kffi.Module");
+  KFFIByteArray n;
+  if (m == nullptr || !StrArg(name, &n, "name")) return nullptr;
+  KFFIAny out;
+  out.type_index = kKFFINone;
+  out.zero_padding = 0;
+  out.v_int64 = 0;
+  if (KFFIModuleGetFunctionMetadata(m, &n, &out) != 0) return RaiseFromKFFIError(-1);
+  return AnyToPy(&out, nullptr);
+}
+
+PyObject* ModuleImport(PyObject*, PyObject* args) {
+  PyObject *mod, *other;
+  if (!PyArg_ParseTuple(args, "OO", &mod, &other)) return nullptr;
+  KFFIObjectHandle m = HandleOfType(mod, kKFFIModule, "kffi.Module");
+  if (m == nullptr) return nullptr;
+  KFFIObjectHandle o = HandleOfType(other, kKFFIModule, "kffi.Module");
+  if (o == nullptr) return nullptr;
+  if (KFFIModuleImport(m, o) != 0) return RaiseFromKFFIError(-1);
+  Py_RETURN_NONE;
+}
+
+PyObject* ModuleName(PyObject*, PyObject* mod) {
+  KFFIObjectHandle m = HandleOfType(mod, kKFFIModule, "kffi.Module");
+  if (m == nullptr) return nullptr;
+  KFFIAny out;
+  if (KFFIModuleGetName(m, &out) != 0) return RaiseFromKFFIError(-1);
+  return AnyToPy(&out, nullptr);
+}
+
+PyObject* DTypeFromStr(PyObject*, PyObject* s) {
+  KFFIByteArray b;
+  if (!StrArg(s, &b, "dtype")) return nullptr;
+  DLDataType d;
+  if (KFFIDataTypeFromString(&b, &d) != 0) return RaiseFromKFFIError(-1);
+  return Py_BuildValue("(iii)", d.code, d.bits, d.lanes);
+}
+
+PyObject* DTypeToStr(PyObject*, PyObject* args) {
+  int code, bits, lanes;
+  if (!PyArg_ParseTuple(args, "iii", &code, &bits, &lanes)) return nullptr;
+  DLDataType d{static_cast<uint8_t>(code), static_cast<uint8_t>(bits),
+               static_cast<uint16_t>(lanes)};
+  KFFIAny out;
+  if (KFFIDataTypeToString(&d, &out) != 0) return RaiseFromKFFIError(-1);
+  return AnyToPy(&out, nullptr);
+}
+
+/// _seq_items(obj) -> list: the elements of an Array or List.
+PyObject* SeqItems(PyObject*, PyObject* obj) {
+  KFFIObjectHandle h = GetHandle(obj);
+  if (h == nullptr && RaiseIfReleased(obj)) return nullptr;
+  if (h == nullptr || (static_cast<KFFIObject*>(h)->type_index != kKFFIArray &&
+                       static_cast<KFFIObject*>(h)->type_index != kKFFIList)) {
+    PyErr_Format(PyExc_TypeError, "expected a kffi.Array or kffi.List, got %s",
+                 Py_TYPE(obj)->tp_name);
+    return nullptr;
+  }
+  auto* cell = static_cast<KFFISeqCell*>(KFFIObjectGetCellPtr(h));
+  PyRef list(PyList_New(cell->size));
+  if (!list) return nullptr;
+  auto* items = static_cast<KFFIAny*>(cell->data);
+  for (int64_t i = 0; i < cell->size; ++i) {
+    PyObject* v = AnyViewToPy(&items[i]);
+    if (v == nullptr) return nullptr;
+    PyList_SET_ITEM(list.get(), i, v);
+  }
+  return list.release();
+}
+
+/// _seq_len(obj), _seq_get(obj, i): element access without building a list.
+PyObject* SeqGet(PyObject*, PyObject* args) {
+  PyObject* obj;
+  Py_ssize_t i;
+  if (!PyArg_ParseTuple(args, "On", &obj, &i)) return nullptr;
+  KFFIObjectHandle h = GetHandle(obj);
+  if (h == nullptr && RaiseIfReleased(obj)) return nullptr;
+  if (h == nullptr) {
+    PyErr_SetString(PyExc_TypeError, "expected a kffi sequence");
+    return nullptr;
+  }
+  auto* cell = static_cast<KFFISeqCell*>(KFFIObjectGetCellPtr(h));
+  Py_ssize_t n = static_cast<Py_ssize_t>(cell->size);
+  if (i < 0) i += n;
+  if (i < 0 || i >= n) {
+    PyErr_Format(PyExc_IndexError, "index out of range for a sequence of length %zd", n);
+    return nullptr;
+  }
+  return AnyViewToPy(&static_cast<KFFIAny*>(cell->data)[i]);
+}
+
+PyObject* SeqLen(PyObject*, PyObject* obj) {
+  KFFIObjectHandle h = GetHandle(obj);
+  if (h == nullptr && RaiseIfReleased(obj)) return nullptr;
+  if (h == nullptr) {
+    PyErr_SetString(PyExc_TypeError, "expected a kffi sequence");
+    return nullptr;
+  }
+  return PyLong_FromLongLong(static_cast<KFFISeqCell*>(KFFIObjectGetCellPtr(h))->size);
+}
+
+/// _map_items(obj) -> list of (key, value) for a Map or Dict, in insertion order.
+PyObject* MapItems(PyObject*, PyObject* obj) {
+  KFFIObjectHandle h = GetHandle(obj);
+  if (h == nullptr && RaiseIfReleased(obj)) return nullptr;
+  if (h == nullptr || (static_cast<KFFIObject*>(h)->type_index != kKFFIMap &&
+                       static_cast<KFFIObject*>(h)->type_index != kKFFIDict)) {
+    PyErr_Format(PyExc_TypeError, "expected a kffi.Map or kffi.Dict, got %s",
+                 Py_TYPE(obj)->tp_name);
+    return nullptr;
+  }
+  PyRef list(PyList_New(0));
+  if (!list) return nullptr;
+  auto* base = static_cast<const details::MapObjBase*>(static_cast<Object*>(h));
+  for (int64_t i = base->NextLive(0); i < base->used(); i = base->NextLive(i + 1)) {
+    const details::MapEntry& e = base->RawEntries()[i];
+    PyRef k(AnyViewToPy(&e.key));
+    if (!k) return nullptr;
+    PyRef v(AnyViewToPy(&e.value));
+    if (!v) return nullptr;
+    PyRef pair(PyTuple_Pack(2, k.get(), v.get()));
+    if (!pair || PyList_Append(list.get(), pair.get()) != 0) return nullptr;
+  }
+  return list.release();
+}
+
+/// _shape_tuple(obj) -> tuple of ints.
+PyObject* ShapeTuple(PyObject*, PyObject* obj) {
+  KFFIObjectHandle h = HandleOfType(obj, kKFFIShape, "kffi.Shape");
+  if (h == nullptr) return nullptr;
+  auto* cell = static_cast<KFFIShapeCell*>(KFFIObjectGetCellPtr(h));
+  PyObject* t = PyTuple_New(static_cast<Py_ssize_t>(cell->size));
+  if (t == nullptr) return nullptr;
+  for (size_t i = 0; i < cell->size; ++i) {
+    PyTuple_SET_ITEM(t, static_cast<Py_ssize_t>(i), PyLong_FromLongLong(cell->data[i]));
+  }
+  return t;
+}
+
+/// _error_info(obj) -> (kind, message, backtrace) of an Error object.
+PyObject* ErrorInfo(PyObject*, PyObject* obj) {
+  KFFIObjectHandle h = HandleOfType(obj, kKFFIError, "kffi error object");
+  if (h == nullptr) return nullptr;
+  KFFIErrorCell* c = KFFIErrorGetCellPtr(h);
+  return Py_BuildValue("(s#s#s#)", c->kind.data, static_cast<Py_ssize_t>(c->kind.size),
+                       c->message.data, static_cast<Py_ssize_t>(c->message.size),
+                       c->backtrace.data, static_cast<Py_ssize_t>(c->backtrace.size));
+}
+
+/// _to_kffi(obj) -> the kffi value obj converts to, as Python sees it after a round trip.
+PyObject* ToKFFIObject(PyObject*, PyObject* obj) {
+  KFFIAny v;
+  if (PyToOwnedAny(obj, &v) != 0) return nullptr;
+  if (v.type_index < kKFFIStaticObjectBegin) return AnyToPy(&v, nullptr);
+  return WrapObject(v.v_obj);
+}
+
+PyObject* SetDefaultReleaseGil(PyObject*, PyObject* flag) {
+  int v = PyObject_IsTrue(flag);
+  if (v < 0) return nullptr;
+  g_default_release_gil = v;
+  Py_RETURN_NONE;
+}
+
+PyObject* GetDefaultReleaseGil(PyObject*, PyObject*) {
+  return PyBool_FromLong(g_default_release_gil);
+}
+
+PyObject* RuntimeVersion(PyObject*, PyObject*) {
+  KFFIVersion v;
+  KFFIGetVersion(&v);
+  return Py_BuildValue("(IIII)", v.major, v.minor, v.patch, v.abi);
+}
+
+PyObject* CheckSignals(PyObject*, PyObject*) {
+  if (KFFIEnvCheckSignals() != 0) return RaiseFromKFFIError(-1);
+  Py_RETURN_NONE;
+}
+
+PyMethodDef kMethods[] = {
+    {"get_global_func", GetGlobalFunc, METH_O, nullptr},
+    {"register_global_func", RegisterGlobalFunc, METH_VARARGS, nullptr},
+    {"remove_global_func", RemoveGlobalFunc, METH_O, nullptr},
+    {"list_global_func_names", ListGlobalFuncNames, METH_NOARGS, nullptr},
+    {"load_module", LoadModule, METH_O, nullptr},
+    {"system_lib", SystemLib, METH_NOARGS, nullptr},
+    {"_module_get_function", ModuleGetFunction, METH_VARARGS, nullptr},
+    {"_module_list_functions", ModuleListFunctions, METH_VARARGS, nullptr},
+    {"_module_get_metadata", ModuleGetMetadata, METH_VARARGS, nullptr},
+    {"_module_import", ModuleImport, METH_VARARGS, nullptr},
+    {"_module_name", ModuleName, METH_O, nullptr},
+    {"_dtype_from_str", DTypeFromStr, METH_O, nullptr},
+    {"_dtype_to_str", DTypeToStr, METH_VARARGS, nullptr},
+    {"_seq_items", SeqItems, METH_O, nullptr},
+    {"_seq_get", SeqGet, METH_VARARGS, nullptr},
+    {"_seq_len", SeqLen, METH_O, nullptr},
+    {"_map_items", MapItems, METH_O, nullptr},
+    {"_shape_tuple", ShapeTuple, METH_O, nullptr},
+    {"_error_info", ErrorInfo, METH_O, nullptr},
+    {"_to_kffi", ToKFFIObject, METH_O, nullptr},
+    {"_tensor_info", TensorInfo, METH_O, nullptr},
+    {"_tensor_to_dlpack", TensorToDLPack, METH_VARARGS, nullptr},
+    {"from_dlpack", FromDLPack, METH_O, nullptr},
+    {"set_default_release_gil", SetDefaultReleaseGil, METH_O, nullptr},
+    {"get_default_release_gil", GetDefaultReleaseGil, METH_NOARGS, nullptr},
+    {"runtime_version", RuntimeVersion, METH_NOARGS, nullptr},
+    {"check_signals", CheckSignals, METH_NOARGS, nullptr},
+    {"_set_converter_hooks", SetConverterHooks, METH_VARARGS, nullptr},
+    {"_set_error_hooks", SetErrorHooks, METH_VARARGS, nullptr},
+    {"_register_object_class", RegisterObjectClass, METH_VARARGS, nullptr},
+    {"_env_push_stream", EnvPushStream, METH_VARARGS, nullptr},
+    {"_env_pop_stream", EnvPopStream, METH_VARARGS, nullptr},
+    {"_env_get_stream", EnvGetStream, METH_VARARGS, nullptr},
+    {nullptr, nullptr, 0, nullptr}};
+
+PyModuleDef kModuleDef = {PyModuleDef_HEAD_INIT,
+                          "kffi._core",
+                          "The kffi CPython extension: fast calls into kffi functions.",
+                          -1,
+                          kMethods,
+                          nullptr,
+                          nullptr,
+                          nullptr,
+                          nullptr};
+
+}  // namespace
+}  // namespace py
+}  // namespace kffi
+
+PyMODINIT_FUNC PyInit__core() {
+  using namespace kffi::py;  // NOLINT
+  PyObject* m = PyModule_Create(&kModuleDef);
+  if (m == nullptr) return nullptr;
+  if (InitObjectTypes(m) != 0 || InitErrors(m) != 0 || InitTensorSupport(m) != 0 ||
+      InitEnv(m) != 0) {
+    Py_DECREF(m);
+    return nullptr;
+  }
+  return m;
+}

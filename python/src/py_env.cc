@@ -1,0 +1,88 @@
+// python/src/py_env.cc: the per-call environment (framework stream and allocator), use_stream,
+// and the signal hook that lets long native loops notice Ctrl-C.
+#include "py_common.h"
+
+namespace kffi {
+namespace py {
+
+thread_local int g_explicit_stream_depth = 0;
+
+CallEnvScope::CallEnvScope(const CallContext& ctx) {
+  if (ctx.has_device && g_explicit_stream_depth == 0 && ctx.device_api != nullptr &&
+      ctx.device_api->current_work_stream != nullptr) {
+    void* stream = nullptr;
+    if (ctx.device_api->current_work_stream(ctx.device.device_type, ctx.device.device_id,
+                                            &stream) != 0) {
+      status_ = -1;
+      return;
+    }
+    device_ = ctx.device;
+    KFFIEnvSetStream(device_.device_type, device_.device_id, stream, &prev_stream_);
+    stream_set_ = true;
+  }
+  if (ctx.api != nullptr && ctx.api->managed_tensor_allocator != nullptr) {
+    // Tensors the callee allocates come from the caller framework's allocator.
+    KFFIEnvSetTensorAllocator(ctx.api->managed_tensor_allocator, 0, &prev_alloc_);
+    alloc_set_ = true;
+  }
+}
+
+CallEnvScope::~CallEnvScope() {
+  if (stream_set_) KFFIEnvSetStream(device_.device_type, device_.device_id, prev_stream_, nullptr);
+  if (alloc_set_) KFFIEnvSetTensorAllocator(prev_alloc_, 0, nullptr);
+}
+
+namespace {
+int CheckSignalsHook() {
+  if (!Py_IsInitialized()) return 0;
+  PyGILState_STATE st = PyGILState_Ensure();
+  int rc = 0;
+  if (PyErr_CheckSignals() != 0) {
+    SetKFFIErrorFromPython();
+    rc = -1;
+  }
+  PyGILState_Release(st);
+  return rc;
+}
+}  // namespace
+
+/// _env_push_stream(device_type, device_id, stream) -> previous stream (int); the explicit
+/// stream wins over the stream picked up from tensor arguments until _env_pop_stream.
+PyObject* EnvPushStream(PyObject*, PyObject* args) {
+  int device_type, device_id;
+  PyObject* stream_obj;
+  if (!PyArg_ParseTuple(args, "iiO", &device_type, &device_id, &stream_obj)) return nullptr;
+  void* stream = stream_obj == Py_None ? nullptr : PyLong_AsVoidPtr(stream_obj);
+  if (PyErr_Occurred()) return nullptr;
+  KFFIStreamHandle prev = nullptr;
+  KFFIEnvSetStream(device_type, device_id, stream, &prev);
+  ++g_explicit_stream_depth;
+  return PyLong_FromVoidPtr(prev);
+}
+
+/// _env_pop_stream(device_type, device_id, previous)
+PyObject* EnvPopStream(PyObject*, PyObject* args) {
+  int device_type, device_id;
+  PyObject* stream_obj;
+  if (!PyArg_ParseTuple(args, "iiO", &device_type, &device_id, &stream_obj)) return nullptr;
+  void* stream = stream_obj == Py_None ? nullptr : PyLong_AsVoidPtr(stream_obj);
+  if (PyErr_Occurred()) return nullptr;
+  KFFIEnvSetStream(device_type, device_id, stream, nullptr);
+  if (g_explicit_stream_depth > 0) --g_explicit_stream_depth;
+  Py_RETURN_NONE;
+}
+
+/// _env_get_stream(device_type, device_id) -> int
+PyObject* EnvGetStream(PyObject*, PyObject* args) {
+  int device_type, device_id;
+  if (!PyArg_ParseTuple(args, "ii", &device_type, &device_id)) return nullptr;
+  return PyLong_FromVoidPtr(KFFIEnvGetStream(device_type, device_id));
+}
+
+int InitEnv(PyObject*) {
+  KFFIEnvSetCheckSignalsHook(CheckSignalsHook, nullptr);
+  return 0;
+}
+
+}  // namespace py
+}  // namespace kffi

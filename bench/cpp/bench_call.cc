@@ -1,0 +1,98 @@
+// bench/cpp/bench_call.cc: typed Function calls against direct calls through a function pointer.
+#include <benchmark/benchmark.h>
+#include <kffi/function.h>
+#include <kffi/tensor.h>
+
+#include <cstdint>
+#include <vector>
+
+namespace {
+
+// The direct anchors go through a volatile function pointer so the compiler cannot inline them,
+// which is what a call across a library boundary costs at the least.
+void Nop0() {}
+int64_t Add3(int64_t a, int64_t b, int64_t c) { return a + b + c; }
+int64_t Ndim3(DLTensor* a, DLTensor* b, DLTensor* c) { return a->ndim + b->ndim + c->ndim; }
+
+void (*volatile g_nop0)() = &Nop0;
+int64_t (*volatile g_add3)(int64_t, int64_t, int64_t) = &Add3;
+int64_t (*volatile g_ndim3)(DLTensor*, DLTensor*, DLTensor*) = &Ndim3;
+
+void BM_Direct_0Args(benchmark::State& state) {
+  for (auto _ : state) g_nop0();
+}
+void BM_Typed_0Args(benchmark::State& state) {
+  kffi::Function f = kffi::Function::FromTyped([]() {}, "nop0");
+  for (auto _ : state) benchmark::DoNotOptimize(f());
+}
+
+void BM_Direct_3Ints(benchmark::State& state) {
+  int64_t a = 1, b = 2, c = 3;
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(g_add3(a, b, c));
+  }
+}
+void BM_Typed_3Ints(benchmark::State& state) {
+  kffi::Function f =
+      kffi::Function::FromTyped([](int64_t a, int64_t b, int64_t c) { return a + b + c; }, "add3");
+  int64_t a = 1, b = 2, c = 3;
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(f(a, b, c).cast<int64_t>());
+  }
+}
+void BM_TypedFunction_3Ints(benchmark::State& state) {
+  kffi::TypedFunction<int64_t(int64_t, int64_t, int64_t)> f(
+      [](int64_t a, int64_t b, int64_t c) { return a + b + c; }, "add3");
+  int64_t a = 1, b = 2, c = 3;
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(f(a, b, c));
+  }
+}
+
+struct Tensors3 {
+  std::vector<float> data = std::vector<float>(16);
+  int64_t shape[1] = {16};
+  DLTensor t[3];
+  Tensors3() {
+    for (DLTensor& x : t) {
+      x.data = data.data();
+      x.device = DLDevice{kDLCPU, 0};
+      x.ndim = 1;
+      x.dtype = DLDataType{kDLFloat, 32, 1};
+      x.shape = shape;
+      x.strides = nullptr;
+      x.byte_offset = 0;
+    }
+  }
+};
+
+void BM_Direct_3Tensors(benchmark::State& state) {
+  Tensors3 ts;
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(g_ndim3(&ts.t[0], &ts.t[1], &ts.t[2]));
+  }
+}
+void BM_Typed_3TensorViews(benchmark::State& state) {
+  Tensors3 ts;
+  kffi::Function f = kffi::Function::FromTyped(
+      [](kffi::TensorView a, kffi::TensorView b, kffi::TensorView c) {
+        return a.ndim() + b.ndim() + c.ndim();
+      },
+      "ndim3");
+  kffi::TensorView a(&ts.t[0]), b(&ts.t[1]), c(&ts.t[2]);
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(f(a, b, c).cast<int64_t>());
+  }
+}
+
+BENCHMARK(BM_Direct_0Args);
+BENCHMARK(BM_Typed_0Args);
+BENCHMARK(BM_Direct_3Ints);
+BENCHMARK(BM_Typed_3Ints);
+BENCHMARK(BM_TypedFunction_3Ints);
+BENCHMARK(BM_Direct_3Tensors);
+BENCHMARK(BM_Typed_3TensorViews);
+
+}  // namespace
+
+BENCHMARK_MAIN();

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# scripts/test.sh: builds everything and runs all tests (ABI, C++, examples).
+#   --sanitize   build and run the C++ tests with AddressSanitizer + UndefinedBehaviorSanitizer
+set -euo pipefail
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+JOBS="${KFFI_JOBS:-$(nproc)}"
+GEN=()
+command -v ninja >/dev/null 2>&1 && GEN=(-G Ninja)
+
+if [ "${1:-}" = "--sanitize" ]; then
+  BUILD="${KFFI_BUILD_DIR:-$ROOT/build/asan}"
+  cmake -S "$ROOT" -B "$BUILD" "${GEN[@]}" -DCMAKE_BUILD_TYPE=Debug -DKFFI_ENABLE_ASAN=ON \
+    -DKFFI_ENABLE_UBSAN=ON -DKFFI_BUILD_EXAMPLES=OFF >/dev/null
+  cmake --build "$BUILD" -j "$JOBS"
+  # Leak checking is on: every test must release what it allocates.
+  ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+    ctest --test-dir "$BUILD" --output-on-failure -j "$JOBS" -E 'examples_out_of_tree'
+  exit 0
+fi
+
+BUILD="${KFFI_BUILD_DIR:-$ROOT/build/test}"
+cmake -S "$ROOT" -B "$BUILD" "${GEN[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake --build "$BUILD" -j "$JOBS"
+ctest --test-dir "$BUILD" --output-on-failure -j "$JOBS"

@@ -1,0 +1,60 @@
+// include/kffi/optional.h: Optional<T> (std::optional): None on the ABI side is nullopt.
+#ifndef KFFI_OPTIONAL_H_
+#define KFFI_OPTIONAL_H_
+
+#include <kffi/any.h>
+
+#include <optional>
+#include <string>
+#include <utility>
+
+namespace kffi {
+
+/// A T or nothing; nothing travels as None.
+template <typename T>
+using Optional = std::optional<T>;
+
+template <typename T>
+struct TypeTraits<std::optional<T>> {
+  static_assert(TypeTraits<T>::convert_enabled, "the Optional value type has no conversion");
+  static constexpr bool convert_enabled = true;
+
+  static void CopyToAnyView(const std::optional<T>& v, KFFIAny* r) {
+    if (v.has_value()) {
+      TypeTraits<T>::CopyToAnyView(*v, r);
+    } else {
+      details::SetNone(r);
+    }
+  }
+  static void MoveToAny(std::optional<T> v, KFFIAny* r) {
+    if (v.has_value()) {
+      TypeTraits<T>::MoveToAny(std::move(*v), r);
+    } else {
+      details::SetNone(r);
+    }
+  }
+  static bool CheckAnyStrict(const KFFIAny* s) {
+    return s->type_index == kKFFINone || TypeTraits<T>::CheckAnyStrict(s);
+  }
+  static std::optional<T> CopyFromAnyViewAfterCheck(const KFFIAny* s) {
+    // None is tested first: for a T that also accepts None (a nullable object reference) None
+    // still means "no value".
+    if (s->type_index == kKFFINone) return std::nullopt;
+    return TypeTraits<T>::CopyFromAnyViewAfterCheck(s);
+  }
+  /// Engaged outer optional on success: holding nullopt for None, else the converted T.
+  static std::optional<std::optional<T>> TryCastFromAnyView(const KFFIAny* s) {
+    if (s->type_index == kKFFINone) return std::optional<T>(std::nullopt);
+    std::optional<T> v = TypeTraits<T>::TryCastFromAnyView(s);
+    if (!v.has_value()) return std::nullopt;
+    return std::optional<std::optional<T>>(std::in_place, std::move(*v));
+  }
+  static std::string TypeStr() { return "Optional<" + TypeTraits<T>::TypeStr() + ">"; }
+  static std::string GetMismatchTypeInfo(const KFFIAny* s) {
+    return details::MismatchTypeInfo<T>(s);
+  }
+};
+
+}  // namespace kffi
+
+#endif  // KFFI_OPTIONAL_H_

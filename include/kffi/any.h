@@ -61,8 +61,7 @@ class AnyView {
     TypeTraitsNoCR<T>::CopyToAnyView(v, &data_);
   }
   AnyView(const char* s) {  // NOLINT(*-explicit-constructor)
-    details::SetPOD(&data_, kKFFIRawStr);
-    data_.v_c_str = s;
+    TypeTraits<const char*>::CopyToAnyView(s, &data_);
   }
   AnyView(const Any& v) noexcept;  // NOLINT(*-explicit-constructor)
 
@@ -117,7 +116,7 @@ class Any {
   Any(T v) {  // NOLINT(*-explicit-constructor)
     TypeTraitsNoCR<T>::MoveToAny(std::move(v), &data_);
   }
-  Any(const char* s) { TypeTraits<String>::MoveToAny(String(s), &data_); }  // NOLINT
+  Any(const char* s) { TypeTraits<const char*>::MoveToAny(s, &data_); }  // NOLINT
   ~Any() { Release(); }
 
   Any& operator=(const Any& other) noexcept {

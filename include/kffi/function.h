@@ -283,10 +283,14 @@ class TypedFunction<R(Args...)> {
   /// From a C++ callable taking Args... and returning R.
   template <typename F, typename = std::enable_if_t<std::is_invocable_r_v<R, F&, Args...> &&
                                                     !std::is_same_v<std::decay_t<F>, Function>>>
-  TypedFunction(F f, std::string name = "<lambda>")  // NOLINT(*-explicit-constructor)
+  TypedFunction(F f, std::string name = "<lambda>",  // NOLINT(*-explicit-constructor)
+                const char* file = __builtin_FILE(), int line = __builtin_LINE())
       : f_(Function::FromTyped(
-            [g = std::move(f)](Args... args) -> R { return g(std::forward<Args>(args)...); },
-            std::move(name))) {}
+            // mutable: F may be a mutable lambda, whose call operator is not const.
+            [g = std::move(f)](Args... args) mutable -> R {
+              return g(std::forward<Args>(args)...);
+            },
+            std::move(name), file, line)) {}
 
   R operator()(Args... args) const {
     if constexpr (std::is_void_v<R>) {

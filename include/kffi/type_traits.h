@@ -483,10 +483,20 @@ template <>
 struct TypeTraits<const char*> {
   static constexpr bool convert_enabled = true;
   static void CopyToAnyView(const char* const& v, KFFIAny* r) {
+    if (v == nullptr) {  // a null C string is None, never a dangling str
+      details::SetNone(r);
+      return;
+    }
     details::SetPOD(r, kKFFIRawStr);
     r->v_c_str = v;
   }
-  static void MoveToAny(const char* v, KFFIAny* r) { TypeTraits<String>::MoveToAny(String(v), r); }
+  static void MoveToAny(const char* v, KFFIAny* r) {
+    if (v == nullptr) {
+      details::SetNone(r);
+      return;
+    }
+    TypeTraits<String>::MoveToAny(String(v), r);
+  }
   static std::string TypeStr() { return "str"; }
 };
 

@@ -28,7 +28,7 @@ def build(build_dir):
 def run_benchmarks(build_dir, repetitions):
     exe = os.path.join(build_dir, "bench", "cpp", "kffi_bench_call")
     out = subprocess.run([exe, f"--benchmark_repetitions={repetitions}",
-                          "--benchmark_min_time=0.2s", "--benchmark_format=json"],
+                          "--benchmark_min_time=0.2", "--benchmark_format=json"],
                          check=True, capture_output=True, text=True).stdout
     runs = {}
     for b in json.loads(out)["benchmarks"]:

@@ -93,7 +93,8 @@ class AnyView {
       return Traits::CopyFromAnyViewAfterCheck(&data_);
     }
     std::optional<T> out = Traits::TryCastFromAnyView(&data_);
-    if (!out.has_value()) details::ThrowCastError(details::MismatchTypeInfo<T>(&data_), Traits::TypeStr());
+    if (!out.has_value())
+      details::ThrowCastError(details::MismatchTypeInfo<T>(&data_), Traits::TypeStr());
     return std::move(*out);
   }
 

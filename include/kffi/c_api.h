@@ -405,8 +405,7 @@ KFFI_DLL int KFFIModuleGetFunction(KFFIObjectHandle mod, const KFFIByteArray* na
  * and those of its imports when query_imports is nonzero; sorted, without duplicates. A nonzero
  * return from visit stops the walk. */
 KFFI_DLL int KFFIModuleListFunctions(KFFIObjectHandle mod, int query_imports,
-                                     int (*visit)(void* ctx, const KFFIByteArray* name),
-                                     void* ctx);
+                                     int (*visit)(void* ctx, const KFFIByteArray* name), void* ctx);
 /** The metadata of function name (borrowed) as found by KFFIModuleGetFunction with imports: *out
  * is an owned str holding JSON {"name", "params": [{"name", "type"}], "return", "doc"}, or None
  * when the function or its metadata is absent. */

@@ -104,7 +104,8 @@ typedef struct {
   uint64_t byte_offset;
 } DLTensor;
 
-/** A tensor handed from a producer to a consumer (pre-1.0 form). The consumer calls deleter once. */
+/** A tensor handed from a producer to a consumer (pre-1.0 form). The consumer calls deleter once.
+ */
 typedef struct DLManagedTensor {
   DLTensor dl_tensor;
   void* manager_ctx;

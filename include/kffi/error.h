@@ -159,8 +159,8 @@ inline void SetRaisedFromCurrentException() noexcept {
   KFFIObjectHandle h = nullptr;
   KFFIErrorMoveFromRaised(&h);
   if (h == nullptr) {
-    throw Error("InternalError", "a call failed with code " + std::to_string(code) +
-                                     " but raised no error");
+    throw Error("InternalError",
+                "a call failed with code " + std::to_string(code) + " but raised no error");
   }
   throw Error(ObjectUnsafe::FromOwnedHandle<Object>(h));
 }
@@ -202,12 +202,12 @@ inline std::string TypeIndexToKey(int32_t type_index) {
 
 /// Wraps the body of a C ABI function: any exception becomes the raised error and -1.
 #define KFFI_SAFE_CALL_BEGIN() try {
-#define KFFI_SAFE_CALL_END()                              \
-  }                                                       \
-  catch (...) {                                           \
-    ::kffi::details::SetRaisedFromCurrentException();     \
-    return -1;                                            \
-  }                                                       \
+#define KFFI_SAFE_CALL_END()                          \
+  }                                                   \
+  catch (...) {                                       \
+    ::kffi::details::SetRaisedFromCurrentException(); \
+    return -1;                                        \
+  }                                                   \
   return 0;
 
 #endif  // KFFI_ERROR_H_

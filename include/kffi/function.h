@@ -113,8 +113,7 @@ class TypedFunctionObj : public FunctionObj {
     if constexpr (std::is_void_v<R>) {
       callable_(ArgUnpacker<Args>::Unpack(args, I, this)...);
     } else {
-      TypeTraitsNoCR<R>::MoveToAny(callable_(ArgUnpacker<Args>::Unpack(args, I, this)...),
-                                   result);
+      TypeTraitsNoCR<R>::MoveToAny(callable_(ArgUnpacker<Args>::Unpack(args, I, this)...), result);
     }
   }
 
@@ -153,8 +152,8 @@ class Function : public ObjectRef {
   /// A function from a typed callable R(Args...): arguments are unpacked and checked, and a
   /// mismatch raises TypeError naming the argument, the expected and the received type.
   template <typename F>
-  static Function FromTyped(F f, std::string name = "<lambda>",
-                            const char* file = __builtin_FILE(), int line = __builtin_LINE()) {
+  static Function FromTyped(F f, std::string name = "<lambda>", const char* file = __builtin_FILE(),
+                            int line = __builtin_LINE()) {
     using Info = details::CallableInfo<std::decay_t<F>>;
     using Obj = typename Info::template TypedObj<std::decay_t<F>>;
     return Function(make_object<Obj>(std::move(f), details::FunctionSource{name, file, line}));
@@ -349,11 +348,11 @@ class GlobalDef {
 /// Code that runs once when the library is loaded (static initialisation), e.g. to register
 /// globals: KFFI_STATIC_INIT_BLOCK() { kffi::GlobalDef().def("ns.f", f); }
 #define KFFI_STATIC_INIT_BLOCK() KFFI_STATIC_INIT_BLOCK_(__COUNTER__)
-#define KFFI_STATIC_INIT_BLOCK_(id)                                                    \
-  static void KFFI_STR_CONCAT(kffi_static_init_fn_, id)();                             \
-  [[maybe_unused]] static const int KFFI_STR_CONCAT(kffi_static_init_var_, id) =       \
-      ::kffi::details::RunStaticInit(&KFFI_STR_CONCAT(kffi_static_init_fn_, id),       \
-                                     __FILE__, __LINE__);                              \
+#define KFFI_STATIC_INIT_BLOCK_(id)                                                        \
+  static void KFFI_STR_CONCAT(kffi_static_init_fn_, id)();                                 \
+  [[maybe_unused]] static const int KFFI_STR_CONCAT(kffi_static_init_var_, id) =           \
+      ::kffi::details::RunStaticInit(&KFFI_STR_CONCAT(kffi_static_init_fn_, id), __FILE__, \
+                                     __LINE__);                                            \
   static void KFFI_STR_CONCAT(kffi_static_init_fn_, id)()
 
 #endif  // KFFI_FUNCTION_H_

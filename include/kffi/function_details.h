@@ -40,9 +40,8 @@ struct Signature {
 // when the error leaves it, which is the one a user needs.
 [[noreturn]] KFFI_NOINLINE inline void ThrowArgCountError(const std::string& sig, size_t expected,
                                                           int32_t got) {
-  throw Error("TypeError", "Mismatched number of arguments when calling: `" + sig +
-                               "`. Expected " + std::to_string(expected) + " but got " +
-                               std::to_string(got));
+  throw Error("TypeError", "Mismatched number of arguments when calling: `" + sig + "`. Expected " +
+                               std::to_string(expected) + " but got " + std::to_string(got));
 }
 
 [[noreturn]] KFFI_NOINLINE inline void ThrowArgTypeError(const std::string& sig, size_t index,
@@ -80,8 +79,9 @@ struct ArgUnpacker {
       v = Traits::TryCastFromAnyView(&args[i]);
     } catch (const Error& e) {
       // A conversion that parses (e.g. a dtype string) failed: say which argument it was.
-      throw Error(e.kind(), "Invalid argument #" + std::to_string(i) + " when calling: `" +
-                                obj->SignatureStr() + "`. " + e.message(),
+      throw Error(e.kind(),
+                  "Invalid argument #" + std::to_string(i) + " when calling: `" +
+                      obj->SignatureStr() + "`. " + e.message(),
                   e.backtrace());
     }
     if (v.has_value()) return std::move(*v);

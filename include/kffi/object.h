@@ -28,15 +28,15 @@ std::string TypeIndexToKey(int32_t type_index);
 
 /// Declares the type information of an object class: its key, its parent and (optionally) a
 /// fixed static index. Put it in the public section of every Object subclass.
-#define KFFI_DECLARE_OBJECT_INFO_(TypeKey, ParentType, IsFinal)                             \
-  static constexpr const char* _type_key = TypeKey;                                        \
-  static constexpr int32_t _type_depth = ParentType::_type_depth + 1;                      \
-  static constexpr bool _type_final = IsFinal;                                             \
-  using _type_parent = ParentType;                                                         \
-  static int32_t RuntimeTypeIndex() {                                                      \
-    static const int32_t index = ::kffi::details::GetOrAllocTypeIndex(                     \
-        _type_key, -1, _type_depth, ParentType::RuntimeTypeIndex());                       \
-    return index;                                                                          \
+#define KFFI_DECLARE_OBJECT_INFO_(TypeKey, ParentType, IsFinal)        \
+  static constexpr const char* _type_key = TypeKey;                    \
+  static constexpr int32_t _type_depth = ParentType::_type_depth + 1;  \
+  static constexpr bool _type_final = IsFinal;                         \
+  using _type_parent = ParentType;                                     \
+  static int32_t RuntimeTypeIndex() {                                  \
+    static const int32_t index = ::kffi::details::GetOrAllocTypeIndex( \
+        _type_key, -1, _type_depth, ParentType::RuntimeTypeIndex());   \
+    return index;                                                      \
   }
 
 /// A dynamic object type (index allocated at run time) that can have subclasses.
@@ -48,11 +48,11 @@ std::string TypeIndexToKey(int32_t type_index);
 
 /// A built-in type with a fixed index from the C ABI (registered by the runtime).
 #define KFFI_DECLARE_STATIC_OBJECT_INFO(TypeKey, TypeName, ParentType, StaticIndex, IsFinal) \
-  static constexpr const char* _type_key = TypeKey;                                         \
-  static constexpr int32_t _type_depth = ParentType::_type_depth + 1;                       \
-  static constexpr bool _type_final = IsFinal;                                              \
-  static constexpr int32_t _type_static_index = StaticIndex;                                \
-  using _type_parent = ParentType;                                                          \
+  static constexpr const char* _type_key = TypeKey;                                          \
+  static constexpr int32_t _type_depth = ParentType::_type_depth + 1;                        \
+  static constexpr bool _type_final = IsFinal;                                               \
+  static constexpr int32_t _type_static_index = StaticIndex;                                 \
+  using _type_parent = ParentType;                                                           \
   static constexpr int32_t RuntimeTypeIndex() { return StaticIndex; }
 
 /// Base of every object. Its layout is exactly the KFFIObject header; a subclass's fields are the
@@ -87,8 +87,8 @@ class Object {
   }
   /// The number of weak references, including the one all strong references hold together.
   uint32_t weak_count() const {
-    return static_cast<uint32_t>(
-        __atomic_load_n(&header_.combined_ref_count, __ATOMIC_RELAXED) >> 32);
+    return static_cast<uint32_t>(__atomic_load_n(&header_.combined_ref_count, __ATOMIC_RELAXED) >>
+                                 32);
   }
 
  protected:
@@ -112,9 +112,7 @@ class Object {
       }
     }
   }
-  void IncWeakRef() {
-    __atomic_fetch_add(&header_.combined_ref_count, kWeakOne, __ATOMIC_RELAXED);
-  }
+  void IncWeakRef() { __atomic_fetch_add(&header_.combined_ref_count, kWeakOne, __ATOMIC_RELAXED); }
   void DecWeakRef() {
     uint64_t old = __atomic_fetch_sub(&header_.combined_ref_count, kWeakOne, __ATOMIC_RELEASE);
     if ((old >> 32) == 1) {
@@ -158,9 +156,7 @@ struct ObjectAllocator {
 
 /// Access to object internals that ordinary code must not touch.
 struct ObjectUnsafe {
-  static KFFIObject* Header(const Object* obj) {
-    return const_cast<KFFIObject*>(&obj->header_);
-  }
+  static KFFIObject* Header(const Object* obj) { return const_cast<KFFIObject*>(&obj->header_); }
   static void IncRef(Object* obj) { obj->IncRef(); }
   static void DecRef(Object* obj) { obj->DecRef(); }
   static void IncWeakRef(Object* obj) { obj->IncWeakRef(); }
@@ -322,9 +318,9 @@ struct InplaceArrayAllocator {
 /// (uninitialised; the object constructs and destroys them).
 template <typename T, typename Elem, typename... Args>
 ObjectPtr<T> make_inplace_array_object(size_t num_elems, Args&&... args) {
-  static_assert(alignof(T) <= alignof(std::max_align_t) &&
-                    alignof(Elem) <= alignof(std::max_align_t),
-                "over-aligned in-place arrays are not supported");
+  static_assert(
+      alignof(T) <= alignof(std::max_align_t) && alignof(Elem) <= alignof(std::max_align_t),
+      "over-aligned in-place arrays are not supported");
   size_t head = (sizeof(T) + alignof(Elem) - 1) / alignof(Elem) * alignof(Elem);
   void* mem = ::operator new(head + num_elems * sizeof(Elem));
   T* obj;
@@ -438,16 +434,15 @@ inline ObjectPtr<Object>& ObjectUnsafe::RefData(ObjectRef& ref) { return ref.dat
 
 /// Defines the usual members of an ObjectRef subclass: construction from an ObjectPtr of its
 /// container, typed access, and a tag constructor used by converters.
-#define KFFI_DEFINE_OBJECT_REF_METHODS(TypeName, ParentType, ObjectName)               \
-  using ContainerType = ObjectName;                                                    \
-  explicit TypeName(::kffi::ObjectPtr<ObjectName> n)                                   \
-      : ParentType(::kffi::details::UnsafeInit{}) {                                    \
-    this->data_ = ::kffi::ObjectPtr<::kffi::Object>(std::move(n));                     \
-  }                                                                                    \
-  explicit TypeName(::kffi::details::UnsafeInit tag) : ParentType(tag) {}              \
-  const ObjectName* operator->() const {                                               \
-    return static_cast<const ObjectName*>(this->data_.get());                          \
-  }                                                                                    \
+#define KFFI_DEFINE_OBJECT_REF_METHODS(TypeName, ParentType, ObjectName)                           \
+  using ContainerType = ObjectName;                                                                \
+  explicit TypeName(::kffi::ObjectPtr<ObjectName> n) : ParentType(::kffi::details::UnsafeInit{}) { \
+    this->data_ = ::kffi::ObjectPtr<::kffi::Object>(std::move(n));                                 \
+  }                                                                                                \
+  explicit TypeName(::kffi::details::UnsafeInit tag) : ParentType(tag) {}                          \
+  const ObjectName* operator->() const {                                                           \
+    return static_cast<const ObjectName*>(this->data_.get());                                      \
+  }                                                                                                \
   const ObjectName* get() const { return static_cast<const ObjectName*>(this->data_.get()); }
 
 }  // namespace kffi

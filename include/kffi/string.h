@@ -114,10 +114,10 @@ class String : public details::ByteStorage<kKFFISmallStr, kKFFIStr> {
 
  public:
   String() noexcept = default;
-  String(const char* s) : Base(s, std::strlen(s)) {}                    // NOLINT
-  String(const char* s, size_t n) : Base(s, n) {}                       // NOLINT
-  String(const std::string& s) : Base(s.data(), s.size()) {}            // NOLINT
-  String(std::string_view s) : Base(s.data(), s.size()) {}              // NOLINT
+  String(const char* s) : Base(s, std::strlen(s)) {}          // NOLINT
+  String(const char* s, size_t n) : Base(s, n) {}             // NOLINT
+  String(const std::string& s) : Base(s.data(), s.size()) {}  // NOLINT
+  String(std::string_view s) : Base(s.data(), s.size()) {}    // NOLINT
   explicit String(Base&& b) noexcept : Base(std::move(b)) {}
 
   /// NUL-terminated contents.
@@ -148,27 +148,23 @@ inline char String::at(size_t i) const {
   return data()[i];
 }
 
-#define KFFI_DEFINE_BYTES_COMPARE(Type)                                                   \
-  inline bool operator==(const Type& a, const Type& b) { return a.view() == b.view(); }   \
-  inline bool operator!=(const Type& a, const Type& b) { return !(a == b); }              \
-  inline bool operator<(const Type& a, const Type& b) {                                   \
-    return a.view().compare(b.view()) < 0;                                                \
-  }                                                                                       \
-  inline bool operator==(const Type& a, std::string_view b) { return a.view() == b; }     \
-  inline bool operator!=(const Type& a, std::string_view b) { return !(a == b); }         \
-  inline bool operator==(std::string_view a, const Type& b) { return b == a; }            \
-  inline bool operator==(const Type& a, const char* b) {                                  \
-    return a.view() == std::string_view(b);                                               \
-  }                                                                                       \
-  inline bool operator!=(const Type& a, const char* b) { return !(a == b); }              \
-  inline bool operator!=(std::string_view a, const Type& b) { return !(b == a); }         \
-  inline bool operator==(const char* a, const Type& b) { return b == a; }                 \
-  inline bool operator!=(const char* a, const Type& b) { return !(b == a); }              \
-  inline bool operator==(const Type& a, const std::string& b) {                           \
-    return a.view() == std::string_view(b);                                               \
-  }                                                                                       \
-  inline bool operator!=(const Type& a, const std::string& b) { return !(a == b); }       \
-  inline bool operator==(const std::string& a, const Type& b) { return b == a; }          \
+#define KFFI_DEFINE_BYTES_COMPARE(Type)                                                            \
+  inline bool operator==(const Type& a, const Type& b) { return a.view() == b.view(); }            \
+  inline bool operator!=(const Type& a, const Type& b) { return !(a == b); }                       \
+  inline bool operator<(const Type& a, const Type& b) { return a.view().compare(b.view()) < 0; }   \
+  inline bool operator==(const Type& a, std::string_view b) { return a.view() == b; }              \
+  inline bool operator!=(const Type& a, std::string_view b) { return !(a == b); }                  \
+  inline bool operator==(std::string_view a, const Type& b) { return b == a; }                     \
+  inline bool operator==(const Type& a, const char* b) { return a.view() == std::string_view(b); } \
+  inline bool operator!=(const Type& a, const char* b) { return !(a == b); }                       \
+  inline bool operator!=(std::string_view a, const Type& b) { return !(b == a); }                  \
+  inline bool operator==(const char* a, const Type& b) { return b == a; }                          \
+  inline bool operator!=(const char* a, const Type& b) { return !(b == a); }                       \
+  inline bool operator==(const Type& a, const std::string& b) {                                    \
+    return a.view() == std::string_view(b);                                                        \
+  }                                                                                                \
+  inline bool operator!=(const Type& a, const std::string& b) { return !(a == b); }                \
+  inline bool operator==(const std::string& a, const Type& b) { return b == a; }                   \
   inline bool operator!=(const std::string& a, const Type& b) { return !(b == a); }
 KFFI_DEFINE_BYTES_COMPARE(String)
 KFFI_DEFINE_BYTES_COMPARE(Bytes)

@@ -78,8 +78,8 @@ inline std::string TypeKeyToStr(const char* key) {
 template <typename T, typename = void>
 struct HasMismatchInfo : std::false_type {};
 template <typename T>
-struct HasMismatchInfo<T, std::void_t<decltype(T::GetMismatchTypeInfo(nullptr))>>
-    : std::true_type {};
+struct HasMismatchInfo<T, std::void_t<decltype(T::GetMismatchTypeInfo(nullptr))>> : std::true_type {
+};
 template <typename T>
 inline std::string MismatchTypeInfo(const KFFIAny* v) {
   if constexpr (HasMismatchInfo<TypeTraitsNoCR<T>>::value) {
@@ -188,7 +188,7 @@ struct TypeTraits<Int, std::enable_if_t<std::is_integral_v<Int> && !std::is_same
   static constexpr int32_t field_static_type_index = kKFFIInt;
   static bool InRange(int64_t v) {
     if constexpr (std::is_same_v<Int, int64_t> || std::is_same_v<Int, long long> ||  // NOLINT
-                  std::is_same_v<Int, long>) {                                        // NOLINT
+                  std::is_same_v<Int, long>) {                                       // NOLINT
       return true;
     } else if constexpr (std::is_unsigned_v<Int> && sizeof(Int) >= sizeof(int64_t)) {
       return v >= 0;
@@ -459,9 +459,7 @@ struct TypeTraits<std::string> {
     details::SetPOD(r, kKFFIRawStr);
     r->v_c_str = v.c_str();
   }
-  static void MoveToAny(std::string v, KFFIAny* r) {
-    TypeTraits<String>::MoveToAny(String(v), r);
-  }
+  static void MoveToAny(std::string v, KFFIAny* r) { TypeTraits<String>::MoveToAny(String(v), r); }
   static bool CheckAnyStrict(const KFFIAny* s) {
     return s->type_index == kKFFISmallStr || s->type_index == kKFFIStr ||
            s->type_index == kKFFIRawStr;

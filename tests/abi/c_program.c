@@ -3,24 +3,24 @@
  * It plays the part of a foreign library (a kernel DSL's generated code, another language's
  * binding): it never sees a C++ type, only the structs and functions of c_api.h, so anything it
  * can do any C client can do. Every check counts; the first failure prints where and exits 1. */
-#include "kffi/c_api.h"
-
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "kffi/c_api.h"
+
 static int g_checks = 0;
 
 /* Stops at the first failure: later checks would only read the wreckage of an earlier one. */
-#define CHECK(cond, ...)                                                   \
-  do {                                                                     \
-    ++g_checks;                                                            \
-    if (!(cond)) {                                                         \
+#define CHECK(cond, ...)                                                         \
+  do {                                                                           \
+    ++g_checks;                                                                  \
+    if (!(cond)) {                                                               \
       fprintf(stderr, "%s:%d: check failed: %s\n  ", __FILE__, __LINE__, #cond); \
-      fprintf(stderr, __VA_ARGS__);                                        \
-      fprintf(stderr, "\n");                                               \
-      exit(1);                                                             \
-    }                                                                      \
+      fprintf(stderr, __VA_ARGS__);                                              \
+      fprintf(stderr, "\n");                                                     \
+      exit(1);                                                                   \
+    }                                                                            \
   } while (0)
 
 /* Makes a borrowed byte array over a NUL-terminated literal. */
@@ -38,7 +38,8 @@ static int ByteArrayEquals(KFFIByteArray array, const char* expected) {
 }
 
 /* Prints at most 200 bytes of a byte array in diagnostics. */
-#define SHOW(array) (int)((array).size < 200 ? (array).size : 200), ((array).data ? (array).data : "")
+#define SHOW(array) \
+  (int)((array).size < 200 ? (array).size : 200), ((array).data ? (array).data : "")
 
 static int64_t StrongCount(KFFIObjectHandle obj) {
   return (int64_t)(((KFFIObject*)obj)->combined_ref_count & 0xffffffffu);
@@ -313,10 +314,8 @@ static void TestStrings(void) {
 
   /* Longer: an owned Str object whose cell holds a NUL-terminated copy. */
   CHECK(KFFIStringFromByteArray(&large, &value) == 0, "KFFIStringFromByteArray(large) failed");
-  CHECK(value.type_index == kKFFIStr, "a 32-byte string gave type index %d",
-        (int)value.type_index);
-  CHECK(value.zero_padding == 0, "zero_padding of a Str value is %u",
-        (unsigned)value.zero_padding);
+  CHECK(value.type_index == kKFFIStr, "a 32-byte string gave type index %d", (int)value.type_index);
+  CHECK(value.zero_padding == 0, "zero_padding of a Str value is %u", (unsigned)value.zero_padding);
   CHECK(value.v_obj != NULL && value.v_obj->type_index == kKFFIStr,
         "the Str value's object is missing or has the wrong type index");
   cell = (const KFFIStrCell*)KFFIObjectGetCellPtr(value.v_obj);

@@ -2,13 +2,10 @@
  *
  * dlpack.h comes first on purpose: it must stand alone (a framework may include it without kffi),
  * and c_api.h must then reuse it through DLPack's own include guard rather than redeclare it. */
-#include "kffi/dlpack.h"
-#include "kffi/c_api.h"
-#include "kffi/c_api.h"
-#include "kffi/dlpack.h"
-#include "kffi/c_api.h"
-
 #include <cstdio>
+
+#include "kffi/c_api.h"
+#include "kffi/dlpack.h"
 
 namespace {
 

@@ -3,11 +3,11 @@
  * The static asserts in layout_freeze.h do the real work at compile time; main() only checks
  * that the header's inline cell accessors agree with the pinned header size, and gives CTest a
  * test to show. */
-#include "kffi/c_api.h" /* first, so the header is proven self-contained in C */
+#include "layout_freeze.h"
 
 #include <stdio.h>
 
-#include "layout_freeze.h"
+#include "kffi/c_api.h" /* first, so the header is proven self-contained in C */
 
 int main(void) {
   /* A stand-in object: header plus the largest cell these accessors return (a DLTensor). */

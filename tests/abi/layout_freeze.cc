@@ -4,19 +4,18 @@
  * also compare function types exactly (decltype), which pins every exported signature: a changed
  * parameter type is an ABI break that the layout pins alone would not see. No linking is needed,
  * so this runs before the runtime exists. */
-#include "kffi/c_api.h"  // first, so the header is proven self-contained in C++
+#include "layout_freeze.h"
 
 #include <cstdio>
 #include <type_traits>
 
-#include "layout_freeze.h"
+#include "kffi/c_api.h"  // first, so the header is proven self-contained in C++
 
 // KFFI_ABI_SIGNATURE(fn, type): &fn has exactly the function pointer type `type`.
 #define KFFI_ABI_SIGNATURE(fn, ...) \
   static_assert(std::is_same<decltype(&fn), __VA_ARGS__>::value, "signature of " #fn " changed")
 // KFFI_ABI_SAME(T, type): a typedef or field type is exactly `type`.
-#define KFFI_ABI_SAME(T, ...) \
-  static_assert(std::is_same<T, __VA_ARGS__>::value, #T " changed")
+#define KFFI_ABI_SAME(T, ...) static_assert(std::is_same<T, __VA_ARGS__>::value, #T " changed")
 
 namespace {
 
@@ -50,9 +49,8 @@ KFFI_ABI_SAME(decltype(DLManagedTensorVersioned::deleter), void (*)(DLManagedTen
 KFFI_ABI_SAME(decltype(DLManagedTensorVersioned::flags), uint64_t);
 KFFI_ABI_SAME(decltype(DLPackExchangeAPIHeader::prev_api), DLPackExchangeAPIHeader*);
 KFFI_ABI_SAME(DLPackSetError, void (*)(void*, const char*, const char*));
-KFFI_ABI_SAME(DLPackManagedTensorAllocator,
-              int (*)(DLTensor*, DLManagedTensorVersioned**, void*,
-                      void (*)(void*, const char*, const char*)));
+KFFI_ABI_SAME(DLPackManagedTensorAllocator, int (*)(DLTensor*, DLManagedTensorVersioned**, void*,
+                                                    void (*)(void*, const char*, const char*)));
 KFFI_ABI_SAME(DLPackManagedTensorFromPyObjectNoSync, int (*)(void*, DLManagedTensorVersioned**));
 KFFI_ABI_SAME(DLPackManagedTensorToPyObjectNoSync, int (*)(DLManagedTensorVersioned*, void**));
 KFFI_ABI_SAME(DLPackDLTensorFromPyObjectNoSync, int (*)(void*, DLTensor*));
@@ -96,7 +94,8 @@ KFFI_ABI_SIGNATURE(KFFITensorFromDLPackVersioned,
                    int (*)(DLManagedTensorVersioned*, int32_t, int32_t, Handle*));
 KFFI_ABI_SIGNATURE(KFFITensorToDLPack, int (*)(Handle, DLManagedTensor**));
 KFFI_ABI_SIGNATURE(KFFITensorToDLPackVersioned, int (*)(Handle, DLManagedTensorVersioned**));
-KFFI_ABI_SIGNATURE(KFFIEnvSetStream, int (*)(int32_t, int32_t, KFFIStreamHandle, KFFIStreamHandle*));
+KFFI_ABI_SIGNATURE(KFFIEnvSetStream,
+                   int (*)(int32_t, int32_t, KFFIStreamHandle, KFFIStreamHandle*));
 KFFI_ABI_SIGNATURE(KFFIEnvGetStream, KFFIStreamHandle (*)(int32_t, int32_t));
 KFFI_ABI_SIGNATURE(KFFIEnvSetTensorAllocator,
                    int (*)(DLPackManagedTensorAllocator, int, DLPackManagedTensorAllocator*));

@@ -7,10 +7,10 @@
 #ifndef KFFI_TESTS_ABI_LAYOUT_FREEZE_H_
 #define KFFI_TESTS_ABI_LAYOUT_FREEZE_H_
 
-#include "kffi/c_api.h"
-
 #include <limits.h>
 #include <stddef.h>
+
+#include "kffi/c_api.h"
 
 /* KFFI_ABI_PIN(cond, what): a compile-time check usable at file scope in every mode we build.
  * _Static_assert is C11, but gcc and clang accept it in C99 mode (without -pedantic). In C99 mode
@@ -35,17 +35,23 @@
 #elif defined(__GNUC__)
 #define KFFI_ABI_ALIGNOF(T) __alignof__(T)
 #else
-#define KFFI_ABI_ALIGNOF(T) offsetof(struct { char c; T member; }, member)
+#define KFFI_ABI_ALIGNOF(T) \
+  offsetof(                 \
+      struct {              \
+        char c;             \
+        T member;           \
+      },                    \
+      member)
 #endif
 
 /* A type's size and alignment. */
-#define KFFI_ABI_TYPE(T, size, align)                                        \
-  KFFI_ABI_PIN(sizeof(T) == (size), "sizeof(" #T ") must be " #size);        \
+#define KFFI_ABI_TYPE(T, size, align)                                 \
+  KFFI_ABI_PIN(sizeof(T) == (size), "sizeof(" #T ") must be " #size); \
   KFFI_ABI_PIN(KFFI_ABI_ALIGNOF(T) == (align), "alignof(" #T ") must be " #align)
 
 /* A field's offset and size: the size check catches a field whose type changed in place (e.g.
  * int32_t -> int64_t at the end of a struct, which would not move any offset). */
-#define KFFI_ABI_FIELD(T, field, offset, size)                                               \
+#define KFFI_ABI_FIELD(T, field, offset, size)                                                   \
   KFFI_ABI_PIN(offsetof(T, field) == (offset), "offsetof(" #T ", " #field ") must be " #offset); \
   KFFI_ABI_PIN(sizeof(((T*)0)->field) == (size), "sizeof(" #T "." #field ") must be " #size)
 
@@ -232,7 +238,8 @@ KFFI_ABI_TYPE(DLDevice, 8, 4);
 KFFI_ABI_FIELD(DLDevice, device_type, 0, 4);
 KFFI_ABI_FIELD(DLDevice, device_id, 4, 4);
 
-/* DLDataType.code is a uint8_t, so the enum's own size is not part of any layout; its values are. */
+/* DLDataType.code is a uint8_t, so the enum's own size is not part of any layout; its values are.
+ */
 KFFI_ABI_VALUE(kDLInt, 0);
 KFFI_ABI_VALUE(kDLUInt, 1);
 KFFI_ABI_VALUE(kDLFloat, 2);

@@ -22,3 +22,8 @@ BUILD="${KFFI_BUILD_DIR:-$ROOT/build/test}"
 cmake -S "$ROOT" -B "$BUILD" "${GEN[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build "$BUILD" -j "$JOBS"
 ctest --test-dir "$BUILD" --output-on-failure -j "$JOBS"
+
+# The Python package, installed the way a user installs it, then its tests.
+bash "$ROOT/scripts/install_python.sh"
+cd "$ROOT"
+python3 -m pytest tests/python -q -p no:cacheprovider

@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <exception>
 #include <string>
 #include <thread>
 #include <vector>
@@ -66,6 +67,41 @@ KFFI_STATIC_INIT_BLOCK() {
                dict.Set(kffi::Any(args[i]), kffi::Any(args[i + 1]));
              }
              *rv = dict;
+           })
+      // Calls f(args...) and catches the error in C++: [kind, message] as C++ sees it, or None
+      // when f returns normally.
+      .def("testing.catch_error",
+           [](kffi::PackedArgs args, kffi::Any* rv) {
+             kffi::Function f = args[0].cast<kffi::Function>();
+             try {
+               f.CallPacked(kffi::PackedArgs(args.data() + 1, args.size() - 1));
+             } catch (const kffi::Error& e) {
+               *rv = kffi::Array<kffi::Any>{kffi::Any(kffi::String(e.kind())),
+                                            kffi::Any(kffi::String(e.message()))};
+             }
+           })
+      // Calls f(args...) on a new native thread and returns its result; an error raised there
+      // is rethrown on the calling thread (the error slot is per thread).
+      .def("testing.call_in_thread",
+           [](kffi::PackedArgs args, kffi::Any* rv) {
+             kffi::Function f = args[0].cast<kffi::Function>();
+             std::vector<kffi::Any> rest;
+             for (int32_t i = 1; i < args.size(); ++i) rest.emplace_back(args[i]);
+             kffi::Any result;
+             std::exception_ptr error;
+             std::thread worker([&, f = std::move(f)]() mutable {
+               try {
+                 std::vector<kffi::AnyView> views(rest.begin(), rest.end());
+                 result = f.CallPacked(
+                     kffi::PackedArgs(views.data(), static_cast<int32_t>(views.size())));
+               } catch (...) {
+                 error = std::current_exception();
+               }
+               f = kffi::Function();  // the last reference may go here, off the Python thread
+             });
+             worker.join();
+             if (error) std::rethrow_exception(error);
+             *rv = std::move(result);
            })
       // The native type index of a value as the callee receives it.
       .def("testing.type_index",

@@ -601,6 +601,13 @@ struct TypeTraits<Tensor> {
   }
   static std::optional<Tensor> TryCastFromAnyView(const KFFIAny* s) {
     if (CheckAnyStrict(s)) return CopyFromAnyViewAfterCheck(s);
+    if (s->type_index == kKFFIDLTensorPtr) {
+      // A borrowed tensor argument (e.g. a framework tensor from Python): a Tensor that views the
+      // same memory without owning it, valid while the caller's tensor is (like a TensorView).
+      KFFIAny owned;
+      if (KFFIAnyViewToOwnedAny(s, &owned) != 0) details::ThrowRaisedError(-1);
+      return Tensor(details::ObjectUnsafe::FromOwnedHandle<TensorObj>(owned.v_obj));
+    }
     return std::nullopt;
   }
   static std::string TypeStr() { return "Tensor"; }

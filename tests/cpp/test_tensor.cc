@@ -418,12 +418,14 @@ TEST(Tensor, TypedFunctionTakesAndReturnsOwnedTensor) {
   EXPECT_EQ(flat.shape(), kffi::IntArrayView({6}));
   EXPECT_EQ(flat.data_ptr(), t.data_ptr());
 
-  std::vector<int64_t> shape{1};
-  DLTensor raw{nullptr, kCPU, 1, kffi::dtypes::float32, shape.data(), nullptr, 0};
-  kffi::Error e = CatchError([&] { identity(TensorView(&raw)); });
-  EXPECT_NE(e.message().find("Expected `Tensor` but got `DLTensor*`"), std::string::npos)
-      << e.message();
-  e = CatchError([&] { identity(nullptr); });
+  // A borrowed DLTensor* becomes a Tensor viewing the same memory (valid while the caller's is).
+  std::vector<float> storage(4);
+  std::vector<int64_t> shape{2, 2};
+  DLTensor raw{storage.data(), kCPU, 2, kffi::dtypes::float32, shape.data(), nullptr, 0};
+  Tensor viewed = identity(TensorView(&raw)).cast<Tensor>();
+  EXPECT_EQ(viewed.data_ptr(), storage.data());
+  EXPECT_EQ(viewed.shape(), kffi::IntArrayView({4}));
+  kffi::Error e = CatchError([&] { identity(nullptr); });
   EXPECT_NE(e.message().find("Expected `Tensor` but got `None`"), std::string::npos);
 }
 

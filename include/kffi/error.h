@@ -122,13 +122,13 @@ class ErrorMessage {
   std::string msg_;
 };
 
-/// Collects a message and throws an Error when the full expression ends (see KFFI_THROW).
+/// Collects a message and throws it as an Error (see KFFI_THROW).
 class ErrorBuilder : public ErrorMessage {
  public:
   ErrorBuilder(const char* kind, const char* file, int line, const char* func)
       : kind_(kind), file_(file), line_(line), func_(func) {}
   ErrorBuilder& self() { return *this; }
-  [[noreturn]] ~ErrorBuilder() noexcept(false) {
+  [[noreturn]] void Throw() {
     const KFFIByteArray* frame = KFFIBacktrace(file_, line_, func_, 0);
     throw Error(kind_, msg_, std::string(frame->data, frame->size));
   }
@@ -185,8 +185,13 @@ inline std::string TypeIndexToKey(int32_t type_index) {
 }  // namespace kffi
 
 /// Throws kffi::Error of the given kind: KFFI_THROW(ValueError) << "bad " << x;
-#define KFFI_THROW(ErrorKind) \
-  ::kffi::details::ErrorBuilder(#ErrorKind, __FILE__, __LINE__, __func__).self()
+/// The message is the body of a loop that cannot end except by the throw in its step, so
+/// compilers (nvcc included) know that no statement after it runs.
+#define KFFI_THROW(ErrorKind)                                                            \
+  for (::kffi::details::ErrorBuilder kffi_error_builder_(#ErrorKind, __FILE__, __LINE__, \
+                                                         __func__);                      \
+       ; kffi_error_builder_.Throw())                                                    \
+  kffi_error_builder_.self()
 
 /// Throws kffi::Error of the given kind unless cond holds: KFFI_CHECK(n > 0, ValueError) << ...
 #define KFFI_CHECK(cond, ErrorKind) \

@@ -277,6 +277,8 @@ class Module(Object):
         if f is None:
             raise AttributeError(f"Module {self.name!r} has no function {name!r}; available: "
                                  f"{', '.join(self.functions()) or '(none)'}")
+        # Cached on the instance: later `mod.name` lookups skip the native lookup and metadata.
+        object.__setattr__(self, name, f)
         return f
 
     def __contains__(self, name):

@@ -254,4 +254,40 @@ inline int RegisterSystemLibFunction(const char* symbol, void* fn, const char* m
       ::kffi::details::ParamNamesFit<decltype(kffi_export_obj_##name())>(param_names),             \
       "KFFI_EXPORT_DOC: give one parameter name per parameter, comma separated, or \"\"")
 
+// ---- Contracts ------------------------------------------------------------------------------
+// KFFI_EXPORT_CONTRACT needs <kffi/contract.h> (which includes this header): only translation
+// units that declare contracts pay for the contract parser.
+
+/// Exports fn like KFFI_EXPORT, with a contract: a declared signature whose check plan runs before
+/// fn on every call (grammar and semantics in <kffi/contract.h>). The text is parsed when the
+/// library is loaded; a malformed contract (or one that does not fit fn's C++ parameters) makes
+/// every call and the metadata query raise ValueError "Invalid contract for `name` at column N:
+/// ...". The metadata gets "contract", the parameter names and types of the contract, "outputs",
+/// "symbols" and "env_stream".
+///   void Scale(kffi::TensorView y, kffi::TensorView x, double factor);
+///   KFFI_EXPORT_CONTRACT(scale, Scale,
+///                        "y: Tensor([n], float32), x: Tensor([n], float32), factor: float");
+#define KFFI_EXPORT_CONTRACT(name, fn, contract) KFFI_EXPORT_CONTRACT_DOC(name, fn, contract, "")
+
+/// KFFI_EXPORT_CONTRACT with a docstring for the metadata.
+#define KFFI_EXPORT_CONTRACT_DOC(name, fn, contract, doc)                                          \
+  static_assert(#name[0] != '_', "KFFI_EXPORT_CONTRACT: names starting with '_' are reserved");    \
+  static auto kffi_export_fn_##name() { return fn; }                                               \
+  static auto* kffi_contract_export_##name() {                                                     \
+    static auto* const state = ::kffi::details::MakeContractExport(                                \
+        kffi_export_fn_##name(), #name, contract, doc, __FILE__, __LINE__);                        \
+    return state;                                                                                  \
+  }                                                                                                \
+  /* Parsed at load time (static initialisation), not at the first call. */                        \
+  [[maybe_unused]] static auto* const kffi_contract_loaded_##name = kffi_contract_export_##name(); \
+  extern "C" KFFI_DLL_EXPORT int __kffi_##name(void*, const KFFIAny* args, int32_t num_args,       \
+                                               KFFIAny* result) {                                  \
+    return kffi_contract_export_##name()->Call(args, num_args, result);                            \
+  }                                                                                                \
+  extern "C" KFFI_DLL_EXPORT int __kffi__meta_##name(void*, const KFFIAny*, int32_t,               \
+                                                     KFFIAny* result) {                            \
+    return kffi_contract_export_##name()->Metadata(result);                                        \
+  }                                                                                                \
+  static_assert(true, "")
+
 #endif  // KFFI_EXPORT_H_

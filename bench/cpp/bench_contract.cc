@@ -1,0 +1,99 @@
+// bench/cpp/bench_contract.cc: the per-call cost of a contract: the same no-op with three tensors
+// called without a contract and with contracts of growing detail.
+//
+// Per-tensor check cost = (BM_Contract_* - BM_NoContract_3Tensors) / 3.
+#include <benchmark/benchmark.h>
+#include <kffi/contract.h>
+
+#include <cstdint>
+#include <vector>
+
+namespace {
+
+// Functions go through the global registry and come back opaque, so the compiler cannot see the
+// callee through the function object (as it could not for a function from another library).
+kffi::Function Opaque(const char* name, kffi::Function f) {
+  kffi::Function::SetGlobal(name, f, true);
+  kffi::Function out = kffi::Function::GetGlobalRequired(name);
+  benchmark::DoNotOptimize(out);
+  return out;
+}
+
+void Nop3(kffi::TensorView a, kffi::TensorView b, kffi::TensorView c) {
+  benchmark::DoNotOptimize(a);
+  benchmark::DoNotOptimize(b);
+  benchmark::DoNotOptimize(c);
+}
+void Nop3Stream(kffi::TensorView a, kffi::TensorView b, kffi::TensorView c, void* stream) {
+  Nop3(a, b, c);
+  benchmark::DoNotOptimize(stream);
+}
+
+// Three 64x32 float32 tensors on one (fake) CUDA device, 64-byte aligned, compact row-major.
+struct Tensors3 {
+  alignas(64) float data[64 * 32];
+  int64_t shape[2] = {64, 32};
+  int64_t strides[2] = {32, 1};
+  DLTensor t[3];
+  explicit Tensors3(int ndim) {
+    for (DLTensor& x : t) {
+      x = DLTensor{data, {kDLCUDA, 0}, ndim, {kDLFloat, 32, 1}, shape, strides, 0};
+    }
+  }
+};
+
+void Run(benchmark::State& state, const kffi::Function& f, int ndim) {
+  Tensors3 ts(ndim);
+  kffi::TensorView a(&ts.t[0]), b(&ts.t[1]), c(&ts.t[2]);
+  for (auto _ : state) benchmark::DoNotOptimize(f(a, b, c));
+}
+
+void BM_NoContract_3Tensors(benchmark::State& state) {
+  Run(state, Opaque("bench.nop3", kffi::Function::FromTyped(Nop3, "nop3")), 2);
+}
+
+// Per tensor: type, device index, ndim, dtype, one bound and one matched symbol.
+void BM_Contract_3Tensors_DtypeShape(benchmark::State& state) {
+  Run(state,
+      Opaque("bench.nop3_contract", kffi::FunctionWithContract(Nop3, "nop3",
+                                                               "a: Tensor([n, m], float32), "
+                                                               "b: Tensor([n, m], float32), "
+                                                               "c: Tensor([n, m], float32)")),
+      2);
+}
+
+// Everything a tensor can say: alignment, device type, dtype alternatives, offset, int32 width
+// and divisibility, a literal dimension, contiguity.
+void BM_Contract_3Tensors_Full(benchmark::State& state) {
+  Run(state,
+      Opaque("bench.nop3_full",
+             kffi::FunctionWithContract(
+                 Nop3, "nop3",
+                 "a: Tensor([n, 32], float32|float16, device=cuda, align=16, offset0, contiguous), "
+                 "b: Tensor([n, 32], float32|float16, device=cuda, align=16, offset0, contiguous), "
+                 "c: Tensor([n, 32], float32|float16, device=cuda, align=16, offset0, contiguous)"
+                 "; n: int32 % 16")),
+      2);
+}
+
+// The full contract plus an environment stream parameter (one KFFIEnvGetStream per call).
+void BM_Contract_3Tensors_Full_EnvStream(benchmark::State& state) {
+  Run(state,
+      Opaque("bench.nop3_stream",
+             kffi::FunctionWithContract(
+                 Nop3Stream, "nop3",
+                 "a: Tensor([n, 32], float32|float16, device=cuda, align=16, offset0, contiguous), "
+                 "b: Tensor([n, 32], float32|float16, device=cuda, align=16, offset0, contiguous), "
+                 "c: Tensor([n, 32], float32|float16, device=cuda, align=16, offset0, contiguous), "
+                 "stream: EnvStream; n: int32 % 16")),
+      2);
+}
+
+BENCHMARK(BM_NoContract_3Tensors);
+BENCHMARK(BM_Contract_3Tensors_DtypeShape);
+BENCHMARK(BM_Contract_3Tensors_Full);
+BENCHMARK(BM_Contract_3Tensors_Full_EnvStream);
+
+}  // namespace
+
+BENCHMARK_MAIN();

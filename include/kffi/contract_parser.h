@@ -1,0 +1,612 @@
+// include/kffi/contract_parser.h: the contract grammar: tokens, parser and syntax tree.
+//
+// The grammar (whitespace is free; commas inside brackets and parentheses never split):
+//   contract := [param {"," param}] ["->" output {"," output}] [";" symbol {"," symbol}]
+//   param    := NAME ":" type
+//   type     := "Tensor" "(" "[" [dim {"," dim}] "]" "," dtypes {"," option} ")"
+//             | scalar ["[" number "," number "]"]        (an inclusive range)
+//             | "Optional" "[" type "]" | "Tuple" "[" type {"," type} "]" | "EnvStream"
+//   scalar   := "int" | "int32" | "int64" | "float" | "float32" | "float64" | "bool"
+//   dim      := INT | NAME                                 (a literal or a symbol)
+//   dtypes   := "*" | DTYPE {"|" DTYPE}
+//   option   := "device" "=" DEVICE {"|" DEVICE} | "align" "=" INT | "offset0" | "contiguous"
+//             | "row_major" | "col_major" | "stride_order" "=" "(" INT {"," INT} ")"
+//             | "strides" "=" "[" dim {"," dim} "]"
+//   output   := [NAME ":"] "Tensor" "(" "[" [expr {"," expr}] "]" "," dtypes {"," option} ")"
+//   expr     := integer expression of INT and NAME with + - * // and parentheses
+//   symbol   := NAME [":" ("int32" | "int64")] ["%" INT]
+#ifndef KFFI_CONTRACT_PARSER_H_
+#define KFFI_CONTRACT_PARSER_H_
+
+#include <kffi/dtype.h>
+#include <kffi/error.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace kffi {
+namespace details {
+namespace contract {
+
+// Literals are compared as string_view on both sides: kffi::String's comparisons would make a
+// string_view == "literal" ambiguous inside namespace kffi.
+using Sv = std::string_view;
+
+/// A syntax error: the byte offset in the text (0-based) and what was expected there.
+struct SyntaxError {
+  size_t pos;
+  std::string what;
+};
+
+enum class TokKind : uint8_t { kEnd, kName, kInt, kFloat, kPunct };
+
+struct Token {
+  TokKind kind;
+  std::string_view text;
+  size_t pos;
+};
+
+inline bool IsNameStart(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
+}
+inline bool IsDigit(char c) { return c >= '0' && c <= '9'; }
+inline bool IsNameChar(char c) { return IsNameStart(c) || IsDigit(c); }
+
+inline std::vector<Token> Tokenize(std::string_view s) {
+  std::vector<Token> out;
+  size_t i = 0;
+  const size_t n = s.size();
+  while (i < n) {
+    const char c = s[i];
+    const size_t start = i;
+    if (c == ' ' || c == '\t' || c == '\n' || c == '\r') {
+      ++i;
+    } else if (IsNameStart(c)) {
+      while (i < n && IsNameChar(s[i])) ++i;
+      out.push_back({TokKind::kName, s.substr(start, i - start), start});
+    } else if (IsDigit(c) || (c == '.' && i + 1 < n && IsDigit(s[i + 1]))) {
+      bool is_float = false;
+      while (i < n && IsDigit(s[i])) ++i;
+      if (i < n && s[i] == '.') {
+        is_float = true;
+        for (++i; i < n && IsDigit(s[i]);) ++i;
+      }
+      if (i < n && (s[i] == 'e' || s[i] == 'E')) {
+        size_t j = i + 1;
+        if (j < n && (s[j] == '+' || s[j] == '-')) ++j;
+        if (j < n && IsDigit(s[j])) {
+          is_float = true;
+          for (i = j; i < n && IsDigit(s[i]);) ++i;
+        }
+      }
+      out.push_back(
+          {is_float ? TokKind::kFloat : TokKind::kInt, s.substr(start, i - start), start});
+    } else if (i + 1 < n && ((c == '-' && s[i + 1] == '>') || (c == '/' && s[i + 1] == '/'))) {
+      i += 2;
+      out.push_back({TokKind::kPunct, s.substr(start, 2), start});
+    } else if (std::string_view("()[],:;|*=%+-").find(c) != std::string_view::npos) {
+      ++i;
+      out.push_back({TokKind::kPunct, s.substr(start, 1), start});
+    } else {
+      throw SyntaxError{start, std::string("unexpected character `") + c + "`"};
+    }
+  }
+  out.push_back({TokKind::kEnd, std::string_view(), n});
+  return out;
+}
+
+enum class Kind : uint8_t { kTensor, kInt, kFloat, kBool, kTuple, kEnvStream };
+
+/// A dimension or stride entry: an integer literal or a symbol.
+struct DimAst {
+  bool is_symbol = false;
+  int64_t literal = 0;
+  std::string symbol;
+  size_t pos = 0;
+};
+
+/// A node of an output-shape expression (nodes refer to each other by index).
+struct ExprNode {
+  enum Op : uint8_t { kLit, kSym, kAdd, kSub, kMul, kFloorDiv, kNeg };
+  Op op;
+  int64_t value = 0;
+  std::string symbol;
+  int32_t lhs = -1;
+  int32_t rhs = -1;
+  size_t pos = 0;
+};
+
+struct TensorAst {
+  std::vector<DimAst> shape;             // inputs
+  std::vector<int32_t> shape_exprs;      // outputs: root nodes
+  std::vector<std::string> shape_texts;  // outputs: each expression as written
+  std::vector<DLDataType> dtypes;        // empty: any
+  std::string dtype_text;                // "float32", "float16|bfloat16", "*"
+  std::vector<int32_t> device_types;     // empty: any
+  std::string device_text;               // "cuda", "cpu|cuda"
+  int64_t align = 0;                     // bytes; 0: unchecked
+  bool offset0 = false;
+  bool compact = false;         // compact, dims laid out in `order`
+  std::vector<int32_t> order;   // dims from outermost to innermost
+  std::string layout_text;      // "contiguous", "col_major", "stride_order=(1,0)", ...
+  std::vector<DimAst> strides;  // empty: unchecked
+  size_t strides_pos = 0;
+};
+
+struct TypeAst {
+  Kind kind = Kind::kInt;
+  bool optional = false;
+  std::string name;  // the keyword: "Tensor", "int32", "Tuple", ...
+  int bits = 64;     // scalars: int32/float32 are 32
+  bool has_range = false;
+  int64_t int_lo = 0, int_hi = 0;
+  double float_lo = 0, float_hi = 0;
+  std::string range_text;  // "[0, 1024]" as written
+  TensorAst tensor;
+  std::vector<TypeAst> elems;  // Tuple
+  size_t pos = 0;
+};
+
+struct ParamAst {
+  std::string name;
+  TypeAst type;
+  std::string text;       // "a: Tensor([n], float32)" as written
+  std::string type_text;  // "Tensor([n], float32)"
+  size_t pos = 0;
+};
+
+struct OutputAst {
+  std::string name;
+  std::string text;
+  std::string type_text;
+  TensorAst tensor;
+};
+
+struct SymbolDecl {
+  std::string name;
+  int bits = 64;
+  int64_t divisibility = 1;
+  size_t pos = 0;
+};
+
+struct ContractAst {
+  std::vector<ParamAst> params;
+  std::vector<OutputAst> outputs;
+  std::vector<SymbolDecl> symbols;
+  std::vector<ExprNode> nodes;
+};
+
+/// Standard dtype names; others (e.g. "int8x4") go to the runtime's parser.
+inline bool LookupDtype(std::string_view s, DLDataType* out) {
+  static const struct {
+    const char* name;
+    DLDataType dtype;
+  } kTable[] = {{"bool", dtypes::bool_},
+                {"int8", dtypes::int8},
+                {"int16", dtypes::int16},
+                {"int32", dtypes::int32},
+                {"int64", dtypes::int64},
+                {"uint8", dtypes::uint8},
+                {"uint16", dtypes::uint16},
+                {"uint32", dtypes::uint32},
+                {"uint64", dtypes::uint64},
+                {"float16", dtypes::float16},
+                {"float32", dtypes::float32},
+                {"float64", dtypes::float64},
+                {"bfloat16", dtypes::bfloat16},
+                {"float8_e4m3fn", dtypes::float8_e4m3fn},
+                {"float8_e5m2", dtypes::float8_e5m2},
+                {"float8_e4m3fnuz", dtypes::float8_e4m3fnuz},
+                {"float8_e5m2fnuz", dtypes::float8_e5m2fnuz},
+                {"float8_e8m0fnu", dtypes::float8_e8m0fnu},
+                {"float4_e2m1fn", dtypes::float4_e2m1fn}};
+  for (const auto& e : kTable) {
+    if (s == Sv(e.name)) {
+      *out = e.dtype;
+      return true;
+    }
+  }
+  try {
+    *out = StringToDataType(s);
+    return true;
+  } catch (const Error&) {
+    return false;
+  }
+}
+
+/// Device type names as DeviceTypeName spells them; -1 when unknown.
+inline int32_t LookupDeviceType(std::string_view s) {
+  for (int32_t t = 1; t < 64; ++t) {
+    if (s == Sv(DeviceTypeName(t))) return t;
+  }
+  return -1;
+}
+
+/// Recursive descent over the tokens; throws SyntaxError at the first problem.
+class Parser {
+ public:
+  explicit Parser(std::string_view text) : text_(text), toks_(Tokenize(text)) {}
+
+  ContractAst Parse() {
+    if (!AtEnd() && !IsPunct("->") && !IsPunct(";")) {
+      do {
+        ast_.params.push_back(ParseParam());
+      } while (Accept(","));
+    }
+    if (Accept("->")) {
+      do {
+        ast_.outputs.push_back(ParseOutput());
+      } while (Accept(","));
+    }
+    if (Accept(";")) {
+      do {
+        ParseSymbolDecl();
+      } while (Accept(","));
+    }
+    if (!AtEnd()) Fail("expected `,`");
+    return std::move(ast_);
+  }
+
+ private:
+  const Token& Peek(size_t k = 0) const {
+    return toks_[i_ + k < toks_.size() ? i_ + k : toks_.size() - 1];
+  }
+  bool AtEnd() const { return Peek().kind == TokKind::kEnd; }
+  bool IsPunct(std::string_view p, size_t k = 0) const {
+    return Peek(k).kind == TokKind::kPunct && Peek(k).text == p;
+  }
+  bool IsName(std::string_view s) const {
+    return Peek().kind == TokKind::kName && Peek().text == s;
+  }
+  bool Accept(std::string_view p) {
+    if (!IsPunct(p)) return false;
+    ++i_;
+    return true;
+  }
+  [[noreturn]] void Fail(const std::string& what) const { throw SyntaxError{Peek().pos, what}; }
+  void Expect(std::string_view p) {
+    if (!Accept(p)) Fail("expected `" + std::string(p) + "`");
+  }
+  const Token& ExpectName(const char* what) {
+    if (Peek().kind != TokKind::kName) Fail(what);
+    return toks_[i_++];
+  }
+  /// The text from offset `from` to the end of the last token taken.
+  std::string Slice(size_t from) const {
+    const Token& last = toks_[i_ - 1];
+    return std::string(text_.substr(from, last.pos + last.text.size() - from));
+  }
+
+  int64_t ParseInt(bool allow_negative, const char* what) {
+    size_t pos = Peek().pos;
+    bool negative = allow_negative && Accept("-");
+    if (Peek().kind != TokKind::kInt) Fail(what);
+    uint64_t v = 0;
+    for (char c : Peek().text) {
+      if (v > (UINT64_C(1) << 63) / 10) throw SyntaxError{pos, "integer literal out of range"};
+      v = v * 10 + static_cast<uint64_t>(c - '0');
+    }
+    if (v > (negative ? (UINT64_C(1) << 63) : (UINT64_C(1) << 63) - 1)) {
+      throw SyntaxError{pos, "integer literal out of range"};
+    }
+    ++i_;
+    return negative ? static_cast<int64_t>(0 - v) : static_cast<int64_t>(v);
+  }
+  double ParseFloat() {
+    bool negative = Accept("-");
+    if (Peek().kind != TokKind::kInt && Peek().kind != TokKind::kFloat) Fail("expected a number");
+    double v = std::strtod(std::string(Peek().text).c_str(), nullptr);
+    ++i_;
+    return negative ? -v : v;
+  }
+
+  ParamAst ParseParam() {
+    ParamAst p;
+    p.pos = Peek().pos;
+    p.name = std::string(ExpectName("expected a parameter name").text);
+    Expect(":");
+    size_t type_start = Peek().pos;
+    p.type = ParseType();
+    p.type_text = Slice(type_start);
+    p.text = Slice(p.pos);
+    return p;
+  }
+
+  TypeAst ParseType() {
+    if (Peek().kind != TokKind::kName) Fail("expected a type");
+    const Token& tok = toks_[i_++];
+    TypeAst t;
+    t.pos = tok.pos;
+    t.name = std::string(tok.text);
+    const std::string_view k = tok.text;
+    if (k == Sv("Tensor")) {
+      t.kind = Kind::kTensor;
+      ParseTensorBody(&t.tensor, /*output=*/false);
+    } else if (k == Sv("Optional")) {
+      Expect("[");
+      t = ParseType();
+      if (t.kind == Kind::kEnvStream) throw SyntaxError{t.pos, "EnvStream cannot be Optional"};
+      t.optional = true;
+      Expect("]");
+    } else if (k == Sv("Tuple")) {
+      t.kind = Kind::kTuple;
+      Expect("[");
+      do {
+        t.elems.push_back(ParseType());
+        if (t.elems.back().kind == Kind::kEnvStream) {
+          throw SyntaxError{t.elems.back().pos, "EnvStream cannot be a Tuple element"};
+        }
+      } while (Accept(","));
+      Expect("]");
+    } else if (k == Sv("EnvStream")) {
+      t.kind = Kind::kEnvStream;
+    } else if (k == Sv("int") || k == Sv("int32") || k == Sv("int64") || k == Sv("float") ||
+               k == Sv("float32") || k == Sv("float64") || k == Sv("bool")) {
+      t.kind = k == Sv("bool") ? Kind::kBool : k[0] == 'i' ? Kind::kInt : Kind::kFloat;
+      t.bits = (k == Sv("int32") || k == Sv("float32")) ? 32 : 64;
+      if (IsPunct("[")) ParseRange(&t);
+    } else {
+      throw SyntaxError{tok.pos,
+                        "unknown type `" + t.name +
+                            "` (expected Tensor, int, int32, int64, float, float32, float64, "
+                            "bool, Optional, Tuple or EnvStream)"};
+    }
+    return t;
+  }
+
+  void ParseRange(TypeAst* t) {
+    size_t start = Peek().pos;
+    Expect("[");
+    if (t->kind == Kind::kBool) throw SyntaxError{start, "a bool has no range"};
+    if (t->kind == Kind::kInt) {
+      t->int_lo = ParseInt(true, "expected an integer");
+      Expect(",");
+      t->int_hi = ParseInt(true, "expected an integer");
+      if (t->bits == 32 && (t->int_lo < INT32_MIN || t->int_hi > INT32_MAX)) {
+        throw SyntaxError{start, "the range of an int32 must lie in the int32 range"};
+      }
+      if (t->int_lo > t->int_hi) throw SyntaxError{start, "the range is empty (low > high)"};
+    } else {
+      t->float_lo = ParseFloat();
+      Expect(",");
+      t->float_hi = ParseFloat();
+      if (!(t->float_lo <= t->float_hi)) {
+        throw SyntaxError{start, "the range is empty (low > high)"};
+      }
+    }
+    Expect("]");
+    t->has_range = true;
+    t->range_text = Slice(start);
+  }
+
+  DimAst ParseDim() {
+    DimAst d;
+    d.pos = Peek().pos;
+    if (Peek().kind == TokKind::kInt) {
+      d.literal = ParseInt(false, "");
+    } else if (Peek().kind == TokKind::kName) {
+      d.is_symbol = true;
+      d.symbol = std::string(toks_[i_++].text);
+    } else {
+      Fail("expected a dimension (an integer or a symbol)");
+    }
+    return d;
+  }
+
+  void ParseTensorBody(TensorAst* ts, bool output) {
+    Expect("(");
+    Expect("[");
+    if (!IsPunct("]")) {
+      do {
+        if (output) {
+          size_t start = Peek().pos;
+          ts->shape_exprs.push_back(ParseExpr());
+          ts->shape_texts.push_back(Slice(start));
+        } else {
+          ts->shape.push_back(ParseDim());
+        }
+      } while (Accept(","));
+    }
+    Expect("]");
+    Expect(",");
+    size_t start = Peek().pos;
+    if (!Accept("*")) {
+      do {
+        const Token& d = ExpectName("expected a dtype or `*`");
+        DLDataType dt;
+        if (!LookupDtype(d.text, &dt)) {
+          throw SyntaxError{d.pos, "unknown dtype `" + std::string(d.text) + "`"};
+        }
+        ts->dtypes.push_back(dt);
+      } while (Accept("|"));
+    }
+    ts->dtype_text = Slice(start);
+    while (Accept(",")) ParseOption(ts, output);
+    Expect(")");
+  }
+
+  void SetLayout(TensorAst* ts, std::vector<int32_t> order, size_t pos) {
+    if (ts->compact) throw SyntaxError{pos, "more than one layout option"};
+    ts->compact = true;
+    ts->order = std::move(order);
+    ts->layout_text = Slice(pos);
+  }
+
+  void ParseOption(TensorAst* ts, bool output) {
+    const Token& opt = ExpectName(
+        "expected a tensor option (device, align, offset0, contiguous, row_major, col_major, "
+        "stride_order or strides)");
+    const std::string_view k = opt.text;
+    const int32_t ndim = static_cast<int32_t>(output ? ts->shape_exprs.size() : ts->shape.size());
+    std::vector<int32_t> order(static_cast<size_t>(ndim));
+    for (int32_t d = 0; d < ndim; ++d) order[static_cast<size_t>(d)] = d;
+    if (k == Sv("device")) {
+      Expect("=");
+      size_t start = Peek().pos;
+      do {
+        const Token& d = ExpectName("expected a device type (cpu, cuda, ...)");
+        int32_t t = LookupDeviceType(d.text);
+        if (t < 0) throw SyntaxError{d.pos, "unknown device type `" + std::string(d.text) + "`"};
+        ts->device_types.push_back(t);
+      } while (Accept("|"));
+      ts->device_text = Slice(start);
+    } else if (k == Sv("align")) {
+      Expect("=");
+      size_t pos = Peek().pos;
+      ts->align = ParseInt(false, "expected the alignment in bytes");
+      if (ts->align <= 0 || (ts->align & (ts->align - 1)) != 0) {
+        throw SyntaxError{pos, "align must be a power of two"};
+      }
+    } else if (k == Sv("offset0")) {
+      ts->offset0 = true;
+    } else if (k == Sv("contiguous") || k == Sv("row_major")) {
+      SetLayout(ts, std::move(order), opt.pos);
+    } else if (k == Sv("col_major")) {
+      SetLayout(ts, std::vector<int32_t>(order.rbegin(), order.rend()), opt.pos);
+    } else if (k == Sv("stride_order")) {
+      Expect("=");
+      size_t pos = Peek().pos;
+      Expect("(");
+      std::vector<int32_t> given;
+      std::vector<bool> seen(static_cast<size_t>(ndim), false);
+      do {
+        size_t at = Peek().pos;
+        int64_t d = ParseInt(false, "expected a dimension index");
+        if (d >= ndim || seen[static_cast<size_t>(d)]) {
+          throw SyntaxError{
+              at, "stride_order must list each dimension 0.." + std::to_string(ndim - 1) + " once"};
+        }
+        seen[static_cast<size_t>(d)] = true;
+        given.push_back(static_cast<int32_t>(d));
+      } while (Accept(","));
+      Expect(")");
+      if (static_cast<int32_t>(given.size()) != ndim) {
+        throw SyntaxError{pos, "stride_order has " + std::to_string(given.size()) +
+                                   " entries but the tensor has " + std::to_string(ndim) +
+                                   " dimensions"};
+      }
+      SetLayout(ts, std::move(given), opt.pos);
+    } else if (k == Sv("strides") && !output) {
+      Expect("=");
+      ts->strides_pos = Peek().pos;
+      Expect("[");
+      do {
+        ts->strides.push_back(ParseDim());
+      } while (Accept(","));
+      Expect("]");
+      if (static_cast<int32_t>(ts->strides.size()) != ndim) {
+        throw SyntaxError{ts->strides_pos, "strides has " + std::to_string(ts->strides.size()) +
+                                               " entries but the tensor has " +
+                                               std::to_string(ndim) + " dimensions"};
+      }
+    } else {
+      throw SyntaxError{opt.pos, "unknown tensor option `" + std::string(k) + "`"};
+    }
+  }
+
+  OutputAst ParseOutput() {
+    OutputAst out;
+    size_t start = Peek().pos;
+    if (Peek().kind == TokKind::kName && IsPunct(":", 1)) {
+      out.name = std::string(Peek().text);
+      i_ += 2;
+    }
+    size_t type_start = Peek().pos;
+    if (!IsName("Tensor")) Fail("expected an output `Tensor(...)`");
+    ++i_;
+    ParseTensorBody(&out.tensor, /*output=*/true);
+    out.type_text = Slice(type_start);
+    out.text = Slice(start);
+    return out;
+  }
+
+  int32_t AddNode(ExprNode::Op op, int32_t lhs, int32_t rhs, size_t pos) {
+    ExprNode node;
+    node.op = op;
+    node.lhs = lhs;
+    node.rhs = rhs;
+    node.pos = pos;
+    ast_.nodes.push_back(std::move(node));
+    return static_cast<int32_t>(ast_.nodes.size() - 1);
+  }
+  int32_t ParseExpr() {
+    int32_t lhs = ParseTerm();
+    while (IsPunct("+") || IsPunct("-")) {
+      size_t pos = Peek().pos;
+      ExprNode::Op op = Peek().text == Sv("+") ? ExprNode::kAdd : ExprNode::kSub;
+      ++i_;
+      lhs = AddNode(op, lhs, ParseTerm(), pos);
+    }
+    return lhs;
+  }
+  int32_t ParseTerm() {
+    int32_t lhs = ParseUnary();
+    while (IsPunct("*") || IsPunct("//")) {
+      size_t pos = Peek().pos;
+      ExprNode::Op op = Peek().text == Sv("*") ? ExprNode::kMul : ExprNode::kFloorDiv;
+      ++i_;
+      lhs = AddNode(op, lhs, ParseUnary(), pos);
+    }
+    return lhs;
+  }
+  int32_t ParseUnary() {
+    size_t pos = Peek().pos;
+    if (Accept("-")) return AddNode(ExprNode::kNeg, ParseUnary(), -1, pos);
+    if (Accept("(")) {
+      int32_t inner = ParseExpr();
+      Expect(")");
+      return inner;
+    }
+    if (Peek().kind == TokKind::kInt) {
+      int32_t node = AddNode(ExprNode::kLit, -1, -1, pos);
+      ast_.nodes[static_cast<size_t>(node)].value = ParseInt(false, "");
+      return node;
+    }
+    if (Peek().kind == TokKind::kName) {
+      int32_t node = AddNode(ExprNode::kSym, -1, -1, pos);
+      ast_.nodes[static_cast<size_t>(node)].symbol = std::string(toks_[i_++].text);
+      return node;
+    }
+    Fail("expected an integer, a symbol or `(`");
+  }
+
+  void ParseSymbolDecl() {
+    const Token& name = ExpectName("expected a symbol name");
+    SymbolDecl d;
+    d.name = std::string(name.text);
+    d.pos = name.pos;
+    for (const SymbolDecl& other : ast_.symbols) {
+      if (other.name == d.name)
+        throw SyntaxError{d.pos, "symbol `" + d.name + "` is declared twice"};
+    }
+    if (Accept(":")) {
+      if (IsName("int32")) {
+        d.bits = 32;
+      } else if (!IsName("int64")) {
+        Fail("expected `int32` or `int64`");
+      }
+      ++i_;
+    }
+    if (Accept("%")) {
+      size_t pos = Peek().pos;
+      d.divisibility = ParseInt(false, "expected the divisibility (a positive integer)");
+      if (d.divisibility < 1) throw SyntaxError{pos, "the divisibility must be positive"};
+    }
+    ast_.symbols.push_back(std::move(d));
+  }
+
+  std::string_view text_;
+  std::vector<Token> toks_;
+  size_t i_ = 0;
+  ContractAst ast_;
+};
+
+}  // namespace contract
+}  // namespace details
+}  // namespace kffi
+
+#endif  // KFFI_CONTRACT_PARSER_H_

@@ -79,3 +79,11 @@ __all__ = [
     "remove_global_func", "set_default_release_gil", "get_default_release_gil", "system_lib",
     "to_kffi", "use_stream", "get_current_stream", "check_signals", "__version__",
 ]
+
+# JIT builds (kffi.cpp) and contracts declared with fake arguments (kffi.compile).
+from . import cpp
+from .contract import (Bool, Float32, Float64, Int32, Int64, Optional, compile, fake_stream,
+                       fake_tensor, sym_int)
+
+__all__ += ["cpp", "compile", "sym_int", "fake_tensor", "fake_stream", "Optional", "Int32",
+            "Int64", "Float32", "Float64", "Bool"]

@@ -1,0 +1,696 @@
+"""python/kffi/contract.py: declare a kernel's contract with fake arguments and compile it (JIT).
+
+    n = kffi.sym_int(divisibility=16)
+    add = kffi.compile(SOURCE, "add_one",
+                       kffi.fake_tensor("float32", (n,), align=16),
+                       kffi.fake_tensor("float32", (n,), align=16))
+    add(a, b)          # torch / NumPy / JAX / CuPy arrays; checked in compiled code
+    add.contract       # "a: Tensor([n0], float32, device=cpu, align=16), ...; n0: int64 % 16"
+    add.export("libadd.so")   # kffi.load_module("libadd.so").add_one keeps the contract
+
+The fake arguments render to the text that ``KFFI_EXPORT_CONTRACT(name, fn, "text")`` parses
+into a check plan (grammar in kffi/contract_parser.h, semantics in kffi/contract.h):
+
+    a: Tensor([n, 4], float32|float16, device=cuda, align=16, offset0,
+              contiguous | row_major | col_major | stride_order=(1,0), strides=[s, 1]),
+    k: int32[0, 1024], alpha: float, flag: bool, bias: Optional[Tensor([n], float32)],
+    pair: Tuple[Tensor([n], float32), int], stream: EnvStream
+    -> Tensor([n * 2, (n + 1) // 2], float32)
+    ; n: int32 % 16, s: int64
+"""
+from __future__ import annotations
+
+import functools
+import os
+import re
+import shutil
+
+from . import cpp as _cpp
+from . import libinfo
+from ._types import dtype as _dtype
+
+__all__ = ["sym_int", "fake_tensor", "fake_stream", "Optional", "Int32", "Int64", "Float32",
+           "Float64", "Bool", "SymInt", "FakeTensor", "FakeStream", "ScalarType", "compile",
+           "render_contract", "has_contract_support"]
+
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+# ---------------------------------------------------------------------------------------------
+# Symbolic sizes and expressions of them (for output shapes).
+# ---------------------------------------------------------------------------------------------
+
+class _Expr:
+    """An integer expression of symbolic sizes: n * 2, n + m - 1 (output shapes)."""
+
+    _prec = 3  # binding strength when rendered: atoms 3, * 2, + - 1
+
+    def _binop(self, op, other, swap=False):
+        other = _as_expr(other, op)
+        return _BinExpr(op, other, self) if swap else _BinExpr(op, self, other)
+
+    def __add__(self, o):
+        return self._binop("+", o)
+
+    def __radd__(self, o):
+        return self._binop("+", o, swap=True)
+
+    def __sub__(self, o):
+        return self._binop("-", o)
+
+    def __rsub__(self, o):
+        return self._binop("-", o, swap=True)
+
+    def __mul__(self, o):
+        return self._binop("*", o)
+
+    def __rmul__(self, o):
+        return self._binop("*", o, swap=True)
+
+    def __floordiv__(self, o):
+        return self._binop("//", o)
+
+    def __rfloordiv__(self, o):
+        return self._binop("//", o, swap=True)
+
+    def __bool__(self):
+        raise TypeError("a symbolic size has no value at compile time; use it in fake_tensor "
+                        "shapes (and output shapes)")
+
+    def symbols(self):
+        return []
+
+
+def _as_expr(value, op="in a shape"):
+    if isinstance(value, _Expr):
+        return value
+    if isinstance(value, int) and not isinstance(value, bool):
+        return _Const(value)
+    raise TypeError(f"kffi: cannot use {value!r} ({type(value).__name__}) {op!s} with a symbolic "
+                    f"size; use ints and kffi.sym_int()")
+
+
+class _Const(_Expr):
+    __slots__ = ("value",)
+
+    def __init__(self, value: int):
+        self.value = value
+
+    def render(self, names) -> str:
+        return str(self.value)
+
+
+class _BinExpr(_Expr):
+    __slots__ = ("op", "lhs", "rhs")
+
+    def __init__(self, op, lhs, rhs):
+        self.op, self.lhs, self.rhs = op, lhs, rhs
+        self._prec = 2 if op in ("*", "//") else 1
+
+    def symbols(self):
+        return self.lhs.symbols() + self.rhs.symbols()
+
+    def render(self, names) -> str:
+        def side(e, right):
+            text = e.render(names)
+            # a - (b + c), a * (b + c) and a // (b * c) need the parentheses; a + b * c does not
+            if e._prec < self._prec or (right and e._prec == self._prec and self.op in ("-", "//")):
+                return f"({text})"
+            return text
+        return f"{side(self.lhs, False)} {self.op} {side(self.rhs, True)}"
+
+
+class SymInt(_Expr):
+    """A symbolic size. Its first occurrence in a call binds it; later ones must match.
+
+    ``divisibility``: the bound value must be a multiple of it. ``width``: 32 or 64, the bound
+    value must fit int32 / int64. ``name`` appears in the signature and messages (default
+    n0, n1, ... in order of first appearance).
+    """
+
+    __slots__ = ("name", "divisibility", "width")
+
+    def __init__(self, name: str | None = None, divisibility: int = 1, width: int = 64):
+        if name is not None and (not isinstance(name, str) or not _IDENT.fullmatch(name)):
+            raise ValueError(f"kffi.sym_int: name must be an identifier, got {name!r}")
+        if not isinstance(divisibility, int) or isinstance(divisibility, bool) or divisibility < 1:
+            raise ValueError(f"kffi.sym_int: divisibility must be an int >= 1, got "
+                             f"{divisibility!r}")
+        if width not in (32, 64):
+            raise ValueError(f"kffi.sym_int: width must be 32 or 64, got {width!r}")
+        self.name = name
+        self.divisibility = divisibility
+        self.width = width
+
+    def symbols(self):
+        return [self]
+
+    def render(self, names) -> str:
+        return names[id(self)]
+
+    def declaration(self, names) -> str:
+        text = f"{names[id(self)]}: int{self.width}"
+        return text + (f" % {self.divisibility}" if self.divisibility != 1 else "")
+
+    def __repr__(self):
+        return (f"kffi.sym_int(name={self.name!r}, divisibility={self.divisibility}, "
+                f"width={self.width})")
+
+    __hash__ = object.__hash__
+
+
+def sym_int(name: str | None = None, divisibility: int = 1, width: int = 64) -> SymInt:
+    """A symbolic dimension for fake tensors, shared between arguments (see :class:`SymInt`)."""
+    return SymInt(name, divisibility, width)
+
+
+# ---------------------------------------------------------------------------------------------
+# Fake arguments.
+# ---------------------------------------------------------------------------------------------
+
+def _dtype_name(value) -> str:
+    try:
+        return str(_dtype(value))
+    except (TypeError, ValueError) as e:
+        raise TypeError(f"kffi.fake_tensor: cannot read dtype {value!r}: {e}") from None
+
+
+def _positive_int(value, what):
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise ValueError(f"kffi.fake_tensor: {what} must be a non-negative int or a "
+                         f"kffi.sym_int(), got {value!r}")
+    return value
+
+
+class FakeTensor:
+    """A tensor placeholder for kffi.compile: shape (ints and sym_ints), dtype(s), device,
+    alignment, layout. Holds no data. See :func:`fake_tensor`."""
+
+    __slots__ = ("dtypes", "shape", "align", "layout", "device", "strides", "offset0")
+
+    def __init__(self, dtype, shape, *, align=None, stride_order=None, device=None,
+                 contiguous=None, strides=None, offset0=False):
+        if dtype is None or (isinstance(dtype, str) and dtype == "*"):
+            self.dtypes = ("*",)
+        else:
+            alts = dtype if isinstance(dtype, (tuple, list)) else (dtype,)
+            if not alts:
+                raise ValueError("kffi.fake_tensor: give a dtype (or a tuple of alternatives)")
+            self.dtypes = tuple(_dtype_name(d) for d in alts)
+        if isinstance(shape, (int, _Expr)):
+            shape = (shape,)
+        self.shape = tuple(d if isinstance(d, _Expr) else _positive_int(d, "a dimension")
+                           for d in shape)
+        if align is not None and (not isinstance(align, int) or isinstance(align, bool)
+                                  or align < 1 or align & (align - 1)):
+            raise ValueError(f"kffi.fake_tensor: align is a power of two in bytes, got {align!r}")
+        self.align = align
+        self.layout = self._layout(stride_order, contiguous)
+        self.device = self._device(device)
+        if strides is not None:
+            strides = tuple(st if isinstance(st, SymInt) else _positive_int(st, "a stride")
+                            for st in strides)
+            if len(strides) != len(self.shape):
+                raise ValueError(f"kffi.fake_tensor: {len(strides)} strides for "
+                                 f"{len(self.shape)} dimensions")
+        self.strides = strides
+        self.offset0 = bool(offset0)
+
+    def _layout(self, stride_order, contiguous):
+        if stride_order is None:
+            return "contiguous" if contiguous else None
+        if contiguous:
+            raise ValueError("kffi.fake_tensor: give contiguous=True or a stride_order, not both "
+                             "(contiguous is stride_order='row_major')")
+        if isinstance(stride_order, str):
+            if stride_order not in ("row_major", "col_major"):
+                raise ValueError(f"kffi.fake_tensor: stride_order is 'row_major', 'col_major' or "
+                                 f"a tuple of dimensions, got {stride_order!r}")
+            return stride_order
+        order = tuple(stride_order)
+        if sorted(order) != list(range(len(self.shape))):
+            raise ValueError(f"kffi.fake_tensor: stride_order lists each dimension "
+                             f"0..{len(self.shape) - 1} once (outermost first), got {order}")
+        return "stride_order=(" + ",".join(map(str, order)) + ")"
+
+    @staticmethod
+    def _device(device):
+        if device is None:
+            return None
+        alts = device if isinstance(device, (tuple, list)) else (device,)
+        names = []
+        for d in alts:
+            d = str(d)
+            if d not in ("cpu", "cuda", "any"):
+                raise ValueError(f"kffi.fake_tensor: device is 'cpu', 'cuda', 'any' or a tuple "
+                                 f"of them, got {device!r}")
+            names.append(d)
+        return "any" if "any" in names else "|".join(names)
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def symbols(self):
+        return [s for d in self.shape + (self.strides or ()) if isinstance(d, _Expr)
+                for s in d.symbols()]
+
+    def render(self, names, default_device=None) -> str:
+        dims = ", ".join(d.render(names) if isinstance(d, _Expr) else str(d) for d in self.shape)
+        parts = [f"[{dims}]", "|".join(self.dtypes)]
+        device = self.device or default_device
+        if device and device != "any":
+            parts.append(f"device={device}")
+        if self.align is not None:
+            parts.append(f"align={self.align}")
+        if self.offset0:
+            parts.append("offset0")
+        if self.layout:
+            parts.append(self.layout)
+        if self.strides is not None:
+            parts.append("strides=[" + ", ".join(
+                st.render(names) if isinstance(st, SymInt) else str(st) for st in self.strides) +
+                "]")
+        return f"Tensor({', '.join(parts)})"
+
+    def __repr__(self):
+        return f"kffi.fake_tensor({self.render(_NameRepr())})"
+
+
+class _NameRepr(dict):
+    """Symbol names for reprs, before kffi.compile has named the unnamed ones."""
+
+    def __missing__(self, key):
+        return "?"
+
+
+def fake_tensor(dtype, shape, *, align=None, stride_order=None, device=None, contiguous=None,
+                strides=None, offset0=False) -> FakeTensor:
+    """A tensor placeholder for :func:`compile`.
+
+    ``dtype``: a name ("float32"), a torch/NumPy dtype, a tuple of alternatives, or None / "*"
+    (any). ``shape``: ints and :func:`sym_int` s. ``align``: byte alignment of the first
+    element (data pointer + byte_offset). ``device``: "cpu", "cuda", "any" or a tuple of them
+    (default: "cuda" for CUDA sources, else "cpu"). Layout: ``contiguous=True`` (compact
+    row-major), or ``stride_order`` = "row_major", "col_major" or the dimensions listed from the
+    outermost (largest stride) to the innermost, e.g. ``(1, 0)`` is column-major for 2-d (note:
+    CuTe's ``stride_order`` ranks each dimension instead). ``strides``: ints and sym_ints.
+    ``offset0``: byte_offset must be 0.
+    """
+    return FakeTensor(dtype, shape, align=align, stride_order=stride_order, device=device,
+                      contiguous=contiguous, strides=strides, offset0=offset0)
+
+
+class FakeStream:
+    """A stream placeholder. ``env=True``: the environment stream (the caller framework's
+    current stream for the first non-CPU tensor), passed to the C++ function as ``void*`` and
+    not part of the call signature."""
+
+    __slots__ = ("env",)
+
+    def __init__(self, env: bool = True):
+        if not env:
+            raise NotImplementedError(
+                "kffi.fake_stream(env=False): pass an explicit stream as an int (its handle) "
+                "and declare it with kffi.Int64; contracts take environment streams only")
+        self.env = True
+
+    def symbols(self):
+        return []
+
+    def render(self, names, default_device=None) -> str:
+        return "EnvStream"
+
+    def __repr__(self):
+        return "kffi.fake_stream(env=True)"
+
+
+def fake_stream(env: bool = True) -> FakeStream:
+    """A stream placeholder for :func:`compile` (see :class:`FakeStream`)."""
+    return FakeStream(env)
+
+
+class ScalarType:
+    """A scalar parameter: kffi.Int32, Int64, Float32, Float64, Bool; ``.range(lo, hi)``
+    bounds it (inclusive)."""
+
+    __slots__ = ("type_name", "lo", "hi")
+
+    def __init__(self, type_name: str, lo=None, hi=None):
+        self.type_name = type_name
+        self.lo = lo
+        self.hi = hi
+
+    def range(self, lo, hi) -> "ScalarType":
+        if self.type_name == "bool":
+            raise TypeError("kffi.Bool has no range")
+        kind = float if self.type_name.startswith("float") else int
+        for v in (lo, hi):
+            if isinstance(v, bool) or not isinstance(v, (int, float) if kind is float else int):
+                raise TypeError(f"kffi.{self!r}.range: bounds must be {kind.__name__}s, got "
+                                f"{v!r}")
+        if not (lo <= hi) or (kind is float and not -1e308 < lo <= hi < 1e308):
+            raise ValueError(f"kffi.{self!r}.range: [{lo}, {hi}] is empty or not finite")
+        return ScalarType(self.type_name, lo, hi)
+
+    def symbols(self):
+        return []
+
+    def render(self, names=None, default_device=None) -> str:
+        if self.lo is None:
+            return self.type_name
+        return f"{self.type_name}[{self.lo}, {self.hi}]"
+
+    def __repr__(self):
+        base = {"int32": "Int32", "int64": "Int64", "float32": "Float32", "float64": "Float64",
+                "bool": "Bool", "int": "int", "float": "float"}.get(self.type_name, self.type_name)
+        return base if self.lo is None else f"{base}.range({self.lo}, {self.hi})"
+
+
+Int32 = ScalarType("int32")
+Int64 = ScalarType("int64")
+Float32 = ScalarType("float32")
+Float64 = ScalarType("float64")
+Bool = ScalarType("bool")
+
+
+class _OptionalArg:
+    __slots__ = ("inner",)
+
+    def __init__(self, inner):
+        self.inner = _as_fake(inner)
+
+    def symbols(self):
+        return self.inner.symbols()
+
+    def render(self, names, default_device=None) -> str:
+        return f"Optional[{self.inner.render(names, default_device)}]"
+
+    def __repr__(self):
+        return f"kffi.Optional({self.inner!r})"
+
+
+def Optional(x) -> _OptionalArg:  # noqa: N802 (reads like typing.Optional)
+    """An argument that may be None: ``kffi.Optional(kffi.fake_tensor(...))``."""
+    return _OptionalArg(x)
+
+
+class _TupleArg:
+    __slots__ = ("items",)
+
+    def __init__(self, items):
+        self.items = tuple(_as_fake(x) for x in items)
+        if any(isinstance(x, FakeStream) for x in self.items):
+            raise TypeError("kffi: an environment stream cannot be inside a tuple")
+
+    def symbols(self):
+        return [s for x in self.items for s in x.symbols()]
+
+    def render(self, names, default_device=None) -> str:
+        return "Tuple[" + ", ".join(x.render(names, default_device) for x in self.items) + "]"
+
+
+def _as_fake(x):
+    """A fake argument from what a user passes: fakes, tuples of them, scalar markers, and the
+    Python types (or example values) int, float, bool."""
+    if isinstance(x, FakeTensor):
+        for d in x.shape:
+            if isinstance(d, _Expr) and not isinstance(d, SymInt):
+                raise ValueError(f"kffi: an argument's dimension is an int or a kffi.sym_int(); "
+                                 f"expressions ({d.render(_NameRepr())}) are for output shapes")
+        return x
+    if isinstance(x, (FakeStream, ScalarType, _OptionalArg, _TupleArg)):
+        return x
+    if isinstance(x, tuple):
+        return _TupleArg(x)
+    if x is bool or isinstance(x, bool):
+        return ScalarType("bool")
+    if x is int or isinstance(x, int):
+        return ScalarType("int")
+    if x is float or isinstance(x, float):
+        return ScalarType("float")
+    raise TypeError(f"kffi: cannot use {x!r} (of type {type(x).__name__}) as a fake argument; "
+                    f"use kffi.fake_tensor, kffi.fake_stream, kffi.Int32/Int64/Float32/Float64/"
+                    f"Bool, kffi.Optional or a tuple of these")
+
+
+# ---------------------------------------------------------------------------------------------
+# Rendering.
+# ---------------------------------------------------------------------------------------------
+
+def _symbol_names(args, outputs, param_names) -> tuple:
+    """({id(sym): name}, symbols in order of appearance): given names are kept, the others are
+    n0, n1, ... (skipping names already taken)."""
+    seen = []
+    for x in list(args) + list(outputs):
+        for s in x.symbols():
+            if all(s is not t for t in seen):
+                seen.append(s)
+    names, taken = {}, set(param_names)
+    for s in seen:
+        if s.name is not None:
+            if s.name in taken:
+                raise ValueError(f"kffi.compile: two symbols (or a symbol and a parameter) are "
+                                 f"named {s.name!r}")
+            taken.add(s.name)
+            names[id(s)] = s.name
+    counter = 0
+    for s in seen:
+        if s.name is None:
+            while f"n{counter}" in taken:
+                counter += 1
+            names[id(s)] = f"n{counter}"
+            taken.add(f"n{counter}")
+    return names, seen
+
+
+class _OutputTensor:
+    """An output declaration: a fake tensor whose dims are ints and expressions of the inputs'
+    symbols (``n * 2``, ``(n + 1) // 2``)."""
+
+    def __init__(self, t):
+        if not isinstance(t, FakeTensor):
+            raise TypeError(f"kffi.compile: outputs are kffi.fake_tensor(...), got {t!r}")
+        if t.strides is not None:
+            raise ValueError("kffi.compile: an output declares no strides")
+        self.tensor = t
+
+    def symbols(self):
+        return self.tensor.symbols()
+
+    def render(self, names, default_device=None) -> str:
+        return self.tensor.render(names, default_device)
+
+
+def _outputs_of(outputs):
+    if outputs is None:
+        return []
+    if isinstance(outputs, FakeTensor):
+        outputs = [outputs]
+    return [_OutputTensor(o) for o in outputs]
+
+
+def render_contract(*fake_args, param_names=None, outputs=None, default_device=None) -> str:
+    """The contract text of fake arguments: ``a0: Tensor([n0], float32), ...; n0: int64``."""
+    args = [_as_fake(a) for a in fake_args]
+    names = _param_names(param_names, len(args))
+    outs = _outputs_of(outputs)
+    sym_names, syms = _symbol_names(args, outs, names)
+    inputs = {id(s) for a in args for s in a.symbols()}
+    for o in outs:
+        for s in o.symbols():
+            if id(s) not in inputs:
+                raise ValueError(f"kffi.compile: output shape uses {sym_names[id(s)]}, which no "
+                                 f"input binds")
+    text = ", ".join(f"{n}: {a.render(sym_names, default_device)}" for n, a in zip(names, args))
+    if outs:
+        text += " -> " + ", ".join(o.render(sym_names, default_device) for o in outs)
+    if syms:
+        text += "; " + ", ".join(s.declaration(sym_names) for s in syms)
+    return text
+
+
+def _param_names(param_names, count) -> list:
+    if param_names is None:
+        return [f"a{i}" for i in range(count)]
+    names = list(param_names)
+    if len(names) != count:
+        raise ValueError(f"kffi.compile: {len(names)} param_names for {count} fake arguments")
+    for n in names:
+        if not isinstance(n, str) or not _IDENT.fullmatch(n):
+            raise ValueError(f"kffi.compile: parameter names are identifiers, got {n!r}")
+    if len(set(names)) != len(names):
+        raise ValueError(f"kffi.compile: duplicate parameter names in {names}")
+    return names
+
+
+# ---------------------------------------------------------------------------------------------
+# Parameter names from the C++ source (best effort).
+# ---------------------------------------------------------------------------------------------
+
+_TYPE_WORDS = {"int", "float", "double", "bool", "char", "long", "short", "unsigned", "signed",
+               "void", "auto", "const", "volatile", "size_t", "int32_t", "int64_t", "uint32_t",
+               "uint64_t", "int8_t", "uint8_t", "int16_t", "uint16_t", "TensorView", "Tensor",
+               "Any", "String", "Array", "Optional", "Tuple", "Shape", "Function"}
+
+
+def _strip_comments(src: str) -> str:
+    src = re.sub(r"/\*.*?\*/", " ", src, flags=re.S)
+    return re.sub(r"//[^\n]*", " ", src)
+
+
+def _split_top_level(text: str) -> list:
+    parts, depth, cur = [], 0, []
+    for ch in text:
+        if ch in "<([{":
+            depth += 1
+        elif ch in ">)]}":
+            depth -= 1
+        if ch == "," and depth == 0:
+            parts.append("".join(cur))
+            cur = []
+        else:
+            cur.append(ch)
+    parts.append("".join(cur))
+    return [p.strip() for p in parts]
+
+
+def cpp_param_names(source: str, name: str):
+    """The parameter names of the definition of ``name`` in C++ source, or None when they cannot
+    be read (an unnamed parameter, no definition, several different ones)."""
+    src = _strip_comments(source)
+    found = []
+    for m in re.finditer(r"(?<![\w.:>])" + re.escape(name) + r"\s*\(", src):
+        depth, i = 1, m.end()
+        while i < len(src) and depth:
+            depth += {"(": 1, ")": -1}.get(src[i], 0)
+            i += 1
+        rest = src[i:i + 200]
+        if not re.match(r"\s*(const\s*)?(noexcept\s*)?(->\s*[\w:<>,\s*&]+)?\{", rest):
+            continue  # a call or a declaration, not a definition
+        params = src[m.end():i - 1].strip()
+        if params in ("", "void"):
+            found.append([])
+            continue
+        names = []
+        for p in _split_top_level(params):
+            p = p.split("=", 1)[0].strip()
+            p = re.sub(r"\[[^\]]*\]\s*$", "", p).strip()  # float x[4]
+            tokens = re.findall(r"[A-Za-z_]\w*|::|[^\sA-Za-z_]", p)
+            if len(tokens) < 2 or not _IDENT.fullmatch(tokens[-1]) or tokens[-2] == "::" \
+                    or tokens[-1] in _TYPE_WORDS:
+                names = None
+                break
+            names.append(tokens[-1])
+        found.append(names)
+    if not found or any(f != found[0] for f in found) or found[0] is None:
+        return None
+    return found[0]
+
+
+# ---------------------------------------------------------------------------------------------
+# kffi.compile
+# ---------------------------------------------------------------------------------------------
+
+@functools.lru_cache(maxsize=None)
+def has_contract_support() -> bool:
+    """Whether the installed headers define KFFI_EXPORT_CONTRACT (kffi/contract.h)."""
+    inc = os.path.join(libinfo.include_dir(), "kffi")
+    if not os.path.exists(os.path.join(inc, "contract.h")):
+        return False
+    for header in ("export.h", "contract.h"):
+        with open(os.path.join(inc, header), encoding="utf-8", errors="replace") as f:
+            if "#define KFFI_EXPORT_CONTRACT" in f.read():
+                return True
+    return False
+
+
+_OPTION_KEYS = {"cuda", "extra_cflags", "extra_cuda_cflags", "extra_ldflags",
+                "extra_include_paths", "build_directory", "verbose", "quiet", "doc"}
+
+
+def _is_cuda_source(source: str) -> bool:
+    return re.search(r"__global__|<<<", _strip_comments(source)) is not None
+
+
+def compile(source: str, name: str, *fake_args, options=None, param_names=None,  # noqa: A001
+            outputs=None):
+    """Compiles C++ (or CUDA) ``source`` defining the function ``name`` and exports it with the
+    contract that ``fake_args`` declare. Returns the loaded kffi.Function (cached on disk like
+    :func:`kffi.cpp.build`), which takes torch / NumPy / JAX / CuPy arrays directly and checks
+    each call in compiled code.
+
+    The C++ function takes ``kffi::TensorView`` for tensors, ``int32_t``/``int64_t``/``float``/
+    ``double``/``bool`` for scalars, ``kffi::Optional<T>`` and ``kffi::Tuple<...>``, and
+    ``void* stream`` where a :func:`fake_stream` stands.
+
+    ``param_names``: names in the signature and messages (default: read from the C++
+    definition, else a0, a1, ...). ``outputs``: output fake tensors whose shapes are expressions
+    of the inputs' symbols (metadata for framework integration). ``options``: a dict of
+    ``cuda`` (default: True when the source has ``__global__``), ``extra_cflags``,
+    ``extra_cuda_cflags``, ``extra_ldflags``, ``extra_include_paths``, ``build_directory``,
+    ``verbose``, ``quiet``, ``doc``.
+
+    The result has ``.contract`` (the text), ``.library_path``, ``.export(path)`` (copies the
+    library; ``kffi.load_module(path)`` gives the function back with its contract) and a
+    ``__signature__`` for ``help()``.
+    """
+    if not isinstance(source, str):
+        raise TypeError(f"kffi.compile: source is C++ text, got {type(source).__name__}")
+    if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z][A-Za-z0-9_]*", name):
+        raise ValueError(f"kffi.compile: name is a C++ identifier not starting with '_', "
+                         f"got {name!r}")
+    options = dict(options or {})
+    unknown = set(options) - _OPTION_KEYS
+    if unknown:
+        raise TypeError(f"kffi.compile: unknown options {sorted(unknown)}; known: "
+                        f"{sorted(_OPTION_KEYS)}")
+    if not has_contract_support():
+        raise RuntimeError("kffi.compile needs KFFI_EXPORT_CONTRACT (kffi/contract.h), which "
+                           "this kffi installation does not have")
+    cuda = options.get("cuda")
+    if cuda is None:
+        cuda = _is_cuda_source(source)
+    if param_names is None:
+        guessed = cpp_param_names(source, name)
+        if guessed is not None and len(guessed) == len(fake_args):
+            param_names = guessed
+    text = render_contract(*fake_args, param_names=param_names, outputs=outputs,
+                           default_device="cuda" if cuda else "cpu")
+    doc = options.get("doc") or ""
+    epilogue = ("#include <kffi/contract.h>\n"
+                f"KFFI_EXPORT_CONTRACT_DOC({name}, {name}, {_cpp._c_string(text)}, "
+                f"{_cpp._c_string(doc)});\n")
+    cpp_source, cuda_source = (None, source) if cuda else (source, None)
+    plan = _cpp._inline_plan(name, cpp_source, cuda_source, epilogue, options.get("extra_cflags"),
+                             options.get("extra_cuda_cflags"), options.get("extra_ldflags"),
+                             options.get("extra_include_paths"), options.get("build_directory"))
+    path = _cpp._build(plan, bool(options.get("verbose")), options.get("quiet"))
+    module = _cpp._load(path)
+    func = module[name]
+    func.contract = text
+    func.library_path = path
+    func.export = _Exporter(path)
+    return func
+
+
+class _Exporter:
+    """``compiled.export(path)``: copies the built library to path (a file or a folder)."""
+
+    __slots__ = ("library_path",)
+
+    def __init__(self, library_path):
+        self.library_path = library_path
+
+    def __call__(self, path) -> str:
+        dest = os.fspath(path)
+        if os.path.isdir(dest):
+            dest = os.path.join(dest, os.path.basename(self.library_path))
+        tmp = f"{dest}.tmp-{os.getpid()}"
+        shutil.copyfile(self.library_path, tmp)
+        shutil.copymode(self.library_path, tmp)
+        os.replace(tmp, dest)
+        return dest
+
+    def __repr__(self):
+        return f"<export of {self.library_path}>"

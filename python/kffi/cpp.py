@@ -1,0 +1,521 @@
+"""python/kffi/cpp.py: build and load C++/CUDA kernel libraries at run time (JIT), cached on disk.
+
+    mod = kffi.cpp.load_inline("scale", cpp_sources=SRC, functions=["scale"])
+    mod.scale(y, x, 2.0)
+
+Every build is keyed by a hash of its sources, flags, compilers (path and ``--version``), the kffi
+version, ABI version and headers. The library lands in ``$KFFI_CACHE_DIR`` (default
+``$XDG_CACHE_HOME/kffi`` or ``~/.cache/kffi``) under ``<name>_<hash>/``; a later call with the same
+key loads it without running any compiler, in this process or another. Processes that build the
+same key at once take turns on a lock file (``fcntl.flock``) and the library appears by an atomic
+rename, so none ever loads a half-written file.
+
+Environment: ``CXX`` (C++ compiler, default ``c++``), ``KFFI_NVCC`` / ``CUDA_HOME`` (nvcc),
+``KFFI_CUDA_ARCH`` (e.g. ``90``, ``8.0;9.0a``, ``90+PTX``; default: nvcc's own),
+``KFFI_CACHE_DIR``, ``KFFI_BUILD_QUIET=1`` (no progress lines).
+"""
+from __future__ import annotations
+
+import concurrent.futures
+import contextlib
+import fcntl
+import functools
+import hashlib
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+
+from . import libinfo
+
+__all__ = ["BuildError", "build", "load_inline", "cache_dir", "get_compiler_invocations"]
+
+_CUDA_SUFFIXES = (".cu", ".cuh")
+# Headers included before inline sources (load_inline, kffi.compile).
+_PRE_INCLUDES = ("kffi/kffi.h", "kffi/export.h")
+_KEY_SCHEMA = "kffi.cpp/1"  # bump when the layout or the commands change meaning
+
+
+class BuildError(RuntimeError):
+    """A compiler or linker command failed.
+
+    Attributes: ``command`` (the argument list), ``output`` (its stdout and stderr),
+    ``returncode``, ``build_directory``.
+    """
+
+    def __init__(self, name: str, command: list, output: str, returncode: int,
+                 build_directory: str):
+        self.name = name
+        self.command = list(command)
+        self.output = output
+        self.returncode = returncode
+        self.build_directory = build_directory
+        super().__init__(f"Building kffi library {name!r} failed (exit status {returncode}).\n"
+                         f"Command: {shlex.join(self.command)}\n{output.rstrip()}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Where builds go, and which compilers make them.
+# ---------------------------------------------------------------------------------------------
+
+def cache_dir() -> str:
+    """Root of the build cache: $KFFI_CACHE_DIR, else $XDG_CACHE_HOME/kffi, else ~/.cache/kffi."""
+    root = os.environ.get("KFFI_CACHE_DIR")
+    if root:
+        return os.path.abspath(os.path.expanduser(root))
+    xdg = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(os.path.abspath(xdg), "kffi")
+
+
+_invocations = 0
+
+
+def get_compiler_invocations() -> int:
+    """How many compiler processes (including ``--version`` probes) this process has started."""
+    return _invocations
+
+
+def _run(cmd: list, cwd: str | None = None) -> subprocess.CompletedProcess:
+    global _invocations
+    _invocations += 1
+    return subprocess.run(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          text=True, errors="replace")
+
+
+@dataclass(frozen=True)
+class _Compiler:
+    argv: tuple  # e.g. ("ccache", "g++") or ("/usr/local/cuda/bin/nvcc",)
+    path: str  # the resolved executable of argv[0]
+    version: str  # its `--version` output
+
+
+def _resolve(exe: str) -> str | None:
+    found = shutil.which(exe)
+    return os.path.realpath(found) if found else None
+
+
+def _compiler_version(argv: tuple, path: str) -> str:
+    """`<compiler> --version`, remembered on disk by the executable's identity (path, size,
+    mtime, inode), so that a cache hit in a fresh process starts no compiler at all. (A launcher
+    such as ccache, or a script that runs another nvcc, is identified by its own file.)"""
+    st = os.stat(path)
+    ident = f"{shlex.join(argv)}\0{path}\0{st.st_size}\0{st.st_mtime_ns}\0{st.st_ino}"
+    memo = os.path.join(cache_dir(), ".compilers",
+                        hashlib.sha256(ident.encode()).hexdigest()[:24] + ".txt")
+    try:
+        with open(memo, encoding="utf-8") as f:
+            return f.read()
+    except OSError:
+        pass
+    proc = _run([*argv, "--version"])
+    if proc.returncode != 0:
+        raise BuildError("<compiler check>", [*argv, "--version"], proc.stdout, proc.returncode,
+                         "")
+    _write_atomic(memo, proc.stdout)
+    return proc.stdout
+
+
+@functools.lru_cache(maxsize=None)
+def _compiler_cached(argv: tuple, path: str, size: int, mtime_ns: int) -> _Compiler:
+    return _Compiler(argv, path, _compiler_version(argv, path))
+
+
+def _compiler_from(argv: tuple, what: str, hint: str) -> _Compiler:
+    path = _resolve(argv[0])
+    if path is None:
+        raise RuntimeError(f"kffi.cpp: cannot find the {what} {argv[0]!r} ({hint})")
+    st = os.stat(path)
+    return _compiler_cached(argv, path, st.st_size, st.st_mtime_ns)
+
+
+def _cxx() -> _Compiler:
+    argv = tuple(shlex.split(os.environ.get("CXX") or "c++"))
+    return _compiler_from(argv, "C++ compiler", "set CXX")
+
+
+def _cuda_homes() -> list:
+    homes = [os.environ.get(v) for v in ("CUDA_HOME", "CUDA_PATH")]
+    return [h for h in homes if h] + ["/usr/local/cuda"]
+
+
+def _nvcc_path() -> str:
+    explicit = os.environ.get("KFFI_NVCC")
+    if explicit:
+        return explicit
+    for home in _cuda_homes():
+        if os.path.exists(os.path.join(home, "bin", "nvcc")):
+            return os.path.join(home, "bin", "nvcc")
+    return shutil.which("nvcc") or "nvcc"
+
+
+def _nvcc() -> _Compiler:
+    return _compiler_from((_nvcc_path(),), "CUDA compiler", "set KFFI_NVCC or CUDA_HOME")
+
+
+def nvcc_available() -> bool:
+    """Whether an nvcc is found (CUDA sources can be built)."""
+    return _resolve(_nvcc_path()) is not None
+
+
+def _cuda_arch_flags() -> list:
+    """-gencode flags from $KFFI_CUDA_ARCH ("90", "9.0", "sm_90a", "80;90+PTX"); [] = nvcc's
+    default architecture."""
+    spec = os.environ.get("KFFI_CUDA_ARCH", "").strip()
+    flags = []
+    for item in re.split(r"[;,\s]+", spec):
+        if not item:
+            continue
+        ptx = item.upper().endswith("+PTX")
+        arch = item[:-4] if ptx else item
+        arch = re.sub(r"^(sm_|compute_)", "", arch).replace(".", "")
+        if not re.fullmatch(r"\d{2,3}[af]?", arch):
+            raise ValueError(f"KFFI_CUDA_ARCH: cannot read {item!r} (expected e.g. 90, 9.0, "
+                             f"sm_90a or 90+PTX)")
+        flags.append(f"-gencode=arch=compute_{arch},code=sm_{arch}")
+        if ptx:
+            flags.append(f"-gencode=arch=compute_{arch},code=compute_{arch}")
+    return flags
+
+
+def _cuda_lib_dir(nvcc_path: str) -> str | None:
+    """The folder of libcudart.so: beside the nvcc in use, else in a CUDA home."""
+    homes = [os.path.dirname(os.path.dirname(nvcc_path))] + _cuda_homes()
+    for home in homes:
+        for sub in ("lib64", os.path.join("targets", "x86_64-linux", "lib"), "lib"):
+            if os.path.exists(os.path.join(home, sub, "libcudart.so")):
+                return os.path.join(home, sub)
+    return None  # let the linker search its default paths
+
+
+# ---------------------------------------------------------------------------------------------
+# The cache key.
+# ---------------------------------------------------------------------------------------------
+
+@functools.lru_cache(maxsize=None)
+def _kffi_identity() -> str:
+    """kffi version, ABI version and a digest of the installed headers (which change in
+    development without a version bump)."""
+    from . import _core  # noqa: PLC0415 (the package imports this module)
+    h = hashlib.sha256(repr(tuple(_core.runtime_version())).encode())
+    inc = libinfo.include_dir()
+    for dirpath, dirnames, filenames in os.walk(inc):
+        dirnames.sort()
+        for fn in sorted(filenames):
+            p = os.path.join(dirpath, fn)
+            h.update(os.path.relpath(p, inc).encode() + b"\0")
+            with open(p, "rb") as f:
+                h.update(f.read())
+    return h.hexdigest()
+
+
+@dataclass
+class _Source:
+    filename: str  # name of the file the compiler reads (inside the build dir when text is set)
+    text: bytes
+    path: str | None  # a user's file, compiled where it is; None: written into the build dir
+
+    @property
+    def inline(self) -> bool:
+        return self.path is None
+
+    @property
+    def is_cuda(self) -> bool:
+        return self.filename.endswith(_CUDA_SUFFIXES)
+
+
+def _check_name(name: str):
+    if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.-]*", name):
+        raise ValueError(f"kffi.cpp: a build name is letters, digits, '_', '.', '-' "
+                         f"(a file name), got {name!r}")
+
+
+def _str_list(value, what: str) -> list:
+    if value is None:
+        return []
+    if isinstance(value, (str, os.PathLike)):
+        return [os.fspath(value)]
+    try:
+        items = [os.fspath(v) for v in value]
+    except TypeError:
+        raise TypeError(f"kffi.cpp: {what} must be a str or a list of str, got "
+                        f"{type(value).__name__}") from None
+    return items
+
+
+class _Plan:
+    """One build: what to compile with which flags, its key and where it goes."""
+
+    def __init__(self, name, sources, cflags, cuda_cflags, ldflags, include_paths,
+                 build_directory):
+        _check_name(name)
+        self.name = name
+        self.sources = sources
+        self.cflags = cflags
+        self.cuda_cflags = cuda_cflags
+        self.ldflags = ldflags
+        self.include_paths = [os.path.abspath(p) for p in include_paths]
+        self.cuda = any(s.is_cuda for s in sources)
+        self.cxx = _cxx()
+        self.nvcc = _nvcc() if self.cuda else None
+        self.arch_flags = _cuda_arch_flags() if self.cuda else []
+        key = {
+            "schema": _KEY_SCHEMA, "name": name, "kffi": _kffi_identity(),
+            "kffi_dirs": [libinfo.include_dir(), libinfo.lib_dir()],  # -I and the rpath
+            "sources": [(s.filename, s.path, hashlib.sha256(s.text).hexdigest())
+                        for s in sources],
+            "cflags": cflags, "cuda_cflags": cuda_cflags, "ldflags": ldflags,
+            "include_paths": self.include_paths,
+            "cxx": [self.cxx.argv, self.cxx.path, self.cxx.version],
+            "nvcc": [self.nvcc.argv, self.nvcc.path, self.nvcc.version] if self.nvcc else None,
+            "arch": self.arch_flags, "platform": sys.platform,
+        }
+        self.hash = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
+        if build_directory is None:
+            self.dir = os.path.join(cache_dir(), f"{name}_{self.hash}")
+        else:
+            self.dir = os.path.abspath(os.fspath(build_directory))
+        # The hash is in the file name as well: the dynamic loader caches libraries by path, so a
+        # rebuilt library in a caller's build_directory must not reuse an old path.
+        self.output = os.path.join(self.dir, f"{name}_{self.hash}.so")
+
+    # -- commands -----------------------------------------------------------------------------
+
+    def _cxx_flags(self) -> list:
+        return ["-I" + libinfo.include_dir(), "-std=c++17", "-fPIC", "-fvisibility=hidden",
+                "-O2", *("-I" + p for p in self.include_paths), *self.cflags]
+
+    def _nvcc_flags(self) -> list:
+        return ["-I" + libinfo.include_dir(), "-std=c++17", "-Xcompiler=-fPIC,-fvisibility=hidden",
+                "-O2", *("-I" + p for p in self.include_paths), *self.arch_flags,
+                *self.cuda_cflags]
+
+    def compile_command(self, src: _Source, src_path: str, obj: str) -> list:
+        pre = [f for h in _PRE_INCLUDES for f in ("-include", h)] if src.inline else []
+        if src.is_cuda:
+            return [*self.nvcc.argv, "-c", src_path, "-o", obj, *pre, *self._nvcc_flags()]
+        return [*self.cxx.argv, "-c", src_path, "-o", obj, *pre, *self._cxx_flags()]
+
+    def link_command(self, objs: list, out: str) -> list:
+        libdir = libinfo.lib_dir()
+        cmd = [*self.cxx.argv, "-shared", "-o", out, *objs, "-L" + libdir,
+               "-Wl,-rpath," + libdir, "-lkffi"]
+        if self.cuda:
+            cudalib = _cuda_lib_dir(self.nvcc.path)
+            if cudalib:
+                cmd += ["-L" + cudalib, "-Wl,-rpath," + cudalib]
+            cmd.append("-lcudart")
+        return cmd + list(self.ldflags)
+
+
+def _write_atomic(path: str, data):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".tmp-")
+    try:
+        with os.fdopen(fd, "wb" if isinstance(data, bytes) else "w") as f:
+            f.write(data)
+        os.chmod(tmp, 0o644)  # mkstemp makes 0600; a shared cache is read by others
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def _quiet(quiet: bool | None) -> bool:
+    if quiet is not None:
+        return quiet
+    return os.environ.get("KFFI_BUILD_QUIET", "") not in ("", "0")
+
+
+@contextlib.contextmanager
+def _locked(plan: _Plan, quiet: bool):
+    os.makedirs(plan.dir, exist_ok=True)
+    lock_path = os.path.join(plan.dir, f".{plan.name}_{plan.hash}.lock")
+    with open(lock_path, "a+") as f:
+        try:
+            fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if not quiet:
+                print(f"kffi.cpp: waiting for another process building {plan.name!r} in "
+                      f"{plan.dir}", file=sys.stderr, flush=True)
+            fcntl.flock(f.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f.fileno(), fcntl.LOCK_UN)
+
+
+def _compile_and_link(plan: _Plan, verbose: bool):
+    """Runs the commands (sources compile in parallel) and renames the library into place."""
+    work = tempfile.mkdtemp(dir=plan.dir, prefix=f".build-{os.getpid()}-")
+    try:
+        jobs = []
+        for i, s in enumerate(plan.sources):
+            if s.path is None:  # in-memory source: the build dir keeps it for error messages
+                src_path = os.path.join(plan.dir, s.filename)
+                _write_atomic(src_path, s.text)
+            else:
+                src_path = s.path
+            obj = os.path.join(work, f"{i}_{os.path.basename(s.filename)}.o")
+            jobs.append((plan.compile_command(s, src_path, obj), obj))
+
+        def run(cmd):
+            if verbose:
+                print("kffi.cpp:", shlex.join(cmd), file=sys.stderr, flush=True)
+            proc = _run(cmd, cwd=plan.dir)
+            if verbose and proc.stdout:
+                print(proc.stdout, file=sys.stderr, end="", flush=True)
+            if proc.returncode != 0:
+                raise BuildError(plan.name, cmd, proc.stdout, proc.returncode, plan.dir)
+
+        workers = max(1, min(len(jobs), os.cpu_count() or 1))
+        with concurrent.futures.ThreadPoolExecutor(workers) as pool:
+            for fut in [pool.submit(run, cmd) for cmd, _ in jobs]:
+                fut.result()  # the first failure (in source order) is raised
+        tmp_out = os.path.join(work, os.path.basename(plan.output))
+        run(plan.link_command([obj for _, obj in jobs], tmp_out))
+        os.replace(tmp_out, plan.output)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _build(plan: _Plan, verbose: bool, quiet: bool | None) -> str:
+    if os.path.exists(plan.output):
+        return plan.output
+    quiet = _quiet(quiet)
+    with _locked(plan, quiet):
+        if os.path.exists(plan.output):  # another process built it while we waited
+            return plan.output
+        start = time.monotonic()
+        if not quiet:
+            n = len(plan.sources)
+            print(f"kffi.cpp: building {plan.name!r} ({n} source{'s' * (n != 1)}) in {plan.dir}",
+                  file=sys.stderr, flush=True)
+        try:
+            _compile_and_link(plan, verbose)
+        except BuildError:
+            if not quiet:
+                print(f"kffi.cpp: building {plan.name!r} failed after "
+                      f"{time.monotonic() - start:.1f} s", file=sys.stderr, flush=True)
+            raise
+        if not quiet:
+            print(f"kffi.cpp: built {plan.name!r} in {time.monotonic() - start:.1f} s",
+                  file=sys.stderr, flush=True)
+    return plan.output
+
+
+# ---------------------------------------------------------------------------------------------
+# Public API.
+# ---------------------------------------------------------------------------------------------
+
+def _plan_from_files(name, sources, extra_cflags, extra_cuda_cflags, extra_ldflags,
+                     extra_include_paths, build_directory) -> _Plan:
+    paths = _str_list(sources, "sources")
+    if not paths:
+        raise ValueError("kffi.cpp.build: give at least one source file")
+    srcs = []
+    for p in paths:
+        p = os.path.abspath(p)
+        try:
+            with open(p, "rb") as f:
+                srcs.append(_Source(os.path.basename(p), f.read(), p))
+        except OSError as e:
+            raise FileNotFoundError(f"kffi.cpp.build: cannot read source {p!r}: {e}") from None
+    return _Plan(name, srcs, _str_list(extra_cflags, "extra_cflags"),
+                 _str_list(extra_cuda_cflags, "extra_cuda_cflags"),
+                 _str_list(extra_ldflags, "extra_ldflags"),
+                 _str_list(extra_include_paths, "extra_include_paths"), build_directory)
+
+
+def build(name: str, sources, extra_cflags=None, extra_ldflags=None, extra_include_paths=None,
+          build_directory=None, verbose: bool = False, *, extra_cuda_cflags=None,
+          quiet: bool | None = None) -> str:
+    """Compiles source files (``.cc``/``.cpp`` with ``$CXX``, ``.cu`` with nvcc) into a shared
+    library linked with libkffi, and returns its path. Cached: see the module docstring.
+
+    ``extra_cflags`` go to the C++ compiler, ``extra_cuda_cflags`` to nvcc, ``extra_ldflags`` to
+    the link. ``verbose`` prints every command and its output; ``quiet`` drops the progress
+    lines (default: ``$KFFI_BUILD_QUIET``). A failing command raises :class:`BuildError`.
+    """
+    plan = _plan_from_files(name, sources, extra_cflags, extra_cuda_cflags, extra_ldflags,
+                            extra_include_paths, build_directory)
+    return _build(plan, verbose, quiet)
+
+
+def _c_string(s: str) -> str:
+    return json.dumps(s)  # a JSON string literal is a valid C string literal for our purposes
+
+
+def export_lines(functions) -> str:
+    """KFFI_EXPORT lines for ``functions``: a list of names, or {name: docstring}."""
+    if functions is None:
+        return ""
+    items = functions.items() if isinstance(functions, dict) else ((f, None) for f in functions)
+    lines = []
+    for fname, doc in items:
+        if not isinstance(fname, str) or not re.fullmatch(r"[A-Za-z][A-Za-z0-9_]*", fname):
+            raise ValueError(f"kffi.cpp.load_inline: function names to export are C++ "
+                             f"identifiers not starting with '_', got {fname!r}")
+        if doc:
+            lines.append(f"KFFI_EXPORT_DOC({fname}, {fname}, {_c_string(doc)}, \"\");")
+        else:
+            lines.append(f"KFFI_EXPORT({fname}, {fname});")
+    return "// Exports added by kffi.cpp.load_inline(functions=...)\n" + "\n".join(lines) + "\n" \
+        if lines else ""
+
+
+def _join(sources) -> str:
+    if sources is None:
+        return ""
+    if isinstance(sources, str):
+        return sources
+    return "\n".join(sources)
+
+
+def _inline_plan(name, cpp_sources, cuda_sources, epilogue, extra_cflags, extra_cuda_cflags,
+                 extra_ldflags, extra_include_paths, build_directory) -> _Plan:
+    cpp = _join(cpp_sources)
+    cuda = _join(cuda_sources)
+    if not cpp.strip() and not cuda.strip():
+        raise ValueError("kffi.cpp.load_inline: give cpp_sources or cuda_sources")
+    srcs = []
+    # The exports go at the end of the C++ translation unit (where the functions are declared),
+    # or of the CUDA one when there is no C++ source.
+    # The kffi headers come in by -include (see _PRE_INCLUDES), so the file on disk is exactly the
+    # caller's text and compiler messages point at the caller's line numbers.
+    if cpp.strip():
+        srcs.append(_Source(f"{name}.cpp", f"{cpp}\n\n{epilogue}".encode(), None))
+    if cuda.strip():
+        tail = "" if cpp.strip() else "\n\n" + epilogue
+        srcs.append(_Source(f"{name}_cuda.cu", f"{cuda}{tail}".encode(), None))
+    return _Plan(name, srcs, _str_list(extra_cflags, "extra_cflags"),
+                 _str_list(extra_cuda_cflags, "extra_cuda_cflags"),
+                 _str_list(extra_ldflags, "extra_ldflags"),
+                 _str_list(extra_include_paths, "extra_include_paths"), build_directory)
+
+
+def _load(path: str):
+    from . import load_module  # noqa: PLC0415 (the package imports this module)
+    return load_module(path)
+
+
+def load_inline(name: str, cpp_sources=None, cuda_sources=None, functions=None,
+                extra_cflags=None, extra_cuda_cflags=None, extra_ldflags=None,
+                extra_include_paths=None, build_directory=None, verbose: bool = False, *,
+                quiet: bool | None = None):
+    """Builds C++ (and CUDA) source text into a kernel library and loads it as a kffi.Module.
+
+    ``functions``: names of C++ functions in the sources to export (``KFFI_EXPORT(f, f)`` is
+    appended after the sources), or ``{name: docstring}``. Leave it out when the sources export
+    with ``KFFI_EXPORT`` themselves. ``<kffi/kffi.h>`` and ``<kffi/export.h>`` come in before
+    the sources (by ``-include``), so the files keep the caller's line numbers.
+    """
+    plan = _inline_plan(name, cpp_sources, cuda_sources, export_lines(functions), extra_cflags,
+                        extra_cuda_cflags, extra_ldflags, extra_include_paths, build_directory)
+    return _load(_build(plan, verbose, quiet))

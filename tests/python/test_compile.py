@@ -1,0 +1,616 @@
+"""tests/python/test_compile.py: kffi.compile: contracts declared with fake tensors, rendered to
+the KFFI_EXPORT_CONTRACT text, compiled, checked per call in compiled code (every message row of
+docs/contracts), exported and loaded back with the contract intact."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import kffi
+import kffi.contract
+import kffi.cpp
+
+needs_contracts = pytest.mark.skipif(
+    not kffi.contract.has_contract_support(),
+    reason="this kffi has no KFFI_EXPORT_CONTRACT (kffi/contract.h): kffi.compile cannot build")
+
+
+# ---------------------------------------------------------------------------------------------
+# Rendering (no compiler).
+# ---------------------------------------------------------------------------------------------
+
+def render(*args, **kw):
+    return kffi.contract.render_contract(*args, **kw)
+
+
+def test_renders_the_seed_example_with_shared_symbol():
+    n = kffi.sym_int()
+    a = kffi.fake_tensor("float32", (n,), device="any")
+    b = kffi.fake_tensor("float32", (n,), device="any")
+    assert render(a, b, param_names=["a", "b"]) == \
+        "a: Tensor([n0], float32), b: Tensor([n0], float32); n0: int64"
+
+
+def test_symbols_are_named_in_order_of_appearance_and_keep_given_names():
+    n, m, k = kffi.sym_int(), kffi.sym_int("m", width=32), kffi.sym_int(divisibility=16)
+    text = render(kffi.fake_tensor("float16", (m, n)), kffi.fake_tensor("float16", (k, n)),
+                  param_names=["x", "y"])
+    assert text == ("x: Tensor([m, n0], float16), y: Tensor([n1, n0], float16); "
+                    "m: int32, n0: int64, n1: int64 % 16")
+
+
+def test_auto_names_skip_names_already_taken():
+    n, given = kffi.sym_int(), kffi.sym_int("n0")
+    text = render(kffi.fake_tensor("int8", (given, n)), param_names=["n1"])
+    assert text == "n1: Tensor([n0, n2], int8); n0: int64, n2: int64"
+
+
+def test_default_parameter_names_and_device():
+    t = kffi.fake_tensor("float32", (4,))
+    assert render(t, kffi.Int32) == "a0: Tensor([4], float32), a1: int32"
+    assert render(t, default_device="cuda") == "a0: Tensor([4], float32, device=cuda)"
+    assert render(kffi.fake_tensor("float32", (4,), device="cpu"), default_device="cuda") == \
+        "a0: Tensor([4], float32, device=cpu)"
+    assert render(kffi.fake_tensor("float32", (4,), device=("cpu", "cuda"))) == \
+        "a0: Tensor([4], float32, device=cpu|cuda)"
+    assert render(kffi.fake_tensor("float32", (4,), device="any"), default_device="cuda") == \
+        "a0: Tensor([4], float32)"
+
+
+def test_dtypes_from_strings_numpy_torch_and_alternatives():
+    torch = pytest.importorskip("torch")
+    t = kffi.fake_tensor((np.float16, torch.bfloat16, "float32"), (2,))
+    assert render(t) == "a0: Tensor([2], float16|bfloat16|float32)"
+    assert render(kffi.fake_tensor(np.dtype("int64"), (2,))) == "a0: Tensor([2], int64)"
+    assert render(kffi.fake_tensor(None, (2,))) == "a0: Tensor([2], *)"
+    assert render(kffi.fake_tensor("*", (2,))) == "a0: Tensor([2], *)"
+
+
+def test_tensor_options_in_grammar_order():
+    n, s = kffi.sym_int(), kffi.sym_int("s", divisibility=8)
+    t = kffi.fake_tensor("float32", (n, 3), align=16, offset0=True, strides=[s, 1],
+                         device="cuda")
+    assert render(t, param_names=["x"]) == \
+        "x: Tensor([n0, 3], float32, device=cuda, align=16, offset0, strides=[s, 1]); " \
+        "n0: int64, s: int64 % 8"
+    layouts = [({"contiguous": True}, "contiguous"), ({"stride_order": "row_major"}, "row_major"),
+               ({"stride_order": "col_major"}, "col_major"),
+               ({"stride_order": (1, 0)}, "stride_order=(1,0)")]
+    for kw, text in layouts:
+        assert render(kffi.fake_tensor("float32", (2, 3), **kw)) == \
+            f"a0: Tensor([2, 3], float32, {text})"
+
+
+def test_scalars_optional_tuple_and_env_stream():
+    n = kffi.sym_int()
+    t = kffi.fake_tensor("float32", (n,))
+    text = render(kffi.Optional(t), (t, kffi.Float32, (kffi.Int64, kffi.Bool)),
+                  kffi.Int32.range(0, 1024), kffi.Float64.range(-1.5, 2.0), kffi.fake_stream(),
+                  int, 2.0, True, param_names=["bias", "x", "k", "alpha", "stream", "i", "f", "b"])
+    assert text == (
+        "bias: Optional[Tensor([n0], float32)], "
+        "x: Tuple[Tensor([n0], float32), float32, Tuple[int64, bool]], "
+        "k: int32[0, 1024], alpha: float64[-1.5, 2.0], stream: EnvStream, i: int, f: float, "
+        "b: bool; n0: int64")
+
+
+def test_outputs_are_expressions_of_input_symbols():
+    n, m = kffi.sym_int("n"), kffi.sym_int("m")
+    x = kffi.fake_tensor("float32", (n, m))
+    out = [kffi.fake_tensor("float32", (n * 2, (m + 1) // 2)),
+           kffi.fake_tensor("int64", (n - (m - 1), 3 * n + 1, 7))]
+    assert render(x, outputs=out, param_names=["x"]) == (
+        "x: Tensor([n, m], float32) -> Tensor([n * 2, (m + 1) // 2], float32), "
+        "Tensor([n - (m - 1), 3 * n + 1, 7], int64); n: int64, m: int64")
+
+
+def test_bad_declarations_are_clear_errors():
+    n = kffi.sym_int()
+    with pytest.raises(ValueError, match="align is a power of two in bytes, got 12"):
+        kffi.fake_tensor("float32", (4,), align=12)
+    with pytest.raises(ValueError, match="stride_order lists each dimension 0..1 once"):
+        kffi.fake_tensor("float32", (4, 4), stride_order=(0, 0))
+    with pytest.raises(ValueError, match="contiguous=True or a stride_order, not both"):
+        kffi.fake_tensor("float32", (4, 4), stride_order="col_major", contiguous=True)
+    with pytest.raises(ValueError, match="device is 'cpu', 'cuda', 'any'"):
+        kffi.fake_tensor("float32", (4,), device="tpu")
+    with pytest.raises(TypeError, match="cannot read dtype 'floaty'"):
+        kffi.fake_tensor("floaty", (4,))
+    with pytest.raises(ValueError, match="a dimension must be a non-negative int"):
+        kffi.fake_tensor("float32", (-1,))
+    with pytest.raises(ValueError, match="divisibility must be an int >= 1"):
+        kffi.sym_int(divisibility=0)
+    with pytest.raises(ValueError, match="width must be 32 or 64"):
+        kffi.sym_int(width=16)
+    with pytest.raises(ValueError, match="empty or not finite"):
+        kffi.Int32.range(5, 1)
+    with pytest.raises(TypeError, match="kffi.Bool has no range"):
+        kffi.Bool.range(0, 1)
+    with pytest.raises(ValueError, match="expressions .* are for output shapes"):
+        render(kffi.fake_tensor("float32", (n * 2,)))
+    with pytest.raises(ValueError, match="output shape uses n1, which no input binds"):
+        render(kffi.fake_tensor("float32", (n,)), outputs=[kffi.fake_tensor(
+            "float32", (kffi.sym_int(),))])
+    with pytest.raises(TypeError, match="environment stream cannot be inside a tuple"):
+        render((kffi.fake_tensor("float32", (n,)), kffi.fake_stream()))
+    with pytest.raises(TypeError, match="cannot use 'x' .* as a fake argument"):
+        render("x")
+    with pytest.raises(ValueError, match="two symbols .* are named 'a'"):
+        render(kffi.fake_tensor("float32", (kffi.sym_int("a"),)), param_names=["a"])
+    with pytest.raises(ValueError, match="1 param_names for 2 fake arguments"):
+        render(kffi.Int32, kffi.Int32, param_names=["x"])
+    with pytest.raises(TypeError, match="no value at compile time"):
+        bool(n)
+
+
+def test_parameter_names_are_read_from_the_cpp_definition():
+    src = """
+        // add_one(decoy, call) is a comment
+        void helper() { add_one(x, y); }
+        void add_one(kffi::TensorView a, kffi::Optional<kffi::Tuple<int, float>> b = {},
+                     /* inline */ int32_t c, void* stream) {}
+    """
+    assert kffi.contract.cpp_param_names(src, "add_one") == ["a", "b", "c", "stream"]
+    assert kffi.contract.cpp_param_names("void f(kffi::TensorView, int x) {}", "f") is None
+    assert kffi.contract.cpp_param_names("void f(int x);", "f") is None  # no definition
+    assert kffi.contract.cpp_param_names("void f() {}", "f") == []
+
+
+# ---------------------------------------------------------------------------------------------
+# Compiled functions.
+# ---------------------------------------------------------------------------------------------
+
+ADD_ONE = r"""
+void add_one(kffi::TensorView a, kffi::TensorView b) {
+  const float* x = static_cast<const float*>(a.data_ptr());
+  float* y = static_cast<float*>(b.data_ptr());
+  for (int64_t i = 0; i < a.numel(); ++i) y[i] = x[i] + 1.0f;
+}
+"""
+
+ADD_SIG = "`add_one(a: Tensor([n0], float32, align=16), b: Tensor([n0], float32, align=16))`"
+
+# Tensors that NumPy cannot make: a byte_offset, or a CPU device index other than 0.
+ODD_TENSORS = r"""
+#include <cstdlib>
+#include <vector>
+namespace {
+struct Holder {
+  DLManagedTensor managed;
+  std::vector<int64_t> shape;
+  void* data;
+};
+}  // namespace
+kffi::Tensor odd_tensor(int64_t n, int64_t device_id, int64_t byte_offset) {
+  auto* h = new Holder;
+  h->shape = {n};
+  h->data = std::aligned_alloc(64, static_cast<size_t>((n * 4 + byte_offset) / 64 + 1) * 64);
+  DLTensor& t = h->managed.dl_tensor;
+  t.data = h->data;
+  t.device = DLDevice{kDLCPU, static_cast<int32_t>(device_id)};
+  t.ndim = 1;
+  t.dtype = DLDataType{kDLFloat, 32, 1};
+  t.shape = h->shape.data();
+  t.strides = nullptr;
+  t.byte_offset = static_cast<uint64_t>(byte_offset);
+  h->managed.manager_ctx = h;
+  h->managed.deleter = [](DLManagedTensor* self) {
+    auto* holder = static_cast<Holder*>(self->manager_ctx);
+    std::free(holder->data);
+    delete holder;
+  };
+  return kffi::Tensor::FromDLPack(&h->managed);
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def module_cache(tmp_path_factory):
+    """One build cache for this file's compiled functions (each is built once)."""
+    root = tmp_path_factory.mktemp("compile-cache")
+    old = os.environ.get("KFFI_CACHE_DIR")
+    os.environ["KFFI_CACHE_DIR"] = str(root)
+    yield root
+    if old is None:
+        os.environ.pop("KFFI_CACHE_DIR", None)
+    else:
+        os.environ["KFFI_CACHE_DIR"] = old
+
+
+def _compile_add_one(**kw):
+    n = kffi.sym_int(divisibility=16, width=32)
+    return kffi.compile(ADD_ONE, "add_one",
+                        kffi.fake_tensor("float32", (n,), align=16, device="any"),
+                        kffi.fake_tensor("float32", (n,), align=16, device="any"), **kw)
+
+
+@pytest.fixture(scope="module")
+def add_one(module_cache):
+    return _compile_add_one()
+
+
+@pytest.fixture(scope="module")
+def odd(module_cache):
+    return kffi.cpp.load_inline("odd_tensors", cpp_sources=ODD_TENSORS,
+                                functions=["odd_tensor"]).odd_tensor
+
+
+def _message(call) -> tuple[type, str]:
+    try:
+        call()
+    except (TypeError, ValueError) as e:
+        return type(e), str(e)
+    return None, "no error"
+
+
+@needs_contracts
+def test_compiled_function_runs_on_numpy_and_keeps_contract(add_one):
+    a = np.arange(128, dtype=np.float32)
+    b = np.zeros(128, dtype=np.float32)
+    assert add_one(a, b) is None
+    np.testing.assert_array_equal(b, a + 1)
+    assert isinstance(add_one, kffi.Function)
+    assert add_one.contract == ("a: Tensor([n0], float32, align=16), "
+                                "b: Tensor([n0], float32, align=16); n0: int32 % 16")
+    assert Path(add_one.library_path).is_file()
+
+
+@needs_contracts
+def test_compiled_function_takes_torch_and_jax_arrays(add_one):
+    torch = pytest.importorskip("torch")
+    a = torch.arange(64, dtype=torch.float32)
+    b = torch.zeros(64)
+    add_one(a, b)
+    assert torch.equal(b, a + 1)
+    try:
+        import jax.numpy as jnp
+    except ImportError:
+        return
+    out = np.zeros(16, np.float32)
+    add_one(jnp.arange(16, dtype=jnp.float32), out)
+    np.testing.assert_array_equal(out, np.arange(16, dtype=np.float32) + 1)
+
+
+@needs_contracts
+def test_seed_messages_count_type_shape_divisibility_alignment(add_one):
+    a = np.zeros(129, dtype=np.float32)[:128]
+    b = np.zeros(129, dtype=np.float32)[:128]
+    assert a.ctypes.data % 16 == 0
+    assert _message(lambda: add_one(a)) == (
+        TypeError, f"Expects 2 parameters when calling: {ADD_SIG}, but got 1")
+    assert _message(lambda: add_one(a, 1)) == (
+        TypeError, f"Mismatched type on argument #1 when calling: {ADD_SIG}, expected Tensor, "
+                   f"but got int")
+    assert _message(lambda: add_one(a, b[:112])) == (
+        ValueError, f"Mismatched b.shape[0] on argument #1 when calling: {ADD_SIG}, expected to "
+                    f"match a.shape[0], but got 112 (a.shape[0] is 128)")
+    assert _message(lambda: add_one(a[:126], b[:126])) == (
+        ValueError, f"Invalid a.shape[0] on argument #0 when calling: {ADD_SIG}, expected to be "
+                    f"divisible by 16, but got 126")
+    # off by one element: the first element is 4 bytes past a 16-byte boundary
+    full_a = np.zeros(129, dtype=np.float32)
+    full_b = np.zeros(129, dtype=np.float32)
+    assert _message(lambda: add_one(full_a[1:], full_b[1:])) == (
+        ValueError, f"Misaligned Tensor data on argument #0 when calling: {ADD_SIG}, expected data "
+                    f"alignment=16 bytes, but got data alignment=4 bytes")
+    assert _message(lambda: add_one(a, full_b[1:])) == (
+        ValueError, f"Misaligned Tensor data on argument #1 when calling: {ADD_SIG}, expected data "
+                    f"alignment=16 bytes, but got data alignment=4 bytes")
+    shifted = np.zeros(132, dtype=np.float32)[4:]  # 16 bytes in: aligned again
+    assert _message(lambda: add_one(shifted, shifted)) == (None, "no error")
+
+
+@needs_contracts
+def test_int32_symbol_range(add_one):
+    huge = np.broadcast_to(np.zeros(1, dtype=np.float32), (1 << 32,))  # no memory behind it
+    assert _message(lambda: add_one(huge, huge)) == (
+        ValueError, f"Out of bound a.shape[0] on argument #0 when calling: {ADD_SIG}, expected to "
+                    f"be in int32 range [-2147483648, 2147483647], but got 4294967296")
+
+
+CATALOGUE = r"""
+void check_me(kffi::TensorView x, kffi::TensorView y) {}
+"""
+
+
+@pytest.fixture(scope="module")
+def check_me(module_cache):
+    n = kffi.sym_int("n")
+    return kffi.compile(
+        CATALOGUE, "check_me",
+        kffi.fake_tensor(("float32", "float64"), (2, n), offset0=True, contiguous=True),
+        kffi.fake_tensor("float32", (n,), device="cuda"),
+        param_names=["x", "y"])
+
+
+@needs_contracts
+def test_tensor_field_messages_in_catalogue_order(check_me):
+    sig = ("`check_me(x: Tensor([2, n], float32|float64, device=cpu, offset0, contiguous), "
+           "y: Tensor([n], float32, device=cuda))`")
+    head = f"Mismatched Tensor on argument #0 when calling: {sig}"
+    y = np.zeros(5, np.float32)  # wrong device, but checked after x
+    assert _message(lambda: check_me(np.zeros((2, 5, 1), np.int8), y)) == (
+        ValueError, f"{head}, expected ndim=2, but got ndim=3")
+    assert _message(lambda: check_me(np.zeros((2, 5), np.int8), y)) == (
+        ValueError, f"{head}, expected dtype=float32|float64, but got dtype=int8")
+    assert _message(lambda: check_me(np.zeros((5, 2), np.float32).T, y)) == (
+        ValueError, f"{head}, expected contiguous, but got shape=[2, 5] with strides=[1, 2]")
+    assert _message(lambda: check_me(np.zeros((2, 5), np.float64), y)) == (
+        ValueError, f"Mismatched Tensor on argument #1 when calling: {sig}, expected "
+                    f"device_type=cuda, but got device_type=cpu")
+    assert _message(lambda: check_me(np.zeros((3, 5), np.float32), y)) == (
+        ValueError, f"Mismatched x.shape[0] on argument #0 when calling: {sig}, expected to be 2, "
+                    f"but got 3")
+
+
+OFFSETS = r"""
+void first(kffi::TensorView a, kffi::TensorView b) {}
+"""
+
+
+@pytest.fixture(scope="module")
+def first(module_cache):
+    n = kffi.sym_int()
+    return kffi.compile(OFFSETS, "first", kffi.fake_tensor("float32", (n,), offset0=True),
+                        kffi.fake_tensor("float32", (n,)))
+
+
+@needs_contracts
+def test_byte_offset_and_device_index_messages(first, odd):
+    sig = ("`first(a: Tensor([n0], float32, device=cpu, offset0), "
+           "b: Tensor([n0], float32, device=cpu))`")
+    assert _message(lambda: first(odd(4, 0, 0), odd(4, 0, 64)))[0] is None
+    assert _message(lambda: first(odd(4, 0, 64), odd(4, 0, 0))) == (
+        ValueError, f"Mismatched Tensor on argument #0 when calling: {sig}, expected "
+                    f"byte_offset=0, but got byte_offset=64")
+    assert _message(lambda: first(odd(4, 0, 0), odd(4, 1, 0))) == (
+        ValueError, f"Mismatched device index on argument #1 when calling: {sig}, expected to "
+                    f"match a.device.index, but got 1 (a.device.index is 0)")
+
+
+MANY = r"""
+#include <cstdint>
+double many(kffi::Optional<kffi::TensorView> bias,
+            kffi::Tuple<kffi::Tensor, kffi::Tensor, double> pair, int32_t k, void* stream,
+            bool flag, double scale) {
+  return std::get<2>(pair) + k + (bias.has_value() ? 100 : 0) + (stream != nullptr ? 1000 : 0) +
+         (flag ? 10000 : 0) + scale;
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def many(module_cache):
+    n = kffi.sym_int("n", divisibility=4)
+    m = kffi.sym_int(width=32)
+    return kffi.compile(
+        MANY, "many", kffi.Optional(kffi.fake_tensor("float32", (n,))),
+        (kffi.fake_tensor("float32", (m, n)), kffi.fake_tensor("float32", (m, n), contiguous=True),
+         kffi.Float64),
+        kffi.Int32.range(0, 1024), kffi.fake_stream(), kffi.Bool, kffi.Float32.range(0.0, 1.5),
+        outputs=[kffi.fake_tensor("float32", (m * 2, (n + 1) // 2))],
+        options={"doc": "Adds things up."})
+
+
+MANY_SIG = ("`many(bias: Optional[Tensor([n], float32, device=cpu)], pair: Tuple[Tensor([n0, n], "
+            "float32, device=cpu), Tensor([n0, n], float32, device=cpu, contiguous), float64], "
+            "k: int32[0, 1024], flag: bool, scale: float32[0.0, 1.5])`")
+
+
+@needs_contracts
+def test_optional_tuple_scalars_and_env_stream(many):
+    x = np.zeros((3, 8), np.float32)
+    # the env stream of CPU tensors is NULL; it is no call argument
+    assert many(None, (x, x, 2.5), 3, False, 0.5) == 2.5 + 3 + 0.5
+    assert many(np.zeros(8, np.float32), (x, x, 1.0), 3, True, 0.0) == 1 + 3 + 100 + 10000
+    assert _message(lambda: many(1, (x, x, 2.5), 3, True, 1.0)) == (
+        TypeError, f"Mismatched type on argument #0 when calling: {MANY_SIG}, expected Tensor or "
+                   f"None, but got int")
+    assert _message(lambda: many(np.zeros(4, np.float32), (x, x, 2.5), 3, True, 1.0)) == (
+        ValueError, f"Mismatched pair[0].shape[1] on pair[0] in argument #1 when calling: "
+                    f"{MANY_SIG}, expected to match bias.shape[0], but got 8 (bias.shape[0] is 4)")
+    assert _message(lambda: many(None, (x, x[:, :4], 2.5), 3, True, 1.0)) == (
+        ValueError, f"Mismatched pair[1].shape[1] on pair[1] in argument #1 when calling: "
+                    f"{MANY_SIG}, expected to match pair[0].shape[1], but got 4 "
+                    f"(pair[0].shape[1] is 8)")
+    assert _message(lambda: many(None, (x, 1, 2.0), 3, True, 1.0)) == (
+        TypeError, f"Mismatched type on pair[1] in argument #1 when calling: {MANY_SIG}, "
+                   f"expected Tensor, but got int")
+    assert _message(lambda: many(None, (x, x), 3, True, 1.0)) == (
+        TypeError, f"Mismatched type on argument #1 when calling: {MANY_SIG}, expected Tuple of "
+                   f"3 elements, but got Array of 2 elements")
+    assert _message(lambda: many(None, (x, x, 2.5), 2000, True, 1.0)) == (
+        ValueError, f"Out of bound k on argument #2 when calling: {MANY_SIG}, expected to be in "
+                    f"range [0, 1024], but got 2000")
+    assert _message(lambda: many(None, (x, x, 2.5), 3, True, 2.0)) == (
+        ValueError, f"Out of bound scale on argument #4 when calling: {MANY_SIG}, expected to be "
+                    f"in range [0.0, 1.5], but got 2.0")
+    assert _message(lambda: many(None, (x, x, 2.5), 3, True)) == (
+        TypeError, f"Expects 5 parameters when calling: {MANY_SIG}, but got 4")
+    torch = pytest.importorskip("torch")
+    assert many(None, (torch.zeros(3, 8), x, 2.5), 3, False, 0.5) == 6.0  # mixed frameworks
+
+
+@needs_contracts
+def test_metadata_has_contract_outputs_symbols_and_signature(many):
+    meta = kffi.load_module(many.library_path).metadata("many")
+    assert meta["contract"] == many.contract
+    assert meta["doc"] == "Adds things up."
+    assert [p["name"] for p in meta["params"]] == ["bias", "pair", "k", "flag", "scale"]
+    assert meta["outputs"] == [{"name": "",
+                                "type": "Tensor([n0 * 2, (n + 1) // 2], float32, device=cpu)",
+                                "shape": ["n0 * 2", "(n + 1) // 2"], "dtype": "float32"}]
+    assert meta["symbols"] == [{"name": "n", "width": "int64", "divisibility": 4},
+                               {"name": "n0", "width": "int32", "divisibility": 1}]
+    assert meta["env_stream"] is True
+    assert str(many.__signature__) == (
+        "(bias: 'Optional[Tensor([n], float32, device=cpu)]', pair: 'Tuple[Tensor([n0, n], "
+        "float32, device=cpu), Tensor([n0, n], float32, device=cpu, contiguous), float64]', "
+        "k: 'int32[0, 1024]', flag: 'bool', scale: 'float32[0.0, 1.5]') -> 'float'")
+    assert many.__doc__.startswith("many(bias: Optional[") and "Adds things up." in many.__doc__
+
+
+@needs_contracts
+def test_export_and_load_in_a_fresh_process(add_one, tmp_path):
+    path = add_one.export(tmp_path / "libadd_one.so")
+    assert path == str(tmp_path / "libadd_one.so")
+    code = f"""
+        import json, numpy as np, kffi
+        f = kffi.load_module({path!r}).add_one
+        a = np.arange(32, dtype=np.float32); b = np.zeros(32, dtype=np.float32)
+        f(a, b)
+        try:
+            f(a, b[:16])
+        except ValueError as e:
+            err = str(e)
+        print(json.dumps({{"b": b.tolist(), "meta": kffi.load_module({path!r}).metadata("add_one"),
+                           "err": err}}))
+    """
+    env = {k: v for k, v in os.environ.items() if k != "KFFI_CACHE_DIR"}
+    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["b"] == [float(i + 1) for i in range(32)]
+    assert out["meta"]["contract"] == add_one.contract
+    assert out["err"] == (f"Mismatched b.shape[0] on argument #1 when calling: {ADD_SIG}, "
+                          f"expected to match a.shape[0], but got 16 (a.shape[0] is 32)")
+    # export into a folder keeps the library's own name
+    again = add_one.export(tmp_path)
+    assert Path(again).parent == tmp_path and Path(again).name.startswith("add_one_")
+
+
+CPP_LOADER = r"""
+#include <kffi/kffi.h>
+#include <iostream>
+int main(int argc, char** argv) {
+  kffi::Module mod = kffi::Module::Load(argv[1]);
+  std::cout << *mod.GetFunctionMetadata("add_one") << "\n";
+  try {
+    mod.GetFunctionRequired("add_one")(1, 2);
+  } catch (const kffi::Error& e) {
+    std::cout << e.kind() << ": " << e.message() << "\n";
+  }
+  return 0;
+}
+"""
+
+
+@needs_contracts
+def test_cpp_module_load_sees_the_contract(add_one, tmp_path):
+    cxx = os.environ.get("CXX") or "c++"
+    if shutil.which(cxx.split()[0]) is None:
+        pytest.skip("no C++ compiler")
+    lib = add_one.export(tmp_path / "libadd_one.so")
+    src = tmp_path / "loader.cc"
+    src.write_text(CPP_LOADER)
+    flags = subprocess.run([sys.executable, "-m", "kffi.config", "--cxxflags", "--ldflags",
+                            "--libs"], capture_output=True, text=True, check=True).stdout.split()
+    exe = tmp_path / "loader"
+    subprocess.run([*cxx.split(), str(src), "-o", str(exe), *flags], check=True)
+    out = subprocess.run([str(exe), lib], capture_output=True, text=True, check=True,
+                         timeout=60).stdout.splitlines()
+    assert json.loads(out[0])["contract"] == add_one.contract
+    assert out[1] == (f"TypeError: Mismatched type on argument #0 when calling: {ADD_SIG}, "
+                      f"expected Tensor, but got int")
+
+
+@needs_contracts
+def test_compile_cache_hit_in_a_fresh_process_starts_no_compiler(tmp_path):
+    code = f"""
+        import json, time, kffi, kffi.cpp
+        start = time.perf_counter()
+        n = kffi.sym_int()
+        f = kffi.compile({ADD_ONE!r}, "add_one", kffi.fake_tensor("float32", (n,)),
+                         kffi.fake_tensor("float32", (n,)))
+        ms = (time.perf_counter() - start) * 1e3
+        print(json.dumps({{"ms": ms, "invocations": kffi.cpp.get_compiler_invocations(),
+                           "contract": f.contract}}))
+    """
+    env = {**os.environ, "KFFI_CACHE_DIR": str(tmp_path / "cache")}
+    runs = [subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env,
+                           capture_output=True, text=True, timeout=300) for _ in range(2)]
+    for r in runs:
+        assert r.returncode == 0, r.stderr
+    built, hit = (json.loads(r.stdout) for r in runs)
+    assert built["invocations"] >= 2  # --version and the compile and the link
+    assert hit["invocations"] == 0
+    assert hit["contract"] == built["contract"] == \
+        "a: Tensor([n0], float32, device=cpu), b: Tensor([n0], float32, device=cpu); n0: int64"
+    assert "kffi.cpp: building" in runs[0].stderr and "building" not in runs[1].stderr
+    print(f"\nfresh-process cache hit of kffi.compile: {hit['ms']:.2f} ms "
+          f"(cold build {built['ms']:.0f} ms)")
+
+
+@needs_contracts
+def test_in_process_cache_hit_starts_no_compiler(add_one):
+    before = kffi.cpp.get_compiler_invocations()
+    again = _compile_add_one()
+    assert kffi.cpp.get_compiler_invocations() == before
+    assert again.library_path == add_one.library_path
+    assert again.contract == add_one.contract
+
+
+@needs_contracts
+def test_contract_that_does_not_fit_the_cpp_parameters_fails_at_compile(module_cache):
+    with pytest.raises(ValueError, match="Invalid contract for `takes_int`"):
+        kffi.compile("void takes_int(int64_t x) {}", "takes_int",
+                     kffi.fake_tensor("float32", (4,)))
+
+
+@needs_contracts
+def test_compile_errors_and_bad_options(module_cache):
+    with pytest.raises(kffi.cpp.BuildError, match="undeclared"):
+        kffi.compile("void broken(int64_t x) { undeclared(); }", "broken", kffi.Int64)
+    with pytest.raises(TypeError, match=r"unknown options \['cxx'\]"):
+        kffi.compile("void f() {}", "f", options={"cxx": "g++"})
+    with pytest.raises(ValueError, match="name is a C\\+\\+ identifier"):
+        kffi.compile("void f() {}", "_f")
+
+
+@needs_contracts
+@pytest.mark.skipif(not kffi.cpp.nvcc_available(), reason="no nvcc found")
+def test_cuda_source_compiles_with_cuda_devices_by_default(module_cache):
+    src = r"""
+    __global__ void AddOneKernel(const float* a, float* b, int64_t n) {
+      int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+      if (i < n) b[i] = a[i] + 1.0f;
+    }
+    void add_one_cuda(kffi::TensorView a, kffi::TensorView b, void* stream) {
+      int64_t n = a.numel();
+      AddOneKernel<<<static_cast<unsigned>((n + 255) / 256), 256, 0,
+                     static_cast<cudaStream_t>(stream)>>>(
+          static_cast<const float*>(a.data_ptr()), static_cast<float*>(b.data_ptr()), n);
+    }
+    """
+    n = kffi.sym_int(divisibility=4)
+    f = kffi.compile(src, "add_one_cuda", kffi.fake_tensor("float32", (n,), align=16),
+                     kffi.fake_tensor("float32", (n,), align=16), kffi.fake_stream())
+    assert f.contract == ("a: Tensor([n0], float32, device=cuda, align=16), "
+                          "b: Tensor([n0], float32, device=cuda, align=16), stream: EnvStream; "
+                          "n0: int64 % 4")
+    x = np.zeros(8, np.float32)
+    assert _message(lambda: f(x, x))[1].endswith(
+        "expected device_type=cuda, but got device_type=cpu")
+    try:
+        import torch
+        has_gpu = torch.cuda.is_available()
+    except ImportError:
+        has_gpu = False
+    if not has_gpu:
+        pytest.skip("compiled and checked; no GPU to run the kernel on")
+    a = torch.arange(1024, dtype=torch.float32, device="cuda")
+    b = torch.empty_like(a)
+    s = torch.cuda.Stream()
+    with torch.cuda.stream(s):
+        f(a, b)  # on the caller's current stream (the environment stream)
+    s.synchronize()
+    assert torch.equal(b, a + 1)

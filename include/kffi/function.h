@@ -96,8 +96,7 @@ class TypedFunctionObj : public FunctionObj {
     auto* obj = static_cast<TypedFunctionObj*>(static_cast<Object*>(self));
     try {
       if (KFFI_UNLIKELY(num_args != static_cast<int32_t>(sizeof...(Args)))) {
-        ThrowArgCountError(Signature<R, Args...>::Str(obj->source_.name), sizeof...(Args),
-                           num_args);
+        obj->FailCount(num_args);
       }
       obj->Invoke(args, result, std::index_sequence_for<Args...>());
       return 0;
@@ -118,6 +117,10 @@ class TypedFunctionObj : public FunctionObj {
   }
 
  public:
+  /// The wrong-count error, kept out of line so the call path stays small.
+  [[noreturn]] KFFI_NOINLINE void FailCount(int32_t num_args) const {
+    ThrowArgCountError(Signature<R, Args...>::Str(source_.name), sizeof...(Args), num_args);
+  }
   /// Called only on a mismatch (cold): the full signature for the message.
   std::string SignatureStr() const { return Signature<R, Args...>::Str(source_.name); }
 

@@ -67,28 +67,54 @@ class CallContext {
   CallContext() = default;
   CallContext(const CallContext&) = delete;
   CallContext& operator=(const CallContext&) = delete;
-  ~CallContext();
+  // Most calls need nothing released: one test, no loops over empty containers.
+  ~CallContext() {
+    if (extra_ != nullptr) ReleaseExtra();
+  }
 
   /// A DLTensor slot that lives until the call ends.
-  DLTensor* NewTensorSlot();
+  DLTensor* NewTensorSlot() {
+    if (num_inline_tensors_ < kInlineTensors) return &inline_tensors_[num_inline_tensors_++];
+    return NewExtraTensorSlot();
+  }
   /// An int64 buffer of n entries that lives until the call ends.
-  int64_t* NewInt64Buffer(size_t n);
+  int64_t* NewInt64Buffer(size_t n) {
+    if (n <= kInlineInts - num_inline_ints_) {
+      int64_t* out = inline_ints_ + num_inline_ints_;
+      num_inline_ints_ += n;
+      return out;
+    }
+    return NewExtraInt64Buffer(n);
+  }
   /// Keeps an owned value alive until the call ends (then releases it).
   void KeepAlive(const KFFIAny& owned);
   /// Keeps a Python object alive until the call ends (steals the reference).
   void KeepAlivePy(PyObject* obj);
   /// Records a non-CPU device seen in a tensor argument (the first one wins).
-  void NoteDevice(DLDevice dev, const DLPackExchangeAPI* api);
+  void NoteDevice(DLDevice dev, const DLPackExchangeAPI* api) {
+    if (has_device || dev.device_type == kDLCPU) return;
+    has_device = true;
+    device = dev;
+    device_api = api;
+  }
   /// Records that a torch-like framework (with an exchange API) passed tensors.
-  void NoteExchangeAPI(const DLPackExchangeAPI* api);
+  void NoteExchangeAPI(const DLPackExchangeAPI* a) {
+    if (api == nullptr) api = a;
+  }
   /// Records the Python object a borrowed tensor argument views (borrowed reference: the
   /// caller holds the arguments through the call).
-  void NoteTensorSource(const DLTensor* t, PyObject* obj) { sources_.emplace_back(t, obj); }
+  void NoteTensorSource(const DLTensor* t, PyObject* obj) {
+    if (num_inline_sources_ < kInlineTensors) {
+      inline_sources_[num_inline_sources_++] = TensorSource{t, obj};
+      return;
+    }
+    NoteExtraTensorSource(t, obj);
+  }
   /// The argument whose tensor is exactly t (same data, shape, strides, dtype, device), or NULL.
   PyObject* FindTensorSource(const DLTensor* t) const;
   /// All tensor arguments as a tuple (to keep them alive beside views of their memory).
   PyObject* TensorSourcesTuple() const;
-  bool has_tensor_sources() const { return !sources_.empty(); }
+  bool has_tensor_sources() const { return num_inline_sources_ != 0; }
 
   bool has_device = false;
   DLDevice device{kDLCPU, 0};
@@ -98,16 +124,30 @@ class CallContext {
   const DLPackExchangeAPI* device_api = nullptr;
 
  private:
+  struct TensorSource {
+    const DLTensor* tensor;
+    PyObject* obj;
+  };
+  /// What does not fit inline (and everything to release): made on first use.
+  struct Extra;
+  static constexpr size_t kInlineInts = 64;
+  Extra* GetExtra();
+  void ReleaseExtra();
+  DLTensor* NewExtraTensorSlot();
+  int64_t* NewExtraInt64Buffer(size_t n);
+  void NoteExtraTensorSource(const DLTensor* t, PyObject* obj);
+  const TensorSource& tensor_source(size_t i) const;
+  size_t num_tensor_sources() const;
+
+  // The inline arrays are left uninitialised: only the first num_* entries are ever read.
   DLTensor inline_tensors_[kInlineTensors];
   int num_inline_tensors_ = 0;
+  int num_inline_sources_ = 0;
+  TensorSource inline_sources_[kInlineTensors];
   // Strides of NumPy arguments (in elements) for most calls without a heap allocation.
-  int64_t inline_ints_[64];
+  int64_t inline_ints_[kInlineInts];
   size_t num_inline_ints_ = 0;
-  std::vector<DLTensor*> extra_tensors_;
-  std::vector<int64_t*> buffers_;
-  std::vector<KFFIAny> keep_alive_;
-  std::vector<PyObject*> keep_alive_py_;
-  std::vector<std::pair<const DLTensor*, PyObject*>> sources_;
+  Extra* extra_ = nullptr;
 };
 
 // ---- conversion (py_convert.cc) -------------------------------------------------------------
@@ -168,12 +208,19 @@ int InitTensorSupport(PyObject* module);
 /// Sets the environment (stream, allocator) for a call and restores it on scope exit.
 class CallEnvScope {
  public:
-  explicit CallEnvScope(const CallContext& ctx);
-  ~CallEnvScope();
+  // Calls without a device tensor or a framework's exchange API change nothing: inline test.
+  explicit CallEnvScope(const CallContext& ctx) {
+    if (ctx.has_device || ctx.api != nullptr) Enter(ctx);
+  }
+  ~CallEnvScope() {
+    if (stream_set_ || alloc_set_) Exit();
+  }
   /// 0, or -1 with a Python error set (reading the framework stream failed).
   int status() const { return status_; }
 
  private:
+  void Enter(const CallContext& ctx);
+  void Exit();
   int status_ = 0;
   bool stream_set_ = false;
   bool alloc_set_ = false;

@@ -4,48 +4,67 @@
 namespace kffi {
 namespace py {
 
-CallContext::~CallContext() {
-  for (KFFIAny& v : keep_alive_) {
+struct CallContext::Extra {
+  std::vector<DLTensor*> tensors;
+  std::vector<int64_t*> buffers;
+  std::vector<KFFIAny> keep_alive;
+  std::vector<PyObject*> keep_alive_py;
+  /// Tensor sources after the first kInlineTensors.
+  std::vector<TensorSource> sources;
+};
+
+CallContext::Extra* CallContext::GetExtra() {
+  if (extra_ == nullptr) extra_ = new Extra();
+  return extra_;
+}
+
+void CallContext::ReleaseExtra() {
+  Extra* e = extra_;
+  extra_ = nullptr;
+  for (KFFIAny& v : e->keep_alive) {
     if (v.type_index >= kKFFIStaticObjectBegin) KFFIObjectDecRef(v.v_obj);
   }
-  for (PyObject* o : keep_alive_py_) Py_DECREF(o);
-  for (DLTensor* t : extra_tensors_) delete t;
-  for (int64_t* b : buffers_) delete[] b;
+  for (PyObject* o : e->keep_alive_py) Py_DECREF(o);
+  for (DLTensor* t : e->tensors) delete t;
+  for (int64_t* b : e->buffers) delete[] b;
+  delete e;
 }
 
-DLTensor* CallContext::NewTensorSlot() {
-  if (num_inline_tensors_ < kInlineTensors) return &inline_tensors_[num_inline_tensors_++];
-  extra_tensors_.push_back(new DLTensor());
-  return extra_tensors_.back();
+DLTensor* CallContext::NewExtraTensorSlot() {
+  Extra* e = GetExtra();
+  e->tensors.push_back(new DLTensor());
+  return e->tensors.back();
 }
 
-int64_t* CallContext::NewInt64Buffer(size_t n) {
-  if (num_inline_ints_ + n <= sizeof(inline_ints_) / sizeof(int64_t)) {
-    int64_t* out = inline_ints_ + num_inline_ints_;
-    num_inline_ints_ += n;
-    return out;
-  }
-  buffers_.push_back(new int64_t[n == 0 ? 1 : n]);
-  return buffers_.back();
+int64_t* CallContext::NewExtraInt64Buffer(size_t n) {
+  Extra* e = GetExtra();
+  e->buffers.push_back(new int64_t[n == 0 ? 1 : n]);
+  return e->buffers.back();
 }
 
-void CallContext::KeepAlive(const KFFIAny& owned) { keep_alive_.push_back(owned); }
-
-void CallContext::KeepAlivePy(PyObject* obj) { keep_alive_py_.push_back(obj); }
-
-void CallContext::NoteDevice(DLDevice dev, const DLPackExchangeAPI* api) {
-  if (has_device || dev.device_type == kDLCPU) return;
-  has_device = true;
-  device = dev;
-  device_api = api;
+void CallContext::NoteExtraTensorSource(const DLTensor* t, PyObject* obj) {
+  GetExtra()->sources.push_back(TensorSource{t, obj});
 }
 
-void CallContext::NoteExchangeAPI(const DLPackExchangeAPI* a) {
-  if (api == nullptr) api = a;
+void CallContext::KeepAlive(const KFFIAny& owned) { GetExtra()->keep_alive.push_back(owned); }
+
+void CallContext::KeepAlivePy(PyObject* obj) { GetExtra()->keep_alive_py.push_back(obj); }
+
+const CallContext::TensorSource& CallContext::tensor_source(size_t i) const {
+  if (i < static_cast<size_t>(num_inline_sources_)) return inline_sources_[i];
+  return extra_->sources[i - static_cast<size_t>(num_inline_sources_)];
+}
+
+size_t CallContext::num_tensor_sources() const {
+  return static_cast<size_t>(num_inline_sources_) +
+         (extra_ != nullptr ? extra_->sources.size() : 0);
 }
 
 PyObject* CallContext::FindTensorSource(const DLTensor* t) const {
-  for (const auto& [src, obj] : sources_) {
+  const size_t n = num_tensor_sources();
+  for (size_t k = 0; k < n; ++k) {
+    const DLTensor* src = tensor_source(k).tensor;
+    PyObject* obj = tensor_source(k).obj;
     if (src->data != t->data || src->ndim != t->ndim || src->byte_offset != t->byte_offset ||
         src->device.device_type != t->device.device_type ||
         src->device.device_id != t->device.device_id || src->dtype.code != t->dtype.code ||
@@ -66,11 +85,13 @@ PyObject* CallContext::FindTensorSource(const DLTensor* t) const {
 }
 
 PyObject* CallContext::TensorSourcesTuple() const {
-  PyObject* tuple = PyTuple_New(static_cast<Py_ssize_t>(sources_.size()));
+  const size_t n = num_tensor_sources();
+  PyObject* tuple = PyTuple_New(static_cast<Py_ssize_t>(n));
   if (tuple == nullptr) return nullptr;
-  for (size_t i = 0; i < sources_.size(); ++i) {
-    Py_INCREF(sources_[i].second);
-    PyTuple_SET_ITEM(tuple, static_cast<Py_ssize_t>(i), sources_[i].second);
+  for (size_t i = 0; i < n; ++i) {
+    PyObject* obj = tensor_source(i).obj;
+    Py_INCREF(obj);
+    PyTuple_SET_ITEM(tuple, static_cast<Py_ssize_t>(i), obj);
   }
   return tuple;
 }

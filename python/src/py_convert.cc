@@ -29,7 +29,7 @@ enum class Kind : uint8_t {
   kDevice,     // kffi.Device, torch.device
   kVoidPtr,    // ctypes.c_void_p
   kCallable,
-  kOpaque,     // anything else: held by reference as an OpaquePyObject
+  kOpaque,  // anything else: held by reference as an OpaquePyObject
 };
 
 struct TypeEntry {
@@ -39,12 +39,12 @@ struct TypeEntry {
 // Guarded by the GIL. Types are kept alive by the cache (one reference each).
 std::unordered_map<PyTypeObject*, TypeEntry>* g_cache = nullptr;
 // Python hooks installed by kffi/__init__.py (see _set_converter_hooks).
-PyObject* g_classify = nullptr;    // classify(type) -> str kind
-PyObject* g_to_dtype = nullptr;    // to_dtype(obj) -> (code, bits, lanes)
-PyObject* g_to_device = nullptr;   // to_device(obj) -> (device_type, device_id)
-PyObject* g_make_dtype = nullptr;  // make_dtype(code, bits, lanes) -> kffi.dtype
+PyObject* g_classify = nullptr;     // classify(type) -> str kind
+PyObject* g_to_dtype = nullptr;     // to_dtype(obj) -> (code, bits, lanes)
+PyObject* g_to_device = nullptr;    // to_device(obj) -> (device_type, device_id)
+PyObject* g_make_dtype = nullptr;   // make_dtype(code, bits, lanes) -> kffi.dtype
 PyObject* g_make_device = nullptr;  // make_device(device_type, device_id) -> kffi.Device
-PyObject* g_make_voidp = nullptr;  // make_voidp(address) -> ctypes.c_void_p
+PyObject* g_make_voidp = nullptr;   // make_voidp(address) -> ctypes.c_void_p
 
 /// What the Python classify hook says of tp; kOpaque when it has no opinion.
 Kind ClassifyByHook(PyTypeObject* tp) {
@@ -88,13 +88,25 @@ Kind ClassifySlow(PyTypeObject* tp) {
   return Kind::kOpaque;
 }
 
+// The last type looked up (arguments of one call are often of one type, e.g. three tensors):
+// answered without hashing. The type is in g_cache, which keeps it alive; reset with it.
+PyTypeObject* g_last_type = nullptr;
+Kind g_last_kind = Kind::kOpaque;
+
 Kind KindOf(PyTypeObject* tp) {
+  if (tp == g_last_type) return g_last_kind;
   if (g_cache == nullptr) g_cache = new std::unordered_map<PyTypeObject*, TypeEntry>();
   auto it = g_cache->find(tp);
-  if (it != g_cache->end()) return it->second.kind;
-  Kind k = ClassifySlow(tp);
-  Py_INCREF(tp);
-  g_cache->emplace(tp, TypeEntry{k});
+  Kind k;
+  if (it != g_cache->end()) {
+    k = it->second.kind;
+  } else {
+    k = ClassifySlow(tp);
+    Py_INCREF(tp);
+    g_cache->emplace(tp, TypeEntry{k});
+  }
+  g_last_type = tp;
+  g_last_kind = k;
   return k;
 }
 
@@ -143,10 +155,8 @@ int ConvertInt(PyObject* obj, KFFIAny* out, Py_ssize_t index) {
   return 0;
 }
 
-int ConvertStr(PyObject* obj, KFFIAny* out, CallContext* ctx) {
-  Py_ssize_t n = 0;
-  const char* s = PyUnicode_AsUTF8AndSize(obj, &n);
-  if (s == nullptr) return -1;
+/// Stores the UTF-8 text s[0:n] of a str argument (held by the caller) into out.
+int StoreStr(const char* s, Py_ssize_t n, KFFIAny* out, CallContext* ctx) {
   if (n <= 7) {
     SetPOD(out, kKFFISmallStr);
     out->small_str_len = static_cast<uint32_t>(n);
@@ -163,6 +173,34 @@ int ConvertStr(PyObject* obj, KFFIAny* out, CallContext* ctx) {
   if (KFFIStringFromByteArray(&ba, out) != 0) return (RaiseFromKFFIError(-1), -1);
   ctx->KeepAlive(*out);
   return 0;
+}
+
+int ConvertStr(PyObject* obj, KFFIAny* out, CallContext* ctx) {
+  Py_ssize_t n = 0;
+  const char* s = PyUnicode_AsUTF8AndSize(obj, &n);
+  if (s == nullptr) return -1;
+  return StoreStr(s, n, out, ctx);
+}
+
+/// Reads a one-digit int (|v| < 2**30) straight from the object, as CPython's own fast paths
+/// do; false for anything else (then PyLong_AsLongLongAndOverflow decides).
+inline bool ReadCompactInt(PyObject* obj, int64_t* v) {
+#if PY_VERSION_HEX >= 0x030C0000
+  auto* l = reinterpret_cast<PyLongObject*>(obj);
+  if (!PyUnstable_Long_IsCompact(l)) return false;
+  *v = static_cast<int64_t>(PyUnstable_Long_CompactValue(l));
+  return true;
+#elif PY_VERSION_HEX >= 0x030B0000
+  Py_ssize_t size = Py_SIZE(obj);
+  if (size < -1 || size > 1) return false;
+  *v = static_cast<int64_t>(size) *
+       static_cast<int64_t>(reinterpret_cast<PyLongObject*>(obj)->ob_digit[0]);
+  return true;
+#else
+  (void)obj;
+  (void)v;
+  return false;
+#endif
 }
 
 int ConvertBytes(PyObject* obj, KFFIAny* out, CallContext* ctx) {
@@ -287,7 +325,9 @@ int MakeMap(PyObject* obj, KFFIAny* out) {
 
 }  // namespace
 
-int ConvertArg(PyObject* obj, KFFIAny* out, CallContext* ctx, Py_ssize_t index) {
+/// Every argument type (ConvertArg answers the commonest ones before calling it).
+__attribute__((noinline)) int ConvertArgGeneral(PyObject* obj, KFFIAny* out, CallContext* ctx,
+                                                Py_ssize_t index) {
   PyTypeObject* tp = Py_TYPE(obj);
   // The most common argument types are tested before any table lookup.
   if (tp == &PyLong_Type) return ConvertInt(obj, out, index);
@@ -314,8 +354,8 @@ int ConvertArg(PyObject* obj, KFFIAny* out, CallContext* ctx, Py_ssize_t index) 
         if (index < 0) {
           PyErr_Format(PyExc_ValueError, "the %s object is null (destroyed)", tp->tp_name);
         } else {
-          PyErr_Format(PyExc_ValueError, "Argument #%zd: the %s object is null (destroyed)",
-                       index, tp->tp_name);
+          PyErr_Format(PyExc_ValueError, "Argument #%zd: the %s object is null (destroyed)", index,
+                       tp->tp_name);
         }
         return -1;
       }
@@ -361,13 +401,25 @@ int ConvertArg(PyObject* obj, KFFIAny* out, CallContext* ctx, Py_ssize_t index) 
       return PyErr_Occurred() ? -1 : 0;
     }
     case Kind::kSequence:
-      if (MakeArray(obj, out) != 0) return ContainerArgError(index);
+    case Kind::kMapping: {
+      // A container that holds itself would recurse until the C stack overflows. Nesting is
+      // bounded by Python's recursion limit, counted here too: Python 3.12+ checks C code
+      // against a much deeper limit of its own, too deep for this recursion's stack frames.
+      static thread_local int depth = 0;
+      if (depth >= Py_GetRecursionLimit()) {
+        PyErr_SetString(PyExc_RecursionError,
+                        "maximum recursion depth exceeded while converting a container for kffi");
+        return -1;
+      }
+      if (Py_EnterRecursiveCall(" while converting a container for kffi") != 0) return -1;
+      ++depth;
+      int rc = kind == Kind::kSequence ? MakeArray(obj, out) : MakeMap(obj, out);
+      --depth;
+      Py_LeaveRecursiveCall();
+      if (rc != 0) return ContainerArgError(index);
       ctx->KeepAlive(*out);
       return 0;
-    case Kind::kMapping:
-      if (MakeMap(obj, out) != 0) return ContainerArgError(index);
-      ctx->KeepAlive(*out);
-      return 0;
+    }
     case Kind::kCallable: {
       KFFIObjectHandle h = nullptr;
       if (CallableToFunctionHandle(obj, &h) != 0) return -1;
@@ -388,6 +440,34 @@ int ConvertArg(PyObject* obj, KFFIAny* out, CallContext* ctx, Py_ssize_t index) 
   if (MakeOpaque(obj, out) != 0) return -1;
   ctx->KeepAlive(*out);
   return 0;
+}
+
+int ConvertArg(PyObject* obj, KFFIAny* out, CallContext* ctx, Py_ssize_t index) {
+  // Small ints, floats and ASCII str without calls into CPython; the rest in ConvertArgGeneral.
+  PyTypeObject* tp = Py_TYPE(obj);
+  if (tp == &PyLong_Type) {
+    int64_t v;
+    if (!ReadCompactInt(obj, &v)) return ConvertInt(obj, out, index);
+    SetPOD(out, kKFFIInt);
+    out->v_int64 = v;
+    return 0;
+  }
+  if (tp == &PyFloat_Type) {
+    SetPOD(out, kKFFIFloat);
+    out->v_float64 = PyFloat_AS_DOUBLE(obj);
+    return 0;
+  }
+  if (tp == &PyUnicode_Type && PyUnicode_IS_COMPACT_ASCII(obj)) {
+    // ASCII is its own UTF-8: the same buffer PyUnicode_AsUTF8AndSize returns for it.
+    return StoreStr(static_cast<const char*>(PyUnicode_DATA(obj)), PyUnicode_GET_LENGTH(obj), out,
+                    ctx);
+  }
+  if (tp == g_last_type && g_last_kind == Kind::kTensor) {
+    // Another tensor of the type just seen (e.g. the second of three torch tensors).
+    int rc = ConvertTensorArg(obj, tp, out, ctx, index);
+    if (rc != 0) return rc < 0 ? -1 : 0;
+  }
+  return ConvertArgGeneral(obj, out, ctx, index);
 }
 
 int PyToOwnedAny(PyObject* obj, KFFIAny* out) {
@@ -431,11 +511,11 @@ PyObject* AnyToPy(KFFIAny* v, const CallContext* ctx) {
     case kKFFIStr:
     case kKFFIBytes: {
       auto* cell = static_cast<KFFIByteArray*>(KFFIObjectGetCellPtr(v->v_obj));
-      PyObject* r = v->type_index == kKFFIStr
-                        ? PyUnicode_DecodeUTF8(cell->data, static_cast<Py_ssize_t>(cell->size),
-                                               "surrogateescape")
-                        : PyBytes_FromStringAndSize(cell->data,
-                                                    static_cast<Py_ssize_t>(cell->size));
+      PyObject* r =
+          v->type_index == kKFFIStr
+              ? PyUnicode_DecodeUTF8(cell->data, static_cast<Py_ssize_t>(cell->size),
+                                     "surrogateescape")
+              : PyBytes_FromStringAndSize(cell->data, static_cast<Py_ssize_t>(cell->size));
       KFFIObjectDecRef(v->v_obj);
       return r;
     }
@@ -466,6 +546,7 @@ PyObject* AnyViewToPy(const KFFIAny* view) {
 }
 
 void ClearConverterCache() {
+  g_last_type = nullptr;
   if (g_cache == nullptr) return;
   for (auto& kv : *g_cache) Py_DECREF(kv.first);
   g_cache->clear();
@@ -475,7 +556,7 @@ void ClearConverterCache() {
 PyObject* SetConverterHooks(PyObject*, PyObject* args) {
   PyObject *a, *b, *c, *d, *e, *f;
   if (!PyArg_ParseTuple(args, "OOOOOO", &a, &b, &c, &d, &e, &f)) return nullptr;
-  PyObject** slots[] = {&g_classify, &g_to_dtype, &g_to_device,
+  PyObject** slots[] = {&g_classify,   &g_to_dtype,    &g_to_device,
                         &g_make_dtype, &g_make_device, &g_make_voidp};
   PyObject* values[] = {a, b, c, d, e, f};
   for (int i = 0; i < 6; ++i) {

@@ -7,7 +7,7 @@ namespace py {
 
 thread_local int g_explicit_stream_depth = 0;
 
-CallEnvScope::CallEnvScope(const CallContext& ctx) {
+void CallEnvScope::Enter(const CallContext& ctx) {
   if (ctx.has_device && g_explicit_stream_depth == 0 && ctx.device_api != nullptr &&
       ctx.device_api->current_work_stream != nullptr) {
     void* stream = nullptr;
@@ -27,7 +27,7 @@ CallEnvScope::CallEnvScope(const CallContext& ctx) {
   }
 }
 
-CallEnvScope::~CallEnvScope() {
+void CallEnvScope::Exit() {
   if (stream_set_) KFFIEnvSetStream(device_.device_type, device_.device_id, prev_stream_, nullptr);
   if (alloc_set_) KFFIEnvSetTensorAllocator(prev_alloc_, 0, nullptr);
 }

@@ -66,8 +66,8 @@ PyObject* ObjectRichCompare(PyObject* a, PyObject* b, int op) {
   if ((op != Py_EQ && op != Py_NE) || !PyObject_TypeCheck(b, g_object_type)) {
     Py_RETURN_NOTIMPLEMENTED;
   }
-  bool same = reinterpret_cast<PyObjectHandle*>(a)->handle ==
-              reinterpret_cast<PyObjectHandle*>(b)->handle;
+  bool same =
+      reinterpret_cast<PyObjectHandle*>(a)->handle == reinterpret_cast<PyObjectHandle*>(b)->handle;
   return PyBool_FromLong(op == Py_EQ ? same : !same);
 }
 
@@ -114,8 +114,7 @@ PyGetSetDef kObjectGetSet[] = {
     {"type_key", ObjectGetTypeKey, nullptr, "The kffi type key, e.g. 'ffi.Array'.", nullptr},
     {"type_index", ObjectGetTypeIndex, nullptr, "The kffi type index.", nullptr},
     {"_handle", ObjectGetHandle, nullptr, "Address of the native object.", nullptr},
-    {"_use_count", ObjectGetUseCount, nullptr, "Strong references to the native object.",
-     nullptr},
+    {"_use_count", ObjectGetUseCount, nullptr, "Strong references to the native object.", nullptr},
     {nullptr, nullptr, nullptr, nullptr, nullptr}};
 
 PyMethodDef kObjectMethods[] = {
@@ -193,29 +192,11 @@ int BindKeywords(PyFunction* f, PyObject* const* args, Py_ssize_t nargs, PyObjec
   return 0;
 }
 
-PyObject* FunctionVectorcall(PyObject* self, PyObject* const* args, size_t nargsf,
-                             PyObject* kwnames) {
-  auto* f = reinterpret_cast<PyFunction*>(self);
-  Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
-  std::vector<PyObject*> bound;
-  if (kwnames != nullptr && PyTuple_GET_SIZE(kwnames) != 0) {
-    if (BindKeywords(f, args, nargs, kwnames, &bound) != 0) return nullptr;
-    args = bound.data();
-    nargs = static_cast<Py_ssize_t>(bound.size());
-  }
-  auto* h = static_cast<KFFIObject*>(f->base.handle);
-  if (h == nullptr) {
-    PyErr_SetString(PyExc_ValueError, "Cannot call a released kffi.Function");
-    return nullptr;
-  }
-  constexpr Py_ssize_t kInline = 8;
-  KFFIAny inline_packed[kInline];
-  std::vector<KFFIAny> heap_packed;
-  KFFIAny* packed = inline_packed;
-  if (nargs > kInline) {
-    heap_packed.resize(static_cast<size_t>(nargs));
-    packed = heap_packed.data();
-  }
+constexpr Py_ssize_t kInlineArgs = 8;
+
+/// Converts the (positional) arguments into packed, calls the function and converts its result.
+inline PyObject* CallFunction(PyFunction* f, KFFIObject* h, PyObject* const* args, Py_ssize_t nargs,
+                              KFFIAny* packed) {
   CallContext ctx;
   for (Py_ssize_t i = 0; i < nargs; ++i) {
     if (ConvertArg(args[i], &packed[i], &ctx, i) != 0) return nullptr;
@@ -239,7 +220,76 @@ PyObject* FunctionVectorcall(PyObject* self, PyObject* const* args, size_t nargs
     }
   }
   if (rc != 0) return RaiseFromKFFIError(rc);
+  if (result.type_index == kKFFINone) Py_RETURN_NONE;  // the common case, as AnyToPy does
   return AnyToPy(&result, &ctx);
+}
+
+/// A call without arguments: CallFunction with nothing to convert and so no environment to set.
+inline PyObject* CallFunctionNoArgs(PyFunction* f, KFFIObject* h) {
+  KFFIAny packed[1];  // a valid args pointer, as with arguments
+  packed[0].type_index = kKFFINone;
+  packed[0].zero_padding = 0;
+  packed[0].v_int64 = 0;
+  KFFIAny result;
+  result.type_index = kKFFINone;
+  result.zero_padding = 0;
+  result.v_int64 = 0;
+  auto* cell = static_cast<KFFIFunctionCell*>(KFFIObjectGetCellPtr(h));
+  int rc;
+  bool release = f->release_gil < 0 ? g_default_release_gil != 0 : f->release_gil != 0;
+  if (release) {
+    PyThreadState* ts = PyEval_SaveThread();
+    rc = cell->safe_call(h, packed, 0, &result);
+    PyEval_RestoreThread(ts);
+  } else {
+    rc = cell->safe_call(h, packed, 0, &result);
+  }
+  if (rc != 0) return RaiseFromKFFIError(rc);
+  if (result.type_index == kKFFINone) Py_RETURN_NONE;
+  CallContext ctx;
+  return AnyToPy(&result, &ctx);
+}
+
+/// Calls with keyword arguments or with more arguments than fit inline (kept out of line so the
+/// common path stays small).
+__attribute__((noinline)) PyObject* FunctionVectorcallSlow(PyFunction* f, PyObject* const* args,
+                                                           Py_ssize_t nargs, PyObject* kwnames) {
+  std::vector<PyObject*> bound;
+  if (kwnames != nullptr && PyTuple_GET_SIZE(kwnames) != 0) {
+    if (BindKeywords(f, args, nargs, kwnames, &bound) != 0) return nullptr;
+    args = bound.data();
+    nargs = static_cast<Py_ssize_t>(bound.size());
+  }
+  auto* h = static_cast<KFFIObject*>(f->base.handle);
+  if (h == nullptr) {
+    PyErr_SetString(PyExc_ValueError, "Cannot call a released kffi.Function");
+    return nullptr;
+  }
+  KFFIAny inline_packed[kInlineArgs];
+  std::vector<KFFIAny> heap_packed;
+  KFFIAny* packed = inline_packed;
+  if (nargs > kInlineArgs) {
+    heap_packed.resize(static_cast<size_t>(nargs));
+    packed = heap_packed.data();
+  }
+  return CallFunction(f, h, args, nargs, packed);
+}
+
+PyObject* FunctionVectorcall(PyObject* self, PyObject* const* args, size_t nargsf,
+                             PyObject* kwnames) {
+  auto* f = reinterpret_cast<PyFunction*>(self);
+  Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+  if ((kwnames != nullptr && PyTuple_GET_SIZE(kwnames) != 0) || nargs > kInlineArgs) {
+    return FunctionVectorcallSlow(f, args, nargs, kwnames);
+  }
+  auto* h = static_cast<KFFIObject*>(f->base.handle);
+  if (h == nullptr) {
+    PyErr_SetString(PyExc_ValueError, "Cannot call a released kffi.Function");
+    return nullptr;
+  }
+  if (nargs == 0) return CallFunctionNoArgs(f, h);
+  KFFIAny packed[kInlineArgs];
+  return CallFunction(f, h, args, nargs, packed);
 }
 
 PyObject* FunctionNew(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
@@ -309,8 +359,7 @@ int FunctionSetParamNames(PyObject* self, PyObject* value, void*) {
 
 PyGetSetDef kFunctionGetSet[] = {
     {"release_gil", FunctionGetReleaseGil, FunctionSetReleaseGil,
-     "Release the GIL during native calls (None: follow kffi.set_default_release_gil).",
-     nullptr},
+     "Release the GIL during native calls (None: follow kffi.set_default_release_gil).", nullptr},
     {"_param_names", FunctionGetParamNames, FunctionSetParamNames,
      "Parameter names used for keyword arguments.", nullptr},
     {nullptr, nullptr, nullptr, nullptr, nullptr}};
@@ -469,9 +518,9 @@ int InitObjectTypes(PyObject* module) {
   g_object_type = reinterpret_cast<PyTypeObject*>(PyType_FromSpec(&object_spec));
   if (g_object_type == nullptr) return -1;
   PyRef bases(PyTuple_Pack(1, g_object_type));
-  PyType_Spec function_spec = {
-      "kffi.Function", sizeof(PyFunction), 0,
-      Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_HAVE_GC, kFunctionSlots};
+  PyType_Spec function_spec = {"kffi.Function", sizeof(PyFunction), 0,
+                               Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_HAVE_GC,
+                               kFunctionSlots};
   g_function_type =
       reinterpret_cast<PyTypeObject*>(PyType_FromSpecWithBases(&function_spec, bases.get()));
   if (g_function_type == nullptr) return -1;

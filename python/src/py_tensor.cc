@@ -46,10 +46,10 @@ bool NumpyDType(int type_num, DLDataType* out, int* itemsize) {
   static const struct {
     uint8_t code, bits;
   } kTable[] = {
-      {kDLBool, 8},  {kDLInt, 8},      {kDLUInt, 8},     {kDLInt, 16},   {kDLUInt, 16},
-      {kDLInt, 32},  {kDLUInt, 32},    {kDLInt, 64},     {kDLUInt, 64},  {kDLInt, 64},
-      {kDLUInt, 64}, {kDLFloat, 32},   {kDLFloat, 64},   {0, 0},         {kDLComplex, 64},
-      {kDLComplex, 128},
+      {kDLBool, 8},   {kDLInt, 8},  {kDLUInt, 8},     {kDLInt, 16},
+      {kDLUInt, 16},  {kDLInt, 32}, {kDLUInt, 32},    {kDLInt, 64},
+      {kDLUInt, 64},  {kDLInt, 64}, {kDLUInt, 64},    {kDLFloat, 32},
+      {kDLFloat, 64}, {0, 0},       {kDLComplex, 64}, {kDLComplex, 128},
   };
   if (type_num == 23) {  // NPY_HALF
     *out = DLDataType{kDLFloat, 16, 1};
@@ -80,8 +80,8 @@ bool IsNumpyArrayType(PyTypeObject* tp) {
 }
 
 const DLPackExchangeAPI* ExchangeAPIOf(PyTypeObject* tp) {
-  PyObject* cap = PyObject_GetAttrString(reinterpret_cast<PyObject*>(tp),
-                                         "__dlpack_c_exchange_api__");
+  PyObject* cap =
+      PyObject_GetAttrString(reinterpret_cast<PyObject*>(tp), "__dlpack_c_exchange_api__");
   if (cap == nullptr) {
     PyErr_Clear();
     return nullptr;
@@ -95,12 +95,26 @@ const DLPackExchangeAPI* ExchangeAPIOf(PyTypeObject* tp) {
   return api;
 }
 
-TensorTypeInfo Classify(PyTypeObject* tp) {
+// The last type classified, answered without hashing (entries are never removed, and the map
+// keeps the type alive).
+PyTypeObject* g_last_tensor_type = nullptr;
+TensorTypeInfo g_last_tensor_info{TensorKind::kNone, nullptr};
+
+TensorTypeInfo ClassifyNew(PyTypeObject* tp);
+
+inline TensorTypeInfo Classify(PyTypeObject* tp) {
+  if (tp == g_last_tensor_type) return g_last_tensor_info;
   if (g_tensor_types == nullptr) {
     g_tensor_types = new std::unordered_map<PyTypeObject*, TensorTypeInfo>();
   }
   auto it = g_tensor_types->find(tp);
-  if (it != g_tensor_types->end()) return it->second;
+  TensorTypeInfo info = it != g_tensor_types->end() ? it->second : ClassifyNew(tp);
+  g_last_tensor_type = tp;
+  g_last_tensor_info = info;
+  return info;
+}
+
+TensorTypeInfo ClassifyNew(PyTypeObject* tp) {
   TensorTypeInfo info{TensorKind::kNone, nullptr};
   if (const DLPackExchangeAPI* api = ExchangeAPIOf(tp)) {
     info = {TensorKind::kExchange, api};
@@ -133,8 +147,8 @@ void DLPackVersionedCapsuleDeleter(PyObject* cap) {
 int ImportViaDLPackProtocol(PyObject* obj, KFFIObjectHandle* out) {
   PyRef method(PyObject_GetAttrString(obj, "__dlpack__"));
   if (!method) return -1;
-  PyRef kwargs(Py_BuildValue("{s:(ii)}", "max_version", DLPACK_MAJOR_VERSION,
-                             DLPACK_MINOR_VERSION));
+  PyRef kwargs(
+      Py_BuildValue("{s:(ii)}", "max_version", DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION));
   PyRef empty(PyTuple_New(0));
   PyRef cap(PyObject_Call(method.get(), empty.get(), kwargs.get()));
   if (!cap && PyErr_ExceptionMatches(PyExc_TypeError)) {
@@ -173,9 +187,14 @@ bool FillFromNumpy(PyObject* obj, DLTensor* t, CallContext* ctx) {
   int itemsize = 0;
   if (!NumpyDType(d->type_num, &t->dtype, &itemsize)) return false;
   int64_t* strides = ctx->NewInt64Buffer(static_cast<size_t>(a->nd));
+  // Every item size in the table is a power of two: mask and shift instead of dividing.
+  const int64_t mask = itemsize - 1;
+  if ((itemsize & mask) != 0) return false;
+  const int shift = __builtin_ctz(static_cast<unsigned>(itemsize));
   for (int i = 0; i < a->nd; ++i) {
-    if (a->strides[i] % itemsize != 0) return false;  // DLPack strides count elements
-    strides[i] = a->strides[i] / itemsize;
+    const int64_t bytes = a->strides[i];
+    if ((bytes & mask) != 0) return false;  // DLPack strides count elements
+    strides[i] = bytes >> shift;            // exact: a multiple of itemsize (sign kept)
   }
   t->data = a->data;
   t->device = DLDevice{kDLCPU, 0};
@@ -280,8 +299,8 @@ int TensorToOwnedHandle(PyObject* obj, KFFIObjectHandle* out) {
     return 0;
   }
   if (info.kind == TensorKind::kNone) {
-    PyErr_Format(PyExc_TypeError,
-                 "Expected a tensor (an object with __dlpack__), got %s", Py_TYPE(obj)->tp_name);
+    PyErr_Format(PyExc_TypeError, "Expected a tensor (an object with __dlpack__), got %s",
+                 Py_TYPE(obj)->tp_name);
     return -1;
   }
   return ImportViaDLPackProtocol(obj, out);
@@ -358,8 +377,8 @@ PyObject* TensorInfo(PyObject*, PyObject* obj) {
     }
     strides = PyRef(Int64Tuple(s.data(), t->ndim));
   }
-  return Py_BuildValue("(NOO(iii)(ii)K)", PyLong_FromVoidPtr(t->data), shape.get(),
-                       strides.get(), t->dtype.code, t->dtype.bits, t->dtype.lanes,
+  return Py_BuildValue("(NOO(iii)(ii)K)", PyLong_FromVoidPtr(t->data), shape.get(), strides.get(),
+                       t->dtype.code, t->dtype.bits, t->dtype.lanes,
                        static_cast<int>(t->device.device_type), t->device.device_id,
                        static_cast<unsigned long long>(t->byte_offset));  // NOLINT
 }

@@ -46,10 +46,10 @@ namespace details {
   // A non-sticky error is also recorded as the thread's last error: clear it so that a later
   // cudaGetLastError() check (after a launch) does not report this one again.
   (void)cudaGetLastError();
-  ::kffi::details::ErrorBuilder("RuntimeError", file, line, func).self()
-      << "CUDA error: " << cudaGetErrorName(err) << ": " << cudaGetErrorString(err) << " (in "
-      << expr << ")";
-  __builtin_unreachable();  // the builder throws from its destructor, which GCC does not see
+  ::kffi::details::ErrorBuilder builder("RuntimeError", file, line, func);
+  builder << "CUDA error: " << cudaGetErrorName(err) << ": " << cudaGetErrorString(err) << " (in "
+          << expr << ")";
+  builder.Throw();
 }
 
 }  // namespace details

@@ -271,11 +271,14 @@ def test_compiled_function_takes_torch_and_jax_arrays(add_one):
     add_one(a, b)
     assert torch.equal(b, a + 1)
     try:
+        import jax
         import jax.numpy as jnp
     except ImportError:
         return
     out = np.zeros(16, np.float32)
-    add_one(jnp.arange(16, dtype=jnp.float32), out)
+    # The kernel is a CPU loop: put the JAX array on the CPU (JAX defaults to a GPU if it has one).
+    x = jax.device_put(jnp.arange(16, dtype=jnp.float32), jax.devices("cpu")[0])
+    add_one(x, out)
     np.testing.assert_array_equal(out, np.arange(16, dtype=np.float32) + 1)
 
 

@@ -11,6 +11,16 @@ import numpy as np
 import kffi
 
 
+ADD_ONE = r"""
+#include <kffi/tensor.h>
+void add_one(kffi::TensorView a, kffi::TensorView b) {
+  const float* x = static_cast<const float*>(a.data_ptr());
+  float* y = static_cast<float*>(b.data_ptr());
+  for (int64_t i = 0; i < a.size(0); ++i) y[i] = x[i] + 1.0f;
+}
+"""
+
+
 def per_call_ns(fn, *args, calls=20000, repeats=7):
     """Median time of one call, in nanoseconds (after a warm-up)."""
     for _ in range(1000):
@@ -54,6 +64,25 @@ def main(path):
         ("shape mismatch", lambda: scale(np.zeros(4, np.float32), x, 1.0)),
     ]
     for label, call in bad_calls:
+        try:
+            call()
+        except Exception as e:  # noqa: BLE001 - the point is to show them
+            print(f"  {label:<15} {type(e).__name__}: {e}")
+
+    print("\nA kernel compiled from Python with a contract (checked in compiled code):")
+    n = kffi.sym_int(divisibility=16)
+    add_one = kffi.compile(ADD_ONE, "add_one",
+                           kffi.fake_tensor("float32", (n,), align=16),
+                           kffi.fake_tensor("float32", (n,), align=16),
+                           param_names=["a", "b"])
+    a = np.arange(32, dtype=np.float32)
+    b = np.zeros(32, dtype=np.float32)
+    add_one(a, b)
+    print(f"  contract: {add_one.contract}")
+    print(f"  add_one(arange(32)) -> {b[:4].tolist()} ...")
+    for label, call in [("not divisible", lambda: add_one(a[:30], b[:30])),
+                        ("misaligned", lambda: add_one(a[1:17], b[1:17])),
+                        ("wrong dtype", lambda: add_one(a.astype(np.float64), b))]:
         try:
             call()
         except Exception as e:  # noqa: BLE001 - the point is to show them

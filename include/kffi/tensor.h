@@ -579,22 +579,11 @@ template <>
 struct TypeTraits<Tensor> {
   static constexpr bool convert_enabled = true;
   static constexpr int32_t field_static_type_index = kKFFITensor;
+  // Storing a Tensor is storing any object reference.
   static void CopyToAnyView(const Tensor& v, KFFIAny* r) {
-    const Object* obj = details::ObjectRefData(v).get();
-    if (obj == nullptr) {
-      details::SetNone(r);
-      return;
-    }
-    details::SetPOD(r, obj->type_index());
-    r->v_obj = details::ObjectUnsafe::Header(obj);
+    TypeTraits<ObjectRef>::CopyToAnyView(v, r);
   }
-  static void MoveToAny(Tensor v, KFFIAny* r) {
-    CopyToAnyView(v, r);
-    if (r->type_index != kKFFINone) {
-      (void)details::ObjectUnsafe::MoveToHandle(
-          std::move(details::ObjectUnsafe::RefData(static_cast<ObjectRef&>(v))));
-    }
-  }
+  static void MoveToAny(Tensor v, KFFIAny* r) { TypeTraits<ObjectRef>::MoveToAny(std::move(v), r); }
   static bool CheckAnyStrict(const KFFIAny* s) { return details::IsTensorObjectValue(s); }
   static Tensor CopyFromAnyViewAfterCheck(const KFFIAny* s) {
     return Tensor(details::ObjectUnsafe::FromBorrowedHandle<TensorObj>(s->v_obj));

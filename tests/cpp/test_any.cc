@@ -9,6 +9,8 @@
 #include <string>
 #include <unordered_map>
 
+#include "test_util.h"
+
 namespace {
 
 using kffi::Any;
@@ -30,18 +32,6 @@ class Box : public kffi::ObjectRef {
  public:
   KFFI_DEFINE_OBJECT_REF_METHODS(Box, kffi::ObjectRef, BoxObj)
 };
-
-// Runs f and returns the kffi::Error it throws (a failure if it throws none).
-template <typename F>
-kffi::Error CatchError(F&& f) {
-  try {
-    f();
-  } catch (const kffi::Error& e) {
-    return e;
-  }
-  ADD_FAILURE() << "expected a kffi::Error";
-  return kffi::Error("NoError", "");
-}
 
 const KFFIAny& RawOf(const Any& a) { return *kffi::details::AnyUnsafe::Raw(a); }
 

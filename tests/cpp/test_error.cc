@@ -9,6 +9,8 @@
 #include <thread>
 #include <vector>
 
+#include "test_util.h"
+
 namespace {
 
 using kffi::Error;
@@ -28,18 +30,6 @@ bool SlotIsEmpty() {
   bool empty = h == nullptr;
   KFFIObjectDecRef(h);
   return empty;
-}
-
-// Runs f and returns the kffi::Error it throws (a failure if it throws none).
-template <typename F>
-Error CatchError(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e;
-  }
-  ADD_FAILURE() << "expected a kffi::Error";
-  return Error("NoError", "");
 }
 
 std::vector<std::string> SplitLines(const std::string& s) {

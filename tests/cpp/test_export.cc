@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "test_util.h"
+
 namespace {
 
 double Scale(double x, double factor) { return x * factor; }
@@ -35,17 +37,6 @@ namespace {
 
 using kffi::Error;
 using kffi::Module;
-
-template <typename F>
-Error CatchError(F&& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e;
-  }
-  ADD_FAILURE() << "expected a kffi::Error";
-  return Error("NoError", "");
-}
 
 void* Symbol(int (*fn)(void*, const KFFIAny*, int32_t, KFFIAny*)) {
   return reinterpret_cast<void*>(fn);

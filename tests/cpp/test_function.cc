@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "test_util.h"
+
 namespace {
 
 using kffi::Any;
@@ -17,17 +19,6 @@ using kffi::Function;
 using kffi::PackedArgs;
 using kffi::String;
 using kffi::TypedFunction;
-
-template <typename F>
-kffi::Error CatchError(F&& f) {
-  try {
-    f();
-  } catch (const kffi::Error& e) {
-    return e;
-  }
-  ADD_FAILURE() << "expected a kffi::Error";
-  return kffi::Error("NoError", "");
-}
 
 KFFI_STATIC_INIT_BLOCK() {
   kffi::GlobalDef()

@@ -10,6 +10,8 @@
 #include <thread>
 #include <vector>
 
+#include "test_util.h"
+
 namespace {
 
 using kffi::Error;
@@ -20,18 +22,6 @@ std::string Canonical(const char* path) {
   char buf[PATH_MAX];
   if (realpath(path, buf) == nullptr) return std::string("<cannot resolve ") + path + ">";
   return buf;
-}
-
-// Runs fn and returns the kffi::Error it throws (a failure is recorded when it throws none).
-template <typename F>
-Error CatchError(F&& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e;
-  }
-  ADD_FAILURE() << "expected a kffi::Error";
-  return Error("NoError", "");
 }
 
 std::string LoadErrorPrefix(const std::string& path) {

@@ -183,7 +183,7 @@ def _positive_int(value, what):
 
 
 class FakeTensor:
-    """A tensor placeholder for kffi.compile: shape (ints and sym_ints), dtype(s), device,
+    """A fake tensor for kffi.compile: shape (ints and sym_ints), dtype(s), device,
     alignment, layout. Holds no data. See :func:`fake_tensor`."""
 
     __slots__ = ("dtypes", "shape", "align", "layout", "device", "strides", "offset0")
@@ -286,7 +286,7 @@ class _NameRepr(dict):
 
 def fake_tensor(dtype, shape, *, align=None, stride_order=None, device=None, contiguous=None,
                 strides=None, offset0=False) -> FakeTensor:
-    """A tensor placeholder for :func:`compile`.
+    """A fake tensor for :func:`compile`.
 
     ``dtype``: a name ("float32"), a torch/NumPy dtype, a tuple of alternatives, or None / "*"
     (any). ``shape``: ints and :func:`sym_int` s. ``align``: byte alignment of the first
@@ -302,7 +302,7 @@ def fake_tensor(dtype, shape, *, align=None, stride_order=None, device=None, con
 
 
 class FakeStream:
-    """A stream placeholder. ``env=True``: the environment stream (the caller framework's
+    """A fake stream. ``env=True``: the environment stream (the caller framework's
     current stream for the first non-CPU tensor), passed to the C++ function as ``void*`` and
     not part of the call signature."""
 
@@ -326,7 +326,7 @@ class FakeStream:
 
 
 def fake_stream(env: bool = True) -> FakeStream:
-    """A stream placeholder for :func:`compile` (see :class:`FakeStream`)."""
+    """A fake stream for :func:`compile` (see :class:`FakeStream`)."""
     return FakeStream(env)
 
 

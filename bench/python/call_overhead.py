@@ -633,30 +633,25 @@ def setup_bindings(args):
         info["tvm_ffi"] = tvm_ffi.__version__
     elif "tvm-ffi" in errors:
         skipped["tvm-ffi"] = errors["tvm-ffi"]
-    # nanobind
-    if "nanobind" in paths:
-        m = import_extension("kbench_nb", paths["nanobind"])
+    # nanobind and pybind11: each module has `<fn>` (GIL held) and `<fn>_nogil` (released)
+    ext_cases = {
+        "nanobind": ("kbench_nb", {"numpy3": "tensors3", "torch3": "tensors3",
+                                   "cuda3": "tensors3_stream"}),
+        "pybind11": ("kbench_pb", {"numpy3": "arrays3", "torch3": "dlpack3",
+                                   "cuda3": "dlpack3_stream"}),
+    }
+    for binding, (module_name, tensor_fns) in ext_cases.items():
+        if binding not in paths:
+            if binding in errors:
+                skipped[binding] = errors[binding]
+            continue
+        m = import_extension(module_name, paths[binding])
         if exchange_cap is not None:
             m.set_exchange_api(exchange_cap)
-        for case, fname in [("noop", "noop"), ("ints3", "ints3"), ("str1", "str1"),
-                            ("numpy3", "tensors3"), ("torch3", "tensors3"),
-                            ("cuda3", "tensors3_stream")]:
-            add("nanobind", case, "held", getattr(m, fname))
-            add("nanobind", case, "released", getattr(m, fname + "_nogil"))
-    elif "nanobind" in errors:
-        skipped["nanobind"] = errors["nanobind"]
-    # pybind11
-    if "pybind11" in paths:
-        m = import_extension("kbench_pb", paths["pybind11"])
-        if exchange_cap is not None:
-            m.set_exchange_api(exchange_cap)
-        for case, fname in [("noop", "noop"), ("ints3", "ints3"), ("str1", "str1"),
-                            ("numpy3", "arrays3"), ("torch3", "dlpack3"),
-                            ("cuda3", "dlpack3_stream")]:
-            add("pybind11", case, "held", getattr(m, fname))
-            add("pybind11", case, "released", getattr(m, fname + "_nogil"))
-    elif "pybind11" in errors:
-        skipped["pybind11"] = errors["pybind11"]
+        fns = {"noop": "noop", "ints3": "ints3", "str1": "str1", **tensor_fns}
+        for case, fname in fns.items():
+            add(binding, case, "held", getattr(m, fname))
+            add(binding, case, "released", getattr(m, fname + "_nogil"))
     # torch extension: torch.ops + pybind11(at::Tensor)
     torch_op_kind = None
     if "torch-ext" in paths:

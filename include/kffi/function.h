@@ -108,12 +108,8 @@ class TypedFunctionObj : public FunctionObj {
 
  private:
   template <size_t... I>
-  KFFI_INLINE void Invoke(const KFFIAny* args, KFFIAny* result, std::index_sequence<I...>) {
-    if constexpr (std::is_void_v<R>) {
-      callable_(ArgUnpacker<Args>::Unpack(args, I, this)...);
-    } else {
-      TypeTraitsNoCR<R>::MoveToAny(callable_(ArgUnpacker<Args>::Unpack(args, I, this)...), result);
-    }
+  KFFI_INLINE void Invoke(const KFFIAny* args, KFFIAny* result, std::index_sequence<I...> seq) {
+    InvokeUnpacked<R, Args...>(callable_, args, result, this, seq);
   }
 
  public:

@@ -89,6 +89,18 @@ struct ArgUnpacker {
   }
 };
 
+/// Unpacks args as Args... and calls f; a non-void result is moved into *result. obj names the
+/// function in messages (it provides SignatureStr()).
+template <typename R, typename... Args, typename F, typename Obj, size_t... I>
+KFFI_INLINE void InvokeUnpacked(F& f, const KFFIAny* args, KFFIAny* result, const Obj* obj,
+                                std::index_sequence<I...>) {
+  if constexpr (std::is_void_v<R>) {
+    f(ArgUnpacker<Args>::Unpack(args, I, obj)...);
+  } else {
+    TypeTraitsNoCR<R>::MoveToAny(f(ArgUnpacker<Args>::Unpack(args, I, obj)...), result);
+  }
+}
+
 /// Deduces R(Args...) of a callable (lambda, functor or function pointer).
 template <typename F, typename = void>
 struct CallableInfo : CallableInfo<decltype(&F::operator())> {};

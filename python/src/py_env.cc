@@ -44,16 +44,21 @@ int CheckSignalsHook() {
   PyGILState_Release(st);
   return rc;
 }
+/// Reads (device_type, device_id, stream) where stream is an int handle or None.
+bool ParseStreamArgs(PyObject* args, int* device_type, int* device_id, void** stream) {
+  PyObject* stream_obj;
+  if (!PyArg_ParseTuple(args, "iiO", device_type, device_id, &stream_obj)) return false;
+  *stream = stream_obj == Py_None ? nullptr : PyLong_AsVoidPtr(stream_obj);
+  return !PyErr_Occurred();
+}
 }  // namespace
 
 /// _env_push_stream(device_type, device_id, stream) -> previous stream (int); the explicit
 /// stream wins over the stream picked up from tensor arguments until _env_pop_stream.
 PyObject* EnvPushStream(PyObject*, PyObject* args) {
   int device_type, device_id;
-  PyObject* stream_obj;
-  if (!PyArg_ParseTuple(args, "iiO", &device_type, &device_id, &stream_obj)) return nullptr;
-  void* stream = stream_obj == Py_None ? nullptr : PyLong_AsVoidPtr(stream_obj);
-  if (PyErr_Occurred()) return nullptr;
+  void* stream;
+  if (!ParseStreamArgs(args, &device_type, &device_id, &stream)) return nullptr;
   KFFIStreamHandle prev = nullptr;
   KFFIEnvSetStream(device_type, device_id, stream, &prev);
   ++g_explicit_stream_depth;
@@ -63,10 +68,8 @@ PyObject* EnvPushStream(PyObject*, PyObject* args) {
 /// _env_pop_stream(device_type, device_id, previous)
 PyObject* EnvPopStream(PyObject*, PyObject* args) {
   int device_type, device_id;
-  PyObject* stream_obj;
-  if (!PyArg_ParseTuple(args, "iiO", &device_type, &device_id, &stream_obj)) return nullptr;
-  void* stream = stream_obj == Py_None ? nullptr : PyLong_AsVoidPtr(stream_obj);
-  if (PyErr_Occurred()) return nullptr;
+  void* stream;
+  if (!ParseStreamArgs(args, &device_type, &device_id, &stream)) return nullptr;
   KFFIEnvSetStream(device_type, device_id, stream, nullptr);
   if (g_explicit_stream_depth > 0) --g_explicit_stream_depth;
   Py_RETURN_NONE;

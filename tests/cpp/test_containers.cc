@@ -11,6 +11,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "test_util.h"
+
 namespace {
 
 using kffi::Any;
@@ -36,18 +38,6 @@ class Counted : public kffi::ObjectRef {
   explicit Counted(int v) : Counted(kffi::make_object<CountedObj>(v)) {}
   KFFI_DEFINE_OBJECT_REF_METHODS(Counted, kffi::ObjectRef, CountedObj)
 };
-
-// Runs f and checks that it throws a kffi::Error of this kind and message.
-template <typename F>
-void ExpectError(const std::string& kind, const std::string& message, F&& f) {
-  try {
-    f();
-    ADD_FAILURE() << "expected " << kind << ": " << message;
-  } catch (const kffi::Error& e) {
-    EXPECT_EQ(e.kind(), kind);
-    EXPECT_EQ(e.message(), message);
-  }
-}
 
 // The cell that follows an object's header, as the C ABI reads it.
 template <typename Cell>

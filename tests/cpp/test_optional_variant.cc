@@ -7,6 +7,8 @@
 #include <tuple>
 #include <utility>
 
+#include "test_util.h"
+
 namespace {
 
 using kffi::Any;
@@ -18,17 +20,6 @@ using kffi::Optional;
 using kffi::String;
 using kffi::Tuple;
 using kffi::Variant;
-
-template <typename F>
-void ExpectError(const std::string& kind, const std::string& message, F&& f) {
-  try {
-    f();
-    ADD_FAILURE() << "expected " << kind << ": " << message;
-  } catch (const kffi::Error& e) {
-    EXPECT_EQ(e.kind(), kind);
-    EXPECT_EQ(e.message(), message);
-  }
-}
 
 template <typename T>
 std::string TypeStr() {

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "test_util.h"
+
 namespace {
 
 using kffi::Tensor;
@@ -72,17 +74,6 @@ struct AlignedAlloc {
     ++*frees;
   }
 };
-
-template <typename F>
-kffi::Error CatchError(F f) {
-  try {
-    f();
-  } catch (const kffi::Error& e) {
-    return e;
-  }
-  ADD_FAILURE() << "expected a kffi::Error";
-  return kffi::Error("None", "no error");
-}
 
 Tensor MakeCPU(std::vector<int64_t> shape, int* frees) {
   int allocs = 0;

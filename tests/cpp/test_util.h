@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 #include <kffi/error.h>
 
+#include <string>
+
 /// Runs f and returns the kffi::Error it throws (a test failure is recorded when it throws none).
 template <typename F>
 kffi::Error CatchError(F&& f) {
@@ -15,6 +17,18 @@ kffi::Error CatchError(F&& f) {
   }
   ADD_FAILURE() << "expected a kffi::Error";
   return kffi::Error("NoError", "");
+}
+
+/// Runs f and checks that it throws a kffi::Error of this kind with exactly this message.
+template <typename F>
+void ExpectError(const std::string& kind, const std::string& message, F&& f) {
+  try {
+    f();
+    ADD_FAILURE() << "expected " << kind << ": " << message;
+  } catch (const kffi::Error& e) {
+    EXPECT_EQ(e.kind(), kind);
+    EXPECT_EQ(e.message(), message);
+  }
 }
 
 #endif  // KFFI_TESTS_CPP_TEST_UTIL_H_

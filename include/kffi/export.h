@@ -64,29 +64,18 @@ constexpr bool ParamNamesFit(const char* names) {
   return n == 0 || n == ExportSignature<std::remove_pointer_t<ObjPtr>>::kArity;
 }
 
-/// Makes the typed function object behind an export. Never released: the library is never
-/// unloaded, and an exit-time destructor could race with a call from another thread.
+/// The typed function object type of an export of a callable of type F (its signature).
 template <typename F>
-auto* MakeExportedFunction(F f, const char* name, const char* file, int line) {
-  using Callable = std::decay_t<F>;
-  using Obj = typename CallableInfo<Callable>::template TypedObj<Callable>;
-  ObjectPtr<Obj> p = make_object<Obj>(std::move(f), FunctionSource{name, file, line});
-  return static_cast<Obj*>(static_cast<Object*>(ObjectUnsafe::MoveToHandle(std::move(p))));
-}
+using ExportedObj = typename CallableInfo<F>::template TypedObj<F>;
 
 /// The body of `__kffi_<name>`: the typed function's own safe call, so argument errors are the
-/// standard ones ("Mismatched type on argument #1 when calling: `scale(...)`...").
-template <typename Obj>
-KFFI_INLINE int CallExported(Obj* (*get)(), const KFFIAny* args, int32_t num_args,
-                             KFFIAny* result) noexcept {
-  Obj* obj;
-  try {
-    obj = get();  // first call only: builds the object (may throw bad_alloc)
-  } catch (...) {
-    SetRaisedFromCurrentException();
-    return -1;
-  }
-  return Obj::SafeCall(static_cast<Object*>(obj), args, num_args, result);
+/// standard ones ("Mismatched type on argument #1 when calling: `scale(...)`..."). No object is
+/// built: the function is called directly, and name/file/line only feed error messages.
+template <typename F>
+KFFI_INLINE int CallExported(F (*get_fn)(), const char* name, const char* file, int line,
+                             const KFFIAny* args, int32_t num_args, KFFIAny* result) noexcept {
+  F fn = get_fn();  // the exported function itself: the call below is direct
+  return ExportedObj<F>::SafeCallWith(fn, name, file, line, args, num_args, result);
 }
 
 /// Appends s to out as the body of a JSON string (without quotes).
@@ -230,29 +219,26 @@ inline int RegisterSystemLibFunction(const char* symbol, void* fn, const char* m
           "__kffi_" #name, reinterpret_cast<void*>(&__kffi_##name), "__kffi__meta_" #name, \
           reinterpret_cast<void*>(&__kffi__meta_##name))
 
-// The typed function object is built on the first call (thread-safe static), so loading a
-// library costs nothing per export and the call path is one guard check and a direct call. The
+// No function object is built: the exported symbol unpacks the arguments and calls fn directly
+// (inlined where the compiler can), so loading a library costs nothing per export. The
 // expansion ends in a declaration without its semicolon, so `KFFI_EXPORT(...);` leaves no stray
 // one (-Wextra-semi).
 #define KFFI_EXPORT_IMPL_(name, fn, doc, param_names, visibility)                                  \
   static_assert(#name[0] != '_', "KFFI_EXPORT: names starting with '_' are reserved for kffi");    \
   static auto kffi_export_fn_##name() { return fn; }                                               \
-  static auto* kffi_export_obj_##name() {                                                          \
-    static auto* const obj =                                                                       \
-        ::kffi::details::MakeExportedFunction(kffi_export_fn_##name(), #name, __FILE__, __LINE__); \
-    return obj;                                                                                    \
-  }                                                                                                \
   extern "C" visibility int __kffi_##name(void*, const KFFIAny* args, int32_t num_args,            \
                                           KFFIAny* result) {                                       \
-    return ::kffi::details::CallExported(&kffi_export_obj_##name, args, num_args, result);         \
+    return ::kffi::details::CallExported(&kffi_export_fn_##name, #name, __FILE__, __LINE__, args,  \
+                                         num_args, result);                                        \
   }                                                                                                \
   extern "C" visibility int __kffi__meta_##name(void*, const KFFIAny*, int32_t, KFFIAny* result) { \
-    return ::kffi::details::ExportedMetadata<decltype(kffi_export_obj_##name())>(                  \
-        #name, doc, param_names, result);                                                          \
+    return ::kffi::details::ExportedMetadata<                                                      \
+        ::kffi::details::ExportedObj<decltype(kffi_export_fn_##name())>*>(#name, doc, param_names, \
+                                                                          result);                 \
   }                                                                                                \
-  static_assert(                                                                                   \
-      ::kffi::details::ParamNamesFit<decltype(kffi_export_obj_##name())>(param_names),             \
-      "KFFI_EXPORT_DOC: give one parameter name per parameter, comma separated, or \"\"")
+  static_assert(::kffi::details::ParamNamesFit<                                                    \
+                    ::kffi::details::ExportedObj<decltype(kffi_export_fn_##name())>*>(param_names), \
+                "KFFI_EXPORT_DOC: give one parameter name per parameter, comma separated, or \"\"")
 
 // ---- Contracts ------------------------------------------------------------------------------
 // KFFI_EXPORT_CONTRACT needs <kffi/contract.h> (which includes this header): only translation

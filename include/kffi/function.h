@@ -47,15 +47,18 @@ struct FunctionSource {
 
 /// Puts the exception being handled into the error slot, adding the frame of the function it
 /// leaves (so backtraces grow by one frame per boundary crossed).
-inline void SetRaisedLeaving(const FunctionSource& src) noexcept {
+inline void SetRaisedLeaving(const char* name, const char* file, int line) noexcept {
   SetRaisedFromCurrentException();
   KFFIObjectHandle err = nullptr;
   KFFIErrorMoveFromRaised(&err);
   if (err == nullptr) return;
-  const KFFIByteArray* frame = KFFIBacktrace(src.file, src.line, src.name.c_str(), 1);
+  const KFFIByteArray* frame = KFFIBacktrace(file, line, name, 1);
   KFFIErrorGetCellPtr(err)->update_backtrace(err, frame, kKFFIBacktraceUpdateModeAppend);
   KFFIErrorSetRaised(err);
   KFFIObjectDecRef(err);
+}
+inline void SetRaisedLeaving(const FunctionSource& src) noexcept {
+  SetRaisedLeaving(src.name.c_str(), src.file, src.line);
 }
 
 /// A Function object around a packed callable void(PackedArgs, Any*).
@@ -94,29 +97,43 @@ class TypedFunctionObj : public FunctionObj {
   }
   static int SafeCall(void* self, const KFFIAny* args, int32_t num_args, KFFIAny* result) {
     auto* obj = static_cast<TypedFunctionObj*>(static_cast<Object*>(self));
+    const FunctionSource& src = obj->source_;
+    return SafeCallWith(obj->callable_, src.name.c_str(), src.file, src.line, args, num_args,
+                        result);
+  }
+
+  /// SafeCall through f (of the stored callable's type) with no object: name, file and line
+  /// only appear in errors. Exports pass the function itself, a compile-time constant, so the
+  /// call is direct and can be inlined, and nothing is built before the first error.
+  template <typename F>
+  KFFI_INLINE static int SafeCallWith(F& f, const char* name, const char* file, int line,
+                                      const KFFIAny* args, int32_t num_args,
+                                      KFFIAny* result) noexcept {
     try {
       if (KFFI_UNLIKELY(num_args != static_cast<int32_t>(sizeof...(Args)))) {
-        obj->FailCount(num_args);
+        FailCount(name, num_args);
       }
-      obj->Invoke(args, result, std::index_sequence_for<Args...>());
+      const Named named{name};
+      InvokeUnpacked<R, Args...>(f, args, result, &named, std::index_sequence_for<Args...>());
       return 0;
     } catch (...) {
-      SetRaisedLeaving(obj->source_);
+      SetRaisedLeaving(name, file, line);
       return -1;
     }
   }
 
- private:
-  template <size_t... I>
-  KFFI_INLINE void Invoke(const KFFIAny* args, KFFIAny* result, std::index_sequence<I...> seq) {
-    InvokeUnpacked<R, Args...>(callable_, args, result, this, seq);
-  }
-
- public:
   /// The wrong-count error, kept out of line so the call path stays small.
-  [[noreturn]] KFFI_NOINLINE void FailCount(int32_t num_args) const {
-    ThrowArgCountError(Signature<R, Args...>::Str(source_.name), sizeof...(Args), num_args);
+  [[noreturn]] KFFI_NOINLINE static void FailCount(const char* name, int32_t num_args) {
+    ThrowArgCountError(Signature<R, Args...>::Str(name), sizeof...(Args), num_args);
   }
+  [[noreturn]] void FailCount(int32_t num_args) const {
+    FailCount(source_.name.c_str(), num_args);
+  }
+  /// The function's name where argument errors need the signature (cold).
+  struct Named {
+    const char* name;
+    std::string SignatureStr() const { return Signature<R, Args...>::Str(name); }
+  };
   /// Called only on a mismatch (cold): the full signature for the message.
   std::string SignatureStr() const { return Signature<R, Args...>::Str(source_.name); }
 

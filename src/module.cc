@@ -51,6 +51,32 @@ struct Library {
   // A weak reference to the live module object, so that loading the file again while the module
   // lives returns it, and a module nobody holds can still die. Guarded by LibraryTable::mutex.
   KFFIObject* module_weak = nullptr;
+  // What the library's static initialisers reported while it was opened
+  // (KFFIModuleReportLoadError): every load of it fails with this. Empty kind: none.
+  std::string load_error_kind;
+  std::string load_error_message;
+};
+
+// The reports of the library being opened on this thread (null: no load in progress).
+struct LoadReports {
+  std::string kind;  // of the first report
+  std::vector<std::string> messages;
+};
+thread_local LoadReports* t_load_reports = nullptr;
+
+// Collects reports while dlopen runs a library's static initialisers (which may load other
+// modules themselves: the previous collector comes back afterwards).
+class LoadReportScope {
+ public:
+  LoadReportScope() : prev_(t_load_reports) { t_load_reports = &reports_; }
+  ~LoadReportScope() { t_load_reports = prev_; }
+  LoadReportScope(const LoadReportScope&) = delete;
+  LoadReportScope& operator=(const LoadReportScope&) = delete;
+  const LoadReports& reports() const { return reports_; }
+
+ private:
+  LoadReports reports_;
+  LoadReports* prev_;
 };
 
 // canonical path -> library. Heap-allocated and never freed, like the libraries themselves.
@@ -257,6 +283,7 @@ Library* OpenLibrary(const std::string& given, const std::string& canonical) {
   // RTLD_LOCAL: a kernel library's symbols must not satisfy another library's references (two
   // libraries may both define __kffi_scale). RTLD_LAZY: unresolved code is only bound if called.
   dlerror();
+  LoadReportScope reports;
   void* handle = dlopen(canonical.c_str(), RTLD_LAZY | RTLD_LOCAL);
   if (handle == nullptr) {
     std::string why = DlErrorText();
@@ -277,7 +304,19 @@ Library* OpenLibrary(const std::string& given, const std::string& canonical) {
   lib->dl_handle = handle;
   lib->names_known = elf.readable;
   lib->functions = std::move(elf.functions);
+  if (!reports.reports().messages.empty()) {
+    lib->load_error_kind = reports.reports().kind;
+    for (const std::string& m : reports.reports().messages) {
+      lib->load_error_message += (lib->load_error_message.empty() ? "" : "\n") + m;
+    }
+  }
   return lib;
+}
+
+// Fails the load of a library whose static initialisers reported problems.
+void CheckLoadErrors(const Library* lib, const std::string& given) {
+  if (lib->load_error_kind.empty()) return;
+  ThrowCApiError(lib->load_error_kind, LoadError(given, lib->load_error_message));
 }
 
 // A strong reference to the library's live module, or a new module. Caller holds the table lock.
@@ -302,7 +341,10 @@ KFFIObject* LoadModule(const std::string& given) {
   {
     std::lock_guard<std::mutex> lock(table->mutex);
     auto it = table->by_path.find(canonical);
-    if (it != table->by_path.end()) return AcquireModuleLocked(it->second);
+    if (it != table->by_path.end()) {
+      CheckLoadErrors(it->second, given);
+      return AcquireModuleLocked(it->second);
+    }
   }
   // Opened without the lock: dlopen runs the library's static initialisers, which may load
   // other modules themselves.
@@ -310,6 +352,7 @@ KFFIObject* LoadModule(const std::string& given) {
   std::lock_guard<std::mutex> lock(table->mutex);
   auto inserted = table->by_path.emplace(canonical, opened);
   if (!inserted.second) delete opened;  // another thread won; dlopen handles are counted, fine
+  CheckLoadErrors(inserted.first->second, given);
   return AcquireModuleLocked(inserted.first->second);
 }
 
@@ -345,6 +388,22 @@ int KFFIModuleGetSystemLib(KFFIObjectHandle* out) {
   }
   RuntimeIncRef(sys->module);
   *out = sys->module;
+  KFFI_CAPI_END();
+}
+
+int KFFIModuleReportLoadError(const KFFIByteArray* kind, const KFFIByteArray* message,
+                              int32_t* taken) {
+  KFFI_CAPI_BEGIN();
+  CheckOutArg(taken, "KFFIModuleReportLoadError: taken");
+  *taken = 0;
+  std::string_view k = ByteArrayArg(kind, "KFFIModuleReportLoadError: kind");
+  std::string_view m = ByteArrayArg(message, "KFFIModuleReportLoadError: message");
+  if (k.empty()) ThrowCApiError("ValueError", "KFFIModuleReportLoadError: kind is empty");
+  LoadReports* reports = t_load_reports;
+  if (reports == nullptr) return 0;
+  if (reports->messages.empty()) reports->kind = std::string(k);
+  reports->messages.emplace_back(m);
+  *taken = 1;
   KFFI_CAPI_END();
 }
 

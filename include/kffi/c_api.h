@@ -20,7 +20,7 @@
  * Version. One source: the build, the Python package and the docs read these macros.
  * ------------------------------------------------------------------------------------------- */
 #define KFFI_VERSION_MAJOR 0
-#define KFFI_VERSION_MINOR 1
+#define KFFI_VERSION_MINOR 2
 #define KFFI_VERSION_PATCH 0
 /** The ABI version: bumped on any break of layout or behaviour (docs/abi.md). */
 #define KFFI_ABI_VERSION 1
@@ -396,6 +396,13 @@ KFFI_DLL int KFFIModuleGetSystemLib(KFFIObjectHandle* out);
  * "__kffi__abi_version" (then symbol points at a uint32_t, and a value other than this runtime's
  * ABI version is refused). The same name with another symbol is a KeyError. */
 KFFI_DLL int KFFIModuleRegisterSystemLibSymbol(const char* name, void* symbol);
+/** Reports a problem that a library's static initialisation found in one of its exports (e.g. a
+ * malformed contract): kind and message (borrowed) as an error's. When KFFIModuleLoadFromFile is
+ * opening that library on this thread, the load fails with this error, then and on every later
+ * load of the file, and *taken is set to 1; otherwise *taken is 0 and the library reports the
+ * problem itself (e.g. on every call of the export). Added in 0.2. */
+KFFI_DLL int KFFIModuleReportLoadError(const KFFIByteArray* kind, const KFFIByteArray* message,
+                                       int32_t* taken);
 /** Looks up function name (borrowed) in mod (borrowed) and, when query_imports is nonzero, then
  * in its imports (depth first, in import order): *out owned (the function keeps mod alive), or
  * NULL when absent. */

@@ -419,8 +419,33 @@ ObjectPtr<typename ContractInfo<F>::type> MakeContractObj(F f, const Contract& c
                                                      FunctionSource{c.name(), file, line});
 }
 
+#if defined(__GNUC__) && !defined(_WIN32)
+// Weak: a library built with these headers still loads in a 0.1 runtime, which lacks it.
+extern "C" __attribute__((weak)) int KFFIModuleReportLoadError(const KFFIByteArray* kind,
+                                                               const KFFIByteArray* message,
+                                                               int32_t* taken);
+#endif
+
+/// Hands a problem found while the library loads to the module loader, so that
+/// Module::Load fails with it (when a load is in progress on this thread; the export raises it
+/// on every call either way).
+inline void ReportLoadError(const std::string& kind, const std::string& message) noexcept {
+#if defined(__GNUC__) && !defined(_WIN32)
+  if (&KFFIModuleReportLoadError == nullptr) return;
+#endif
+  KFFIByteArray k{kind.data(), kind.size()};
+  KFFIByteArray m{message.data(), message.size()};
+  int32_t taken = 0;
+  if (KFFIModuleReportLoadError(&k, &m, &taken) != 0) {
+    KFFIObjectHandle err = nullptr;
+    KFFIErrorMoveFromRaised(&err);
+    if (err != nullptr) KFFIObjectDecRef(err);
+  }
+}
+
 /// What KFFI_EXPORT_CONTRACT keeps for one export, built at load time: the function, or the
-/// error that a malformed contract made (raised by every call and by the metadata query).
+/// error that a malformed contract made (reported to the module loader, which fails the load, and
+/// raised by every call and by the metadata query).
 template <typename F>
 class ContractExport {
  public:
@@ -440,6 +465,7 @@ class ContractExport {
       kind_ = "InternalError";
       message_ = e.what();
     }
+    if (obj_ == nullptr) ReportLoadError(kind_, message_);
   }
   KFFI_INLINE int Call(const KFFIAny* args, int32_t num_args, KFFIAny* result) noexcept {
     if (KFFI_LIKELY(obj_ != nullptr)) {

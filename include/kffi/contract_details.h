@@ -169,24 +169,27 @@ KFFI_INLINE uint64_t BindBits(const DimCheck& d, int64_t v) {
   return bad;
 }
 
-/// Mismatch bits of n shape or stride entries against their checks. kDynamic: some symbol is
-/// first seen under an Optional (kDimBindOrMatch); without those the loop makes no call, so the
-/// common case keeps everything in registers.
+/// Mismatch bits of one shape or stride entry v against its check. kDynamic: the symbol may be
+/// first seen under an Optional (kDimBindOrMatch). Which branch runs is fixed per entry, so it
+/// is predicted on every call after the first.
+template <bool kDynamic>
+KFFI_INLINE uint64_t DimBits(const DimCheck& d, int64_t v, RunState* st) {
+  if (d.mode == kDimMatch ||
+      (kDynamic && d.mode == kDimBindOrMatch && ((st->bound >> d.slot) & 1) != 0)) {
+    return static_cast<uint64_t>(v ^ st->values[d.slot]);
+  }
+  if (d.mode == kDimLiteral) return static_cast<uint64_t>(v ^ d.value);
+  if (kDynamic) st->bound |= UINT64_C(1) << d.slot;
+  st->values[d.slot] = v;
+  return d.flags != 0 ? BindBits(d, v) : 0;
+}
+
+/// Mismatch bits of n shape or stride entries against their checks. Without kDynamic the loop
+/// makes no call, so the common case keeps everything in registers.
 template <bool kDynamic>
 KFFI_INLINE uint64_t DimsBits(const DimCheck* d, const int64_t* v, int32_t n, RunState* st) {
   uint64_t bad = 0;
-  for (int32_t i = 0; i < n; ++i) {
-    if (d[i].mode == kDimMatch ||
-        (kDynamic && d[i].mode == kDimBindOrMatch && ((st->bound >> d[i].slot) & 1) != 0)) {
-      bad |= static_cast<uint64_t>(v[i] ^ st->values[d[i].slot]);
-    } else if (d[i].mode == kDimLiteral) {
-      bad |= static_cast<uint64_t>(v[i] ^ d[i].value);
-    } else {
-      if (kDynamic) st->bound |= UINT64_C(1) << d[i].slot;
-      st->values[d[i].slot] = v[i];
-      if (d[i].flags != 0) bad |= BindBits(d[i], v[i]);
-    }
-  }
+  for (int32_t i = 0; i < n; ++i) bad |= DimBits<kDynamic>(d[i], v[i], st);
   return bad;
 }
 KFFI_NOINLINE inline uint64_t DynamicDimsBits(const DimCheck* d, const int64_t* v, int32_t n,
@@ -295,9 +298,60 @@ KFFI_INLINE uint64_t HeadBits(const TensorCheck& c, const DLTensor* t, RunState*
   return bad;
 }
 
-/// A tensor of a simple op (Op::simple): no call, so the caller's loop keeps its registers.
-KFFI_INLINE bool SimpleTensor(const Plan& p, const TensorCheck& c, const DLTensor* t,
-                              RunState* st) {
+/// RowMajorOk for a tensor of kNdim dimensions with shape sh, unrolled: mismatch bits (0:
+/// compact). Whether the tensor is empty (every layout fits) is only asked after a mismatch.
+template <int kNdim>
+KFFI_INLINE uint64_t RowMajorBits(const DLTensor* t, const int64_t* sh) {
+  const int64_t* strides = t->strides;
+  if (strides == nullptr) return 0;
+  uint64_t expected = 1;
+  uint64_t bad = 0;
+#pragma GCC unroll 8
+  for (int k = kNdim - 1; k >= 0; --k) {
+    bad |= (static_cast<uint64_t>(strides[k]) ^ expected) & (sh[k] == 1 ? 0 : ~UINT64_C(0));
+    expected *= static_cast<uint64_t>(sh[k]);
+  }
+  if (KFFI_UNLIKELY(bad != 0)) {
+    for (int k = 0; k < kNdim; ++k) {
+      if (sh[k] == 0) return 0;
+    }
+  }
+  return bad;
+}
+
+/// SimpleTensor for kNdim dimensions (the plan's ndim): straight-line code, no loops. The shape
+/// is read once into locals (stores to the symbol values could otherwise alias it).
+template <int kNdim>
+KFFI_INLINE bool SimpleTensorN(const Plan& p, const TensorCheck& c, const DLTensor* t,
+                               RunState* st) {
+  if (KFFI_UNLIKELY(HeadBits(c, t, st) != 0)) return false;  // ndim checked: shape is readable
+  const DimCheck* d = &p.dims[c.dims_begin];
+  int64_t sh[kNdim];
+#pragma GCC unroll 8
+  for (int i = 0; i < kNdim; ++i) sh[i] = t->shape[i];
+  uint64_t bad = 0;
+#pragma GCC unroll 8
+  for (int i = 0; i < kNdim; ++i) bad |= DimBits<false>(d[i], sh[i], st);
+  if (c.check_strides) bad |= RowMajorBits<kNdim>(t, sh);
+  return bad == 0;
+}
+
+/// A tensor of a simple op (Op::simple, here its rank class): no call, so the caller's loop
+/// keeps its registers. Ranks 1 to 4 run unrolled code.
+KFFI_INLINE bool SimpleTensor(const Plan& p, uint8_t simple, const TensorCheck& c,
+                              const DLTensor* t, RunState* st) {
+  switch (simple) {
+    case 1:
+      return SimpleTensorN<1>(p, c, t, st);
+    case 2:
+      return SimpleTensorN<2>(p, c, t, st);
+    case 3:
+      return SimpleTensorN<3>(p, c, t, st);
+    case 4:
+      return SimpleTensorN<4>(p, c, t, st);
+    default:
+      break;
+  }
   if (KFFI_UNLIKELY(HeadBits(c, t, st) != 0)) return false;  // before reading shape[ndim - 1]
   uint64_t bad = DimsBits<false>(&p.dims[c.dims_begin], t->shape, c.ndim, st);
   if (c.check_strides) bad |= !RowMajorOk(t);
@@ -372,6 +426,20 @@ KFFI_NOINLINE inline bool GeneralRun(const Plan& p, RunState* st, size_t first) 
   return true;
 }
 
+/// The leading Plan::uniform_count arguments, all simple tensors of rank kNdim: true when every
+/// one is a DLTensor* that passes. False sends the call to the general loop (from the start).
+template <int kNdim>
+KFFI_INLINE bool UniformRun(const Plan& p, const KFFIAny* args, RunState* st) {
+  const TensorCheck* checks = p.tensors.data();
+  const int32_t n = p.uniform_count;
+  for (int32_t i = 0; i < n; ++i) {
+    if (KFFI_UNLIKELY(args[i].type_index != kKFFIDLTensorPtr)) return false;
+    const auto* t = static_cast<const DLTensor*>(args[i].v_ptr);
+    if (KFFI_UNLIKELY(!SimpleTensorN<kNdim>(p, checks[i], t, st))) return false;
+  }
+  return true;
+}
+
 /// Whether the call arguments pass every check. The loop handles the common ops (a call argument
 /// that is a tensor with a plain check, Op::simple) without making any call, so that everything
 /// stays in registers; at the first other op it hands the rest to GeneralRun.
@@ -380,7 +448,26 @@ KFFI_INLINE bool FastRun(const Plan& p, const KFFIAny* args, int32_t num_args, R
   st->frames[0] = args;
   const Op* ops = p.ops.data();
   const size_t n = p.ops.size();
-  for (size_t i = 0; i < n; ++i) {
+  size_t first = 0;
+  bool uniform = false;
+  switch (p.uniform_ndim) {
+    case 1:
+      uniform = UniformRun<1>(p, args, st);
+      break;
+    case 2:
+      uniform = UniformRun<2>(p, args, st);
+      break;
+    case 3:
+      uniform = UniformRun<3>(p, args, st);
+      break;
+    case 4:
+      uniform = UniformRun<4>(p, args, st);
+      break;
+    default:
+      break;
+  }
+  if (uniform) first = static_cast<size_t>(p.uniform_count);
+  for (size_t i = first; i < n; ++i) {
     const Op& op = ops[i];
     const KFFIAny* v = args + op.index;
     const DLTensor* t;
@@ -391,7 +478,7 @@ KFFI_INLINE bool FastRun(const Plan& p, const KFFIAny* args, int32_t num_args, R
     } else {
       return GeneralRun(p, st, i);
     }
-    if (KFFI_UNLIKELY(!SimpleTensor(p, p.tensors[op.spec], t, st))) return false;
+    if (KFFI_UNLIKELY(!SimpleTensor(p, op.simple, p.tensors[op.spec], t, st))) return false;
   }
   return true;
 }

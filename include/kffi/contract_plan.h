@@ -33,7 +33,8 @@ enum RefMode : uint8_t { kRefSet, kRefCompare, kRefDynamic };
 /// One value to check, in check order: a call argument or a tuple element.
 struct Op {
   uint8_t kind;
-  uint8_t simple;     // a required call argument of a tensor whose check makes no call
+  uint8_t simple;     // a required call argument of a tensor whose check makes no call: its
+                      // ndim when 1 to 4 (unrolled checks), 5 for other ranks, else 0
   uint8_t optional;   // None is accepted
   uint8_t frame;      // where the value lives: 0 the call arguments, else a tuple's elements
   uint8_t out_frame;  // tuple: the frame that receives its elements
@@ -123,6 +124,10 @@ struct Plan {
   uint64_t static_bound = 0;           // symbols that every passing call binds
   int32_t num_args = 0;
   bool has_env_stream = false;
+  /// 1 to 4 when the leading uniform_count ops are call arguments in order, each a simple tensor
+  /// of that rank (Op::simple) with tensors[i] its check: FastRun runs them without reading ops.
+  uint8_t uniform_ndim = 0;
+  int32_t uniform_count = 0;
 
   int32_t SlotOf(std::string_view symbol) const {
     for (size_t i = 0; i < symbols.size(); ++i) {
@@ -163,6 +168,17 @@ class PlanBuilder {
       AddValue(params[i].type, 0, arg, params[i].name, arg, false);
     }
     p_->signature += ")";
+    // The leading run of same-rank simple tensors (see Plan::uniform_ndim).
+    const std::vector<Op>& ops = p_->ops;
+    if (!ops.empty() && ops[0].simple >= 1 && ops[0].simple <= 4) {
+      size_t k = 0;
+      while (k < ops.size() && ops[k].simple == ops[0].simple && ops[k].frame == 0 &&
+             ops[k].index == static_cast<int32_t>(k) && ops[k].spec == static_cast<int32_t>(k)) {
+        ++k;
+      }
+      p_->uniform_ndim = ops[0].simple;
+      p_->uniform_count = static_cast<int32_t>(k);
+    }
     for (const ExprNode& node : p_->ast.nodes) {
       if (node.op == ExprNode::kSym && p_->SlotOf(node.symbol) < 0) {
         throw SyntaxError{node.pos, "symbol `" + node.symbol + "` is not bound by any parameter"};
@@ -236,8 +252,9 @@ class PlanBuilder {
     if (t.optional) info.expected += " or None";
     if (op.kind == kOpTensor && frame == 0 && !t.optional) {
       const TensorCheck& c = p_->tensors[static_cast<size_t>(op.spec)];
-      op.simple = !c.extra && !c.dynamic_dims && !c.has_strides &&
-                  (c.layout == kLayoutAny || c.layout == kLayoutRowMajor);
+      const bool simple = !c.extra && !c.dynamic_dims && !c.has_strides &&
+                          (c.layout == kLayoutAny || c.layout == kLayoutRowMajor);
+      op.simple = !simple ? 0 : c.ndim >= 1 && c.ndim <= 4 ? static_cast<uint8_t>(c.ndim) : 5;
     }
     p_->ops.push_back(op);
     p_->op_info.push_back(std::move(info));

@@ -236,9 +236,10 @@ inline int RegisterSystemLibFunction(const char* symbol, void* fn, const char* m
         ::kffi::details::ExportedObj<decltype(kffi_export_fn_##name())>*>(#name, doc, param_names, \
                                                                           result);                 \
   }                                                                                                \
-  static_assert(::kffi::details::ParamNamesFit<                                                    \
-                    ::kffi::details::ExportedObj<decltype(kffi_export_fn_##name())>*>(param_names), \
-                "KFFI_EXPORT_DOC: give one parameter name per parameter, comma separated, or \"\"")
+  static_assert(                                                                                   \
+      ::kffi::details::ParamNamesFit<                                                              \
+          ::kffi::details::ExportedObj<decltype(kffi_export_fn_##name())>*>(param_names),          \
+      "KFFI_EXPORT_DOC: give one parameter name per parameter, comma separated, or \"\"")
 
 // ---- Contracts ------------------------------------------------------------------------------
 // KFFI_EXPORT_CONTRACT needs <kffi/contract.h> (which includes this header): only translation
@@ -247,9 +248,10 @@ inline int RegisterSystemLibFunction(const char* symbol, void* fn, const char* m
 /// Exports fn like KFFI_EXPORT, with a contract: a declared signature whose check plan runs before
 /// fn on every call (grammar and semantics in <kffi/contract.h>). The text is parsed when the
 /// library is loaded; a malformed contract (or one that does not fit fn's C++ parameters) makes
-/// every call and the metadata query raise ValueError "Invalid contract for `name` at column N:
-/// ...". The metadata gets "contract", the parameter names and types of the contract, "outputs",
-/// "symbols" and "env_stream".
+/// Module::Load fail with ValueError "Cannot load module `path`: Invalid contract for `name` at
+/// column N: ..." (and, where the library was opened some other way, every call and the metadata
+/// query raise it). The metadata gets "contract", the parameter names and types of the contract,
+/// "outputs", "symbols" and "env_stream".
 ///   void Scale(kffi::TensorView y, kffi::TensorView x, double factor);
 ///   KFFI_EXPORT_CONTRACT(scale, Scale,
 ///                        "y: Tensor([n], float32), x: Tensor([n], float32), factor: float");

@@ -126,9 +126,7 @@ class TypedFunctionObj : public FunctionObj {
   [[noreturn]] KFFI_NOINLINE static void FailCount(const char* name, int32_t num_args) {
     ThrowArgCountError(Signature<R, Args...>::Str(name), sizeof...(Args), num_args);
   }
-  [[noreturn]] void FailCount(int32_t num_args) const {
-    FailCount(source_.name.c_str(), num_args);
-  }
+  [[noreturn]] void FailCount(int32_t num_args) const { FailCount(source_.name.c_str(), num_args); }
   /// The function's name where argument errors need the signature (cold).
   struct Named {
     const char* name;

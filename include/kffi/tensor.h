@@ -566,10 +566,13 @@ template <typename T>
 inline constexpr bool kAlwaysFalse = false;
 
 /// True for Tensor objects, including subclasses registered by other libraries.
-KFFI_INLINE bool IsTensorObjectValue(const KFFIAny* s) {
-  if (KFFI_LIKELY(s->type_index == kKFFITensor)) return true;
+KFFI_NOINLINE inline bool IsTensorSubclassValue(const KFFIAny* s) {
   return s->type_index >= kKFFIDynObjectBegin &&
          static_cast<const Object*>(static_cast<const void*>(s->v_obj))->IsInstance<TensorObj>();
+}
+KFFI_INLINE bool IsTensorObjectValue(const KFFIAny* s) {
+  if (KFFI_LIKELY(s->type_index == kKFFITensor)) return true;
+  return IsTensorSubclassValue(s);
 }
 }  // namespace details
 
@@ -617,8 +620,8 @@ struct TypeTraits<TensorView> {
                   "a TensorView is borrowed and cannot be returned or stored as an owned value; "
                   "return a kffi::Tensor");
   }
-  static bool CheckAnyStrict(const KFFIAny* s) {
-    return s->type_index == kKFFIDLTensorPtr || details::IsTensorObjectValue(s);
+  KFFI_INLINE static bool CheckAnyStrict(const KFFIAny* s) {
+    return KFFI_LIKELY(s->type_index == kKFFIDLTensorPtr) || details::IsTensorObjectValue(s);
   }
   static TensorView CopyFromAnyViewAfterCheck(const KFFIAny* s) {
     if (s->type_index == kKFFIDLTensorPtr) return TensorView(static_cast<DLTensor*>(s->v_ptr));

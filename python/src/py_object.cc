@@ -257,8 +257,7 @@ KFFI_NOINLINE PyObject* CallFunctionNoArgs(PyFunction* f) {
 }
 
 /// Positional calls with up to kInlineArgs arguments, packed on the stack.
-KFFI_NOINLINE PyObject* CallFunctionInline(PyFunction* f, PyObject* const* args,
-                                           Py_ssize_t nargs) {
+KFFI_NOINLINE PyObject* CallFunctionInline(PyFunction* f, PyObject* const* args, Py_ssize_t nargs) {
   auto* h = static_cast<KFFIObject*>(f->base.handle);
   if (KFFI_UNLIKELY(h == nullptr)) return RaiseReleasedFunction();
   KFFIAny packed[kInlineArgs];

@@ -105,6 +105,8 @@ KFFI_ABI_SIGNATURE(KFFIEnvSetCheckSignalsHook, void (*)(SignalHook, SignalHook*)
 KFFI_ABI_SIGNATURE(KFFIModuleLoadFromFile, int (*)(const ByteArray*, Handle*));
 KFFI_ABI_SIGNATURE(KFFIModuleGetSystemLib, int (*)(Handle*));
 KFFI_ABI_SIGNATURE(KFFIModuleRegisterSystemLibSymbol, int (*)(const char*, void*));
+KFFI_ABI_SIGNATURE(KFFIModuleReportLoadError,
+                   int (*)(const KFFIByteArray*, const KFFIByteArray*, int32_t*));
 KFFI_ABI_SIGNATURE(KFFIModuleGetFunction, int (*)(Handle, const ByteArray*, int, Handle*));
 KFFI_ABI_SIGNATURE(KFFIModuleListFunctions, int (*)(Handle, int, NameVisitor, void*));
 KFFI_ABI_SIGNATURE(KFFIModuleGetFunctionMetadata, int (*)(Handle, const ByteArray*, KFFIAny*));

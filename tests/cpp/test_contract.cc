@@ -1,5 +1,6 @@
 // tests/cpp/test_contract.cc: contracts: the check catalogue and its messages, parsing, outputs,
 // metadata and exports through a loaded module.
+#include <dlfcn.h>
 #include <gtest/gtest.h>
 #include <kffi/container/tuple.h>
 #include <kffi/contract.h>
@@ -531,17 +532,51 @@ TEST(ContractModule, LoadedLibraryChecksCalls) {
   EXPECT_EQ(mod.GetFunctionRequired("stream_of")(TensorView(c)).cast<int64_t>(), 0x42);
 }
 
-TEST(ContractModule, MalformedContractSurfacesOnLookupAndCall) {
-  kffi::Module mod = kffi::Module::Load(KFFI_TEST_CONTRACTLIB);
+TEST(ContractModule, MalformedContractFailsTheLoadNamingEveryBadExport) {
+  const std::string path = KFFI_TEST_CONTRACTLIB_BAD;
   const std::string expected =
-      "ValueError: Invalid contract for `broken` at column 47: expected `]`";
-  Function broken = mod.GetFunctionRequired("broken");
-  EXPECT_EQ(ErrorOf([&] { broken(1, 2); }).substr(0, expected.size()), expected);
-  EXPECT_EQ(ErrorOf([&] { mod.GetFunctionMetadata("broken"); }).substr(0, expected.size()),
-            expected);
-  EXPECT_EQ(ErrorOf([&] { mod.GetFunctionRequired("misfit")(1, 2); }),
-            "ValueError: Invalid contract for `misfit`: parameter #0 `a: int` cannot be passed to "
-            "the C++ parameter of type `Tensor`");
+      "ValueError: Cannot load module `" + path +
+      "`: Invalid contract for `broken` at column 47: expected `]`\n"
+      "  a: Tensor([n], float32), b: Tensor([n, float32)\n"
+      "                                                ^\n"
+      "Invalid contract for `misfit`: parameter #0 `a: int` cannot be passed to the C++ parameter "
+      "of type `Tensor`";
+  EXPECT_EQ(ErrorOf([&] { kffi::Module::Load(path); }).substr(0, expected.size()), expected);
+  // The library stays open (libraries are never unloaded): loading it again fails the same way.
+  EXPECT_EQ(ErrorOf([&] { kffi::Module::Load(path); }).substr(0, expected.size()), expected);
+}
+
+TEST(ContractModule, MalformedContractOpenedWithoutTheLoaderRaisesOnCall) {
+  // Opened some other way (no module load in progress): the report is not taken, and the export
+  // raises the error on every call and metadata query instead.
+  void* handle = dlopen(KFFI_TEST_CONTRACTLIB_BAD, RTLD_NOW | RTLD_LOCAL);
+  ASSERT_NE(handle, nullptr) << dlerror();
+  auto call = reinterpret_cast<KFFISafeCallType>(dlsym(handle, "__kffi_broken"));
+  auto meta = reinterpret_cast<KFFISafeCallType>(dlsym(handle, "__kffi__meta_broken"));
+  ASSERT_NE(call, nullptr);
+  ASSERT_NE(meta, nullptr);
+  const std::string expected = "ValueError: Invalid contract for `broken` at column 47";
+  for (KFFISafeCallType fn : {call, meta}) {
+    KFFIAny result{};
+    ASSERT_EQ(fn(nullptr, nullptr, 0, &result), -1);
+    KFFIObjectHandle err = nullptr;
+    KFFIErrorMoveFromRaised(&err);
+    ASSERT_NE(err, nullptr);
+    const KFFIErrorCell* cell = KFFIErrorGetCellPtr(err);
+    std::string got = std::string(cell->kind.data, cell->kind.size) + ": " +
+                      std::string(cell->message.data, cell->message.size);
+    KFFIObjectDecRef(err);
+    EXPECT_EQ(got.substr(0, expected.size()), expected);
+  }
+}
+
+TEST(ContractModule, ReportLoadErrorOutsideALoadIsNotTaken) {
+  KFFIByteArray kind{"ValueError", 10}, msg{"x", 1};
+  int32_t taken = -1;
+  ASSERT_EQ(KFFIModuleReportLoadError(&kind, &msg, &taken), 0);
+  EXPECT_EQ(taken, 0);
+  EXPECT_EQ(KFFIModuleReportLoadError(&kind, &msg, nullptr), -1);
+  EXPECT_NE(ErrorOf([] { kffi::details::ThrowRaisedError(-1); }).find("taken"), std::string::npos);
 }
 
 }  // namespace

@@ -570,6 +570,23 @@ def test_contract_that_does_not_fit_the_cpp_parameters_fails_at_compile(module_c
 
 
 @needs_contracts
+def test_malformed_contract_in_a_library_fails_load_module(module_cache):
+    src = ("#include <kffi/contract.h>\n"
+           "static void Two(kffi::TensorView a, kffi::TensorView b) {}\n"
+           "KFFI_EXPORT_CONTRACT(fine, Two, \"a: Tensor([n], float32), b: Tensor([n], float32)\");\n"
+           "KFFI_EXPORT_CONTRACT(bad, Two, \"a: Tensor([n], float32), b: Tensor([n], flaot32)\");\n")
+    with pytest.raises(ValueError) as info:
+        kffi.cpp.load_inline("malformed_contract_lib", cpp_sources=src, quiet=True)
+    msg = str(info.value)
+    assert msg.startswith("Cannot load module `")
+    assert "Invalid contract for `bad` at column " in msg and "flaot32" in msg
+    # Every later load of the same file fails the same way (the library is never unloaded).
+    path = msg.split("`")[1]
+    with pytest.raises(ValueError, match="Invalid contract for `bad`"):
+        kffi.load_module(path)
+
+
+@needs_contracts
 def test_compile_errors_and_bad_options(module_cache):
     with pytest.raises(kffi.cpp.BuildError, match="undeclared"):
         kffi.compile("void broken(int64_t x) { undeclared(); }", "broken", kffi.Int64)

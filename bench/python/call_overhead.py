@@ -830,6 +830,23 @@ def summarize(cells, clock):
     return results, ratios, goals
 
 
+def gil_round_trip(results):
+    """What releasing and re-taking the GIL adds to a no-op call, per binding (released - held),
+    and what the 0-args goal against tvm-ffi leaves kffi when both release: the evidence for
+    whether that goal is reachable at all on this interpreter and machine."""
+    out = {}
+    for b in ("kffi", "tvm-ffi", "nanobind", "pybind11"):
+        held = median_of(results, b, "noop", "held")
+        rel = median_of(results, b, "noop", "released")
+        if held is not None and rel is not None:
+            out[b] = round(rel - held, 2)
+    tvm_rel = median_of(results, "tvm-ffi", "noop", "released")
+    k_held = median_of(results, "kffi", "noop", "held")
+    if tvm_rel is not None and k_held is not None:
+        out["budget_for_release_at_0.6x_tvm"] = round(0.6 * tvm_rel - k_held, 2)
+    return out
+
+
 def fmt_ns(x):
     return "-" if x is None else (f"{x:.0f}" if x >= 100 else f"{x:.1f}")
 
@@ -898,6 +915,14 @@ def print_table(results, ratios, goals, info, overhead, skipped, clock):
         r = "-" if g["ratio"] is None else f"{g['ratio']:.2f}x"
         print(f"  {g['status']:4}  {g['goal']:<28} GIL {g['gil']:<8} kffi/{g['anchor']} = {r} "
               f"(goal <= {g['max_ratio']:.1f}x)")
+    rt = gil_round_trip(results)
+    if rt:
+        per = ", ".join(f"{b} {v:.1f}" for b, v in rt.items() if not b.startswith("budget"))
+        print(f"\nGIL release + re-take on a no-op call (released - held, ns): {per}")
+        if "budget_for_release_at_0.6x_tvm" in rt:
+            print(f"  0 args <= 0.6x tvm-ffi with both releasing leaves kffi "
+                  f"{rt['budget_for_release_at_0.6x_tvm']:.1f} ns for the release itself "
+                  f"(0.6 x tvm-ffi released - kffi held)")
 
 
 def print_compare(results, old_path):
@@ -1000,6 +1025,7 @@ def main(argv=None):
         "results": results,
         "ratios_kffi_over": ratios,
         "goals": goals,
+        "gil_round_trip_ns": gil_round_trip(results),
         "skipped": skipped,
         "total_seconds": round(time.perf_counter() - t_start, 1),
     }

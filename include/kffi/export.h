@@ -69,13 +69,28 @@ template <typename F>
 using ExportedObj = typename CallableInfo<F>::template TypedObj<F>;
 
 /// The body of `__kffi_<name>`: the typed function's own safe call, so argument errors are the
-/// standard ones ("Mismatched type on argument #1 when calling: `scale(...)`..."). No object is
-/// built: the function is called directly, and name/file/line only feed error messages.
-template <typename F>
-KFFI_INLINE int CallExported(F (*get_fn)(), const char* name, const char* file, int line,
-                             const KFFIAny* args, int32_t num_args, KFFIAny* result) noexcept {
-  F fn = get_fn();  // the exported function itself: the call below is direct
-  return ExportedObj<F>::SafeCallWith(fn, name, file, line, args, num_args, result);
+/// standard ones ("Mismatched type on argument #1 when calling: `scale(...)`..."). No function
+/// object is built: a function or a captureless lambda (GetFn returns a compile-time constant) is
+/// called directly; a stateful functor is copied once, on the first call, and kept (never
+/// destroyed: an exit-time destructor could race a call from another thread). name, file and
+/// line only feed error messages.
+template <typename F, F (*GetFn)()>
+KFFI_INLINE int CallExported(const char* name, const char* file, int line, const KFFIAny* args,
+                             int32_t num_args, KFFIAny* result) noexcept {
+  if constexpr (std::is_pointer_v<F> || std::is_empty_v<F>) {
+    F fn = GetFn();
+    return ExportedObj<F>::SafeCallWith(fn, name, file, line, args, num_args, result);
+  } else {
+    F* fn;
+    try {
+      static F* const kept = new F(GetFn());
+      fn = kept;
+    } catch (...) {
+      SetRaisedFromCurrentException();
+      return -1;
+    }
+    return ExportedObj<F>::SafeCallWith(*fn, name, file, line, args, num_args, result);
+  }
 }
 
 /// Appends s to out as the body of a JSON string (without quotes).
@@ -228,8 +243,9 @@ inline int RegisterSystemLibFunction(const char* symbol, void* fn, const char* m
   static auto kffi_export_fn_##name() { return fn; }                                               \
   extern "C" visibility int __kffi_##name(void*, const KFFIAny* args, int32_t num_args,            \
                                           KFFIAny* result) {                                       \
-    return ::kffi::details::CallExported(&kffi_export_fn_##name, #name, __FILE__, __LINE__, args,  \
-                                         num_args, result);                                        \
+    return ::kffi::details::CallExported<decltype(kffi_export_fn_##name()),                        \
+                                         &kffi_export_fn_##name>(#name, __FILE__, __LINE__, args,  \
+                                                                 num_args, result);                \
   }                                                                                                \
   extern "C" visibility int __kffi__meta_##name(void*, const KFFIAny*, int32_t, KFFIAny* result) { \
     return ::kffi::details::ExportedMetadata<                                                      \

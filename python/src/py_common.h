@@ -32,6 +32,8 @@ struct PyFunction {
   PyObject* param_names;
   /// Release the GIL during the native call: 1 yes, 0 no, -1 follow the global default.
   int release_gil;
+  /// The function cell's safe_call, read once (a cell never changes): one load fewer per call.
+  KFFISafeCallType safe_call;
 };
 
 /// A reference that Py_XDECREFs on scope exit.

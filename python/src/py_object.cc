@@ -210,7 +210,6 @@ inline PyObject* CallFunction(PyFunction* f, KFFIObject* h, PyObject* const* arg
   result.type_index = kKFFINone;
   result.zero_padding = 0;
   result.v_int64 = 0;
-  auto* cell = static_cast<KFFIFunctionCell*>(KFFIObjectGetCellPtr(h));
   int rc;
   {
     CallEnvScope env(ctx);
@@ -218,10 +217,10 @@ inline PyObject* CallFunction(PyFunction* f, KFFIObject* h, PyObject* const* arg
     bool release = f->release_gil < 0 ? g_default_release_gil != 0 : f->release_gil != 0;
     if (release) {
       PyThreadState* ts = PyEval_SaveThread();
-      rc = cell->safe_call(h, packed, static_cast<int32_t>(nargs), &result);
+      rc = f->safe_call(h, packed, static_cast<int32_t>(nargs), &result);
       PyEval_RestoreThread(ts);
     } else {
-      rc = cell->safe_call(h, packed, static_cast<int32_t>(nargs), &result);
+      rc = f->safe_call(h, packed, static_cast<int32_t>(nargs), &result);
     }
   }
   if (rc != 0) return RaiseFromKFFIError(rc);
@@ -234,26 +233,31 @@ inline PyObject* CallFunction(PyFunction* f, KFFIObject* h, PyObject* const* arg
 /// for the packed arguments (callees must get a valid pointer).
 const KFFIAny kNoArgs[1] = {};
 
+/// A result other than None, out of line so that the no-argument path keeps a small frame.
+KFFI_NOINLINE PyObject* ResultToPy(KFFIAny* result) {
+  CallContext ctx;
+  return AnyToPy(result, &ctx);
+}
+
 KFFI_NOINLINE PyObject* CallFunctionNoArgs(PyFunction* f) {
-  auto* h = static_cast<KFFIObject*>(f->base.handle);
+  void* h = f->base.handle;
   if (KFFI_UNLIKELY(h == nullptr)) return RaiseReleasedFunction();
   KFFIAny result;
   result.type_index = kKFFINone;
   result.zero_padding = 0;
   result.v_int64 = 0;
-  auto* cell = static_cast<KFFIFunctionCell*>(KFFIObjectGetCellPtr(h));
+  const KFFISafeCallType call = f->safe_call;  // f is not needed after this
   int rc;
   if (f->release_gil < 0 ? g_default_release_gil != 0 : f->release_gil != 0) {
     PyThreadState* ts = PyEval_SaveThread();
-    rc = cell->safe_call(h, kNoArgs, 0, &result);
+    rc = call(h, kNoArgs, 0, &result);
     PyEval_RestoreThread(ts);
   } else {
-    rc = cell->safe_call(h, kNoArgs, 0, &result);
+    rc = call(h, kNoArgs, 0, &result);
   }
   if (KFFI_UNLIKELY(rc != 0)) return RaiseFromKFFIError(rc);
   if (result.type_index == kKFFINone) Py_RETURN_NONE;
-  CallContext ctx;
-  return AnyToPy(&result, &ctx);
+  return ResultToPy(&result);
 }
 
 /// Positional calls with up to kInlineArgs arguments, packed on the stack.
@@ -483,6 +487,7 @@ PyObject* WrapObject(KFFIObjectHandle owned) {
     f->vectorcall = FunctionVectorcall;
     f->param_names = nullptr;
     f->release_gil = -1;
+    f->safe_call = static_cast<KFFIFunctionCell*>(KFFIObjectGetCellPtr(owned))->safe_call;
   }
   return self;
 }

@@ -20,6 +20,18 @@ void Raise(const std::string& kind) {
   throw std::runtime_error("a plain C++ exception");
 }
 
+// A stateful functor: the export keeps one copy of it, made on the first call.
+struct Accumulate {
+  std::vector<int64_t> seen;
+  int64_t operator()(int64_t x) {
+    seen.push_back(x);
+    int64_t sum = 0;
+    for (int64_t v : seen) sum += v;
+    return sum;
+  }
+};
+Accumulate g_accumulate;
+
 }  // namespace
 
 // Exported from the test binary itself, then called through the raw symbols.
@@ -27,6 +39,7 @@ KFFI_EXPORT_DOC(test_export_scale, Scale, "Multiplies \"x\" by factor.\n\tTabbed
 KFFI_EXPORT(test_export_raise, Raise);
 KFFI_EXPORT(test_export_concat, [](std::string a, kffi::String b) { return a + std::string(b); });
 KFFI_EXPORT(test_export_nothing, []() {});
+KFFI_EXPORT(test_export_accumulate, g_accumulate);
 
 // Registered in the system library, as statically linked kernel code is.
 KFFI_EXPORT_SYSTEM_LIB_DOC(
@@ -51,6 +64,20 @@ static_assert(kffi::details::CountParamNames("") == 0);
 static_assert(kffi::details::CountParamNames("  ") == 0);
 static_assert(kffi::details::CountParamNames("x") == 1);
 static_assert(kffi::details::CountParamNames("x, y ,z") == 3);
+
+TEST(Export, StatefulFunctorKeepsItsStateAcrossCalls) {
+  auto call = [](int64_t x) {
+    return Module::InvokeExternC(Symbol(&__kffi_test_export_accumulate), x).cast<int64_t>();
+  };
+  EXPECT_EQ(call(2), 2);
+  EXPECT_EQ(call(3), 5);
+  EXPECT_EQ(call(10), 15);
+  EXPECT_TRUE(g_accumulate.seen.empty());  // the export works on its own copy
+  ExpectError("TypeError",
+              "Mismatched number of arguments when calling: "
+              "`test_export_accumulate(0: int) -> int`. Expected 1 but got 0",
+              [] { Module::InvokeExternC(Symbol(&__kffi_test_export_accumulate)); });
+}
 
 TEST(Export, SymbolCallsTheTypedFunction) {
   EXPECT_EQ(Module::InvokeExternC(Symbol(&__kffi_test_export_scale), 1.5, 4.0).cast<double>(), 6.0);

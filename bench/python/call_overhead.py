@@ -47,6 +47,7 @@ import statistics
 import subprocess
 import sys
 import sysconfig
+import threading
 import time
 from pathlib import Path
 
@@ -546,6 +547,32 @@ def register_python_ops(torch, add):
     return "Python-registered (torch.library.custom_op)"
 
 
+def selected_builders(args):
+    builders = {"kffi": build_kffi, "tvm-ffi": build_tvm, "nanobind": build_nanobind,
+                "pybind11": build_pybind11}
+    skip = set(args.skip or [])
+    if args.torch_op != "python" and not args.no_torch_ext and "torch.ops" not in skip:
+        builders["torch-ext"] = build_torch_ext
+    return {k: v for k, v in builders.items() if k not in skip}
+
+
+def build_all(args):
+    """--build-only: compiles every selected binding concurrently (a thread per compiler
+    process); errors are left for the measuring process to report."""
+    for mod in ("kffi", "tvm_ffi", "nanobind"):  # import in this thread first
+        try:
+            importlib.import_module(mod)
+        except ImportError as e:
+            log(f"  ! cannot import {mod}: {e}")
+    with concurrent.futures.ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2)) as ex:
+        for fut in [ex.submit(fn) for fn in selected_builders(args).values()]:
+            try:
+                fut.result()
+            except Exception:  # noqa: BLE001 - the measuring process tries again and reports
+                pass
+    return 0
+
+
 def setup_bindings(args):
     """Builds and loads every binding. Returns (funcs, skipped, info)
 
@@ -556,29 +583,23 @@ def setup_bindings(args):
 
     funcs, skipped, info = {}, {}, {}
     cuda = torch.cuda.is_available() and not args.no_cuda
-    builders = {"kffi": build_kffi, "tvm-ffi": build_tvm, "nanobind": build_nanobind,
-                "pybind11": build_pybind11}
+    builders = selected_builders(args)
     skip = set(args.skip or [])
-    if args.torch_op != "python" and not args.no_torch_ext and "torch.ops" not in skip:
-        builders["torch-ext"] = build_torch_ext
-    builders = {k: v for k, v in builders.items() if k not in skip}
     t0 = time.perf_counter()
+    # The compiles run concurrently in a child process (build_all): a thread that ever waited
+    # for this process's GIL would leave every later GIL round trip here ~17 ns slower
+    # (CPython 3.11/3.12 and glibc; see measure_gil_states), perturbing the released rows.
+    # Here every build is then a cache hit, made in this thread.
+    child = subprocess.run([sys.executable, __file__, "--build-only", *args.build_flags],
+                           text=True)
+    if child.returncode != 0:
+        log(f"  ! the build process exited with {child.returncode}; building here instead")
     paths, errors = {}, {}
-    # Import in this thread first: the build threads only use the modules.
-    for mod in ("kffi", "tvm_ffi", "nanobind"):
+    for name, fn in builders.items():
         try:
-            importlib.import_module(mod)
-        except ImportError as e:
-            log(f"  ! cannot import {mod}: {e}")
-    # Independent compiles: run them concurrently (each compiler is its own process).
-    with concurrent.futures.ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2)) as ex:
-        futs = {ex.submit(fn): name for name, fn in builders.items()}
-        for fut in concurrent.futures.as_completed(futs):
-            name = futs[fut]
-            try:
-                paths[name] = fut.result()
-            except Exception as e:  # noqa: BLE001 - report and go on without this binding
-                errors[name] = f"{type(e).__name__}: {str(e).strip()[:400]}"
+            paths[name] = fn()
+        except Exception as e:  # noqa: BLE001 - report and go on without this binding
+            errors[name] = f"{type(e).__name__}: {str(e).strip()[:400]}"
     info["build_seconds"] = round(time.perf_counter() - t0, 2)
     for name, err in errors.items():
         log(f"  ! {name}: {err}")
@@ -847,6 +868,53 @@ def gil_round_trip(results):
     return out
 
 
+def contend_gil_once(seconds=0.05):
+    """Lets a second thread wait for the GIL while this one runs, then ends it."""
+    stop = time.perf_counter() + seconds
+
+    def spin():
+        while time.perf_counter() < stop:
+            pass
+
+    t = threading.Thread(target=spin)
+    t.start()
+    spin()
+    t.join()
+
+
+def measure_gil_states(funcs, case_args, args):
+    """The no-op rows again after another thread has once waited for the GIL.
+
+    In CPython 3.11/3.12 with glibc that leaves the process in a lasting state in which every GIL
+    release + re-take costs ~17 ns more (a plain C extension: ~22 -> ~39 ns per round trip on the
+    dev VM), for every binding alike: a program that ever ran a second Python thread pays it. The
+    main table is measured before any such thread ran (the builds run in a child process); this
+    table shows the other state, so both are on record."""
+    contend_gil_once()
+    noop = {k: v for k, v in funcs.items() if k[1] == "noop"}
+    cells, _ = run_benchmark(noop, case_args, args)
+    results, ratios, _ = summarize(cells, args.clock)
+    print("\nno-op, 0 args after another thread has once waited for the GIL (a lasting process "
+          "state; same goals, informational):")
+    for gil in GILS:
+        k = median_of(results, "kffi", "noop", gil)
+        if k is None:
+            continue
+        parts = [f"kffi {fmt_ns(k)}"]
+        for b in ("tvm-ffi", "nanobind", "pybind11"):
+            o = median_of(results, b, "noop", gil)
+            if o:
+                parts.append(f"{b} {fmt_ns(o)} ({k / o:.2f}x)")
+        print(f"  GIL {gil:<8} " + ", ".join(parts))
+    rt = gil_round_trip(results)
+    if rt:
+        print("  GIL release + re-take (released - held, ns): " +
+              ", ".join(f"{b} {v:.1f}" for b, v in rt.items() if not b.startswith("budget")))
+    return {"results": {g: {b: r["median_ns"] for b, r in v.items()}
+                        for g, v in results.get("noop", {}).items()},
+            "ratios_kffi_over": ratios.get("noop", {}), "gil_round_trip_ns": rt}
+
+
 def fmt_ns(x):
     return "-" if x is None else (f"{x:.0f}" if x >= 100 else f"{x:.1f}")
 
@@ -898,6 +966,9 @@ def print_table(results, ratios, goals, info, overhead, skipped, clock):
     print(f"torch.ops kernel: {info.get('torch_op_kind')}; "
           f"floor (timing loop + [].clear() call): {overhead['loop_plus_c_call_ns']:.1f} ns, "
           "included in every number.")
+    blas = {v: os.environ.get(v) for v in BLAS_VARS}
+    print("BLAS/OpenMP pools: " + ", ".join(f"{k}={v}" for k, v in blas.items()) +
+          " (idle pool threads make every GIL round trip slower; see --blas-threads)")
     for b, why in skipped.items():
         print(f"skipped {b}: {why}")
     print()
@@ -984,6 +1055,26 @@ def check_stale_install():
         pass
 
 
+BLAS_VARS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+def set_blas_threads(mode):
+    """Pins the BLAS/OpenMP thread pools that NumPy and torch start at import to one thread.
+
+    Why: the idle worker threads of those pools (NumPy's OpenBLAS, torch's OpenMP) keep polling
+    on the other cores, and while they do, every GIL release and re-take in this process costs
+    ~15-20 ns more (a plain C extension doing only PyEval_SaveThread/RestoreThread: ~22 ns per
+    round trip without them, ~39 ns with them, on the 2-core dev VM). That is the same for every
+    binding but it is machine noise, not call overhead, so the benchmark removes it by default;
+    --blas-threads default keeps it. Variables already set by the caller are left alone."""
+    if mode == "default":
+        return
+    if "numpy" in sys.modules or "torch" in sys.modules:
+        log("warning: NumPy/torch already imported: --blas-threads 1 has no effect")
+    for var in BLAS_VARS:
+        os.environ.setdefault(var, "1")
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", default=str(ROOT / "build" / "bench_python.json"))
@@ -1000,7 +1091,17 @@ def main(argv=None):
                     help="what median_ns (table, ratios, goals) uses: this thread's CPU time "
                          "(robust on a shared machine) or wall time; the JSON keeps both")
     ap.add_argument("--compare", help="a previous JSON to compare kffi's medians with")
+    ap.add_argument("--blas-threads", choices=["1", "default"], default="1",
+                    help="1 (default): BLAS/OpenMP pools of NumPy and torch get one thread, set "
+                         "before they load; default: leave them as the environment says")
+    ap.add_argument("--build-only", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    set_blas_threads(args.blas_threads)
+    args.build_flags = ["--torch-op", args.torch_op, *(["--no-torch-ext"] if args.no_torch_ext
+                                                        else []),
+                        *(["--skip", *args.skip] if args.skip else [])]
+    if args.build_only:
+        return build_all(args)
 
     t_start = time.perf_counter()
     log("building / loading bindings (cached in build/bench_cache) ...")
@@ -1010,6 +1111,7 @@ def main(argv=None):
     cells, overhead = run_benchmark(funcs, case_args, args)
     results, ratios, goals = summarize(cells, args.clock)
     print_table(results, ratios, goals, info, overhead, skipped, args.clock)
+    contended = measure_gil_states(funcs, case_args, args)
     if args.compare:
         print_compare(results, args.compare)
     doc = {
@@ -1017,7 +1119,8 @@ def main(argv=None):
         "what": "Python call overhead: median ns per call over interleaved timing samples",
         "timestamp": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "settings": {"reps": args.reps, "sample_ms": args.sample_ms, "opt": OPT,
-                     "clock": args.clock},
+                     "clock": args.clock, "blas_threads": args.blas_threads,
+                     "blas_env": {v: os.environ.get(v) for v in BLAS_VARS}},
         "environment": environment(info),
         "loop_overhead": overhead,
         "bindings": {b: DESCRIBE[b] for b in BINDINGS if b in DESCRIBE},
@@ -1026,6 +1129,7 @@ def main(argv=None):
         "ratios_kffi_over": ratios,
         "goals": goals,
         "gil_round_trip_ns": gil_round_trip(results),
+        "after_gil_contention": contended,
         "skipped": skipped,
         "total_seconds": round(time.perf_counter() - t_start, 1),
     }

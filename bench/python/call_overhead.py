@@ -25,6 +25,12 @@ all bindings alike); the median per-call time of the samples is reported. The cl
 thread's CPU time by default (robust on a busy machine); --clock wall uses wall time, and the
 JSON keeps both.
 
+Process state: a process that has only ever had one thread gets glibc's single-thread mutexes
+(plain stores), and every GIL release + re-take is ~17 ns cheaper than once any second thread
+has existed (atomics from then on, for good). The main table is measured in the first state
+(builds in a child process, BLAS pools pinned to one thread, CUDA cells last); the no-op rows are
+then measured again in the second state and printed below the table.
+
 Usage: python3 bench/python/call_overhead.py [--out build/bench_python.json] [--reps 21]
                                              [--sample-ms 6] [--clock cpu|wall]
                                              [--compare old.json] [--skip BINDING ...]
@@ -547,6 +553,19 @@ def register_python_ops(torch, add):
     return "Python-registered (torch.library.custom_op)"
 
 
+def cuda_case_args():
+    import torch
+
+    return tuple(torch.zeros(16, device="cuda") for _ in range(3))
+
+
+def os_thread_count():
+    try:
+        return len(os.listdir("/proc/self/task"))
+    except OSError:
+        return None
+
+
 def selected_builders(args):
     builders = {"kffi": build_kffi, "tvm-ffi": build_tvm, "nanobind": build_nanobind,
                 "pybind11": build_pybind11}
@@ -570,6 +589,8 @@ def build_all(args):
                 fut.result()
             except Exception:  # noqa: BLE001 - the measuring process tries again and reports
                 pass
+    import torch  # asked here: initialising CUDA starts driver threads (see setup_bindings)
+    print(json.dumps({"cuda_available": bool(torch.cuda.is_available())}))
     return 0
 
 
@@ -582,18 +603,21 @@ def setup_bindings(args):
     import torch
 
     funcs, skipped, info = {}, {}, {}
-    cuda = torch.cuda.is_available() and not args.no_cuda
     builders = selected_builders(args)
     skip = set(args.skip or [])
     t0 = time.perf_counter()
-    # The compiles run concurrently in a child process (build_all): a thread that ever waited
-    # for this process's GIL would leave every later GIL round trip here ~17 ns slower
-    # (CPython 3.11/3.12 and glibc; see measure_gil_states), perturbing the released rows.
-    # Here every build is then a cache hit, made in this thread.
+    # This process stays single-threaded until the CPU cells are measured (see
+    # measure_threaded_state): the compiles run concurrently in a child process (build_all),
+    # which also asks whether CUDA is there (initialising CUDA starts driver threads); here
+    # every build is then a cache hit, made in this thread.
     child = subprocess.run([sys.executable, __file__, "--build-only", *args.build_flags],
-                           text=True)
+                           text=True, stdout=subprocess.PIPE)
+    cuda_available = False
     if child.returncode != 0:
         log(f"  ! the build process exited with {child.returncode}; building here instead")
+    else:
+        cuda_available = json.loads(child.stdout.strip().splitlines()[-1])["cuda_available"]
+    cuda = cuda_available and not args.no_cuda
     paths, errors = {}, {}
     for name, fn in builders.items():
         try:
@@ -606,11 +630,10 @@ def setup_bindings(args):
 
     xs_np = tuple(np.zeros(16, np.float32) for _ in range(3))
     xs_t = tuple(torch.zeros(16) for _ in range(3))
-    xs_cuda = tuple(torch.zeros(16, device="cuda") for _ in range(3)) if cuda else None
     case_args = {"noop": (), "ints3": (1, 2, 3), "str1": ("hello",), "numpy3": xs_np,
                  "torch3": xs_t}
     if cuda:
-        case_args["cuda3"] = xs_cuda
+        case_args["cuda3"] = None  # made by cuda_case_args() when the CUDA cells run
     exchange_cap = getattr(torch.Tensor, "__dlpack_c_exchange_api__", None)
     info["torch_has_dlpack_c_exchange_api"] = exchange_cap is not None
 
@@ -869,7 +892,7 @@ def gil_round_trip(results):
 
 
 def contend_gil_once(seconds=0.05):
-    """Lets a second thread wait for the GIL while this one runs, then ends it."""
+    """Runs a second thread that waits for the GIL while this one runs, then ends it."""
     stop = time.perf_counter() + seconds
 
     def spin():
@@ -882,20 +905,30 @@ def contend_gil_once(seconds=0.05):
     t.join()
 
 
-def measure_gil_states(funcs, case_args, args):
-    """The no-op rows again after another thread has once waited for the GIL.
+def measure_threaded_state(funcs, case_args, args):
+    """The no-op rows again once this process has had a second thread.
 
-    In CPython 3.11/3.12 with glibc that leaves the process in a lasting state in which every GIL
-    release + re-take costs ~17 ns more (a plain C extension: ~22 -> ~39 ns per round trip on the
-    dev VM), for every binding alike: a program that ever ran a second Python thread pays it. The
-    main table is measured before any such thread ran (the builds run in a child process); this
-    table shows the other state, so both are on record."""
+    A process that has only ever had one thread gets glibc's single-thread fast path: its mutex
+    lock and unlock are plain stores, and CPython's GIL release + re-take (two mutexes, a
+    condition variable) costs ~22 ns (dev VM, Python 3.11) / ~33 ns (H200 host, 3.12). From the
+    first second thread on (a thread pool, a BLAS pool, CUDA's driver threads) they are atomic
+    read-modify-writes for good, even after that thread ends: ~40 / ~46 ns, for every binding
+    that releases the GIL. The main table is measured in the first state (builds run in a child
+    process, CUDA cells last); these rows show the second, so both are on record."""
     contend_gil_once()
     noop = {k: v for k, v in funcs.items() if k[1] == "noop"}
     cells, _ = run_benchmark(noop, case_args, args)
     results, ratios, _ = summarize(cells, args.clock)
-    print("\nno-op, 0 args after another thread has once waited for the GIL (a lasting process "
-          "state; same goals, informational):")
+    return {"results": {g: {b: r["median_ns"] for b, r in v.items()}
+                        for g, v in results.get("noop", {}).items()},
+            "ratios_kffi_over": ratios.get("noop", {}), "gil_round_trip_ns":
+            gil_round_trip(results), "results_full": results}
+
+
+def print_threaded_state(threaded):
+    results = threaded["results_full"]
+    print("\nno-op, 0 args once the process has had a second thread (glibc's mutexes then use "
+          "atomics; same goals, informational):")
     for gil in GILS:
         k = median_of(results, "kffi", "noop", gil)
         if k is None:
@@ -906,13 +939,10 @@ def measure_gil_states(funcs, case_args, args):
             if o:
                 parts.append(f"{b} {fmt_ns(o)} ({k / o:.2f}x)")
         print(f"  GIL {gil:<8} " + ", ".join(parts))
-    rt = gil_round_trip(results)
+    rt = threaded["gil_round_trip_ns"]
     if rt:
         print("  GIL release + re-take (released - held, ns): " +
               ", ".join(f"{b} {v:.1f}" for b, v in rt.items() if not b.startswith("budget")))
-    return {"results": {g: {b: r["median_ns"] for b, r in v.items()}
-                        for g, v in results.get("noop", {}).items()},
-            "ratios_kffi_over": ratios.get("noop", {}), "gil_round_trip_ns": rt}
 
 
 def fmt_ns(x):
@@ -968,7 +998,8 @@ def print_table(results, ratios, goals, info, overhead, skipped, clock):
           "included in every number.")
     blas = {v: os.environ.get(v) for v in BLAS_VARS}
     print("BLAS/OpenMP pools: " + ", ".join(f"{k}={v}" for k, v in blas.items()) +
-          " (idle pool threads make every GIL round trip slower; see --blas-threads)")
+          f" (a pool of several threads makes the process multi-threaded; see --blas-threads); "
+          f"OS threads while the CPU cells ran: {info.get('os_threads_at_cpu_cells')}")
     for b, why in skipped.items():
         print(f"skipped {b}: {why}")
     print()
@@ -1061,12 +1092,11 @@ BLAS_VARS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 def set_blas_threads(mode):
     """Pins the BLAS/OpenMP thread pools that NumPy and torch start at import to one thread.
 
-    Why: the idle worker threads of those pools (NumPy's OpenBLAS, torch's OpenMP) keep polling
-    on the other cores, and while they do, every GIL release and re-take in this process costs
-    ~15-20 ns more (a plain C extension doing only PyEval_SaveThread/RestoreThread: ~22 ns per
-    round trip without them, ~39 ns with them, on the 2-core dev VM). That is the same for every
-    binding but it is machine noise, not call overhead, so the benchmark removes it by default;
-    --blas-threads default keeps it. Variables already set by the caller are left alone."""
+    Why: a pool of more than one thread makes this process multi-threaded from the import on,
+    and then every GIL release + re-take costs ~17 ns more for every binding (glibc's mutexes
+    switch from plain stores to atomics; see measure_threaded_state). The call-overhead rows are
+    measured single-threaded by default; --blas-threads default keeps the pools (variables the
+    caller set are left alone either way)."""
     if mode == "default":
         return
     if "numpy" in sys.modules or "torch" in sys.modules:
@@ -1108,10 +1138,19 @@ def main(argv=None):
     check_stale_install()
     funcs, case_args, skipped, info = setup_bindings(args)
     log(f"measuring {len(funcs)} cells x {args.reps} samples ...")
-    cells, overhead = run_benchmark(funcs, case_args, args)
+    # CPU cells first, while this process has only ever had one thread; then the no-op rows in
+    # the multi-threaded state; then the CUDA cells (CUDA starts driver threads).
+    info["os_threads_at_cpu_cells"] = os_thread_count()
+    cpu_funcs = {k: v for k, v in funcs.items() if k[1] != "cuda3"}
+    cells, overhead = run_benchmark(cpu_funcs, case_args, args)
+    threaded = measure_threaded_state(funcs, case_args, args)
+    cuda_funcs = {k: v for k, v in funcs.items() if k[1] == "cuda3"}
+    if cuda_funcs:
+        case_args["cuda3"] = cuda_case_args()
+        cells += run_benchmark(cuda_funcs, case_args, args)[0]
     results, ratios, goals = summarize(cells, args.clock)
     print_table(results, ratios, goals, info, overhead, skipped, args.clock)
-    contended = measure_gil_states(funcs, case_args, args)
+    print_threaded_state(threaded)
     if args.compare:
         print_compare(results, args.compare)
     doc = {
@@ -1129,7 +1168,7 @@ def main(argv=None):
         "ratios_kffi_over": ratios,
         "goals": goals,
         "gil_round_trip_ns": gil_round_trip(results),
-        "after_gil_contention": contended,
+        "multi_threaded_process": {k: v for k, v in threaded.items() if k != "results_full"},
         "skipped": skipped,
         "total_seconds": round(time.perf_counter() - t_start, 1),
     }

@@ -633,7 +633,7 @@ def setup_bindings(args):
     case_args = {"noop": (), "ints3": (1, 2, 3), "str1": ("hello",), "numpy3": xs_np,
                  "torch3": xs_t}
     if cuda:
-        case_args["cuda3"] = None  # made by cuda_case_args() when the CUDA cells run
+        case_args["cuda3"] = (None,) * 3  # the tensors: cuda_case_args(), when the cells run
     exchange_cap = getattr(torch.Tensor, "__dlpack_c_exchange_api__", None)
     info["torch_has_dlpack_c_exchange_api"] = exchange_cap is not None
 

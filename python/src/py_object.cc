@@ -199,6 +199,31 @@ KFFI_NOINLINE PyObject* RaiseReleasedFunction() {
   return nullptr;
 }
 
+/// The native call itself, with the GIL released or not as the function says.
+KFFI_INLINE int InvokeSafeCall(PyFunction* f, KFFIObject* h, const KFFIAny* packed,
+                               Py_ssize_t nargs, KFFIAny* result) {
+  if (f->release_gil < 0 ? g_default_release_gil != 0 : f->release_gil != 0) {
+    PyThreadState* ts = PyEval_SaveThread();
+    const int rc = f->safe_call(h, packed, static_cast<int32_t>(nargs), result);
+    PyEval_RestoreThread(ts);
+    return rc;
+  }
+  return f->safe_call(h, packed, static_cast<int32_t>(nargs), result);
+}
+
+/// The call when a tensor argument brought a device or a framework's exchange API: its stream
+/// and allocator are the environment's during the call (out of line: most calls have neither).
+KFFI_NOINLINE int InvokeWithEnv(PyFunction* f, KFFIObject* h, const KFFIAny* packed,
+                                Py_ssize_t nargs, KFFIAny* result, const CallContext& ctx,
+                                bool* failed) {
+  CallEnvScope env(ctx);
+  if (env.status() != 0) {
+    *failed = true;
+    return 0;
+  }
+  return InvokeSafeCall(f, h, packed, nargs, result);
+}
+
 /// Converts the (positional) arguments into packed, calls the function and converts its result.
 inline PyObject* CallFunction(PyFunction* f, KFFIObject* h, PyObject* const* args, Py_ssize_t nargs,
                               KFFIAny* packed) {
@@ -211,17 +236,12 @@ inline PyObject* CallFunction(PyFunction* f, KFFIObject* h, PyObject* const* arg
   result.zero_padding = 0;
   result.v_int64 = 0;
   int rc;
-  {
-    CallEnvScope env(ctx);
-    if (env.status() != 0) return nullptr;
-    bool release = f->release_gil < 0 ? g_default_release_gil != 0 : f->release_gil != 0;
-    if (release) {
-      PyThreadState* ts = PyEval_SaveThread();
-      rc = f->safe_call(h, packed, static_cast<int32_t>(nargs), &result);
-      PyEval_RestoreThread(ts);
-    } else {
-      rc = f->safe_call(h, packed, static_cast<int32_t>(nargs), &result);
-    }
+  if (KFFI_LIKELY(!ctx.has_device && ctx.api == nullptr)) {
+    rc = InvokeSafeCall(f, h, packed, nargs, &result);
+  } else {
+    bool failed = false;
+    rc = InvokeWithEnv(f, h, packed, nargs, &result, ctx, &failed);
+    if (failed) return nullptr;
   }
   if (rc != 0) return RaiseFromKFFIError(rc);
   if (result.type_index == kKFFINone) Py_RETURN_NONE;  // the common case, as AnyToPy does

@@ -88,9 +88,10 @@ void RunCpu(const std::string& path) {
   }
 
   // Bad calls: the messages name the argument, the expectation and what was passed.
-  ExpectError([&] { scale(y, x, "two"); },
-              "TypeError: Mismatched type on argument #2 when calling: "
-              "`scale(0: Tensor, 1: Tensor, 2: float) -> None`. Expected `float` but got `str`");
+  ExpectError(
+      [&] { scale(y, x, "two"); },
+      "TypeError: Mismatched type on argument #2 when calling: "
+      "`scale(y: Tensor, x: Tensor, factor: float) -> None`. Expected `float` but got `str`");
   kffi::Tensor wrong = kffi::Tensor::FromEnvAlloc({kN}, kffi::dtypes::float16, kCpu);
   ExpectError([&] { scale(wrong, x, 2.0); },
               "ValueError: Arguments `y` and `x`: expected the same dtype");

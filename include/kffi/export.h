@@ -73,13 +73,13 @@ using ExportedObj = typename CallableInfo<F>::template TypedObj<F>;
 /// object is built: a function or a captureless lambda (GetFn returns a compile-time constant) is
 /// called directly; a stateful functor is copied once, on the first call, and kept (never
 /// destroyed: an exit-time destructor could race a call from another thread). name, file and
-/// line only feed error messages.
+/// line only feed error messages (which name the parameters when param_names gives them).
 template <typename F, F (*GetFn)()>
-KFFI_INLINE int CallExported(const char* name, const char* file, int line, const KFFIAny* args,
-                             int32_t num_args, KFFIAny* result) noexcept {
+KFFI_INLINE int CallExported(const char* name, const char* param_names, const char* file, int line,
+                             const KFFIAny* args, int32_t num_args, KFFIAny* result) noexcept {
   if constexpr (std::is_pointer_v<F> || std::is_empty_v<F>) {
     F fn = GetFn();
-    return ExportedObj<F>::SafeCallWith(fn, name, file, line, args, num_args, result);
+    return ExportedObj<F>::SafeCallWith(fn, name, param_names, file, line, args, num_args, result);
   } else {
     F* fn;
     try {
@@ -89,7 +89,7 @@ KFFI_INLINE int CallExported(const char* name, const char* file, int line, const
       SetRaisedFromCurrentException();
       return -1;
     }
-    return ExportedObj<F>::SafeCallWith(*fn, name, file, line, args, num_args, result);
+    return ExportedObj<F>::SafeCallWith(*fn, name, param_names, file, line, args, num_args, result);
   }
 }
 
@@ -122,25 +122,6 @@ inline void AppendJsonEscaped(std::string* out, const std::string& s) {
         }
     }
   }
-}
-
-/// Splits "a, b ,c" into trimmed names.
-inline std::vector<std::string> SplitParamNames(const char* names) {
-  std::vector<std::string> out;
-  if (CountParamNames(names) == 0) return out;
-  std::string cur;
-  for (const char* p = names;; ++p) {
-    if (*p == ',' || *p == '\0') {
-      size_t b = cur.find_first_not_of(' ');
-      size_t e = cur.find_last_not_of(' ');
-      out.push_back(b == std::string::npos ? std::string() : cur.substr(b, e - b + 1));
-      cur.clear();
-      if (*p == '\0') break;
-    } else {
-      cur += *p;
-    }
-  }
-  return out;
 }
 
 /// The metadata JSON of an export. Parameters without a given name are called _0, _1, ...
@@ -244,8 +225,8 @@ inline int RegisterSystemLibFunction(const char* symbol, void* fn, const char* m
   extern "C" visibility int __kffi_##name(void*, const KFFIAny* args, int32_t num_args,            \
                                           KFFIAny* result) {                                       \
     return ::kffi::details::CallExported<decltype(kffi_export_fn_##name()),                        \
-                                         &kffi_export_fn_##name>(#name, __FILE__, __LINE__, args,  \
-                                                                 num_args, result);                \
+                                         &kffi_export_fn_##name>(                                  \
+        #name, param_names, __FILE__, __LINE__, args, num_args, result);                           \
   }                                                                                                \
   extern "C" visibility int __kffi__meta_##name(void*, const KFFIAny*, int32_t, KFFIAny* result) { \
     return ::kffi::details::ExportedMetadata<                                                      \

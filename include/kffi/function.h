@@ -98,22 +98,22 @@ class TypedFunctionObj : public FunctionObj {
   static int SafeCall(void* self, const KFFIAny* args, int32_t num_args, KFFIAny* result) {
     auto* obj = static_cast<TypedFunctionObj*>(static_cast<Object*>(self));
     const FunctionSource& src = obj->source_;
-    return SafeCallWith(obj->callable_, src.name.c_str(), src.file, src.line, args, num_args,
+    return SafeCallWith(obj->callable_, src.name.c_str(), "", src.file, src.line, args, num_args,
                         result);
   }
 
-  /// SafeCall through f (of the stored callable's type) with no object: name, file and line
-  /// only appear in errors. Exports pass the function itself, a compile-time constant, so the
-  /// call is direct and can be inlined, and nothing is built before the first error.
+  /// SafeCall through f (of the stored callable's type) with no object: name, param_names, file
+  /// and line only appear in errors. Exports pass the function itself, a compile-time constant, so
+  /// the call is direct and can be inlined, and nothing is built before the first error.
   template <typename F>
-  KFFI_INLINE static int SafeCallWith(F& f, const char* name, const char* file, int line,
-                                      const KFFIAny* args, int32_t num_args,
-                                      KFFIAny* result) noexcept {
+  KFFI_INLINE static int SafeCallWith(F& f, const char* name, const char* param_names,
+                                      const char* file, int line, const KFFIAny* args,
+                                      int32_t num_args, KFFIAny* result) noexcept {
     try {
       if (KFFI_UNLIKELY(num_args != static_cast<int32_t>(sizeof...(Args)))) {
-        FailCount(name, num_args);
+        FailCount(name, param_names, num_args);
       }
-      const Named named{name};
+      const Named named{name, param_names};
       InvokeUnpacked<R, Args...>(f, args, result, &named, std::index_sequence_for<Args...>());
       return 0;
     } catch (...) {
@@ -123,14 +123,19 @@ class TypedFunctionObj : public FunctionObj {
   }
 
   /// The wrong-count error, kept out of line so the call path stays small.
-  [[noreturn]] KFFI_NOINLINE static void FailCount(const char* name, int32_t num_args) {
-    ThrowArgCountError(Signature<R, Args...>::Str(name), sizeof...(Args), num_args);
+  [[noreturn]] KFFI_NOINLINE static void FailCount(const char* name, const char* param_names,
+                                                   int32_t num_args) {
+    ThrowArgCountError(Signature<R, Args...>::Str(name, param_names), sizeof...(Args), num_args);
   }
-  [[noreturn]] void FailCount(int32_t num_args) const { FailCount(source_.name.c_str(), num_args); }
-  /// The function's name where argument errors need the signature (cold).
+  [[noreturn]] void FailCount(int32_t num_args) const {
+    FailCount(source_.name.c_str(), "", num_args);
+  }
+  /// The function's name (and its parameter names, when known: comma separated) where argument
+  /// errors need the signature (cold).
   struct Named {
     const char* name;
-    std::string SignatureStr() const { return Signature<R, Args...>::Str(name); }
+    const char* param_names;
+    std::string SignatureStr() const { return Signature<R, Args...>::Str(name, param_names); }
   };
   /// Called only on a mismatch (cold): the full signature for the message.
   std::string SignatureStr() const { return Signature<R, Args...>::Str(source_.name); }

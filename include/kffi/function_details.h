@@ -8,6 +8,7 @@
 #include <string>
 #include <tuple>
 #include <utility>
+#include <vector>
 
 namespace kffi {
 namespace details {
@@ -26,12 +27,41 @@ inline std::string TypeStrOf() {
 }
 
 /// Renders `name(0: int, 1: float) -> None`.
+/// Splits "a, b ,c" into {"a", "b", "c"}; "" (or only blanks) gives no names.
+inline std::vector<std::string> SplitParamNames(const char* names) {
+  std::vector<std::string> out;
+  if (names == nullptr) return out;
+  std::string cur;
+  bool any = false;
+  for (const char* p = names;; ++p) {
+    if (*p == ',' || *p == '\0') {
+      size_t b = cur.find_first_not_of(' ');
+      size_t e = cur.find_last_not_of(' ');
+      out.push_back(b == std::string::npos ? std::string() : cur.substr(b, e - b + 1));
+      any |= b != std::string::npos;
+      cur.clear();
+      if (*p == '\0') break;
+    } else {
+      cur += *p;
+    }
+  }
+  if (!any) out.clear();
+  return out;
+}
+
 template <typename R, typename... Args>
 struct Signature {
-  static std::string Str(const std::string& name) {
+  /// "name(0: int, 1: str) -> None", or with param_names (comma separated, one per parameter,
+  /// as KFFI_EXPORT_DOC takes them) "name(a: int, b: str) -> None".
+  static std::string Str(const std::string& name, const char* param_names = "") {
+    std::vector<std::string> names = SplitParamNames(param_names);
+    const bool named = names.size() == sizeof...(Args);
     std::string out = name + "(";
     size_t i = 0;
-    ((out += (i ? ", " : "") + std::to_string(i) + ": " + TypeStrOf<Args>(), ++i), ...);
+    ((out += (i ? ", " : "") + (named && !names[i].empty() ? names[i] : std::to_string(i)) + ": " +
+             TypeStrOf<Args>(),
+      ++i),
+     ...);
     return out + ") -> " + TypeStrOf<R>();
   }
 };

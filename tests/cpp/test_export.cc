@@ -93,9 +93,10 @@ TEST(Export, ArgumentTypeErrorNamesArgumentAndSignature) {
   Error e =
       CatchError([] { Module::InvokeExternC(Symbol(&__kffi_test_export_scale), 1.0, "two"); });
   EXPECT_EQ(e.kind(), "TypeError");
-  EXPECT_EQ(e.message(),
-            "Mismatched type on argument #1 when calling: "
-            "`test_export_scale(0: float, 1: float) -> float`. Expected `float` but got `str`");
+  EXPECT_EQ(
+      e.message(),
+      "Mismatched type on argument #1 when calling: "
+      "`test_export_scale(x: float, factor: float) -> float`. Expected `float` but got `str`");
 }
 
 TEST(Export, ArgumentCountErrorNamesSignature) {
@@ -103,7 +104,7 @@ TEST(Export, ArgumentCountErrorNamesSignature) {
   EXPECT_EQ(e.kind(), "TypeError");
   EXPECT_EQ(e.message(),
             "Mismatched number of arguments when calling: "
-            "`test_export_scale(0: float, 1: float) -> float`. Expected 2 but got 1");
+            "`test_export_scale(x: float, factor: float) -> float`. Expected 2 but got 1");
 }
 
 TEST(Export, ExceptionsBecomeRaisedErrorsWithAFrame) {

@@ -194,12 +194,12 @@ TEST(Module, ArgumentErrorsUseTheStandardMessages) {
   Error type = CatchError([&] { add(1, "two"); });
   EXPECT_EQ(type.kind(), "TypeError");
   EXPECT_EQ(type.message(),
-            "Mismatched type on argument #1 when calling: `add(0: int, 1: int) -> int`. "
+            "Mismatched type on argument #1 when calling: `add(a: int, b: int) -> int`. "
             "Expected `int` but got `str`");
   Error count = CatchError([&] { add(1); });
   EXPECT_EQ(count.kind(), "TypeError");
   EXPECT_EQ(count.message(),
-            "Mismatched number of arguments when calling: `add(0: int, 1: int) -> int`. "
+            "Mismatched number of arguments when calling: `add(a: int, b: int) -> int`. "
             "Expected 2 but got 1");
 }
 
@@ -212,7 +212,7 @@ TEST(Module, InvokeExternCCallsARawSymbol) {
   EXPECT_EQ(Module::InvokeExternC(symbol, 5, 6).cast<int64_t>(), 11);
   Error e = CatchError([&] { Module::InvokeExternC(symbol, 5, 6.5); });
   EXPECT_EQ(e.message(),
-            "Mismatched type on argument #1 when calling: `add(0: int, 1: int) -> int`. "
+            "Mismatched type on argument #1 when calling: `add(a: int, b: int) -> int`. "
             "Expected `int` but got `float`");
   dlclose(handle);  // drops the NOLOAD reference only; the loader's own stays
   Error null_symbol = CatchError([] { Module::InvokeExternC(nullptr); });

@@ -100,7 +100,7 @@ def f32(n=2):
 
 MISMATCH = "Mismatched type on argument #{} when calling: `{}`. Expected `{}` but got `{}`"
 ADD_ONE = "testing.add_one(0: int) -> int"
-FILL = "fill(0: Tensor, 1: float) -> None"
+FILL = "fill(x: Tensor, value: float) -> None"
 
 # (id, action(env), exception type, message fragment)
 CATALOGUE = [
@@ -133,7 +133,7 @@ CATALOGUE = [
     ("too_many_arguments", lambda e: e.t.add_one(1, 2), TypeError,
      f"Mismatched number of arguments when calling: `{ADD_ONE}`. Expected 1 but got 2"),
     ("too_many_for_export", lambda e: e.m.greet("a", 1, 2), TypeError,
-     "`greet(0: str, 1: int) -> str`. Expected 2 but got 3"),
+     "`greet(name: str, times: int) -> str`. Expected 2 but got 3"),
     ("packed_function_without_arguments", lambda e: e.t.apply(), TypeError,
      "testing.apply expects a function and its arguments"),
     # -- integer overflow

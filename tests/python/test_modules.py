@@ -124,8 +124,10 @@ def test_export_type_mismatch_message(module_kernels):
 
 
 def test_export_argument_count_message(module_kernels):
+    # The export names its parameters (KFFI_EXPORT_DOC), so the signature in the message does too.
     with pytest.raises(TypeError, match=r"Mismatched number of arguments when calling: "
-                                        r"`greet\(0: str, 1: int\) -> str`\. Expected 2 but got 3"):
+                                        r"`greet\(name: str, times: int\) -> str`\. "
+                                        r"Expected 2 but got 3"):
         module_kernels.greet("a", 1, 2)
 
 

@@ -375,7 +375,7 @@ def test_kernel_result_viewing_an_argument_keeps_it_alive(tensor_kernels):
 
 def test_non_tensor_where_tensor_expected(tensor_kernels):
     with pytest.raises(TypeError, match=r"Mismatched type on argument #0 when calling: "
-                                        r"`fill\(0: Tensor, 1: float\) -> None`\. "
+                                        r"`fill\(x: Tensor, value: float\) -> None`\. "
                                         r"Expected `Tensor` but got `str`"):
         tensor_kernels.fill("not a tensor", 1.0)
 

@@ -941,8 +941,12 @@ def print_threaded_state(threaded):
         print(f"  GIL {gil:<8} " + ", ".join(parts))
     rt = threaded["gil_round_trip_ns"]
     if rt:
-        print("  GIL release + re-take (released - held, ns): " +
-              ", ".join(f"{b} {v:.1f}" for b, v in rt.items() if not b.startswith("budget")))
+        print(f"  GIL release + re-take (released - held, ns): {fmt_round_trip(rt)}")
+
+
+def fmt_round_trip(rt):
+    """The per-binding entries of gil_round_trip() as "kffi 23.1, tvm-ffi 22.4, ..."."""
+    return ", ".join(f"{b} {v:.1f}" for b, v in rt.items() if not b.startswith("budget"))
 
 
 def fmt_ns(x):
@@ -1019,8 +1023,8 @@ def print_table(results, ratios, goals, info, overhead, skipped, clock):
               f"(goal <= {g['max_ratio']:.1f}x)")
     rt = gil_round_trip(results)
     if rt:
-        per = ", ".join(f"{b} {v:.1f}" for b, v in rt.items() if not b.startswith("budget"))
-        print(f"\nGIL release + re-take on a no-op call (released - held, ns): {per}")
+        print(f"\nGIL release + re-take on a no-op call (released - held, ns): "
+              f"{fmt_round_trip(rt)}")
         if "budget_for_release_at_0.6x_tvm" in rt:
             print(f"  0 args <= 0.6x tvm-ffi with both releasing leaves kffi "
                   f"{rt['budget_for_release_at_0.6x_tvm']:.1f} ns for the release itself "

@@ -226,19 +226,28 @@ inline bool LayoutOk(const Plan& p, const TensorCheck& c, const DLTensor* t,
   return ok || empty;
 }
 
-/// The common `contiguous` check, in place: NULL strides, or compact row-major ones.
-KFFI_INLINE bool RowMajorOk(const DLTensor* t) {
-  if (t->strides == nullptr) return true;
+/// Mismatch bits of strides against compact row-major for shape sh (0: compact). Dimensions of
+/// size 1 may have any stride; whether the tensor is empty (every layout fits) is only asked
+/// after a mismatch. Unrolled where ndim is a constant.
+KFFI_INLINE uint64_t RowMajorBitsOf(const int64_t* sh, const int64_t* strides, int32_t ndim) {
   uint64_t expected = 1;
   uint64_t bad = 0;
-  bool empty = false;
-  for (int32_t k = t->ndim; k-- > 0;) {
-    const int64_t size = t->shape[k];
-    bad |= (static_cast<uint64_t>(t->strides[k]) ^ expected) & (size == 1 ? 0 : ~UINT64_C(0));
-    empty |= size == 0;
-    expected *= static_cast<uint64_t>(size);
+#pragma GCC unroll 8
+  for (int32_t k = ndim - 1; k >= 0; --k) {
+    bad |= (static_cast<uint64_t>(strides[k]) ^ expected) & (sh[k] == 1 ? 0 : ~UINT64_C(0));
+    expected *= static_cast<uint64_t>(sh[k]);
   }
-  return bad == 0 || empty;
+  if (KFFI_UNLIKELY(bad != 0)) {
+    for (int32_t k = 0; k < ndim; ++k) {
+      if (sh[k] == 0) return 0;
+    }
+  }
+  return bad;
+}
+
+/// The common `contiguous` check, in place: NULL strides, or compact row-major ones.
+KFFI_INLINE bool RowMajorOk(const DLTensor* t) {
+  return t->strides == nullptr || RowMajorBitsOf(t->shape, t->strides, t->ndim) == 0;
 }
 
 /// The stride checks; false when one fails.
@@ -298,25 +307,10 @@ KFFI_INLINE uint64_t HeadBits(const TensorCheck& c, const DLTensor* t, RunState*
   return bad;
 }
 
-/// RowMajorOk for a tensor of kNdim dimensions with shape sh, unrolled: mismatch bits (0:
-/// compact). Whether the tensor is empty (every layout fits) is only asked after a mismatch.
+/// RowMajorOk for a tensor of kNdim dimensions whose shape is already in sh.
 template <int kNdim>
 KFFI_INLINE uint64_t RowMajorBits(const DLTensor* t, const int64_t* sh) {
-  const int64_t* strides = t->strides;
-  if (strides == nullptr) return 0;
-  uint64_t expected = 1;
-  uint64_t bad = 0;
-#pragma GCC unroll 8
-  for (int k = kNdim - 1; k >= 0; --k) {
-    bad |= (static_cast<uint64_t>(strides[k]) ^ expected) & (sh[k] == 1 ? 0 : ~UINT64_C(0));
-    expected *= static_cast<uint64_t>(sh[k]);
-  }
-  if (KFFI_UNLIKELY(bad != 0)) {
-    for (int k = 0; k < kNdim; ++k) {
-      if (sh[k] == 0) return 0;
-    }
-  }
-  return bad;
+  return t->strides == nullptr ? 0 : RowMajorBitsOf(sh, t->strides, kNdim);
 }
 
 /// SimpleTensor for kNdim dimensions (the plan's ndim): straight-line code, no loops. The shape

@@ -232,9 +232,7 @@ inline PyObject* CallFunction(PyFunction* f, KFFIObject* h, PyObject* const* arg
     if (ConvertArg(args[i], &packed[i], &ctx, i) != 0) return nullptr;
   }
   KFFIAny result;
-  result.type_index = kKFFINone;
-  result.zero_padding = 0;
-  result.v_int64 = 0;
+  kffi::details::SetNone(&result);
   int rc;
   if (KFFI_LIKELY(!ctx.has_device && ctx.api == nullptr)) {
     rc = InvokeSafeCall(f, h, packed, nargs, &result);
@@ -248,9 +246,7 @@ inline PyObject* CallFunction(PyFunction* f, KFFIObject* h, PyObject* const* arg
   return AnyToPy(&result, &ctx);
 }
 
-/// The no-argument call, kept out of line with a small frame: the common "trigger" call (and the
-/// benchmark floor) pays for nothing it does not use. A static all-None args array stands in
-/// for the packed arguments (callees must get a valid pointer).
+/// The packed arguments of a no-argument call: callees must get a valid pointer.
 const KFFIAny kNoArgs[1] = {};
 
 /// A result other than None, out of line so that the no-argument path keeps a small frame.
@@ -262,9 +258,7 @@ KFFI_NOINLINE PyObject* ResultToPy(KFFIAny* result) {
 /// The no-argument call with the GIL released (out of line: it keeps more across calls).
 KFFI_NOINLINE PyObject* CallFunctionNoArgsReleased(PyFunction* f, void* h) {
   KFFIAny result;
-  result.type_index = kKFFINone;
-  result.zero_padding = 0;
-  result.v_int64 = 0;
+  kffi::details::SetNone(&result);
   const KFFISafeCallType call = f->safe_call;
   PyThreadState* ts = PyEval_SaveThread();
   const int rc = call(h, kNoArgs, 0, &result);
@@ -278,9 +272,7 @@ KFFI_NOINLINE PyObject* CallFunctionNoArgsReleased(PyFunction* f, void* h) {
 /// so it needs no saved registers.
 KFFI_INLINE PyObject* CallFunctionNoArgsHeld(PyFunction* f, void* h) {
   KFFIAny result;
-  result.type_index = kKFFINone;
-  result.zero_padding = 0;
-  result.v_int64 = 0;
+  kffi::details::SetNone(&result);
   const int rc = f->safe_call(h, kNoArgs, 0, &result);
   if (KFFI_UNLIKELY(rc != 0)) return RaiseFromKFFIError(rc);
   if (result.type_index == kKFFINone) Py_RETURN_NONE;

@@ -20,7 +20,7 @@
  * Version. One source: the build, the Python package and the docs read these macros.
  * ------------------------------------------------------------------------------------------- */
 #define KFFI_VERSION_MAJOR 0
-#define KFFI_VERSION_MINOR 2
+#define KFFI_VERSION_MINOR 3
 #define KFFI_VERSION_PATCH 0
 /** The ABI version: bumped on any break of layout or behaviour (docs/abi.md). */
 #define KFFI_ABI_VERSION 1
@@ -125,15 +125,21 @@ typedef struct KFFIObject {
 #define kKFFIObjectDeleterFlagWeak 2
 #define kKFFIObjectDeleterFlagBoth 3
 
-/** A value (16 bytes). zero_padding is 0 except for small str/bytes, so values compare and hash
- * bytewise. Objects in a KFFIAny are owned or borrowed as the surrounding call says. */
+/** A value (16 bytes). zero_padding is 0 except for small str/bytes and for tensor arguments that
+ * carry flags, so stored values compare and hash bytewise. Objects in a KFFIAny are owned or
+ * borrowed as the surrounding call says. */
 typedef struct {
   int32_t type_index;
   union {
-    /** Must be 0 for every type except kKFFISmallStr / kKFFISmallBytes. */
+    /** Must be 0 for every type except kKFFISmallStr / kKFFISmallBytes, and the tensor arguments
+     * below. */
     uint32_t zero_padding;
     /** Length (0..7) of the bytes stored inline in v_bytes. */
     uint32_t small_str_len;
+    /** kKFFIDLTensorPtr or kKFFITensor passed as a call argument (a borrowed view): a bit set of
+     * kKFFITensorFlag* saying what the callee may do with the memory. 0 (writable) is what every
+     * producer that predates the flags sends. Added in 0.3. */
+    uint32_t tensor_flags;
   };
   union {
     int64_t v_int64;
@@ -147,6 +153,11 @@ typedef struct {
     uint64_t v_uint64;
   };
 } KFFIAny;
+
+/** tensor_flags bit: the argument's memory must not be written (a read-only NumPy array, an
+ * immutable JAX array, a DLPack tensor marked DLPACK_FLAG_BITMASK_READ_ONLY). Same value as
+ * DLPack's read-only bit. Added in 0.3. */
+#define kKFFITensorFlagReadOnly 1
 
 /** A borrowed run of bytes; not NUL-terminated unless said so. */
 typedef struct {

@@ -143,6 +143,7 @@ KFFI_ABI_TYPE(KFFIAny, 16, 8);
 KFFI_ABI_FIELD(KFFIAny, type_index, 0, 4);
 KFFI_ABI_FIELD(KFFIAny, zero_padding, 4, 4);
 KFFI_ABI_FIELD(KFFIAny, small_str_len, 4, 4);
+KFFI_ABI_FIELD(KFFIAny, tensor_flags, 4, 4);
 KFFI_ABI_FIELD(KFFIAny, v_int64, 8, 8);
 KFFI_ABI_FIELD(KFFIAny, v_float64, 8, 8);
 KFFI_ABI_FIELD(KFFIAny, v_ptr, 8, 8);

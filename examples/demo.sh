@@ -1,11 +1,41 @@
 #!/usr/bin/env bash
-# examples/demo.sh: the main job. Installs kffi, builds the example kernel library with
-# kffi-config, and calls it from Python with NumPy and PyTorch tensors.
+# examples/demo.sh: the demo. Installs what it needs (g++ and make from apt when missing; NumPy,
+# PyTorch (CPU) and kffi with pip into the active Python environment: use a venv), builds the
+# example kernel library with kffi-config, and calls it from Python: results, contract errors and
+# call overhead.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$ROOT"
-bash scripts/install_deps.sh
-bash scripts/install_python.sh
+phase() { printf '\n== demo: %s\n' "$*"; }
+PIP=(python3 -m pip install -q --disable-pip-version-check)
+
+phase "compiler (apt-get, only when g++ or make is missing)"
+missing=()
+command -v g++ >/dev/null 2>&1 || missing+=(g++)
+command -v make >/dev/null 2>&1 || missing+=(make)
+if [ ${#missing[@]} -gt 0 ]; then
+  SUDO=""
+  [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+echo "g++ $(g++ -dumpfullversion), $(make --version | head -1)"
+
+phase "Python packages (pip: numpy, torch CPU, the build tools; in $(python3 -c 'import sys; print(sys.prefix)'))"
+python3 -c "import numpy" 2>/dev/null || "${PIP[@]}" numpy
+# The CPU build of torch (a plain `torch` pulls GBs of CUDA packages); the demo runs without it.
+python3 -c "import torch" 2>/dev/null || "${PIP[@]}" torch==2.13.0 || echo "torch unavailable"
+python3 -c "import scikit_build_core, cmake, ninja" 2>/dev/null ||
+  "${PIP[@]}" "scikit-build-core>=0.10" cmake ninja
+
+phase "kffi (pip install .: libkffi, the Python extension, headers and kffi-config)"
+"${PIP[@]}" --no-build-isolation "$ROOT"
+echo "kffi $(python3 -c 'import kffi; print(kffi.__version__)') at $(kffi-config --prefix)"
+
+phase "the example kernel library (examples/kernel_library, built with kffi-config)"
 OUT="$ROOT/build/demo"
 make -s -C examples/kernel_library OUT="$OUT" NVCC= KFFI_CONFIG=kffi-config
+ls -l "$OUT"/libscale_cpu.so
+
+phase "calling it from Python (examples/python_demo.py)"
 python3 examples/python_demo.py "$OUT/libscale_cpu.so"

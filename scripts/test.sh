@@ -4,6 +4,9 @@
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 JOBS="${KFFI_JOBS:-$(nproc)}"
+# The C++ tests need GTest (and the build tools): installed here when missing, so this command
+# works on a fresh machine on its own.
+bash "$ROOT/scripts/install_deps.sh"
 GEN=()
 command -v ninja >/dev/null 2>&1 && GEN=(-G Ninja)
 

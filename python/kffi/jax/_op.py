@@ -132,7 +132,14 @@ class Op:
                 if fwd_rule is None:  # residuals: the primal inputs
                     return primal(*arrays), tuple(arrays)
                 if isinstance(fwd_rule, Function):
-                    outs = self._call(fwd_rule, full_args(arrays), params)
+                    if not _has_contract(fwd_rule):
+                        raise TypeError(
+                            f"kffi.jax.primitive: the forward kffi function "
+                            f"{getattr(fwd_rule, '__name__', '?')} needs a contract (its "
+                            f"outputs: the primal outputs, then the residuals); or pass a "
+                            f"Python fwd that calls kffi.jax.call"
+                        )
+                    outs = self._call_rule(fwd_rule, full_args(arrays), params)
                     outs = outs if isinstance(outs, tuple) else (outs,)
                     n_primal = len(_as_tuple(jax.eval_shape(primal, *arrays)))
                     primal_out = outs[0] if n_primal == 1 else tuple(outs[:n_primal])
@@ -164,12 +171,14 @@ class Op:
         def jvp(primals, tangents):
             out = primal(*primals)
             if isinstance(jvp_rule, Function):
-                outs = _as_tuple(out)
+                shapes = avals_like(_as_tuple(out))
+                if not isinstance(out, (tuple, list)):
+                    shapes = shapes[0]  # the tangent has the output's structure
                 t_out = self._call_rule(
                     jvp_rule,
                     (*primals, *tangents),
                     params,
-                    out_shapes=None if _has_contract(jvp_rule) else avals_like(outs),
+                    out_shapes=None if _has_contract(jvp_rule) else shapes,
                 )
                 return out, t_out
             return jvp_rule(primals, tangents)
@@ -215,7 +224,8 @@ def primitive(
       ``bwd`` is a kffi function called with ``(*residuals, *cotangents, **params)`` whose
       outputs are the gradients of the input arrays (shaped like them unless its contract
       says), or a Python function ``bwd(residuals, cotangents) -> gradients``.
-    - ``jvp`` (forward and reverse mode, through ``jax.custom_jvp``): a kffi function called
+    - ``jvp`` (forward mode through ``jax.custom_jvp``; reverse mode too when the tangents are
+      computed by JAX operations, which JAX can transpose, i.e. by a Python rule): a kffi function called
       with ``(*primals, *tangents, **params)`` returning the output tangents (shaped like the
       outputs unless its contract says), or a Python function ``jvp(primals, tangents) ->
       (out, out_tangents)``.

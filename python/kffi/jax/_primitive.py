@@ -254,16 +254,13 @@ def _bind_contract(fn, meta, args, kwargs):
     ]
     given_arrays = sum(_is_array(a) for a in args) + sum(_is_array(v) for v in kwargs.values())
     n_tensor, n_mut = sum(is_tensor), sum(is_mut)
-    if n_mut and given_arrays == n_tensor:
-        inplace = True
-    elif given_arrays == n_tensor - n_mut:
-        inplace = False
-    else:
+    # More arrays than the non-mut tensor parameters take: the mut ones are given too.
+    inplace = bool(n_mut) and n_tensor - n_mut < given_arrays <= n_tensor
+    if given_arrays > n_tensor or (given_arrays > n_tensor - n_mut and not inplace):
         raise TypeError(
             f"kffi.jax: {label} takes {n_tensor - n_mut} input array(s)"
             + (f" (or {n_tensor}, to update its mut parameters in place)" if n_mut else "")
-            + f", got {given_arrays}; signature: "
-            f"{_signature(meta)}"
+            + f", got {given_arrays}; signature: {_signature(meta)}"
         )
     names = [p.get("name") or f"arg{i}" for i, p in enumerate(params)]
     fillable = [
@@ -356,8 +353,11 @@ def _bind_plain(fn, meta, args, kwargs, n_outputs, arg_spec):
     names = [p.get("name") or f"arg{i}" for i, p in enumerate(params)] if params else None
     operands, attrs, spec = [], [], []
 
-    def add(name, v):
-        if _is_array(v):
+    def add(name, v, is_tensor=None):
+        # A parameter known not to be a tensor is an attribute (a traced value is refused).
+        if is_tensor and not _is_array(v):
+            raise TypeError(f"kffi.jax: parameter {name!r} is a tensor, got {type(v).__name__}")
+        if _is_array(v) and is_tensor is not False:
             spec.append(f"args.{len(operands)}")
             operands.append(v)
         else:
@@ -399,7 +399,7 @@ def _bind_plain(fn, meta, args, kwargs, n_outputs, arg_spec):
     n_rets_taken = 0
     for i, p in enumerate(params):
         if i in filled:
-            add(names[i], filled[i])
+            add(names[i], filled[i], _is_tensor_type(p.get("type")))
         elif _is_tensor_type(p.get("type")) and n_rets_taken < n_outputs:
             spec.append(f"rets.{n_rets_taken}")
             n_rets_taken += 1
@@ -575,8 +575,9 @@ def _no_jvp(primals, tangents, *, plan, attrs):
 def _no_transpose(cts, *args, plan, attrs):
     del cts, args, attrs
     raise NotImplementedError(
-        f"kffi.jax: {plan.label} cannot be transposed (it is not linear); "
-        f"attach a vjp with kffi.jax.primitive"
+        f"kffi.jax: {plan.label} cannot be transposed: JAX sees a kffi call as opaque, so "
+        f"reverse mode (jax.grad) through it needs a vjp rule (kffi.jax.primitive(fn, "
+        f"vjp=...)); a jvp rule made of kffi calls gives forward mode only"
     )
 
 

@@ -45,10 +45,10 @@ enum SpecKind : int32_t {
   kNone = 6
 };
 
+/// One arg_spec item, 8 bytes (the per-call loop walks these); attribute names live apart.
 struct SpecItem {
   int32_t kind;
-  int64_t index;     // kArgOne / kRetOne
-  std::string name;  // kAttr
+  int32_t index;  // kArgOne / kRetOne: the buffer; kAttr: into Target::attr_names
 };
 
 /// One registered target; lives as long as the process (XLA never forgets a handler).
@@ -59,7 +59,11 @@ struct Target {
   uint32_t traits = 0;
   bool passes_all_rets = false;
   std::vector<SpecItem> spec;
-  std::string label;  // the target name, for messages
+  std::vector<std::string> attr_names;
+  size_t fixed_values = 0;    // spec items that pass one value each
+  size_t args_all_count = 0;  // "args" items (each passes every input)
+  size_t rets_all_count = 0;  // "rets" items
+  std::string label;          // the target name, for messages
 };
 
 // ---- Errors -------------------------------------------------------------------------------------
@@ -135,7 +139,7 @@ XLA_FFI_Error* FillMetadata(const XLA_FFI_Api* api, XLA_FFI_Metadata_Extension* 
 // ---- Buffers ------------------------------------------------------------------------------------
 
 /// XLA's element types as DLPack dtypes; bits 0 for those DLPack cannot say (tokens).
-DLDataType DTypeOf(XLA_FFI_DataType t) {
+DLDataType DTypeOfSlow(XLA_FFI_DataType t) {
   switch (t) {
     case XLA_FFI_DataType_PRED:
       return DLDataType{kDLBool, 8, 1};
@@ -202,26 +206,20 @@ DLDataType DTypeOf(XLA_FFI_DataType t) {
   }
 }
 
-/// Stack storage for typical arities; the heap only beyond N elements.
-template <typename T, size_t N>
-class SmallBuf {
- public:
-  explicit SmallBuf(size_t n) {
-    if (n > N) {
-      heap_.reset(new T[n]);
-      data_ = heap_.get();
-    } else {
-      data_ = inline_;
-    }
+/// DTypeOfSlow as a table for the per-call path (XLA's codes are small).
+struct DTypeTable {
+  static constexpr int kSize = 64;
+  DLDataType entries[kSize];
+  DTypeTable() {
+    for (int i = 0; i < kSize; ++i) entries[i] = DTypeOfSlow(static_cast<XLA_FFI_DataType>(i));
   }
-  T& operator[](size_t i) { return data_[i]; }
-  T* data() { return data_; }
-
- private:
-  T inline_[N];
-  T* data_;
-  std::unique_ptr<T[]> heap_;
 };
+const DTypeTable kDTypes;
+
+inline DLDataType DTypeOf(XLA_FFI_DataType t) {
+  auto i = static_cast<unsigned>(t);
+  return i < DTypeTable::kSize ? kDTypes.entries[i] : DLDataType{kDLOpaqueHandle, 0, 0};
+}
 
 // ---- The per-call environment allocator
 // ----------------------------------------------------------
@@ -550,22 +548,40 @@ size_t ScalarBytes(XLA_FFI_DataType t) {
   return d.bits == 0 ? 0 : (d.bits + 7u) / 8u;
 }
 
-/// Owned values made for one call (strings over 7 bytes, arrays), released after it.
+/// Owned values made for one call (strings over 7 bytes, arrays), released after it. Plain
+/// storage: constructing and destroying an empty one costs nothing.
 class Keep {
  public:
-  void Add(Any v) {
-    if (n_ < kInline) {
-      inline_[n_++] = std::move(v);
-    } else {
-      more_.push_back(std::move(v));
+  Keep() = default;
+  Keep(const Keep&) = delete;
+  Keep& operator=(const Keep&) = delete;
+  ~Keep() {
+    for (size_t i = 0; i < n_ && i < kInline; ++i) KFFIObjectDecRef(inline_[i]);
+    if (more_ != nullptr) {
+      for (KFFIObjectHandle h : *more_) KFFIObjectDecRef(h);
+      delete more_;
     }
+  }
+  /// Takes v's reference (when it holds an object) and returns its raw value.
+  KFFIAny Add(Any v) {
+    KFFIAny raw = details::AnyUnsafe::MoveToOwnedRaw(std::move(v));
+    if (raw.type_index >= kKFFIStaticObjectBegin) {
+      if (n_ < kInline) {
+        inline_[n_] = raw.v_obj;
+      } else {
+        if (more_ == nullptr) more_ = new std::vector<KFFIObjectHandle>();
+        more_->push_back(raw.v_obj);
+      }
+      ++n_;
+    }
+    return raw;
   }
 
  private:
   static constexpr size_t kInline = 4;
-  Any inline_[kInline];
+  KFFIObjectHandle inline_[kInline];
   size_t n_ = 0;
-  std::vector<Any> more_;
+  std::vector<KFFIObjectHandle>* more_ = nullptr;
 };
 
 /// Converts attribute i of the call frame into *out. Returns false with *why on failure.
@@ -577,9 +593,7 @@ bool AttrToAny(const XLA_FFI_Attrs& attrs, int64_t i, KFFIAny* out, Keep* keep, 
     }
     case XLA_FFI_AttrType_STRING: {
       const auto* s = static_cast<const XLA_FFI_ByteSpan*>(attrs.attrs[i]);
-      Any v = String(std::string_view(s->ptr, s->len));
-      *out = *details::AnyUnsafe::Raw(v);
-      keep->Add(std::move(v));
+      *out = keep->Add(String(std::string_view(s->ptr, s->len)));
       return true;
     }
     case XLA_FFI_AttrType_ARRAY: {
@@ -598,9 +612,7 @@ bool AttrToAny(const XLA_FFI_Attrs& attrs, int64_t i, KFFIAny* out, Keep* keep, 
         }
         items.push_back(details::AnyUnsafe::FromOwnedRaw(raw));
       }
-      Any v = Array<Any>(items);
-      *out = *details::AnyUnsafe::Raw(v);
-      keep->Add(std::move(v));
+      *out = keep->Add(Array<Any>(items));
       return true;
     }
     default:
@@ -631,16 +643,17 @@ std::string AttrNames(const XLA_FFI_Attrs& attrs) {
 /// Restores the thread's environment (stream, allocator, call state) however the call ends.
 struct EnvGuard {
   bool stream_set = false;
+  bool alloc_set = false;
   DLDevice device{kDLCPU, 0};
   KFFIStreamHandle prev_stream = nullptr;
-  bool alloc_set = false;
   DLPackManagedTensorAllocator prev_alloc = nullptr;
   CallState* prev_call = nullptr;
-  bool call_set = false;
   ~EnvGuard() {
     if (stream_set) KFFIEnvSetStream(device.device_type, device.device_id, prev_stream, nullptr);
-    if (alloc_set) KFFIEnvSetTensorAllocator(prev_alloc, 0, nullptr);
-    if (call_set) tls_call = prev_call;
+    if (alloc_set) {
+      KFFIEnvSetTensorAllocator(prev_alloc, 0, nullptr);
+      tls_call = prev_call;
+    }
   }
 };
 
@@ -677,25 +690,89 @@ bool PlaceResult(const KFFIAny& v, XLA_FFI_Buffer* buf, const Target* t, std::st
   return true;
 }
 
+/// "<Kind>: kffi.jax target `name`: <what>" as an XLA error. Cold: only failing calls format.
+[[gnu::noinline, gnu::cold]] XLA_FFI_Error* TargetError(const XLA_FFI_Api* api,
+                                                        XLA_FFI_Error_Code code, const char* kind,
+                                                        const Target* t, const std::string& what) {
+  return MakeError(api, code, std::string(kind) + ": kffi.jax target `" + t->label + "`: " + what);
+}
+
+/// Matches what the function returned (owned; released here) to the results no argument took
+/// (free[0..nfree)). Out of line: most calls pass every result as an argument.
+[[gnu::noinline]] XLA_FFI_Error* TakeReturned(const XLA_FFI_Api* api, const Target* t, KFFIAny out,
+                                              XLA_FFI_Buffer* const* rets, const int64_t* free,
+                                              int64_t nfree) {
+  Any result = details::AnyUnsafe::FromOwnedRaw(out);
+  if (nfree == 0) return nullptr;  // every result was an argument: a returned value is ignored
+  const KFFIAny& raw = *details::AnyUnsafe::Raw(result);
+  std::string why;
+  bool ok = true;
+  if (raw.type_index == kKFFINone) {
+    why = "returned None, but " + std::to_string(nfree) +
+          " XLA result(s) were neither arguments (arg_spec 'rets') nor returned";
+    ok = false;
+  } else if (raw.type_index == kKFFIArray) {
+    const auto* cell = static_cast<const KFFISeqCell*>(KFFIObjectGetCellPtr(raw.v_obj));
+    const auto* items = details::SeqData(cell);
+    if (cell->size != nfree) {
+      why = "returned " + std::to_string(cell->size) + " values for " + std::to_string(nfree) +
+            " XLA result(s) not passed as arguments";
+      ok = false;
+    }
+    for (int64_t k = 0; ok && k < cell->size; ++k)
+      ok = PlaceResult(items[k], rets[free[k]], t, &why);
+  } else if (nfree == 1) {
+    ok = PlaceResult(raw, rets[free[0]], t, &why);
+  } else {
+    why = "returned one value for " + std::to_string(nfree) +
+          " XLA result(s) not passed as arguments";
+    ok = false;
+  }
+  if (!ok) {
+    return TargetError(api, XLA_FFI_Error_Code_INVALID_ARGUMENT, "ValueError", t,
+                       "the function " + why);
+  }
+  return nullptr;
+}
+
+/// Per-call storage: on the stack for typical arities, on the heap beyond.
+template <typename T, size_t N>
+class SmallBuf {
+ public:
+  explicit SmallBuf(size_t n) : data_(n <= N ? inline_ : new T[n]) {}
+  ~SmallBuf() {
+    if (data_ != inline_) delete[] data_;
+  }
+  SmallBuf(const SmallBuf&) = delete;
+  SmallBuf& operator=(const SmallBuf&) = delete;
+  T& operator[](size_t i) { return data_[i]; }
+  T* data() { return data_; }
+
+ private:
+  T inline_[N];
+  T* data_;
+};
+
 XLA_FFI_Error* Execute(XLA_FFI_CallFrame* frame, const Target* t) {
   const XLA_FFI_Api* api = frame->api;
   const int64_t nargs = frame->args.size;
   const int64_t nrets = frame->rets.size;
   auto* args = reinterpret_cast<XLA_FFI_Buffer* const*>(frame->args.args);
   auto* rets = reinterpret_cast<XLA_FFI_Buffer* const*>(frame->rets.rets);
+  size_t total_rank = 0;
   for (int64_t i = 0; i < nargs; ++i) {
-    if (frame->args.types[i] != XLA_FFI_ArgType_BUFFER) {
-      return MakeError(api, XLA_FFI_Error_Code_INVALID_ARGUMENT,
-                       "TypeError: kffi.jax target `" + t->label + "`: input " + std::to_string(i) +
-                           " is not a buffer");
+    if (KFFI_UNLIKELY(frame->args.types[i] != XLA_FFI_ArgType_BUFFER)) {
+      return TargetError(api, XLA_FFI_Error_Code_INVALID_ARGUMENT, "TypeError", t,
+                         "input " + std::to_string(i) + " is not a buffer");
     }
+    total_rank += static_cast<size_t>(args[i]->rank);
   }
   for (int64_t i = 0; i < nrets; ++i) {
-    if (frame->rets.types[i] != XLA_FFI_RetType_BUFFER) {
-      return MakeError(api, XLA_FFI_Error_Code_INVALID_ARGUMENT,
-                       "TypeError: kffi.jax target `" + t->label + "`: result " +
-                           std::to_string(i) + " is not a buffer");
+    if (KFFI_UNLIKELY(frame->rets.types[i] != XLA_FFI_RetType_BUFFER)) {
+      return TargetError(api, XLA_FFI_Error_Code_INVALID_ARGUMENT, "TypeError", t,
+                         "result " + std::to_string(i) + " is not a buffer");
     }
+    total_rank += static_cast<size_t>(rets[i]->rank);
   }
 
   DLDevice device{static_cast<DLDeviceType>(t->device_type), 0};
@@ -717,14 +794,8 @@ XLA_FFI_Error* Execute(XLA_FFI_CallFrame* frame, const Target* t) {
 
   // DLTensor views: inputs first, then results; strides are compact row-major.
   const size_t nbuf = static_cast<size_t>(nargs + nrets);
-  size_t total_rank = 0;
-  for (int64_t i = 0; i < nargs; ++i) total_rank += static_cast<size_t>(args[i]->rank);
-  for (int64_t i = 0; i < nrets; ++i) total_rank += static_cast<size_t>(rets[i]->rank);
-  SmallBuf<DLTensor, 12> tensors(nbuf);
-  SmallBuf<int64_t, 48> strides(total_rank);
-  // passed[r]: result r is an argument; avail[r]: the allocator may still hand it out.
-  SmallBuf<uint8_t, 8> passed(static_cast<size_t>(nrets));
-  SmallBuf<uint8_t, 8> avail(static_cast<size_t>(nrets));
+  SmallBuf<DLTensor, 8> tensors(nbuf);
+  SmallBuf<int64_t, 32> strides(total_rank);
   size_t stride_pos = 0;
   for (size_t b = 0; b < nbuf; ++b) {
     const XLA_FFI_Buffer* buf = b < static_cast<size_t>(nargs) ? args[b] : rets[b - nargs];
@@ -733,11 +804,10 @@ XLA_FFI_Error* Execute(XLA_FFI_CallFrame* frame, const Target* t) {
     dl.device = device;
     dl.ndim = static_cast<int32_t>(buf->rank);
     dl.dtype = DTypeOf(buf->dtype);
-    if (dl.dtype.bits == 0) {
-      return MakeError(api, XLA_FFI_Error_Code_INVALID_ARGUMENT,
-                       "TypeError: kffi.jax target `" + t->label +
-                           "`: a buffer has an element type DLPack cannot describe (XLA dtype " +
-                           std::to_string(static_cast<int>(buf->dtype)) + ")");
+    if (KFFI_UNLIKELY(dl.dtype.bits == 0)) {
+      return TargetError(api, XLA_FFI_Error_Code_INVALID_ARGUMENT, "TypeError", t,
+                         "a buffer has an element type DLPack cannot describe (XLA dtype " +
+                             std::to_string(static_cast<int>(buf->dtype)) + ")");
     }
     dl.shape = buf->dims;
     int64_t* st = &strides[stride_pos];
@@ -750,16 +820,13 @@ XLA_FFI_Error* Execute(XLA_FFI_CallFrame* frame, const Target* t) {
     dl.byte_offset = 0;
     stride_pos += static_cast<size_t>(buf->rank);
   }
-  for (int64_t r = 0; r < nrets; ++r) passed[r] = t->passes_all_rets ? 1 : 0;
 
-  // The arguments, in arg_spec order.
-  size_t nvals = 0;
-  for (const SpecItem& s : t->spec) {
-    nvals += s.kind == kArgsAll   ? static_cast<size_t>(nargs)
-             : s.kind == kRetsAll ? static_cast<size_t>(nrets)
-                                  : 1;
-  }
-  SmallBuf<KFFIAny, 12> values(nvals);
+  // The arguments, in arg_spec order. passed[r]: result r went in as an argument.
+  const size_t nvals = t->fixed_values + (t->args_all_count * static_cast<size_t>(nargs)) +
+                       (t->rets_all_count * static_cast<size_t>(nrets));
+  SmallBuf<KFFIAny, 8> values(nvals);
+  SmallBuf<uint8_t, 8> passed(static_cast<size_t>(nrets));
+  for (int64_t r = 0; r < nrets; ++r) passed[r] = 0;
   Keep keep;
   size_t v = 0;
   auto input = [&](int64_t i) {
@@ -789,32 +856,26 @@ XLA_FFI_Error* Execute(XLA_FFI_CallFrame* frame, const Target* t) {
         for (int64_t r = 0; r < nrets; ++r) result(r);
         break;
       case kArgOne:
-      case kRetOne: {
-        int64_t n = s.kind == kArgOne ? nargs : nrets;
-        if (s.index >= n) {
-          return MakeError(api, XLA_FFI_Error_Code_INVALID_ARGUMENT,
-                           "IndexError: kffi.jax target `" + t->label + "`: arg_spec names " +
-                               (s.kind == kArgOne ? "args." : "rets.") + std::to_string(s.index) +
-                               " but the call has " + std::to_string(n) +
-                               (s.kind == kArgOne ? " inputs" : " results"));
+        if (KFFI_UNLIKELY(s.index >= nargs)) {
+          return TargetError(api, XLA_FFI_Error_Code_INVALID_ARGUMENT, "IndexError", t,
+                             "arg_spec names args." + std::to_string(s.index) +
+                                 " but the call has " + std::to_string(nargs) + " inputs");
         }
-        if (s.kind == kArgOne) {
-          input(s.index);
-        } else {
-          result(s.index);
-        }
+        input(s.index);
         break;
-      }
+      case kRetOne:
+        if (KFFI_UNLIKELY(s.index >= nrets)) {
+          return TargetError(api, XLA_FFI_Error_Code_INVALID_ARGUMENT, "IndexError", t,
+                             "arg_spec names rets." + std::to_string(s.index) +
+                                 " but the call has " + std::to_string(nrets) + " results");
+        }
+        result(s.index);
+        break;
       case kStream: {
         KFFIAny& a = values[v++];
         a.zero_padding = 0;
-        if (stream != nullptr) {
-          a.type_index = kKFFIOpaquePtr;
-          a.v_ptr = stream;
-        } else {
-          a.type_index = kKFFINone;
-          a.v_int64 = 0;
-        }
+        a.type_index = stream != nullptr ? kKFFIOpaquePtr : kKFFINone;
+        a.v_ptr = stream;
         break;
       }
       case kNone: {
@@ -825,46 +886,37 @@ XLA_FFI_Error* Execute(XLA_FFI_CallFrame* frame, const Target* t) {
         break;
       }
       default: {
-        int64_t i = FindAttr(frame->attrs, s.name);
-        std::string why;
-        if (i < 0) {
-          return MakeError(
-              api, XLA_FFI_Error_Code_INVALID_ARGUMENT,
-              "KeyError: kffi.jax target `" + t->label + "`: attribute '" + s.name +
+        const std::string& name = t->attr_names[static_cast<size_t>(s.index)];
+        int64_t i = FindAttr(frame->attrs, name);
+        if (KFFI_UNLIKELY(i < 0)) {
+          return TargetError(
+              api, XLA_FFI_Error_Code_INVALID_ARGUMENT, "KeyError", t,
+              "attribute '" + name +
                   "' named in arg_spec is not given (attributes: " + AttrNames(frame->attrs) + ")");
         }
-        if (!AttrToAny(frame->attrs, i, &values[v++], &keep, &why)) {
-          return MakeError(
-              api, XLA_FFI_Error_Code_INVALID_ARGUMENT,
-              "TypeError: kffi.jax target `" + t->label + "`: attribute '" + s.name + "': " + why);
+        std::string why;
+        if (KFFI_UNLIKELY(!AttrToAny(frame->attrs, i, &values[v++], &keep, &why))) {
+          return TargetError(api, XLA_FFI_Error_Code_INVALID_ARGUMENT, "TypeError", t,
+                             "attribute '" + name + "': " + why);
         }
       }
     }
   }
 
-  // Results no argument took are filled by what the function returns, in order.
-  int64_t free_rets = 0;
-  SmallBuf<int64_t, 8> free_index(static_cast<size_t>(nrets));
+  // Results no argument took: the allocator hands them out, the return value fills them.
+  int64_t nfree = 0;
+  SmallBuf<int64_t, 8> free(static_cast<size_t>(nrets));
+  SmallBuf<uint8_t, 8> avail(static_cast<size_t>(nrets));
   for (int64_t r = 0; r < nrets; ++r) {
     avail[r] = passed[r] ? 0 : 1;
-    if (!passed[r]) free_index[static_cast<size_t>(free_rets++)] = r;
+    if (!passed[r]) free[static_cast<size_t>(nfree++)] = r;
   }
 
   CallState state;
-  state.api = api;
-  state.ctx = frame->ctx;
-  state.rets = rets;
-  state.num_rets = nrets;
-  state.ret_free = avail.data();
-  state.device = device;
-  state.scratch_allowed = (t->traits & XLA_FFI_HANDLER_TRAITS_COMMAND_BUFFER_COMPATIBLE) == 0;
-  state.generation = ++tls_generation;
-  state.live_scratch = 0;
   KFFIAny out;
   out.type_index = kKFFINone;
   out.zero_padding = 0;
   out.v_int64 = 0;
-  int rc;
   {
     EnvGuard env;
     if (t->device_type != kDLCPU) {
@@ -872,54 +924,34 @@ XLA_FFI_Error* Execute(XLA_FFI_CallFrame* frame, const Target* t) {
       KFFIEnvSetStream(device.device_type, device.device_id, stream, &env.prev_stream);
       env.stream_set = true;
     }
-    if (free_rets > 0 || t->device_type != kDLCPU) {
+    // CPU kernels that allocate nothing XLA returns keep the allocator in force; elsewhere ours
+    // hands out XLA's result buffers (and, on GPU, its scratch memory).
+    if (nfree > 0 || t->device_type != kDLCPU) {
+      state.api = api;
+      state.ctx = frame->ctx;
+      state.rets = rets;
+      state.num_rets = nrets;
+      state.ret_free = avail.data();
+      state.device = device;
+      state.scratch_allowed = (t->traits & XLA_FFI_HANDLER_TRAITS_COMMAND_BUFFER_COMPATIBLE) == 0;
+      state.generation = ++tls_generation;
+      state.live_scratch = 0;
       KFFIEnvSetTensorAllocator(EnvAlloc, 0, &env.prev_alloc);
-      env.alloc_set = true;
       state.prev_alloc = env.prev_alloc;
       env.prev_call = tls_call;
       tls_call = &state;
-      env.call_set = true;
+      env.alloc_set = true;
     }
-    rc = t->safe_call(t->fn, values.data(), static_cast<int32_t>(nvals), &out);
-    if (rc != 0) return ErrorFromRaised(api, t);         // -1 (error) and -2 (signal) both raise
-    Any result = details::AnyUnsafe::FromOwnedRaw(out);  // released before the guard runs
-    std::string why;
-    const KFFIAny& raw = *details::AnyUnsafe::Raw(result);
-    bool ok = true;
-    if (free_rets == 0) {
-      // Every result was an argument: a returned value (e.g. the output itself) is ignored.
-    } else if (raw.type_index == kKFFINone) {
-      why = "returned None, but " + std::to_string(free_rets) +
-            " XLA result(s) were neither arguments (arg_spec 'rets') nor returned";
-      ok = false;
-    } else if (raw.type_index == kKFFIArray) {
-      const auto* cell = static_cast<const KFFISeqCell*>(KFFIObjectGetCellPtr(raw.v_obj));
-      const auto* items = details::SeqData(cell);
-      if (cell->size != free_rets) {
-        why = "returned " + std::to_string(cell->size) + " values for " +
-              std::to_string(free_rets) + " XLA result(s) not passed as arguments";
-        ok = false;
-      }
-      for (int64_t k = 0; ok && k < cell->size; ++k) {
-        ok = PlaceResult(items[k], rets[free_index[static_cast<size_t>(k)]], t, &why);
-      }
-    } else if (free_rets == 1) {
-      ok = PlaceResult(raw, rets[free_index[0]], t, &why);
-    } else {
-      why = "returned one value for " + std::to_string(free_rets) +
-            " XLA result(s) not passed as arguments";
-      ok = false;
+    int rc = t->safe_call(t->fn, values.data(), static_cast<int32_t>(nvals), &out);
+    if (KFFI_UNLIKELY(rc != 0)) return ErrorFromRaised(api, t);  // -1 error, -2 signal
+    if (nfree > 0 || out.type_index != kKFFINone) {
+      // Released inside the guard: scratch memory goes back while the call is current.
+      if (XLA_FFI_Error* e = TakeReturned(api, t, out, rets, free.data(), nfree)) return e;
     }
-    result.reset();
-    if (state.live_scratch > 0) {
-      return MakeError(api, XLA_FFI_Error_Code_FAILED_PRECONDITION,
-                       "RuntimeError: kffi.jax target `" + t->label + "`: the kernel kept " +
-                           std::to_string(state.live_scratch) +
-                           " tensor(s) of XLA scratch memory past the call (leaked)");
-    }
-    if (!ok) {
-      return MakeError(api, XLA_FFI_Error_Code_INVALID_ARGUMENT,
-                       "ValueError: kffi.jax target `" + t->label + "`: the function " + why);
+    if (KFFI_UNLIKELY(env.alloc_set && state.live_scratch > 0)) {
+      return TargetError(api, XLA_FFI_Error_Code_FAILED_PRECONDITION, "RuntimeError", t,
+                         "the kernel kept " + std::to_string(state.live_scratch) +
+                             " tensor(s) of XLA scratch memory past the call (leaked)");
     }
   }
   return nullptr;
@@ -1084,9 +1116,22 @@ int64_t MakeTarget(Function fn, Array<int64_t> kinds, Array<int64_t> indices, Ar
   for (int64_t i = 0; i < kinds.size(); ++i) {
     int64_t k = kinds[i];
     KFFI_CHECK(k >= kArgsAll && k <= kNone, ValueError) << "kffi.jax: bad arg_spec kind " << k;
-    KFFI_CHECK(indices[i] >= 0, ValueError) << "kffi.jax: negative arg_spec index";
-    t.spec.push_back(SpecItem{static_cast<int32_t>(k), indices[i], std::string(names[i])});
+    KFFI_CHECK(indices[i] >= 0 && indices[i] <= INT32_MAX, ValueError)
+        << "kffi.jax: arg_spec index out of range: " << indices[i];
+    int32_t index = static_cast<int32_t>(indices[i]);
+    if (k == kAttr) {
+      index = static_cast<int32_t>(t.attr_names.size());
+      t.attr_names.emplace_back(names[i]);
+    }
+    t.spec.push_back(SpecItem{static_cast<int32_t>(k), index});
     if (k == kRetsAll) t.passes_all_rets = true;
+    if (k == kArgsAll) {
+      ++t.args_all_count;
+    } else if (k == kRetsAll) {
+      ++t.rets_all_count;
+    } else {
+      ++t.fixed_values;
+    }
   }
   std::lock_guard<std::mutex> lock(TargetsMutex());
   std::deque<Target>& all = Targets();

@@ -77,7 +77,9 @@ namespace ffi = xla::ffi;
 #define BENCH_EXPORT extern "C" __attribute__((visibility("default")))
 """
 
-HAND_CPU = HAND_COMMON + """
+HAND_CPU = (
+    HAND_COMMON
+    + """
 __attribute__((noinline)) void empty_kernel(void* x, void* y) { asm volatile("" ::"r"(x), "r"(y)); }
 static ffi::Error EmptyImpl(ffi::AnyBuffer x, ffi::Result<ffi::AnyBuffer> y) {
   empty_kernel(x.untyped_data(), y->untyped_data());
@@ -92,8 +94,11 @@ BENCH_EXPORT void* bench_handler(int graph) {
   return graph ? reinterpret_cast<void*>(&BenchEmptyGraph) : reinterpret_cast<void*>(&BenchEmpty);
 }
 """
+)
 
-HAND_GPU = HAND_COMMON + """
+HAND_GPU = (
+    HAND_COMMON
+    + """
 #include <cuda_runtime.h>
 __global__ void empty_kernel(void*, void*) {}
 static ffi::Error EmptyImpl(cudaStream_t stream, ffi::AnyBuffer x, ffi::Result<ffi::AnyBuffer> y) {
@@ -109,6 +114,7 @@ BENCH_EXPORT void* bench_handler(int graph) {
   return graph ? reinterpret_cast<void*>(&BenchEmptyGraph) : reinterpret_cast<void*>(&BenchEmpty);
 }
 """
+)
 
 CHAIN = 100
 
@@ -125,11 +131,13 @@ def build_kffi(gpu: bool):
     import kffi.cpp
 
     if gpu:
-        mod = kffi.cpp.load_inline("bench_jax_empty_gpu", cuda_sources=KFFI_GPU,
-                                   functions=["empty"], quiet=True)
+        mod = kffi.cpp.load_inline(
+            "bench_jax_empty_gpu", cuda_sources=KFFI_GPU, functions=["empty"], quiet=True
+        )
     else:
-        mod = kffi.cpp.load_inline("bench_jax_empty_cpu", cpp_sources=KFFI_CPU,
-                                   functions=["empty"], quiet=True)
+        mod = kffi.cpp.load_inline(
+            "bench_jax_empty_cpu", cpp_sources=KFFI_CPU, functions=["empty"], quiet=True
+        )
     return mod.empty
 
 
@@ -145,8 +153,12 @@ def build_hand(gpu: bool):
     text = HAND_GPU if gpu else HAND_CPU
     if not src.exists() or src.read_text() != text:
         src.write_text(text)
-    path = kffi.cpp.build("bench_jax_hand_" + ("gpu" if gpu else "cpu"), [str(src)],
-                          extra_include_paths=[xla_ffi_include_dir()], quiet=True)
+    path = kffi.cpp.build(
+        "bench_jax_hand_" + ("gpu" if gpu else "cpu"),
+        [str(src)],
+        extra_include_paths=[xla_ffi_include_dir()],
+        quiet=True,
+    )
     lib = ctypes.CDLL(path)
     lib.bench_handler.restype = ctypes.c_void_p
     lib.bench_handler.argtypes = [ctypes.c_int]
@@ -157,11 +169,13 @@ def build_tvm(gpu: bool):
     import tvm_ffi.cpp
 
     if gpu:
-        mod = tvm_ffi.cpp.load_inline("bench_jax_tvm_empty_gpu", cuda_sources=TVM_GPU,
-                                      functions=["empty"])
+        mod = tvm_ffi.cpp.load_inline(
+            "bench_jax_tvm_empty_gpu", cuda_sources=TVM_GPU, functions=["empty"]
+        )
     else:
-        mod = tvm_ffi.cpp.load_inline("bench_jax_tvm_empty_cpu", cpp_sources=TVM_CPU,
-                                      functions=["empty"])
+        mod = tvm_ffi.cpp.load_inline(
+            "bench_jax_tvm_empty_cpu", cpp_sources=TVM_CPU, functions=["empty"]
+        )
     return mod.empty
 
 
@@ -194,8 +208,9 @@ def make_cells(args, gpu: bool):
             names = {}
             for graph in (False, True):
                 name = f"bench_kffi_empty_{int(graph)}"
-                kffi.jax.register_ffi_target(name, fn, platform=platform_name,
-                                             allow_cuda_graph=graph)
+                kffi.jax.register_ffi_target(
+                    name, fn, platform=platform_name, allow_cuda_graph=graph
+                )
                 names[graph] = name
             return names
 
@@ -207,8 +222,9 @@ def make_cells(args, gpu: bool):
             names = {}
             for graph in (False, True):
                 name = f"bench_hand_empty_{int(graph)}"
-                jax.ffi.register_ffi_target(name, jax.ffi.pycapsule(lib.bench_handler(graph)),
-                                            platform=platform_name)
+                jax.ffi.register_ffi_target(
+                    name, jax.ffi.pycapsule(lib.bench_handler(graph)), platform=platform_name
+                )
                 names[graph] = name
             return names
 
@@ -222,8 +238,9 @@ def make_cells(args, gpu: bool):
             names = {}
             for graph in (False, True):
                 name = f"bench_tvm_empty_{int(graph)}"
-                jax_tvm_ffi.register_ffi_target(name, fn, platform=platform_name,
-                                                allow_cuda_graph=graph)
+                jax_tvm_ffi.register_ffi_target(
+                    name, fn, platform=platform_name, allow_cuda_graph=graph
+                )
                 names[graph] = name
             return names
 
@@ -289,44 +306,70 @@ def main(argv=None) -> int:
         log(f"rep {rep + 1}/{args.reps}")
     med = {key: statistics.median(v) * 1e6 for key, v in samples.items()}  # microseconds
 
-    cases = [("single", "one jitted call"), ("chain", f"per call, chain of {CHAIN}"),
-             ("chain-graph", f"per call, chain of {CHAIN}, allow_cuda_graph")]
+    cases = [
+        ("single", "one jitted call"),
+        ("chain", f"per call, chain of {CHAIN}"),
+        ("chain-graph", f"per call, chain of {CHAIN}, allow_cuda_graph"),
+    ]
     bindings = ["kffi", "hand-written", "jax-tvm-ffi", "jit x+1"]
-    print(f"\nkffi.jax: an empty {'kernel launch' if gpu else 'function'} through XLA "
-          f"({device}, jax {jax.__version__}); microseconds, median of {args.reps}")
-    header = f"{'case':<44}" + "".join(f"{b:>14}" for b in bindings) + \
-        f"{'kffi/hand':>11}{'kffi/tvm':>10}"
+    print(
+        f"\nkffi.jax: an empty {'kernel launch' if gpu else 'function'} through XLA "
+        f"({device}, jax {jax.__version__}); microseconds, median of {args.reps}"
+    )
+    header = (
+        f"{'case':<44}"
+        + "".join(f"{b:>14}" for b in bindings)
+        + f"{'kffi/hand':>11}{'kffi/tvm':>10}"
+    )
     print(header)
     print("-" * len(header))
     rows = []
     for case, title in cases:
         vals = {b: med.get((case, b)) for b in bindings}
-        r_hand = vals["kffi"] / vals["hand-written"] if vals["kffi"] and vals["hand-written"] \
-            else None
-        r_tvm = vals["kffi"] / vals["jax-tvm-ffi"] if vals["kffi"] and vals["jax-tvm-ffi"] \
-            else None
+        r_hand = (
+            vals["kffi"] / vals["hand-written"] if vals["kffi"] and vals["hand-written"] else None
+        )
+        r_tvm = vals["kffi"] / vals["jax-tvm-ffi"] if vals["kffi"] and vals["jax-tvm-ffi"] else None
         line = f"{title:<44}" + "".join(
-            f"{vals[b]:>14.2f}" if vals[b] is not None else f"{'-':>14}" for b in bindings)
+            f"{vals[b]:>14.2f}" if vals[b] is not None else f"{'-':>14}" for b in bindings
+        )
         line += f"{r_hand:>10.3f}x" if r_hand else f"{'-':>11}"
         line += f"{r_tvm:>9.3f}x" if r_tvm else f"{'-':>10}"
         print(line)
-        rows.append({"case": case, "title": title, "us": vals, "kffi_over_hand": r_hand,
-                     "kffi_over_jax_tvm_ffi": r_tvm})
+        rows.append(
+            {
+                "case": case,
+                "title": title,
+                "us": vals,
+                "kffi_over_hand": r_hand,
+                "kffi_over_jax_tvm_ffi": r_tvm,
+            }
+        )
     if skipped:
         print("skipped: " + "; ".join(f"{k} ({v})" for k, v in skipped.items()))
     goals = {
         "single_le_1.02x_hand": rows[0]["kffi_over_hand"],
         "chain_graph_le_1.0x_jax_tvm_ffi": rows[2]["kffi_over_jax_tvm_ffi"],
     }
-    print("goals: single <= 1.02x hand-written: "
-          f"{goals['single_le_1.02x_hand'] and round(goals['single_le_1.02x_hand'], 3)}; "
-          f"chain with trait <= 1.0x jax-tvm-ffi: "
-          f"{goals['chain_graph_le_1.0x_jax_tvm_ffi'] and round(goals['chain_graph_le_1.0x_jax_tvm_ffi'], 3)}"
-          + ("" if gpu else "  (CPU run: the GPU goals are the lead's; CPU goal: kffi/tvm <= 1.0)"))
+    print(
+        "goals: single <= 1.02x hand-written: "
+        f"{goals['single_le_1.02x_hand'] and round(goals['single_le_1.02x_hand'], 3)}; "
+        f"chain with trait <= 1.0x jax-tvm-ffi: "
+        f"{goals['chain_graph_le_1.0x_jax_tvm_ffi'] and round(goals['chain_graph_le_1.0x_jax_tvm_ffi'], 3)}"
+        + ("" if gpu else "  (CPU run: the GPU goals are the lead's; CPU goal: kffi/tvm <= 1.0)")
+    )
     result = {
-        "bench": "jax_ffi", "device": device, "gpu": gpu, "jax": jax.__version__,
-        "python": platform.python_version(), "host": platform.node(), "reps": args.reps,
-        "calls": args.calls, "chain": CHAIN, "rows": rows, "skipped": skipped,
+        "bench": "jax_ffi",
+        "device": device,
+        "gpu": gpu,
+        "jax": jax.__version__,
+        "python": platform.python_version(),
+        "host": platform.node(),
+        "reps": args.reps,
+        "calls": args.calls,
+        "chain": CHAIN,
+        "rows": rows,
+        "skipped": skipped,
         "samples_us": {f"{c}/{b}": [t * 1e6 for t in v] for (c, b), v in samples.items()},
     }
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)

@@ -393,3 +393,18 @@ def test_concurrent_registration_and_calls(jk):
         t.join()
     assert errors == []
     assert {i: r.tolist() for i, r in results.items()} == {i: [2.0 * i] * 4 for i in range(8)}
+
+
+def test_import_kffi_does_not_import_jax():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, kffi\n"
+        "assert 'jax' not in sys.modules and 'kffi.jax' not in sys.modules\n"
+        "mod = kffi.jax\n"
+        "assert 'jax' in sys.modules and mod.register_ffi_target\n"
+        "print('ok')\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr

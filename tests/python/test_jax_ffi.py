@@ -408,3 +408,78 @@ def test_import_kffi_does_not_import_jax():
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr
+
+
+def _malloc_in_use():
+    import ctypes
+    import ctypes.util
+
+    libc_name = ctypes.util.find_library("c")
+    libc = ctypes.CDLL(libc_name) if libc_name else None
+    if libc is None or not hasattr(libc, "mallinfo2"):
+        return None
+
+    class MallInfo2(ctypes.Structure):
+        _fields_ = [
+            (n, ctypes.c_size_t)
+            for n in (
+                "arena",
+                "ordblks",
+                "smblks",
+                "hblks",
+                "hblkhd",
+                "usmblks",
+                "fsmblks",
+                "uordblks",
+                "fordblks",
+                "keepcost",
+            )
+        ]
+
+    libc.mallinfo2.restype = MallInfo2
+    info = libc.mallinfo2()
+    return info.uordblks + info.hblkhd
+
+
+def test_calls_leak_neither_memory_nor_references(jk):
+    """Attributes that make owned values (long strings, arrays), allocating kernels, returned
+    tuples and errors, many times: the native heap and the function's references stay flat."""
+    if _malloc_in_use() is None:
+        pytest.skip("needs glibc's mallinfo2")
+    names = [unique(p) for p in ("leak_attrs", "leak_alloc", "leak_two", "leak_fail")]
+    kffi.jax.register_ffi_target(names[0], jk.probe, arg_spec=["args", "attrs.s", "attrs.a"])
+    kffi.jax.register_ffi_target(names[1], jk.alloc_plus_one, arg_spec=["args"])
+    kffi.jax.register_ffi_target(names[2], jk.alloc_two, arg_spec=["args"])
+    kffi.jax.register_ffi_target(names[3], jk.fail, arg_spec=["args", "rets", "attrs.message"])
+    x = jnp.ones((16,), jnp.float32)
+    probe = jax.ffi.ffi_call(names[0], (), has_side_effect=True)
+    alloc = jax.ffi.ffi_call(names[1], sds(x))
+    two = jax.ffi.ffi_call(names[2], (sds(x), sds(x)))
+    fail = jax.jit(lambda a: jax.ffi.ffi_call(names[3], sds(x))(a, message="leak check " * 8))
+
+    @jax.jit
+    def work(a):
+        for _ in range(10):
+            probe(a, s="a string longer than seven bytes", a=np.arange(6, dtype=np.int64))
+            a = alloc(a)
+            b, c = two(a)
+            a = b + c
+        return a
+
+    def window(n):
+        for i in range(n):
+            work(x).block_until_ready()
+            if i % 20 == 0:
+                with pytest.raises(jax.errors.JaxRuntimeError):
+                    fail(x).block_until_ready()
+
+    fn_refs = [jk.probe._use_count, jk.alloc_plus_one._use_count, jk.alloc_two._use_count]
+    window(300)
+    start = _malloc_in_use()
+    window(1500)
+    middle = _malloc_in_use()
+    window(1500)
+    end = _malloc_in_use()
+    # A leak of one small block per kernel call would be >= 16 bytes * 45,000 calls per window.
+    assert end - middle < 256 * 1024, (middle - start, end - middle)
+    assert [jk.probe._use_count, jk.alloc_plus_one._use_count, jk.alloc_two._use_count] == fn_refs

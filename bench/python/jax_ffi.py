@@ -17,8 +17,8 @@ Cases: one jitted call (dispatch + run + block_until_ready, per call), and a jit
 anchor from the same run. Goals (GPU): single call <= 1.02x hand-written; chain with the trait
 <= 1.0x jax-tvm-ffi per call; CPU: <= 1.0x jax-tvm-ffi.
 
-Usage: python3 bench/python/jax_ffi.py [--out build/bench_jax_ffi.json] [--reps 15]
-                                       [--calls 200] [--skip BINDING ...]
+Usage: python3 bench/python/jax_ffi.py [--out build/bench_jax_ffi.json] [--reps 21]
+                                       [--calls 100] [--skip BINDING ...]
 Never fails on a missed goal; a binding that cannot be built is skipped and named.
 """
 
@@ -281,8 +281,8 @@ def time_cell(f, x, calls: int) -> float:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--out", default=str(ROOT / "build" / "bench_jax_ffi.json"))
-    p.add_argument("--reps", type=int, default=15)
-    p.add_argument("--calls", type=int, default=200, help="invocations per sample")
+    p.add_argument("--reps", type=int, default=21)
+    p.add_argument("--calls", type=int, default=100, help="invocations per sample")
     p.add_argument("--skip", nargs="*", default=[])
     args = p.parse_args(argv)
 

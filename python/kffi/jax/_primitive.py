@@ -24,6 +24,11 @@ from jax.interpreters import ad, batching, mlir
 from .. import Function, _abstract
 from ._ffi import parse_arg_spec, register_ffi_target
 
+try:  # public names first; jax moves internals between releases
+    from jax.core import ShapedArray, Tracer
+except ImportError:  # pragma: no cover (newer jax)
+    from jax._src.core import ShapedArray, Tracer
+
 try:  # the eager path: run one primitive through XLA
     from jax.interpreters.xla import apply_primitive as _apply_primitive
 except ImportError:  # pragma: no cover (newer jax)
@@ -43,13 +48,13 @@ _OPTION_NAMES = ("out_shapes", "input_output_aliases", "arg_spec", "allow_cuda_g
 
 
 def _is_array(x) -> bool:
-    return isinstance(x, (jax.Array, np.ndarray, jax.core.Tracer)) or hasattr(x, "__jax_array__")
+    return isinstance(x, (jax.Array, np.ndarray, Tracer)) or hasattr(x, "__jax_array__")
 
 
 def _attr_value(name: str, value):
     """A hashable static value for attribute ``name``: int, float, bool, str, or a tuple
     ("array", dtype name, values) for sequences and 1-d arrays."""
-    if isinstance(value, jax.core.Tracer):
+    if isinstance(value, Tracer):
         raise TypeError(
             f"kffi.jax: parameter {name!r} is a scalar attribute and must be a "
             f"static value, got a traced value; pass a Python or NumPy scalar (or "
@@ -180,7 +185,7 @@ class CallPlan:
                 )
             except _abstract.ContractError as e:
                 raise ValueError(f"kffi.jax: {self.label}: {e}") from None
-        avals = tuple(jax.core.ShapedArray(tuple(s), np.dtype(_np_dtype(d))) for s, d in outs)
+        avals = tuple(ShapedArray(tuple(s), np.dtype(_np_dtype(d))) for s, d in outs)
         self._avals[key] = avals
         return avals
 

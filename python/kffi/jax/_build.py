@@ -2,8 +2,9 @@
 
 The handler is C++ against the XLA FFI headers of the jaxlib that runs (``jax.ffi.include_dir()``),
 so it is built where jaxlib is present, on first use: kffi.cpp.build keys the library by the
-source, the compiler and flags, and the flags carry a digest of those headers and jaxlib's
-version, so a new jaxlib gets its own build and an unchanged one loads in milliseconds.
+sources, the compiler and flags; the flags carry a digest of those headers, of the handler's own
+header and jaxlib's version, so a new jaxlib gets its own build and an unchanged one loads in
+milliseconds.
 """
 
 from __future__ import annotations
@@ -15,7 +16,9 @@ import threading
 from .. import cpp as _cpp
 from .. import load_module as _load_module
 
-_SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_xla_handler.cc")
+_HERE = os.path.dirname(os.path.abspath(__file__))
+_SOURCES = [os.path.join(_HERE, f) for f in ("_xla_handler.cc", "_xla_alloc.cc", "_xla_targets.cc")]
+_LOCAL_HEADER = os.path.join(_HERE, "_xla_handler.h")  # not a source: its digest goes in a flag
 _HEADERS = ("c_api.h",)  # the handler includes only the C API
 
 _lock = threading.Lock()
@@ -53,13 +56,16 @@ def handler_module():
             import jaxlib
 
             inc = xla_ffi_include_dir()
+            with open(_LOCAL_HEADER, "rb") as f:
+                local = hashlib.sha256(f.read()).hexdigest()[:24]
             flags = [
                 "-O2",
                 f'-DKFFI_JAX_XLA_FFI_HEADERS="{_headers_digest(inc)}"',
                 f'-DKFFI_JAX_JAXLIB_VERSION="{jaxlib.__version__}"',
+                f'-DKFFI_JAX_HANDLER_HEADER="{local}"',
             ]
             path = _cpp.build(
-                "kffi_jax_handler", [_SOURCE], extra_cflags=flags, extra_include_paths=[inc]
+                "kffi_jax_handler", _SOURCES, extra_cflags=flags, extra_include_paths=[inc]
             )
             _module = _load_module(path)
     return _module

@@ -1,70 +1,21 @@
 // python/kffi/jax/_xla_handler.cc: the XLA FFI handler that runs kffi functions as XLA targets.
 //
-// Built on first use (kffi.jax._build) against the XLA FFI headers of the jaxlib in use, and
-// loaded as a kffi module whose exports make targets. Each target gets its own handler address
-// (XLA gives a handler nothing but the call frame), so there is no fixed cap on targets: a small
-// trampoline per target loads the target's record and jumps to Dispatch (see TrampolinePool).
-//
-// Per call, Dispatch turns XLA's buffers into DLTensor views on the stack (no copy; the dims XLA
-// owns, row-major strides), attributes into kffi values, and calls the function's safe_call with
-// XLA's stream as the environment stream and an allocator that hands out XLA's result buffers.
-#include <kffi/export.h>
-#include <kffi/kffi.h>
-#include <sys/mman.h>
-#include <unistd.h>
+// Per call, KFFIJaxDispatch turns XLA's buffers into DLTensor views on the stack (no copy; the dims
+// XLA owns, row-major strides), attributes into kffi values, and calls the function's safe_call
+// with XLA's stream as the environment stream and an allocator that hands out XLA's result
+// buffers. Each target reaches it through its own trampoline (_xla_targets.cc).
+#include "_xla_handler.h"
 
-#include <atomic>
 #include <cstddef>
 #include <cstdint>
-#include <cstdlib>
 #include <cstring>
-#include <deque>
-#include <memory>
-#include <mutex>
 #include <string>
 #include <type_traits>
 #include <utility>
 #include <vector>
 
-#include "xla/ffi/api/c_api.h"
-
 namespace kffi {
 namespace jaxffi {
-
-// ---- Targets ------------------------------------------------------------------------------------
-
-/// What an arg_spec item passes: every input, every result, one input, one result, an attribute,
-/// XLA's stream (an explicit stream parameter; None on CPU), None (an omitted optional).
-enum SpecKind : int32_t {
-  kArgsAll = 0,
-  kRetsAll = 1,
-  kArgOne = 2,
-  kRetOne = 3,
-  kAttr = 4,
-  kStream = 5,
-  kNone = 6
-};
-
-/// One arg_spec item, 8 bytes (the per-call loop walks these); attribute names live apart.
-struct SpecItem {
-  int32_t kind;
-  int32_t index;  // kArgOne / kRetOne: the buffer; kAttr: into Target::attr_names
-};
-
-/// One registered target; lives as long as the process (XLA never forgets a handler).
-struct Target {
-  KFFIObjectHandle fn = nullptr;  // a strong reference
-  KFFISafeCallType safe_call = nullptr;
-  int32_t device_type = kDLCPU;
-  uint32_t traits = 0;
-  bool passes_all_rets = false;
-  std::vector<SpecItem> spec;
-  std::vector<std::string> attr_names;
-  size_t fixed_values = 0;    // spec items that pass one value each
-  size_t args_all_count = 0;  // "args" items (each passes every input)
-  size_t rets_all_count = 0;  // "rets" items
-  std::string label;          // the target name, for messages
-};
 
 // ---- Errors -------------------------------------------------------------------------------------
 
@@ -138,310 +89,47 @@ XLA_FFI_Error* FillMetadata(const XLA_FFI_Api* api, XLA_FFI_Metadata_Extension* 
 
 // ---- Buffers ------------------------------------------------------------------------------------
 
-/// XLA's element types as DLPack dtypes; bits 0 for those DLPack cannot say (tokens).
-DLDataType DTypeOfSlow(XLA_FFI_DataType t) {
-  switch (t) {
-    case XLA_FFI_DataType_PRED:
-      return DLDataType{kDLBool, 8, 1};
-    case XLA_FFI_DataType_S1:
-      return DLDataType{kDLInt, 1, 1};
-    case XLA_FFI_DataType_S2:
-      return DLDataType{kDLInt, 2, 1};
-    case XLA_FFI_DataType_S4:
-      return DLDataType{kDLInt, 4, 1};
-    case XLA_FFI_DataType_S8:
-      return DLDataType{kDLInt, 8, 1};
-    case XLA_FFI_DataType_S16:
-      return DLDataType{kDLInt, 16, 1};
-    case XLA_FFI_DataType_S32:
-      return DLDataType{kDLInt, 32, 1};
-    case XLA_FFI_DataType_S64:
-      return DLDataType{kDLInt, 64, 1};
-    case XLA_FFI_DataType_U1:
-      return DLDataType{kDLUInt, 1, 1};
-    case XLA_FFI_DataType_U2:
-      return DLDataType{kDLUInt, 2, 1};
-    case XLA_FFI_DataType_U4:
-      return DLDataType{kDLUInt, 4, 1};
-    case XLA_FFI_DataType_U8:
-      return DLDataType{kDLUInt, 8, 1};
-    case XLA_FFI_DataType_U16:
-      return DLDataType{kDLUInt, 16, 1};
-    case XLA_FFI_DataType_U32:
-      return DLDataType{kDLUInt, 32, 1};
-    case XLA_FFI_DataType_U64:
-      return DLDataType{kDLUInt, 64, 1};
-    case XLA_FFI_DataType_F16:
-      return DLDataType{kDLFloat, 16, 1};
-    case XLA_FFI_DataType_F32:
-      return DLDataType{kDLFloat, 32, 1};
-    case XLA_FFI_DataType_F64:
-      return DLDataType{kDLFloat, 64, 1};
-    case XLA_FFI_DataType_BF16:
-      return DLDataType{kDLBfloat, 16, 1};
-    case XLA_FFI_DataType_C64:
-      return DLDataType{kDLComplex, 64, 1};
-    case XLA_FFI_DataType_C128:
-      return DLDataType{kDLComplex, 128, 1};
-    case XLA_FFI_DataType_F8E5M2:
-      return DLDataType{kDLFloat8_e5m2, 8, 1};
-    case XLA_FFI_DataType_F8E3M4:
-      return DLDataType{kDLFloat8_e3m4, 8, 1};
-    case XLA_FFI_DataType_F8E4M3:
-      return DLDataType{kDLFloat8_e4m3, 8, 1};
-    case XLA_FFI_DataType_F8E4M3FN:
-      return DLDataType{kDLFloat8_e4m3fn, 8, 1};
-    case XLA_FFI_DataType_F8E4M3B11FNUZ:
-      return DLDataType{kDLFloat8_e4m3b11fnuz, 8, 1};
-    case XLA_FFI_DataType_F8E5M2FNUZ:
-      return DLDataType{kDLFloat8_e5m2fnuz, 8, 1};
-    case XLA_FFI_DataType_F8E4M3FNUZ:
-      return DLDataType{kDLFloat8_e4m3fnuz, 8, 1};
-    case XLA_FFI_DataType_F4E2M1FN:
-      return DLDataType{kDLFloat4_e2m1fn, 4, 1};
-    case XLA_FFI_DataType_F8E8M0FNU:
-      return DLDataType{kDLFloat8_e8m0fnu, 8, 1};
-    default:
-      return DLDataType{kDLOpaqueHandle, 0, 0};
-  }
-}
-
-/// DTypeOfSlow as a table for the per-call path (XLA's codes are small).
-struct DTypeTable {
-  static constexpr int kSize = 64;
-  DLDataType entries[kSize];
-  DTypeTable() {
-    for (int i = 0; i < kSize; ++i) entries[i] = DTypeOfSlow(static_cast<XLA_FFI_DataType>(i));
-  }
-};
+/// XLA's element types as DLPack dtypes (those DLPack cannot say, e.g. tokens, are absent).
 const DTypeTable kDTypes;
 
-inline DLDataType DTypeOf(XLA_FFI_DataType t) {
-  auto i = static_cast<unsigned>(t);
-  return i < DTypeTable::kSize ? kDTypes.entries[i] : DLDataType{kDLOpaqueHandle, 0, 0};
-}
-
-// ---- The per-call environment allocator
-// ----------------------------------------------------------
-
-/// What the allocator of the running call sees (one per thread, while a call runs).
-struct CallState {
-  const XLA_FFI_Api* api;
-  XLA_FFI_ExecutionContext* ctx;
-  XLA_FFI_Buffer* const* rets;
-  int64_t num_rets;
-  uint8_t* ret_free;  // 1: neither passed as an argument nor handed out yet
-  DLDevice device;
-  bool scratch_allowed;
-  DLPackManagedTensorAllocator prev_alloc;
-  uint64_t generation;
-  int64_t live_scratch;
-};
-
-thread_local CallState* tls_call = nullptr;
-thread_local uint64_t tls_generation = 0;
-
-bool SameDType(DLDataType a, DLDataType b) {
-  return a.code == b.code && a.bits == b.bits && a.lanes == b.lanes;
-}
-
-/// A DLManagedTensorVersioned with its own copy of the shape, freed by its deleter.
-template <typename Extra>
-struct ManagedBlock {
-  DLManagedTensorVersioned managed;
-  Extra extra;
-  int64_t shape[1];  // ndim entries (at least one slot)
-
-  static ManagedBlock* Make(const DLTensor* proto, void* data,
-                            void (*deleter)(DLManagedTensorVersioned*)) {
-    size_t n = proto->ndim > 0 ? static_cast<size_t>(proto->ndim) : 1;
-    void* mem = std::malloc(offsetof(ManagedBlock, shape) + n * sizeof(int64_t));
-    if (mem == nullptr) return nullptr;
-    auto* b = static_cast<ManagedBlock*>(mem);
-    b->managed.version.major = DLPACK_MAJOR_VERSION;
-    b->managed.version.minor = DLPACK_MINOR_VERSION;
-    b->managed.manager_ctx = b;
-    b->managed.deleter = deleter;
-    b->managed.flags = 0;
-    DLTensor& t = b->managed.dl_tensor;
-    t.data = data;
-    t.device = proto->device;
-    t.ndim = proto->ndim;
-    t.dtype = proto->dtype;
-    for (int32_t i = 0; i < proto->ndim; ++i) b->shape[i] = proto->shape[i];
-    t.shape = b->shape;
-    t.strides = nullptr;  // compact row-major
-    t.byte_offset = 0;
-    return b;
-  }
-};
-
-struct NoExtra {};
-struct ScratchExtra {
-  CallState* owner;
-  uint64_t generation;
-  size_t size;
-};
-
-void FreeBlock(DLManagedTensorVersioned* self) { std::free(self->manager_ctx); }
-
-void FreeHostBlock(DLManagedTensorVersioned* self) {
-  std::free(self->dl_tensor.data);
-  std::free(self->manager_ctx);
-}
-
-/// Scratch memory goes back to XLA only inside the call that took it (the execution context is
-/// valid only there); a tensor kept past the call leaks its memory and the call reports it.
-void FreeScratchBlock(DLManagedTensorVersioned* self) {
-  auto* b = static_cast<ManagedBlock<ScratchExtra>*>(self->manager_ctx);
-  CallState* st = tls_call;
-  if (st != nullptr && st == b->extra.owner && st->generation == b->extra.generation) {
-    XLA_FFI_DeviceMemory_Free_Args args;
-    std::memset(&args, 0, sizeof(args));
-    args.struct_size = XLA_FFI_DeviceMemory_Free_Args_STRUCT_SIZE;
-    args.ctx = st->ctx;
-    args.size = b->extra.size;
-    args.data = self->dl_tensor.data;
-    XLA_FFI_Error* err = st->api->XLA_FFI_DeviceMemory_Free(&args);
-    if (err != nullptr) {
-      XLA_FFI_Error_Destroy_Args d;
-      std::memset(&d, 0, sizeof(d));
-      d.struct_size = XLA_FFI_Error_Destroy_Args_STRUCT_SIZE;
-      d.error = err;
-      st->api->XLA_FFI_Error_Destroy(&d);
-    }
-    --st->live_scratch;
-  }
-  std::free(b);
-}
-
-bool MatchesBuffer(const DLTensor* proto, const XLA_FFI_Buffer* buf) {
-  if (proto->ndim != buf->rank || !SameDType(proto->dtype, DTypeOf(buf->dtype))) return false;
-  for (int32_t i = 0; i < proto->ndim; ++i) {
-    if (proto->shape[i] != buf->dims[i]) return false;
-  }
-  return true;
-}
-
-/// Bytes of a compact tensor, or -1 on overflow / a negative dimension.
-int64_t CompactBytes(const DLTensor* t) {
-  uint64_t n = 1;
-  for (int32_t i = 0; i < t->ndim; ++i) {
-    if (t->shape[i] < 0) return -1;
-    if (__builtin_mul_overflow(n, static_cast<uint64_t>(t->shape[i]), &n)) return -1;
-  }
-  uint64_t bits;
-  if (__builtin_mul_overflow(n, static_cast<uint64_t>(t->dtype.bits) * t->dtype.lanes, &bits)) {
-    return -1;
-  }
-  uint64_t bytes = (bits + 7) / 8;
-  return bytes > static_cast<uint64_t>(INT64_MAX) ? -1 : static_cast<int64_t>(bytes);
-}
-
-/// The environment allocator during a call: a request that matches a result buffer no argument
-/// took gets that buffer (the kernel then writes XLA's output in place); other CPU requests go
-/// to the allocator that was in force (else aligned host memory); other GPU requests get XLA's
-/// scratch memory, unless the target may be captured into a CUDA graph.
-int EnvAlloc(DLTensor* proto, DLManagedTensorVersioned** out, void* error_ctx,
-             void (*set_error)(void* error_ctx, const char* kind, const char* message)) {
-  CallState* st = tls_call;
-  if (st == nullptr) {
-    set_error(error_ctx, "RuntimeError", "kffi.jax: the XLA allocator was used outside a call");
-    return -1;
-  }
-  if (proto->device.device_type == st->device.device_type &&
-      proto->device.device_id == st->device.device_id) {
-    for (int64_t i = 0; i < st->num_rets; ++i) {
-      if (st->ret_free[i] && MatchesBuffer(proto, st->rets[i])) {
-        auto* b = ManagedBlock<NoExtra>::Make(proto, st->rets[i]->data, FreeBlock);
-        if (b == nullptr) break;
-        st->ret_free[i] = 0;
-        *out = &b->managed;
-        return 0;
-      }
-    }
-  }
-  if (proto->device.device_type == kDLCPU) {
-    if (st->prev_alloc != nullptr) return st->prev_alloc(proto, out, error_ctx, set_error);
-    int64_t bytes = CompactBytes(proto);
-    if (bytes < 0) {
-      set_error(error_ctx, "ValueError", "kffi.jax: tensor size overflows");
-      return -1;
-    }
-    size_t rounded = (static_cast<size_t>(bytes) + 63) / 64 * 64;
-    void* data = std::aligned_alloc(64, rounded == 0 ? 64 : rounded);
-    auto* b = data ? ManagedBlock<NoExtra>::Make(proto, data, FreeHostBlock) : nullptr;
-    if (b == nullptr) {
-      std::free(data);
-      set_error(error_ctx, "MemoryError", "kffi.jax: cannot allocate host memory");
-      return -1;
-    }
-    *out = &b->managed;
-    return 0;
-  }
-  if (proto->device.device_type != st->device.device_type ||
-      proto->device.device_id != st->device.device_id) {
-    set_error(error_ctx, "ValueError",
-              "kffi.jax: a kernel inside XLA can allocate only on the call's own device");
-    return -1;
-  }
-  if (!st->scratch_allowed) {
-    set_error(error_ctx, "RuntimeError",
-              "kffi.jax: a target registered with allow_cuda_graph=True allocated a tensor that "
-              "is not one of its results; a CUDA graph would replay a freed address. Declare it "
-              "as an output, or register the target without allow_cuda_graph");
-    return -1;
-  }
-  int64_t bytes = CompactBytes(proto);
-  if (bytes < 0) {
-    set_error(error_ctx, "ValueError", "kffi.jax: tensor size overflows");
-    return -1;
-  }
-  XLA_FFI_DeviceMemory_Allocate_Args args;
-  std::memset(&args, 0, sizeof(args));
-  args.struct_size = XLA_FFI_DeviceMemory_Allocate_Args_STRUCT_SIZE;
-  args.ctx = st->ctx;
-  args.size = static_cast<size_t>(bytes == 0 ? 1 : bytes);
-  args.alignment = 16;  // the most XLA's scratch allocator accepts (its buffers are aligned more)
-  XLA_FFI_Error* err = st->api->XLA_FFI_DeviceMemory_Allocate(&args);
-  if (err != nullptr) {
-    XLA_FFI_Error_GetMessage_Args m;
-    std::memset(&m, 0, sizeof(m));
-    m.struct_size = XLA_FFI_Error_GetMessage_Args_STRUCT_SIZE;
-    m.error = err;
-    st->api->XLA_FFI_Error_GetMessage(&m);
-    std::string msg =
-        std::string("kffi.jax: XLA's scratch allocator failed: ") + (m.message ? m.message : "");
-    XLA_FFI_Error_Destroy_Args d;
-    std::memset(&d, 0, sizeof(d));
-    d.struct_size = XLA_FFI_Error_Destroy_Args_STRUCT_SIZE;
-    d.error = err;
-    st->api->XLA_FFI_Error_Destroy(&d);
-    set_error(error_ctx, "MemoryError", msg.c_str());
-    return -1;
-  }
-  auto* b = ManagedBlock<ScratchExtra>::Make(proto, args.data, FreeScratchBlock);
-  if (b == nullptr) {
-    XLA_FFI_DeviceMemory_Free_Args f;
-    std::memset(&f, 0, sizeof(f));
-    f.struct_size = XLA_FFI_DeviceMemory_Free_Args_STRUCT_SIZE;
-    f.ctx = st->ctx;
-    f.size = args.size;
-    f.data = args.data;
-    if (XLA_FFI_Error* e = st->api->XLA_FFI_DeviceMemory_Free(&f)) {
-      XLA_FFI_Error_Destroy_Args d;
-      std::memset(&d, 0, sizeof(d));
-      d.struct_size = XLA_FFI_Error_Destroy_Args_STRUCT_SIZE;
-      d.error = e;
-      st->api->XLA_FFI_Error_Destroy(&d);
-    }
-    set_error(error_ctx, "MemoryError", "kffi.jax: cannot allocate a tensor header");
-    return -1;
-  }
-  b->extra = ScratchExtra{st, st->generation, args.size};
-  ++st->live_scratch;
-  *out = &b->managed;
-  return 0;
+DTypeTable::DTypeTable() {
+  static const struct {
+    XLA_FFI_DataType xla;
+    DLDataType dl;
+  } kPairs[] = {
+      {XLA_FFI_DataType_PRED, {kDLBool, 8, 1}},
+      {XLA_FFI_DataType_S1, {kDLInt, 1, 1}},
+      {XLA_FFI_DataType_S2, {kDLInt, 2, 1}},
+      {XLA_FFI_DataType_S4, {kDLInt, 4, 1}},
+      {XLA_FFI_DataType_S8, {kDLInt, 8, 1}},
+      {XLA_FFI_DataType_S16, {kDLInt, 16, 1}},
+      {XLA_FFI_DataType_S32, {kDLInt, 32, 1}},
+      {XLA_FFI_DataType_S64, {kDLInt, 64, 1}},
+      {XLA_FFI_DataType_U1, {kDLUInt, 1, 1}},
+      {XLA_FFI_DataType_U2, {kDLUInt, 2, 1}},
+      {XLA_FFI_DataType_U4, {kDLUInt, 4, 1}},
+      {XLA_FFI_DataType_U8, {kDLUInt, 8, 1}},
+      {XLA_FFI_DataType_U16, {kDLUInt, 16, 1}},
+      {XLA_FFI_DataType_U32, {kDLUInt, 32, 1}},
+      {XLA_FFI_DataType_U64, {kDLUInt, 64, 1}},
+      {XLA_FFI_DataType_F16, {kDLFloat, 16, 1}},
+      {XLA_FFI_DataType_F32, {kDLFloat, 32, 1}},
+      {XLA_FFI_DataType_F64, {kDLFloat, 64, 1}},
+      {XLA_FFI_DataType_BF16, {kDLBfloat, 16, 1}},
+      {XLA_FFI_DataType_C64, {kDLComplex, 64, 1}},
+      {XLA_FFI_DataType_C128, {kDLComplex, 128, 1}},
+      {XLA_FFI_DataType_F8E5M2, {kDLFloat8_e5m2, 8, 1}},
+      {XLA_FFI_DataType_F8E3M4, {kDLFloat8_e3m4, 8, 1}},
+      {XLA_FFI_DataType_F8E4M3, {kDLFloat8_e4m3, 8, 1}},
+      {XLA_FFI_DataType_F8E4M3FN, {kDLFloat8_e4m3fn, 8, 1}},
+      {XLA_FFI_DataType_F8E4M3B11FNUZ, {kDLFloat8_e4m3b11fnuz, 8, 1}},
+      {XLA_FFI_DataType_F8E5M2FNUZ, {kDLFloat8_e5m2fnuz, 8, 1}},
+      {XLA_FFI_DataType_F8E4M3FNUZ, {kDLFloat8_e4m3fnuz, 8, 1}},
+      {XLA_FFI_DataType_F4E2M1FN, {kDLFloat4_e2m1fn, 4, 1}},
+      {XLA_FFI_DataType_F8E8M0FNU, {kDLFloat8_e8m0fnu, 8, 1}},
+  };
+  for (DLDataType& e : entries) e = DLDataType{kDLOpaqueHandle, 0, 0};
+  for (const auto& p : kPairs) entries[static_cast<int>(p.xla)] = p.dl;
 }
 
 // ---- Attributes ---------------------------------------------------------------------------------
@@ -957,8 +645,13 @@ XLA_FFI_Error* Execute(XLA_FFI_CallFrame* frame, const Target* t) {
   return nullptr;
 }
 
-/// Every target's handler enters here (through its trampoline, which supplies t).
-extern "C" XLA_FFI_Error* KFFIJaxDispatch(XLA_FFI_CallFrame* frame, const Target* t) {
+}  // namespace jaxffi
+}  // namespace kffi
+
+extern "C" XLA_FFI_Error* KFFIJaxDispatch(XLA_FFI_CallFrame* frame, const kffi::jaxffi::Target* t) {
+  using kffi::jaxffi::Execute;
+  using kffi::jaxffi::FillMetadata;
+  using kffi::jaxffi::MakeError;
   if (frame->extension_start != nullptr &&
       frame->extension_start->type == XLA_FFI_Extension_Metadata) {
     return FillMetadata(frame->api,
@@ -975,217 +668,3 @@ extern "C" XLA_FFI_Error* KFFIJaxDispatch(XLA_FFI_CallFrame* frame, const Target
                      "RuntimeError: kffi.jax target `" + t->label + "`: unknown C++ exception");
   }
 }
-
-// ---- Trampolines: one handler address per target --------------------------------------------
-//
-// A handler is a bare function pointer, so each target needs its own address. Stubs live in
-// pages written once and then made read+execute; each stub loads its target record and the
-// address of KFFIJaxDispatch from its slot in the writable page that follows, and jumps:
-// handler(frame) becomes KFFIJaxDispatch(frame, target) with no extra frame. (XLA itself JITs
-// host code, so wherever JAX runs, executable pages can be made.)
-
-struct Slot {
-  const Target* target;
-  void* dispatch;
-};
-
-constexpr size_t kStubBytes = 32;
-
-#if defined(__x86_64__)
-void WriteStub(uint8_t* code, const Slot* slot) {
-  const uint8_t endbr64[4] = {0xF3, 0x0F, 0x1E, 0xFA};
-  std::memcpy(code, endbr64, 4);
-  // mov rsi, [rip + disp32]: the target record, second argument of KFFIJaxDispatch.
-  code[4] = 0x48;
-  code[5] = 0x8B;
-  code[6] = 0x35;
-  int32_t d1 = static_cast<int32_t>(reinterpret_cast<const uint8_t*>(&slot->target) - (code + 11));
-  std::memcpy(code + 7, &d1, 4);
-  // jmp [rip + disp32]: KFFIJaxDispatch.
-  code[11] = 0xFF;
-  code[12] = 0x25;
-  int32_t d2 =
-      static_cast<int32_t>(reinterpret_cast<const uint8_t*>(&slot->dispatch) - (code + 17));
-  std::memcpy(code + 13, &d2, 4);
-  std::memset(code + 17, 0xCC, kStubBytes - 17);  // int3
-}
-constexpr bool kHaveTrampolines = true;
-#elif defined(__aarch64__)
-void WriteStub(uint8_t* code, const Slot* slot) {
-  auto ldr_literal = [](uint32_t rt, const uint8_t* pc, const void* target) {
-    int64_t off = (reinterpret_cast<const uint8_t*>(target) - pc) / 4;
-    return 0x58000000u | ((static_cast<uint32_t>(off) & 0x7FFFFu) << 5) | rt;
-  };
-  uint32_t insns[4] = {
-      0xD503245Fu,                                 // bti c
-      ldr_literal(1, code + 4, &slot->target),     // ldr x1, target record
-      ldr_literal(16, code + 8, &slot->dispatch),  // ldr x16, KFFIJaxDispatch
-      0xD61F0200u,                                 // br x16
-  };
-  std::memcpy(code, insns, sizeof(insns));
-  std::memset(code + sizeof(insns), 0, kStubBytes - sizeof(insns));
-}
-constexpr bool kHaveTrampolines = true;
-#else
-void WriteStub(uint8_t*, const Slot*) {}
-constexpr bool kHaveTrampolines = false;
-#endif
-
-class TrampolinePool {
- public:
-  /// A handler address that calls KFFIJaxDispatch(frame, t). Thread safe.
-  XLA_FFI_Handler* Make(const Target* t) {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (!kHaveTrampolines) {
-      KFFI_THROW(NotImplementedError) << "kffi.jax: handler trampolines are implemented for "
-                                         "x86-64 and AArch64 only";
-    }
-    if (code_ == nullptr || used_ == per_page_) NewPage();
-    size_t i = used_++;
-    slots_[i].target = t;
-    slots_[i].dispatch = reinterpret_cast<void*>(&KFFIJaxDispatch);
-    ++count_;
-    return reinterpret_cast<XLA_FFI_Handler*>(code_ + i * kStubBytes);
-  }
-  size_t count() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return count_;
-  }
-
- private:
-  void NewPage() {
-    size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
-    void* mem = mmap(nullptr, 2 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    KFFI_CHECK(mem != MAP_FAILED, MemoryError)
-        << "kffi.jax: cannot map memory for handler trampolines (" << std::strerror(errno) << ")";
-    auto* code = static_cast<uint8_t*>(mem);
-    auto* slots = reinterpret_cast<Slot*>(code + page);
-    size_t n = std::min(page / kStubBytes, page / sizeof(Slot));
-    for (size_t i = 0; i < n; ++i) WriteStub(code + i * kStubBytes, &slots[i]);
-    __builtin___clear_cache(reinterpret_cast<char*>(code), reinterpret_cast<char*>(code + page));
-    if (mprotect(code, page, PROT_READ | PROT_EXEC) != 0) {
-      int err = errno;
-      munmap(mem, 2 * page);
-      KFFI_THROW(RuntimeError) << "kffi.jax: cannot make handler trampolines executable ("
-                               << std::strerror(err) << ")";
-    }
-    code_ = code;  // earlier pages stay mapped: their handlers are registered for good
-    slots_ = slots;
-    per_page_ = n;
-    used_ = 0;
-  }
-
-  std::mutex mu_;
-  uint8_t* code_ = nullptr;
-  Slot* slots_ = nullptr;
-  size_t per_page_ = 0;
-  size_t used_ = 0;
-  size_t count_ = 0;
-};
-
-TrampolinePool& Pool() {
-  static auto* pool = new TrampolinePool();  // never destroyed: handlers outlive static teardown
-  return *pool;
-}
-
-std::mutex& TargetsMutex() {
-  static auto* mu = new std::mutex();
-  return *mu;
-}
-
-std::deque<Target>& Targets() {
-  static auto* targets = new std::deque<Target>();  // stable addresses, never freed
-  return *targets;
-}
-
-// ---- Exports (called by kffi/jax/_ffi.py) -------------------------------------------------------
-
-/// Makes a target for fn and returns its handler address. kinds/indices/names describe arg_spec
-/// item by item (see SpecKind); traits is XLA_FFI_Handler_Traits.
-int64_t MakeTarget(Function fn, Array<int64_t> kinds, Array<int64_t> indices, Array<String> names,
-                   int64_t device_type, int64_t traits, String label) {
-  KFFI_CHECK(fn.defined(), ValueError) << "kffi.jax: the function is None";
-  KFFI_CHECK(kinds.size() == indices.size() && kinds.size() == names.size(), ValueError)
-      << "kffi.jax: arg_spec arrays differ in length";
-  Target t;
-  KFFIObjectHandle h = details::ObjectUnsafe::Header(fn.get());
-  t.safe_call = static_cast<const KFFIFunctionCell*>(KFFIObjectGetCellPtr(h))->safe_call;
-  t.device_type = static_cast<int32_t>(device_type);
-  t.traits = static_cast<uint32_t>(traits);
-  t.label = std::string(label);
-  for (int64_t i = 0; i < kinds.size(); ++i) {
-    int64_t k = kinds[i];
-    KFFI_CHECK(k >= kArgsAll && k <= kNone, ValueError) << "kffi.jax: bad arg_spec kind " << k;
-    KFFI_CHECK(indices[i] >= 0 && indices[i] <= INT32_MAX, ValueError)
-        << "kffi.jax: arg_spec index out of range: " << indices[i];
-    int32_t index = static_cast<int32_t>(indices[i]);
-    if (k == kAttr) {
-      index = static_cast<int32_t>(t.attr_names.size());
-      t.attr_names.emplace_back(names[i]);
-    }
-    t.spec.push_back(SpecItem{static_cast<int32_t>(k), index});
-    if (k == kRetsAll) t.passes_all_rets = true;
-    if (k == kArgsAll) {
-      ++t.args_all_count;
-    } else if (k == kRetsAll) {
-      ++t.rets_all_count;
-    } else {
-      ++t.fixed_values;
-    }
-  }
-  std::lock_guard<std::mutex> lock(TargetsMutex());
-  std::deque<Target>& all = Targets();
-  all.push_back(std::move(t));
-  Target* stored = &all.back();
-  XLA_FFI_Handler* handler;
-  try {
-    handler = Pool().Make(stored);
-  } catch (...) {
-    all.pop_back();
-    throw;
-  }
-  KFFIObjectIncRef(h);  // the target keeps the function for good
-  stored->fn = h;
-  return static_cast<int64_t>(reinterpret_cast<intptr_t>(handler));
-}
-
-/// The traits a handler reports when XLA asks for its metadata (as at registration).
-int64_t HandlerTraits(int64_t address) {
-  XLA_FFI_Metadata md;
-  std::memset(&md, 0, sizeof(md));
-  md.struct_size = XLA_FFI_Metadata_STRUCT_SIZE;
-  XLA_FFI_Metadata_Extension ext;
-  std::memset(&ext, 0, sizeof(ext));
-  ext.extension_base.struct_size = XLA_FFI_Metadata_Extension_STRUCT_SIZE;
-  ext.extension_base.type = XLA_FFI_Extension_Metadata;
-  ext.metadata = &md;
-  XLA_FFI_CallFrame frame;
-  std::memset(&frame, 0, sizeof(frame));
-  frame.struct_size = XLA_FFI_CallFrame_STRUCT_SIZE;
-  frame.extension_start = &ext.extension_base;
-  auto* handler = reinterpret_cast<XLA_FFI_Handler*>(static_cast<intptr_t>(address));
-  XLA_FFI_Error* err = handler(&frame);
-  KFFI_CHECK(err == nullptr, RuntimeError) << "kffi.jax: the metadata query failed";
-  KFFI_CHECK(md.api_version.major_version == XLA_FFI_API_MAJOR, RuntimeError)
-      << "kffi.jax: the handler reported API version " << md.api_version.major_version;
-  return md.traits;
-}
-
-/// How many targets this process made.
-int64_t TargetCount() { return static_cast<int64_t>(Pool().count()); }
-
-/// The XLA FFI API version of the headers this handler was built against: "major.minor".
-String HeaderApiVersion() {
-  return String(std::to_string(XLA_FFI_API_MAJOR) + "." + std::to_string(XLA_FFI_API_MINOR));
-}
-
-}  // namespace jaxffi
-}  // namespace kffi
-
-KFFI_EXPORT_DOC(make_target, kffi::jaxffi::MakeTarget, "A handler address for a kffi function.",
-                "fn, kinds, indices, names, device_type, traits, label");
-KFFI_EXPORT_DOC(handler_traits, kffi::jaxffi::HandlerTraits, "The XLA traits a handler reports.",
-                "address");
-KFFI_EXPORT_DOC(target_count, kffi::jaxffi::TargetCount, "Targets made in this process.", "");
-KFFI_EXPORT_DOC(header_api_version, kffi::jaxffi::HeaderApiVersion,
-                "The XLA FFI API version of the headers built against.", "");

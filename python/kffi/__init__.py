@@ -87,3 +87,12 @@ from .contract import (Bool, Float32, Float64, Int32, Int64, Optional, compile, 
 
 __all__ += ["cpp", "compile", "sym_int", "fake_tensor", "fake_stream", "Optional", "Int32",
             "Int64", "Float32", "Float64", "Bool"]
+
+
+def __getattr__(name):
+    # Framework integrations load on first use: importing kffi imports neither jax nor torch.
+    if name in ("jax", "torch"):
+        import importlib
+
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module 'kffi' has no attribute {name!r}")

@@ -221,6 +221,7 @@ def _annotate(func: Function, meta: dict):
     params = meta.get("params") or []
     names = tuple(p.get("name") or f"_{i}" for i, p in enumerate(params))
     func._param_names = names
+    func._metadata = meta  # the structured contract, for framework integrations (kffi.jax)
     sig_params = [inspect.Parameter(n, inspect.Parameter.POSITIONAL_OR_KEYWORD,
                                     annotation=p.get("type", inspect.Parameter.empty))
                   for n, p in zip(names, params)]

@@ -1,0 +1,71 @@
+"""python/kffi/jax/_build.py: builds (once, into kffi's build cache) and loads the XLA handler.
+
+The handler is C++ against the XLA FFI headers of the jaxlib that runs (``jax.ffi.include_dir()``),
+so it is built where jaxlib is present, on first use: kffi.cpp.build keys the library by the
+sources, the compiler and flags; the flags carry a digest of those headers, of the handler's own
+header and jaxlib's version, so a new jaxlib gets its own build and an unchanged one loads in
+milliseconds.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+
+from .. import cpp as _cpp
+from .. import load_module as _load_module
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+_SOURCES = [os.path.join(_HERE, f) for f in ("_xla_handler.cc", "_xla_alloc.cc", "_xla_targets.cc")]
+_LOCAL_HEADER = os.path.join(_HERE, "_xla_handler.h")  # not a source: its digest goes in a flag
+_HEADERS = ("c_api.h",)  # the handler includes only the C API
+
+_lock = threading.Lock()
+_module = None
+
+
+def xla_ffi_include_dir() -> str:
+    import jax.ffi
+
+    return jax.ffi.include_dir()
+
+
+def _headers_digest(include_dir: str) -> str:
+    h = hashlib.sha256()
+    for name in _HEADERS:
+        path = os.path.join(include_dir, "xla", "ffi", "api", name)
+        try:
+            with open(path, "rb") as f:
+                h.update(name.encode() + b"\0" + f.read())
+        except OSError as e:
+            raise RuntimeError(
+                f"kffi.jax: jaxlib's XLA FFI header {path} cannot be read ({e}); "
+                f"kffi.jax needs a jaxlib that ships its FFI headers"
+            ) from None
+    return h.hexdigest()[:24]
+
+
+def handler_module():
+    """The loaded handler module (built on first use). Thread safe."""
+    global _module
+    if _module is not None:
+        return _module
+    with _lock:
+        if _module is None:
+            import jaxlib
+
+            inc = xla_ffi_include_dir()
+            with open(_LOCAL_HEADER, "rb") as f:
+                local = hashlib.sha256(f.read()).hexdigest()[:24]
+            flags = [
+                "-O2",
+                f'-DKFFI_JAX_XLA_FFI_HEADERS="{_headers_digest(inc)}"',
+                f'-DKFFI_JAX_JAXLIB_VERSION="{jaxlib.__version__}"',
+                f'-DKFFI_JAX_HANDLER_HEADER="{local}"',
+            ]
+            path = _cpp.build(
+                "kffi_jax_handler", _SOURCES, extra_cflags=flags, extra_include_paths=[inc]
+            )
+            _module = _load_module(path)
+    return _module

@@ -1,0 +1,231 @@
+"""tests/python/test_jax_abstract.py: output shapes from contract metadata (kffi._abstract), with
+hand-built metadata in the structured format (params' kind/shape/dtypes/mutable, mutates,
+outputs' shape_rpn)."""
+
+from __future__ import annotations
+
+import pytest
+from jax_support import meta as support_meta
+from jax_support import out, scalar, tensor
+from kffi import _abstract as A
+from kffi._abstract import ContractError
+
+
+def meta(params, outputs=(), mutates=None):
+    return support_meta("f", params, outputs, mutates)
+
+
+# ---- eval_rpn ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "tokens, expected",
+    [
+        ([7], 7),
+        (["n"], 5),
+        (["n", 2, "*"], 10),
+        (["n", 1, "+", 2, "//"], 3),
+        (["n", "m", "-"], 2),
+        (["m", "n", "-", "neg"], 2),
+        (["n", 3, "%"], 2),
+        (["n", "m", "*", "n", "m", "+", "-"], 7),
+        ([1, 2, 3, 4, "+", "+", "+"], 10),
+    ],
+)
+def test_eval_rpn_values(tokens, expected):
+    assert A.eval_rpn(tokens, {"n": 5, "m": 3}) == expected
+
+
+def test_eval_rpn_uses_only_operators_so_symbolic_ints_work():
+    class Sym:
+        """A stand-in for a symbolic int (e.g. torch.SymInt): records the expression."""
+
+        def __init__(self, text):
+            self.text = text
+
+        def _op(self, op, other, swap=False):
+            o = other.text if isinstance(other, Sym) else str(other)
+            return Sym(f"({o} {op} {self.text})" if swap else f"({self.text} {op} {o})")
+
+        def __add__(self, o):
+            return self._op("+", o)
+
+        def __mul__(self, o):
+            return self._op("*", o)
+
+        def __rmul__(self, o):
+            return self._op("*", o, swap=True)
+
+        def __floordiv__(self, o):
+            return self._op("//", o)
+
+        def __neg__(self):
+            return Sym(f"-{self.text}")
+
+    r = A.eval_rpn([2, "n", "*", 1, "+", 2, "//"], {"n": Sym("s0")})
+    assert isinstance(r, Sym)
+    assert r.text == "(((2 * s0) + 1) // 2)"
+    assert A.eval_rpn(["n", "neg"], {"n": Sym("s1")}).text == "-s1"
+
+
+@pytest.mark.parametrize(
+    "tokens, message",
+    [
+        (["k"], "symbol 'k' is not bound by any input (bound: m, n)"),
+        (["n", "+"], "operator '+' needs two operands"),
+        (["neg"], "operator 'neg' needs an operand"),
+        (["n", "m"], "leaves 2 values instead of one"),
+        ([], "leaves 0 values instead of one"),
+        (["n", 0, "//"], "division by zero"),
+        (["n", 0, "%"], "division by zero"),
+        (["m", "n", "-"], "evaluates to -2 (negative)"),
+        (["n", 1.5, "*"], "cannot read token 1.5"),
+        (["n", True, "*"], "cannot read token True"),
+        (["n", None, "*"], "cannot read token None"),
+        (["n", "**", 2], "symbol '**' is not bound"),
+    ],
+)
+def test_eval_rpn_errors(tokens, message):
+    with pytest.raises(ContractError) as e:
+        A.eval_rpn(tokens, {"n": 5, "m": 3}, what="output 'y' dimension 0")
+    assert message in str(e.value)
+    assert str(e.value).startswith("output 'y' dimension 0:")
+
+
+def test_eval_rpn_bounds_hostile_input():
+    long = [1] + [1, "+"] * A.MAX_RPN_TOKENS
+    with pytest.raises(ContractError, match=r"tokens \(at most 1024\)"):
+        A.eval_rpn(long, {})
+    with pytest.raises(ContractError, match="shape_rpn must be a list of tokens, got str"):
+        A.eval_rpn("n 2 *", {"n": 1})
+    assert A.eval_rpn([1] + [1, "+"] * 511, {}) == 512  # long but within the bound
+
+
+def test_contract_error_is_a_value_error():
+    assert issubclass(ContractError, ValueError)
+
+
+# ---- bind_symbols -----------------------------------------------------------------------------
+
+
+def test_bind_symbols_binds_and_checks():
+    m = meta([tensor("a", ["n", 4]), tensor("b", ["n", "k"]), scalar("alpha", "float")])
+    assert A.bind_symbols(m, {"a": (3, 4), "b": (3, 9)}) == {"n": 3, "k": 9}
+    with pytest.raises(ContractError) as e:
+        A.bind_symbols(m, {"a": (3, 4), "b": (5, 9)})
+    assert str(e.value) == "b.shape[0] = 5: expected to match a.shape[0] = 3 (symbol n)"
+    with pytest.raises(ContractError, match=r"a.shape\[1\]: expected 4, got 5 \(shape \(3, 5\)\)"):
+        A.bind_symbols(m, {"a": (3, 5)})
+    with pytest.raises(
+        ContractError, match=r"parameter 'a': expected 2 dimensions \[n, 4\], got shape \(3,\)"
+    ):
+        A.bind_symbols(m, {"a": (3,)})
+
+
+def test_bind_symbols_wildcards_and_missing_params():
+    m = meta([tensor("a", ["*", "n"]), tensor("b", ["n"])])
+    assert A.bind_symbols(m, {"a": (7, 2)}) == {"n": 2}
+    assert A.bind_symbols(m, {"b": (5,)}) == {"n": 5}
+    with pytest.raises(ContractError, match="cannot read dimension 2.5"):
+        A.bind_symbols(meta([tensor("a", [2.5])]), {"a": (2,)})
+
+
+# ---- infer_outputs ----------------------------------------------------------------------------
+
+
+def test_mut_parameters_and_returned_outputs():
+    m = meta(
+        [
+            tensor("a", ["n", "k"]),
+            tensor("b", ["m", "k"]),
+            tensor("out", ["n", "k"], mutable=True),
+            scalar("alpha", "float"),
+        ],
+        outputs=[
+            out("cat", [["n", "m", "+"], ["k"]]),
+            out("half", [["n", 1, "+", 2, "//"]], dtype="int32"),
+        ],
+    )
+    assert A.has_structured_contract(m)
+    specs = A.output_specs(m)
+    assert [(s.name, s.param_index, s.returned) for s in specs] == [
+        ("out", 2, False),
+        ("cat", None, True),
+        ("half", None, True),
+    ]
+    got = A.infer_outputs(m, {"a": (3, 4), "b": (5, 4)}, {"a": "float32", "b": "float32"})
+    assert got == [("out", (3, 4), "float32"), ("cat", (8, 4), "float32"), ("half", (2,), "int32")]
+
+
+def test_mutates_list_marks_outputs_without_mutable_flag():
+    m = meta([tensor("x", ["n"]), tensor("y", ["n"])], mutates=["y"])
+    assert A.infer_outputs(m, {"x": (6,)}, {"x": "float32"}) == [("y", (6,), "float32")]
+
+
+def test_in_place_parameters_take_the_given_shape_and_dtype():
+    m = meta(
+        [tensor("x", ["n"], dtypes=["float32", "float16"], mutable=True), scalar("v", "float")]
+    )
+    assert A.infer_outputs(m, {"x": (9,)}, {"x": "float16"}) == [("x", (9,), "float16")]
+
+
+def test_output_dtype_resolution():
+    # Several allowed dtypes: the first input whose dtype the output allows decides.
+    m = meta(
+        [
+            tensor("x", ["n"], dtypes=["float32", "float16"]),
+            tensor("y", ["n"], dtypes=["float32", "float16"], mutable=True),
+        ]
+    )
+    assert A.infer_outputs(m, {"x": (2,)}, {"x": "float16"}) == [("y", (2,), "float16")]
+    # Any dtype: the first input's.
+    m = meta([tensor("x", ["n"], dtypes=["bfloat16"]), tensor("y", ["n"], dtypes=[], mutable=True)])
+    assert A.infer_outputs(m, {"x": (2,)}, {"x": "bfloat16"}) == [("y", (2,), "bfloat16")]
+    # Alternatives in an output's dtype text.
+    m = meta([tensor("x", ["n"], dtypes=["int8"])], outputs=[out("o", [["n"]], "float32|int8")])
+    assert A.infer_outputs(m, {"x": (2,)}, {"x": "int8"}) == [("o", (2,), "int8")]
+    # Nothing decides.
+    m = meta(
+        [
+            tensor("x", ["n"], dtypes=["int8"]),
+            tensor("y", ["n"], dtypes=["float32", "float16"], mutable=True),
+        ]
+    )
+    with pytest.raises(ContractError) as e:
+        A.infer_outputs(m, {"x": (2,)}, {"x": "int8"})
+    assert str(e.value) == (
+        "output 'y': its dtype (float32|float16) is not fixed by the "
+        "contract nor by an input's dtype"
+    )
+
+
+def test_output_shape_errors():
+    m = meta([tensor("x", ["n"]), tensor("y", ["k"], mutable=True)])
+    with pytest.raises(ContractError) as e:
+        A.infer_outputs(m, {"x": (2,)}, {"x": "float32"})
+    assert str(e.value) == (
+        "output 'y' dimension 0: symbol 'k' is not bound by any input (bound: n)"
+    )
+    m = meta([tensor("x", ["n"]), tensor("y", ["*"], mutable=True)])
+    with pytest.raises(ContractError, match="output 'y' dimension 0: '\\*' is not fixed"):
+        A.infer_outputs(m, {"x": (2,)}, {"x": "float32"})
+    m = meta([tensor("x", ["n"])], outputs=[{"name": "o", "shape": ["n"], "dtype": "float32"}])
+    with pytest.raises(ContractError, match="output 'o' has no shape_rpn"):
+        A.infer_outputs(m, {"x": (2,)}, {"x": "float32"})
+    m = meta([tensor("x", ["n"])], outputs=[out("o", [["n", 5, "-"]])])
+    with pytest.raises(ContractError, match=r"output 'o' dimension 0: evaluates to -3"):
+        A.infer_outputs(m, {"x": (2,)}, {"x": "float32"})
+
+
+def test_metadata_without_structured_contract():
+    old = {
+        "name": "f",
+        "params": [{"name": "x", "type": "Tensor"}],
+        "return": "None",
+        "contract": "x: Tensor([n], float32)",
+        "outputs": [],
+    }
+    assert not A.has_structured_contract(old)
+    assert not A.has_structured_contract(None)
+    with pytest.raises(ContractError, match="no structured contract"):
+        A.output_specs(old)

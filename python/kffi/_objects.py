@@ -204,6 +204,12 @@ class Tensor(Object):
             return arr.astype(dtype)
         return arr.copy() if copy else arr
 
+    def __jax_array__(self):
+        """``jax.numpy.asarray(t)``: a JAX array of the same memory (through DLPack)."""
+        import jax.dlpack
+
+        return jax.dlpack.from_dlpack(self)
+
     def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
         if copy:
             raise BufferError("kffi.Tensor.__dlpack__ does not copy (copy=True was asked)")

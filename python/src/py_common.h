@@ -117,23 +117,27 @@ struct TypeInfo {
 
 /// The table of TypeInfo by Python type. Lookups take no lock (entries are never removed until
 /// module teardown, and each is published with a release store), so they are safe on a
-/// free-threaded CPython; inserts take a mutex and run no Python code under it.
+/// free-threaded CPython; inserts take a mutex and run no Python code under it. The slot found
+/// last answers the next lookup with two loads (the arguments of one call are often of one type).
 class TypeTable {
  public:
+  struct Slot {
+    std::atomic<PyTypeObject*> type;
+    const TypeInfo* info;
+  };
   TypeTable();
   ~TypeTable();
   TypeTable(const TypeTable&) = delete;
   TypeTable& operator=(const TypeTable&) = delete;
   /// The entry of tp, or NULL when tp was never classified.
-  const TypeInfo* Find(PyTypeObject* tp) const {
-    const Table* t = table_.load(std::memory_order_acquire);
-    size_t i = Hash(tp) & t->mask;
-    for (;;) {
-      PyTypeObject* k = t->slots[i].type.load(std::memory_order_acquire);
-      if (k == tp) return t->slots[i].info;
-      if (k == nullptr) return nullptr;
-      i = (i + 1) & t->mask;
-    }
+  KFFI_INLINE static const TypeInfo* FindLast(PyTypeObject* tp) {
+    const Slot* last = last_.load(std::memory_order_acquire);
+    return last->type.load(std::memory_order_relaxed) == tp ? last->info : nullptr;
+  }
+  KFFI_INLINE const TypeInfo* Find(PyTypeObject* tp) const {
+    const Slot* last = last_.load(std::memory_order_acquire);
+    if (KFFI_LIKELY(last->type.load(std::memory_order_relaxed) == tp)) return last->info;
+    return Probe(tp);
   }
   /// Stores info for tp (keeping a reference to tp and info's objects) unless another thread
   /// stored one first; returns the stored entry.
@@ -146,21 +150,23 @@ class TypeTable {
   int Traverse(visitproc visit, void* arg) const;
 
  private:
-  struct Slot {
-    std::atomic<PyTypeObject*> type;
-    TypeInfo* info;
-  };
   struct Table {
     size_t mask;
     size_t used;
-    Slot* slots;
+    Slot* slots() { return reinterpret_cast<Slot*>(this + 1); }  // in the same block
   };
   static size_t Hash(PyTypeObject* tp) {
     return static_cast<size_t>((reinterpret_cast<uintptr_t>(tp) >> 4) * 0x9E3779B97F4A7C15ull >>
                                32);
   }
   static Table* NewTable(size_t capacity);
+  static void FreeTable(Table* t);
+  const TypeInfo* Probe(PyTypeObject* tp) const;
   std::atomic<Table*> table_;
+  /// The slot of the last hit (never NULL: an empty slot when there is none). Static (there is
+  /// one table per process) so that a hit reads no state pointer first.
+  static inline Slot none_{};
+  static inline std::atomic<const Slot*> last_{&none_};
   std::mutex mutex_;
   /// Tables replaced by a larger one: readers may still be in them, so they live until Clear.
   std::vector<Table*> retired_;
@@ -251,10 +257,6 @@ class CallContext {
   void NoteExchangeAPI(const DLPackExchangeAPI* a) {
     if (api == nullptr) api = a;
   }
-  /// Records the type of the first tensor argument (its framework gets tensor results back).
-  void NoteTensorType(const TypeInfo* info) {
-    if (tensor_type == nullptr) tensor_type = info;
-  }
   /// Records the Python object a borrowed tensor argument views (borrowed reference: the
   /// caller holds the arguments through the call).
   void NoteTensorSource(const DLTensor* t, PyObject* obj) {
@@ -271,33 +273,34 @@ class CallContext {
   /// True when t's memory starts inside the memory of a tensor argument (a view of it).
   bool SharesArgumentData(const DLTensor* t) const;
   bool has_tensor_sources() const { return num_inline_sources_ != 0; }
+  /// The conversion-table entry of the first tensor argument's type (its framework gets tensor
+  /// results back), or NULL.
+  const TypeInfo* FirstTensorType() const;
 
   /// A conversion is about to run Python code (__index__, __dlpack__, hooks, ...): borrowed
   /// tensor views taken before it may have been invalidated by that code, so they are taken
-  /// again once every argument is converted.
+  /// again once every argument is converted (any tensor argument so far counts: cheaper to
+  /// test than a count of borrowed ones, and taking an owned one again is harmless).
   void NotePythonRuns() {
-    if (num_borrowed != 0) stale_views = true;
+    if (num_inline_sources_ != 0) stale_views = true;
   }
 
+  // Only what every call reads is initialised; the rest is valid under a flag (has_device,
+  // has_hook_stream), so a call without tensors pays for few stores.
   bool has_device = false;
   /// Some borrowed tensor view must be taken again (see NotePythonRuns).
   bool stale_views = false;
-  /// Borrowed tensor views taken so far (views into memory the argument owns).
-  int num_borrowed = 0;
-  DLDevice device{kDLCPU, 0};
+  /// hook_stream holds a stream read from a framework's Python hook (CuPy) while converting.
+  bool has_hook_stream = false;
   /// The exchange API of the framework of the first tensor argument that has one.
   const DLPackExchangeAPI* api = nullptr;
-  /// The exchange API of the first non-CPU tensor (for its current stream).
-  const DLPackExchangeAPI* device_api = nullptr;
-  /// The type of the first tensor argument.
-  const TypeInfo* tensor_type = nullptr;
-  /// A stream read from a framework's Python hook (CuPy) while converting, for the device above.
-  bool has_hook_stream = false;
-  void* hook_stream = nullptr;
-  /// Parameter names of the call (tuple of str, held by the caller), for error messages; when
-  /// NULL, those of `function` at the time of the error.
-  PyObject* param_names = nullptr;
+  /// The function called (its parameter names label argument errors), or NULL.
   const PyFunction* function = nullptr;
+  /// Valid when has_device: the device of the first non-CPU tensor, and its exchange API (for
+  /// its current stream; NULL for a framework without one).
+  DLDevice device;
+  const DLPackExchangeAPI* device_api;
+  void* hook_stream;
 
  private:
   struct TensorSource {
@@ -385,6 +388,9 @@ int ConvertTensorArg(PyObject* obj, const TypeInfo* info, KFFIAny* out, CallCont
 /// The exchange-API path of ConvertTensorArg (torch), inline in the argument loop.
 int ConvertExchangeTensor(PyObject* obj, const TypeInfo* info, KFFIAny* out, CallContext* ctx,
                           Py_ssize_t index);
+/// The NumPy path of ConvertTensorArg (a writable array of a common dtype read from its fields).
+int ConvertNumpyTensor(PyObject* obj, const TypeInfo* info, KFFIAny* out, CallContext* ctx,
+                       Py_ssize_t index);
 /// Imports a tensor-like Python object as an owned Tensor handle (through DLPack); -1 on error.
 int TensorToOwnedHandle(PyObject* obj, KFFIObjectHandle* out);
 /// Wraps an owned Tensor handle: the caller's array type (torch, NumPy, JAX, CuPy) when ctx saw
@@ -398,9 +404,10 @@ int InitTensorSupport(PyObject* module);
 /// Sets the environment (stream, allocator) for a call and restores it on scope exit.
 class CallEnvScope {
  public:
-  // Calls without a device tensor or a framework's exchange API change nothing: inline test.
+  // Calls without a device tensor change nothing: inline test. (CPU tensors a callee allocates
+  // come from kffi's aligned host allocator and still return as the caller's tensor type.)
   explicit CallEnvScope(const CallContext& ctx) {
-    if (ctx.has_device || ctx.api != nullptr) Enter(ctx);
+    if (ctx.has_device) Enter(ctx);
   }
   ~CallEnvScope() {
     if (stream_set_ || alloc_set_) Exit();

@@ -80,6 +80,11 @@ PyObject* CallContext::FindTensorSource(const DLTensor* t) const {
   return nullptr;
 }
 
+const TypeInfo* CallContext::FirstTensorType() const {
+  if (num_tensor_sources() == 0) return nullptr;
+  return TypeInfoOf(Py_TYPE(tensor_source(0).obj));
+}
+
 bool CallContext::SharesArgumentData(const DLTensor* t) const {
   const uintptr_t p = reinterpret_cast<uintptr_t>(t->data) + t->byte_offset;
   const size_t n = num_tensor_sources();

@@ -37,7 +37,7 @@ int ConvertInt(PyObject* obj, KFFIAny* out, const CallContext* ctx, Py_ssize_t i
 }
 
 /// Stores the UTF-8 text s[0:n] of a str argument (held by the caller) into out.
-int StoreStr(const char* s, Py_ssize_t n, KFFIAny* out, CallContext* ctx) {
+KFFI_INLINE int StoreStr(const char* s, Py_ssize_t n, KFFIAny* out, CallContext* ctx) {
   if (n <= 7) {
     SetPOD(out, kKFFISmallStr);
     out->small_str_len = static_cast<uint32_t>(n);
@@ -391,12 +391,25 @@ KFFI_NOINLINE int ConvertArgGeneral(PyObject* obj, KFFIAny* out, CallContext* ct
   return 0;
 }
 
-int ConvertArg(PyObject* obj, KFFIAny* out, CallContext* ctx, Py_ssize_t index) {
-  // Small ints, floats, ASCII str and the commonest tensors inline; the rest by the table.
+/// Arguments that are not small ints, floats or ASCII str: by the conversion table (tensors of
+/// the last type seen first).
+KFFI_NOINLINE int ConvertArgByTable(PyObject* obj, KFFIAny* out, CallContext* ctx,
+                                    Py_ssize_t index) {
+  PyTypeObject* tp = Py_TYPE(obj);
+  const TypeInfo* info = TypeTable::FindLast(tp);  // no state pointer read on a hit
+  if (KFFI_UNLIKELY(info == nullptr)) info = TypeInfoOf(tp);
+  if (info->kind == Kind::kExchangeTensor) return ConvertExchangeTensor(obj, info, out, ctx, index);
+  if (info->kind == Kind::kNumpyTensor) return ConvertNumpyTensor(obj, info, out, ctx, index);
+  return ConvertArgGeneral(obj, out, ctx, index, info);
+}
+
+/// Small ints, floats and ASCII str without a call (inlined into the argument loop); the rest
+/// through the table.
+KFFI_INLINE int ConvertArgFast(PyObject* obj, KFFIAny* out, CallContext* ctx, Py_ssize_t index) {
   PyTypeObject* tp = Py_TYPE(obj);
   if (tp == &PyLong_Type) {
     int64_t v;
-    if (!ReadCompactInt(obj, &v)) return ConvertInt(obj, out, ctx, index);
+    if (KFFI_UNLIKELY(!ReadCompactInt(obj, &v))) return ConvertInt(obj, out, ctx, index);
     SetPOD(out, kKFFIInt);
     out->v_int64 = v;
     return 0;
@@ -411,10 +424,11 @@ int ConvertArg(PyObject* obj, KFFIAny* out, CallContext* ctx, Py_ssize_t index) 
     return StoreStr(static_cast<const char*>(PyUnicode_DATA(obj)), PyUnicode_GET_LENGTH(obj), out,
                     ctx);
   }
-  const TypeInfo* info = g_state->types.Find(tp);
-  if (KFFI_UNLIKELY(info == nullptr)) info = TypeInfoOf(tp);
-  if (info->kind == Kind::kExchangeTensor) return ConvertExchangeTensor(obj, info, out, ctx, index);
-  return ConvertArgGeneral(obj, out, ctx, index, info);
+  return ConvertArgByTable(obj, out, ctx, index);
+}
+
+int ConvertArg(PyObject* obj, KFFIAny* out, CallContext* ctx, Py_ssize_t index) {
+  return ConvertArgFast(obj, out, ctx, index);
 }
 
 KFFI_NOINLINE int RetakeStaleViews(PyObject* const* args, Py_ssize_t nargs, KFFIAny* packed,
@@ -422,7 +436,6 @@ KFFI_NOINLINE int RetakeStaleViews(PyObject* const* args, Py_ssize_t nargs, KFFI
   // Python code ran after some borrowed views were taken and may have resized or freed their
   // memory: take them again now that no more Python code runs before the call.
   ctx->stale_views = false;
-  ctx->num_borrowed = 0;
   for (Py_ssize_t i = 0; i < nargs; ++i) {
     if (packed[i].type_index != kKFFIDLTensorPtr) continue;
     if (ConvertArg(args[i], &packed[i], ctx, i) != 0) return -1;
@@ -432,7 +445,7 @@ KFFI_NOINLINE int RetakeStaleViews(PyObject* const* args, Py_ssize_t nargs, KFFI
 
 int ConvertArgs(PyObject* const* args, Py_ssize_t nargs, KFFIAny* packed, CallContext* ctx) {
   for (Py_ssize_t i = 0; i < nargs; ++i) {
-    if (ConvertArg(args[i], &packed[i], ctx, i) != 0) return -1;
+    if (ConvertArgFast(args[i], &packed[i], ctx, i) != 0) return -1;
   }
   if (KFFI_UNLIKELY(ctx->stale_views)) return RetakeStaleViews(args, nargs, packed, ctx);
   return 0;

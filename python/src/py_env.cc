@@ -31,7 +31,8 @@ void CallEnvScope::Enter(const CallContext& ctx) {
     }
   }
   if (ctx.api != nullptr && ctx.api->managed_tensor_allocator != nullptr) {
-    // Tensors the callee allocates come from the caller framework's allocator.
+    // Device tensors the callee allocates come from the caller framework's allocator (its
+    // memory pool and stream order); kffi has no device allocator of its own.
     KFFIEnvSetTensorAllocator(ctx.api->managed_tensor_allocator, 0, &prev_alloc_);
     alloc_set_ = true;
   }

@@ -30,10 +30,8 @@ std::string ArgLabel(const CallContext* ctx, Py_ssize_t index, const char* type_
   if (index < 0) return std::string();
   std::string s = "Argument #" + std::to_string(index);
   const char* name = nullptr;
-  PyObject* names = ctx == nullptr                ? nullptr
-                    : ctx->param_names != nullptr ? ctx->param_names
-                    : ctx->function != nullptr    ? ctx->function->param_names
-                                                  : nullptr;
+  PyObject* names =
+      ctx != nullptr && ctx->function != nullptr ? ctx->function->param_names : nullptr;
   if (names != nullptr && index < PyTuple_GET_SIZE(names)) {
     PyObject* n = PyTuple_GET_ITEM(names, index);
     name = PyUnicode_Check(n) ? PyUnicode_AsUTF8(n) : nullptr;

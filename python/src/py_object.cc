@@ -232,8 +232,8 @@ KFFI_INLINE int InvokeSafeCall(PyFunction* f, KFFIObject* h, const KFFIAny* pack
   return f->safe_call(h, packed, static_cast<int32_t>(nargs), result);
 }
 
-/// The call when a tensor argument brought a device or a framework's exchange API: its stream
-/// and allocator are the environment's during the call (out of line: most calls have neither).
+/// The call when a tensor argument is on a device: the framework's stream and allocator are the
+/// environment's during the call (out of line: most calls have no device tensor).
 KFFI_NOINLINE int InvokeWithEnv(PyFunction* f, KFFIObject* h, const KFFIAny* packed,
                                 Py_ssize_t nargs, KFFIAny* result, const CallContext& ctx,
                                 bool* failed) {
@@ -286,15 +286,14 @@ KFFI_NOINLINE PyObject* RaiseCallError(int rc, const KFFIAny* packed, PyObject* 
 
 /// Converts the (positional) arguments into packed, calls the function and converts its result.
 inline PyObject* CallFunction(PyFunction* f, KFFIObject* h, PyObject* const* args, Py_ssize_t nargs,
-                              KFFIAny* packed, PyObject* names) {
+                              KFFIAny* packed) {
   CallContext ctx;
-  ctx.param_names = names;
   ctx.function = f;
   if (ConvertArgs(args, nargs, packed, &ctx) != 0) return nullptr;
   KFFIAny result;
   kffi::details::SetNone(&result);
   int rc;
-  if (KFFI_LIKELY(!ctx.has_device && ctx.api == nullptr)) {
+  if (KFFI_LIKELY(!ctx.has_device)) {
     rc = InvokeSafeCall(f, h, packed, nargs, &result);
   } else {
     bool failed = false;
@@ -344,7 +343,7 @@ KFFI_NOINLINE PyObject* CallFunctionInline(PyFunction* f, PyObject* const* args,
   auto* h = static_cast<KFFIObject*>(f->base.handle);
   if (KFFI_UNLIKELY(h == nullptr)) return RaiseReleasedFunction();
   KFFIAny packed[kInlineArgs];
-  return CallFunction(f, h, args, nargs, packed, nullptr);
+  return CallFunction(f, h, args, nargs, packed);
 }
 
 /// Calls with keyword arguments, left-out defaults or more arguments than fit inline (kept out
@@ -365,7 +364,7 @@ KFFI_NOINLINE PyObject* FunctionVectorcallSlow(PyFunction* f, PyObject* const* a
     heap_packed.resize(static_cast<size_t>(nargs));
     packed = heap_packed.data();
   }
-  return CallFunction(f, h, args, nargs, packed, names.get());
+  return CallFunction(f, h, args, nargs, packed);
 }
 
 /// Fewer arguments than parameters with defaults: the defaults fill in (slow path).

@@ -3,6 +3,7 @@
 // Every size read from a producer is checked before a kernel sees it.
 #include <kffi/tensor.h>
 
+#include <array>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -19,9 +20,8 @@ namespace {
 
 // ---- size checks ------------------------------------------------------------------------------
 
-/// True when a tensor's sizes are representable: every dimension >= 0, and the element count,
-/// its size in bits, and the farthest byte its strides reach (plus byte_offset) fit in int64.
-bool LayoutFits(const DLTensor* t) {
+/// The exact check behind LayoutFits: every product and sum overflow-checked.
+KFFI_NOINLINE bool LayoutFitsExact(const DLTensor* t) {
   if (t->ndim < 0 || (t->ndim > 0 && t->shape == nullptr)) return false;
   int64_t numel = 1;
   int64_t span = 0;  // farthest element from the first, in elements
@@ -47,6 +47,29 @@ bool LayoutFits(const DLTensor* t) {
   }
   return t->byte_offset <= static_cast<uint64_t>(INT64_MAX) &&
          !__builtin_add_overflow(reach / 8, static_cast<int64_t>(t->byte_offset), &reach);
+}
+
+/// True when a tensor's sizes are representable: every dimension >= 0, and the element count,
+/// its size in bits, and the farthest byte its strides reach (plus byte_offset) fit in int64.
+/// The common case is decided from magnitudes alone (no multiply chain): with every dimension
+/// and stride below 2**b, numel < 2**(ndim*b) and the reach < ndim * 2**(2b); when those bounds
+/// times the element size stay far below 2**63, nothing can overflow. Otherwise the exact check.
+KFFI_INLINE bool LayoutFits(const DLTensor* t) {
+  const int32_t nd = t->ndim;
+  if (KFFI_UNLIKELY(nd <= 0 || nd > 8 || t->shape == nullptr)) return LayoutFitsExact(t);
+  uint64_t m = 0;
+  for (int32_t i = 0; i < nd; ++i) m |= static_cast<uint64_t>(t->shape[i]);
+  if (t->strides != nullptr) {
+    for (int32_t i = 0; i < nd; ++i) {
+      const int64_t s = t->strides[i];
+      m |= static_cast<uint64_t>(s < 0 ? -s : s);  // INT64_MIN keeps its top bit: exact path
+    }
+  }
+  const int b = 64 - __builtin_clzll(m | 1);  // a negative dimension makes b = 64
+  const int elem = 64 - __builtin_clzll(static_cast<uint64_t>(t->dtype.bits) * t->dtype.lanes | 1);
+  const int bound = (nd * b > 2 * b + 4 ? nd * b : 2 * b + 4) + elem;
+  if (KFFI_LIKELY(bound <= 60 && t->byte_offset < (uint64_t{1} << 60))) return true;
+  return LayoutFitsExact(t);
 }
 
 std::string ShapeText(const DLTensor* t) {
@@ -104,48 +127,45 @@ int CheckOwnedLayout(KFFIObjectHandle* h, const std::string& label) {
 
 // ---- NumPy -------------------------------------------------------------------------------------
 
-/// DLPack dtype of a NumPy type number; false when there is none (fall back to __dlpack__).
-bool NumpyDType(int type_num, DLDataType* out) {
-  auto set = [out](uint8_t code, size_t bytes) {
-    *out = DLDataType{code, static_cast<uint8_t>(bytes * 8), 1};
-    return true;
+/// DLPack dtypes by NumPy type number (NumPy's own constants and C type sizes); bits 0 where
+/// there is none (such arrays go through NumPy's __dlpack__).
+struct NumpyDTypeEntry {
+  uint8_t code;
+  uint8_t bits;
+};
+constexpr int kNumpyTableSize = 32;
+constexpr std::array<NumpyDTypeEntry, kNumpyTableSize> MakeNumpyDTypeTable() {
+  std::array<NumpyDTypeEntry, kNumpyTableSize> t{};
+  auto set = [&t](int type_num, uint8_t code, size_t bytes) {
+    t[static_cast<size_t>(type_num)] = NumpyDTypeEntry{code, static_cast<uint8_t>(bytes * 8)};
   };
-  switch (type_num) {
-    case NPY_BOOL:
-      return set(kDLBool, 1);
-    case NPY_BYTE:
-      return set(kDLInt, sizeof(npy_byte));
-    case NPY_UBYTE:
-      return set(kDLUInt, sizeof(npy_ubyte));
-    case NPY_SHORT:
-      return set(kDLInt, sizeof(npy_short));
-    case NPY_USHORT:
-      return set(kDLUInt, sizeof(npy_ushort));
-    case NPY_INT:
-      return set(kDLInt, sizeof(npy_int));
-    case NPY_UINT:
-      return set(kDLUInt, sizeof(npy_uint));
-    case NPY_LONG:
-      return set(kDLInt, sizeof(npy_long));
-    case NPY_ULONG:
-      return set(kDLUInt, sizeof(npy_ulong));
-    case NPY_LONGLONG:
-      return set(kDLInt, sizeof(npy_longlong));
-    case NPY_ULONGLONG:
-      return set(kDLUInt, sizeof(npy_ulonglong));
-    case NPY_HALF:
-      return set(kDLFloat, sizeof(npy_half));
-    case NPY_FLOAT:
-      return set(kDLFloat, sizeof(npy_float));
-    case NPY_DOUBLE:
-      return set(kDLFloat, sizeof(npy_double));
-    case NPY_CFLOAT:
-      return set(kDLComplex, 2 * sizeof(npy_float));
-    case NPY_CDOUBLE:
-      return set(kDLComplex, 2 * sizeof(npy_double));
-    default:
-      return false;
-  }
+  set(NPY_BOOL, kDLBool, 1);
+  set(NPY_BYTE, kDLInt, sizeof(npy_byte));
+  set(NPY_UBYTE, kDLUInt, sizeof(npy_ubyte));
+  set(NPY_SHORT, kDLInt, sizeof(npy_short));
+  set(NPY_USHORT, kDLUInt, sizeof(npy_ushort));
+  set(NPY_INT, kDLInt, sizeof(npy_int));
+  set(NPY_UINT, kDLUInt, sizeof(npy_uint));
+  set(NPY_LONG, kDLInt, sizeof(npy_long));
+  set(NPY_ULONG, kDLUInt, sizeof(npy_ulong));
+  set(NPY_LONGLONG, kDLInt, sizeof(npy_longlong));
+  set(NPY_ULONGLONG, kDLUInt, sizeof(npy_ulonglong));
+  set(NPY_HALF, kDLFloat, sizeof(npy_half));
+  set(NPY_FLOAT, kDLFloat, sizeof(npy_float));
+  set(NPY_DOUBLE, kDLFloat, sizeof(npy_double));
+  set(NPY_CFLOAT, kDLComplex, 2 * sizeof(npy_float));
+  set(NPY_CDOUBLE, kDLComplex, 2 * sizeof(npy_double));
+  return t;
+}
+constexpr std::array<NumpyDTypeEntry, kNumpyTableSize> kNumpyDTypes = MakeNumpyDTypeTable();
+
+/// DLPack dtype of a NumPy type number; false when there is none (fall back to __dlpack__).
+KFFI_INLINE bool NumpyDType(int type_num, DLDataType* out) {
+  if (static_cast<unsigned>(type_num) >= static_cast<unsigned>(kNumpyTableSize)) return false;
+  const NumpyDTypeEntry e = kNumpyDTypes[static_cast<size_t>(type_num)];
+  if (e.bits == 0) return false;
+  *out = DLDataType{e.code, e.bits, 1};
+  return true;
 }
 
 bool IsNativeByteOrder(char byteorder) {
@@ -157,7 +177,8 @@ bool IsNativeByteOrder(char byteorder) {
 }
 
 /// Fills a borrowed DLTensor straight from a NumPy array's fields; false to fall back.
-bool FillFromNumpy(PyObject* obj, DLTensor* t, CallContext* ctx, bool* read_only) {
+KFFI_INLINE bool FillFromNumpy(PyObject* obj, DLTensor* t, CallContext* ctx, bool* read_only,
+                               bool* fits) {
   auto* a = reinterpret_cast<PyArrayObject*>(obj);
   const PyArray_Descr* d = PyArray_DESCR(a);
   if (d == nullptr || !IsNativeByteOrder(d->byteorder)) return false;
@@ -169,10 +190,13 @@ bool FillFromNumpy(PyObject* obj, DLTensor* t, CallContext* ctx, bool* read_only
   const int64_t mask = itemsize - 1;
   const int shift = __builtin_ctz(static_cast<unsigned>(itemsize));
   const npy_intp* byte_strides = PyArray_STRIDES(a);
+  const npy_intp* dims = PyArray_DIMS(a);
+  uint64_t bits = 0;  // every dimension and |byte stride| (less one for negatives), OR-ed
   for (int i = 0; i < nd; ++i) {
     const int64_t bytes = byte_strides[i];
     if ((bytes & mask) != 0) return false;  // DLPack strides count elements
     strides[i] = bytes >> shift;            // exact: a multiple of itemsize (sign kept)
+    bits |= static_cast<uint64_t>(bytes ^ (bytes >> 63)) | static_cast<uint64_t>(dims[i]);
   }
   t->data = PyArray_DATA(a);
   t->device = DLDevice{kDLCPU, 0};
@@ -182,6 +206,11 @@ bool FillFromNumpy(PyObject* obj, DLTensor* t, CallContext* ctx, bool* read_only
   t->strides = strides;
   t->byte_offset = 0;
   *read_only = (PyArray_FLAGS(a) & NPY_ARRAY_WRITEABLE) == 0;
+  // NumPy bounds the element count and byte size of every array it makes, but strides are free
+  // (numpy.lib.stride_tricks.as_strided): the farthest byte they reach must fit. With every
+  // dimension and |stride| at most 2**27 it is below nd * 2**54 <= 2**60 (nd <= 64); beyond,
+  // the exact check decides.
+  *fits = bits < (uint64_t{1} << 27) || LayoutFitsExact(t);
   return true;
 }
 
@@ -197,7 +226,7 @@ bool MaybeLazyView(const DLTensor* t) {
   const uint64_t item = t->dtype.bits / 8u;
   if (item == 0) return false;
   const uint64_t addr = reinterpret_cast<uintptr_t>(t->data) + t->byte_offset;
-  if (addr % (2 * item) != item) return false;
+  if ((item & (item - 1)) != 0 || (addr & (2 * item - 1)) != item) return false;
   for (int32_t i = 0; i < t->ndim; ++i) {
     if (t->shape[i] > 1 && t->strides != nullptr && t->strides[i] % 2 != 0) return false;
   }
@@ -390,7 +419,6 @@ int ConvertExchangeTensor(PyObject* obj, const TypeInfo* info, KFFIAny* out, Cal
                           Py_ssize_t index) {
   const DLPackExchangeAPI* api = info->api;
   ctx->NoteExchangeAPI(api);
-  ctx->NoteTensorType(info);
   const uint32_t flags = (info->flags & kTypeReadOnly) != 0 ? kKFFITensorFlagReadOnly : 0;
   if (KFFI_LIKELY(api->dltensor_from_py_object_no_sync != nullptr)) {
     DLTensor* t = ctx->NewTensorSlot();
@@ -404,7 +432,6 @@ int ConvertExchangeTensor(PyObject* obj, const TypeInfo* info, KFFIAny* out, Cal
     }
     ctx->NoteDevice(t->device, api);
     ctx->NoteTensorSource(t, obj);
-    ++ctx->num_borrowed;
     SetTensorView(out, t, flags);
     return 0;
   }
@@ -423,19 +450,31 @@ int ConvertExchangeTensor(PyObject* obj, const TypeInfo* info, KFFIAny* out, Cal
   return 0;
 }
 
+int ConvertNumpyTensor(PyObject* obj, const TypeInfo* info, KFFIAny* out, CallContext* ctx,
+                       Py_ssize_t index) {
+  DLTensor* t = ctx->NewTensorSlot();
+  bool read_only = false, fits = true;
+  if (KFFI_LIKELY(FillFromNumpy(obj, t, ctx, &read_only, &fits) && !read_only)) {
+    if (KFFI_UNLIKELY(!fits)) return RaiseLayoutTooLarge(t, ArgLabel(ctx, index));
+    ctx->NoteTensorSource(t, obj);
+    SetTensorView(out, t, 0);
+    return 0;
+  }
+  return ConvertTensorArg(obj, info, out, ctx, index);
+}
+
 int ConvertTensorArg(PyObject* obj, const TypeInfo* info, KFFIAny* out, CallContext* ctx,
                      Py_ssize_t index) {
   if (info->kind == Kind::kExchangeTensor) return ConvertExchangeTensor(obj, info, out, ctx, index);
-  ctx->NoteTensorType(info);
   bool read_only = (info->flags & kTypeReadOnly) != 0;
   DLTensor* view = nullptr;
   if (info->kind == Kind::kNumpyTensor) {
     DLTensor* t = ctx->NewTensorSlot();
-    if (FillFromNumpy(obj, t, ctx, &read_only)) {
-      if (KFFI_UNLIKELY(!LayoutFits(t))) return RaiseLayoutTooLarge(t, ArgLabel(ctx, index));
+    bool fits = true;
+    if (FillFromNumpy(obj, t, ctx, &read_only, &fits)) {
+      if (KFFI_UNLIKELY(!fits)) return RaiseLayoutTooLarge(t, ArgLabel(ctx, index));
       if (KFFI_LIKELY(!read_only)) {
         ctx->NoteTensorSource(t, obj);
-        ++ctx->num_borrowed;
         SetTensorView(out, t, 0);
         return 0;
       }
@@ -455,7 +494,6 @@ int ConvertTensorArg(PyObject* obj, const TypeInfo* info, KFFIAny* out, CallCont
     if (view != nullptr && PyErr_ExceptionMatches(PyExc_BufferError)) {
       PyErr_Clear();
       ctx->NoteTensorSource(view, obj);
-      ++ctx->num_borrowed;
       ctx->NotePythonRuns();  // __dlpack__ ran after the view was read: take it again
       SetTensorView(out, view, kKFFITensorFlagReadOnly);
       return 0;
@@ -547,10 +585,11 @@ PyObject* WrapTensor(KFFIObjectHandle owned, const CallContext* ctx) {
     }
     return wrapped.release();
   }
-  if (ctx != nullptr && ctx->tensor_type != nullptr && ctx->tensor_type->from_dlpack != nullptr) {
+  const TypeInfo* first = ctx != nullptr ? ctx->FirstTensorType() : nullptr;
+  if (first != nullptr && first->from_dlpack != nullptr) {
     // NumPy, JAX, CuPy inputs: the result in the caller's array type (zero-copy through DLPack).
     // A dtype the framework lacks (e.g. bfloat16 for NumPy) stays a kffi.Tensor.
-    PyObject* r = PyObject_CallOneArg(ctx->tensor_type->from_dlpack, wrapped.get());
+    PyObject* r = PyObject_CallOneArg(first->from_dlpack, wrapped.get());
     if (r != nullptr) return r;
     PyErr_Clear();
   }

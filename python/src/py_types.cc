@@ -2,6 +2,7 @@
 // decided once per type (partly by the Python hook kffi._types._classify) and looked up without
 // a lock on every call.
 #include <cstring>
+#include <new>
 
 #include "py_common.h"
 
@@ -18,21 +19,38 @@ void State::SetHook(Hook h, PyObject* value) {
 // ---- TypeTable -------------------------------------------------------------------------------
 
 TypeTable::Table* TypeTable::NewTable(size_t capacity) {
-  auto* t = new Table{capacity - 1, 0, new Slot[capacity]};
+  void* block = ::operator new(sizeof(Table) + capacity * sizeof(Slot));
+  auto* t = new (block) Table{capacity - 1, 0};
   for (size_t i = 0; i < capacity; ++i) {
-    t->slots[i].type.store(nullptr, std::memory_order_relaxed);
-    t->slots[i].info = nullptr;
+    new (&t->slots()[i]) Slot();
+    t->slots()[i].type.store(nullptr, std::memory_order_relaxed);
+    t->slots()[i].info = nullptr;
   }
   return t;
 }
 
-TypeTable::TypeTable() : table_(NewTable(64)) {}
+void TypeTable::FreeTable(Table* t) { ::operator delete(t); }
+
+TypeTable::TypeTable() : table_(NewTable(64)) { last_.store(&none_, std::memory_order_release); }
 
 TypeTable::~TypeTable() {
   Clear();
-  Table* t = table_.load(std::memory_order_relaxed);
-  delete[] t->slots;
-  delete t;
+  FreeTable(table_.load(std::memory_order_relaxed));
+}
+
+const TypeInfo* TypeTable::Probe(PyTypeObject* tp) const {
+  Table* t = table_.load(std::memory_order_acquire);
+  size_t i = Hash(tp) & t->mask;
+  for (;;) {
+    const Slot& slot = t->slots()[i];
+    PyTypeObject* k = slot.type.load(std::memory_order_acquire);
+    if (k == tp) {
+      last_.store(&slot, std::memory_order_release);
+      return slot.info;
+    }
+    if (k == nullptr) return nullptr;
+    i = (i + 1) & t->mask;
+  }
 }
 
 const TypeInfo* TypeTable::Insert(PyTypeObject* tp, const TypeInfo& info) {
@@ -43,14 +61,14 @@ const TypeInfo* TypeTable::Insert(PyTypeObject* tp, const TypeInfo& info) {
     // Grow: readers keep using the old table until they see the new one; it stays allocated.
     Table* bigger = NewTable((t->mask + 1) * 2);
     for (size_t i = 0; i <= t->mask; ++i) {
-      PyTypeObject* k = t->slots[i].type.load(std::memory_order_relaxed);
+      PyTypeObject* k = t->slots()[i].type.load(std::memory_order_relaxed);
       if (k == nullptr) continue;
       size_t j = Hash(k) & bigger->mask;
-      while (bigger->slots[j].type.load(std::memory_order_relaxed) != nullptr) {
+      while (bigger->slots()[j].type.load(std::memory_order_relaxed) != nullptr) {
         j = (j + 1) & bigger->mask;
       }
-      bigger->slots[j].info = t->slots[i].info;
-      bigger->slots[j].type.store(k, std::memory_order_relaxed);
+      bigger->slots()[j].info = t->slots()[i].info;
+      bigger->slots()[j].type.store(k, std::memory_order_relaxed);
       ++bigger->used;
     }
     table_.store(bigger, std::memory_order_release);
@@ -65,9 +83,9 @@ const TypeInfo* TypeTable::Insert(PyTypeObject* tp, const TypeInfo& info) {
   }
   infos_.push_back(stored);
   size_t i = Hash(tp) & t->mask;
-  while (t->slots[i].type.load(std::memory_order_relaxed) != nullptr) i = (i + 1) & t->mask;
-  t->slots[i].info = stored;
-  t->slots[i].type.store(tp, std::memory_order_release);  // publishes info with it
+  while (t->slots()[i].type.load(std::memory_order_relaxed) != nullptr) i = (i + 1) & t->mask;
+  t->slots()[i].info = stored;
+  t->slots()[i].type.store(tp, std::memory_order_release);  // publishes info with it
   ++t->used;
   return stored;
 }
@@ -77,25 +95,24 @@ void TypeTable::Reset() {
   // Readers may still be in the old table: it and its entries stay allocated until Clear.
   retired_.push_back(table_.load(std::memory_order_relaxed));
   table_.store(NewTable(64), std::memory_order_release);
+  last_.store(&none_, std::memory_order_release);
 }
 
 void TypeTable::Clear() {
   std::vector<PyObject*> drop;
   {
     std::lock_guard<std::mutex> lock(mutex_);
+    last_.store(&none_, std::memory_order_release);
     Table* t = table_.load(std::memory_order_relaxed);
     for (size_t i = 0; i <= t->mask; ++i) {
-      t->slots[i].type.store(nullptr, std::memory_order_relaxed);
-      t->slots[i].info = nullptr;
+      t->slots()[i].type.store(nullptr, std::memory_order_relaxed);
+      t->slots()[i].info = nullptr;
     }
     t->used = 0;
     drop.swap(held_);
     for (TypeInfo* info : infos_) delete info;
     infos_.clear();
-    for (Table* old : retired_) {
-      delete[] old->slots;
-      delete old;
-    }
+    for (Table* old : retired_) FreeTable(old);
     retired_.clear();
   }
   // Released outside the lock: a type's deallocation may run Python code.

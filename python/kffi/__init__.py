@@ -70,8 +70,17 @@ def system_lib() -> Module:
     return _core.system_lib()
 
 
+# Containers (tuples, lists, dicts) convert nested at most this deep, either way; deeper input is
+# a RecursionError whatever sys.getrecursionlimit() says (the C stack is the limit), and deeper
+# Array results stay kffi.Array objects below that level instead of becoming tuples.
+MAX_CONTAINER_DEPTH: int = _core.MAX_CONTAINER_DEPTH
+
+
 def to_kffi(value):
-    """``value`` as kffi sees it (tuple -> Array, dict -> Map, callables -> Function, ...)."""
+    """``value`` as kffi sees it (tuple -> Array, dict -> Map, callables -> Function, ...).
+
+    Call results differ in one way: an Array a function returns arrives as a Python tuple.
+    """
     return _core._to_kffi(value)
 
 
@@ -80,7 +89,7 @@ def to_kffi(value):
 globals().update({_name: dtype(_name) for _name in _DTYPE_NAMES})
 
 __all__ = [
-    "MissingKeyError", "Array", "Device", "Dict", "Error", "ErrorObject", "Function", "List", "Map", "Module",
+    "MAX_CONTAINER_DEPTH", "MissingKeyError", "Array", "Device", "Dict", "Error", "ErrorObject", "Function", "List", "Map", "Module",
     "Object", "Shape", "Tensor", "dtype", "from_dlpack", "get_global_func", "libinfo",
     "list_global_func_names", "load_module", "register_error", "register_global_func",
     "remove_global_func", "set_default_release_gil", "get_default_release_gil", "system_lib",

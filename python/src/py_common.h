@@ -346,6 +346,12 @@ constexpr int kMaxContainerDepth = 512;
 /// Converts argument #index into a borrowed KFFIAny; 0 on success, -1 with a Python error set.
 /// index < 0 marks a value with no argument position (a container element, a callback result).
 int ConvertArg(PyObject* obj, KFFIAny* out, CallContext* ctx, Py_ssize_t index);
+/// ConvertArg for arguments that are not small ints, floats or ASCII str (py_tensor.cc: the
+/// tensor paths inline there).
+int ConvertArgByTable(PyObject* obj, KFFIAny* out, CallContext* ctx, Py_ssize_t index);
+/// Every kind of argument but the tensor fast paths (py_convert.cc).
+int ConvertArgGeneral(PyObject* obj, KFFIAny* out, CallContext* ctx, Py_ssize_t index,
+                      const TypeInfo* info);
 /// Converts args[0:nargs] into packed (borrowed values); 0 or -1 with a Python error set.
 int ConvertArgs(PyObject* const* args, Py_ssize_t nargs, KFFIAny* packed, CallContext* ctx);
 /// Converts an owned value into a new Python object (steals the value); NULL on error. Results

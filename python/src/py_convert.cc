@@ -391,18 +391,6 @@ KFFI_NOINLINE int ConvertArgGeneral(PyObject* obj, KFFIAny* out, CallContext* ct
   return 0;
 }
 
-/// Arguments that are not small ints, floats or ASCII str: by the conversion table (tensors of
-/// the last type seen first).
-KFFI_NOINLINE int ConvertArgByTable(PyObject* obj, KFFIAny* out, CallContext* ctx,
-                                    Py_ssize_t index) {
-  PyTypeObject* tp = Py_TYPE(obj);
-  const TypeInfo* info = TypeTable::FindLast(tp);  // no state pointer read on a hit
-  if (KFFI_UNLIKELY(info == nullptr)) info = TypeInfoOf(tp);
-  if (info->kind == Kind::kExchangeTensor) return ConvertExchangeTensor(obj, info, out, ctx, index);
-  if (info->kind == Kind::kNumpyTensor) return ConvertNumpyTensor(obj, info, out, ctx, index);
-  return ConvertArgGeneral(obj, out, ctx, index, info);
-}
-
 /// Small ints, floats and ASCII str without a call (inlined into the argument loop); the rest
 /// through the table.
 KFFI_INLINE int ConvertArgFast(PyObject* obj, KFFIAny* out, CallContext* ctx, Py_ssize_t index) {

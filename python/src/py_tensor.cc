@@ -51,24 +51,25 @@ KFFI_NOINLINE bool LayoutFitsExact(const DLTensor* t) {
 
 /// True when a tensor's sizes are representable: every dimension >= 0, and the element count,
 /// its size in bits, and the farthest byte its strides reach (plus byte_offset) fit in int64.
-/// The common case is decided from magnitudes alone (no multiply chain): with every dimension
-/// and stride below 2**b, numel < 2**(ndim*b) and the reach < ndim * 2**(2b); when those bounds
-/// times the element size stay far below 2**63, nothing can overflow. Otherwise the exact check.
+/// The common case is decided from magnitudes alone, with no multiply chain: with rank <= 2 and
+/// every dimension and |stride| below 2**27 (rank <= 4: 2**13), numel < 2**54 and the reach
+/// < 2**55 elements, which stay below 2**63 bits for any single-lane dtype. Otherwise the exact
+/// check decides.
 KFFI_INLINE bool LayoutFits(const DLTensor* t) {
   const int32_t nd = t->ndim;
-  if (KFFI_UNLIKELY(nd <= 0 || nd > 8 || t->shape == nullptr)) return LayoutFitsExact(t);
-  uint64_t m = 0;
+  if (KFFI_UNLIKELY(nd <= 0 || nd > 4 || t->shape == nullptr || t->dtype.lanes != 1)) {
+    return LayoutFitsExact(t);
+  }
+  uint64_t m = 0;  // every dimension and |stride| (less one for negatives), OR-ed
   for (int32_t i = 0; i < nd; ++i) m |= static_cast<uint64_t>(t->shape[i]);
   if (t->strides != nullptr) {
     for (int32_t i = 0; i < nd; ++i) {
       const int64_t s = t->strides[i];
-      m |= static_cast<uint64_t>(s < 0 ? -s : s);  // INT64_MIN keeps its top bit: exact path
+      m |= static_cast<uint64_t>(s ^ (s >> 63));
     }
   }
-  const int b = 64 - __builtin_clzll(m | 1);  // a negative dimension makes b = 64
-  const int elem = 64 - __builtin_clzll(static_cast<uint64_t>(t->dtype.bits) * t->dtype.lanes | 1);
-  const int bound = (nd * b > 2 * b + 4 ? nd * b : 2 * b + 4) + elem;
-  if (KFFI_LIKELY(bound <= 60 && t->byte_offset < (uint64_t{1} << 60))) return true;
+  const uint64_t limit = nd <= 2 ? uint64_t{1} << 27 : uint64_t{1} << 13;
+  if (KFFI_LIKELY(m < limit && t->byte_offset < (uint64_t{1} << 40))) return true;
   return LayoutFitsExact(t);
 }
 
@@ -223,10 +224,10 @@ KFFI_INLINE bool FillFromNumpy(PyObject* obj, DLTensor* t, CallContext* ctx, boo
 bool MaybeLazyView(const DLTensor* t) {
   if (t->dtype.code == kDLComplex) return true;
   if (t->dtype.code != kDLFloat && t->dtype.code != kDLBfloat) return false;
-  const uint64_t item = t->dtype.bits / 8u;
-  if (item == 0) return false;
+  // (An odd item size gives a meaningless mask: then torch is asked, which is only slower.)
+  const uint64_t item = t->dtype.bits >> 3;
   const uint64_t addr = reinterpret_cast<uintptr_t>(t->data) + t->byte_offset;
-  if ((item & (item - 1)) != 0 || (addr & (2 * item - 1)) != item) return false;
+  if ((addr & (2 * item - 1)) != item) return false;
   for (int32_t i = 0; i < t->ndim; ++i) {
     if (t->shape[i] > 1 && t->strides != nullptr && t->strides[i] % 2 != 0) return false;
   }
@@ -415,8 +416,8 @@ uint32_t OwnedTensorFlags(KFFIObjectHandle h) {
   return (obj->dlpack_flags() & DLPACK_FLAG_BITMASK_READ_ONLY) != 0 ? kKFFITensorFlagReadOnly : 0;
 }
 
-int ConvertExchangeTensor(PyObject* obj, const TypeInfo* info, KFFIAny* out, CallContext* ctx,
-                          Py_ssize_t index) {
+KFFI_INLINE int ConvertExchangeTensorInline(PyObject* obj, const TypeInfo* info, KFFIAny* out,
+                                            CallContext* ctx, Py_ssize_t index) {
   const DLPackExchangeAPI* api = info->api;
   ctx->NoteExchangeAPI(api);
   const uint32_t flags = (info->flags & kTypeReadOnly) != 0 ? kKFFITensorFlagReadOnly : 0;
@@ -450,8 +451,13 @@ int ConvertExchangeTensor(PyObject* obj, const TypeInfo* info, KFFIAny* out, Cal
   return 0;
 }
 
-int ConvertNumpyTensor(PyObject* obj, const TypeInfo* info, KFFIAny* out, CallContext* ctx,
-                       Py_ssize_t index) {
+int ConvertExchangeTensor(PyObject* obj, const TypeInfo* info, KFFIAny* out, CallContext* ctx,
+                          Py_ssize_t index) {
+  return ConvertExchangeTensorInline(obj, info, out, ctx, index);
+}
+
+KFFI_INLINE int ConvertNumpyTensorInline(PyObject* obj, const TypeInfo* info, KFFIAny* out,
+                                         CallContext* ctx, Py_ssize_t index) {
   DLTensor* t = ctx->NewTensorSlot();
   bool read_only = false, fits = true;
   if (KFFI_LIKELY(FillFromNumpy(obj, t, ctx, &read_only, &fits) && !read_only)) {
@@ -461,6 +467,24 @@ int ConvertNumpyTensor(PyObject* obj, const TypeInfo* info, KFFIAny* out, CallCo
     return 0;
   }
   return ConvertTensorArg(obj, info, out, ctx, index);
+}
+
+int ConvertNumpyTensor(PyObject* obj, const TypeInfo* info, KFFIAny* out, CallContext* ctx,
+                       Py_ssize_t index) {
+  return ConvertNumpyTensorInline(obj, info, out, ctx, index);
+}
+
+/// Arguments that are not small ints, floats or ASCII str, by the conversion table: the tensor
+/// paths of torch and NumPy inline here (this file), everything else in ConvertArgGeneral.
+int ConvertArgByTable(PyObject* obj, KFFIAny* out, CallContext* ctx, Py_ssize_t index) {
+  PyTypeObject* tp = Py_TYPE(obj);
+  const TypeInfo* info = TypeTable::FindLast(tp);  // no state pointer read on a hit
+  if (KFFI_UNLIKELY(info == nullptr)) info = TypeInfoOf(tp);
+  if (info->kind == Kind::kExchangeTensor) {
+    return ConvertExchangeTensorInline(obj, info, out, ctx, index);
+  }
+  if (info->kind == Kind::kNumpyTensor) return ConvertNumpyTensorInline(obj, info, out, ctx, index);
+  return ConvertArgGeneral(obj, out, ctx, index, info);
 }
 
 int ConvertTensorArg(PyObject* obj, const TypeInfo* info, KFFIAny* out, CallContext* ctx,

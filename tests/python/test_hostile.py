@@ -266,7 +266,7 @@ def test_10000_deep_list_with_a_raised_recursion_limit_is_a_recursion_error(t):
             kffi.to_kffi({"k": deep})
     finally:
         sys.setrecursionlimit(limit)
-    assert kffi._core.MAX_CONTAINER_DEPTH == 512
+    assert kffi.MAX_CONTAINER_DEPTH == kffi._core.MAX_CONTAINER_DEPTH == 512
     assert t.echo([[[1]]]) == (((1,),),)
 
 

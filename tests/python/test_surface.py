@@ -197,3 +197,21 @@ def test_use_stream_accepts_the_same_stream_objects():
         assert kffi.get_current_stream("cuda:0") == 0x77
     with pytest.raises(TypeError, match="use_stream expects"):
         kffi.use_stream(ctypes.c_int(3)).__enter__()
+
+
+# ---- the extension module ------------------------------------------------------------------------
+
+def test_the_extension_exports_abi_constants():
+    assert kffi._core.TYPE_INDEX["Tensor"] == 70 and kffi._core.TYPE_INDEX["Array"] == 71
+    assert kffi._core.DEVICE_TYPE_NAMES[1] == "cpu" and kffi._core.DEVICE_TYPE_NAMES[2] == "cuda"
+    assert kffi.Device("cuda_managed:0").device_type == 13
+
+
+def test_a_second_copy_of_the_extension_is_refused():
+    import importlib.util
+
+    spec = importlib.util.find_spec("kffi._core")
+    with pytest.raises(ImportError, match="only once per process"):
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+    assert kffi.to_kffi((1, 2)) == (1, 2)  # the first copy is untouched

@@ -1020,7 +1020,7 @@ def print_table(results, ratios, goals, info, overhead, skipped, clock):
     for g in goals:
         r = "-" if g["ratio"] is None else f"{g['ratio']:.2f}x"
         print(f"  {g['status']:4}  {g['goal']:<28} GIL {g['gil']:<8} kffi/{g['anchor']} = {r} "
-              f"(goal <= {g['max_ratio']:.1f}x)")
+              f"(goal <= {g['max_ratio']:g}x)")
     rt = gil_round_trip(results)
     if rt:
         print(f"\nGIL release + re-take on a no-op call (released - held, ns): "

@@ -197,6 +197,13 @@ PyObject* DTypeToStr(PyObject*, PyObject* args) {
   return AnyToPy(&out, nullptr);
 }
 
+/// An owned copy of a stored value (a reference more for objects); throws on failure.
+Any OwnedCopy(const KFFIAny& stored) {
+  KFFIAny out;
+  if (KFFIAnyViewToOwnedAny(&stored, &out) != 0) details::ThrowRaisedError(-1);
+  return details::AnyUnsafe::FromOwnedRaw(out);
+}
+
 /// _seq_items(obj) -> list: the elements of an Array or List.
 PyObject* SeqItems(PyObject*, PyObject* obj) {
   KFFIObjectHandle h = GetHandle(obj);
@@ -207,14 +214,24 @@ PyObject* SeqItems(PyObject*, PyObject* obj) {
                  Py_TYPE(obj)->tp_name);
     return nullptr;
   }
-  auto* cell = static_cast<KFFISeqCell*>(KFFIObjectGetCellPtr(h));
-  PyRef list(PyList_New(cell->size));
+  // A snapshot of owned values first: converting one can run Python code (a finalizer during an
+  // allocation, a hook) that changes a List or releases it.
+  std::vector<Any> values;
+  try {
+    auto* cell = static_cast<KFFISeqCell*>(KFFIObjectGetCellPtr(h));
+    auto* items = static_cast<const KFFIAny*>(cell->data);
+    values.reserve(static_cast<size_t>(cell->size));
+    for (int64_t i = 0; i < cell->size; ++i) values.push_back(OwnedCopy(items[i]));
+  } catch (const std::exception& e) {
+    PyErr_SetString(PyExc_MemoryError, e.what());
+    return nullptr;
+  }
+  PyRef list(PyList_New(static_cast<Py_ssize_t>(values.size())));
   if (!list) return nullptr;
-  auto* items = static_cast<KFFIAny*>(cell->data);
-  for (int64_t i = 0; i < cell->size; ++i) {
-    PyObject* v = AnyViewToPy(&items[i]);
+  for (size_t i = 0; i < values.size(); ++i) {
+    PyObject* v = AnyViewToPy(details::AnyUnsafe::Raw(values[i]));
     if (v == nullptr) return nullptr;
-    PyList_SET_ITEM(list.get(), i, v);
+    PyList_SET_ITEM(list.get(), static_cast<Py_ssize_t>(i), v);
   }
   return list.release();
 }
@@ -260,17 +277,30 @@ PyObject* MapItems(PyObject*, PyObject* obj) {
                  Py_TYPE(obj)->tp_name);
     return nullptr;
   }
-  PyRef list(PyList_New(0));
+  // Owned pairs first (see SeqItems): a Dict may change, or the Map be released, while they
+  // convert.
+  std::vector<std::pair<Any, Any>> pairs;
+  try {
+    auto* base = static_cast<const details::MapObjBase*>(static_cast<Object*>(h));
+    pairs.reserve(static_cast<size_t>(base->size()));
+    for (int64_t i = base->NextLive(0); i < base->used(); i = base->NextLive(i + 1)) {
+      const details::MapEntry& e = base->RawEntries()[i];
+      pairs.emplace_back(OwnedCopy(e.key), OwnedCopy(e.value));
+    }
+  } catch (const std::exception& e) {
+    PyErr_SetString(PyExc_MemoryError, e.what());
+    return nullptr;
+  }
+  PyRef list(PyList_New(static_cast<Py_ssize_t>(pairs.size())));
   if (!list) return nullptr;
-  auto* base = static_cast<const details::MapObjBase*>(static_cast<Object*>(h));
-  for (int64_t i = base->NextLive(0); i < base->used(); i = base->NextLive(i + 1)) {
-    const details::MapEntry& e = base->RawEntries()[i];
-    PyRef k(AnyViewToPy(&e.key));
+  for (size_t i = 0; i < pairs.size(); ++i) {
+    PyRef k(AnyViewToPy(details::AnyUnsafe::Raw(pairs[i].first)));
     if (!k) return nullptr;
-    PyRef v(AnyViewToPy(&e.value));
+    PyRef v(AnyViewToPy(details::AnyUnsafe::Raw(pairs[i].second)));
     if (!v) return nullptr;
-    PyRef pair(PyTuple_Pack(2, k.get(), v.get()));
-    if (!pair || PyList_Append(list.get(), pair.get()) != 0) return nullptr;
+    PyObject* pair = PyTuple_Pack(2, k.get(), v.get());
+    if (pair == nullptr) return nullptr;
+    PyList_SET_ITEM(list.get(), static_cast<Py_ssize_t>(i), pair);
   }
   return list.release();
 }

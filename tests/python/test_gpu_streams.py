@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import pytest
 
-import kffi
-
 torch = pytest.importorskip("torch")
 if not torch.cuda.is_available():
     pytest.skip("needs a CUDA GPU (torch.cuda.is_available() is False)", allow_module_level=True)

@@ -405,6 +405,19 @@ PyObject* WrapTensor(KFFIObjectHandle owned, const CallContext* ctx);
 /// The tensor_flags an owned Tensor argument carries (read-only when its producer said so).
 uint32_t OwnedTensorFlags(KFFIObjectHandle h);
 int InitTensorSupport(PyObject* module);
+/// True when a tensor's sizes are representable (every dimension >= 0; element count, size in
+/// bits and the farthest byte its strides reach fit in int64): every size check uses it.
+bool TensorSizesFit(const DLTensor* t);
+/// "(2, 3)" for a tensor's shape, "float32" for a dtype.
+std::string ShapeText(const DLTensor* t);
+std::string DTypeText(DLDataType d);
+/// The ValueError for a tensor whose sizes do not fit (label: "Argument #0 (`x`)" or ""); -1.
+int RaiseLayoutTooLarge(const DLTensor* t, const std::string& label);
+/// Checks an owned tensor just imported; on failure drops it (*h = NULL) and raises. 0 or -1.
+int CheckOwnedLayout(KFFIObjectHandle* h, const std::string& label);
+/// PyCapsule destructors of "dltensor" / "dltensor_versioned" capsules not consumed.
+void DLPackCapsuleDeleter(PyObject* cap);
+void DLPackVersionedCapsuleDeleter(PyObject* cap);
 
 // ---- environment (py_env.cc) ----------------------------------------------------------------
 /// Sets the environment (stream, allocator) for a call and restores it on scope exit.

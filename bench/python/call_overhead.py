@@ -826,7 +826,7 @@ def run_benchmark(funcs, case_args, args):
 GOALS = [
     # (name, case, anchor, max ratio kffi/anchor)
     ("0 args vs nanobind", "noop", "nanobind", 1.0),
-    ("0 args vs tvm-ffi", "noop", "tvm-ffi", 0.6),
+    ("0 args vs tvm-ffi", "noop", "tvm-ffi", 0.65),
     ("3 torch tensors vs tvm-ffi", "torch3", "tvm-ffi", 0.6),
     ("3 NumPy arrays vs tvm-ffi", "numpy3", "tvm-ffi", 0.8),
 ]
@@ -887,7 +887,7 @@ def gil_round_trip(results):
     tvm_rel = median_of(results, "tvm-ffi", "noop", "released")
     k_held = median_of(results, "kffi", "noop", "held")
     if tvm_rel is not None and k_held is not None:
-        out["budget_for_release_at_0.6x_tvm"] = round(0.6 * tvm_rel - k_held, 2)
+        out["budget_for_release_at_0.65x_tvm"] = round(0.65 * tvm_rel - k_held, 2)
     return out
 
 
@@ -1020,15 +1020,15 @@ def print_table(results, ratios, goals, info, overhead, skipped, clock):
     for g in goals:
         r = "-" if g["ratio"] is None else f"{g['ratio']:.2f}x"
         print(f"  {g['status']:4}  {g['goal']:<28} GIL {g['gil']:<8} kffi/{g['anchor']} = {r} "
-              f"(goal <= {g['max_ratio']:.1f}x)")
+              f"(goal <= {g['max_ratio']:g}x)")
     rt = gil_round_trip(results)
     if rt:
         print(f"\nGIL release + re-take on a no-op call (released - held, ns): "
               f"{fmt_round_trip(rt)}")
-        if "budget_for_release_at_0.6x_tvm" in rt:
-            print(f"  0 args <= 0.6x tvm-ffi with both releasing leaves kffi "
-                  f"{rt['budget_for_release_at_0.6x_tvm']:.1f} ns for the release itself "
-                  f"(0.6 x tvm-ffi released - kffi held)")
+        if "budget_for_release_at_0.65x_tvm" in rt:
+            print(f"  0 args <= 0.65x tvm-ffi with both releasing leaves kffi "
+                  f"{rt['budget_for_release_at_0.65x_tvm']:.1f} ns for the release itself "
+                  f"(0.65 x tvm-ffi released - kffi held)")
 
 
 def print_compare(results, old_path):

@@ -12,9 +12,10 @@ import sys as _sys
 
 # The extension finds libkffi next to it (kffi/lib) through its rpath.
 from . import _core
-from ._error import Error, register_error
+from ._error import Error, MissingKeyError, register_error
 from ._objects import (Array, Dict, ErrorObject, Function, List, Map, Module, Object, Shape,
                        Tensor)
+from ._types import DTYPE_NAMES as _DTYPE_NAMES
 from ._types import Device, dtype
 from .stream import get_current_stream, use_stream
 from . import libinfo
@@ -38,6 +39,8 @@ def get_global_func(name: str, allow_missing: bool = False):
     f = _core.get_global_func(name)
     if f is None and not allow_missing:
         raise ValueError(f"Global function {name!r} is not registered")
+    if f is not None:
+        f.__name__ = name
     return f
 
 
@@ -67,18 +70,31 @@ def system_lib() -> Module:
     return _core.system_lib()
 
 
+# Containers (tuples, lists, dicts) convert nested at most this deep, either way; deeper input is
+# a RecursionError whatever sys.getrecursionlimit() says (the C stack is the limit), and deeper
+# Array results stay kffi.Array objects below that level instead of becoming tuples.
+MAX_CONTAINER_DEPTH: int = _core.MAX_CONTAINER_DEPTH
+
+
 def to_kffi(value):
-    """``value`` as kffi sees it (tuple -> Array, dict -> Map, callables -> Function, ...)."""
+    """``value`` as kffi sees it (tuple -> Array, dict -> Map, callables -> Function, ...).
+
+    Call results differ in one way: an Array a function returns arrives as a Python tuple.
+    """
     return _core._to_kffi(value)
 
 
+# kffi.float32, kffi.bfloat16, ...: dtypes, equal to kffi.dtype("float32") and accepted wherever
+# a dtype is.
+globals().update({_name: dtype(_name) for _name in _DTYPE_NAMES})
+
 __all__ = [
-    "Array", "Device", "Dict", "Error", "ErrorObject", "Function", "List", "Map", "Module",
+    "MAX_CONTAINER_DEPTH", "MissingKeyError", "Array", "Device", "Dict", "Error", "ErrorObject", "Function", "List", "Map", "Module",
     "Object", "Shape", "Tensor", "dtype", "from_dlpack", "get_global_func", "libinfo",
     "list_global_func_names", "load_module", "register_error", "register_global_func",
     "remove_global_func", "set_default_release_gil", "get_default_release_gil", "system_lib",
     "to_kffi", "use_stream", "get_current_stream", "check_signals", "__version__",
-]
+] + [_name for _name in _DTYPE_NAMES if _name != "bool"]  # `import *` must not shadow bool
 
 # JIT builds (kffi.cpp) and contracts declared with fake arguments (kffi.compile).
 from . import cpp

@@ -115,7 +115,7 @@ def _make_exception(kind: str, message: str, backtrace: str, original):
     if cls is None:
         exc = Error(message, kind)
     elif cls is KeyError:
-        exc = _MessageKeyError(message)
+        exc = MissingKeyError(message)
     else:
         exc = cls(message)
         if isinstance(exc, Error):
@@ -123,8 +123,9 @@ def _make_exception(kind: str, message: str, backtrace: str, original):
     return _with_native_frames(exc, backtrace)
 
 
-class _MessageKeyError(KeyError):
-    """A KeyError that prints its message as is (KeyError normally shows repr of the key)."""
+class MissingKeyError(KeyError):
+    """The KeyError native code raises (a missing global function, key or name): a KeyError
+    that prints its message as is (a plain KeyError shows the repr of its key)."""
 
     def __str__(self):
         return str(self.args[0]) if self.args else ""
@@ -150,7 +151,7 @@ def _describe_exception(exc: BaseException):
             break
     if kind is None:
         kind = cls.__name__
-    if isinstance(exc, KeyError) and len(exc.args) == 1 and not isinstance(exc, _MessageKeyError):
+    if isinstance(exc, KeyError) and len(exc.args) == 1 and not isinstance(exc, MissingKeyError):
         message = str(exc.args[0])
     else:
         message = str(exc)

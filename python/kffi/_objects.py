@@ -17,8 +17,9 @@ def _released_repr(obj) -> str | None:
     return f"<kffi.{type(obj).__name__} (released)>" if not obj._handle else None
 
 
-# Static type indices of the C ABI.
-_SHAPE, _TENSOR, _ARRAY, _MAP, _MODULE, _LIST, _DICT, _ERROR = 69, 70, 71, 72, 73, 75, 76, 67
+# Static type indices of the C ABI (exported by the extension).
+_TYPE_INDEX: dict[str, int] = dict(_core.TYPE_INDEX)
+_MISSING = object()
 
 
 class Array(Object, Sequence):
@@ -71,13 +72,20 @@ class Map(Object, Mapping):
         return _core._map_items(self)
 
     def __len__(self):
-        return len(self._items())
+        return _core._map_len(self)
 
     def __getitem__(self, key):
-        try:
-            return dict(self._items())[key]
-        except KeyError:
-            raise KeyError(key) from None
+        value = _core._map_get(self, key, _MISSING)
+        if value is _MISSING:
+            raise KeyError(key)
+        return value
+
+    def __contains__(self, key):
+        return _core._map_get(self, key, _MISSING) is not _MISSING
+
+    def get(self, key, default=None):
+        value = _core._map_get(self, key, _MISSING)
+        return default if value is _MISSING else value
 
     def __iter__(self):
         return iter([k for k, _ in self._items()])
@@ -169,6 +177,12 @@ class Tensor(Object):
     def ndim(self) -> int:
         return len(self._info()[1])
 
+    @property
+    def is_read_only(self) -> bool:
+        """True when the producer marked the memory read-only (a read-only NumPy array, a JAX
+        array): kernels must not write it."""
+        return self._info()[6]
+
     def numel(self) -> int:
         n = 1
         for d in self.shape:
@@ -177,6 +191,24 @@ class Tensor(Object):
 
     def __dlpack_device__(self):
         return tuple(self._info()[4])
+
+    def __array__(self, dtype=None, copy=None):
+        """``numpy.asarray(t)``: a NumPy array viewing the same memory (CPU tensors; zero-copy
+        unless a dtype conversion or ``copy=True`` asks for one)."""
+        import numpy
+
+        if self._info()[4][0] != 1:
+            raise BufferError(f"numpy.asarray needs a CPU tensor; this one is on {self.device}")
+        arr = numpy.from_dlpack(self)
+        if dtype is not None and numpy.dtype(dtype) != arr.dtype:
+            return arr.astype(dtype)
+        return arr.copy() if copy else arr
+
+    def __jax_array__(self):
+        """``jax.numpy.asarray(t)``: a JAX array of the same memory (through DLPack)."""
+        import jax.dlpack
+
+        return jax.dlpack.from_dlpack(self)
 
     def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
         if copy:
@@ -219,12 +251,27 @@ _PY_TYPE_NAMES = {"int": "int", "float": "float", "bool": "bool", "str": "str", 
 def _annotate(func: Function, meta: dict):
     """Gives a function from a module its parameter names, signature and docstring."""
     params = meta.get("params") or []
-    names = tuple(p.get("name") or f"_{i}" for i, p in enumerate(params))
+    names = tuple(p.get("name") or f"arg{i}" for i, p in enumerate(params))
     func._param_names = names
     func._metadata = meta  # the structured contract, for framework integrations (kffi.jax)
+    # Trailing parameters with a default ("default" in the metadata, or an Optional type) may be
+    # left out of a call.
+    defaults = []
+    for p in reversed(params):
+        if "default" in p:
+            defaults.append(p["default"])
+        elif str(p.get("type", "")).startswith(("Optional<", "Optional[")):
+            defaults.append(None)
+        else:
+            break
+    defaults.reverse()
+    func._param_defaults = tuple(defaults) if defaults else None
+    first_default = len(params) - len(defaults)
     sig_params = [inspect.Parameter(n, inspect.Parameter.POSITIONAL_OR_KEYWORD,
-                                    annotation=p.get("type", inspect.Parameter.empty))
-                  for n, p in zip(names, params)]
+                                    annotation=p.get("type", inspect.Parameter.empty),
+                                    default=(defaults[i - first_default] if i >= first_default
+                                             else inspect.Parameter.empty))
+                  for i, (n, p) in enumerate(zip(names, params))]
     ret = meta.get("return", inspect.Signature.empty)
     func.__signature__ = inspect.Signature(sig_params, return_annotation=ret)
     rendered = ", ".join(f"{n}: {p.get('type', 'Any')}" for n, p in zip(names, params))
@@ -292,6 +339,7 @@ class Module(Object):
         return _released_repr(self) or f"kffi.Module({self.name!r})"
 
 
-for _index, _cls in ((_ARRAY, Array), (_LIST, List), (_MAP, Map), (_DICT, Dict), (_SHAPE, Shape),
-                     (_TENSOR, Tensor), (_MODULE, Module), (_ERROR, ErrorObject)):
-    _core._register_object_class(_index, _cls)
+for _key, _cls in (("Array", Array), ("List", List), ("Map", Map), ("Dict", Dict),
+                   ("Shape", Shape), ("Tensor", Tensor), ("Module", Module),
+                   ("Error", ErrorObject)):
+    _core._register_object_class(_TYPE_INDEX[_key], _cls)

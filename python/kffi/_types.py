@@ -5,11 +5,8 @@ import ctypes
 
 from . import _core
 
-_DEVICE_NAMES = {
-    1: "cpu", 2: "cuda", 3: "cuda_host", 4: "opencl", 7: "vulkan", 8: "metal", 9: "vpi",
-    10: "rocm", 11: "rocm_host", 12: "ext_dev", 13: "cuda_managed", 14: "oneapi", 15: "webgpu",
-    16: "hexagon", 17: "maia", 18: "trn",
-}
+# Device type codes and names as the C++ side spells them (exported by the extension).
+_DEVICE_NAMES: dict[int, str] = dict(_core.DEVICE_TYPE_NAMES)
 _DEVICE_CODES = {v: k for k, v in _DEVICE_NAMES.items()}
 _DEVICE_CODES["gpu"] = 2
 
@@ -71,6 +68,15 @@ def _dtype_text(value) -> str:
     raise TypeError(f"Cannot interpret {value!r} (of type {type(value).__name__}) as a dtype")
 
 
+# Every dtype the runtime names, exported as kffi.float32, kffi.bfloat16, ... (kffi.bool too).
+DTYPE_NAMES = (
+    "bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float16",
+    "float32", "float64", "bfloat16", "complex64", "complex128", "float8_e3m4", "float8_e4m3",
+    "float8_e4m3b11fnuz", "float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz",
+    "float8_e8m0fnu", "float6_e2m3fn", "float6_e3m2fn", "float4_e2m1fn",
+)
+
+
 class Device:
     """A device: a type ("cpu", "cuda", ...) and an index. Accepts "cuda:1" and torch.device."""
 
@@ -124,22 +130,90 @@ class Device:
         return (self.device_type, self.index)
 
 
-def _classify(tp: type) -> str:
-    """Called once per Python type the first time it is passed to a kffi function."""
+# TypeInfo flags of the extension's conversion table (python/src/py_common.h).
+_TYPE_READ_ONLY = 1
+_TYPE_TORCH = 2
+
+
+def _tensor_entry(tp: type, mod: str):
+    """(kind, flags, from_dlpack, stream_hook) of a tensor type: how its results come back and
+    whether its arrays may be written."""
+    flags, from_dlpack, stream_hook = 0, None, None
+    if mod.startswith("torch"):
+        flags |= _TYPE_TORCH  # results come back through torch's exchange API
+    elif mod.startswith("numpy"):
+        import numpy
+
+        from_dlpack = numpy.from_dlpack
+    elif mod.startswith(("jax", "jaxlib")):
+        import jax.dlpack
+
+        flags |= _TYPE_READ_ONLY  # JAX arrays are immutable
+        from_dlpack = jax.dlpack.from_dlpack
+    elif mod.startswith("cupy"):
+        import sys
+
+        cupy = sys.modules.get("cupy")
+        if cupy is not None:
+            from_dlpack = cupy.from_dlpack
+
+            def stream_hook():
+                # CuPy's current stream becomes the call's environment stream (as torch's does).
+                return cupy.cuda.get_current_stream().ptr
+
+            stream_hook.__qualname__ = "cupy_current_stream"
+    return ("tensor", flags, from_dlpack, stream_hook)
+
+
+def _is_stream_type(tp: type, mod: str) -> bool:
+    if hasattr(tp, "__cuda_stream__"):
+        return True
+    name = tp.__name__
+    if mod.startswith("torch") and name in ("Stream", "ExternalStream") and hasattr(
+            tp, "cuda_stream"):
+        return True
+    return mod.startswith("cupy") and name in ("Stream", "ExternalStream") and hasattr(tp, "ptr")
+
+
+def _classify(tp: type):
+    """Called once per Python type the first time it is passed to a kffi function: returns
+    (kind, flags, from_dlpack, stream_hook) for the extension's conversion table."""
+    kind = _classify_kind(tp)
+    if isinstance(kind, tuple):
+        return kind
+    return (kind, 0, None, None)
+
+
+def _classify_kind(tp: type):
     mod = tp.__module__ or ""
     name = tp.__name__
     if issubclass(tp, dtype):
         return "dtype"
     if issubclass(tp, Device):
         return "device"
+    if mod.startswith("jax") and any(k.__name__ == "Tracer" for k in tp.__mro__):
+        return "jax_tracer"
+    if (hasattr(tp, "__dlpack__") or hasattr(tp, "__dlpack_c_exchange_api__")) and not issubclass(
+            tp, (int, float, complex, str, bytes)):
+        return _tensor_entry(tp, mod)
     if mod.startswith("torch") and name == "dtype":
         return "dtype"
     if mod.startswith("torch") and name == "device":
         return "device"
     if mod.startswith("numpy") and (name == "dtype" or name.endswith("DType")):
         return "dtype"
+    if _is_stream_type(tp, mod):
+        return "stream"
     if issubclass(tp, ctypes.c_void_p):
         return "voidp"
+    if issubclass(tp, str):
+        return "str"
+    if issubclass(tp, (bytes, bytearray)):
+        return "bytes"
+    if issubclass(tp, int):  # IntEnum (whose metaclass has __len__), numpy ints on some builds
+        return "index"
+    if issubclass(tp, float):
+        return "float"
     if hasattr(tp, "__index__") and not hasattr(tp, "__len__"):
         return "index"
     if hasattr(tp, "__float__") and not hasattr(tp, "__len__"):
@@ -175,5 +249,23 @@ def _make_voidp(address):
     return ctypes.c_void_p(address)
 
 
+def _stream_handle(stream) -> int:
+    """The raw handle of a stream object: ``__cuda_stream__`` (a (version, handle) pair),
+    torch.cuda.Stream's ``cuda_stream``, CuPy's ``ptr``."""
+    proto = getattr(stream, "__cuda_stream__", None)
+    if proto is not None:
+        value = proto() if callable(proto) else proto
+        if not (isinstance(value, tuple) and len(value) == 2 and isinstance(value[1], int)):
+            raise TypeError(f"{type(stream).__name__}.__cuda_stream__ must give (version, handle), "
+                            f"got {value!r}")
+        return value[1]
+    for attr in ("cuda_stream", "ptr"):
+        value = getattr(stream, attr, None)
+        if isinstance(value, int):
+            return value
+    raise TypeError(f"{type(stream).__name__} has no stream handle (__cuda_stream__, "
+                    f"cuda_stream or ptr)")
+
+
 _core._set_converter_hooks(_classify, _to_dtype, _to_device, _make_dtype, _make_device,
-                           _make_voidp)
+                           _make_voidp, _stream_handle)

@@ -4,28 +4,25 @@ from __future__ import annotations
 import contextlib
 
 from . import _core
+from ._types import _is_stream_type, _stream_handle
 
 
-def _stream_handle(stream):
+def _stream_spec(stream):
     """(device_type, device_id, handle) of torch/CuPy streams, __cuda_stream__ objects, ints."""
     if stream is None:
         return None
     if isinstance(stream, int):
         return (2, _current_cuda_device(), stream)
-    proto = getattr(stream, "__cuda_stream__", None)
-    if proto is not None:
-        version, handle = proto() if callable(proto) else proto
-        return (2, getattr(getattr(stream, "device", None), "index", None) or
-                _current_cuda_device(), handle)
-    mod = type(stream).__module__ or ""
-    if mod.startswith("torch"):
-        dev = stream.device
-        return (2, dev.index or 0, stream.cuda_stream)
-    if mod.startswith("cupy"):
-        return (2, stream.device_id if hasattr(stream, "device_id") else _current_cuda_device(),
-                stream.ptr)
-    raise TypeError(f"use_stream expects a torch.cuda.Stream, a CuPy stream, an object with "
-                    f"__cuda_stream__ or an int handle; got {type(stream).__name__}")
+    tp = type(stream)
+    if not _is_stream_type(tp, tp.__module__ or ""):
+        raise TypeError(f"use_stream expects a torch.cuda.Stream, a CuPy stream, an object with "
+                        f"__cuda_stream__ or an int handle; got {tp.__name__}")
+    handle = _stream_handle(stream)
+    device = getattr(stream, "device", None)
+    index = getattr(device, "index", None)
+    if index is None:
+        index = getattr(stream, "device_id", None)
+    return (2, _current_cuda_device() if index is None else index, handle)
 
 
 def _current_cuda_device() -> int:
@@ -44,7 +41,7 @@ def use_stream(stream, device=None):
     """Runs the kffi calls in the block on ``stream`` (it wins over the stream picked up from
     tensor arguments). ``device`` ("cuda:1") overrides the device the stream is taken to be on.
     """
-    spec = _stream_handle(stream)
+    spec = _stream_spec(stream)
     if spec is None:
         yield
         return

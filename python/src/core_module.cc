@@ -1,6 +1,9 @@
 // python/src/core_module.cc: the kffi._core extension module: registry, modules, helpers.
 #include <kffi/container/map.h>
+#include <kffi/type_traits.h>
 
+#include <cstring>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -194,6 +197,13 @@ PyObject* DTypeToStr(PyObject*, PyObject* args) {
   return AnyToPy(&out, nullptr);
 }
 
+/// An owned copy of a stored value (a reference more for objects); throws on failure.
+Any OwnedCopy(const KFFIAny& stored) {
+  KFFIAny out;
+  if (KFFIAnyViewToOwnedAny(&stored, &out) != 0) details::ThrowRaisedError(-1);
+  return details::AnyUnsafe::FromOwnedRaw(out);
+}
+
 /// _seq_items(obj) -> list: the elements of an Array or List.
 PyObject* SeqItems(PyObject*, PyObject* obj) {
   KFFIObjectHandle h = GetHandle(obj);
@@ -204,14 +214,24 @@ PyObject* SeqItems(PyObject*, PyObject* obj) {
                  Py_TYPE(obj)->tp_name);
     return nullptr;
   }
-  auto* cell = static_cast<KFFISeqCell*>(KFFIObjectGetCellPtr(h));
-  PyRef list(PyList_New(cell->size));
+  // A snapshot of owned values first: converting one can run Python code (a finalizer during an
+  // allocation, a hook) that changes a List or releases it.
+  std::vector<Any> values;
+  try {
+    auto* cell = static_cast<KFFISeqCell*>(KFFIObjectGetCellPtr(h));
+    auto* items = static_cast<const KFFIAny*>(cell->data);
+    values.reserve(static_cast<size_t>(cell->size));
+    for (int64_t i = 0; i < cell->size; ++i) values.push_back(OwnedCopy(items[i]));
+  } catch (const std::exception& e) {
+    PyErr_SetString(PyExc_MemoryError, e.what());
+    return nullptr;
+  }
+  PyRef list(PyList_New(static_cast<Py_ssize_t>(values.size())));
   if (!list) return nullptr;
-  auto* items = static_cast<KFFIAny*>(cell->data);
-  for (int64_t i = 0; i < cell->size; ++i) {
-    PyObject* v = AnyViewToPy(&items[i]);
+  for (size_t i = 0; i < values.size(); ++i) {
+    PyObject* v = AnyViewToPy(details::AnyUnsafe::Raw(values[i]));
     if (v == nullptr) return nullptr;
-    PyList_SET_ITEM(list.get(), i, v);
+    PyList_SET_ITEM(list.get(), static_cast<Py_ssize_t>(i), v);
   }
   return list.release();
 }
@@ -257,19 +277,88 @@ PyObject* MapItems(PyObject*, PyObject* obj) {
                  Py_TYPE(obj)->tp_name);
     return nullptr;
   }
-  PyRef list(PyList_New(0));
+  // Owned pairs first (see SeqItems): a Dict may change, or the Map be released, while they
+  // convert.
+  std::vector<std::pair<Any, Any>> pairs;
+  try {
+    auto* base = static_cast<const details::MapObjBase*>(static_cast<Object*>(h));
+    pairs.reserve(static_cast<size_t>(base->size()));
+    for (int64_t i = base->NextLive(0); i < base->used(); i = base->NextLive(i + 1)) {
+      const details::MapEntry& e = base->RawEntries()[i];
+      pairs.emplace_back(OwnedCopy(e.key), OwnedCopy(e.value));
+    }
+  } catch (const std::exception& e) {
+    PyErr_SetString(PyExc_MemoryError, e.what());
+    return nullptr;
+  }
+  PyRef list(PyList_New(static_cast<Py_ssize_t>(pairs.size())));
   if (!list) return nullptr;
-  auto* base = static_cast<const details::MapObjBase*>(static_cast<Object*>(h));
-  for (int64_t i = base->NextLive(0); i < base->used(); i = base->NextLive(i + 1)) {
-    const details::MapEntry& e = base->RawEntries()[i];
-    PyRef k(AnyViewToPy(&e.key));
+  for (size_t i = 0; i < pairs.size(); ++i) {
+    PyRef k(AnyViewToPy(details::AnyUnsafe::Raw(pairs[i].first)));
     if (!k) return nullptr;
-    PyRef v(AnyViewToPy(&e.value));
+    PyRef v(AnyViewToPy(details::AnyUnsafe::Raw(pairs[i].second)));
     if (!v) return nullptr;
-    PyRef pair(PyTuple_Pack(2, k.get(), v.get()));
-    if (!pair || PyList_Append(list.get(), pair.get()) != 0) return nullptr;
+    PyObject* pair = PyTuple_Pack(2, k.get(), v.get());
+    if (pair == nullptr) return nullptr;
+    PyList_SET_ITEM(list.get(), static_cast<Py_ssize_t>(i), pair);
   }
   return list.release();
+}
+
+/// _map_get(obj, key, missing) -> the value of key, or missing. Keys of the kinds a Map stores by
+/// value (int, float, bool, None, str, bytes, kffi objects) are found by hash; others (e.g. a
+/// tuple, which becomes a new Array) and numbers that compare equal across types (1 == 1.0) fall
+/// back to comparing every key with Python's ==.
+PyObject* MapGet(PyObject*, PyObject* args) {
+  PyObject *obj, *key, *missing;
+  if (!PyArg_ParseTuple(args, "OOO", &obj, &key, &missing)) return nullptr;
+  KFFIObjectHandle h = GetHandle(obj);
+  if (h == nullptr && RaiseIfReleased(obj)) return nullptr;
+  if (h == nullptr || (static_cast<KFFIObject*>(h)->type_index != kKFFIMap &&
+                       static_cast<KFFIObject*>(h)->type_index != kKFFIDict)) {
+    PyErr_Format(PyExc_TypeError, "expected a kffi.Map or kffi.Dict, got %s",
+                 Py_TYPE(obj)->tp_name);
+    return nullptr;
+  }
+  auto* base = static_cast<const details::MapObjBase*>(static_cast<Object*>(h));
+  const Kind kind = TypeInfoOf(Py_TYPE(key))->kind;
+  const bool by_hash = kind == Kind::kInt || kind == Kind::kFloat || kind == Kind::kBool ||
+                       kind == Kind::kNone || kind == Kind::kStr || kind == Kind::kBytes ||
+                       kind == Kind::kObject;
+  if (by_hash) {
+    KFFIAny k;
+    if (PyToOwnedAny(key, &k) != 0) return nullptr;
+    Any owned = details::AnyUnsafe::FromOwnedRaw(k);
+    int64_t i = base->FindEntry(*details::AnyUnsafe::Raw(owned));
+    if (i >= 0) return AnyViewToPy(&base->RawEntries()[i].value);
+    if (kind != Kind::kInt && kind != Kind::kFloat && kind != Kind::kBool) {
+      return Py_NewRef(missing);
+    }
+  }
+  // Compare by Python equality over a snapshot of the pairs (== may run any code).
+  PyRef items(MapItems(nullptr, obj));
+  if (!items) return nullptr;
+  for (Py_ssize_t i = 0; i < PyList_GET_SIZE(items.get()); ++i) {
+    PyObject* pair = PyList_GET_ITEM(items.get(), i);
+    int eq = PyObject_RichCompareBool(PyTuple_GET_ITEM(pair, 0), key, Py_EQ);
+    if (eq < 0) return nullptr;
+    if (eq) return Py_NewRef(PyTuple_GET_ITEM(pair, 1));
+  }
+  return Py_NewRef(missing);
+}
+
+/// _map_len(obj) -> the number of pairs.
+PyObject* MapLen(PyObject*, PyObject* obj) {
+  KFFIObjectHandle h = GetHandle(obj);
+  if (h == nullptr && RaiseIfReleased(obj)) return nullptr;
+  if (h == nullptr || (static_cast<KFFIObject*>(h)->type_index != kKFFIMap &&
+                       static_cast<KFFIObject*>(h)->type_index != kKFFIDict)) {
+    PyErr_Format(PyExc_TypeError, "expected a kffi.Map or kffi.Dict, got %s",
+                 Py_TYPE(obj)->tp_name);
+    return nullptr;
+  }
+  return PyLong_FromLongLong(
+      static_cast<const details::MapObjBase*>(static_cast<Object*>(h))->size());
 }
 
 /// _shape_tuple(obj) -> tuple of ints.
@@ -306,12 +395,12 @@ PyObject* ToKFFIObject(PyObject*, PyObject* obj) {
 PyObject* SetDefaultReleaseGil(PyObject*, PyObject* flag) {
   int v = PyObject_IsTrue(flag);
   if (v < 0) return nullptr;
-  g_default_release_gil = v;
+  g_state->default_release_gil.store(v, std::memory_order_relaxed);
   Py_RETURN_NONE;
 }
 
 PyObject* GetDefaultReleaseGil(PyObject*, PyObject*) {
-  return PyBool_FromLong(g_default_release_gil);
+  return PyBool_FromLong(g_state->default_release_gil.load(std::memory_order_relaxed));
 }
 
 PyObject* RuntimeVersion(PyObject*, PyObject*) {
@@ -342,6 +431,8 @@ PyMethodDef kMethods[] = {{"get_global_func", GetGlobalFunc, METH_O, nullptr},
                           {"_seq_get", SeqGet, METH_VARARGS, nullptr},
                           {"_seq_len", SeqLen, METH_O, nullptr},
                           {"_map_items", MapItems, METH_O, nullptr},
+                          {"_map_get", MapGet, METH_VARARGS, nullptr},
+                          {"_map_len", MapLen, METH_O, nullptr},
                           {"_shape_tuple", ShapeTuple, METH_O, nullptr},
                           {"_error_info", ErrorInfo, METH_O, nullptr},
                           {"_to_kffi", ToKFFIObject, METH_O, nullptr},
@@ -360,28 +451,139 @@ PyMethodDef kMethods[] = {{"get_global_func", GetGlobalFunc, METH_O, nullptr},
                           {"_env_get_stream", EnvGetStream, METH_VARARGS, nullptr},
                           {nullptr, nullptr, 0, nullptr}};
 
+/// Module constants: the ABI's type indices and the device type names, so that Python does not
+/// retype them.
+int AddConstants(PyObject* m) {
+  static const std::pair<const char*, int32_t> kIndices[] = {
+      {"None", kKFFINone},
+      {"Int", kKFFIInt},
+      {"Bool", kKFFIBool},
+      {"Float", kKFFIFloat},
+      {"OpaquePtr", kKFFIOpaquePtr},
+      {"DataType", kKFFIDataType},
+      {"Device", kKFFIDevice},
+      {"DLTensorPtr", kKFFIDLTensorPtr},
+      {"RawStr", kKFFIRawStr},
+      {"SmallStr", kKFFISmallStr},
+      {"SmallBytes", kKFFISmallBytes},
+      {"Object", kKFFIObject},
+      {"Str", kKFFIStr},
+      {"Bytes", kKFFIBytes},
+      {"Error", kKFFIError},
+      {"Function", kKFFIFunction},
+      {"Shape", kKFFIShape},
+      {"Tensor", kKFFITensor},
+      {"Array", kKFFIArray},
+      {"Map", kKFFIMap},
+      {"Module", kKFFIModule},
+      {"OpaquePyObject", kKFFIOpaquePyObject},
+      {"List", kKFFIList},
+      {"Dict", kKFFIDict},
+  };
+  PyRef indices(PyDict_New());
+  PyRef devices(PyDict_New());
+  if (!indices || !devices) return -1;
+  for (const auto& kv : kIndices) {
+    PyRef v(PyLong_FromLong(kv.second));
+    if (!v || PyDict_SetItemString(indices.get(), kv.first, v.get()) != 0) return -1;
+  }
+  for (int32_t d = 1; d < 64; ++d) {
+    const char* name = details::DeviceTypeName(d);
+    if (std::strcmp(name, "unknown_device") == 0) continue;
+    PyRef k(PyLong_FromLong(d));
+    PyRef v(PyUnicode_FromString(name));
+    if (!k || !v || PyDict_SetItem(devices.get(), k.get(), v.get()) != 0) return -1;
+  }
+  if (PyModule_AddObjectRef(m, "TYPE_INDEX", indices.get()) != 0 ||
+      PyModule_AddObjectRef(m, "DEVICE_TYPE_NAMES", devices.get()) != 0 ||
+      PyModule_AddIntConstant(m, "TENSOR_FLAG_READ_ONLY", kKFFITensorFlagReadOnly) != 0 ||
+      PyModule_AddIntConstant(m, "MAX_CONTAINER_DEPTH", kMaxContainerDepth) != 0) {
+    return -1;
+  }
+  return 0;
+}
+
+State* GetModuleState(PyObject* m) { return static_cast<State*>(PyModule_GetState(m)); }
+
+int ModuleExec(PyObject* m) {
+  if (g_state != nullptr) {
+    // libkffi's registries (global functions, Python callbacks) are process-wide: one module.
+    PyErr_SetString(PyExc_ImportError,
+                    "kffi._core can be initialised only once per process (no subinterpreters, "
+                    "no second copy)");
+    return -1;
+  }
+  State* state = new (GetModuleState(m)) State();
+  g_state = state;
+  if (InitObjectTypes(m, state) != 0 || InitTensorSupport(m) != 0 || InitEnv(m) != 0 ||
+      AddConstants(m) != 0) {
+    return -1;
+  }
+  return 0;
+}
+
+int ModuleTraverse(PyObject* m, visitproc visit, void* arg) {
+  State* s = GetModuleState(m);
+  if (s == nullptr || s != g_state) return 0;
+  Py_VISIT(s->object_type);
+  Py_VISIT(s->function_type);
+  for (PyObject* h : s->hooks) Py_VISIT(h);
+  for (PyObject* r : s->retired) Py_VISIT(r);
+  for (auto& c : s->static_classes) Py_VISIT(c.load(std::memory_order_relaxed));
+  for (auto& c : s->dyn_classes) Py_VISIT(c.second);
+  return s->types.Traverse(visit, arg);
+}
+
+int ModuleClear(PyObject* m) {
+  State* s = GetModuleState(m);
+  if (s == nullptr || s != g_state) return 0;
+  // The types and classes stay: objects being torn down may still wrap and convert. What the
+  // state holds is released by ModuleFree.
+  for (PyObject*& h : s->hooks) Py_CLEAR(h);
+  return 0;
+}
+
+void ModuleFree(void* mod) {
+  auto* m = static_cast<PyObject*>(mod);
+  State* s = GetModuleState(m);
+  if (s == nullptr || s != g_state) return;
+  g_state = nullptr;
+  s->types.Clear();
+  for (PyObject*& h : s->hooks) Py_CLEAR(h);
+  for (PyObject* r : s->retired) Py_DECREF(r);
+  s->retired.clear();
+  for (auto& c : s->static_classes) Py_XDECREF(c.exchange(nullptr));
+  for (auto& c : s->dyn_classes) Py_DECREF(c.second);
+  s->dyn_classes.clear();
+  Py_CLEAR(s->function_type);
+  Py_CLEAR(s->object_type);
+  s->~State();
+}
+
+PyModuleDef_Slot kSlots[] = {
+    {Py_mod_exec, reinterpret_cast<void*>(ModuleExec)},
+#ifdef Py_mod_multiple_interpreters
+    {Py_mod_multiple_interpreters, Py_MOD_MULTIPLE_INTERPRETERS_NOT_SUPPORTED},
+#endif
+#ifdef Py_mod_gil
+    // Free-threaded CPython: the conversion table is read without a lock, registries are
+    // published atomically, and per-call state lives on the C stack.
+    {Py_mod_gil, Py_MOD_GIL_NOT_USED},
+#endif
+    {0, nullptr}};
+
 PyModuleDef kModuleDef = {PyModuleDef_HEAD_INIT,
                           "kffi._core",
                           "The kffi CPython extension: fast calls into kffi functions.",
-                          -1,
+                          sizeof(State),
                           kMethods,
-                          nullptr,
-                          nullptr,
-                          nullptr,
-                          nullptr};
+                          kSlots,
+                          ModuleTraverse,
+                          ModuleClear,
+                          ModuleFree};
 
 }  // namespace
 }  // namespace py
 }  // namespace kffi
 
-PyMODINIT_FUNC PyInit__core() {
-  using namespace kffi::py;  // NOLINT
-  PyObject* m = PyModule_Create(&kModuleDef);
-  if (m == nullptr) return nullptr;
-  if (InitObjectTypes(m) != 0 || InitErrors(m) != 0 || InitTensorSupport(m) != 0 ||
-      InitEnv(m) != 0) {
-    Py_DECREF(m);
-    return nullptr;
-  }
-  return m;
-}
+PyMODINIT_FUNC PyInit__core() { return PyModuleDef_Init(&kffi::py::kModuleDef); }

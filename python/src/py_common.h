@@ -8,7 +8,9 @@
 #include <kffi/c_api.h>
 #include <kffi/error.h>
 
+#include <atomic>
 #include <cstdint>
+#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -30,6 +32,9 @@ struct PyFunction {
   vectorcallfunc vectorcall;
   /// Parameter names (tuple of str) for keyword arguments, or NULL.
   PyObject* param_names;
+  /// Default values of the trailing parameters (tuple, aligned to the end of param_names), or
+  /// NULL: a call may leave those out.
+  PyObject* defaults;
   /// Release the GIL during the native call: 1 yes, 0 no, -1 follow the global default.
   int release_gil;
   /// The function cell's safe_call, read once (a cell never changes): one load fewer per call.
@@ -61,6 +66,157 @@ class PyRef {
   PyObject* o_ = nullptr;
 };
 
+// ---- the argument-conversion table (py_types.cc) ---------------------------------------------
+
+/// How values of one Python type convert. Decided the first time the type is seen.
+enum class Kind : uint8_t {
+  kOpaque,  // anything else: held by reference as an OpaquePyObject
+  kInt,
+  kFloat,
+  kBool,
+  kNone,
+  kStr,
+  kBytes,
+  kObject,          // kffi.Object and subclasses
+  kExchangeTensor,  // a type with the DLPack C exchange API (torch.Tensor)
+  kNumpyTensor,     // numpy.ndarray: fields read directly
+  kDLPackTensor,    // anything else with __dlpack__
+  kSequence,
+  kMapping,
+  kIndex,      // int-like (__index__): numpy integers, IntEnum
+  kFloatLike,  // float-like (__float__): numpy floats
+  kDType,      // kffi.dtype, torch.dtype, numpy.dtype, ...
+  kDevice,     // kffi.Device, torch.device
+  kVoidPtr,    // ctypes.c_void_p
+  kStream,     // torch.cuda.Stream, CuPy streams, objects with __cuda_stream__
+  kJaxTracer,  // a JAX tracer: cannot be passed to an eager call
+  kCallable,
+};
+
+/// TypeInfo::flags.
+enum TypeFlag : uint8_t {
+  /// Arrays of this type must not be written (JAX arrays are immutable).
+  kTypeReadOnly = 1,
+  /// torch tensors: lazy conj/neg views are refused.
+  kTypeTorch = 2,
+};
+
+/// Everything the converter knows about one Python type.
+struct TypeInfo {
+  Kind kind = Kind::kOpaque;
+  uint8_t flags = 0;
+  /// kExchangeTensor: the type's DLPack C exchange API.
+  const DLPackExchangeAPI* api = nullptr;
+  /// Tensor types: converts a kffi.Tensor result into this framework's array (numpy.from_dlpack,
+  /// jax.dlpack.from_dlpack, cupy.from_dlpack), or NULL. Strong reference.
+  PyObject* from_dlpack = nullptr;
+  /// Tensor types on a device: stream_hook(device_id) -> the framework's current stream (int),
+  /// or NULL (CuPy's stream is picked up through it). Strong reference.
+  PyObject* stream_hook = nullptr;
+};
+
+/// The table of TypeInfo by Python type. Lookups take no lock (entries are never removed until
+/// module teardown, and each is published with a release store), so they are safe on a
+/// free-threaded CPython; inserts take a mutex and run no Python code under it. The slot found
+/// last answers the next lookup with two loads (the arguments of one call are often of one type).
+class TypeTable {
+ public:
+  struct Slot {
+    std::atomic<PyTypeObject*> type;
+    const TypeInfo* info;
+  };
+  TypeTable();
+  ~TypeTable();
+  TypeTable(const TypeTable&) = delete;
+  TypeTable& operator=(const TypeTable&) = delete;
+  /// The entry of tp, or NULL when tp was never classified.
+  KFFI_INLINE static const TypeInfo* FindLast(PyTypeObject* tp) {
+    const Slot* last = last_.load(std::memory_order_acquire);
+    return last->type.load(std::memory_order_relaxed) == tp ? last->info : nullptr;
+  }
+  KFFI_INLINE const TypeInfo* Find(PyTypeObject* tp) const {
+    const Slot* last = last_.load(std::memory_order_acquire);
+    if (KFFI_LIKELY(last->type.load(std::memory_order_relaxed) == tp)) return last->info;
+    return Probe(tp);
+  }
+  /// Stores info for tp (keeping a reference to tp and info's objects) unless another thread
+  /// stored one first; returns the stored entry.
+  const TypeInfo* Insert(PyTypeObject* tp, const TypeInfo& info);
+  /// Starts an empty table (new hooks: every type is classified again).
+  void Reset();
+  /// Drops every entry and its references (module teardown).
+  void Clear();
+  /// Visits the Python objects held (GC traversal).
+  int Traverse(visitproc visit, void* arg) const;
+
+ private:
+  struct Table {
+    size_t mask;
+    size_t used;
+    Slot* slots() { return reinterpret_cast<Slot*>(this + 1); }  // in the same block
+  };
+  static size_t Hash(PyTypeObject* tp) {
+    return static_cast<size_t>((reinterpret_cast<uintptr_t>(tp) >> 4) * 0x9E3779B97F4A7C15ull >>
+                               32);
+  }
+  static Table* NewTable(size_t capacity);
+  static void FreeTable(Table* t);
+  const TypeInfo* Probe(PyTypeObject* tp) const;
+  std::atomic<Table*> table_;
+  /// The slot of the last hit (never NULL: an empty slot when there is none). Static (there is
+  /// one table per process) so that a hit reads no state pointer first.
+  static inline Slot none_{};
+  static inline std::atomic<const Slot*> last_{&none_};
+  std::mutex mutex_;
+  /// Tables replaced by a larger one: readers may still be in them, so they live until Clear.
+  std::vector<Table*> retired_;
+  std::vector<TypeInfo*> infos_;
+  /// The references entries hold (types, hooks' callables), released by Clear.
+  std::vector<PyObject*> held_;
+};
+
+/// The entry for tp, classifying it on first sight. Never NULL: an error while classifying
+/// yields the kOpaque entry (the type is then carried by reference).
+const TypeInfo* TypeInfoOf(PyTypeObject* tp);
+
+/// The converter hooks installed by kffi/_types.py (see _set_converter_hooks), by slot.
+enum Hook : int {
+  kHookClassify,       // classify(type) -> (kind, flags, from_dlpack, stream_hook)
+  kHookToDType,        // to_dtype(obj) -> (code, bits, lanes)
+  kHookToDevice,       // to_device(obj) -> (device_type, device_id)
+  kHookMakeDType,      // make_dtype(code, bits, lanes) -> kffi.dtype
+  kHookMakeDevice,     // make_device(device_type, device_id) -> kffi.Device
+  kHookMakeVoidp,      // make_voidp(address) -> ctypes.c_void_p
+  kHookToStream,       // to_stream(obj) -> int handle
+  kHookMakeError,      // make_exception(kind, message, backtrace, original) -> exception
+  kHookDescribeError,  // describe_exception(exc) -> (kind, message, backtrace)
+  kNumHooks,
+};
+
+/// Everything the module keeps (the module's state, made in its exec slot). The extension can be
+/// initialised once per process (libkffi's registries are process-wide), so hot paths reach the
+/// state through g_state rather than through the module object.
+struct State {
+  PyTypeObject* object_type = nullptr;
+  PyTypeObject* function_type = nullptr;
+  PyObject* hooks[kNumHooks] = {};
+  /// Hooks that were replaced: another thread may still be calling them.
+  std::vector<PyObject*> retired;
+  std::atomic<int> default_release_gil{1};
+  TypeTable types;
+  /// type index -> Python class for kffi objects (strong references; see RegisterObjectClass).
+  static constexpr int32_t kStaticClasses = kKFFIDynObjectBegin;
+  std::atomic<PyObject*> static_classes[kStaticClasses] = {};
+  std::mutex dyn_classes_mutex;
+  std::vector<std::pair<int32_t, PyObject*>> dyn_classes;
+  /// Sets a hook (new reference stolen), retiring the previous one.
+  void SetHook(Hook h, PyObject* value);
+};
+
+extern State* g_state;
+
+inline PyObject* GetHook(Hook h) { return g_state != nullptr ? g_state->hooks[h] : nullptr; }
+
 /// Scratch state of one call: storage for borrowed tensors and temporaries made while
 /// converting arguments, and what the call learned about devices and frameworks.
 class CallContext {
@@ -90,8 +246,6 @@ class CallContext {
   }
   /// Keeps an owned value alive until the call ends (then releases it).
   void KeepAlive(const KFFIAny& owned);
-  /// Keeps a Python object alive until the call ends (steals the reference).
-  void KeepAlivePy(PyObject* obj);
   /// Records a non-CPU device seen in a tensor argument (the first one wins).
   void NoteDevice(DLDevice dev, const DLPackExchangeAPI* api) {
     if (has_device || dev.device_type == kDLCPU) return;
@@ -116,14 +270,37 @@ class CallContext {
   PyObject* FindTensorSource(const DLTensor* t) const;
   /// All tensor arguments as a tuple (to keep them alive beside views of their memory).
   PyObject* TensorSourcesTuple() const;
+  /// True when t's memory starts inside the memory of a tensor argument (a view of it).
+  bool SharesArgumentData(const DLTensor* t) const;
   bool has_tensor_sources() const { return num_inline_sources_ != 0; }
+  /// The conversion-table entry of the first tensor argument's type (its framework gets tensor
+  /// results back), or NULL.
+  const TypeInfo* FirstTensorType() const;
 
+  /// A conversion is about to run Python code (__index__, __dlpack__, hooks, ...): borrowed
+  /// tensor views taken before it may have been invalidated by that code, so they are taken
+  /// again once every argument is converted (any tensor argument so far counts: cheaper to
+  /// test than a count of borrowed ones, and taking an owned one again is harmless).
+  void NotePythonRuns() {
+    if (num_inline_sources_ != 0) stale_views = true;
+  }
+
+  // Only what every call reads is initialised; the rest is valid under a flag (has_device,
+  // has_hook_stream), so a call without tensors pays for few stores.
   bool has_device = false;
-  DLDevice device{kDLCPU, 0};
+  /// Some borrowed tensor view must be taken again (see NotePythonRuns).
+  bool stale_views = false;
+  /// hook_stream holds a stream read from a framework's Python hook (CuPy) while converting.
+  bool has_hook_stream = false;
   /// The exchange API of the framework of the first tensor argument that has one.
   const DLPackExchangeAPI* api = nullptr;
-  /// The exchange API of the first non-CPU tensor (for its current stream).
-  const DLPackExchangeAPI* device_api = nullptr;
+  /// The function called (its parameter names label argument errors), or NULL.
+  const PyFunction* function = nullptr;
+  /// Valid when has_device: the device of the first non-CPU tensor, and its exchange API (for
+  /// its current stream; NULL for a framework without one).
+  DLDevice device;
+  const DLPackExchangeAPI* device_api;
+  void* hook_stream;
 
  private:
   struct TensorSource {
@@ -152,24 +329,43 @@ class CallContext {
   Extra* extra_ = nullptr;
 };
 
+/// "Argument #i", with the parameter's name and the value's type when known ("Argument #0 (`x`:
+/// numpy.ndarray)"), for error messages; "" when index < 0.
+std::string ArgLabel(const CallContext* ctx, Py_ssize_t index, const char* type_name = nullptr);
+
+/// Replaces the current Python exception by one of type new_type whose message is prefix + the
+/// original's message, with the original as __cause__. The original is kept unchanged when it is
+/// a MemoryError, RecursionError or KeyboardInterrupt, or when making the new one fails (str()
+/// of the original may raise: then its type name stands in for its message). keep_type: raise
+/// the original's own type when it is a builtin exception class.
+void ChainError(PyObject* new_type, const std::string& prefix, bool keep_type);
+
 // ---- conversion (py_convert.cc) -------------------------------------------------------------
+/// Containers nest at most this deep when converted (either way); deeper is a RecursionError.
+constexpr int kMaxContainerDepth = 512;
 /// Converts argument #index into a borrowed KFFIAny; 0 on success, -1 with a Python error set.
 /// index < 0 marks a value with no argument position (a container element, a callback result).
 int ConvertArg(PyObject* obj, KFFIAny* out, CallContext* ctx, Py_ssize_t index);
-/// Converts an owned value into a new Python object (steals the value); NULL on error.
+/// ConvertArg for arguments that are not small ints, floats or ASCII str (py_tensor.cc: the
+/// tensor paths inline there).
+int ConvertArgByTable(PyObject* obj, KFFIAny* out, CallContext* ctx, Py_ssize_t index);
+/// Every kind of argument but the tensor fast paths (py_convert.cc).
+int ConvertArgGeneral(PyObject* obj, KFFIAny* out, CallContext* ctx, Py_ssize_t index,
+                      const TypeInfo* info);
+/// Converts args[0:nargs] into packed (borrowed values); 0 or -1 with a Python error set.
+int ConvertArgs(PyObject* const* args, Py_ssize_t nargs, KFFIAny* packed, CallContext* ctx);
+/// Converts an owned value into a new Python object (steals the value); NULL on error. Results
+/// of calls (ctx != NULL) turn Arrays into tuples and tensors into the caller's array type.
 PyObject* AnyToPy(KFFIAny* owned, const CallContext* ctx);
 /// Converts a borrowed value (a callback argument) into a new Python object.
 PyObject* AnyViewToPy(const KFFIAny* view);
 /// Converts a Python object into an owned KFFIAny (for results of callbacks, containers).
 int PyToOwnedAny(PyObject* obj, KFFIAny* out);
-/// Drops the per-type converter cache (module teardown).
-void ClearConverterCache();
-/// _core._set_converter_hooks(classify, to_dtype, to_device, make_dtype, make_device, make_voidp)
+/// _core._set_converter_hooks(classify, to_dtype, to_device, make_dtype, make_device,
+/// make_voidp, to_stream)
 PyObject* SetConverterHooks(PyObject* self, PyObject* args);
 
 // ---- objects (py_object.cc) -----------------------------------------------------------------
-extern PyTypeObject* g_object_type;
-extern PyTypeObject* g_function_type;
 /// Wraps an owned object handle in the Python class registered for its type (steals).
 PyObject* WrapObject(KFFIObjectHandle owned);
 /// The handle of a kffi.Object instance (borrowed), or NULL if obj is not one.
@@ -178,7 +374,7 @@ KFFIObjectHandle GetHandle(PyObject* obj);
 /// (obj._release()); helpers check it before reporting obj as being of the wrong type.
 bool RaiseIfReleased(PyObject* obj);
 /// Creates the kffi.Object and kffi.Function types; 0 or -1.
-int InitObjectTypes(PyObject* module);
+int InitObjectTypes(PyObject* module, State* state);
 /// Makes a kffi.Function around a Python callable (a new Python object).
 PyObject* FunctionFromCallable(PyObject* callable);
 /// Makes an owned Function handle that calls a Python callable.
@@ -189,30 +385,48 @@ int CallableToFunctionHandle(PyObject* callable, KFFIObjectHandle* out);
 PyObject* RaiseFromKFFIError(int code);
 /// Moves the current Python exception into the thread's kffi error slot.
 void SetKFFIErrorFromPython();
-/// The kffi error kind for a Python exception class ("TypeError", ...).
-std::string KindOfPythonException(PyObject* exc_type);
-int InitErrors(PyObject* module);
 
 // ---- tensors (py_tensor.cc) -----------------------------------------------------------------
-/// True for types whose instances are tensors (exchange API, NumPy arrays, __dlpack__).
-bool IsTensorType(PyTypeObject* tp);
-/// Tries the tensor paths (exchange API, NumPy, __dlpack__) for obj. Returns 1 when obj was a
-/// tensor and *out was filled, 0 when obj is not a tensor, -1 with a Python error set.
-int ConvertTensorArg(PyObject* obj, PyTypeObject* tp, KFFIAny* out, CallContext* ctx,
+/// Converts a tensor argument (info->kind is one of the tensor kinds, or kJaxTracer). Returns
+/// 0, or -1 with a Python error set that names the argument.
+int ConvertTensorArg(PyObject* obj, const TypeInfo* info, KFFIAny* out, CallContext* ctx,
                      Py_ssize_t index);
+/// The exchange-API path of ConvertTensorArg (torch), inline in the argument loop.
+int ConvertExchangeTensor(PyObject* obj, const TypeInfo* info, KFFIAny* out, CallContext* ctx,
+                          Py_ssize_t index);
+/// The NumPy path of ConvertTensorArg (a writable array of a common dtype read from its fields).
+int ConvertNumpyTensor(PyObject* obj, const TypeInfo* info, KFFIAny* out, CallContext* ctx,
+                       Py_ssize_t index);
 /// Imports a tensor-like Python object as an owned Tensor handle (through DLPack); -1 on error.
 int TensorToOwnedHandle(PyObject* obj, KFFIObjectHandle* out);
-/// Wraps an owned Tensor handle: a torch.Tensor when ctx saw torch inputs, else kffi.Tensor.
+/// Wraps an owned Tensor handle: the caller's array type (torch, NumPy, JAX, CuPy) when ctx saw
+/// such tensor arguments, else kffi.Tensor.
 PyObject* WrapTensor(KFFIObjectHandle owned, const CallContext* ctx);
+/// The tensor_flags an owned Tensor argument carries (read-only when its producer said so).
+uint32_t OwnedTensorFlags(KFFIObjectHandle h);
 int InitTensorSupport(PyObject* module);
+/// True when a tensor's sizes are representable (every dimension >= 0; element count, size in
+/// bits and the farthest byte its strides reach fit in int64): every size check uses it.
+bool TensorSizesFit(const DLTensor* t);
+/// "(2, 3)" for a tensor's shape, "float32" for a dtype.
+std::string ShapeText(const DLTensor* t);
+std::string DTypeText(DLDataType d);
+/// The ValueError for a tensor whose sizes do not fit (label: "Argument #0 (`x`)" or ""); -1.
+int RaiseLayoutTooLarge(const DLTensor* t, const std::string& label);
+/// Checks an owned tensor just imported; on failure drops it (*h = NULL) and raises. 0 or -1.
+int CheckOwnedLayout(KFFIObjectHandle* h, const std::string& label);
+/// PyCapsule destructors of "dltensor" / "dltensor_versioned" capsules not consumed.
+void DLPackCapsuleDeleter(PyObject* cap);
+void DLPackVersionedCapsuleDeleter(PyObject* cap);
 
 // ---- environment (py_env.cc) ----------------------------------------------------------------
 /// Sets the environment (stream, allocator) for a call and restores it on scope exit.
 class CallEnvScope {
  public:
-  // Calls without a device tensor or a framework's exchange API change nothing: inline test.
+  // Calls without a device tensor change nothing: inline test. (CPU tensors a callee allocates
+  // come from kffi's aligned host allocator and still return as the caller's tensor type.)
   explicit CallEnvScope(const CallContext& ctx) {
-    if (ctx.has_device || ctx.api != nullptr) Enter(ctx);
+    if (ctx.has_device) Enter(ctx);
   }
   ~CallEnvScope() {
     if (stream_set_ || alloc_set_) Exit();
@@ -233,9 +447,6 @@ class CallEnvScope {
 /// Depth of explicit kffi.use_stream scopes on this thread (they win over stream pickup).
 extern thread_local int g_explicit_stream_depth;
 int InitEnv(PyObject* module);
-
-/// The global default for releasing the GIL in native calls.
-extern int g_default_release_gil;
 
 }  // namespace py
 }  // namespace kffi

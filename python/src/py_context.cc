@@ -8,7 +8,6 @@ struct CallContext::Extra {
   std::vector<DLTensor*> tensors;
   std::vector<int64_t*> buffers;
   std::vector<KFFIAny> keep_alive;
-  std::vector<PyObject*> keep_alive_py;
   /// Tensor sources after the first kInlineTensors.
   std::vector<TensorSource> sources;
 };
@@ -24,7 +23,6 @@ void CallContext::ReleaseExtra() {
   for (KFFIAny& v : e->keep_alive) {
     if (v.type_index >= kKFFIStaticObjectBegin) KFFIObjectDecRef(v.v_obj);
   }
-  for (PyObject* o : e->keep_alive_py) Py_DECREF(o);
   for (DLTensor* t : e->tensors) delete t;
   for (int64_t* b : e->buffers) delete[] b;
   delete e;
@@ -47,8 +45,6 @@ void CallContext::NoteExtraTensorSource(const DLTensor* t, PyObject* obj) {
 }
 
 void CallContext::KeepAlive(const KFFIAny& owned) { GetExtra()->keep_alive.push_back(owned); }
-
-void CallContext::KeepAlivePy(PyObject* obj) { GetExtra()->keep_alive_py.push_back(obj); }
 
 const CallContext::TensorSource& CallContext::tensor_source(size_t i) const {
   if (i < static_cast<size_t>(num_inline_sources_)) return inline_sources_[i];
@@ -82,6 +78,35 @@ PyObject* CallContext::FindTensorSource(const DLTensor* t) const {
     if (same) return obj;
   }
   return nullptr;
+}
+
+const TypeInfo* CallContext::FirstTensorType() const {
+  if (num_tensor_sources() == 0) return nullptr;
+  return TypeInfoOf(Py_TYPE(tensor_source(0).obj));
+}
+
+bool CallContext::SharesArgumentData(const DLTensor* t) const {
+  const uintptr_t p = reinterpret_cast<uintptr_t>(t->data) + t->byte_offset;
+  const size_t n = num_tensor_sources();
+  for (size_t k = 0; k < n; ++k) {
+    const DLTensor* src = tensor_source(k).tensor;
+    // The bytes src reaches: its sizes were checked (LayoutFits) when it was converted.
+    uint64_t span = 1;  // elements from the first to one past the farthest
+    uint64_t numel = 1;
+    for (int i = 0; i < src->ndim; ++i) {
+      const int64_t d = src->shape[i];
+      numel *= static_cast<uint64_t>(d);
+      if (d > 1 && src->strides != nullptr) {
+        const int64_t s = src->strides[i];
+        span += static_cast<uint64_t>(d - 1) * static_cast<uint64_t>(s < 0 ? -s : s);
+      }
+    }
+    if (src->strides == nullptr || numel == 0) span = numel;
+    const uint64_t bytes = span * ((src->dtype.bits * src->dtype.lanes + 7u) / 8u);
+    const uintptr_t lo = reinterpret_cast<uintptr_t>(src->data);
+    if (p >= lo && p < lo + src->byte_offset + (bytes == 0 ? 1 : bytes)) return true;
+  }
+  return false;
 }
 
 PyObject* CallContext::TensorSourcesTuple() const {

@@ -1,8 +1,9 @@
-// python/src/py_convert.cc: Python values <-> KFFIAny, with converters chosen once per type.
+// python/src/py_convert.cc: Python values <-> KFFIAny, with the converter chosen once per type
+// (py_types.cc's table).
 #include <kffi/container/array.h>
 #include <kffi/container/map.h>
 
-#include <unordered_map>
+#include <cstring>
 
 #include "py_common.h"
 
@@ -11,144 +12,24 @@ namespace py {
 
 namespace {
 
-/// How values of one Python type convert. Decided the first time the type is seen.
-enum class Kind : uint8_t {
-  kInt,
-  kFloat,
-  kBool,
-  kNone,
-  kStr,
-  kBytes,
-  kObject,
-  kTensor,
-  kSequence,
-  kMapping,
-  kIndex,      // int-like (__index__): numpy integers, IntEnum
-  kFloatLike,  // float-like (__float__): numpy floats
-  kDType,      // kffi.dtype, torch.dtype, numpy.dtype, ...
-  kDevice,     // kffi.Device, torch.device
-  kVoidPtr,    // ctypes.c_void_p
-  kCallable,
-  kOpaque,  // anything else: held by reference as an OpaquePyObject
-};
-
-struct TypeEntry {
-  Kind kind;
-};
-
-// Guarded by the GIL. Types are kept alive by the cache (one reference each).
-std::unordered_map<PyTypeObject*, TypeEntry>* g_cache = nullptr;
-// Python hooks installed by kffi/__init__.py (see _set_converter_hooks).
-PyObject* g_classify = nullptr;     // classify(type) -> str kind
-PyObject* g_to_dtype = nullptr;     // to_dtype(obj) -> (code, bits, lanes)
-PyObject* g_to_device = nullptr;    // to_device(obj) -> (device_type, device_id)
-PyObject* g_make_dtype = nullptr;   // make_dtype(code, bits, lanes) -> kffi.dtype
-PyObject* g_make_device = nullptr;  // make_device(device_type, device_id) -> kffi.Device
-PyObject* g_make_voidp = nullptr;   // make_voidp(address) -> ctypes.c_void_p
-
-/// What the Python classify hook says of tp; kOpaque when it has no opinion.
-Kind ClassifyByHook(PyTypeObject* tp) {
-  if (g_classify == nullptr) return Kind::kOpaque;
-  PyRef r(PyObject_CallOneArg(g_classify, reinterpret_cast<PyObject*>(tp)));
-  if (!r) {
-    PyErr_Clear();
-    return Kind::kOpaque;
-  }
-  if (!PyUnicode_Check(r.get())) return Kind::kOpaque;
-  const char* s = PyUnicode_AsUTF8(r.get());
-  std::string k = s ? s : "";
-  if (k == "dtype") return Kind::kDType;
-  if (k == "device") return Kind::kDevice;
-  if (k == "voidp") return Kind::kVoidPtr;
-  if (k == "index") return Kind::kIndex;
-  if (k == "float") return Kind::kFloatLike;
-  if (k == "sequence") return Kind::kSequence;
-  if (k == "mapping") return Kind::kMapping;
-  if (k == "callable") return Kind::kCallable;
-  return Kind::kOpaque;
-}
-
-Kind ClassifySlow(PyTypeObject* tp) {
-  if (PyType_IsSubtype(tp, g_object_type)) return Kind::kObject;
-  if (IsTensorType(tp)) return Kind::kTensor;
-  if (PyType_IsSubtype(tp, &PyLong_Type)) return Kind::kIndex;
-  if (PyType_IsSubtype(tp, &PyFloat_Type)) return Kind::kFloatLike;
-  if (PyType_IsSubtype(tp, &PyUnicode_Type)) {
-    // kffi.dtype is a str subclass, and must travel as a DataType, not as its spelling.
-    return ClassifyByHook(tp) == Kind::kDType ? Kind::kDType : Kind::kStr;
-  }
-  if (PyType_IsSubtype(tp, &PyBytes_Type) || tp == &PyByteArray_Type) return Kind::kBytes;
-  Kind hooked = ClassifyByHook(tp);
-  if (hooked != Kind::kOpaque) return hooked;
-  if (PyType_IsSubtype(tp, &PyTuple_Type) || PyType_IsSubtype(tp, &PyList_Type)) {
-    return Kind::kSequence;
-  }
-  if (PyType_IsSubtype(tp, &PyDict_Type)) return Kind::kMapping;
-  if (tp->tp_call != nullptr) return Kind::kCallable;
-  return Kind::kOpaque;
-}
-
-// The last type looked up (arguments of one call are often of one type, e.g. three tensors):
-// answered without hashing. The type is in g_cache, which keeps it alive; reset with it.
-PyTypeObject* g_last_type = nullptr;
-Kind g_last_kind = Kind::kOpaque;
-
-Kind KindOf(PyTypeObject* tp) {
-  if (tp == g_last_type) return g_last_kind;
-  if (g_cache == nullptr) g_cache = new std::unordered_map<PyTypeObject*, TypeEntry>();
-  auto it = g_cache->find(tp);
-  Kind k;
-  if (it != g_cache->end()) {
-    k = it->second.kind;
-  } else {
-    k = ClassifySlow(tp);
-    Py_INCREF(tp);
-    g_cache->emplace(tp, TypeEntry{k});
-  }
-  g_last_type = tp;
-  g_last_kind = k;
-  return k;
-}
-
 void SetPOD(KFFIAny* out, int32_t index) {
   out->type_index = index;
   out->zero_padding = 0;
   out->v_int64 = 0;
 }
 
-/// index < 0: a value inside a container or a callback result, which has no argument position.
-int SetOverflow(Py_ssize_t index) {
-  if (index < 0) {
-    PyErr_SetString(PyExc_OverflowError,
-                    "Python int too large to convert to int64 (kffi ints are 64-bit)");
-    return -1;
-  }
+int SetOverflow(const CallContext* ctx, Py_ssize_t index) {
+  std::string label = ArgLabel(ctx, index);
   PyErr_Format(PyExc_OverflowError,
-               "Argument #%zd: Python int too large to convert to int64 (kffi ints are 64-bit)",
-               index);
+               "%s%sPython int too large to convert to int64 (kffi ints are 64-bit)", label.c_str(),
+               label.empty() ? "" : ": ");
   return -1;
 }
 
-/// A container argument failed to convert: an overflow of one of its elements names the
-/// argument (the element itself was converted without a position). Returns -1.
-int ContainerArgError(Py_ssize_t index) {
-  if (index < 0 || !PyErr_Occurred() || PyErr_Occurred() != PyExc_OverflowError) return -1;
-  PyObject *type, *value, *tb;
-  PyErr_Fetch(&type, &value, &tb);
-  PyErr_NormalizeException(&type, &value, &tb);
-  PyRef msg(PyObject_Str(value));
-  Py_XDECREF(type);
-  Py_XDECREF(value);
-  Py_XDECREF(tb);
-  if (!msg) return -1;
-  PyErr_Format(PyExc_OverflowError, "Argument #%zd: %U", index, msg.get());
-  return -1;
-}
-
-int ConvertInt(PyObject* obj, KFFIAny* out, Py_ssize_t index) {
+int ConvertInt(PyObject* obj, KFFIAny* out, const CallContext* ctx, Py_ssize_t index) {
   int overflow = 0;
-  long long v = PyLong_AsLongLongAndOverflow(obj, &overflow);
-  if (overflow != 0) return SetOverflow(index);
+  long long v = PyLong_AsLongLongAndOverflow(obj, &overflow);  // NOLINT
+  if (overflow != 0) return SetOverflow(ctx, index);
   if (v == -1 && PyErr_Occurred()) return -1;
   SetPOD(out, kKFFIInt);
   out->v_int64 = v;
@@ -156,7 +37,7 @@ int ConvertInt(PyObject* obj, KFFIAny* out, Py_ssize_t index) {
 }
 
 /// Stores the UTF-8 text s[0:n] of a str argument (held by the caller) into out.
-int StoreStr(const char* s, Py_ssize_t n, KFFIAny* out, CallContext* ctx) {
+KFFI_INLINE int StoreStr(const char* s, Py_ssize_t n, KFFIAny* out, CallContext* ctx) {
   if (n <= 7) {
     SetPOD(out, kKFFISmallStr);
     out->small_str_len = static_cast<uint32_t>(n);
@@ -213,6 +94,7 @@ int ConvertBytes(PyObject* obj, KFFIAny* out, CallContext* ctx) {
     return -1;
   }
   KFFIByteArray ba{data, static_cast<size_t>(n)};
+  // Copied here, before any other argument's conversion can run Python code that resizes it.
   if (KFFIBytesFromByteArray(&ba, out) != 0) return (RaiseFromKFFIError(-1), -1);
   if (out->type_index >= kKFFIStaticObjectBegin) ctx->KeepAlive(*out);
   return 0;
@@ -220,7 +102,7 @@ int ConvertBytes(PyObject* obj, KFFIAny* out, CallContext* ctx) {
 
 int ConvertTupleOfInts(PyObject* r, int64_t* vals, int n, const char* what) {
   if (!PyTuple_Check(r) || PyTuple_GET_SIZE(r) != n) {
-    PyErr_Format(PyExc_TypeError, "internal: %s hook returned a bad value", what);
+    PyErr_Format(PyExc_TypeError, "internal: the %s hook returned a bad value", what);
     return -1;
   }
   for (int i = 0; i < n; ++i) {
@@ -230,8 +112,18 @@ int ConvertTupleOfInts(PyObject* r, int64_t* vals, int n, const char* what) {
   return 0;
 }
 
+/// Calls a converter hook on obj; NULL with an error set when the hook is missing or fails.
+PyObject* CallHook(Hook h, PyObject* obj) {
+  PyObject* hook = GetHook(h);
+  if (hook == nullptr) {
+    PyErr_SetString(PyExc_RuntimeError, "kffi: the converter hooks are not installed");
+    return nullptr;
+  }
+  return PyObject_CallOneArg(hook, obj);
+}
+
 int ConvertDType(PyObject* obj, KFFIAny* out) {
-  PyRef r(PyObject_CallOneArg(g_to_dtype, obj));
+  PyRef r(CallHook(kHookToDType, obj));
   if (!r) return -1;
   int64_t v[3];
   if (ConvertTupleOfInts(r.get(), v, 3, "dtype") != 0) return -1;
@@ -242,12 +134,31 @@ int ConvertDType(PyObject* obj, KFFIAny* out) {
 }
 
 int ConvertDevice(PyObject* obj, KFFIAny* out) {
-  PyRef r(PyObject_CallOneArg(g_to_device, obj));
+  PyRef r(CallHook(kHookToDevice, obj));
   if (!r) return -1;
   int64_t v[2];
   if (ConvertTupleOfInts(r.get(), v, 2, "device") != 0) return -1;
   SetPOD(out, kKFFIDevice);
   out->v_device = DLDevice{static_cast<DLDeviceType>(v[0]), static_cast<int32_t>(v[1])};
+  return 0;
+}
+
+/// A stream object (torch.cuda.Stream, CuPy, __cuda_stream__) becomes its handle as an opaque
+/// pointer, which is what an explicit stream parameter receives.
+int ConvertStream(PyObject* obj, KFFIAny* out, const CallContext* ctx, Py_ssize_t index) {
+  PyRef r(CallHook(kHookToStream, obj));
+  if (!r) {
+    std::string label = ArgLabel(ctx, index);
+    ChainError(PyExc_TypeError,
+               (label.empty() ? "" : label + ": ") + "cannot read the stream handle of a " +
+                   Py_TYPE(obj)->tp_name + ": ",
+               false);
+    return -1;
+  }
+  void* handle = PyLong_AsVoidPtr(r.get());
+  if (handle == nullptr && PyErr_Occurred()) return -1;
+  SetPOD(out, kKFFIOpaquePtr);
+  out->v_ptr = handle;
   return 0;
 }
 
@@ -273,18 +184,47 @@ int MakeOpaque(PyObject* obj, KFFIAny* out) {
   return 0;
 }
 
-/// Builds an owned Array from a tuple/list (elements converted to owned values).
+// Nesting of containers being converted on this thread (either way), against kMaxContainerDepth.
+thread_local int t_container_depth = 0;
+
+/// Enters one container level; -1 with RecursionError set past the limit (a fixed limit: the
+/// C stack, not Python's adjustable recursion limit, is what deep nesting would exhaust).
+int EnterContainer() {
+  if (t_container_depth >= kMaxContainerDepth) {
+    PyErr_Format(PyExc_RecursionError,
+                 "containers nest deeper than kffi's limit of %d levels (or hold themselves) "
+                 "while converting a container for kffi",
+                 kMaxContainerDepth);
+    return -1;
+  }
+  if (Py_EnterRecursiveCall(" while converting a container for kffi") != 0) return -1;
+  ++t_container_depth;
+  return 0;
+}
+
+void LeaveContainer() {
+  --t_container_depth;
+  Py_LeaveRecursiveCall();
+}
+
+/// Builds an owned Array from a tuple/list. Elements are converted from a tuple snapshot that
+/// holds a reference to each: converting one can run Python code that mutates the list.
 int MakeArray(PyObject* obj, KFFIAny* out) {
-  PyRef seq(PySequence_Fast(obj, "expected a sequence"));
-  if (!seq) return -1;
-  Py_ssize_t n = PySequence_Fast_GET_SIZE(seq.get());
-  PyObject** items = PySequence_Fast_ITEMS(seq.get());
+  PyRef snap;
+  if (PyTuple_Check(obj)) {
+    Py_INCREF(obj);
+    snap = PyRef(obj);
+  } else {
+    snap = PyRef(PySequence_Tuple(obj));
+    if (!snap) return -1;
+  }
+  Py_ssize_t n = PyTuple_GET_SIZE(snap.get());
   try {
     std::vector<Any> values;
     values.reserve(static_cast<size_t>(n));
     for (Py_ssize_t i = 0; i < n; ++i) {
       KFFIAny v;
-      if (PyToOwnedAny(items[i], &v) != 0) return -1;
+      if (PyToOwnedAny(PyTuple_GET_ITEM(snap.get(), i), &v) != 0) return -1;
       values.push_back(details::AnyUnsafe::FromOwnedRaw(v));
     }
     Array<Any> arr(values.begin(), values.end());
@@ -296,23 +236,26 @@ int MakeArray(PyObject* obj, KFFIAny* out) {
   return 0;
 }
 
-/// Builds an owned Map from a dict.
+/// Builds an owned Map from a mapping, through a list of (key, value) pairs that holds
+/// references to both (the mapping may change while its items convert).
 int MakeMap(PyObject* obj, KFFIAny* out) {
+  PyRef items;
+  if (PyDict_Check(obj)) {
+    items = PyRef(PyDict_Items(obj));
+  } else {
+    PyRef d(PyDict_New());
+    if (!d || PyDict_Update(d.get(), obj) != 0) return -1;
+    items = PyRef(PyDict_Items(d.get()));
+  }
+  if (!items) return -1;
   try {
     Map<Any, Any> map;
-    PyObject *key, *value;
-    Py_ssize_t pos = 0;
-    if (!PyDict_Check(obj)) {
-      // A mapping that is not a dict: go through its items().
-      PyRef d(PyDict_New());
-      if (!d || PyDict_Update(d.get(), obj) != 0) return -1;
-      return MakeMap(d.get(), out);
-    }
-    while (PyDict_Next(obj, &pos, &key, &value)) {
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(items.get()); ++i) {
+      PyObject* pair = PyList_GET_ITEM(items.get(), i);
       KFFIAny k, v;
-      if (PyToOwnedAny(key, &k) != 0) return -1;
+      if (PyToOwnedAny(PyTuple_GET_ITEM(pair, 0), &k) != 0) return -1;
       Any kk = details::AnyUnsafe::FromOwnedRaw(k);
-      if (PyToOwnedAny(value, &v) != 0) return -1;
+      if (PyToOwnedAny(PyTuple_GET_ITEM(pair, 1), &v) != 0) return -1;
       map.Set(std::move(kk), details::AnyUnsafe::FromOwnedRaw(v));
     }
     TypeTraits<Map<Any, Any>>::MoveToAny(std::move(map), out);
@@ -323,58 +266,75 @@ int MakeMap(PyObject* obj, KFFIAny* out) {
   return 0;
 }
 
+/// An owned Array or Map for a container; -1 with an error set.
+int MakeContainer(PyObject* obj, Kind kind, KFFIAny* out) {
+  if (EnterContainer() != 0) return -1;
+  int rc = kind == Kind::kSequence ? MakeArray(obj, out) : MakeMap(obj, out);
+  LeaveContainer();
+  return rc;
+}
+
+/// A container argument failed to convert: an overflow of one of its elements names the
+/// argument (the element itself was converted without a position). Returns -1.
+int ContainerArgError(const CallContext* ctx, Py_ssize_t index) {
+  if (index < 0 || !PyErr_ExceptionMatches(PyExc_OverflowError)) return -1;
+  ChainError(PyExc_OverflowError, ArgLabel(ctx, index) + ": ", true);
+  return -1;
+}
+
+/// A kffi object argument whose native object was released.
+int RaiseNullObject(PyTypeObject* tp, const CallContext* ctx, Py_ssize_t index) {
+  std::string label = ArgLabel(ctx, index);
+  PyErr_Format(PyExc_ValueError, "%s%sthe %s object is null (destroyed)", label.c_str(),
+               label.empty() ? "" : ": ", tp->tp_name);
+  return -1;
+}
+
 }  // namespace
 
-/// Every argument type (ConvertArg answers the commonest ones before calling it).
-__attribute__((noinline)) int ConvertArgGeneral(PyObject* obj, KFFIAny* out, CallContext* ctx,
-                                                Py_ssize_t index) {
+/// Every argument type but the ones ConvertArg answers inline.
+KFFI_NOINLINE int ConvertArgGeneral(PyObject* obj, KFFIAny* out, CallContext* ctx, Py_ssize_t index,
+                                    const TypeInfo* info) {
   PyTypeObject* tp = Py_TYPE(obj);
-  // The most common argument types are tested before any table lookup.
-  if (tp == &PyLong_Type) return ConvertInt(obj, out, index);
-  if (tp == &PyFloat_Type) {
-    SetPOD(out, kKFFIFloat);
-    out->v_float64 = PyFloat_AS_DOUBLE(obj);
-    return 0;
-  }
-  if (obj == Py_None) {
-    SetPOD(out, kKFFINone);
-    return 0;
-  }
-  if (tp == &PyBool_Type) {
-    SetPOD(out, kKFFIBool);
-    out->v_int64 = obj == Py_True;
-    return 0;
-  }
-  if (tp == &PyUnicode_Type) return ConvertStr(obj, out, ctx);
-  Kind kind = KindOf(tp);
-  switch (kind) {
+  switch (info->kind) {
+    case Kind::kInt:
+      return ConvertInt(obj, out, ctx, index);
+    case Kind::kFloat:
+      SetPOD(out, kKFFIFloat);
+      out->v_float64 = PyFloat_AS_DOUBLE(obj);
+      return 0;
+    case Kind::kNone:
+      SetPOD(out, kKFFINone);
+      return 0;
+    case Kind::kBool:
+      SetPOD(out, kKFFIBool);
+      out->v_int64 = obj == Py_True;
+      return 0;
     case Kind::kObject: {
       KFFIObjectHandle h = reinterpret_cast<PyObjectHandle*>(obj)->handle;
-      if (h == nullptr) {
-        if (index < 0) {
-          PyErr_Format(PyExc_ValueError, "the %s object is null (destroyed)", tp->tp_name);
-        } else {
-          PyErr_Format(PyExc_ValueError, "Argument #%zd: the %s object is null (destroyed)", index,
-                       tp->tp_name);
-        }
-        return -1;
-      }
+      if (h == nullptr) return RaiseNullObject(tp, ctx, index);
       SetPOD(out, static_cast<KFFIObject*>(h)->type_index);
       out->v_obj = static_cast<KFFIObject*>(h);
       if (out->type_index == kKFFITensor) {
+        out->tensor_flags = OwnedTensorFlags(h);
         // A kffi.Tensor handed straight back (e.g. echo) returns as the same Python object.
         ctx->NoteTensorSource(KFFITensorGetDLTensorPtr(h), obj);
       }
       return 0;
     }
-    case Kind::kTensor:
-      break;
+    case Kind::kExchangeTensor:
+    case Kind::kNumpyTensor:
+    case Kind::kDLPackTensor:
+    case Kind::kJaxTracer:
+      return ConvertTensorArg(obj, info, out, ctx, index);
     case Kind::kIndex: {
+      ctx->NotePythonRuns();
       PyRef i(PyNumber_Index(obj));
       if (!i) return -1;
-      return ConvertInt(i.get(), out, index);
+      return ConvertInt(i.get(), out, ctx, index);
     }
     case Kind::kFloatLike: {
+      ctx->NotePythonRuns();
       double v = PyFloat_AsDouble(obj);
       if (v == -1.0 && PyErr_Occurred()) return -1;
       SetPOD(out, kKFFIFloat);
@@ -386,10 +346,16 @@ __attribute__((noinline)) int ConvertArgGeneral(PyObject* obj, KFFIAny* out, Cal
     case Kind::kBytes:
       return ConvertBytes(obj, out, ctx);
     case Kind::kDType:
+      ctx->NotePythonRuns();
       return ConvertDType(obj, out);
     case Kind::kDevice:
+      ctx->NotePythonRuns();
       return ConvertDevice(obj, out);
+    case Kind::kStream:
+      ctx->NotePythonRuns();
+      return ConvertStream(obj, out, ctx, index);
     case Kind::kVoidPtr: {
+      ctx->NotePythonRuns();
       PyRef value(PyObject_GetAttrString(obj, "value"));
       if (!value) return -1;
       if (value.get() == Py_None) {
@@ -402,21 +368,8 @@ __attribute__((noinline)) int ConvertArgGeneral(PyObject* obj, KFFIAny* out, Cal
     }
     case Kind::kSequence:
     case Kind::kMapping: {
-      // A container that holds itself would recurse until the C stack overflows. Nesting is
-      // bounded by Python's recursion limit, counted here too: Python 3.12+ checks C code
-      // against a much deeper limit of its own, too deep for this recursion's stack frames.
-      static thread_local int depth = 0;
-      if (depth >= Py_GetRecursionLimit()) {
-        PyErr_SetString(PyExc_RecursionError,
-                        "maximum recursion depth exceeded while converting a container for kffi");
-        return -1;
-      }
-      if (Py_EnterRecursiveCall(" while converting a container for kffi") != 0) return -1;
-      ++depth;
-      int rc = kind == Kind::kSequence ? MakeArray(obj, out) : MakeMap(obj, out);
-      --depth;
-      Py_LeaveRecursiveCall();
-      if (rc != 0) return ContainerArgError(index);
+      ctx->NotePythonRuns();
+      if (MakeContainer(obj, info->kind, out) != 0) return ContainerArgError(ctx, index);
       ctx->KeepAlive(*out);
       return 0;
     }
@@ -432,22 +385,19 @@ __attribute__((noinline)) int ConvertArgGeneral(PyObject* obj, KFFIAny* out, Cal
     default:
       break;
   }
-  if (kind == Kind::kTensor) {
-    int rc = ConvertTensorArg(obj, tp, out, ctx, index);
-    if (rc != 0) return rc < 0 ? -1 : 0;
-  }
   // Anything else is carried by reference so that it can come back unchanged.
   if (MakeOpaque(obj, out) != 0) return -1;
   ctx->KeepAlive(*out);
   return 0;
 }
 
-int ConvertArg(PyObject* obj, KFFIAny* out, CallContext* ctx, Py_ssize_t index) {
-  // Small ints, floats and ASCII str without calls into CPython; the rest in ConvertArgGeneral.
+/// Small ints, floats and ASCII str without a call (inlined into the argument loop); the rest
+/// through the table.
+KFFI_INLINE int ConvertArgFast(PyObject* obj, KFFIAny* out, CallContext* ctx, Py_ssize_t index) {
   PyTypeObject* tp = Py_TYPE(obj);
   if (tp == &PyLong_Type) {
     int64_t v;
-    if (!ReadCompactInt(obj, &v)) return ConvertInt(obj, out, index);
+    if (KFFI_UNLIKELY(!ReadCompactInt(obj, &v))) return ConvertInt(obj, out, ctx, index);
     SetPOD(out, kKFFIInt);
     out->v_int64 = v;
     return 0;
@@ -462,31 +412,95 @@ int ConvertArg(PyObject* obj, KFFIAny* out, CallContext* ctx, Py_ssize_t index) 
     return StoreStr(static_cast<const char*>(PyUnicode_DATA(obj)), PyUnicode_GET_LENGTH(obj), out,
                     ctx);
   }
-  if (tp == g_last_type && g_last_kind == Kind::kTensor) {
-    // Another tensor of the type just seen (e.g. the second of three torch tensors).
-    int rc = ConvertTensorArg(obj, tp, out, ctx, index);
-    if (rc != 0) return rc < 0 ? -1 : 0;
+  return ConvertArgByTable(obj, out, ctx, index);
+}
+
+int ConvertArg(PyObject* obj, KFFIAny* out, CallContext* ctx, Py_ssize_t index) {
+  return ConvertArgFast(obj, out, ctx, index);
+}
+
+KFFI_NOINLINE int RetakeStaleViews(PyObject* const* args, Py_ssize_t nargs, KFFIAny* packed,
+                                   CallContext* ctx) {
+  // Python code ran after some borrowed views were taken and may have resized or freed their
+  // memory: take them again now that no more Python code runs before the call.
+  ctx->stale_views = false;
+  for (Py_ssize_t i = 0; i < nargs; ++i) {
+    if (packed[i].type_index != kKFFIDLTensorPtr) continue;
+    if (ConvertArg(args[i], &packed[i], ctx, i) != 0) return -1;
   }
-  return ConvertArgGeneral(obj, out, ctx, index);
+  return 0;
+}
+
+int ConvertArgs(PyObject* const* args, Py_ssize_t nargs, KFFIAny* packed, CallContext* ctx) {
+  for (Py_ssize_t i = 0; i < nargs; ++i) {
+    if (ConvertArgFast(args[i], &packed[i], ctx, i) != 0) return -1;
+  }
+  if (KFFI_UNLIKELY(ctx->stale_views)) return RetakeStaleViews(args, nargs, packed, ctx);
+  return 0;
 }
 
 int PyToOwnedAny(PyObject* obj, KFFIAny* out) {
+  const TypeInfo* info = TypeInfoOf(Py_TYPE(obj));
+  switch (info->kind) {
+    case Kind::kSequence:
+    case Kind::kMapping:
+      // Straight to the owned container: nested containers recurse through here only.
+      return MakeContainer(obj, info->kind, out);
+    case Kind::kExchangeTensor:
+    case Kind::kNumpyTensor:
+    case Kind::kDLPackTensor:
+    case Kind::kJaxTracer: {
+      // A borrowed tensor cannot outlive the call: take an owning reference through DLPack.
+      KFFIObjectHandle h = nullptr;
+      if (TensorToOwnedHandle(obj, &h) != 0) return -1;
+      SetPOD(out, kKFFITensor);
+      out->v_obj = static_cast<KFFIObject*>(h);
+      return 0;
+    }
+    default:
+      break;
+  }
   CallContext ctx;
   KFFIAny view;
   if (ConvertArg(obj, &view, &ctx, -1) != 0) return -1;
-  if (view.type_index == kKFFIDLTensorPtr) {
-    // A borrowed tensor cannot outlive the call: take an owning reference through DLPack.
-    KFFIObjectHandle h = nullptr;
-    if (TensorToOwnedHandle(obj, &h) != 0) return -1;
-    SetPOD(out, kKFFITensor);
-    out->v_obj = static_cast<KFFIObject*>(h);
-    return 0;
-  }
+  // Stored values carry no tensor flags (an owned Tensor keeps its read-only flag itself).
+  if (view.type_index == kKFFITensor) view.tensor_flags = 0;
   if (KFFIAnyViewToOwnedAny(&view, out) != 0) return (RaiseFromKFFIError(-1), -1);
   return 0;
 }
 
-PyObject* AnyToPy(KFFIAny* v, const CallContext* ctx) {
+namespace {
+
+PyObject* AnyToPyImpl(KFFIAny* v, const CallContext* ctx, int depth);
+
+/// A call's Array result as a tuple (nested Arrays too, up to the container depth limit; deeper
+/// ones stay kffi.Array). Steals the array reference.
+PyObject* ArrayToTuple(KFFIObjectHandle arr, const CallContext* ctx, int depth) {
+  auto* cell = static_cast<KFFISeqCell*>(KFFIObjectGetCellPtr(arr));
+  PyRef tuple(PyTuple_New(static_cast<Py_ssize_t>(cell->size)));
+  if (!tuple) {
+    KFFIObjectDecRef(arr);
+    return nullptr;
+  }
+  auto* items = static_cast<const KFFIAny*>(cell->data);
+  for (int64_t i = 0; i < cell->size; ++i) {
+    KFFIAny owned;
+    if (KFFIAnyViewToOwnedAny(&items[i], &owned) != 0) {
+      KFFIObjectDecRef(arr);
+      return RaiseFromKFFIError(-1);
+    }
+    PyObject* item = AnyToPyImpl(&owned, ctx, depth + 1);
+    if (item == nullptr) {
+      KFFIObjectDecRef(arr);
+      return nullptr;
+    }
+    PyTuple_SET_ITEM(tuple.get(), static_cast<Py_ssize_t>(i), item);
+  }
+  KFFIObjectDecRef(arr);
+  return tuple.release();
+}
+
+PyObject* AnyToPyImpl(KFFIAny* v, const CallContext* ctx, int depth) {
   switch (v->type_index) {
     case kKFFINone:
       Py_RETURN_NONE;
@@ -500,14 +514,25 @@ PyObject* AnyToPy(KFFIAny* v, const CallContext* ctx) {
       return PyUnicode_DecodeUTF8(v->v_bytes, v->small_str_len, "surrogateescape");
     case kKFFISmallBytes:
       return PyBytes_FromStringAndSize(v->v_bytes, v->small_str_len);
-    case kKFFIOpaquePtr:
-      return PyObject_CallFunction(g_make_voidp, "N", PyLong_FromVoidPtr(v->v_ptr));
-    case kKFFIDataType:
-      return PyObject_CallFunction(g_make_dtype, "iii", v->v_dtype.code, v->v_dtype.bits,
-                                   v->v_dtype.lanes);
-    case kKFFIDevice:
-      return PyObject_CallFunction(g_make_device, "ii", v->v_device.device_type,
-                                   v->v_device.device_id);
+    case kKFFIOpaquePtr: {
+      PyObject* hook = GetHook(kHookMakeVoidp);
+      if (hook == nullptr) return PyLong_FromVoidPtr(v->v_ptr);
+      return PyObject_CallFunction(hook, "N", PyLong_FromVoidPtr(v->v_ptr));
+    }
+    case kKFFIDataType: {
+      PyObject* hook = GetHook(kHookMakeDType);
+      if (hook == nullptr) {
+        return Py_BuildValue("(iii)", v->v_dtype.code, v->v_dtype.bits, v->v_dtype.lanes);
+      }
+      return PyObject_CallFunction(hook, "iii", v->v_dtype.code, v->v_dtype.bits, v->v_dtype.lanes);
+    }
+    case kKFFIDevice: {
+      PyObject* hook = GetHook(kHookMakeDevice);
+      if (hook == nullptr) {
+        return Py_BuildValue("(ii)", v->v_device.device_type, v->v_device.device_id);
+      }
+      return PyObject_CallFunction(hook, "ii", v->v_device.device_type, v->v_device.device_id);
+    }
     case kKFFIStr:
     case kKFFIBytes: {
       auto* cell = static_cast<KFFIByteArray*>(KFFIObjectGetCellPtr(v->v_obj));
@@ -528,6 +553,9 @@ PyObject* AnyToPy(KFFIAny* v, const CallContext* ctx) {
     }
     case kKFFITensor:
       return WrapTensor(v->v_obj, ctx);
+    case kKFFIArray:
+      if (ctx != nullptr && depth < kMaxContainerDepth) return ArrayToTuple(v->v_obj, ctx, depth);
+      break;
     default:
       break;
   }
@@ -537,42 +565,16 @@ PyObject* AnyToPy(KFFIAny* v, const CallContext* ctx) {
   return nullptr;
 }
 
+}  // namespace
+
+PyObject* AnyToPy(KFFIAny* v, const CallContext* ctx) { return AnyToPyImpl(v, ctx, 0); }
+
 PyObject* AnyViewToPy(const KFFIAny* view) {
   // A borrowed DLTensor* becomes a kffi.Tensor viewing the same memory; like the C++ caller's
   // TensorView it is valid while the caller's tensor is (at least for the callback).
   KFFIAny owned;
   if (KFFIAnyViewToOwnedAny(view, &owned) != 0) return RaiseFromKFFIError(-1);
   return AnyToPy(&owned, nullptr);
-}
-
-void ClearConverterCache() {
-  g_last_type = nullptr;
-  if (g_cache == nullptr) return;
-  for (auto& kv : *g_cache) Py_DECREF(kv.first);
-  g_cache->clear();
-}
-
-/// _set_converter_hooks(classify, to_dtype, to_device, make_dtype, make_device, make_voidp)
-PyObject* SetConverterHooks(PyObject*, PyObject* args) {
-  PyObject *a, *b, *c, *d, *e, *f;
-  if (!PyArg_ParseTuple(args, "OOOOOO", &a, &b, &c, &d, &e, &f)) return nullptr;
-  PyObject** slots[] = {&g_classify,   &g_to_dtype,    &g_to_device,
-                        &g_make_dtype, &g_make_device, &g_make_voidp};
-  PyObject* values[] = {a, b, c, d, e, f};
-  for (int i = 0; i < 6; ++i) {
-    Py_INCREF(values[i]);
-    Py_XSETREF(*slots[i], values[i]);
-  }
-  ClearConverterCache();
-  Py_RETURN_NONE;
-}
-
-/// Marks a Python type as a tensor type so ConvertArg goes straight to the tensor paths.
-void MarkTensorType(PyTypeObject* tp) {
-  if (g_cache == nullptr) g_cache = new std::unordered_map<PyTypeObject*, TypeEntry>();
-  if (g_cache->find(tp) != g_cache->end()) return;
-  Py_INCREF(tp);
-  g_cache->emplace(tp, TypeEntry{Kind::kTensor});
 }
 
 }  // namespace py

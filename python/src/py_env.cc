@@ -8,20 +8,31 @@ namespace py {
 thread_local int g_explicit_stream_depth = 0;
 
 void CallEnvScope::Enter(const CallContext& ctx) {
-  if (ctx.has_device && g_explicit_stream_depth == 0 && ctx.device_api != nullptr &&
-      ctx.device_api->current_work_stream != nullptr) {
+  if (ctx.has_device && g_explicit_stream_depth == 0) {
     void* stream = nullptr;
-    if (ctx.device_api->current_work_stream(ctx.device.device_type, ctx.device.device_id,
-                                            &stream) != 0) {
-      status_ = -1;
-      return;
+    bool have = false;
+    if (ctx.device_api != nullptr && ctx.device_api->current_work_stream != nullptr) {
+      // torch: the framework's current stream on the tensor's device.
+      if (ctx.device_api->current_work_stream(ctx.device.device_type, ctx.device.device_id,
+                                              &stream) != 0) {
+        status_ = -1;
+        return;
+      }
+      have = true;
+    } else if (ctx.has_hook_stream) {
+      // CuPy: its current stream, read through its Python hook while converting.
+      stream = ctx.hook_stream;
+      have = true;
     }
-    device_ = ctx.device;
-    KFFIEnvSetStream(device_.device_type, device_.device_id, stream, &prev_stream_);
-    stream_set_ = true;
+    if (have) {
+      device_ = ctx.device;
+      KFFIEnvSetStream(device_.device_type, device_.device_id, stream, &prev_stream_);
+      stream_set_ = true;
+    }
   }
   if (ctx.api != nullptr && ctx.api->managed_tensor_allocator != nullptr) {
-    // Tensors the callee allocates come from the caller framework's allocator.
+    // Device tensors the callee allocates come from the caller framework's allocator (its
+    // memory pool and stream order); kffi has no device allocator of its own.
     KFFIEnvSetTensorAllocator(ctx.api->managed_tensor_allocator, 0, &prev_alloc_);
     alloc_set_ = true;
   }

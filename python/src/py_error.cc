@@ -1,16 +1,11 @@
-// python/src/py_error.cc: kffi errors <-> Python exceptions, keeping tracebacks on both sides.
+// python/src/py_error.cc: kffi errors <-> Python exceptions, keeping tracebacks on both sides;
+// argument labels and exception chaining for conversion errors.
 #include "py_common.h"
 
 namespace kffi {
 namespace py {
 
 namespace {
-// Hooks installed by kffi/_error.py (see _set_error_hooks):
-//   make_exception(kind, message, backtrace, original_or_None) -> exception with traceback
-//   describe_exception(exc) -> (kind, message, backtrace)
-PyObject* g_make_exception = nullptr;
-PyObject* g_describe_exception = nullptr;
-
 PyObject* ByteArrayToStr(const KFFIByteArray& b) {
   return PyUnicode_DecodeUTF8(b.data, static_cast<Py_ssize_t>(b.size), "replace");
 }
@@ -21,7 +16,77 @@ void PyObjectDeleter(void* handle) {
   Py_DECREF(static_cast<PyObject*>(handle));
   PyGILState_Release(st);
 }
+
+/// A builtin exception class (not a heap type): its constructor takes one message.
+bool IsBuiltinException(PyObject* type) {
+  return PyType_Check(type) &&
+         !PyType_HasFeature(reinterpret_cast<PyTypeObject*>(type), Py_TPFLAGS_HEAPTYPE) &&
+         PyType_IsSubtype(reinterpret_cast<PyTypeObject*>(type),
+                          reinterpret_cast<PyTypeObject*>(PyExc_Exception));
+}
 }  // namespace
+
+std::string ArgLabel(const CallContext* ctx, Py_ssize_t index, const char* type_name) {
+  if (index < 0) return std::string();
+  std::string s = "Argument #" + std::to_string(index);
+  const char* name = nullptr;
+  PyObject* names =
+      ctx != nullptr && ctx->function != nullptr ? ctx->function->param_names : nullptr;
+  if (names != nullptr && index < PyTuple_GET_SIZE(names)) {
+    PyObject* n = PyTuple_GET_ITEM(names, index);
+    name = PyUnicode_Check(n) ? PyUnicode_AsUTF8(n) : nullptr;
+    if (name == nullptr) PyErr_Clear();
+  }
+  if (name != nullptr && type_name != nullptr) {
+    s += std::string(" (`") + name + "`: " + type_name + ")";
+  } else if (name != nullptr) {
+    s += std::string(" (`") + name + "`)";
+  } else if (type_name != nullptr) {
+    s += std::string(" (") + type_name + ")";
+  }
+  return s;
+}
+
+void ChainError(PyObject* new_type, const std::string& prefix, bool keep_type) {
+  PyObject *type, *value, *tb;
+  PyErr_Fetch(&type, &value, &tb);
+  if (type == nullptr) {
+    PyErr_SetString(new_type, (prefix + "unknown error").c_str());
+    return;
+  }
+  PyErr_NormalizeException(&type, &value, &tb);
+  if (tb != nullptr && value != nullptr) PyException_SetTraceback(value, tb);
+  // These say something about the process, not the argument: they pass unchanged.
+  if (value == nullptr || PyErr_GivenExceptionMatches(type, PyExc_MemoryError) ||
+      PyErr_GivenExceptionMatches(type, PyExc_RecursionError) ||
+      !PyErr_GivenExceptionMatches(type, PyExc_Exception) ||
+      (keep_type && prefix.empty() && IsBuiltinException(type))) {
+    PyErr_Restore(type, value, tb);
+    return;
+  }
+  PyRef t(type), v(value), tbr(tb);
+  PyObject* cls = keep_type && IsBuiltinException(type) ? type : new_type;
+  std::string msg = prefix;
+  // The original's text, if it has one: its __str__ may raise (then its type name stands in).
+  PyRef text(PyObject_Str(value));
+  const char* utf8 = text ? PyUnicode_AsUTF8(text.get()) : nullptr;
+  if (utf8 != nullptr) {
+    msg += utf8;
+  } else {
+    PyErr_Clear();
+    msg +=
+        std::string("<") + reinterpret_cast<PyTypeObject*>(type)->tp_name + " whose str() failed>";
+  }
+  PyRef exc(PyObject_CallFunction(cls, "s#", msg.data(), static_cast<Py_ssize_t>(msg.size())));
+  if (!exc || !PyExceptionInstance_Check(exc.get())) {
+    // Could not make it (e.g. at the recursion limit): the original goes on unchanged.
+    PyErr_Clear();
+    PyErr_Restore(t.release(), v.release(), tbr.release());
+    return;
+  }
+  PyException_SetCause(exc.get(), v.release());  // steals; sets __suppress_context__
+  PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(exc.get())), exc.get());
+}
 
 PyObject* RaiseFromKFFIError(int code) {
   KFFIObjectHandle err = nullptr;
@@ -47,12 +112,13 @@ PyObject* RaiseFromKFFIError(int code) {
   PyRef orig(original);
   KFFIObjectDecRef(err);
   if (!kind || !message || !backtrace) return nullptr;
-  if (g_make_exception == nullptr) {
+  PyObject* make = GetHook(kHookMakeError);
+  if (make == nullptr) {
     PyErr_SetObject(PyExc_RuntimeError, message.get());
     return nullptr;
   }
-  PyRef exc(PyObject_CallFunctionObjArgs(g_make_exception, kind.get(), message.get(),
-                                         backtrace.get(), orig.get(), nullptr));
+  PyRef exc(PyObject_CallFunctionObjArgs(make, kind.get(), message.get(), backtrace.get(),
+                                         orig.get(), nullptr));
   if (!exc) return nullptr;
   PyObject* tb = PyException_GetTraceback(exc.get());
   PyObject* type = reinterpret_cast<PyObject*>(Py_TYPE(exc.get()));
@@ -72,12 +138,12 @@ void SetKFFIErrorFromPython() {
   if (tb != nullptr) PyException_SetTraceback(value, tb);
   PyRef t(type), v(value), tbr(tb);
   std::string kind = "RuntimeError", message, backtrace;
-  if (g_describe_exception != nullptr) {
-    PyRef r(PyObject_CallOneArg(g_describe_exception, value));
+  if (PyObject* describe = GetHook(kHookDescribeError)) {
+    PyRef r(PyObject_CallOneArg(describe, value));
     if (r && PyTuple_Check(r.get()) && PyTuple_GET_SIZE(r.get()) == 3) {
       const char* k = PyUnicode_AsUTF8(PyTuple_GET_ITEM(r.get(), 0));
-      const char* m = PyUnicode_AsUTF8(PyTuple_GET_ITEM(r.get(), 1));
-      const char* b = PyUnicode_AsUTF8(PyTuple_GET_ITEM(r.get(), 2));
+      const char* m = k ? PyUnicode_AsUTF8(PyTuple_GET_ITEM(r.get(), 1)) : nullptr;
+      const char* b = m ? PyUnicode_AsUTF8(PyTuple_GET_ITEM(r.get(), 2)) : nullptr;
       if (k && m && b) {
         kind = k;
         message = m;
@@ -108,12 +174,10 @@ PyObject* SetErrorHooks(PyObject*, PyObject* args) {
   if (!PyArg_ParseTuple(args, "OO", &a, &b)) return nullptr;
   Py_INCREF(a);
   Py_INCREF(b);
-  Py_XSETREF(g_make_exception, a);
-  Py_XSETREF(g_describe_exception, b);
+  g_state->SetHook(kHookMakeError, a);
+  g_state->SetHook(kHookDescribeError, b);
   Py_RETURN_NONE;
 }
-
-int InitErrors(PyObject*) { return 0; }
 
 }  // namespace py
 }  // namespace kffi

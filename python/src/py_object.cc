@@ -1,6 +1,7 @@
 // python/src/py_object.cc: kffi.Object and kffi.Function (vectorcall) and Python callbacks.
 #include <cstddef>
-#include <unordered_map>
+#include <cstdlib>
+#include <string>
 
 #include "py_common.h"
 #include "structmember.h"
@@ -8,14 +9,13 @@
 namespace kffi {
 namespace py {
 
-PyTypeObject* g_object_type = nullptr;
-PyTypeObject* g_function_type = nullptr;
-int g_default_release_gil = 1;
-
 namespace {
 
-// type index -> Python class (strong references), filled by _register_object_class.
-std::unordered_map<int32_t, PyObject*>* g_classes = nullptr;
+bool IsFunctionType(PyTypeObject* tp) { return g_state != nullptr && tp == g_state->function_type; }
+
+bool DefaultReleaseGil() {
+  return g_state->default_release_gil.load(std::memory_order_relaxed) != 0;
+}
 
 // ---- kffi.Object ------------------------------------------------------------------------------
 
@@ -25,8 +25,9 @@ void ObjectDealloc(PyObject* self) {
   if (PyType_HasFeature(tp, Py_TPFLAGS_HAVE_GC)) PyObject_GC_UnTrack(self);
   if (o->weakrefs != nullptr) PyObject_ClearWeakRefs(self);
   Py_CLEAR(o->dict);
-  if (tp == g_function_type) {
+  if (IsFunctionType(tp)) {
     Py_CLEAR(reinterpret_cast<PyFunction*>(self)->param_names);
+    Py_CLEAR(reinterpret_cast<PyFunction*>(self)->defaults);
   }
   KFFIObjectHandle h = o->handle;
   o->handle = nullptr;
@@ -39,14 +40,20 @@ int ObjectTraverse(PyObject* self, visitproc visit, void* arg) {
   auto* o = reinterpret_cast<PyObjectHandle*>(self);
   Py_VISIT(o->dict);
   Py_VISIT(Py_TYPE(self));
-  if (Py_TYPE(self) == g_function_type) Py_VISIT(reinterpret_cast<PyFunction*>(self)->param_names);
+  if (IsFunctionType(Py_TYPE(self))) {
+    Py_VISIT(reinterpret_cast<PyFunction*>(self)->param_names);
+    Py_VISIT(reinterpret_cast<PyFunction*>(self)->defaults);
+  }
   return 0;
 }
 
 int ObjectClear(PyObject* self) {
   auto* o = reinterpret_cast<PyObjectHandle*>(self);
   Py_CLEAR(o->dict);
-  if (Py_TYPE(self) == g_function_type) Py_CLEAR(reinterpret_cast<PyFunction*>(self)->param_names);
+  if (IsFunctionType(Py_TYPE(self))) {
+    Py_CLEAR(reinterpret_cast<PyFunction*>(self)->param_names);
+    Py_CLEAR(reinterpret_cast<PyFunction*>(self)->defaults);
+  }
   return 0;
 }
 
@@ -63,7 +70,7 @@ Py_hash_t ObjectHash(PyObject* self) {
 }
 
 PyObject* ObjectRichCompare(PyObject* a, PyObject* b, int op) {
-  if ((op != Py_EQ && op != Py_NE) || !PyObject_TypeCheck(b, g_object_type)) {
+  if ((op != Py_EQ && op != Py_NE) || !PyObject_TypeCheck(b, g_state->object_type)) {
     Py_RETURN_NOTIMPLEMENTED;
   }
   bool same =
@@ -90,10 +97,9 @@ PyObject* ObjectGetHandle(PyObject* self, void*) {
 }
 
 PyObject* ObjectGetUseCount(PyObject* self, void*) {
-  auto* h = static_cast<KFFIObject*>(reinterpret_cast<PyObjectHandle*>(self)->handle);
+  KFFIObjectHandle h = reinterpret_cast<PyObjectHandle*>(self)->handle;
   if (h == nullptr) return PyLong_FromLong(0);
-  uint64_t rc = __atomic_load_n(&h->combined_ref_count, __ATOMIC_RELAXED);
-  return PyLong_FromUnsignedLong(static_cast<uint32_t>(rc));
+  return PyLong_FromUnsignedLong(static_cast<Object*>(h)->use_count());
 }
 
 PyObject* ObjectSameAs(PyObject* self, PyObject* other) {
@@ -149,29 +155,38 @@ PyMemberDef kObjectMembers[] = {
 
 // ---- kffi.Function ----------------------------------------------------------------------------
 
-/// Places keyword arguments at their parameter positions. Fills *out (borrowed references).
-int BindKeywords(PyFunction* f, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames,
-                 std::vector<PyObject*>* out) {
-  Py_ssize_t nkw = PyTuple_GET_SIZE(kwnames);
-  if (f->param_names == nullptr) {
-    PyErr_SetString(PyExc_TypeError,
-                    "this function takes no keyword arguments (its metadata has no parameter "
-                    "names)");
-    return -1;
+/// The arguments of a call with keywords or left-out defaults, in parameter order (borrowed
+/// references: the caller's arguments and the function's defaults, which `names`/`defaults`
+/// hold until the call ends).
+int BindArguments(PyFunction* f, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames,
+                  PyRef* names, PyRef* defaults, std::vector<PyObject*>* out) {
+  // Strong references for the call: a setter may replace the tuples while arguments convert.
+  *names = PyRef(Py_XNewRef(f->param_names));
+  *defaults = PyRef(Py_XNewRef(f->defaults));
+  Py_ssize_t nkw = kwnames != nullptr ? PyTuple_GET_SIZE(kwnames) : 0;
+  if (!*names) {
+    if (nkw != 0) {
+      PyErr_SetString(PyExc_TypeError,
+                      "this function takes no keyword arguments (its metadata has no parameter "
+                      "names)");
+      return -1;
+    }
+    out->assign(args, args + nargs);
+    return 0;
   }
-  Py_ssize_t nparams = PyTuple_GET_SIZE(f->param_names);
+  Py_ssize_t nparams = PyTuple_GET_SIZE(names->get());
   out->assign(static_cast<size_t>(nparams > nargs ? nparams : nargs), nullptr);
   for (Py_ssize_t i = 0; i < nargs; ++i) (*out)[static_cast<size_t>(i)] = args[i];
   for (Py_ssize_t k = 0; k < nkw; ++k) {
     PyObject* name = PyTuple_GET_ITEM(kwnames, k);
     Py_ssize_t pos = -1;
     for (Py_ssize_t j = 0; j < nparams; ++j) {
-      int eq = PyUnicode_Compare(PyTuple_GET_ITEM(f->param_names, j), name);
-      if (eq == 0) {
+      if (PyUnicode_Compare(PyTuple_GET_ITEM(names->get(), j), name) == 0) {
         pos = j;
         break;
       }
     }
+    if (PyErr_Occurred()) return -1;
     if (pos < 0) {
       PyErr_Format(PyExc_TypeError, "got an unexpected keyword argument '%U'", name);
       return -1;
@@ -182,12 +197,18 @@ int BindKeywords(PyFunction* f, PyObject* const* args, Py_ssize_t nargs, PyObjec
     }
     (*out)[static_cast<size_t>(pos)] = args[nargs + k];
   }
+  const Py_ssize_t ndefaults = *defaults ? PyTuple_GET_SIZE(defaults->get()) : 0;
+  const Py_ssize_t first_default = nparams - ndefaults;
   for (size_t j = 0; j < out->size(); ++j) {
-    if ((*out)[j] == nullptr) {
-      PyErr_Format(PyExc_TypeError, "missing required argument '%U'",
-                   PyTuple_GET_ITEM(f->param_names, static_cast<Py_ssize_t>(j)));
-      return -1;
+    if ((*out)[j] != nullptr) continue;
+    const Py_ssize_t pj = static_cast<Py_ssize_t>(j);
+    if (pj >= first_default) {
+      (*out)[j] = PyTuple_GET_ITEM(defaults->get(), pj - first_default);
+      continue;
     }
+    PyErr_Format(PyExc_TypeError, "missing required argument '%U'",
+                 PyTuple_GET_ITEM(names->get(), pj));
+    return -1;
   }
   return 0;
 }
@@ -202,7 +223,7 @@ KFFI_NOINLINE PyObject* RaiseReleasedFunction() {
 /// The native call itself, with the GIL released or not as the function says.
 KFFI_INLINE int InvokeSafeCall(PyFunction* f, KFFIObject* h, const KFFIAny* packed,
                                Py_ssize_t nargs, KFFIAny* result) {
-  if (f->release_gil < 0 ? g_default_release_gil != 0 : f->release_gil != 0) {
+  if (f->release_gil < 0 ? DefaultReleaseGil() : f->release_gil != 0) {
     PyThreadState* ts = PyEval_SaveThread();
     const int rc = f->safe_call(h, packed, static_cast<int32_t>(nargs), result);
     PyEval_RestoreThread(ts);
@@ -211,8 +232,8 @@ KFFI_INLINE int InvokeSafeCall(PyFunction* f, KFFIObject* h, const KFFIAny* pack
   return f->safe_call(h, packed, static_cast<int32_t>(nargs), result);
 }
 
-/// The call when a tensor argument brought a device or a framework's exchange API: its stream
-/// and allocator are the environment's during the call (out of line: most calls have neither).
+/// The call when a tensor argument is on a device: the framework's stream and allocator are the
+/// environment's during the call (out of line: most calls have no device tensor).
 KFFI_NOINLINE int InvokeWithEnv(PyFunction* f, KFFIObject* h, const KFFIAny* packed,
                                 Py_ssize_t nargs, KFFIAny* result, const CallContext& ctx,
                                 bool* failed) {
@@ -224,24 +245,62 @@ KFFI_NOINLINE int InvokeWithEnv(PyFunction* f, KFFIObject* h, const KFFIAny* pac
   return InvokeSafeCall(f, h, packed, nargs, result);
 }
 
+/// A Python object carried by reference (OpaquePyObject) in a type mismatch the callee reported:
+/// the message names the object's Python type instead ("got `array.array`").
+void NameOpaqueArgument(const KFFIAny* packed, PyObject* const* args, Py_ssize_t nargs) {
+  if (!PyErr_ExceptionMatches(PyExc_TypeError)) return;
+  PyObject *type, *value, *tb;
+  PyErr_Fetch(&type, &value, &tb);
+  PyErr_NormalizeException(&type, &value, &tb);
+  PyRef exc_args(value != nullptr ? PyObject_GetAttrString(value, "args") : nullptr);
+  const char* text = nullptr;
+  if (exc_args && PyTuple_Check(exc_args.get()) && PyTuple_GET_SIZE(exc_args.get()) == 1 &&
+      PyUnicode_Check(PyTuple_GET_ITEM(exc_args.get(), 0))) {
+    text = PyUnicode_AsUTF8(PyTuple_GET_ITEM(exc_args.get(), 0));
+  }
+  PyErr_Clear();
+  if (text != nullptr) {
+    std::string msg(text);
+    const std::string opaque = "`OpaquePyObject`";
+    size_t at = msg.find("argument #");
+    size_t got = msg.rfind(opaque);
+    if (at != std::string::npos && got != std::string::npos) {
+      long index = std::strtol(msg.c_str() + at + 10, nullptr, 10);
+      if (index >= 0 && index < nargs && packed[index].type_index == kKFFIOpaquePyObject) {
+        msg.replace(got, opaque.size(),
+                    std::string("`") + Py_TYPE(args[index])->tp_name + "` (a Python object)");
+        PyRef new_args(Py_BuildValue("(s#)", msg.data(), static_cast<Py_ssize_t>(msg.size())));
+        if (!new_args || PyObject_SetAttrString(value, "args", new_args.get()) != 0) PyErr_Clear();
+      }
+    }
+  }
+  PyErr_Restore(type, value, tb);
+}
+
+KFFI_NOINLINE PyObject* RaiseCallError(int rc, const KFFIAny* packed, PyObject* const* args,
+                                       Py_ssize_t nargs) {
+  RaiseFromKFFIError(rc);
+  NameOpaqueArgument(packed, args, nargs);
+  return nullptr;
+}
+
 /// Converts the (positional) arguments into packed, calls the function and converts its result.
 inline PyObject* CallFunction(PyFunction* f, KFFIObject* h, PyObject* const* args, Py_ssize_t nargs,
                               KFFIAny* packed) {
   CallContext ctx;
-  for (Py_ssize_t i = 0; i < nargs; ++i) {
-    if (ConvertArg(args[i], &packed[i], &ctx, i) != 0) return nullptr;
-  }
+  ctx.function = f;
+  if (ConvertArgs(args, nargs, packed, &ctx) != 0) return nullptr;
   KFFIAny result;
   kffi::details::SetNone(&result);
   int rc;
-  if (KFFI_LIKELY(!ctx.has_device && ctx.api == nullptr)) {
+  if (KFFI_LIKELY(!ctx.has_device)) {
     rc = InvokeSafeCall(f, h, packed, nargs, &result);
   } else {
     bool failed = false;
     rc = InvokeWithEnv(f, h, packed, nargs, &result, ctx, &failed);
     if (failed) return nullptr;
   }
-  if (rc != 0) return RaiseFromKFFIError(rc);
+  if (rc != 0) return RaiseCallError(rc, packed, args, nargs);
   if (result.type_index == kKFFINone) Py_RETURN_NONE;  // the common case, as AnyToPy does
   return AnyToPy(&result, &ctx);
 }
@@ -287,16 +346,15 @@ KFFI_NOINLINE PyObject* CallFunctionInline(PyFunction* f, PyObject* const* args,
   return CallFunction(f, h, args, nargs, packed);
 }
 
-/// Calls with keyword arguments or with more arguments than fit inline (kept out of line so the
-/// common path stays small).
-__attribute__((noinline)) PyObject* FunctionVectorcallSlow(PyFunction* f, PyObject* const* args,
-                                                           Py_ssize_t nargs, PyObject* kwnames) {
+/// Calls with keyword arguments, left-out defaults or more arguments than fit inline (kept out
+/// of line so the common path stays small).
+KFFI_NOINLINE PyObject* FunctionVectorcallSlow(PyFunction* f, PyObject* const* args,
+                                               Py_ssize_t nargs, PyObject* kwnames) {
   std::vector<PyObject*> bound;
-  if (kwnames != nullptr && PyTuple_GET_SIZE(kwnames) != 0) {
-    if (BindKeywords(f, args, nargs, kwnames, &bound) != 0) return nullptr;
-    args = bound.data();
-    nargs = static_cast<Py_ssize_t>(bound.size());
-  }
+  PyRef names, defaults;
+  if (BindArguments(f, args, nargs, kwnames, &names, &defaults, &bound) != 0) return nullptr;
+  args = bound.data();
+  nargs = static_cast<Py_ssize_t>(bound.size());
   auto* h = static_cast<KFFIObject*>(f->base.handle);
   if (h == nullptr) return RaiseReleasedFunction();
   KFFIAny inline_packed[kInlineArgs];
@@ -309,6 +367,12 @@ __attribute__((noinline)) PyObject* FunctionVectorcallSlow(PyFunction* f, PyObje
   return CallFunction(f, h, args, nargs, packed);
 }
 
+/// Fewer arguments than parameters with defaults: the defaults fill in (slow path).
+inline bool NeedsDefaults(const PyFunction* f, Py_ssize_t nargs) {
+  return f->defaults != nullptr && f->param_names != nullptr &&
+         nargs < PyTuple_GET_SIZE(f->param_names);
+}
+
 PyObject* FunctionVectorcall(PyObject* self, PyObject* const* args, size_t nargsf,
                              PyObject* kwnames) {
   auto* f = reinterpret_cast<PyFunction*>(self);
@@ -316,15 +380,17 @@ PyObject* FunctionVectorcall(PyObject* self, PyObject* const* args, size_t nargs
   // The no-argument call runs here (it is the benchmark floor of every binding); the other
   // paths are tail calls into functions sized for them, so this frame stays small.
   if (KFFI_LIKELY(kwnames == nullptr || PyTuple_GET_SIZE(kwnames) == 0)) {
-    if (nargs == 0) {
-      void* h = f->base.handle;
-      if (KFFI_UNLIKELY(h == nullptr)) return RaiseReleasedFunction();
-      if (f->release_gil < 0 ? g_default_release_gil != 0 : f->release_gil != 0) {
-        return CallFunctionNoArgsReleased(f, h);
+    if (KFFI_LIKELY(f->defaults == nullptr) || !NeedsDefaults(f, nargs)) {
+      if (nargs == 0) {
+        void* h = f->base.handle;
+        if (KFFI_UNLIKELY(h == nullptr)) return RaiseReleasedFunction();
+        if (f->release_gil < 0 ? DefaultReleaseGil() : f->release_gil != 0) {
+          return CallFunctionNoArgsReleased(f, h);
+        }
+        return CallFunctionNoArgsHeld(f, h);
       }
-      return CallFunctionNoArgsHeld(f, h);
+      if (nargs <= kInlineArgs) return CallFunctionInline(f, args, nargs);
     }
-    if (nargs <= kInlineArgs) return CallFunctionInline(f, args, nargs);
   }
   return FunctionVectorcallSlow(f, args, nargs, kwnames);
 }
@@ -345,6 +411,17 @@ PyObject* FunctionNew(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
     return nullptr;
   }
   return FunctionFromCallable(callable);
+}
+
+/// <kffi.Function name> (the name _annotate or get_global_func gave it), else the plain repr.
+PyObject* FunctionRepr(PyObject* self) {
+  auto* o = reinterpret_cast<PyObjectHandle*>(self);
+  if (o->handle == nullptr) return PyUnicode_FromString("<kffi.Function (released)>");
+  PyObject* name = o->dict != nullptr ? PyDict_GetItemString(o->dict, "__name__") : nullptr;
+  if (name != nullptr && PyUnicode_Check(name) && PyUnicode_GET_LENGTH(name) != 0) {
+    return PyUnicode_FromFormat("<kffi.Function %U>", name);
+  }
+  return PyUnicode_FromFormat("<kffi.Function at %p>", o->handle);
 }
 
 /// kffi.Function is a descriptor that does not bind: inspect/pydoc then treat it as a routine,
@@ -372,26 +449,38 @@ int FunctionSetReleaseGil(PyObject* self, PyObject* value, void*) {
   return 0;
 }
 
+PyObject* GetTupleField(PyObject* field) {
+  if (field == nullptr) Py_RETURN_NONE;
+  return Py_NewRef(field);
+}
+
+int SetTupleField(PyObject** field, PyObject* value, const char* what) {
+  if (value != nullptr && value != Py_None) {
+    if (!PyTuple_Check(value)) {
+      PyErr_Format(PyExc_TypeError, "%s must be a tuple", what);
+      return -1;
+    }
+    Py_XSETREF(*field, Py_NewRef(value));
+  } else {
+    Py_CLEAR(*field);
+  }
+  return 0;
+}
+
 PyObject* FunctionGetParamNames(PyObject* self, void*) {
-  auto* f = reinterpret_cast<PyFunction*>(self);
-  if (f->param_names == nullptr) Py_RETURN_NONE;
-  Py_INCREF(f->param_names);
-  return f->param_names;
+  return GetTupleField(reinterpret_cast<PyFunction*>(self)->param_names);
 }
 
 int FunctionSetParamNames(PyObject* self, PyObject* value, void*) {
-  auto* f = reinterpret_cast<PyFunction*>(self);
-  if (value != nullptr && value != Py_None) {
-    if (!PyTuple_Check(value)) {
-      PyErr_SetString(PyExc_TypeError, "_param_names must be a tuple of str");
-      return -1;
-    }
-    Py_INCREF(value);
-    Py_XSETREF(f->param_names, value);
-  } else {
-    Py_CLEAR(f->param_names);
-  }
-  return 0;
+  return SetTupleField(&reinterpret_cast<PyFunction*>(self)->param_names, value, "_param_names");
+}
+
+PyObject* FunctionGetDefaults(PyObject* self, void*) {
+  return GetTupleField(reinterpret_cast<PyFunction*>(self)->defaults);
+}
+
+int FunctionSetDefaults(PyObject* self, PyObject* value, void*) {
+  return SetTupleField(&reinterpret_cast<PyFunction*>(self)->defaults, value, "_param_defaults");
 }
 
 PyGetSetDef kFunctionGetSet[] = {
@@ -399,6 +488,8 @@ PyGetSetDef kFunctionGetSet[] = {
      "Release the GIL during native calls (None: follow kffi.set_default_release_gil).", nullptr},
     {"_param_names", FunctionGetParamNames, FunctionSetParamNames,
      "Parameter names used for keyword arguments.", nullptr},
+    {"_param_defaults", FunctionGetDefaults, FunctionSetDefaults,
+     "Default values of the trailing parameters (a call may leave them out).", nullptr},
     {nullptr, nullptr, nullptr, nullptr, nullptr}};
 
 PyMemberDef kFunctionMembers[] = {
@@ -409,6 +500,7 @@ PyMemberDef kFunctionMembers[] = {
 
 PyType_Slot kFunctionSlots[] = {
     {Py_tp_call, reinterpret_cast<void*>(PyVectorcall_Call)},
+    {Py_tp_repr, reinterpret_cast<void*>(FunctionRepr)},
     {Py_tp_traverse, reinterpret_cast<void*>(ObjectTraverse)},
     {Py_tp_clear, reinterpret_cast<void*>(ObjectClear)},
     {Py_tp_descr_get, reinterpret_cast<void*>(FunctionDescrGet)},
@@ -423,6 +515,11 @@ PyType_Slot kFunctionSlots[] = {
 int PyCallbackSafeCall(void* self, const KFFIAny* args, int32_t num_args, KFFIAny* result) {
   PyGILState_STATE st = PyGILState_Ensure();
   int rc = 0;
+  if (g_state == nullptr) {
+    KFFIErrorSetRaisedFromCStr("RuntimeError", "kffi._core is gone: cannot call into Python");
+    PyGILState_Release(st);
+    return -1;
+  }
   PyObject* tuple = PyTuple_New(num_args);
   if (tuple == nullptr) rc = -1;
   for (int32_t i = 0; rc == 0 && i < num_args; ++i) {
@@ -455,6 +552,19 @@ void PyCallbackDeleter(void* self) {
   PyGILState_Release(st);
 }
 
+/// The Python class registered for a type index (borrowed), or NULL.
+PyObject* RegisteredClass(int32_t index) {
+  State* s = g_state;
+  if (index >= 0 && index < State::kStaticClasses) {
+    return s->static_classes[index].load(std::memory_order_acquire);
+  }
+  std::lock_guard<std::mutex> lock(s->dyn_classes_mutex);
+  for (const auto& entry : s->dyn_classes) {
+    if (entry.first == index) return entry.second;
+  }
+  return nullptr;
+}
+
 }  // namespace
 
 int CallableToFunctionHandle(PyObject* callable, KFFIObjectHandle* out) {
@@ -474,12 +584,12 @@ PyObject* FunctionFromCallable(PyObject* callable) {
 }
 
 KFFIObjectHandle GetHandle(PyObject* obj) {
-  if (!PyObject_TypeCheck(obj, g_object_type)) return nullptr;
+  if (!PyObject_TypeCheck(obj, g_state->object_type)) return nullptr;
   return reinterpret_cast<PyObjectHandle*>(obj)->handle;
 }
 
 bool RaiseIfReleased(PyObject* obj) {
-  if (!PyObject_TypeCheck(obj, g_object_type) ||
+  if (!PyObject_TypeCheck(obj, g_state->object_type) ||
       reinterpret_cast<PyObjectHandle*>(obj)->handle != nullptr) {
     return false;
   }
@@ -489,30 +599,34 @@ bool RaiseIfReleased(PyObject* obj) {
 }
 
 PyObject* WrapObject(KFFIObjectHandle owned) {
-  int32_t index = static_cast<KFFIObject*>(owned)->type_index;
-  PyTypeObject* cls = index == kKFFIFunction ? g_function_type : g_object_type;
-  if (g_classes != nullptr) {
-    auto it = g_classes->find(index);
-    if (it == g_classes->end() && index >= kKFFIDynObjectBegin) {
-      // A subclass of a registered type: use the nearest registered ancestor's class.
-      const KFFITypeInfo* info = KFFIGetTypeInfo(index);
-      for (int32_t d = info ? info->type_depth - 1 : -1; d >= 0; --d) {
-        it = g_classes->find(info->type_ancestors[d]);
-        if (it != g_classes->end()) break;
-      }
-    }
-    if (it != g_classes->end()) cls = reinterpret_cast<PyTypeObject*>(it->second);
+  if (g_state == nullptr) {
+    KFFIObjectDecRef(owned);
+    PyErr_SetString(PyExc_RuntimeError, "kffi._core is gone");
+    return nullptr;
   }
-  PyObject* self = cls->tp_alloc(cls, 0);
+  int32_t index = static_cast<KFFIObject*>(owned)->type_index;
+  PyObject* cls = RegisteredClass(index);
+  if (cls == nullptr && index >= kKFFIDynObjectBegin) {
+    // A subclass of a registered type: use the nearest registered ancestor's class.
+    const KFFITypeInfo* info = KFFIGetTypeInfo(index);
+    for (int32_t d = info ? info->type_depth - 1 : -1; d >= 0 && cls == nullptr; --d) {
+      cls = RegisteredClass(info->type_ancestors[d]);
+    }
+  }
+  PyTypeObject* tp = cls != nullptr           ? reinterpret_cast<PyTypeObject*>(cls)
+                     : index == kKFFIFunction ? g_state->function_type
+                                              : g_state->object_type;
+  PyObject* self = tp->tp_alloc(tp, 0);
   if (self == nullptr) {
     KFFIObjectDecRef(owned);
     return nullptr;
   }
   reinterpret_cast<PyObjectHandle*>(self)->handle = owned;
-  if (PyObject_TypeCheck(self, g_function_type)) {
+  if (PyObject_TypeCheck(self, g_state->function_type)) {
     auto* f = reinterpret_cast<PyFunction*>(self);
     f->vectorcall = FunctionVectorcall;
     f->param_names = nullptr;
+    f->defaults = nullptr;
     f->release_gil = -1;
     f->safe_call = static_cast<KFFIFunctionCell*>(KFFIObjectGetCellPtr(owned))->safe_call;
   }
@@ -524,26 +638,30 @@ PyObject* RegisterObjectClass(PyObject*, PyObject* args) {
   int index;
   PyObject* cls;
   if (!PyArg_ParseTuple(args, "iO!", &index, &PyType_Type, &cls)) return nullptr;
-  if (!PyType_IsSubtype(reinterpret_cast<PyTypeObject*>(cls), g_object_type)) {
+  if (!PyType_IsSubtype(reinterpret_cast<PyTypeObject*>(cls), g_state->object_type)) {
     PyErr_SetString(PyExc_TypeError, "the class must derive from kffi.Object");
     return nullptr;
   }
-  if (g_classes == nullptr) g_classes = new std::unordered_map<int32_t, PyObject*>();
-  Py_INCREF(cls);
-  auto it = g_classes->find(index);
-  if (it != g_classes->end()) {
-    Py_DECREF(it->second);
-    it->second = cls;
-  } else {
-    g_classes->emplace(index, cls);
+  State* s = g_state;
+  // A replaced class is retired, not released: another thread may be wrapping with it.
+  if (index >= 0 && index < State::kStaticClasses) {
+    PyObject* old = s->static_classes[index].exchange(Py_NewRef(cls), std::memory_order_acq_rel);
+    if (old != nullptr) s->retired.push_back(old);
+    Py_RETURN_NONE;
   }
+  std::lock_guard<std::mutex> lock(s->dyn_classes_mutex);
+  for (auto& entry : s->dyn_classes) {
+    if (entry.first == index) {
+      s->retired.push_back(entry.second);
+      entry.second = Py_NewRef(cls);
+      Py_RETURN_NONE;
+    }
+  }
+  s->dyn_classes.emplace_back(index, Py_NewRef(cls));
   Py_RETURN_NONE;
 }
 
-/// Allocates an object wrapper for new-object constructors in Python: _new_object(cls, handle)
-/// is not offered; objects only come from native calls.
-
-int InitObjectTypes(PyObject* module) {
+int InitObjectTypes(PyObject* module, State* state) {
   PyType_Spec object_spec = {"kffi.Object", sizeof(PyObjectHandle), 0,
                              Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
                              kObjectSlots};
@@ -553,19 +671,21 @@ int InitObjectTypes(PyObject* module) {
   obj_slots_with_members[n++] = {Py_tp_members, kObjectMembers};
   obj_slots_with_members[n] = {0, nullptr};
   object_spec.slots = obj_slots_with_members;
-  g_object_type = reinterpret_cast<PyTypeObject*>(PyType_FromSpec(&object_spec));
-  if (g_object_type == nullptr) return -1;
-  PyRef bases(PyTuple_Pack(1, g_object_type));
+  auto* object_type =
+      reinterpret_cast<PyTypeObject*>(PyType_FromModuleAndSpec(module, &object_spec, nullptr));
+  if (object_type == nullptr) return -1;
+  state->object_type = object_type;
+  PyRef bases(PyTuple_Pack(1, object_type));
+  if (!bases) return -1;
   PyType_Spec function_spec = {"kffi.Function", sizeof(PyFunction), 0,
                                Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_HAVE_GC,
                                kFunctionSlots};
-  g_function_type =
-      reinterpret_cast<PyTypeObject*>(PyType_FromSpecWithBases(&function_spec, bases.get()));
-  if (g_function_type == nullptr) return -1;
-  Py_INCREF(g_object_type);
-  Py_INCREF(g_function_type);
-  if (PyModule_AddObject(module, "Object", reinterpret_cast<PyObject*>(g_object_type)) != 0 ||
-      PyModule_AddObject(module, "Function", reinterpret_cast<PyObject*>(g_function_type)) != 0) {
+  auto* function_type = reinterpret_cast<PyTypeObject*>(
+      PyType_FromModuleAndSpec(module, &function_spec, bases.get()));
+  if (function_type == nullptr) return -1;
+  state->function_type = function_type;
+  if (PyModule_AddObjectRef(module, "Object", reinterpret_cast<PyObject*>(object_type)) != 0 ||
+      PyModule_AddObjectRef(module, "Function", reinterpret_cast<PyObject*>(function_type)) != 0) {
     return -1;
   }
   return 0;

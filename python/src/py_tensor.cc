@@ -1,132 +1,265 @@
-// python/src/py_tensor.cc: tensors in and out: the DLPack C exchange API (PyTorch), a direct
-// NumPy path, the __dlpack__ protocol, and kffi.Tensor as a DLPack producer.
+// python/src/py_tensor.cc: tensor arguments and results: the DLPack C exchange API (PyTorch),
+// NumPy's array fields (NumPy's own headers) and the __dlpack__ protocol. Every size read from a
+// producer is checked before a kernel sees it.
+#include <kffi/tensor.h>
+
+#include <array>
 #include <cstdlib>
 #include <cstring>
-#include <unordered_map>
+#include <new>
+
+#define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
+#include <numpy/ndarraytypes.h>
 
 #include "py_common.h"
 
 namespace kffi {
 namespace py {
 
-namespace {
+// ---- size checks (shared with py_tensor_object.cc) -------------------------------------------
 
-enum class TensorKind : uint8_t { kNone, kExchange, kNumpy, kDLPack };
-
-struct TensorTypeInfo {
-  TensorKind kind;
-  const DLPackExchangeAPI* api;
-};
-
-std::unordered_map<PyTypeObject*, TensorTypeInfo>* g_tensor_types = nullptr;
-
-// The public layout of a NumPy array object and of its dtype's leading fields (stable across
-// NumPy 1.x and 2.x for the fields read here).
-struct NumpyArrayFields {
-  PyObject_HEAD char* data;
-  int nd;
-  Py_intptr_t* dimensions;
-  Py_intptr_t* strides;
-  PyObject* base;
-  PyObject* descr;
-  int flags;
-};
-struct NumpyDescrHead {
-  PyObject_HEAD PyTypeObject* typeobj;
-  char kind;
-  char type;
-  char byteorder;
-  char former_flags;
-  int type_num;
-};
-constexpr int kNumpyWriteable = 0x0400;
-
-/// DLPack dtype of a NumPy type number; false when there is none (fall back to __dlpack__).
-bool NumpyDType(int type_num, DLDataType* out, int* itemsize) {
-  static const struct {
-    uint8_t code, bits;
-  } kTable[] = {
-      {kDLBool, 8},   {kDLInt, 8},  {kDLUInt, 8},     {kDLInt, 16},
-      {kDLUInt, 16},  {kDLInt, 32}, {kDLUInt, 32},    {kDLInt, 64},
-      {kDLUInt, 64},  {kDLInt, 64}, {kDLUInt, 64},    {kDLFloat, 32},
-      {kDLFloat, 64}, {0, 0},       {kDLComplex, 64}, {kDLComplex, 128},
-  };
-  if (type_num == 23) {  // NPY_HALF
-    *out = DLDataType{kDLFloat, 16, 1};
-    *itemsize = 2;
-    return true;
+/// The exact check behind LayoutFits: every product and sum overflow-checked.
+KFFI_NOINLINE bool LayoutFitsExact(const DLTensor* t) {
+  if (t->ndim < 0 || (t->ndim > 0 && t->shape == nullptr)) return false;
+  int64_t numel = 1;
+  int64_t span = 0;  // farthest element from the first, in elements
+  for (int32_t i = 0; i < t->ndim; ++i) {
+    const int64_t d = t->shape[i];
+    if (d < 0 || __builtin_mul_overflow(numel, d, &numel)) return false;
+    if (t->strides != nullptr && d > 1) {
+      int64_t s = t->strides[i];
+      int64_t ext;
+      if (s == INT64_MIN) return false;
+      if (__builtin_mul_overflow(d - 1, s < 0 ? -s : s, &ext) ||
+          __builtin_add_overflow(span, ext, &span)) {
+        return false;
+      }
+    }
   }
-  if (type_num < 0 || type_num >= static_cast<int>(sizeof(kTable) / sizeof(kTable[0])) ||
-      kTable[type_num].bits == 0) {
+  const int64_t elem_bits = static_cast<int64_t>(t->dtype.bits) * t->dtype.lanes;
+  int64_t bits, reach;
+  if (t->strides == nullptr) span = numel;
+  if (__builtin_mul_overflow(numel, elem_bits, &bits) ||
+      __builtin_mul_overflow(span + 1, elem_bits, &reach)) {
     return false;
   }
-  // NPY_LONG/ULONG are 64-bit on LP64 platforms, which are the ones this path supports.
-  static_assert(sizeof(long) == 8, "NumPy fast path assumes LP64");  // NOLINT
-  *out = DLDataType{kTable[type_num].code, kTable[type_num].bits, 1};
-  *itemsize = kTable[type_num].bits / 8;
+  return t->byte_offset <= static_cast<uint64_t>(INT64_MAX) &&
+         !__builtin_add_overflow(reach / 8, static_cast<int64_t>(t->byte_offset), &reach);
+}
+
+/// True when a tensor's sizes are representable: every dimension >= 0, and the element count,
+/// its size in bits, and the farthest byte its strides reach (plus byte_offset) fit in int64.
+/// The common case is decided from magnitudes alone, with no multiply chain: with rank <= 2 and
+/// every dimension and |stride| below 2**27 (rank <= 4: 2**13), numel < 2**54 and the reach
+/// < 2**55 elements, which stay below 2**63 bits for any single-lane dtype. Otherwise the exact
+/// check decides.
+KFFI_INLINE bool LayoutFits(const DLTensor* t) {
+  const int32_t nd = t->ndim;
+  if (KFFI_UNLIKELY(nd <= 0 || nd > 4 || t->shape == nullptr || t->dtype.lanes != 1)) {
+    return LayoutFitsExact(t);
+  }
+  uint64_t m = 0;  // every dimension and |stride| (less one for negatives), OR-ed
+  for (int32_t i = 0; i < nd; ++i) m |= static_cast<uint64_t>(t->shape[i]);
+  if (t->strides != nullptr) {
+    for (int32_t i = 0; i < nd; ++i) {
+      const int64_t s = t->strides[i];
+      m |= static_cast<uint64_t>(s ^ (s >> 63));
+    }
+  }
+  const uint64_t limit = nd <= 2 ? uint64_t{1} << 27 : uint64_t{1} << 13;
+  if (KFFI_LIKELY(m < limit && t->byte_offset < (uint64_t{1} << 40))) return true;
+  return LayoutFitsExact(t);
+}
+
+std::string ShapeText(const DLTensor* t) {
+  std::string s = "(";
+  for (int32_t i = 0; i < t->ndim && t->shape != nullptr; ++i) {
+    if (i == 64) {
+      s += ", ...";
+      break;
+    }
+    if (i != 0) s += ", ";
+    s += std::to_string(t->shape[i]);
+  }
+  if (t->ndim == 1) s += ",";
+  return s + ")";
+}
+
+std::string DTypeText(DLDataType d) {
+  KFFIAny out;
+  if (KFFIDataTypeToString(&d, &out) != 0) {
+    KFFIObjectHandle err = nullptr;
+    KFFIErrorMoveFromRaised(&err);
+    if (err != nullptr) KFFIObjectDecRef(err);
+    return "?";
+  }
+  std::string s;
+  if (out.type_index == kKFFISmallStr) {
+    s.assign(out.v_bytes, out.small_str_len);
+  } else if (out.type_index == kKFFIStr) {
+    auto* cell = static_cast<KFFIByteArray*>(KFFIObjectGetCellPtr(out.v_obj));
+    s.assign(cell->data, cell->size);
+    KFFIObjectDecRef(out.v_obj);
+  }
+  return s;
+}
+
+/// Raises the ValueError for a tensor whose sizes do not fit; returns -1.
+int RaiseLayoutTooLarge(const DLTensor* t, const std::string& label) {
+  std::string msg = (label.empty() ? std::string() : label + ": ") + "a tensor of shape " +
+                    ShapeText(t) + " and dtype " + DTypeText(t->dtype) +
+                    " has an impossible size (a negative dimension, or a size in bytes that "
+                    "overflows int64)";
+  PyErr_SetString(PyExc_ValueError, msg.c_str());
+  return -1;
+}
+
+/// Checks an owned tensor just imported; on failure drops it and raises. 0 or -1.
+int CheckOwnedLayout(KFFIObjectHandle* h, const std::string& label) {
+  const DLTensor* t = KFFITensorGetDLTensorPtr(*h);
+  if (LayoutFits(t)) return 0;
+  RaiseLayoutTooLarge(t, label);
+  KFFIObjectDecRef(*h);
+  *h = nullptr;
+  return -1;
+}
+
+bool TensorSizesFit(const DLTensor* t) { return LayoutFits(t); }
+
+namespace {
+
+// ---- NumPy -------------------------------------------------------------------------------------
+
+/// DLPack dtypes by NumPy type number (NumPy's own constants and C type sizes); bits 0 where
+/// there is none (such arrays go through NumPy's __dlpack__).
+struct NumpyDTypeEntry {
+  uint8_t code;
+  uint8_t bits;
+};
+constexpr int kNumpyTableSize = 32;
+constexpr std::array<NumpyDTypeEntry, kNumpyTableSize> MakeNumpyDTypeTable() {
+  std::array<NumpyDTypeEntry, kNumpyTableSize> t{};
+  auto set = [&t](int type_num, uint8_t code, size_t bytes) {
+    t[static_cast<size_t>(type_num)] = NumpyDTypeEntry{code, static_cast<uint8_t>(bytes * 8)};
+  };
+  set(NPY_BOOL, kDLBool, 1);
+  set(NPY_BYTE, kDLInt, sizeof(npy_byte));
+  set(NPY_UBYTE, kDLUInt, sizeof(npy_ubyte));
+  set(NPY_SHORT, kDLInt, sizeof(npy_short));
+  set(NPY_USHORT, kDLUInt, sizeof(npy_ushort));
+  set(NPY_INT, kDLInt, sizeof(npy_int));
+  set(NPY_UINT, kDLUInt, sizeof(npy_uint));
+  set(NPY_LONG, kDLInt, sizeof(npy_long));
+  set(NPY_ULONG, kDLUInt, sizeof(npy_ulong));
+  set(NPY_LONGLONG, kDLInt, sizeof(npy_longlong));
+  set(NPY_ULONGLONG, kDLUInt, sizeof(npy_ulonglong));
+  set(NPY_HALF, kDLFloat, sizeof(npy_half));
+  set(NPY_FLOAT, kDLFloat, sizeof(npy_float));
+  set(NPY_DOUBLE, kDLFloat, sizeof(npy_double));
+  set(NPY_CFLOAT, kDLComplex, 2 * sizeof(npy_float));
+  set(NPY_CDOUBLE, kDLComplex, 2 * sizeof(npy_double));
+  return t;
+}
+constexpr std::array<NumpyDTypeEntry, kNumpyTableSize> kNumpyDTypes = MakeNumpyDTypeTable();
+
+/// DLPack dtype of a NumPy type number; false when there is none (fall back to __dlpack__).
+KFFI_INLINE bool NumpyDType(int type_num, DLDataType* out) {
+  if (static_cast<unsigned>(type_num) >= static_cast<unsigned>(kNumpyTableSize)) return false;
+  const NumpyDTypeEntry e = kNumpyDTypes[static_cast<size_t>(type_num)];
+  if (e.bits == 0) return false;
+  *out = DLDataType{e.code, e.bits, 1};
   return true;
 }
 
-bool IsNumpyArrayType(PyTypeObject* tp) {
-  PyObject* mro = tp->tp_mro;
-  if (mro == nullptr || !PyTuple_Check(mro)) return false;
-  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(mro); ++i) {
-    auto* base = reinterpret_cast<PyTypeObject*>(PyTuple_GET_ITEM(mro, i));
-    if (std::strcmp(base->tp_name, "numpy.ndarray") == 0) {
-      return base->tp_basicsize >= static_cast<Py_ssize_t>(sizeof(NumpyArrayFields));
+bool IsNativeByteOrder(char byteorder) {
+#if NPY_BYTE_ORDER == NPY_LITTLE_ENDIAN
+  return byteorder != '>';
+#else
+  return byteorder != '<';
+#endif
+}
+
+/// Fills a borrowed DLTensor straight from a NumPy array's fields; false to fall back.
+KFFI_INLINE bool FillFromNumpy(PyObject* obj, DLTensor* t, CallContext* ctx, bool* read_only,
+                               bool* fits) {
+  auto* a = reinterpret_cast<PyArrayObject*>(obj);
+  const PyArray_Descr* d = PyArray_DESCR(a);
+  if (d == nullptr || !IsNativeByteOrder(d->byteorder)) return false;
+  if (!NumpyDType(d->type_num, &t->dtype)) return false;
+  const int nd = PyArray_NDIM(a);
+  const int itemsize = t->dtype.bits / 8;
+  int64_t* strides = ctx->NewInt64Buffer(static_cast<size_t>(nd));
+  // Every item size here is a power of two: mask and shift instead of dividing.
+  const int64_t mask = itemsize - 1;
+  const int shift = __builtin_ctz(static_cast<unsigned>(itemsize));
+  const npy_intp* byte_strides = PyArray_STRIDES(a);
+  const npy_intp* dims = PyArray_DIMS(a);
+  uint64_t bits = 0;  // every dimension and |byte stride| (less one for negatives), OR-ed
+  for (int i = 0; i < nd; ++i) {
+    const int64_t bytes = byte_strides[i];
+    if ((bytes & mask) != 0) return false;  // DLPack strides count elements
+    strides[i] = bytes >> shift;            // exact: a multiple of itemsize (sign kept)
+    bits |= static_cast<uint64_t>(bytes ^ (bytes >> 63)) | static_cast<uint64_t>(dims[i]);
+  }
+  t->data = PyArray_DATA(a);
+  t->device = DLDevice{kDLCPU, 0};
+  t->ndim = nd;
+  static_assert(sizeof(npy_intp) == sizeof(int64_t), "64-bit platforms only");
+  t->shape = reinterpret_cast<int64_t*>(PyArray_DIMS(a));
+  t->strides = strides;
+  t->byte_offset = 0;
+  *read_only = (PyArray_FLAGS(a) & NPY_ARRAY_WRITEABLE) == 0;
+  // NumPy bounds the element count and byte size of every array it makes, but strides are free
+  // (numpy.lib.stride_tricks.as_strided): the farthest byte they reach must fit. With every
+  // dimension and |stride| at most 2**27 it is below nd * 2**54 <= 2**60 (nd <= 64); beyond,
+  // the exact check decides.
+  *fits = bits < (uint64_t{1} << 27) || LayoutFitsExact(t);
+  return true;
+}
+
+// ---- torch lazy views ----------------------------------------------------------------------
+
+/// Could this torch tensor be a lazy conj view (complex) or a neg view? A neg view of a real
+/// tensor comes from `.imag` of a conj view: it starts one element into a complex number and
+/// steps over whole complex numbers. Only such tensors pay for asking torch (a method call costs
+/// more than the whole argument conversion).
+bool MaybeLazyView(const DLTensor* t) {
+  if (t->dtype.code == kDLComplex) return true;
+  if (t->dtype.code != kDLFloat && t->dtype.code != kDLBfloat) return false;
+  // (An odd item size gives a meaningless mask: then torch is asked, which is only slower.)
+  const uint64_t item = t->dtype.bits >> 3;
+  const uint64_t addr = reinterpret_cast<uintptr_t>(t->data) + t->byte_offset;
+  if ((addr & (2 * item - 1)) != item) return false;
+  for (int32_t i = 0; i < t->ndim; ++i) {
+    if (t->shape[i] > 1 && t->strides != nullptr && t->strides[i] % 2 != 0) return false;
+  }
+  return true;
+}
+
+/// Refuses a torch tensor with its conj or neg bit set (the memory holds the unresolved values).
+int CheckTorchLazyView(PyObject* obj, const std::string& label) {
+  static const char* const kChecks[][2] = {
+      {"is_conj",
+       "a lazy conjugate view (its memory holds the unconjugated values); pass "
+       "x.resolve_conj()"},
+      {"is_neg",
+       "a lazy negative view, e.g. x.conj().imag (its memory holds the values with "
+       "the opposite sign); pass x.resolve_neg()"}};
+  for (const auto& check : kChecks) {
+    PyRef r(PyObject_CallMethod(obj, check[0], nullptr));
+    if (!r) return -1;
+    if (r.get() == Py_True) {
+      PyErr_Format(PyExc_ValueError, "%s%sthe torch tensor is %s", label.c_str(),
+                   label.empty() ? "" : ": ", check[1]);
+      return -1;
     }
   }
-  return false;
+  return 0;
 }
 
-const DLPackExchangeAPI* ExchangeAPIOf(PyTypeObject* tp) {
-  PyObject* cap =
-      PyObject_GetAttrString(reinterpret_cast<PyObject*>(tp), "__dlpack_c_exchange_api__");
-  if (cap == nullptr) {
-    PyErr_Clear();
-    return nullptr;
-  }
-  const DLPackExchangeAPI* api = nullptr;
-  if (PyCapsule_IsValid(cap, "dlpack_exchange_api")) {
-    api = static_cast<const DLPackExchangeAPI*>(PyCapsule_GetPointer(cap, "dlpack_exchange_api"));
-    if (api != nullptr && api->header.version.major != DLPACK_MAJOR_VERSION) api = nullptr;
-  }
-  Py_DECREF(cap);  // the capsule lives on the type, which the cache keeps alive
-  return api;
-}
+// ---- the __dlpack__ protocol -------------------------------------------------------------------
 
-// The last type classified, answered without hashing (entries are never removed, and the map
-// keeps the type alive).
-PyTypeObject* g_last_tensor_type = nullptr;
-TensorTypeInfo g_last_tensor_info{TensorKind::kNone, nullptr};
-
-TensorTypeInfo ClassifyNew(PyTypeObject* tp);
-
-inline TensorTypeInfo Classify(PyTypeObject* tp) {
-  if (tp == g_last_tensor_type) return g_last_tensor_info;
-  if (g_tensor_types == nullptr) {
-    g_tensor_types = new std::unordered_map<PyTypeObject*, TensorTypeInfo>();
-  }
-  auto it = g_tensor_types->find(tp);
-  TensorTypeInfo info = it != g_tensor_types->end() ? it->second : ClassifyNew(tp);
-  g_last_tensor_type = tp;
-  g_last_tensor_info = info;
-  return info;
-}
-
-TensorTypeInfo ClassifyNew(PyTypeObject* tp) {
-  TensorTypeInfo info{TensorKind::kNone, nullptr};
-  if (const DLPackExchangeAPI* api = ExchangeAPIOf(tp)) {
-    info = {TensorKind::kExchange, api};
-  } else if (IsNumpyArrayType(tp)) {
-    info = {TensorKind::kNumpy, nullptr};
-  } else if (PyObject_HasAttrString(reinterpret_cast<PyObject*>(tp), "__dlpack__")) {
-    info = {TensorKind::kDLPack, nullptr};
-  }
-  Py_INCREF(tp);
-  g_tensor_types->emplace(tp, info);
-  return info;
-}
+}  // namespace
 
 void DLPackCapsuleDeleter(PyObject* cap) {
   if (PyCapsule_IsValid(cap, "dltensor")) {
@@ -143,32 +276,69 @@ void DLPackVersionedCapsuleDeleter(PyObject* cap) {
   }
 }
 
-/// Calls obj.__dlpack__() (asking for a versioned capsule first) and takes the tensor.
-int ImportViaDLPackProtocol(PyObject* obj, KFFIObjectHandle* out) {
+namespace {
+
+/// A pre-1.0 DLPack tensor seen as a versioned one, so that flags (read-only) can travel with it.
+struct VersionedWrapper {
+  DLManagedTensorVersioned mt;
+  DLManagedTensor* inner;
+  static void Delete(DLManagedTensorVersioned* self) {
+    auto* w = static_cast<VersionedWrapper*>(self->manager_ctx);
+    if (w->inner->deleter != nullptr) w->inner->deleter(w->inner);
+    delete w;
+  }
+};
+
+/// Calls obj.__dlpack__() (asking for a versioned capsule first) and takes the tensor. Types
+/// flagged read-only (JAX) get the read-only flag whatever the producer said.
+int ImportViaDLPackProtocol(PyObject* obj, const TypeInfo* info, bool read_only, PyObject* stream,
+                            KFFIObjectHandle* out) {
   PyRef method(PyObject_GetAttrString(obj, "__dlpack__"));
   if (!method) return -1;
   PyRef kwargs(
       Py_BuildValue("{s:(ii)}", "max_version", DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION));
+  if (!kwargs) return -1;
+  if (stream != nullptr && PyDict_SetItemString(kwargs.get(), "stream", stream) != 0) return -1;
   PyRef empty(PyTuple_New(0));
+  if (!empty) return -1;
   PyRef cap(PyObject_Call(method.get(), empty.get(), kwargs.get()));
   if (!cap && PyErr_ExceptionMatches(PyExc_TypeError)) {
     // A producer from before DLPack 1.0 does not know max_version.
     PyErr_Clear();
-    cap = PyRef(PyObject_CallNoArgs(method.get()));
+    if (PyDict_DelItemString(kwargs.get(), "max_version") != 0) return -1;
+    cap = PyRef(PyObject_Call(method.get(), empty.get(), kwargs.get()));
   }
   if (!cap) return -1;
+  read_only = read_only || (info->flags & kTypeReadOnly) != 0;
   if (PyCapsule_IsValid(cap.get(), "dltensor_versioned")) {
     auto* mt = static_cast<DLManagedTensorVersioned*>(
         PyCapsule_GetPointer(cap.get(), "dltensor_versioned"));
     // Ownership moves to kffi even on failure (the runtime calls the deleter then).
     PyCapsule_SetName(cap.get(), "used_dltensor_versioned");
+    if (read_only) mt->flags |= DLPACK_FLAG_BITMASK_READ_ONLY;
     if (KFFITensorFromDLPackVersioned(mt, 0, 0, out) != 0) return (RaiseFromKFFIError(-1), -1);
     return 0;
   }
   if (PyCapsule_IsValid(cap.get(), "dltensor")) {
     auto* mt = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(cap.get(), "dltensor"));
     PyCapsule_SetName(cap.get(), "used_dltensor");
-    if (KFFITensorFromDLPack(mt, 0, 0, out) != 0) return (RaiseFromKFFIError(-1), -1);
+    if (!read_only) {
+      if (KFFITensorFromDLPack(mt, 0, 0, out) != 0) return (RaiseFromKFFIError(-1), -1);
+      return 0;
+    }
+    auto* w = new (std::nothrow) VersionedWrapper();
+    if (w == nullptr) {
+      if (mt->deleter != nullptr) mt->deleter(mt);
+      PyErr_NoMemory();
+      return -1;
+    }
+    w->inner = mt;
+    w->mt.version = DLPackVersion{DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION};
+    w->mt.manager_ctx = w;
+    w->mt.deleter = VersionedWrapper::Delete;
+    w->mt.flags = DLPACK_FLAG_BITMASK_READ_ONLY;
+    w->mt.dl_tensor = mt->dl_tensor;
+    if (KFFITensorFromDLPackVersioned(&w->mt, 0, 0, out) != 0) return (RaiseFromKFFIError(-1), -1);
     return 0;
   }
   PyErr_Format(PyExc_TypeError, "%s.__dlpack__() did not return a DLPack capsule",
@@ -176,111 +346,198 @@ int ImportViaDLPackProtocol(PyObject* obj, KFFIObjectHandle* out) {
   return -1;
 }
 
-/// Fills a borrowed DLTensor straight from a NumPy array's fields; false to fall back.
-bool FillFromNumpy(PyObject* obj, DLTensor* t, CallContext* ctx) {
-  auto* a = reinterpret_cast<NumpyArrayFields*>(obj);
-  // A borrowed DLTensor* has no flags: a read-only array goes through __dlpack__, whose tensor
-  // carries DLPack's read-only flag (kffi::Tensor::is_read_only()).
-  if ((a->flags & kNumpyWriteable) == 0) return false;
-  auto* d = reinterpret_cast<NumpyDescrHead*>(a->descr);
-  if (d == nullptr || d->byteorder == '>') return false;  // not native byte order
-  int itemsize = 0;
-  if (!NumpyDType(d->type_num, &t->dtype, &itemsize)) return false;
-  int64_t* strides = ctx->NewInt64Buffer(static_cast<size_t>(a->nd));
-  // Every item size in the table is a power of two: mask and shift instead of dividing.
-  const int64_t mask = itemsize - 1;
-  if ((itemsize & mask) != 0) return false;
-  const int shift = __builtin_ctz(static_cast<unsigned>(itemsize));
-  for (int i = 0; i < a->nd; ++i) {
-    const int64_t bytes = a->strides[i];
-    if ((bytes & mask) != 0) return false;  // DLPack strides count elements
-    strides[i] = bytes >> shift;            // exact: a multiple of itemsize (sign kept)
+/// Turns the failure to import a tensor argument into an error that names the argument and
+/// chains the producer's own exception (never rebuilt from its text, which may not exist).
+int TensorImportError(PyObject* obj, const TypeInfo* info, const CallContext* ctx,
+                      Py_ssize_t index) {
+  std::string label = ArgLabel(ctx, index);
+  std::string where = label.empty() ? std::string() : label + ": ";
+  if (info->kind == Kind::kJaxTracer) {
+    ChainError(PyExc_TypeError,
+               where + "a JAX tracer (" + Py_TYPE(obj)->tp_name +
+                   ") cannot be passed to a kffi function called eagerly inside jax.jit, "
+                   "jax.grad or jax.vmap; call the function through kffi.jax.call(...) instead",
+               false);
+    return -1;
   }
-  t->data = a->data;
-  t->device = DLDevice{kDLCPU, 0};
-  t->ndim = a->nd;
-  static_assert(sizeof(Py_intptr_t) == sizeof(int64_t), "64-bit platforms only");
-  t->shape = reinterpret_cast<int64_t*>(a->dimensions);
-  t->strides = strides;
-  t->byte_offset = 0;
-  return true;
+  if (info->flags & kTypeTorch) {
+    // A tensor on the meta device has no memory to pass.
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    PyRef is_meta(PyObject_GetAttrString(obj, "is_meta"));
+    PyErr_Clear();
+    PyErr_Restore(type, value, tb);
+    if (is_meta.get() == Py_True) {
+      ChainError(PyExc_ValueError,
+                 where +
+                     "a torch tensor on the meta device has no memory to pass to a kernel "
+                     "(use a tensor on a real device; kffi.compile takes fake tensors for "
+                     "shapes alone)",
+                 false);
+      return -1;
+    }
+  }
+  if (!PyErr_Occurred()) {
+    PyErr_Format(PyExc_TypeError, "the DLPack exchange API of %s failed without an error",
+                 Py_TYPE(obj)->tp_name);
+  }
+  if (index >= 0)
+    ChainError(PyExc_TypeError, ArgLabel(ctx, index, Py_TYPE(obj)->tp_name) + ": ", true);
+  return -1;
 }
 
-void SetTensorView(KFFIAny* out, DLTensor* t) {
+void SetTensorView(KFFIAny* out, DLTensor* t, uint32_t flags) {
   out->type_index = kKFFIDLTensorPtr;
-  out->zero_padding = 0;
+  out->tensor_flags = flags;
   out->v_ptr = t;
 }
 
-void SetObject(KFFIAny* out, KFFIObjectHandle h) {
+void SetOwnedTensor(KFFIAny* out, KFFIObjectHandle h) {
   out->type_index = kKFFITensor;
-  out->zero_padding = 0;
+  out->tensor_flags = OwnedTensorFlags(h);
   out->v_obj = static_cast<KFFIObject*>(h);
+}
+
+/// Reads a framework's current stream through its Python hook (CuPy); the stream object passed
+/// to __dlpack__ (NULL for none), or -1 with an error set.
+int ReadHookStream(const TypeInfo* info, CallContext* ctx, PyRef* dlpack_stream) {
+  PyRef r(PyObject_CallNoArgs(info->stream_hook));
+  if (!r) return -1;
+  if (r.get() == Py_None) return 0;
+  void* s = PyLong_AsVoidPtr(r.get());
+  if (s == nullptr && PyErr_Occurred()) return -1;
+  if (!ctx->has_hook_stream) {
+    ctx->has_hook_stream = true;
+    ctx->hook_stream = s;
+  }
+  // DLPack: the consumer names the stream it uses; 1 is CUDA's legacy default stream.
+  *dlpack_stream = PyRef(s == nullptr ? PyLong_FromLong(1) : PyLong_FromVoidPtr(s));
+  return *dlpack_stream ? 0 : -1;
 }
 
 }  // namespace
 
-bool IsTensorType(PyTypeObject* tp) { return Classify(tp).kind != TensorKind::kNone; }
+uint32_t OwnedTensorFlags(KFFIObjectHandle h) {
+  const auto* obj = static_cast<const TensorObj*>(static_cast<Object*>(h));
+  return (obj->dlpack_flags() & DLPACK_FLAG_BITMASK_READ_ONLY) != 0 ? kKFFITensorFlagReadOnly : 0;
+}
 
-int ConvertTensorArg(PyObject* obj, PyTypeObject* tp, KFFIAny* out, CallContext* ctx,
+KFFI_INLINE int ConvertExchangeTensorInline(PyObject* obj, const TypeInfo* info, KFFIAny* out,
+                                            CallContext* ctx, Py_ssize_t index) {
+  const DLPackExchangeAPI* api = info->api;
+  ctx->NoteExchangeAPI(api);
+  const uint32_t flags = (info->flags & kTypeReadOnly) != 0 ? kKFFITensorFlagReadOnly : 0;
+  if (KFFI_LIKELY(api->dltensor_from_py_object_no_sync != nullptr)) {
+    DLTensor* t = ctx->NewTensorSlot();
+    if (api->dltensor_from_py_object_no_sync(obj, t) != 0) {
+      return TensorImportError(obj, info, ctx, index);
+    }
+    if (KFFI_UNLIKELY(!LayoutFits(t))) return RaiseLayoutTooLarge(t, ArgLabel(ctx, index));
+    if (KFFI_UNLIKELY((info->flags & kTypeTorch) != 0 && MaybeLazyView(t))) {
+      ctx->NotePythonRuns();
+      if (CheckTorchLazyView(obj, ArgLabel(ctx, index)) != 0) return -1;
+    }
+    ctx->NoteDevice(t->device, api);
+    ctx->NoteTensorSource(t, obj);
+    SetTensorView(out, t, flags);
+    return 0;
+  }
+  DLManagedTensorVersioned* mt = nullptr;
+  if (api->managed_tensor_from_py_object_no_sync(obj, &mt) != 0) {
+    return TensorImportError(obj, info, ctx, index);
+  }
+  if (flags != 0) mt->flags |= DLPACK_FLAG_BITMASK_READ_ONLY;
+  KFFIObjectHandle h = nullptr;
+  if (KFFITensorFromDLPackVersioned(mt, 0, 0, &h) != 0) return (RaiseFromKFFIError(-1), -1);
+  if (CheckOwnedLayout(&h, ArgLabel(ctx, index)) != 0) return -1;
+  SetOwnedTensor(out, h);
+  ctx->KeepAlive(*out);
+  ctx->NoteDevice(KFFITensorGetDLTensorPtr(h)->device, api);
+  ctx->NoteTensorSource(KFFITensorGetDLTensorPtr(h), obj);
+  return 0;
+}
+
+int ConvertExchangeTensor(PyObject* obj, const TypeInfo* info, KFFIAny* out, CallContext* ctx,
+                          Py_ssize_t index) {
+  return ConvertExchangeTensorInline(obj, info, out, ctx, index);
+}
+
+KFFI_INLINE int ConvertNumpyTensorInline(PyObject* obj, const TypeInfo* info, KFFIAny* out,
+                                         CallContext* ctx, Py_ssize_t index) {
+  DLTensor* t = ctx->NewTensorSlot();
+  bool read_only = false, fits = true;
+  if (KFFI_LIKELY(FillFromNumpy(obj, t, ctx, &read_only, &fits) && !read_only)) {
+    if (KFFI_UNLIKELY(!fits)) return RaiseLayoutTooLarge(t, ArgLabel(ctx, index));
+    ctx->NoteTensorSource(t, obj);
+    SetTensorView(out, t, 0);
+    return 0;
+  }
+  return ConvertTensorArg(obj, info, out, ctx, index);
+}
+
+int ConvertNumpyTensor(PyObject* obj, const TypeInfo* info, KFFIAny* out, CallContext* ctx,
+                       Py_ssize_t index) {
+  return ConvertNumpyTensorInline(obj, info, out, ctx, index);
+}
+
+/// Arguments that are not small ints, floats or ASCII str, by the conversion table: the tensor
+/// paths of torch and NumPy inline here (this file), everything else in ConvertArgGeneral.
+int ConvertArgByTable(PyObject* obj, KFFIAny* out, CallContext* ctx, Py_ssize_t index) {
+  PyTypeObject* tp = Py_TYPE(obj);
+  const TypeInfo* info = TypeTable::FindLast(tp);  // no state pointer read on a hit
+  if (KFFI_UNLIKELY(info == nullptr)) info = TypeInfoOf(tp);
+  if (info->kind == Kind::kExchangeTensor) {
+    return ConvertExchangeTensorInline(obj, info, out, ctx, index);
+  }
+  if (info->kind == Kind::kNumpyTensor) return ConvertNumpyTensorInline(obj, info, out, ctx, index);
+  return ConvertArgGeneral(obj, out, ctx, index, info);
+}
+
+int ConvertTensorArg(PyObject* obj, const TypeInfo* info, KFFIAny* out, CallContext* ctx,
                      Py_ssize_t index) {
-  TensorTypeInfo info = Classify(tp);
-  switch (info.kind) {
-    case TensorKind::kExchange: {
-      const DLPackExchangeAPI* api = info.api;
-      ctx->NoteExchangeAPI(api);
-      if (api->dltensor_from_py_object_no_sync != nullptr) {
-        DLTensor* t = ctx->NewTensorSlot();
-        if (api->dltensor_from_py_object_no_sync(obj, t) != 0) return -1;
-        ctx->NoteDevice(t->device, api);
+  if (info->kind == Kind::kExchangeTensor) return ConvertExchangeTensor(obj, info, out, ctx, index);
+  bool read_only = (info->flags & kTypeReadOnly) != 0;
+  DLTensor* view = nullptr;
+  if (info->kind == Kind::kNumpyTensor) {
+    DLTensor* t = ctx->NewTensorSlot();
+    bool fits = true;
+    if (FillFromNumpy(obj, t, ctx, &read_only, &fits)) {
+      if (KFFI_UNLIKELY(!fits)) return RaiseLayoutTooLarge(t, ArgLabel(ctx, index));
+      if (KFFI_LIKELY(!read_only)) {
         ctx->NoteTensorSource(t, obj);
-        SetTensorView(out, t);
-        return 1;
+        SetTensorView(out, t, 0);
+        return 0;
       }
-      DLManagedTensorVersioned* mt = nullptr;
-      if (api->managed_tensor_from_py_object_no_sync(obj, &mt) != 0) return -1;
-      KFFIObjectHandle h = nullptr;
-      if (KFFITensorFromDLPackVersioned(mt, 0, 0, &h) != 0) return (RaiseFromKFFIError(-1), -1);
-      SetObject(out, h);
-      ctx->KeepAlive(*out);
-      ctx->NoteDevice(KFFITensorGetDLTensorPtr(h)->device, api);
-      ctx->NoteTensorSource(KFFITensorGetDLTensorPtr(h), obj);
-      return 1;
+      // Read-only: an owned tensor through __dlpack__ carries the flag itself (for kernels that
+      // keep a kffi::Tensor); the view stays as the fallback for a NumPy that cannot export it.
+      view = t;
     }
-    case TensorKind::kNumpy: {
-      DLTensor* t = ctx->NewTensorSlot();
-      if (FillFromNumpy(obj, t, ctx)) {
-        ctx->NoteTensorSource(t, obj);
-        SetTensorView(out, t);
-        return 1;
-      }
-      break;  // unusual dtype or byte order: let NumPy's own __dlpack__ decide
-    }
-    case TensorKind::kDLPack:
-      break;
-    case TensorKind::kNone:
-    default:
-      return 0;
+    // An unusual dtype or byte order: NumPy's own __dlpack__ decides.
+  }
+  ctx->NotePythonRuns();
+  PyRef stream;
+  if (info->stream_hook != nullptr && ReadHookStream(info, ctx, &stream) != 0) {
+    return TensorImportError(obj, info, ctx, index);
   }
   KFFIObjectHandle h = nullptr;
-  if (ImportViaDLPackProtocol(obj, &h) != 0) {
-    if (index < 0) return -1;  // inside a container: no argument position to name
-    // Say which argument it was; keep the producer's exception type.
-    PyObject *type, *value, *tb;
-    PyErr_Fetch(&type, &value, &tb);
-    PyErr_NormalizeException(&type, &value, &tb);
-    PyRef msg(PyObject_Str(value));
-    PyErr_Format(type, "Argument #%zd (%s): %U", index, tp->tp_name, msg.get());
-    Py_XDECREF(type);
-    Py_XDECREF(value);
-    Py_XDECREF(tb);
-    return -1;
+  if (ImportViaDLPackProtocol(obj, info, read_only, stream.get(), &h) != 0) {
+    if (view != nullptr && PyErr_ExceptionMatches(PyExc_BufferError)) {
+      PyErr_Clear();
+      ctx->NoteTensorSource(view, obj);
+      ctx->NotePythonRuns();  // __dlpack__ ran after the view was read: take it again
+      SetTensorView(out, view, kKFFITensorFlagReadOnly);
+      return 0;
+    }
+    return TensorImportError(obj, info, ctx, index);
   }
-  SetObject(out, h);
+  if (CheckOwnedLayout(&h, ArgLabel(ctx, index)) != 0) return -1;
+  SetOwnedTensor(out, h);
   ctx->KeepAlive(*out);
-  ctx->NoteDevice(KFFITensorGetDLTensorPtr(h)->device, nullptr);
-  ctx->NoteTensorSource(KFFITensorGetDLTensorPtr(h), obj);
-  return 1;
+  const DLTensor* t = KFFITensorGetDLTensorPtr(h);
+  ctx->NoteDevice(t->device, nullptr);
+  if (ctx->has_hook_stream && t->device.device_type == kDLCPU) ctx->has_hook_stream = false;
+  ctx->NoteTensorSource(t, obj);
+  return 0;
 }
 
 int TensorToOwnedHandle(PyObject* obj, KFFIObjectHandle* out) {
@@ -290,30 +547,51 @@ int TensorToOwnedHandle(PyObject* obj, KFFIObjectHandle* out) {
     *out = h;
     return 0;
   }
-  TensorTypeInfo info = Classify(Py_TYPE(obj));
-  if (info.kind == TensorKind::kExchange &&
-      info.api->managed_tensor_from_py_object_no_sync != nullptr) {
-    DLManagedTensorVersioned* mt = nullptr;
-    if (info.api->managed_tensor_from_py_object_no_sync(obj, &mt) != 0) return -1;
-    if (KFFITensorFromDLPackVersioned(mt, 0, 0, out) != 0) return (RaiseFromKFFIError(-1), -1);
-    return 0;
+  if (h == nullptr && RaiseIfReleased(obj)) return -1;
+  const TypeInfo* info = TypeInfoOf(Py_TYPE(obj));
+  switch (info->kind) {
+    case Kind::kExchangeTensor:
+      if (info->api->managed_tensor_from_py_object_no_sync != nullptr) {
+        if ((info->flags & kTypeTorch) != 0 && CheckTorchLazyView(obj, "") != 0) return -1;
+        DLManagedTensorVersioned* mt = nullptr;
+        if (info->api->managed_tensor_from_py_object_no_sync(obj, &mt) != 0) {
+          return TensorImportError(obj, info, nullptr, -1);
+        }
+        if ((info->flags & kTypeReadOnly) != 0) mt->flags |= DLPACK_FLAG_BITMASK_READ_ONLY;
+        if (KFFITensorFromDLPackVersioned(mt, 0, 0, out) != 0) return (RaiseFromKFFIError(-1), -1);
+        return CheckOwnedLayout(out, "");
+      }
+      break;
+    case Kind::kNumpyTensor:
+    case Kind::kDLPackTensor:
+    case Kind::kJaxTracer:
+      break;
+    default:
+      PyErr_Format(PyExc_TypeError, "Expected a tensor (an object with __dlpack__), got %s",
+                   Py_TYPE(obj)->tp_name);
+      return -1;
   }
-  if (info.kind == TensorKind::kNone) {
-    PyErr_Format(PyExc_TypeError, "Expected a tensor (an object with __dlpack__), got %s",
-                 Py_TYPE(obj)->tp_name);
-    return -1;
+  bool read_only = false;
+  if (info->kind == Kind::kNumpyTensor) {
+    read_only = (PyArray_FLAGS(reinterpret_cast<PyArrayObject*>(obj)) & NPY_ARRAY_WRITEABLE) == 0;
   }
-  return ImportViaDLPackProtocol(obj, out);
+  if (ImportViaDLPackProtocol(obj, info, read_only, nullptr, out) != 0) {
+    return TensorImportError(obj, info, nullptr, -1);
+  }
+  return CheckOwnedLayout(out, "");
 }
 
 PyObject* WrapTensor(KFFIObjectHandle owned, const CallContext* ctx) {
+  const DLTensor* t = KFFITensorGetDLTensorPtr(owned);
+  bool views_argument = false;
   if (ctx != nullptr && ctx->has_tensor_sources()) {
     // A tensor argument coming straight back (e.g. an echo): return the caller's own object.
-    if (PyObject* src = ctx->FindTensorSource(KFFITensorGetDLTensorPtr(owned))) {
+    if (PyObject* src = ctx->FindTensorSource(t)) {
       KFFIObjectDecRef(owned);
       Py_INCREF(src);
       return src;
     }
+    views_argument = ctx->SharesArgumentData(t);
   }
   if (ctx != nullptr && ctx->api != nullptr &&
       ctx->api->managed_tensor_to_py_object_no_sync != nullptr) {
@@ -326,177 +604,26 @@ PyObject* WrapTensor(KFFIObjectHandle owned, const CallContext* ctx) {
     if (ctx->api->managed_tensor_to_py_object_no_sync(mt, &py) != 0) return nullptr;
     return static_cast<PyObject*>(py);
   }
-  PyObject* wrapped = WrapObject(owned);
-  if (wrapped != nullptr && ctx != nullptr && ctx->has_tensor_sources()) {
-    // The result may view an argument's memory without owning it: keep the arguments alive.
+  PyRef wrapped(WrapObject(owned));
+  if (!wrapped) return nullptr;
+  if (views_argument) {
+    // The result views an argument's memory without owning it: keep the arguments alive, and
+    // stay a kffi.Tensor (a framework array made from it would not keep them).
     PyRef sources(ctx->TensorSourcesTuple());
-    if (!sources || PyObject_SetAttrString(wrapped, "_kffi_keepalive", sources.get()) != 0) {
-      Py_DECREF(wrapped);
+    if (!sources || PyObject_SetAttrString(wrapped.get(), "_kffi_keepalive", sources.get()) != 0) {
       return nullptr;
     }
+    return wrapped.release();
   }
-  return wrapped;
-}
-
-// ---- kffi.Tensor helpers exposed to python/kffi/tensor.py --------------------------------------
-
-namespace {
-KFFIObjectHandle TensorHandleArg(PyObject* obj) {
-  KFFIObjectHandle h = GetHandle(obj);
-  if (h == nullptr && RaiseIfReleased(obj)) return nullptr;
-  if (h == nullptr || static_cast<KFFIObject*>(h)->type_index != kKFFITensor) {
-    PyErr_Format(PyExc_TypeError, "expected a kffi.Tensor, got %s", Py_TYPE(obj)->tp_name);
-    return nullptr;
+  const TypeInfo* first = ctx != nullptr ? ctx->FirstTensorType() : nullptr;
+  if (first != nullptr && first->from_dlpack != nullptr) {
+    // NumPy, JAX, CuPy inputs: the result in the caller's array type (zero-copy through DLPack).
+    // A dtype the framework lacks (e.g. bfloat16 for NumPy) stays a kffi.Tensor.
+    PyObject* r = PyObject_CallOneArg(first->from_dlpack, wrapped.get());
+    if (r != nullptr) return r;
+    PyErr_Clear();
   }
-  return h;
-}
-
-PyObject* Int64Tuple(const int64_t* v, int n) {
-  PyObject* t = PyTuple_New(n);
-  if (t == nullptr) return nullptr;
-  for (int i = 0; i < n; ++i) PyTuple_SET_ITEM(t, i, PyLong_FromLongLong(v[i]));
-  return t;
-}
-}  // namespace
-
-/// _tensor_info(t) -> (data_ptr, shape, strides, (code, bits, lanes), (type, id), byte_offset)
-PyObject* TensorInfo(PyObject*, PyObject* obj) {
-  KFFIObjectHandle h = TensorHandleArg(obj);
-  if (h == nullptr) return nullptr;
-  DLTensor* t = KFFITensorGetDLTensorPtr(h);
-  PyRef shape(Int64Tuple(t->shape, t->ndim));
-  PyRef strides;
-  if (t->strides != nullptr) {
-    strides = PyRef(Int64Tuple(t->strides, t->ndim));
-  } else {
-    std::vector<int64_t> s(static_cast<size_t>(t->ndim));
-    int64_t acc = 1;
-    for (int i = t->ndim - 1; i >= 0; --i) {
-      s[static_cast<size_t>(i)] = acc;
-      acc *= t->shape[i];
-    }
-    strides = PyRef(Int64Tuple(s.data(), t->ndim));
-  }
-  return Py_BuildValue("(NOO(iii)(ii)K)", PyLong_FromVoidPtr(t->data), shape.get(), strides.get(),
-                       t->dtype.code, t->dtype.bits, t->dtype.lanes,
-                       static_cast<int>(t->device.device_type), t->device.device_id,
-                       static_cast<unsigned long long>(t->byte_offset));  // NOLINT
-}
-
-/// _tensor_to_dlpack(t, versioned) -> a DLPack capsule that keeps t's data alive.
-PyObject* TensorToDLPack(PyObject*, PyObject* args) {
-  PyObject* obj;
-  int versioned;
-  if (!PyArg_ParseTuple(args, "Op", &obj, &versioned)) return nullptr;
-  KFFIObjectHandle h = TensorHandleArg(obj);
-  if (h == nullptr) return nullptr;
-  if (versioned) {
-    DLManagedTensorVersioned* mt = nullptr;
-    if (KFFITensorToDLPackVersioned(h, &mt) != 0) return RaiseFromKFFIError(-1);
-    PyObject* cap = PyCapsule_New(mt, "dltensor_versioned", DLPackVersionedCapsuleDeleter);
-    if (cap == nullptr) mt->deleter(mt);
-    return cap;
-  }
-  DLManagedTensor* mt = nullptr;
-  if (KFFITensorToDLPack(h, &mt) != 0) return RaiseFromKFFIError(-1);
-  PyObject* cap = PyCapsule_New(mt, "dltensor", DLPackCapsuleDeleter);
-  if (cap == nullptr) mt->deleter(mt);
-  return cap;
-}
-
-/// _from_dlpack(obj) -> kffi.Tensor owning a reference to obj's data (zero-copy).
-PyObject* FromDLPack(PyObject*, PyObject* obj) {
-  KFFIObjectHandle h = nullptr;
-  if (TensorToOwnedHandle(obj, &h) != 0) return nullptr;
-  return WrapObject(h);
-}
-
-// ---- kffi.Tensor as a producer of the DLPack C exchange API ------------------------------------
-namespace {
-int ExchangeAllocator(DLTensor* prototype, DLManagedTensorVersioned** out, void* error_ctx,
-                      void (*set_error)(void*, const char*, const char*)) {
-  if (prototype->device.device_type != kDLCPU) {
-    set_error(error_ctx, "RuntimeError", "kffi.Tensor's allocator only allocates CPU memory");
-    return -1;
-  }
-  struct Holder {
-    DLManagedTensorVersioned mt;
-    std::vector<int64_t> shape;
-  };
-  auto* holder = new (std::nothrow) Holder();
-  if (holder == nullptr) {
-    set_error(error_ctx, "MemoryError", "out of memory");
-    return -1;
-  }
-  holder->shape.assign(prototype->shape, prototype->shape + prototype->ndim);
-  size_t n = 1;
-  for (int64_t d : holder->shape) n *= static_cast<size_t>(d);
-  size_t bytes = (n * prototype->dtype.bits * prototype->dtype.lanes + 7) / 8;
-  void* data = std::aligned_alloc(64, ((bytes + 63) / 64) * 64 + 64);
-  if (data == nullptr) {
-    delete holder;
-    set_error(error_ctx, "MemoryError", "out of memory");
-    return -1;
-  }
-  DLManagedTensorVersioned& mt = holder->mt;
-  mt.version = DLPackVersion{DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION};
-  mt.manager_ctx = holder;
-  mt.flags = 0;
-  mt.deleter = [](DLManagedTensorVersioned* self) {
-    std::free(self->dl_tensor.data);
-    delete static_cast<Holder*>(self->manager_ctx);
-  };
-  mt.dl_tensor = *prototype;
-  mt.dl_tensor.data = data;
-  mt.dl_tensor.shape = holder->shape.data();
-  mt.dl_tensor.strides = nullptr;
-  mt.dl_tensor.byte_offset = 0;
-  *out = &mt;
-  return 0;
-}
-
-int ExchangeFromPy(void* py_obj, DLManagedTensorVersioned** out) {
-  KFFIObjectHandle h = TensorHandleArg(static_cast<PyObject*>(py_obj));
-  if (h == nullptr) return -1;
-  if (KFFITensorToDLPackVersioned(h, out) != 0) return (RaiseFromKFFIError(-1), -1);
-  return 0;
-}
-
-int ExchangeToPy(DLManagedTensorVersioned* mt, void** out) {
-  KFFIObjectHandle h = nullptr;
-  if (KFFITensorFromDLPackVersioned(mt, 0, 0, &h) != 0) return (RaiseFromKFFIError(-1), -1);
-  PyObject* r = WrapObject(h);
-  if (r == nullptr) return -1;
-  *out = r;
-  return 0;
-}
-
-int ExchangeView(void* py_obj, DLTensor* out) {
-  KFFIObjectHandle h = TensorHandleArg(static_cast<PyObject*>(py_obj));
-  if (h == nullptr) return -1;
-  *out = *KFFITensorGetDLTensorPtr(h);
-  return 0;
-}
-
-int ExchangeStream(DLDeviceType device_type, int32_t device_id, void** out) {
-  *out = KFFIEnvGetStream(device_type, device_id);
-  return 0;
-}
-
-DLPackExchangeAPI g_exchange_api = {
-    {{DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION}, nullptr},
-    ExchangeAllocator,
-    ExchangeFromPy,
-    ExchangeToPy,
-    ExchangeView,
-    ExchangeStream,
-};
-}  // namespace
-
-int InitTensorSupport(PyObject* module) {
-  PyObject* cap = PyCapsule_New(&g_exchange_api, "dlpack_exchange_api", nullptr);
-  if (cap == nullptr) return -1;
-  return PyModule_AddObject(module, "_tensor_exchange_api", cap);
+  return wrapped.release();
 }
 
 }  // namespace py

@@ -130,6 +130,11 @@ def tensor_kernels(library_paths) -> kffi.Module:
 
 
 @pytest.fixture(scope="session")
+def pyext_kernels(library_paths) -> kffi.Module:
+    return kffi.load_module(library_paths["pyext_kernels"])
+
+
+@pytest.fixture(scope="session")
 def module_kernels_path(library_paths) -> Path:
     return library_paths["module_kernels"]
 

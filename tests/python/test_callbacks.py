@@ -40,7 +40,7 @@ def test_callback_receives_converted_values(t):
 
 def test_callback_result_comes_back_converted(t):
     result = t.apply(lambda: [1, {"a": "b"}])
-    assert isinstance(result, kffi.Array)
+    assert type(result) is tuple
     assert result[1]["a"] == "b"
     assert t.apply(lambda: None) is None
 

@@ -167,7 +167,7 @@ def test_native_use_count_stable(t, factory):
 
 
 def test_native_use_count_of_containers_holding_objects(t):
-    inner = kffi.to_kffi((1,))
+    inner = kffi.to_kffi({"k": 1})
     outer = t.echo([inner, inner])
     assert inner._use_count == 3
     for _ in range(CALLS // 10):

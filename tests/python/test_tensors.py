@@ -116,13 +116,14 @@ def test_numpy_read_only_array_arrives_marked_read_only(t, tensor_kernels):
 
 def test_numpy_non_native_byte_order_is_refused_naming_the_argument(tensor_kernels):
     a = np.zeros(3, dtype=">f4")
-    with pytest.raises(BufferError, match=r"Argument #0 \(numpy.ndarray\): .*byte order"):
+    with pytest.raises(BufferError, match=r"Argument #0 \(`x`: numpy.ndarray\): .*byte order"):
         tensor_kernels.describe(a)
 
 
 def test_numpy_object_array_is_refused(tensor_kernels):
-    with pytest.raises(BufferError, match=r"Argument #0 \(numpy.ndarray\)"):
+    with pytest.raises(BufferError, match=r"Argument #0 \(`x`: numpy.ndarray\)") as info:
         tensor_kernels.describe(np.zeros(2, dtype=object))
+    assert isinstance(info.value.__cause__, BufferError)  # NumPy's own exception, chained
 
 
 def test_numpy_array_echo_is_the_same_object(t):
@@ -210,12 +211,14 @@ def test_env_alloc_returns_torch_tensor_for_torch_inputs(tensor_kernels):
     assert y.data_ptr() != x.data_ptr()
 
 
-def test_env_alloc_returns_kffi_tensor_otherwise(tensor_kernels):
+def test_env_alloc_with_numpy_input_returns_numpy(tensor_kernels):
     a = np.zeros((2, 2), dtype=np.float32)
     y = tensor_kernels.full_like(a, 3.0)
-    assert type(y) is kffi.Tensor
-    assert y.shape == (2, 2) and y.dtype == "float32"
-    np.testing.assert_array_equal(np.from_dlpack(y), np.full((2, 2), 3.0, np.float32))
+    assert type(y) is np.ndarray and y.flags.writeable
+    np.testing.assert_array_equal(y, np.full((2, 2), 3.0, np.float32))
+
+
+def test_env_alloc_returns_kffi_tensor_otherwise(tensor_kernels):
     z = tensor_kernels.full((3,), "float64", 1.5)
     assert type(z) is kffi.Tensor
     assert z.shape == (3,) and z.dtype == "float64"
@@ -258,12 +261,12 @@ def test_jax_array_echo_is_the_same_object(t, jnp):
     assert t.echo(x) is x
 
 
-def test_env_alloc_with_jax_input_returns_kffi_tensor(tensor_kernels, jnp):
+def test_env_alloc_with_jax_input_returns_a_jax_array(tensor_kernels, jnp):
     import jax
 
     y = tensor_kernels.full_like(jnp.zeros(3, dtype=jnp.float32), 1.0)
-    assert type(y) is kffi.Tensor
-    assert jax.dlpack.from_dlpack(y).tolist() == [1.0, 1.0, 1.0]
+    assert isinstance(y, jax.Array)
+    assert y.tolist() == [1.0, 1.0, 1.0]
 
 
 # ---- kffi.Tensor and DLPack -------------------------------------------------------------------

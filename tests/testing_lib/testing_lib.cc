@@ -6,6 +6,7 @@
 #include <kffi/env.h>
 #include <kffi/export.h>
 #include <kffi/function.h>
+#include <kffi/tensor.h>
 
 #include <chrono>
 #include <cstdint>
@@ -141,6 +142,29 @@ KFFI_STATIC_INIT_BLOCK() {
            })
       // Whether an environment tensor allocator is in force for this call.
       .def("testing.has_env_allocator", []() { return KFFIEnvGetTensorAllocator() != nullptr; })
+      // Calls the global function `name` with the other arguments (KeyError when missing).
+      .def("testing.call_global",
+           [](kffi::PackedArgs args, kffi::Any* rv) {
+             kffi::Function f = kffi::Function::GetGlobalRequired(args[0].cast<std::string>());
+             *rv = f.CallPacked(kffi::PackedArgs(args.data() + 1, args.size() - 1));
+           })
+      // What a callee sees of a tensor argument's writability: its tensor_flags (ABI 0.3); for
+      // an Array argument, each element's DLPack read-only flag (stored tensors carry no
+      // tensor_flags).
+      .def("testing.tensor_flags",
+           [](kffi::PackedArgs args, kffi::Any* rv) {
+             const KFFIAny* raw = reinterpret_cast<const KFFIAny*>(args.data());
+             if (raw->type_index == kKFFIArray) {
+               kffi::Array<kffi::Any> items = args[0].cast<kffi::Array<kffi::Any>>();
+               std::vector<kffi::Any> out;
+               for (const kffi::Any& item : items) {
+                 out.emplace_back(item.cast<kffi::Tensor>().is_read_only() ? 1 : 0);
+               }
+               *rv = kffi::Array<kffi::Any>(out.begin(), out.end());
+               return;
+             }
+             *rv = static_cast<int64_t>(raw->tensor_flags);
+           })
       // The strong reference count of an object argument (0 for plain values).
       .def("testing.use_count", [](kffi::PackedArgs args, kffi::Any* rv) {
         const KFFIAny* raw = reinterpret_cast<const KFFIAny*>(args.data());

@@ -33,9 +33,10 @@ class DLManagedTensorVersioned(ctypes.Structure):
                 ("dl_tensor", DLTensor)]
 
 
-_PyCapsule_New = ctypes.pythonapi.PyCapsule_New
-_PyCapsule_New.restype = ctypes.py_object
-_PyCapsule_New.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+# A prototype of our own: ctypes.pythonapi.PyCapsule_New is shared, and other packages (jax)
+# set its argtypes to theirs.
+_PyCapsule_New = ctypes.PYFUNCTYPE(ctypes.py_object, ctypes.c_void_p, ctypes.c_char_p,
+                                   ctypes.c_void_p)(("PyCapsule_New", ctypes.pythonapi))
 
 
 class Producer:

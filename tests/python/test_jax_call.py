@@ -56,11 +56,6 @@ def test_allocating_kernel_returns_jax_arrays(jk):
     assert set(outs) == {"inc", "dbl"}  # the pytree of out_shapes comes back
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the direct call's return in the caller's array type "
-    "(JAX) is helper pyext's part in python/src; remove this mark when it lands",
-)
 def test_direct_eager_call_with_jax_arrays_returns_jax_arrays(jk):
     x = jnp.arange(3, dtype=jnp.float32)
     assert isinstance(jk.alloc_plus_one(x), jax.Array)

@@ -59,6 +59,12 @@ def load_module(path) -> Module:
     path = _os.fspath(path)
     if not _os.path.exists(path):
         raise FileNotFoundError(f"Cannot load kffi module: no such file {path!r}")
+    try:
+        return _core.load_module(_os.path.abspath(path))
+    except RuntimeError as e:
+        # A TVM-FFI library linked with -ltvm_ffi: load an installed apache-tvm-ffi and retry.
+        if not _tvm.preload_runtime_for(e):
+            raise
     return _core.load_module(_os.path.abspath(path))
 
 
@@ -79,6 +85,9 @@ __all__ = [
     "remove_global_func", "set_default_release_gil", "get_default_release_gil", "system_lib",
     "to_kffi", "use_stream", "get_current_stream", "check_signals", "__version__",
 ]
+
+# kffi values handed to apache-tvm-ffi (protocol methods; does not import tvm_ffi).
+from . import _tvm
 
 # JIT builds (kffi.cpp) and contracts declared with fake arguments (kffi.compile).
 from . import cpp

@@ -162,6 +162,14 @@ int ReportOrRaise(const char* what) {
   return -1;
 }
 
+// Global functions a library registers go to kffi's registry under their own names (kffi's and
+// apache-tvm-ffi's registries are separate, so nothing collides across runtimes). A name already
+// taken fails the load of the library (it is not overridden, and the process does not abort).
+int SetGlobal(const KFFIByteArray* name, KFFIObjectHandle f, int allow_override) {
+  if (KFFIFunctionSetGlobal(name, f, allow_override) == 0) return 0;
+  return ReportOrRaise("The library registers a global function kffi cannot accept");
+}
+
 }  // namespace
 
 // ---- the covered functions -----------------------------------------------------------------------
@@ -238,13 +246,10 @@ SHIM int TVMFFIFunctionCall(KFFIObjectHandle func, KFFIAny* args, int32_t num_ar
 SHIM int TVMFFIFunctionGetGlobal(const KFFIByteArray* name, KFFIObjectHandle* out) {
   return KFFIFunctionGetGlobal(name, out);
 }
-// Global functions a library registers go to kffi's registry under their own names (kffi's and
-// apache-tvm-ffi's registries are separate, so nothing collides across runtimes). A name already
-// taken fails the load of the library (it is not overridden, and the process does not abort).
+// Shim functions never call each other by name: a global libtvm_ffi would interpose the call.
 SHIM int TVMFFIFunctionSetGlobal(const KFFIByteArray* name, KFFIObjectHandle f,
                                  int allow_override) {
-  if (KFFIFunctionSetGlobal(name, f, allow_override) == 0) return 0;
-  return ReportOrRaise("The library registers a global function kffi cannot accept");
+  return SetGlobal(name, f, allow_override);
 }
 SHIM int TVMFFIFunctionSetGlobalFromMethodInfo(const TvmMethodInfo* info, int allow_override) {
   if (info == nullptr || info->method.type_index != kKFFIFunction) {
@@ -252,7 +257,7 @@ SHIM int TVMFFIFunctionSetGlobalFromMethodInfo(const TvmMethodInfo* info, int al
                                "TVMFFIFunctionSetGlobalFromMethodInfo: the method is not a Function");
     return ReportOrRaise("The library registers a global function kffi cannot accept");
   }
-  return TVMFFIFunctionSetGlobal(&info->name, info->method.v_obj, allow_override);
+  return SetGlobal(&info->name, info->method.v_obj, allow_override);
 }
 SHIM int TVMFFIAnyViewToOwnedAny(const KFFIAny* any_view, KFFIAny* out) {
   return KFFIAnyViewToOwnedAny(any_view, out);

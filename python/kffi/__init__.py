@@ -55,8 +55,11 @@ def register_global_func(name: str, func=None, override: bool = False):
 
 
 def load_module(path) -> Module:
-    """Loads a kernel library (a shared library built with kffi/export.h)."""
+    """Loads a kernel library: built with kffi/export.h, or for the TVM-FFI ABI (docs/tvm_ffi.md)."""
     path = _os.fspath(path)
+    if "\0" in (path if isinstance(path, str) else path.decode("utf-8", "replace")):
+        # Cut at the NUL, the path would name another file.
+        raise ValueError(f"Cannot load module: the path {path!r} contains a NUL byte")
     if not _os.path.exists(path):
         raise FileNotFoundError(f"Cannot load kffi module: no such file {path!r}")
     try:

@@ -132,3 +132,41 @@ def test_same_library_through_both_loaders(tvm_ffi, tvm_testlib_paths, linked):
     # A function of one loader handed to the other loader's functions.
     assert theirs.call_twice(linked.make_adder(2), 0) == 4
     assert linked.call_twice(theirs.make_adder(3), 0) == 6
+
+
+def _cuda_torch():
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device")
+    return torch
+
+
+@pytest.mark.parametrize("flavour", ["unlinked", "linked"])
+def test_gpu_library_sees_torchs_current_stream(tvm_ffi, tvm_testlib_paths, flavour):
+    """Inside the call, TVMFFIEnvGetStream for the tensor's device is torch's current stream."""
+    torch = _cuda_torch()
+    mod = kffi.load_module(tvm_testlib_paths[flavour])
+    x = torch.zeros(4, device="cuda")
+    s = torch.cuda.Stream()
+    with torch.cuda.stream(s):
+        assert mod.stream_of(x) == s.cuda_stream
+    assert mod.stream_of(x) == torch.cuda.current_stream().cuda_stream
+
+
+def test_gpu_shim_library_sees_torchs_current_stream(tvm_testlib_paths):
+    _cuda_torch()
+    code = textwrap.dedent(f"""
+        import sys
+        sys.path.insert(0, {os.path.dirname(os.path.abspath(__file__))!r})
+        import torch, kffi, tvm_libs
+        mod = kffi.load_module({str(tvm_testlib_paths["unlinked"])!r})
+        x = torch.zeros(4, device="cuda")
+        s = torch.cuda.Stream()
+        with torch.cuda.stream(s):
+            assert mod.stream_of(x) == s.cuda_stream
+        assert not tvm_libs.libtvm_ffi_mapped()
+        print("ok")
+    """)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0 and proc.stdout.strip().endswith("ok"), proc.stderr

@@ -225,7 +225,39 @@ struct LibraryState {
   std::string path;
   void* handle = nullptr;
   const RealRuntime* real = nullptr;  // NULL: bound to the shim (or imports nothing)
+  unsigned env_use = 0;               // EnvUse: what of the environment its code can read
 };
+
+// Dependencies known not to read the TVM-FFI environment on a library's behalf.
+bool IsKnownDependency(const std::string& needed) {
+  static const char* const kPrefixes[] = {
+      "libc.so",  "libm.so",   "libdl.so",   "libpthread.so", "librt.so",       "ld-linux",
+      "libgcc_s", "libstdc++", "libc++",     "libtvm_ffi.so", "libcute_dsl_runtime", "libcuda.so",
+      "libcudart", "libkffi"};
+  const std::string base = needed.substr(needed.rfind('/') == std::string::npos
+                                             ? 0
+                                             : needed.rfind('/') + 1);
+  for (const char* p : kPrefixes) {
+    if (base.compare(0, std::strlen(p), p) == 0) return true;
+  }
+  return false;
+}
+
+// What of the environment a library's code can read: its own TVMFFIEnv* imports, or everything
+// when it depends on a library of its own (which may read it for it).
+unsigned EnvUseOf(const ElfExports& elf) {
+  unsigned use = 0;
+  for (const std::string& name : elf.tvm_imports) {
+    if (name == "TVMFFIEnvGetStream") use |= kEnvStream;
+    if (name == "TVMFFIEnvTensorAlloc" || name == "TVMFFIEnvGetDLPackManagedTensorAllocator") {
+      use |= kEnvAllocator;
+    }
+  }
+  for (const std::string& dep : elf.needed) {
+    if (!IsKnownDependency(dep)) return kEnvAll;
+  }
+  return use;
+}
 
 bool NeedsTvmRuntime(const ElfExports& elf) {
   return std::any_of(elf.needed.begin(), elf.needed.end(), [](const std::string& n) {
@@ -307,6 +339,7 @@ int OpenLibrary(const char* path, const ElfExports* elf, void** out_handle, void
     state->path = path;
     state->handle = OpenLibraryOrThrow(state->path, *elf);
     state->real = BoundRuntime(state->handle, *elf);
+    state->env_use = EnvUseOf(*elf);
     if (elf->tvm_library_ctx && state->real == nullptr) {
       // The context slot identifies the library to TVMFFIEnvModLookupFromImports; the shim's
       // lookup does not read it, but a non-null value is what the library expects.
@@ -327,7 +360,7 @@ int MakeFunction(void* state, KFFISafeCallType symbol, const char* name, KFFIObj
   try {
     auto* lib = static_cast<LibraryState*>(state);
     KFFIObjectIncRef(module);
-    *out = WrapForeignCallable(symbol, nullptr, module, lib->real, name);
+    *out = WrapForeignCallable(symbol, nullptr, module, lib->real, name, lib->env_use);
     return 0;
   } catch (...) {
     return RaiseCurrentException();

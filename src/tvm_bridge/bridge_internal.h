@@ -34,12 +34,6 @@ const RealRuntime* FindLoadedRealRuntime(bool promote);
 /// The runtime that defines the code at address (dladdr), or NULL when that is this library.
 const RealRuntime* RealRuntimeAt(const void* address);
 
-/// Where a library's TVM-FFI calls go: kffi's own state through the shim (real == NULL), or a
-/// loaded apache-tvm-ffi.
-struct Binding {
-  const RealRuntime* real = nullptr;
-};
-
 /// Raises kind/message in the error slot that code bound to real reads (kffi's when NULL).
 void RaiseFor(const RealRuntime* real, const char* kind, const std::string& message);
 
@@ -47,12 +41,22 @@ void RaiseFor(const RealRuntime* real, const char* kind, const std::string& mess
 /// raised there).
 void MoveErrorToKffi(const RealRuntime* real);
 
+/// What of kffi's environment a foreign function can read, so what a call copies into a real
+/// runtime's (from the library's imports: only what it can read costs anything per call).
+enum EnvUse : unsigned {
+  kEnvStream = 1,     // imports TVMFFIEnvGetStream
+  kEnvAllocator = 2,  // imports TVMFFIEnvTensorAlloc or ...GetDLPackManagedTensorAllocator
+  kEnvAll = 3,
+};
+
 /// A kffi Function (owned) calling call(handle, ...), a function of code bound to real: kffi's
-/// callers get the environment stream and allocator copied into real's environment and errors
-/// moved into kffi's slot; Map and Dict values are refused both ways (their layouts differ).
-/// keep (owned, moved in; may be NULL) lives as long as the function. name is for messages.
+/// callers get the environment stream and allocator copied into real's environment (as env_use
+/// says) and errors moved into kffi's slot; Map and Dict values are refused both ways (their
+/// layouts differ). keep (owned, moved in; may be NULL) lives as long as the function. name is
+/// for messages.
 KFFIObjectHandle WrapForeignCallable(KFFISafeCallType call, void* handle, KFFIObjectHandle keep,
-                                     const RealRuntime* real, std::string name);
+                                     const RealRuntime* real, std::string name,
+                                     unsigned env_use = kEnvAll);
 
 /// The other direction: a Function (owned) that code bound to real can call, running the kffi
 /// Function func (borrowed) with real's environment copied into kffi's and errors moved into
@@ -67,6 +71,10 @@ const std::vector<std::string_view>& ShimCoveredFunctions();
 /// say. Throws kffi::Error (ValueError) for malformed metadata, naming the function.
 std::string ConvertMetadata(const std::string& name, const std::string& tvm_metadata,
                             const std::string& doc);
+
+/// The same without exceptions: false with the reason in *why for malformed metadata.
+bool TryConvertMetadata(const std::string& name, const std::string& tvm_metadata,
+                        const std::string& doc, std::string* out_json, std::string* why);
 
 /// Sets the calling thread's kffi error from the exception being handled; returns -1.
 int RaiseCurrentException() noexcept;

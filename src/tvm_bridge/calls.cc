@@ -39,10 +39,17 @@ struct ForeignCallable {
   KFFIObjectHandle keep;  // owned; the module or the foreign function object
   const RealRuntime* real;
   std::string name;
+  unsigned env_use;  // EnvUse bits
 
   ForeignCallable(KFFISafeCallType entry, KFFISafeCallType c, void* h, KFFIObjectHandle k,
-                  const RealRuntime* r, std::string n)
-      : cell{entry, nullptr}, call(c), handle(h), keep(k), real(r), name(std::move(n)) {}
+                  const RealRuntime* r, std::string n, unsigned env)
+      : cell{entry, nullptr},
+        call(c),
+        handle(h),
+        keep(k),
+        real(r),
+        name(std::move(n)),
+        env_use(env) {}
   ForeignCallable(const ForeignCallable&) = delete;
   ForeignCallable& operator=(const ForeignCallable&) = delete;
   ~ForeignCallable() {
@@ -182,15 +189,18 @@ int KffiDefaultAllocator(DLTensor* prototype, DLManagedTensorVersioned** out, vo
 // TVM-FFI runtime's for one call.
 class ToRealEnv {
  public:
-  ToRealEnv(const RealRuntime* real, const KFFIAny* args, int32_t n) : real_(real) {
-    if (FirstDevice(args, n, &dev_)) {
+  ToRealEnv(const RealRuntime* real, unsigned env_use, const KFFIAny* args, int32_t n)
+      : real_(real) {
+    if ((env_use & kEnvStream) != 0 && FirstDevice(args, n, &dev_)) {
       has_dev_ = true;
       real_->env_set_stream(dev_.device_type, dev_.device_id,
                             KFFIEnvGetStream(dev_.device_type, dev_.device_id), &prev_stream_);
     }
-    DLPackManagedTensorAllocator alloc = KFFIEnvGetTensorAllocator();
-    has_alloc_ = real_->env_set_allocator(alloc != nullptr ? alloc : &KffiDefaultAllocator, 0,
-                                          &prev_alloc_) == 0;
+    if ((env_use & kEnvAllocator) != 0) {
+      DLPackManagedTensorAllocator alloc = KFFIEnvGetTensorAllocator();
+      has_alloc_ = real_->env_set_allocator(alloc != nullptr ? alloc : &KffiDefaultAllocator, 0,
+                                            &prev_alloc_) == 0;
+    }
   }
   ~ToRealEnv() {
     if (has_alloc_) real_->env_set_allocator(prev_alloc_, 0, nullptr);
@@ -378,7 +388,7 @@ int ForeignRealEntry(void* self, const KFFIAny* args, int32_t num_args, KFFIAny*
     auto* f = RuntimePayload<ForeignCallable>(self);
     int rc;
     {
-      ToRealEnv env(f->real, args, num_args);
+      ToRealEnv env(f->real, f->env_use, args, num_args);
       rc = CallForeign(f, args, num_args, result);
     }
     if (rc != 0) {
@@ -441,11 +451,12 @@ void MoveErrorToKffi(const RealRuntime* real) {
 }
 
 KFFIObjectHandle WrapForeignCallable(KFFISafeCallType call, void* handle, KFFIObjectHandle keep,
-                                     const RealRuntime* real, std::string name) {
+                                     const RealRuntime* real, std::string name,
+                                     unsigned env_use) {
   try {
     return NewRuntimeObject<ForeignCallable>(
         kKFFIFunction, real != nullptr ? &ForeignRealEntry : &ForeignShimEntry, call, handle, keep,
-        real, std::move(name));
+        real, std::move(name), env_use);
   } catch (...) {
     if (keep != nullptr) KFFIObjectDecRef(keep);
     throw;

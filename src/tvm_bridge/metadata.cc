@@ -45,7 +45,7 @@ class JsonReader {
   bool Parse(Json* out) {
     if (!Value(out, 0)) return false;
     SkipSpace();
-    return pos_ == s_.size();
+    return pos_ == s_.size() || Fail("unexpected text after the document");
   }
   const std::string& error() const { return error_; }
 
@@ -315,34 +315,39 @@ bool SplitFunctionSchema(const Json& schema, const Json** ret, std::vector<const
   return true;
 }
 
-[[noreturn]] void Malformed(const std::string& name, const std::string& why) {
-  KFFI_THROW(ValueError) << "The TVM-FFI metadata of function `" << name
-                         << "` (`__tvm_ffi__metadata_" << name << "`) is malformed: " << why;
-  __builtin_unreachable();
-}
-
 }  // namespace
 
-std::string ConvertMetadata(const std::string& name, const std::string& tvm_metadata,
-                            const std::string& doc) {
-  if (tvm_metadata.empty()) return std::string();
+bool TryConvertMetadata(const std::string& name, const std::string& tvm_metadata,
+                        const std::string& doc, std::string* out_json, std::string* why) {
+  out_json->clear();
+  if (tvm_metadata.empty()) return true;
   Json outer;
   JsonReader outer_reader(tvm_metadata);
-  if (!outer_reader.Parse(&outer)) Malformed(name, outer_reader.error());
+  if (!outer_reader.Parse(&outer)) {
+    *why = outer_reader.error();
+    return false;
+  }
   // The schema is itself JSON, stored as a string (older writers put the object inline).
   Json schema;
   if (const std::string* text = outer.GetString("type_schema"); text != nullptr) {
     JsonReader inner(*text);
-    if (!inner.Parse(&schema)) Malformed(name, "type_schema: " + inner.error());
+    if (!inner.Parse(&schema)) {
+      *why = "type_schema: " + inner.error();
+      return false;
+    }
   } else if (const Json* inline_schema = outer.Get("type_schema");
              inline_schema != nullptr && inline_schema->kind == Json::kObject) {
     schema = *inline_schema;
   } else {
-    Malformed(name, "no `type_schema`");
+    *why = "no `type_schema`";
+    return false;
   }
   const Json* ret = nullptr;
   std::vector<const Json*> params;
-  if (!SplitFunctionSchema(schema, &ret, &params)) Malformed(name, "not a function type schema");
+  if (!SplitFunctionSchema(schema, &ret, &params)) {
+    *why = "not a function type schema";
+    return false;
+  }
 
   using details::AppendJsonEscaped;
   std::string out = "{\"name\":\"";
@@ -363,7 +368,18 @@ std::string ConvertMetadata(const std::string& name, const std::string& tvm_meta
   out += "\",\"doc\":\"";
   AppendJsonEscaped(&out, doc);
   out += "\",\"abi\":\"tvm-ffi\"}";
-  return out;
+  *out_json = std::move(out);
+  return true;
+}
+
+std::string ConvertMetadata(const std::string& name, const std::string& tvm_metadata,
+                            const std::string& doc) {
+  std::string json, why;
+  if (!TryConvertMetadata(name, tvm_metadata, doc, &json, &why)) {
+    KFFI_THROW(ValueError) << "The TVM-FFI metadata of function `" << name
+                           << "` (`__tvm_ffi__metadata_" << name << "`) is malformed: " << why;
+  }
+  return json;
 }
 
 }  // namespace tvm_bridge

@@ -144,6 +144,13 @@ TEST(TvmBridge, MetadataInKffiFormat) {
             R"("optional":false},{"name":"arg1","type":"Tensor","kind":"tensor","optional":false}],)"
             R"("return":"None","doc":"y = x + 1 for 1-d float32 tensors.","abi":"tvm-ffi"})");
   EXPECT_FALSE(mod.GetFunctionMetadata("no_such").has_value());
+  // Malformed metadata is a ValueError naming the function; the function itself still runs.
+  Error bad = CatchError([&] { mod.GetFunctionMetadata("bad_meta"); });
+  EXPECT_EQ(bad.kind(), "ValueError");
+  EXPECT_EQ(bad.message(),
+            "The TVM-FFI metadata of function `bad_meta` (`__tvm_ffi__metadata_bad_meta`) is "
+            "malformed: unexpected text after the document at offset 22");
+  EXPECT_EQ(mod.GetFunctionRequired("bad_meta")().cast<int64_t>(), 7);
 }
 
 TEST(TvmBridge, EnvironmentIsKffis) {

@@ -1,8 +1,9 @@
 // tests/fuzz/tvm_metadata_fuzzer.cc: libFuzzer target for the TVM-FFI metadata converter
 // (src/tvm_bridge/metadata.cc), which reads JSON that a library file supplies.
 //
-// Any input gives kffi's metadata JSON, nothing, or a ValueError naming the function: never a
-// crash, and no recursion deeper than the reader's limit however deeply the input nests.
+// Any input gives kffi's metadata JSON, nothing, or a reason (a ValueError naming the function,
+// from the loader's entry point): never a crash, and no recursion deeper than the reader's limit
+// however deeply the input nests.
 #include <kffi/error.h>
 #include <kffi/export.h>
 
@@ -19,9 +20,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   kffi::details::AppendJsonEscaped(&wrapped, text);
   wrapped += "\"}";
   for (const std::string* input : {&text, &wrapped}) {
-    try {
-      std::string out = kffi::tvm_bridge::ConvertMetadata("f", *input, "doc");
+    std::string out, why;
+    if (kffi::tvm_bridge::TryConvertMetadata("f", *input, "doc", &out, &why)) {
       if (!out.empty() && out.compare(0, 14, "{\"name\":\"f\",\"p") != 0) __builtin_trap();
+    } else if (why.empty()) {
+      __builtin_trap();  // a refusal always says why
+    }
+  }
+  // The throwing entry point the loader uses, on one input in 64 (exceptions are slow).
+  if (size > 0 && data[0] % 64 == 0) {
+    try {
+      kffi::tvm_bridge::ConvertMetadata("f", text, "");
     } catch (const kffi::Error& e) {
       if (e.kind() != "ValueError" || e.message().find("function `f`") == std::string::npos) {
         __builtin_trap();

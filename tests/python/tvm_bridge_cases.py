@@ -159,6 +159,12 @@ def case_metadata(mod):
     assert mod.metadata("make_map")["return"] == "Map<str, int>"
     assert mod.metadata("call_twice")["params"][0]["type"] == "Function"
     assert mod.add_int(arg0=1, arg1=2) == 3
+    try:
+        mod.metadata("bad_meta")
+    except ValueError as e:
+        assert "metadata of function `bad_meta`" in str(e) and "malformed" in str(e), str(e)
+    else:
+        raise AssertionError("malformed metadata accepted")
 
 
 def case_listing(mod):

@@ -44,12 +44,12 @@ def _digest(parts: list[bytes]) -> str:
     return h.hexdigest()[:16]
 
 
-def build(name: str, linked: bool) -> Path:
-    """Builds tests/tvm_libs/<name>.cc (once per content) and returns the library's path."""
+def build(name: str, linked: bool, source: Path | None = None) -> Path:
+    """Builds tests/tvm_libs/<name>.cc (or source) once per content; returns the library's path."""
     tvm = tvm_ffi_dir()
     if tvm is None:
         raise RuntimeError("apache-tvm-ffi is not installed")
-    source = SOURCES / f"{name}.cc"
+    source = source or SOURCES / f"{name}.cc"
     include = tvm / "include"
     dlpack = tvm / "3rdparty" / "dlpack" / "include"
     flags = ["-std=c++17", "-O1", "-fPIC", "-shared", f"-I{include}", f"-I{dlpack}",

@@ -137,6 +137,20 @@ TVM_FFI_DLL_EXPORT_TYPED_FUNC(map_size, MapSize);
 TVM_FFI_DLL_EXPORT_TYPED_FUNC(noop, Noop);
 TVM_FFI_DLL_EXPORT_TYPED_FUNC(three_tensors, ThreeTensors);
 
+// A hand-written export whose metadata symbol returns malformed JSON (trailing text).
+extern "C" TVM_FFI_DLL_EXPORT int __tvm_ffi_bad_meta(void*, const TVMFFIAny*, int32_t,
+                                                     TVMFFIAny* result) {
+  result->type_index = kTVMFFIInt;
+  result->v_int64 = 7;
+  return 0;
+}
+extern "C" TVM_FFI_DLL_EXPORT int __tvm_ffi__metadata_bad_meta(void*, const TVMFFIAny*, int32_t,
+                                                               TVMFFIAny* result) {
+  static const char kText[] = "{\"type_schema\": \"{}\"} and more";
+  TVMFFIByteArray text{kText, sizeof(kText) - 1};
+  return TVMFFIStringFromByteArray(&text, result);
+}
+
 // A global function, registered the way TVM-FFI libraries do at load time.
 TVM_FFI_STATIC_INIT_BLOCK() {
   tvm::ffi::reflection::GlobalDef().def(TVM_TESTLIB_GLOBAL_PREFIX ".square",

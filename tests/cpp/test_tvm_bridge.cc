@@ -31,6 +31,7 @@ using kffi::Module;
 #define KFFI_TEST_TVM_TESTLIB ""
 #define KFFI_TEST_TVM_UNCOVERED ""
 #define KFFI_TEST_TVM_COLLIDE ""
+#define KFFI_TEST_TVM_TESTLIB_NORPATH ""
 #endif
 
 bool LibTvmFfiMapped() { return dlopen("libtvm_ffi.so", RTLD_LAZY | RTLD_NOLOAD) != nullptr; }
@@ -207,6 +208,19 @@ TEST(TvmBridge, UncoveredImportIsNamedBeforeTheLibraryRuns) {
             std::string::npos)
       << e.message();
   EXPECT_EQ(std::getenv("KFFI_TEST_TVM_UNCOVERED_INITIALISED"), nullptr);
+  EXPECT_FALSE(LibTvmFfiMapped());
+}
+
+TEST(TvmBridge, LinkedLibraryWithoutAReachableRuntimeIsExplained) {
+  SKIP_WITHOUT_TVM_LIBS();
+  Error e = CatchError([] { Module::Load(KFFI_TEST_TVM_TESTLIB_NORPATH); });
+  EXPECT_EQ(e.kind(), "RuntimeError");
+  EXPECT_NE(e.message().find("it was linked against libtvm_ffi.so (-ltvm_ffi), which is neither "
+                             "loaded nor found by the dynamic loader"),
+            std::string::npos)
+      << e.message();
+  EXPECT_NE(e.message().find("Import tvm_ffi first, or link the library without libtvm_ffi"),
+            std::string::npos);
   EXPECT_FALSE(LibTvmFfiMapped());
 }
 

@@ -26,6 +26,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 def libs():
     return {"unlinked": str(tvm_libs.build("tvm_testlib", linked=False)),
             "linked": str(tvm_libs.build("tvm_testlib", linked=True)),
+            "norpath": str(tvm_libs.build("tvm_testlib", linked=True, rpath=False)),
             "collide": str(tvm_libs.build("tvm_collide", linked=False)),
             "uncovered": str(tvm_libs.build("tvm_uncovered", linked=False))}
 
@@ -186,6 +187,24 @@ def test_linked_library_without_tvm_ffi_imported_finds_the_installed_runtime(lib
             mod.check_positive(0)
         except ValueError as e:
             assert "got 0" in str(e)
+        print("ok")
+    """, **libs)
+    assert out.strip().splitlines()[-1] == "ok"
+
+
+def test_linked_library_the_loader_cannot_find_a_runtime_for(libs):
+    """-ltvm_ffi without an rpath: kffi.load_module loads the installed apache-tvm-ffi's runtime
+    (as `import tvm_ffi` would, without importing the Python package) and the load succeeds."""
+    out = run("""
+        import sys, kffi, tvm_libs
+        assert not tvm_libs.libtvm_ffi_mapped()
+        mod = kffi.load_module({norpath!r})
+        assert mod.add_int(1, 2) == 3
+        assert tvm_libs.libtvm_ffi_mapped() and "tvm_ffi" not in sys.modules
+        try:
+            mod.raise_error("KeyError", "through the preloaded runtime")
+        except KeyError as e:
+            assert e.args[0] == "through the preloaded runtime"
         print("ok")
     """, **libs)
     assert out.strip().splitlines()[-1] == "ok"

@@ -44,8 +44,9 @@ def _digest(parts: list[bytes]) -> str:
     return h.hexdigest()[:16]
 
 
-def build(name: str, linked: bool, source: Path | None = None) -> Path:
-    """Builds tests/tvm_libs/<name>.cc (or source) once per content; returns the library's path."""
+def build(name: str, linked: bool, source: Path | None = None, rpath: bool = True) -> Path:
+    """Builds tests/tvm_libs/<name>.cc (or source) once per content; returns the library's path.
+    rpath=False leaves a linked library without the rpath that lets the loader find libtvm_ffi."""
     tvm = tvm_ffi_dir()
     if tvm is None:
         raise RuntimeError("apache-tvm-ffi is not installed")
@@ -56,12 +57,14 @@ def build(name: str, linked: bool, source: Path | None = None) -> Path:
              "-DTVM_FFI_DLL_EXPORT_INCLUDE_METADATA=1"]
     if linked:
         lib = tvm / "lib"
-        flags += [f"-L{lib}", "-ltvm_ffi", f"-Wl,-rpath,{lib}",
-                  f'-DTVM_TESTLIB_GLOBAL_PREFIX="{name}_linked"']
+        flags += [f"-L{lib}", "-ltvm_ffi", f'-DTVM_TESTLIB_GLOBAL_PREFIX="{name}_linked"']
+        if rpath:
+            flags.append(f"-Wl,-rpath,{lib}")
     headers = sorted(include.rglob("*.h"))
     key = _digest([source.read_bytes(), " ".join(flags).encode()] +
                   [str(h).encode() + str(h.stat().st_mtime_ns).encode() for h in headers])
-    out = _cache_dir() / f"lib{name}-{'linked' if linked else 'unlinked'}-{key}.so"
+    flavour = ("linked" if rpath else "linked-norpath") if linked else "unlinked"
+    out = _cache_dir() / f"lib{name}-{flavour}-{key}.so"
     if out.exists():
         return out
     tmp = out.with_suffix(f".{os.getpid()}.tmp")

@@ -27,7 +27,6 @@ using kffi::details::kAbiVersionSymbol;
 using kffi::details::kExportPrefix;
 using kffi::details::kMetaPrefix;
 using kffi::details::kTvmExportPrefix;
-using kffi::details::TvmBridgeApi;
 using kffi::details::NewRuntimeObject;
 using kffi::details::RuntimeDecRef;
 using kffi::details::RuntimeDecWeakRef;
@@ -35,6 +34,7 @@ using kffi::details::RuntimeIncRef;
 using kffi::details::RuntimeIncWeakRef;
 using kffi::details::RuntimePayload;
 using kffi::details::ThrowCApiError;
+using kffi::details::TvmBridgeApi;
 
 constexpr const char kSystemLibName[] = "system_lib";
 
@@ -341,7 +341,8 @@ const TvmBridgeApi* GetTvmBridge() {
 // Refuses what the file says cannot be loaded, before dlopen runs any of its code.
 void CheckBeforeOpen(const std::string& given, const kffi::details::ElfExports& elf) {
   if (!elf.readable) {
-    ThrowCApiError("RuntimeError", LoadError(given, "not a loadable shared library: " + elf.problem));
+    ThrowCApiError("RuntimeError",
+                   LoadError(given, "not a loadable shared library: " + elf.problem));
   }
   if (elf.has_abi_version) {
     if (elf.abi_version_size != sizeof(uint32_t)) {
@@ -352,9 +353,8 @@ void CheckBeforeOpen(const std::string& given, const kffi::details::ElfExports& 
                                           "with <kffi/export.h>"));
     }
     if (!elf.abi_version_known) {
-      ThrowCApiError("RuntimeError",
-                     LoadError(given, "its `" + std::string(kAbiVersionSymbol) +
-                                          "` record cannot be read from the file"));
+      ThrowCApiError("RuntimeError", LoadError(given, "its `" + std::string(kAbiVersionSymbol) +
+                                                          "` record cannot be read from the file"));
     }
     if (elf.abi_version != KFFI_ABI_VERSION) ThrowAbiMismatch(given, elf.abi_version);
   }
@@ -364,8 +364,8 @@ void CheckBeforeOpen(const std::string& given, const kffi::details::ElfExports& 
         LoadError(given, "it is not a kffi library: it exports neither `" +
                              std::string(kAbiVersionSymbol) + "` nor any `" + kExportPrefix +
                              "<name>` function (export functions with KFFI_EXPORT from "
-                             "<kffi/export.h>), nor any TVM-FFI `" + kTvmExportPrefix +
-                             "<name>` function"));
+                             "<kffi/export.h>), nor any TVM-FFI `" +
+                             kTvmExportPrefix + "<name>` function"));
   }
 }
 

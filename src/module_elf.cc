@@ -44,7 +44,9 @@ class ByteSource {
   uint64_t size() const { return size_; }
 
   /// Whether [offset, offset + n) lies inside the file (overflow-safe).
-  bool Contains(uint64_t offset, uint64_t n) const { return offset <= size_ && n <= size_ - offset; }
+  bool Contains(uint64_t offset, uint64_t n) const {
+    return offset <= size_ && n <= size_ - offset;
+  }
 
   /// Reads exactly n bytes at offset; false when the range lies outside the file.
   bool Read(uint64_t offset, void* out, uint64_t n) const {
@@ -85,7 +87,8 @@ bool StartsWith(std::string_view s, std::string_view prefix) {
 
 /// Reads a section's contents after checking that they lie in the file and are not too big.
 bool ReadSectionBytes(const ByteSource& src, const Elf64Section& sec, std::string* out) {
-  if (sec.type == kSectionNoBits || sec.size > kMaxTableBytes || !src.Contains(sec.offset, sec.size))
+  if (sec.type == kSectionNoBits || sec.size > kMaxTableBytes ||
+      !src.Contains(sec.offset, sec.size))
     return false;
   out->assign(sec.size, '\0');
   return src.Read(sec.offset, out->data(), sec.size);

@@ -33,8 +33,7 @@ struct TvmBridgeApi {
   /// Opens the library at path (canonical) whose file says elf: binds its TVM-FFI imports to a
   /// loaded apache-tvm-ffi runtime or to the shim, and dlopens it. *out_handle: the dlopen
   /// handle; *out_state: the bridge's record of the library (lives as long as the process).
-  int (*open_library)(const char* path, const ElfExports* elf, void** out_handle,
-                      void** out_state);
+  int (*open_library)(const char* path, const ElfExports* elf, void** out_handle, void** out_state);
 
   /// A Function (owned, *out) calling the library's exported symbol: the calling convention of
   /// the runtime the library is bound to, errors moved into kffi's slot. The function holds a

@@ -26,6 +26,7 @@ thread CPU time per call. Prints a table and writes JSON (--out); never fails on
 Usage: python3 bench/python/tvm_bridge.py [--out build/bench_tvm_bridge.json] [--reps 15]
                                           [--sample-ms 5]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -44,7 +45,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests" / "python"))
 
-import tvm_libs  # noqa: E402  (tests/python: builds the TVM-FFI test library)
+import tvm_libs
 
 NATIVE_SRC = r"""
 #include <kffi/export.h>
@@ -59,8 +60,12 @@ def log(msg):
 
 
 def build_native() -> Path:
-    flags = subprocess.run([sys.executable, "-m", "kffi.config", "--cxxflags", "--ldflags",
-                            "--libs"], capture_output=True, text=True, check=True).stdout.split()
+    flags = subprocess.run(
+        [sys.executable, "-m", "kffi.config", "--cxxflags", "--ldflags", "--libs"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
     key = hashlib.sha256((NATIVE_SRC + " ".join(flags)).encode()).hexdigest()[:16]
     cache = ROOT / "build" / "bench_cache"
     cache.mkdir(parents=True, exist_ok=True)
@@ -70,8 +75,9 @@ def build_native() -> Path:
         src.write_text(NATIVE_SRC)
         cxx = os.environ.get("CXX", "c++")
         tmp = out.with_suffix(f".{os.getpid()}.tmp")
-        subprocess.run([cxx, "-O3", "-DNDEBUG", "-shared", str(src), "-o", str(tmp), *flags],
-                       check=True)
+        subprocess.run(
+            [cxx, "-O3", "-DNDEBUG", "-shared", str(src), "-o", str(tmp), *flags], check=True
+        )
         os.replace(tmp, out)
     return out
 
@@ -82,8 +88,10 @@ class CallTimer:
     def __init__(self, fn, args):
         names = [f"a{i}" for i in range(len(args))]
         params = "".join(f", {n}" for n in names)
-        src = (f"def inner(_it, _timer, _f{params}):\n    _t0 = _timer()\n    for _ in _it:\n"
-               f"        _f({', '.join(names)})\n    return _timer() - _t0\n")
+        src = (
+            f"def inner(_it, _timer, _f{params}):\n    _t0 = _timer()\n    for _ in _it:\n"
+            f"        _f({', '.join(names)})\n    return _timer() - _t0\n"
+        )
         ns = {}
         exec(src, ns)  # noqa: S102 - our own template
         self._inner, self._fn, self._args = ns["inner"], fn, tuple(args)
@@ -175,9 +183,14 @@ print(json.dumps({{"mapped": tvm_libs.libtvm_ffi_mapped(),
 
 
 def run_shim_child(lib: Path, native: Path, args) -> dict:
-    code = CHILD.format(bench=str(Path(__file__).parent), lib=str(lib), native=str(native),
-                        reps=args.reps, sample_ms=args.sample_ms)
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    code = CHILD.format(
+        bench=str(Path(__file__).parent),
+        lib=str(lib),
+        native=str(native),
+        reps=args.reps,
+        sample_ms=args.sample_ms,
+    )
+    proc = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True)
     if proc.returncode != 0:
         log(proc.stderr)
         return {}
@@ -202,8 +215,11 @@ def run_gpu_row(args) -> dict:
             log("GPU row skipped: no KFFI_CUTE_ARTIFACTS and no nvidia-cutlass-dsl")
             return {}
         folder = str(ROOT / "build" / "bench_cache" / "cute")
-        subprocess.run([sys.executable, str(ROOT / "tests" / "cute_dsl" / "build_kernels.py"),
-                        folder], check=True, capture_output=True)
+        subprocess.run(
+            [sys.executable, str(ROOT / "tests" / "cute_dsl" / "build_kernels.py"), folder],
+            check=True,
+            capture_output=True,
+        )
     import kffi
     import tvm_ffi
 
@@ -212,9 +228,14 @@ def run_gpu_row(args) -> dict:
     theirs = tvm_ffi.load_module(path)["add_one"]
     a = torch.arange(1024, dtype=torch.float32, device="cuda")
     b = torch.empty_like(a)
-    res = measure({("bridged", "cute_add_one_cuda2"): (ours, (a, b)),
-                   ("tvm_ffi", "cute_add_one_cuda2"): (theirs, (a, b))}, args.reps,
-                  args.sample_ms)
+    res = measure(
+        {
+            ("bridged", "cute_add_one_cuda2"): (ours, (a, b)),
+            ("tvm_ffi", "cute_add_one_cuda2"): (theirs, (a, b)),
+        },
+        args.reps,
+        args.sample_ms,
+    )
     torch.cuda.synchronize()
     return res
 
@@ -228,8 +249,9 @@ def main() -> int:
     if tvm_libs.tvm_ffi_dir() is None:
         log("apache-tvm-ffi is not installed: nothing to compare")
         return 0
-    lib = tvm_libs.build("tvm_bridge_kernels", linked=False,
-                         source=Path(__file__).with_name("tvm_bridge_kernels.cc"))
+    lib = tvm_libs.build(
+        "tvm_bridge_kernels", linked=False, source=Path(__file__).with_name("tvm_bridge_kernels.cc")
+    )
     env_lib = tvm_libs.build("tvm_testlib", linked=False)
     native = build_native()
     log("shim child ...")
@@ -240,8 +262,10 @@ def main() -> int:
 
     rows = []
     cases = sorted({c for _, c in results} | {c for _, c in shim})
-    print(f"{'case':<22}{'bridged':>10}{'tvm_ffi':>10}{'native':>10}{'br/tvm':>9}{'br/nat':>9}"
-          f"{'shim':>10}{'nat(ch)':>10}{'sh/nat':>9}   (ns per call)")
+    print(
+        f"{'case':<22}{'bridged':>10}{'tvm_ffi':>10}{'native':>10}{'br/tvm':>9}{'br/nat':>9}"
+        f"{'shim':>10}{'nat(ch)':>10}{'sh/nat':>9}   (ns per call)"
+    )
     for case in cases:
         br, tv, nat = (results.get((k, case)) for k in ("bridged", "tvm_ffi", "native"))
         sh, nat_c = shim.get(("bridged (shim)", case)), shim.get(("native", case))
@@ -252,18 +276,31 @@ def main() -> int:
         def r(a, b):
             return f"{a / b:>9.3f}" if a is not None and b else f"{'-':>9}"
 
-        print(f"{case:<22}{f(br)}{f(tv)}{f(nat)}{r(br, tv)}{r(br, nat)}{f(sh)}{f(nat_c)}"
-              f"{r(sh, nat_c)}")
-        rows.append({"case": case, "bridged_ns": br, "tvm_ffi_ns": tv, "native_ns": nat,
-                     "bridged_over_tvm_ffi": br / tv if br and tv else None,
-                     "bridged_over_native": br / nat if br and nat else None,
-                     "shim_ns": sh, "native_in_shim_child_ns": nat_c,
-                     "shim_over_native": sh / nat_c if sh and nat_c else None})
+        print(
+            f"{case:<22}{f(br)}{f(tv)}{f(nat)}{r(br, tv)}{r(br, nat)}{f(sh)}{f(nat_c)}"
+            f"{r(sh, nat_c)}"
+        )
+        rows.append(
+            {
+                "case": case,
+                "bridged_ns": br,
+                "tvm_ffi_ns": tv,
+                "native_ns": nat,
+                "bridged_over_tvm_ffi": br / tv if br and tv else None,
+                "bridged_over_native": br / nat if br and nat else None,
+                "shim_ns": sh,
+                "native_in_shim_child_ns": nat_c,
+                "shim_over_native": sh / nat_c if sh and nat_c else None,
+            }
+        )
     print("goals: bridged/tvm_ffi <= 1.0, bridged/native <= 1.10 (shim/native likewise)")
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     with open(args.out, "w") as fh:
-        json.dump({"rows": rows, "reps": args.reps, "sample_ms": args.sample_ms,
-                   "clock": "thread_time"}, fh, indent=2)
+        json.dump(
+            {"rows": rows, "reps": args.reps, "sample_ms": args.sample_ms, "clock": "thread_time"},
+            fh,
+            indent=2,
+        )
     log(f"wrote {args.out}")
     return 0
 

@@ -8,26 +8,39 @@ linking libtvm_ffi, then loads it with kffi.load_module: kffi provides the TVM-F
 functions the library imports, so apache-tvm-ffi is not even loaded. Needs `pip install
 apache-tvm-ffi` for the headers. docs/tvm_ffi.md walks through the same steps.
 """
+
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
 
-import numpy as np
-
 import kffi
+import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def build(out_dir: str) -> str:
     config = shutil.which("tvm-ffi-config") or "tvm-ffi-config"
-    cxxflags = subprocess.run([config, "--cxxflags"], capture_output=True, text=True,
-                              check=True).stdout.split()
+    cxxflags = subprocess.run(
+        [config, "--cxxflags"], capture_output=True, text=True, check=True
+    ).stdout.split()
     out = os.path.join(out_dir, "libscale_tvm.so")
-    subprocess.run(["g++", "-shared", "-fPIC", "-O2", "-DTVM_FFI_DLL_EXPORT_INCLUDE_METADATA=1",
-                    *cxxflags, os.path.join(HERE, "scale_tvm.cc"), "-o", out], check=True)
+    subprocess.run(
+        [
+            "g++",
+            "-shared",
+            "-fPIC",
+            "-O2",
+            "-DTVM_FFI_DLL_EXPORT_INCLUDE_METADATA=1",
+            *cxxflags,
+            os.path.join(HERE, "scale_tvm.cc"),
+            "-o",
+            out,
+        ],
+        check=True,
+    )
     return out
 
 

@@ -17,6 +17,7 @@ callable, a ``tvm_ffi.Tensor`` a DLPack tensor.
 
 Importing this module does not import tvm_ffi: the protocol methods are only called by tvm_ffi.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -44,8 +45,12 @@ def _bridge() -> ctypes.CDLL:
             lib = ctypes.CDLL(os.path.join(libinfo.lib_dir(), "libkffi_tvm.so"))
             lib.KFFITvmInstall.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
             lib.KFFITvmInstall.restype = ctypes.c_int
-            lib.KFFITvmExportObject.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p),
-                                                ctypes.c_char_p, ctypes.c_size_t]
+            lib.KFFITvmExportObject.argtypes = [
+                ctypes.c_void_p,
+                ctypes.POINTER(ctypes.c_void_p),
+                ctypes.c_char_p,
+                ctypes.c_size_t,
+            ]
             lib.KFFITvmExportObject.restype = ctypes.c_int
             lib.KFFITvmRealRuntimeLoaded.argtypes = []
             lib.KFFITvmRealRuntimeLoaded.restype = ctypes.c_int

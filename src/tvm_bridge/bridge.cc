@@ -12,11 +12,10 @@
 // Before any of that, a library that needs a TVM-FFI function the shim lacks is refused by name.
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <kffi/error.h>
 #include <link.h>
 #include <sys/mman.h>
 #include <unistd.h>
-
-#include <kffi/error.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -120,7 +119,8 @@ int FindByFileName(struct dl_phdr_info* info, size_t, void* data) {
   return 0;
 }
 
-// ---- the stub that scopes the shim to one library ------------------------------------------------
+// ---- the stub that scopes the shim to one library
+// ------------------------------------------------
 
 template <typename T>
 void Put(std::string* image, size_t offset, const T& value) {
@@ -165,8 +165,14 @@ std::string MakeStubImage(const std::vector<std::string>& needed, uint16_t machi
   // One read-write segment (the loader adjusts pointers in .dynamic in place), the dynamic
   // segment inside it, and a non-executable stack.
   Elf64ProgramHeader load{kProgramLoad, 6, 0, 0, 0, total, total, 0x1000};
-  Elf64ProgramHeader dyn{kProgramDynamic, 6, dyn_off, dyn_off, dyn_off,
-                         num_dyn * sizeof(Elf64Dyn), num_dyn * sizeof(Elf64Dyn), 8};
+  Elf64ProgramHeader dyn{kProgramDynamic,
+                         6,
+                         dyn_off,
+                         dyn_off,
+                         dyn_off,
+                         num_dyn * sizeof(Elf64Dyn),
+                         num_dyn * sizeof(Elf64Dyn),
+                         8};
   Elf64ProgramHeader stack{kProgramGnuStack, 6, 0, 0, 0, 0, 0, 16};
   Put(&image, sizeof(Elf64Header), load);
   Put(&image, sizeof(Elf64Header) + sizeof(Elf64ProgramHeader), dyn);
@@ -230,13 +236,22 @@ struct LibraryState {
 
 // Dependencies known not to read the TVM-FFI environment on a library's behalf.
 bool IsKnownDependency(const std::string& needed) {
-  static const char* const kPrefixes[] = {
-      "libc.so",  "libm.so",   "libdl.so",   "libpthread.so", "librt.so",       "ld-linux",
-      "libgcc_s", "libstdc++", "libc++",     "libtvm_ffi.so", "libcute_dsl_runtime", "libcuda.so",
-      "libcudart", "libkffi"};
-  const std::string base = needed.substr(needed.rfind('/') == std::string::npos
-                                             ? 0
-                                             : needed.rfind('/') + 1);
+  static const char* const kPrefixes[] = {"libc.so",
+                                          "libm.so",
+                                          "libdl.so",
+                                          "libpthread.so",
+                                          "librt.so",
+                                          "ld-linux",
+                                          "libgcc_s",
+                                          "libstdc++",
+                                          "libc++",
+                                          "libtvm_ffi.so",
+                                          "libcute_dsl_runtime",
+                                          "libcuda.so",
+                                          "libcudart",
+                                          "libkffi"};
+  const std::string base =
+      needed.substr(needed.rfind('/') == std::string::npos ? 0 : needed.rfind('/') + 1);
   for (const char* p : kPrefixes) {
     if (base.compare(0, std::strlen(p), p) == 0) return true;
   }
@@ -299,8 +314,9 @@ const RealRuntime* BoundRuntime(void* handle, const ElfExports& elf) {
 
 void* OpenLibraryOrThrow(const std::string& path, const ElfExports& elf) {
   if (elf.tvm_library_bin) {
-    Refuse(path, "it embeds binary modules (`__tvm_ffi__library_bin`, e.g. a model compiled by "
-                 "TVM); kffi loads kernel libraries only: load it with tvm_ffi.load_module");
+    Refuse(path,
+           "it embeds binary modules (`__tvm_ffi__library_bin`, e.g. a model compiled by "
+           "TVM); kffi loads kernel libraries only: load it with tvm_ffi.load_module");
   }
   // Already in the process (e.g. opened by tvm_ffi.load_module): its bindings are made.
   if (void* existing = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD)) return existing;
@@ -315,9 +331,12 @@ void* OpenLibraryOrThrow(const std::string& path, const ElfExports& elf) {
     if (handle != nullptr) return handle;
     std::string why = DlErrorText();
     if (needs_tvm && real == nullptr && why.find(kTvmSoname) != std::string::npos) {
-      Refuse(path, "it was linked against libtvm_ffi.so (-ltvm_ffi), which is neither loaded nor "
-                   "found by the dynamic loader (" + why + "). Import tvm_ffi first, or link the "
-                   "library without libtvm_ffi so that kffi provides the TVM-FFI runtime itself");
+      Refuse(path,
+             "it was linked against libtvm_ffi.so (-ltvm_ffi), which is neither loaded nor "
+             "found by the dynamic loader (" +
+                 why +
+                 "). Import tvm_ffi first, or link the "
+                 "library without libtvm_ffi so that kffi provides the TVM-FFI runtime itself");
     }
     Refuse(path, "not a loadable shared library: " + why);
   }
@@ -509,13 +528,12 @@ __attribute__((visibility("default"))) int KFFITvmInstall(char* err, size_t err_
   if (done) return 0;
   const RealRuntime* real = FindLoadedRealRuntime(false);
   if (real == nullptr) {
-    CopyMessage("RuntimeError: apache-tvm-ffi is not loaded (import tvm_ffi first)", err,
-                err_size);
+    CopyMessage("RuntimeError: apache-tvm-ffi is not loaded (import tvm_ffi first)", err, err_size);
     return -1;
   }
-  auto create = reinterpret_cast<int (*)(void*, KFFISafeCallType, void (*)(void*),
-                                         KFFIObjectHandle*)>(
-      dlsym(real->handle, "TVMFFIFunctionCreate"));
+  auto create =
+      reinterpret_cast<int (*)(void*, KFFISafeCallType, void (*)(void*), KFFIObjectHandle*)>(
+          dlsym(real->handle, "TVMFFIFunctionCreate"));
   KFFIObjectHandle f = nullptr;
   if (create == nullptr || create(nullptr, &ObjectFromAddress, nullptr, &f) != 0) {
     MoveErrorToKffi(real);

@@ -169,7 +169,8 @@ void MoveKffiErrorTo(const RealRuntime* real) {
 // rule: aligned host memory for CPU, an error elsewhere), offered to a TVM-FFI runtime as an
 // allocator so that a library behaves the same on either runtime.
 int KffiDefaultAllocator(DLTensor* prototype, DLManagedTensorVersioned** out, void* error_ctx,
-                         void (*set_error)(void* error_ctx, const char* kind, const char* message)) {
+                         void (*set_error)(void* error_ctx, const char* kind,
+                                           const char* message)) {
   try {
     kffi::Tensor t = kffi::Tensor::FromEnvAlloc(
         kffi::IntArrayView(prototype->shape, static_cast<size_t>(prototype->ndim)),
@@ -301,8 +302,8 @@ int ResultToKffi(const ForeignCallable* from, KFFIAny* result) {
       KFFIObjectDecRef(f);
     } else {
       auto call = static_cast<KFFIFunctionCell*>(KFFIObjectGetCellPtr(f))->safe_call;
-      out = WrapForeignCallable(call, f, f, from->real, "the function `" + from->name +
-                                                            "` returned");  // takes f
+      out = WrapForeignCallable(call, f, f, from->real,
+                                "the function `" + from->name + "` returned");  // takes f
     }
     result->v_obj = static_cast<KFFIObject*>(out);
   }
@@ -317,8 +318,8 @@ int ArgsToForeign(const ForeignCallable* f, const KFFIAny* args, int32_t n,
     KFFIAny& v = (*copy)[static_cast<size_t>(i)];
     std::string why = Refusal(v);
     if (!why.empty()) {
-      std::string message = "Argument #" + std::to_string(i) + " of the TVM-FFI function `" +
-                            f->name + "` is " + why;
+      std::string message =
+          "Argument #" + std::to_string(i) + " of the TVM-FFI function `" + f->name + "` is " + why;
       KFFIErrorSetRaisedFromCStr("TypeError", message.c_str());
       return -1;
     }
@@ -332,16 +333,16 @@ int ArgsToForeign(const ForeignCallable* f, const KFFIAny* args, int32_t n,
 }
 
 // Arguments from foreign code, prepared for a kffi function: maps refused, functions wrapped.
-int ArgsToKffi(const RealRuntime* real, const KFFIAny* args, int32_t n,
-               std::vector<KFFIAny>* copy, Temps* temps) {
+int ArgsToKffi(const RealRuntime* real, const KFFIAny* args, int32_t n, std::vector<KFFIAny>* copy,
+               Temps* temps) {
   copy->assign(args, args + n);
   for (int32_t i = 0; i < n; ++i) {
     KFFIAny& v = (*copy)[static_cast<size_t>(i)];
     std::string why = Refusal(v);
     if (!why.empty()) {
       RaiseFor(real, "TypeError",
-               "Argument #" + std::to_string(i) + " of a kffi function called from TVM-FFI code is " +
-                   why);
+               "Argument #" + std::to_string(i) +
+                   " of a kffi function called from TVM-FFI code is " + why);
       return -1;
     }
     if (v.type_index == kKFFIFunction) {
@@ -451,8 +452,7 @@ void MoveErrorToKffi(const RealRuntime* real) {
 }
 
 KFFIObjectHandle WrapForeignCallable(KFFISafeCallType call, void* handle, KFFIObjectHandle keep,
-                                     const RealRuntime* real, std::string name,
-                                     unsigned env_use) {
+                                     const RealRuntime* real, std::string name, unsigned env_use) {
   try {
     return NewRuntimeObject<ForeignCallable>(
         kKFFIFunction, real != nullptr ? &ForeignRealEntry : &ForeignShimEntry, call, handle, keep,

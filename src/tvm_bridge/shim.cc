@@ -22,7 +22,8 @@
 
 #include "bridge_internal.h"
 
-// ---- the TVM-FFI C types this file needs, by layout (the ABI document is the reference) ----------
+// ---- the TVM-FFI C types this file needs, by layout (the ABI document is the reference)
+// ----------
 namespace {
 
 struct TvmVersion {
@@ -149,7 +150,8 @@ int ReportOrRaise(const char* what) {
   KFFIErrorMoveFromRaised(&err);
   if (err == nullptr) return -1;
   const KFFIErrorCell* cell = KFFIErrorGetCellPtr(err);
-  std::string message = std::string(what) + ": " + std::string(cell->message.data, cell->message.size);
+  std::string message =
+      std::string(what) + ": " + std::string(cell->message.data, cell->message.size);
   KFFIByteArray kind = cell->kind;
   KFFIByteArray msg = View(message);
   int32_t taken = 0;
@@ -172,8 +174,9 @@ int SetGlobal(const KFFIByteArray* name, KFFIObjectHandle f, int allow_override)
 
 }  // namespace
 
-// ---- the covered functions -----------------------------------------------------------------------
-// Keep ShimCoveredFunctions() (at the end) in step with this list.
+// ---- the covered functions
+// ----------------------------------------------------------------------- Keep
+// ShimCoveredFunctions() (at the end) in step with this list.
 
 #define SHIM extern "C" __attribute__((visibility("default")))
 
@@ -253,8 +256,8 @@ SHIM int TVMFFIFunctionSetGlobal(const KFFIByteArray* name, KFFIObjectHandle f,
 }
 SHIM int TVMFFIFunctionSetGlobalFromMethodInfo(const TvmMethodInfo* info, int allow_override) {
   if (info == nullptr || info->method.type_index != kKFFIFunction) {
-    KFFIErrorSetRaisedFromCStr("TypeError",
-                               "TVMFFIFunctionSetGlobalFromMethodInfo: the method is not a Function");
+    KFFIErrorSetRaisedFromCStr(
+        "TypeError", "TVMFFIFunctionSetGlobalFromMethodInfo: the method is not a Function");
     return ReportOrRaise("The library registers a global function kffi cannot accept");
   }
   return SetGlobal(&info->name, info->method.v_obj, allow_override);
@@ -276,12 +279,9 @@ SHIM int TVMFFIErrorCreate(const KFFIByteArray* kind, const KFFIByteArray* messa
                            const KFFIByteArray* backtrace, KFFIObjectHandle* out) {
   return KFFIErrorCreate(kind, message, backtrace, out);
 }
-SHIM int TVMFFIErrorCreateWithCauseAndExtraContext(const KFFIByteArray* kind,
-                                                   const KFFIByteArray* message,
-                                                   const KFFIByteArray* backtrace,
-                                                   KFFIObjectHandle cause_chain,
-                                                   KFFIObjectHandle extra_context,
-                                                   KFFIObjectHandle* out) {
+SHIM int TVMFFIErrorCreateWithCauseAndExtraContext(
+    const KFFIByteArray* kind, const KFFIByteArray* message, const KFFIByteArray* backtrace,
+    KFFIObjectHandle cause_chain, KFFIObjectHandle extra_context, KFFIObjectHandle* out) {
   if (KFFIErrorCreate(kind, message, backtrace, out) != 0) return -1;
   KFFIErrorCell* cell = KFFIErrorGetCellPtr(*out);
   if (cause_chain != nullptr) KFFIObjectIncRef(cause_chain);

@@ -68,7 +68,7 @@ std::vector<char> ElfWithHugeTables(uint64_t dynsym_size, uint64_t strtab_size) 
   std::vector<char> f(15 * 1024, '\0');
   const unsigned char ident[16] = {0x7f, 'E', 'L', 'F', 2, 1, 1, 0};
   std::memcpy(f.data(), ident, sizeof(ident));
-  Put<uint16_t>(&f, 16, 3);   // ET_DYN
+  Put<uint16_t>(&f, 16, 3);  // ET_DYN
   Put<uint16_t>(&f, 18, kHostMachine);
   Put<uint32_t>(&f, 20, 1);
   const uint64_t shoff = 1024;
@@ -95,7 +95,8 @@ TEST(LoaderHostile, FifoIsRefusedWithoutBlocking) {
   const std::string fifo = TempPath("fifo.so");
   unlink(fifo.c_str());
   ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
-  auto attempt = std::async(std::launch::async, [&] { return CatchError([&] { Module::Load(fifo); }); });
+  auto attempt =
+      std::async(std::launch::async, [&] { return CatchError([&] { Module::Load(fifo); }); });
   if (attempt.wait_for(std::chrono::seconds(20)) != std::future_status::ready) {
     // Unblock the loader (a writer lets a blocked open for reading return) before failing.
     int fd = open(fifo.c_str(), O_WRONLY | O_NONBLOCK);
@@ -235,8 +236,9 @@ TEST(LoaderHostile, TruncatedAndForeignLibrariesAreRefused) {
   Error foreign = CatchError([&] { Module::Load(path); });
   EXPECT_EQ(foreign.message(), Prefix(path) +
                                    "not a loadable shared library: built for another machine (ELF "
-                                   "machine " + std::to_string(kOtherMachine) +
-                                   ", this host is " + std::to_string(kHostMachine) + ")");
+                                   "machine " +
+                                   std::to_string(kOtherMachine) + ", this host is " +
+                                   std::to_string(kHostMachine) + ")");
   std::vector<char> elf32 = lib;
   elf32[4] = 1;  // ELFCLASS32
   WriteFile(path, elf32);

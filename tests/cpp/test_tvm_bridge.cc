@@ -58,8 +58,9 @@ TEST(TvmBridge, ScalarsStringsAndContainers) {
   EXPECT_EQ(mod.GetFunctionRequired("add_int")(40, 2).cast<int64_t>(), 42);
   EXPECT_EQ(mod.GetFunctionRequired("scale_float")(1.5, 4.0).cast<double>(), 6.0);
   EXPECT_EQ(mod.GetFunctionRequired("negate")(true).cast<bool>(), false);
-  EXPECT_EQ(mod.GetFunctionRequired("concat")("a string that is ", "long enough").cast<std::string>(),
-            "a string that is long enough");
+  EXPECT_EQ(
+      mod.GetFunctionRequired("concat")("a string that is ", "long enough").cast<std::string>(),
+      "a string that is long enough");
   auto range = mod.GetFunctionRequired("make_range")(4).cast<kffi::Array<int64_t>>();
   EXPECT_EQ(std::vector<int64_t>(range.begin(), range.end()), (std::vector<int64_t>{0, 1, 2, 3}));
   EXPECT_EQ(mod.GetFunctionRequired("sum_array")(range).cast<int64_t>(), 6);
@@ -105,9 +106,8 @@ TEST(TvmBridge, CallbacksBothWays) {
   Function adder = mod.GetFunctionRequired("make_adder")(10).cast<Function>();
   EXPECT_EQ(adder(5).cast<int64_t>(), 15);
   EXPECT_EQ(twice(adder, 1).cast<int64_t>(), 21);
-  Function failing = Function::FromTyped([](int64_t) -> int64_t {
-    KFFI_THROW(KeyError) << "callback failed";
-  });
+  Function failing =
+      Function::FromTyped([](int64_t) -> int64_t { KFFI_THROW(KeyError) << "callback failed"; });
   Error e = CatchError([&] { twice(failing, 1); });
   EXPECT_EQ(e.kind(), "KeyError");
   EXPECT_EQ(e.message(), "callback failed");
@@ -136,14 +136,16 @@ TEST(TvmBridge, MapsDoNotCross) {
 TEST(TvmBridge, MetadataInKffiFormat) {
   SKIP_WITHOUT_TVM_LIBS();
   Module mod = TestLib();
-  EXPECT_EQ(mod.GetFunctionMetadata("add_int").value(),
-            R"({"name":"add_int","params":[{"name":"arg0","type":"int","kind":"int","optional":false},)"
-            R"({"name":"arg1","type":"int","kind":"int","optional":false}],"return":"int",)"
-            R"("doc":"Adds two integers.","abi":"tvm-ffi"})");
-  EXPECT_EQ(mod.GetFunctionMetadata("add_one").value(),
-            R"({"name":"add_one","params":[{"name":"arg0","type":"Tensor","kind":"tensor",)"
-            R"("optional":false},{"name":"arg1","type":"Tensor","kind":"tensor","optional":false}],)"
-            R"("return":"None","doc":"y = x + 1 for 1-d float32 tensors.","abi":"tvm-ffi"})");
+  EXPECT_EQ(
+      mod.GetFunctionMetadata("add_int").value(),
+      R"({"name":"add_int","params":[{"name":"arg0","type":"int","kind":"int","optional":false},)"
+      R"({"name":"arg1","type":"int","kind":"int","optional":false}],"return":"int",)"
+      R"("doc":"Adds two integers.","abi":"tvm-ffi"})");
+  EXPECT_EQ(
+      mod.GetFunctionMetadata("add_one").value(),
+      R"({"name":"add_one","params":[{"name":"arg0","type":"Tensor","kind":"tensor",)"
+      R"("optional":false},{"name":"arg1","type":"Tensor","kind":"tensor","optional":false}],)"
+      R"("return":"None","doc":"y = x + 1 for 1-d float32 tensors.","abi":"tvm-ffi"})");
   EXPECT_FALSE(mod.GetFunctionMetadata("no_such").has_value());
   // Malformed metadata is a ValueError naming the function; the function itself still runs.
   Error bad = CatchError([&] { mod.GetFunctionMetadata("bad_meta"); });
@@ -164,9 +166,9 @@ TEST(TvmBridge, EnvironmentIsKffis) {
   EXPECT_EQ(mod.GetFunctionRequired("env_stream")(int(kDLCUDA), 1).cast<int64_t>(), 0);
   // The library allocates through kffi's environment allocator.
   static int calls = 0;
-  DLPackManagedTensorAllocator counting = [](DLTensor* proto, DLManagedTensorVersioned** out,
-                                             void* ctx, void (*set_error)(void*, const char*,
-                                                                          const char*)) -> int {
+  DLPackManagedTensorAllocator counting =
+      [](DLTensor* proto, DLManagedTensorVersioned** out, void* ctx,
+         void (*set_error)(void*, const char*, const char*)) -> int {
     ++calls;
     (void)proto;
     (void)out;
@@ -238,9 +240,10 @@ TEST(TvmBridge, ForeignModuleObjectsAreRefusedByTheModuleApi) {
   ASSERT_EQ(KFFIModuleGetName(&fake, &out), -1);
   Error e = CatchError([] { kffi::details::ThrowRaisedError(-1); });
   EXPECT_EQ(e.kind(), "TypeError");
-  EXPECT_EQ(e.message(),
-            "KFFIModuleGetName: the `ffi.Module` was made by another runtime (e.g. apache-tvm-ffi), "
-            "not by kffi");
+  EXPECT_EQ(
+      e.message(),
+      "KFFIModuleGetName: the `ffi.Module` was made by another runtime (e.g. apache-tvm-ffi), "
+      "not by kffi");
 }
 
 }  // namespace

@@ -16,6 +16,7 @@ With ``--copy-runtime`` libcute_dsl_runtime.so is copied into OUT_DIR and found 
 ``$ORIGIN``, so the folder can be carried to a machine without the DSL (the GPU checks).
 Writes OUT_DIR/manifest.json.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -30,8 +31,9 @@ def export_objects(out_dir: str) -> dict[str, str]:
     """Compiles the three variants; returns {name: object file}."""
     os.environ.setdefault("CUTE_DSL_ARCH", "sm_90a")
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    import cutlass.cute as cute
+    from cutlass import cute
     from kernels import add_one
+
     n = cute.sym_int()
     a = cute.runtime.make_fake_compact_tensor(cute.Float32, (n,))
     b = cute.runtime.make_fake_compact_tensor(cute.Float32, (n,))
@@ -54,7 +56,7 @@ def export_objects(out_dir: str) -> dict[str, str]:
 
 
 def link(objects: dict[str, str], out_dir: str, copy_runtime: bool) -> dict[str, str]:
-    import cutlass.cute as cute
+    from cutlass import cute
 
     runtime_libs = cute.runtime.find_runtime_libraries(enable_tvm_ffi=True)
     dsl_runtime = next(p for p in runtime_libs if "cute_dsl_runtime" in os.path.basename(p))
@@ -89,9 +91,11 @@ def main(argv=None) -> int:
     libs = link(objects, out_dir, args.copy_runtime)
     import cutlass
 
-    manifest = {"libraries": {k: os.path.basename(v) for k, v in libs.items()},
-                "cutlass_dsl": getattr(cutlass, "__version__", "unknown"),
-                "arch": os.environ.get("CUTE_DSL_ARCH", "")}
+    manifest = {
+        "libraries": {k: os.path.basename(v) for k, v in libs.items()},
+        "cutlass_dsl": getattr(cutlass, "__version__", "unknown"),
+        "arch": os.environ.get("CUTE_DSL_ARCH", ""),
+    }
     with open(os.path.join(out_dir, "manifest.json"), "w") as f:
         json.dump(manifest, f, indent=2)
     print(json.dumps(manifest))

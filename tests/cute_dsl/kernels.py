@@ -3,8 +3,9 @@
 Imported by build_kernels.py after it sets CUTE_DSL_ARCH. The DSL resolves annotations from
 module globals, so the kernels live at module level.
 """
-import cutlass.cute as cute
+
 from cuda.bindings.driver import CUstream
+from cutlass import cute
 
 
 @cute.kernel

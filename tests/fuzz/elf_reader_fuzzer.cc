@@ -1,4 +1,5 @@
-// tests/fuzz/elf_reader_fuzzer.cc: libFuzzer target for the loader's ELF reader (src/module_elf.cc).
+// tests/fuzz/elf_reader_fuzzer.cc: libFuzzer target for the loader's ELF reader
+// (src/module_elf.cc).
 //
 // The reader sees every library file before dlopen does, so any byte string must give a clean
 // "readable" or "not readable" answer: no crash, no read outside the input, no allocation larger

@@ -5,9 +5,11 @@ DLTensor's fields, so a tensor that says it lives on CUDA device 0 but points at
 exercises those checks on a machine without a GPU. Its data must never be touched: use these
 only for calls that are expected to fail validation.
 """
+
 from __future__ import annotations
 
 import ctypes
+from typing import ClassVar
 
 import numpy as np
 
@@ -21,9 +23,15 @@ class _DLDataType(ctypes.Structure):
 
 
 class _DLTensor(ctypes.Structure):
-    _fields_ = [("data", ctypes.c_void_p), ("device", _DLDevice), ("ndim", ctypes.c_int32),
-                ("dtype", _DLDataType), ("shape", ctypes.POINTER(ctypes.c_int64)),
-                ("strides", ctypes.POINTER(ctypes.c_int64)), ("byte_offset", ctypes.c_uint64)]
+    _fields_ = [
+        ("data", ctypes.c_void_p),
+        ("device", _DLDevice),
+        ("ndim", ctypes.c_int32),
+        ("dtype", _DLDataType),
+        ("shape", ctypes.POINTER(ctypes.c_int64)),
+        ("strides", ctypes.POINTER(ctypes.c_int64)),
+        ("byte_offset", ctypes.c_uint64),
+    ]
 
 
 class _DLManagedTensor(ctypes.Structure):
@@ -31,8 +39,11 @@ class _DLManagedTensor(ctypes.Structure):
 
 
 _DELETER = ctypes.CFUNCTYPE(None, ctypes.POINTER(_DLManagedTensor))
-_DLManagedTensor._fields_ = [("dl_tensor", _DLTensor), ("manager_ctx", ctypes.c_void_p),
-                             ("deleter", _DELETER)]
+_DLManagedTensor._fields_ = [
+    ("dl_tensor", _DLTensor),
+    ("manager_ctx", ctypes.c_void_p),
+    ("deleter", _DELETER),
+]
 
 _PyCapsule_New = ctypes.pythonapi.PyCapsule_New
 _PyCapsule_New.restype = ctypes.py_object
@@ -45,7 +56,9 @@ class FakeDeviceTensor:
     """A 1-d tensor of n elements of dtype on (device_type, device_id), whose data pointer is the
     start of a host buffer plus offset bytes (offset != 0 misaligns it)."""
 
-    _alive = []  # the structures live as long as the process: consumers may keep the tensor
+    _alive: ClassVar[
+        list
+    ] = []  # the structures live as long as the process: consumers may keep the tensor
 
     def __init__(self, n: int, dtype: str = "float32", device=(2, 0), offset: int = 0):
         self._host = np.zeros(max(n, 1) + 16, dtype=np.float64)

@@ -10,6 +10,7 @@ tensors, and tensors that only claim to be on CUDA (fake_dlpack.py), reach them.
 (result, torch's current stream, CUDA graph capture, errors on real CUDA tensors) skip without
 CUDA.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -22,10 +23,9 @@ import tempfile
 import textwrap
 from pathlib import Path
 
+import kffi
 import numpy as np
 import pytest
-
-import kffi
 from fake_dlpack import FakeDeviceTensor as Fake
 
 HERE = Path(__file__).resolve().parent
@@ -43,14 +43,20 @@ def _build_here() -> Path:
     import importlib.metadata as md
 
     h.update(md.version("nvidia-cutlass-dsl").encode())
-    root = os.environ.get("KFFI_TEST_LIB_DIR") or os.path.join(tempfile.gettempdir(),
-                                                              f"kffi-test-libs-{os.getuid()}")
+    root = os.environ.get("KFFI_TEST_LIB_DIR") or os.path.join(
+        tempfile.gettempdir(), f"kffi-test-libs-{os.getuid()}"
+    )
     out = Path(root) / f"cute-{h.hexdigest()[:16]}"
     if not (out / "manifest.json").exists():
         # A separate interpreter: the DSL loads CUDA bindings and apache-tvm-ffi, which the
         # tests below must not find already loaded.
-        proc = subprocess.run([sys.executable, str(CUTE / "build_kernels.py"), str(out)],
-                              capture_output=True, text=True, timeout=900)
+        proc = subprocess.run(
+            [sys.executable, str(CUTE / "build_kernels.py"), str(out)],
+            check=False,
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
         assert proc.returncode == 0, proc.stdout + proc.stderr
     return out
 
@@ -100,16 +106,18 @@ def test_cpu_tensor_is_a_value_error_naming_the_device(cute, flavour):
     torch = pytest.importorskip("torch")
     with pytest.raises(ValueError) as info:
         _fn(cute, "add_one", flavour)(torch.zeros(8), torch.zeros(8))
-    assert str(info.value) == (f"Mismatched Tensor on argument #0 when calling: {SIGNATURE}, "
-                               "expected device_type=cuda")
+    assert str(info.value) == (
+        f"Mismatched Tensor on argument #0 when calling: {SIGNATURE}, expected device_type=cuda"
+    )
 
 
 @pytest.mark.parametrize("flavour", FLAVOURS)
 def test_not_a_tensor_is_a_type_error(cute, flavour):
     with pytest.raises(TypeError) as info:
         _fn(cute, "add_one", flavour)(1, Fake(4))
-    assert str(info.value) == (f"Mismatched type on argument #0 when calling: {SIGNATURE}, "
-                               "expected Tensor")
+    assert str(info.value) == (
+        f"Mismatched type on argument #0 when calling: {SIGNATURE}, expected Tensor"
+    )
 
 
 @pytest.mark.parametrize("flavour", FLAVOURS)
@@ -123,18 +131,25 @@ def test_argument_count_is_a_type_error(cute, flavour):
 def test_dtype_mismatch_is_a_value_error(cute, flavour):
     with pytest.raises(ValueError) as info:
         _fn(cute, "add_one", flavour)(Fake(4), Fake(4, "float16"))
-    assert str(info.value) == (f"Mismatched Tensor on argument #1 when calling: {SIGNATURE}, "
-                               "expected dtype=float32")
+    assert str(info.value) == (
+        f"Mismatched Tensor on argument #1 when calling: {SIGNATURE}, expected dtype=float32"
+    )
 
 
 @pytest.mark.parametrize("flavour", FLAVOURS)
 def test_shape_and_device_index_mismatches(cute, flavour):
     f = _fn(cute, "add_one", flavour)
-    with pytest.raises(ValueError, match=r"Mismatched b\.shape\[0\] on argument #1 .* expected "
-                                         r"to match a\.shape\[0\]"):
+    with pytest.raises(
+        ValueError,
+        match=r"Mismatched b\.shape\[0\] on argument #1 .* expected "
+        r"to match a\.shape\[0\]",
+    ):
         f(Fake(4), Fake(5))
-    with pytest.raises(ValueError, match=r"Mismatched device index on argument #1 .* expected to "
-                                         r"match a\.device\.index"):
+    with pytest.raises(
+        ValueError,
+        match=r"Mismatched device index on argument #1 .* expected to "
+        r"match a\.device\.index",
+    ):
         f(Fake(4), Fake(4, device=(2, 1)))
 
 
@@ -143,18 +158,25 @@ def test_divisibility_and_alignment(cute, flavour):
     f = _fn(cute, "add_one_div", flavour)
     with pytest.raises(ValueError) as info:
         f(Fake(126), Fake(126))
-    assert str(info.value) == (f"Invalid a.shape[0] on argument #0 when calling: {SIGNATURE}, "
-                               "expected to be divisible by 16")
+    assert str(info.value) == (
+        f"Invalid a.shape[0] on argument #0 when calling: {SIGNATURE}, "
+        "expected to be divisible by 16"
+    )
     with pytest.raises(ValueError) as info:
         f(Fake(128, offset=4), Fake(128))
-    assert str(info.value) == (f"Misaligned Tensor data on argument #0 when calling: "
-                               f"{SIGNATURE}, expected data alignment=16 bytes")
+    assert str(info.value) == (
+        f"Misaligned Tensor data on argument #0 when calling: "
+        f"{SIGNATURE}, expected data alignment=16 bytes"
+    )
 
 
 @pytest.mark.parametrize("flavour", FLAVOURS)
 def test_explicit_stream_argument_checked(cute, flavour):
-    with pytest.raises(TypeError, match=r"Mismatched type on argument #2 .* expected handle or "
-                                        r"int"):
+    with pytest.raises(
+        TypeError,
+        match=r"Mismatched type on argument #2 .* expected handle or "
+        r"int",
+    ):
         _fn(cute, "add_one_stream", flavour)(Fake(4), Fake(4), "not a stream")
 
 
@@ -174,8 +196,9 @@ def test_runs_with_kffi_alone(cute_dir):
             print("ValueError:", e)
         print("mapped:", tvm_libs.libtvm_ffi_mapped())
     """)
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-c", code], check=False, capture_output=True, text=True, timeout=300
+    )
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.strip().splitlines()
     assert lines[-2].endswith("expected to be divisible by 16"), lines

@@ -8,6 +8,7 @@ The cases of tvm_bridge_cases.py run three ways:
   apache-tvm-ffi's runtime;
 - "linked": the library built with -ltvm_ffi (a DT_NEEDED entry) in this process.
 """
+
 from __future__ import annotations
 
 import json
@@ -16,22 +17,24 @@ import subprocess
 import sys
 import textwrap
 
-import pytest
-
 import kffi
+import pytest
 import tvm_bridge_cases
 import tvm_libs
 
-pytestmark = pytest.mark.skipif(tvm_libs.tvm_ffi_dir() is None,
-                                reason="apache-tvm-ffi is not installed")
+pytestmark = pytest.mark.skipif(
+    tvm_libs.tvm_ffi_dir() is None, reason="apache-tvm-ffi is not installed"
+)
 
 CASE_NAMES = sorted(tvm_bridge_cases.CASES)
 
 
 @pytest.fixture(scope="session")
 def tvm_testlib_paths():
-    return {"unlinked": tvm_libs.build("tvm_testlib", linked=False),
-            "linked": tvm_libs.build("tvm_testlib", linked=True)}
+    return {
+        "unlinked": tvm_libs.build("tvm_testlib", linked=False),
+        "linked": tvm_libs.build("tvm_testlib", linked=True),
+    }
 
 
 # Runs every case in a fresh interpreter that does not import tvm_ffi; prints one JSON object
@@ -65,8 +68,9 @@ _SHIM_SCRIPT = textwrap.dedent("""
 def shim_run(tvm_testlib_paths):
     here = os.path.dirname(os.path.abspath(__file__))
     code = _SHIM_SCRIPT.format(here=here, path=str(tvm_testlib_paths["unlinked"]))
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-c", code], check=False, capture_output=True, text=True, timeout=300
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
@@ -167,6 +171,7 @@ def test_gpu_shim_library_sees_torchs_current_stream(tvm_testlib_paths):
         assert not tvm_libs.libtvm_ffi_mapped()
         print("ok")
     """)
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-c", code], check=False, capture_output=True, text=True, timeout=300
+    )
     assert proc.returncode == 0 and proc.stdout.strip().endswith("ok"), proc.stderr

@@ -5,6 +5,7 @@ Each scenario runs in a fresh interpreter because the order in which the runtime
 bound to apache-tvm-ffi) and because the point is that nothing aborts: the test checks the exit
 status as well as the results.
 """
+
 from __future__ import annotations
 
 import os
@@ -13,36 +14,40 @@ import sys
 import textwrap
 
 import pytest
-
 import tvm_libs
 
-pytestmark = pytest.mark.skipif(tvm_libs.tvm_ffi_dir() is None,
-                                reason="apache-tvm-ffi is not installed")
+pytestmark = pytest.mark.skipif(
+    tvm_libs.tvm_ffi_dir() is None, reason="apache-tvm-ffi is not installed"
+)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 @pytest.fixture(scope="module")
 def libs():
-    return {"unlinked": str(tvm_libs.build("tvm_testlib", linked=False)),
-            "linked": str(tvm_libs.build("tvm_testlib", linked=True)),
-            "norpath": str(tvm_libs.build("tvm_testlib", linked=True, rpath=False)),
-            "collide": str(tvm_libs.build("tvm_collide", linked=False)),
-            "uncovered": str(tvm_libs.build("tvm_uncovered", linked=False))}
+    return {
+        "unlinked": str(tvm_libs.build("tvm_testlib", linked=False)),
+        "linked": str(tvm_libs.build("tvm_testlib", linked=True)),
+        "norpath": str(tvm_libs.build("tvm_testlib", linked=True, rpath=False)),
+        "collide": str(tvm_libs.build("tvm_collide", linked=False)),
+        "uncovered": str(tvm_libs.build("tvm_uncovered", linked=False)),
+    }
 
 
 def run(code: str, **paths) -> str:
     """Runs code in a fresh interpreter; returns its stdout (fails the test on a crash)."""
     prelude = f"import sys\nsys.path.insert(0, {HERE!r})\n"
     body = prelude + textwrap.dedent(code).format(**paths)
-    proc = subprocess.run([sys.executable, "-c", body], capture_output=True, text=True,
-                          timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-c", body], check=False, capture_output=True, text=True, timeout=300
+    )
     assert proc.returncode == 0, f"exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
     return proc.stdout
 
 
 def test_interleaved_calls_in_both_directions(libs):
-    out = run("""
+    out = run(
+        """
         import numpy as np
         import kffi
         shim_mod = kffi.load_module({unlinked!r})       # before tvm_ffi: on kffi's shim
@@ -69,12 +74,15 @@ def test_interleaved_calls_in_both_directions(libs):
         t = kffi.from_dlpack(np.arange(3, dtype=np.float32))
         assert theirs.tensor_sum(t) == 3.0
         print("ok", shim_mod.add_int(1, 1), real_mod.add_int(2, 2))
-    """, **libs)
+    """,
+        **libs,
+    )
     assert out.strip().splitlines()[-1] == "ok 2 4"
 
 
 def test_errors_cross_both_ways(libs):
-    out = run("""
+    out = run(
+        """
         import kffi, tvm_ffi, torch
         mod = kffi.load_module({linked!r})
         theirs = tvm_ffi.load_module({linked!r})
@@ -109,12 +117,15 @@ def test_errors_cross_both_ways(libs):
         except ValueError as e:
             assert "expected a positive number, got -6" in str(e)
         print("ok")
-    """, **libs)
+    """,
+        **libs,
+    )
     assert out.strip().splitlines()[-1] == "ok"
 
 
 def test_global_registrations_do_not_collide(libs):
-    out = run("""
+    out = run(
+        """
         import kffi
         mod = kffi.load_module({unlinked!r})   # registers tvm_testlib.square in kffi
         import tvm_ffi
@@ -127,12 +138,15 @@ def test_global_registrations_do_not_collide(libs):
         assert tvm_ffi.get_global_func("tvm_testlib_linked.square")(4) == 16
         assert tvm_ffi.get_global_func("tvm_testlib.square", allow_missing=True) is None
         print("ok")
-    """, **libs)
+    """,
+        **libs,
+    )
     assert out.strip().splitlines()[-1] == "ok"
 
 
 def test_colliding_registration_fails_the_load_not_the_process(libs):
-    out = run("""
+    out = run(
+        """
         import kffi
         mod = kffi.load_module({unlinked!r})
         try:
@@ -150,12 +164,15 @@ def test_colliding_registration_fails_the_load_not_the_process(libs):
         except KeyError:
             pass
         print("ok")
-    """, **libs)
+    """,
+        **libs,
+    )
     assert out.strip().splitlines()[-1] == "ok"
 
 
 def test_uncovered_runtime_function_is_named_before_the_library_runs(libs):
-    out = run("""
+    out = run(
+        """
         import os, kffi, tvm_libs
         try:
             kffi.load_module({uncovered!r})
@@ -172,12 +189,15 @@ def test_uncovered_runtime_function_is_named_before_the_library_runs(libs):
         mod = kffi.load_module({uncovered!r})
         assert mod.big() == 1
         print("ok")
-    """, **libs)
+    """,
+        **libs,
+    )
     assert out.strip().splitlines()[-1] == "ok"
 
 
 def test_linked_library_without_tvm_ffi_imported_finds_the_installed_runtime(libs):
-    out = run("""
+    out = run(
+        """
         import sys, kffi, tvm_libs
         assert not tvm_libs.libtvm_ffi_mapped()
         mod = kffi.load_module({linked!r})   # DT_NEEDED libtvm_ffi.so, found through its rpath
@@ -188,14 +208,17 @@ def test_linked_library_without_tvm_ffi_imported_finds_the_installed_runtime(lib
         except ValueError as e:
             assert "got 0" in str(e)
         print("ok")
-    """, **libs)
+    """,
+        **libs,
+    )
     assert out.strip().splitlines()[-1] == "ok"
 
 
 def test_linked_library_the_loader_cannot_find_a_runtime_for(libs):
     """-ltvm_ffi without an rpath: kffi.load_module loads the installed apache-tvm-ffi's runtime
     (as `import tvm_ffi` would, without importing the Python package) and the load succeeds."""
-    out = run("""
+    out = run(
+        """
         import sys, kffi, tvm_libs
         assert not tvm_libs.libtvm_ffi_mapped()
         mod = kffi.load_module({norpath!r})
@@ -206,13 +229,16 @@ def test_linked_library_the_loader_cannot_find_a_runtime_for(libs):
         except KeyError as e:
             assert e.args[0] == "through the preloaded runtime"
         print("ok")
-    """, **libs)
+    """,
+        **libs,
+    )
     assert out.strip().splitlines()[-1] == "ok"
 
 
 def test_jax_tvm_ffi_accepts_a_kffi_function(libs):
     pytest.importorskip("jax_tvm_ffi")
-    out = run("""
+    out = run(
+        """
         import jax, jax.numpy as jnp, numpy as np
         import jax_tvm_ffi, kffi
         mod = kffi.load_module({unlinked!r})   # bound to the runtime jax_tvm_ffi loaded
@@ -229,5 +255,7 @@ def test_jax_tvm_ffi_accepts_a_kffi_function(libs):
             jnp.ones(2, jnp.float32))
         assert calls, calls
         print("ok")
-    """, **libs)
+    """,
+        **libs,
+    )
     assert out.strip().splitlines()[-1] == "ok"

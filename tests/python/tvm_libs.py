@@ -7,6 +7,7 @@ whichever runtime the loader provides). The package is located without importing
 test process can build them and still never load libtvm_ffi. Built libraries are cached by a
 hash of source, headers and flags, like conftest.py's.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -53,23 +54,32 @@ def build(name: str, linked: bool, source: Path | None = None, rpath: bool = Tru
     source = source or SOURCES / f"{name}.cc"
     include = tvm / "include"
     dlpack = tvm / "3rdparty" / "dlpack" / "include"
-    flags = ["-std=c++17", "-O1", "-fPIC", "-shared", f"-I{include}", f"-I{dlpack}",
-             "-DTVM_FFI_DLL_EXPORT_INCLUDE_METADATA=1"]
+    flags = [
+        "-std=c++17",
+        "-O1",
+        "-fPIC",
+        "-shared",
+        f"-I{include}",
+        f"-I{dlpack}",
+        "-DTVM_FFI_DLL_EXPORT_INCLUDE_METADATA=1",
+    ]
     if linked:
         lib = tvm / "lib"
         flags += [f"-L{lib}", "-ltvm_ffi", f'-DTVM_TESTLIB_GLOBAL_PREFIX="{name}_linked"']
         if rpath:
             flags.append(f"-Wl,-rpath,{lib}")
     headers = sorted(include.rglob("*.h"))
-    key = _digest([source.read_bytes(), " ".join(flags).encode()] +
-                  [str(h).encode() + str(h.stat().st_mtime_ns).encode() for h in headers])
+    key = _digest(
+        [source.read_bytes(), " ".join(flags).encode()]
+        + [str(h).encode() + str(h.stat().st_mtime_ns).encode() for h in headers]
+    )
     flavour = ("linked" if rpath else "linked-norpath") if linked else "unlinked"
     out = _cache_dir() / f"lib{name}-{flavour}-{key}.so"
     if out.exists():
         return out
     tmp = out.with_suffix(f".{os.getpid()}.tmp")
     cmd = ["g++", str(source), "-o", str(tmp)] + flags
-    proc = subprocess.run(cmd, capture_output=True, text=True)
+    proc = subprocess.run(cmd, check=False, capture_output=True, text=True)
     if proc.returncode != 0:
         raise RuntimeError(f"building {out.name} failed:\n{' '.join(cmd)}\n{proc.stderr}")
     os.replace(tmp, out)

@@ -89,9 +89,9 @@ TEST(TvmReal, AllocationFollowsKffisRules) {
   kffi::Tensor t = mod.GetFunctionRequired("iota")(4).cast<kffi::Tensor>();
   const float* p = static_cast<const float*>(t.data_ptr());
   EXPECT_EQ(std::vector<float>(p, p + 4), (std::vector<float>{0, 1, 2, 3}));
-  DLPackManagedTensorAllocator refusing = [](DLTensor*, DLManagedTensorVersioned**, void* ctx,
-                                             void (*set_error)(void*, const char*,
-                                                               const char*)) -> int {
+  DLPackManagedTensorAllocator refusing =
+      [](DLTensor*, DLManagedTensorVersioned**, void* ctx,
+         void (*set_error)(void*, const char*, const char*)) -> int {
     set_error(ctx, "MemoryError", "refused by kffi's allocator");
     return -1;
   };
@@ -104,9 +104,8 @@ TEST(TvmReal, AllocationFollowsKffisRules) {
 
 TEST(TvmReal, KffiCallbacksRaiseIntoTheLibrarysRuntime) {
   Module mod = Module::Load(KFFI_TEST_TVM_TESTLIB);
-  Function failing = Function::FromTyped([](int64_t) -> int64_t {
-    KFFI_THROW(KeyError) << "from a kffi callback";
-  });
+  Function failing = Function::FromTyped(
+      [](int64_t) -> int64_t { KFFI_THROW(KeyError) << "from a kffi callback"; });
   Error e = CatchError([&] { mod.GetFunctionRequired("call_twice")(failing, 1); });
   EXPECT_EQ(e.kind(), "KeyError");
   EXPECT_EQ(e.message(), "from a kffi callback");
@@ -119,11 +118,11 @@ TEST(TvmReal, KffiCallbacksRaiseIntoTheLibrarysRuntime) {
   KFFIByteArray name{kName, sizeof(kName) - 1};
   KFFIObjectHandle square = nullptr;
   ASSERT_EQ(TVMFFIFunctionGetGlobal(&name, &square), 0);
-  EXPECT_EQ(mod.GetFunctionRequired("call_twice")(
-                   Function(kffi::details::ObjectUnsafe::FromOwnedHandle<kffi::FunctionObj>(square)),
-                   3)
-                .cast<int64_t>(),
-            81);
+  EXPECT_EQ(
+      mod.GetFunctionRequired("call_twice")(
+             Function(kffi::details::ObjectUnsafe::FromOwnedHandle<kffi::FunctionObj>(square)), 3)
+          .cast<int64_t>(),
+      81);
 }
 
 TEST(TvmReal, LinkedLibraryToo) {

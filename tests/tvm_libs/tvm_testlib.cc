@@ -80,13 +80,11 @@ int64_t EnvStream(int32_t device_type, int32_t device_id) {
 
 // The stream of the first tensor's device, as a kernel launch would read it.
 int64_t StreamOf(ffi::TensorView x) {
-  return static_cast<int64_t>(reinterpret_cast<intptr_t>(
-      TVMFFIEnvGetStream(x.device().device_type, x.device().device_id)));
+  return static_cast<int64_t>(
+      reinterpret_cast<intptr_t>(TVMFFIEnvGetStream(x.device().device_type, x.device().device_id)));
 }
 
-int64_t CallTwice(ffi::Function f, int64_t x) {
-  return f(f(x).cast<int64_t>()).cast<int64_t>();
-}
+int64_t CallTwice(ffi::Function f, int64_t x) { return f(f(x).cast<int64_t>()).cast<int64_t>(); }
 ffi::Function MakeAdder(int64_t k) {
   return ffi::Function::FromTyped([k](int64_t x) { return x + k; });
 }

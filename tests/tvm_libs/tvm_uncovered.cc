@@ -4,7 +4,8 @@
 
 #include <cstdlib>
 
-extern "C" TVM_FFI_DLL_EXPORT int __tvm_ffi_big(void*, const TVMFFIAny*, int32_t, TVMFFIAny* result) {
+extern "C" TVM_FFI_DLL_EXPORT int __tvm_ffi_big(void*, const TVMFFIAny*, int32_t,
+                                                TVMFFIAny* result) {
   TVMFFIByteArray bytes{"\x01\0\0\0\0\0\0\0", 8};
   return TVMFFIBigIntFromByteArray(&bytes, result);
 }

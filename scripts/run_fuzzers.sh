@@ -60,10 +60,13 @@ for t in "${TARGETS[@]}"; do
     echo "FAILED: $t (reproducer in $BUILD/artifacts/$t/)"
     exit 1
   fi
+  # With --jobs the workers' logs hold the counts (the main log repeats them).
   logs=("$log")
-  shopt -s nullglob
-  logs+=("$BUILD"/fuzz-*.log)
-  shopt -u nullglob
+  if [ "$JOBS" -gt 1 ]; then
+    shopt -s nullglob
+    logs=("$BUILD"/fuzz-*.log)
+    shopt -u nullglob
+  fi
   runs=$(awk '/stat::number_of_executed_units/ {s += $2} END {print s + 0}' "${logs[@]}")
   SUMMARY+=("$t: $runs executions, clean")
 done

@@ -17,6 +17,7 @@
 
 #include "module_elf.h"
 #include "runtime_internal.h"
+#include "tvm_bridge_api.h"
 
 namespace {
 
@@ -25,6 +26,7 @@ using kffi::details::CheckOutArg;
 using kffi::details::kAbiVersionSymbol;
 using kffi::details::kExportPrefix;
 using kffi::details::kMetaPrefix;
+using kffi::details::kTvmExportPrefix;
 using kffi::details::NewRuntimeObject;
 using kffi::details::RuntimeDecRef;
 using kffi::details::RuntimeDecWeakRef;
@@ -32,6 +34,7 @@ using kffi::details::RuntimeIncRef;
 using kffi::details::RuntimeIncWeakRef;
 using kffi::details::RuntimePayload;
 using kffi::details::ThrowCApiError;
+using kffi::details::TvmBridgeApi;
 
 constexpr const char kSystemLibName[] = "system_lib";
 
@@ -48,6 +51,10 @@ struct Library {
   void* dl_handle = nullptr;           // null for the system library
   bool names_known = false;            // whether `functions` came from the symbol table
   std::vector<std::string> functions;  // sorted
+  // A library built for the TVM-FFI ABI: its functions are `__tvm_ffi_<name>`, called through
+  // libkffi_tvm (tvm_bridge_api.h), which keeps tvm_state for it.
+  bool tvm = false;
+  void* tvm_state = nullptr;
   // A weak reference to the live module object, so that loading the file again while the module
   // lives returns it, and a module nobody holds can still die. Guarded by LibraryTable::mutex.
   KFFIObject* module_weak = nullptr;
@@ -151,6 +158,14 @@ ModulePayload* CheckModule(KFFIObjectHandle mod, const char* where) {
     ThrowCApiError("TypeError", std::string(where) + ": expected a `ffi.Module`, got `" +
                                     kffi::details::TypeKeyForMessage(type_index) + "`");
   }
+  // Another runtime's module (e.g. one made by apache-tvm-ffi, which shares the type index) has
+  // its own payload; only modules made here can be read as ModulePayload.
+  if (static_cast<KFFIObject*>(mod)->deleter !=
+      &kffi::details::RuntimePayloadDeleter<ModulePayload>) {
+    ThrowCApiError("TypeError", std::string(where) +
+                                    ": the `ffi.Module` was made by another runtime (e.g. "
+                                    "apache-tvm-ffi), not by kffi");
+  }
   return RuntimePayload<ModulePayload>(mod);
 }
 
@@ -168,7 +183,7 @@ void* FindSymbol(const ModulePayload* m, const std::string& symbol) {
 
 // The exported function `name` of m itself, or NULL. When the symbol table was read, only the
 // names it lists count, so that lookup and listing agree (dlsym would also search the library's
-// dependencies).
+// dependencies), and so that a data symbol of that name is never called.
 KFFISafeCallType FindOwnFunction(const ModulePayload* m, const std::string& name) {
   if (name.empty() || name.front() == '_') return nullptr;  // `__kffi__*` is not a function
   const Library* lib = m->library;
@@ -176,7 +191,8 @@ KFFISafeCallType FindOwnFunction(const ModulePayload* m, const std::string& name
       !std::binary_search(lib->functions.begin(), lib->functions.end(), name)) {
     return nullptr;
   }
-  return reinterpret_cast<KFFISafeCallType>(FindSymbol(m, kExportPrefix + name));
+  const char* prefix = lib->tvm ? kTvmExportPrefix : kExportPrefix;
+  return reinterpret_cast<KFFISafeCallType>(FindSymbol(m, prefix + name));
 }
 
 std::vector<std::string> OwnFunctionNames(const ModulePayload* m) {
@@ -263,47 +279,129 @@ std::string CanonicalPath(const std::string& path) {
                           "; rebuild the library against this kffi"));
 }
 
-// Opens a library that is not in the table yet. The checks that the symbol table allows run
-// before dlopen, so that an incompatible library's static initialisers never run here.
+// Rethrows the error a bridge function left in this thread's slot (kind and message kept).
+[[noreturn]] void ThrowRaised(const std::string& fallback) {
+  KFFIObjectHandle err = nullptr;
+  KFFIErrorMoveFromRaised(&err);
+  if (err == nullptr) ThrowCApiError("RuntimeError", fallback);
+  const KFFIErrorCell* cell = KFFIErrorGetCellPtr(err);
+  std::string kind(cell->kind.data, cell->kind.size);
+  std::string message(cell->message.data, cell->message.size);
+  RuntimeDecRef(static_cast<KFFIObject*>(err));
+  ThrowCApiError(std::move(kind), std::move(message));
+}
+
+// libkffi_tvm, opened once, the first time a TVM-FFI library is loaded. It lives next to the
+// shared libkffi; a program linked with the static runtime cannot use it (it would bring a second
+// runtime into the process).
+const TvmBridgeApi* GetTvmBridge() {
+  static std::mutex mutex;
+  static const TvmBridgeApi* api = nullptr;
+  static std::string failure;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (api != nullptr) return api;
+  if (!failure.empty()) ThrowCApiError("RuntimeError", failure);
+  Dl_info self;
+  std::string why;
+  if (dladdr(reinterpret_cast<void*>(&KFFIModuleLoadFromFile), &self) == 0 ||
+      self.dli_fname == nullptr) {
+    why = "cannot locate libkffi itself";
+  } else {
+    std::string me(self.dli_fname);
+    size_t slash = me.rfind('/');
+    std::string dir = slash == std::string::npos ? "." : me.substr(0, slash);
+    std::string base = slash == std::string::npos ? me : me.substr(slash + 1);
+    if (base.compare(0, 10, "libkffi.so") != 0) {
+      why = "the kffi runtime is linked statically into `" + me +
+            "`; TVM-FFI libraries need the shared runtime (libkffi.so)";
+    } else {
+      std::string path = dir + "/" + kffi::details::kTvmBridgeLibraryName;
+      dlerror();
+      void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+      if (handle == nullptr) {
+        why = "cannot open kffi's TVM-FFI bridge `" + path + "`: " + DlErrorText();
+      } else {
+        auto get = reinterpret_cast<kffi::details::TvmBridgeGetApiFn>(
+            dlsym(handle, kffi::details::kTvmBridgeEntrySymbol));
+        const TvmBridgeApi* got = get != nullptr ? get() : nullptr;
+        if (got == nullptr || got->api_version != kffi::details::kTvmBridgeApiVersion ||
+            got->abi_version != KFFI_ABI_VERSION) {
+          why = "kffi's TVM-FFI bridge `" + path + "` belongs to another kffi build";
+        } else {
+          api = got;
+          return api;
+        }
+      }
+    }
+  }
+  failure = "Cannot load TVM-FFI libraries: " + why;
+  ThrowCApiError("RuntimeError", failure);
+}
+
+// Refuses what the file says cannot be loaded, before dlopen runs any of its code.
+void CheckBeforeOpen(const std::string& given, const kffi::details::ElfExports& elf) {
+  if (!elf.readable) {
+    ThrowCApiError("RuntimeError",
+                   LoadError(given, "not a loadable shared library: " + elf.problem));
+  }
+  if (elf.has_abi_version) {
+    if (elf.abi_version_size != sizeof(uint32_t)) {
+      ThrowCApiError("RuntimeError",
+                     LoadError(given, "its `" + std::string(kAbiVersionSymbol) + "` record is " +
+                                          std::to_string(elf.abi_version_size) +
+                                          " bytes, expected 4 (a uint32_t); it was not built "
+                                          "with <kffi/export.h>"));
+    }
+    if (!elf.abi_version_known) {
+      ThrowCApiError("RuntimeError", LoadError(given, "its `" + std::string(kAbiVersionSymbol) +
+                                                          "` record cannot be read from the file"));
+    }
+    if (elf.abi_version != KFFI_ABI_VERSION) ThrowAbiMismatch(given, elf.abi_version);
+  }
+  if (!elf.has_abi_version && elf.functions.empty() && elf.tvm_functions.empty()) {
+    ThrowCApiError(
+        "RuntimeError",
+        LoadError(given, "it is not a kffi library: it exports neither `" +
+                             std::string(kAbiVersionSymbol) + "` nor any `" + kExportPrefix +
+                             "<name>` function (export functions with KFFI_EXPORT from "
+                             "<kffi/export.h>), nor any TVM-FFI `" +
+                             kTvmExportPrefix + "<name>` function"));
+  }
+}
+
+// Opens a library that is not in the table yet. Everything the file can tell is checked before
+// dlopen, so that a refused library's static initialisers never run here.
 Library* OpenLibrary(const std::string& given, const std::string& canonical) {
   kffi::details::ElfExports elf = kffi::details::ReadElfExports(canonical);
-  if (elf.readable) {
-    if (elf.has_abi_version && elf.abi_version_known && elf.abi_version != KFFI_ABI_VERSION) {
-      ThrowAbiMismatch(given, elf.abi_version);
-    }
-    if (!elf.has_abi_version && elf.functions.empty()) {
-      ThrowCApiError(
-          "RuntimeError",
-          LoadError(given, "it is not a kffi library: it exports neither `" +
-                               std::string(kAbiVersionSymbol) + "` nor any `" + kExportPrefix +
-                               "<name>` function (export functions with KFFI_EXPORT from "
-                               "<kffi/export.h>)"));
-    }
-  }
-  // RTLD_LOCAL: a kernel library's symbols must not satisfy another library's references (two
-  // libraries may both define __kffi_scale). RTLD_LAZY: unresolved code is only bound if called.
-  dlerror();
+  CheckBeforeOpen(given, elf);
+  // A library with kffi exports is a kffi library, whatever else it exports.
+  const bool tvm = !elf.has_abi_version && elf.functions.empty();
   LoadReportScope reports;
-  void* handle = dlopen(canonical.c_str(), RTLD_LAZY | RTLD_LOCAL);
-  if (handle == nullptr) {
-    std::string why = DlErrorText();
-    if (!elf.readable) why = "not a loadable shared library: " + why;
-    ThrowCApiError("RuntimeError", LoadError(given, why));
-  }
-  if (!elf.readable || (elf.has_abi_version && !elf.abi_version_known)) {
-    // The file could not tell; ask the loaded image (the library stays loaded either way).
-    const void* version = dlsym(handle, kAbiVersionSymbol);
-    if (version != nullptr) {
-      uint32_t v;
-      std::memcpy(&v, version, sizeof(v));
-      if (v != KFFI_ABI_VERSION) ThrowAbiMismatch(given, v);
+  void* handle = nullptr;
+  void* tvm_state = nullptr;
+  if (tvm) {
+    const TvmBridgeApi* bridge = GetTvmBridge();
+    if (bridge->open_library(canonical.c_str(), &elf, &handle, &tvm_state) != 0) {
+      ThrowRaised(LoadError(given, "the TVM-FFI bridge failed without an error"));
+    }
+  } else {
+    // RTLD_LOCAL: a kernel library's symbols must not satisfy another library's references (two
+    // libraries may both define __kffi_scale). RTLD_LAZY: unresolved code is only bound if
+    // called.
+    dlerror();
+    handle = dlopen(canonical.c_str(), RTLD_LAZY | RTLD_LOCAL);
+    if (handle == nullptr) {
+      ThrowCApiError("RuntimeError",
+                     LoadError(given, "not a loadable shared library: " + DlErrorText()));
     }
   }
   auto* lib = new Library();
   lib->path = canonical;
   lib->dl_handle = handle;
-  lib->names_known = elf.readable;
-  lib->functions = std::move(elf.functions);
+  lib->names_known = true;
+  lib->functions = tvm ? std::move(elf.tvm_functions) : std::move(elf.functions);
+  lib->tvm = tvm;
+  lib->tvm_state = tvm_state;
   if (!reports.reports().messages.empty()) {
     lib->load_error_kind = reports.reports().kind;
     for (const std::string& m : reports.reports().messages) {
@@ -372,6 +470,12 @@ int KFFIModuleLoadFromFile(const KFFIByteArray* path, KFFIObjectHandle* out) {
   CheckOutArg(out, "KFFIModuleLoadFromFile: out");
   *out = nullptr;
   std::string given(ByteArrayArg(path, "KFFIModuleLoadFromFile: path"));
+  // The path reaches the system as a C string: an embedded NUL would cut it short and name
+  // another file.
+  if (given.find('\0') != std::string::npos) {
+    ThrowCApiError("ValueError", "Cannot load module: the path contains a NUL byte at offset " +
+                                     std::to_string(given.find('\0')));
+  }
   *out = LoadModule(given);
   KFFI_CAPI_END();
 }
@@ -447,7 +551,16 @@ int KFFIModuleGetFunction(KFFIObjectHandle mod, const KFFIByteArray* name, int q
   CheckModule(mod, "KFFIModuleGetFunction");
   std::string n(ByteArrayArg(name, "KFFIModuleGetFunction: name"));
   auto found = FindFunction(static_cast<KFFIObject*>(mod), n, query_imports != 0);
-  if (found.second != nullptr) {
+  const Library* owner_lib =
+      found.first != nullptr ? RuntimePayload<ModulePayload>(found.first)->library : nullptr;
+  if (found.second != nullptr && owner_lib->tvm) {
+    // Called through the bridge: the TVM-FFI runtime it is bound to decides the error slot and
+    // the environment the call sees.
+    if (GetTvmBridge()->make_function(owner_lib->tvm_state, found.second, n.c_str(), found.first,
+                                      out) != 0) {
+      return -1;
+    }
+  } else if (found.second != nullptr) {
     // Symbols made by KFFI_EXPORT (they come with `__kffi__meta_<name>`) ignore their handle, so
     // the function object can enter them directly, one indirect call fewer per call. Other
     // symbols keep the NULL-handle convention through CallModuleFunction.
@@ -483,6 +596,8 @@ int KFFIModuleGetFunctionMetadata(KFFIObjectHandle mod, const KFFIByteArray* nam
   std::string n(ByteArrayArg(name, "KFFIModuleGetFunctionMetadata: name"));
   KFFIObject* owner = FindFunction(static_cast<KFFIObject*>(mod), n, true).first;
   if (owner == nullptr) return 0;
+  const Library* owner_lib = RuntimePayload<ModulePayload>(owner)->library;
+  if (owner_lib->tvm) return GetTvmBridge()->get_metadata(owner_lib->tvm_state, n.c_str(), out);
   auto meta = reinterpret_cast<KFFISafeCallType>(
       FindSymbol(RuntimePayload<ModulePayload>(owner), kMetaPrefix + n));
   if (meta == nullptr) return 0;

@@ -1,98 +1,76 @@
 // src/module_elf.cc: a small, self-contained ELF64 reader for the dynamic symbol table.
 #include "module_elf.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
-#include <cstdio>
+#include <cerrno>
 #include <cstring>
-#include <memory>
 #include <string_view>
 
 namespace kffi {
 namespace details {
 namespace {
 
-// The few ELF64 structures needed, written from the System V gABI so that no platform header is
-// required (and the layout is pinned here, not by whatever <elf.h> a system ships).
-struct Elf64Header {
-  unsigned char ident[16];
-  uint16_t type;
-  uint16_t machine;
-  uint32_t version;
-  uint64_t entry;
-  uint64_t phoff;
-  uint64_t shoff;
-  uint32_t flags;
-  uint16_t ehsize;
-  uint16_t phentsize;
-  uint16_t phnum;
-  uint16_t shentsize;
-  uint16_t shnum;
-  uint16_t shstrndx;
-};
-struct Elf64Section {
-  uint32_t name;
-  uint32_t type;
-  uint64_t flags;
-  uint64_t addr;
-  uint64_t offset;
-  uint64_t size;
-  uint32_t link;
-  uint32_t info;
-  uint64_t addralign;
-  uint64_t entsize;
-};
-struct Elf64Symbol {
-  uint32_t name;
-  unsigned char info;
-  unsigned char other;
-  uint16_t shndx;
-  uint64_t value;
-  uint64_t size;
-};
-static_assert(sizeof(Elf64Header) == 64 && sizeof(Elf64Section) == 64 && sizeof(Elf64Symbol) == 24,
-              "ELF64 structures must match the gABI layout");
-
 constexpr unsigned char kElfClass64 = 2;
 constexpr unsigned char kElfData2Lsb = 1;
 constexpr unsigned char kElfData2Msb = 2;
-constexpr uint16_t kElfTypeDyn = 3;
+constexpr uint32_t kSectionStrTab = 3;
+constexpr uint32_t kSectionDynamic = 6;
 constexpr uint32_t kSectionNoBits = 8;
 constexpr uint32_t kSectionDynSym = 11;
+constexpr uint64_t kSectionFlagExec = 0x4;
 constexpr uint16_t kSectionIndexUndef = 0;
 constexpr uint16_t kSectionIndexLoReserve = 0xff00;
 constexpr unsigned char kBindGlobal = 1;
 constexpr unsigned char kBindWeak = 2;
 constexpr unsigned char kBindGnuUnique = 10;
+constexpr unsigned char kTypeNoType = 0;
+constexpr unsigned char kTypeFunc = 2;
+constexpr unsigned char kTypeGnuIFunc = 10;
 constexpr unsigned char kVisibilityDefault = 0;
 constexpr unsigned char kVisibilityProtected = 3;
-// Sanity bound on symbol tables: a library with more than this many dynamic symbols is not one
-// this reader should spend memory on (real kernel libraries have thousands at most).
-constexpr uint64_t kMaxDynSymBytes = uint64_t{256} << 20;
+// A real library has thousands of dynamic symbols at most; past this the file is not one this
+// reader spends memory on, whatever its size (the tables are also bounded by the file's size).
+constexpr uint64_t kMaxTableBytes = uint64_t{64} << 20;
 
-struct FileCloser {
-  void operator()(std::FILE* f) const { std::fclose(f); }
-};
-
-class ElfFile {
+/// Where the bytes come from: a file read with pread, or a buffer (fuzzing).
+class ByteSource {
  public:
-  explicit ElfFile(const std::string& path) : file_(std::fopen(path.c_str(), "rb")) {
-    if (file_ && std::fseek(file_.get(), 0, SEEK_END) == 0) {
-      long end = std::ftell(file_.get());  // NOLINT(runtime/int): ftell's type
-      if (end > 0) size_ = static_cast<uint64_t>(end);
-    }
-  }
-  bool is_open() const { return file_ != nullptr; }
+  ByteSource(int fd, uint64_t size) : fd_(fd), size_(size) {}
+  ByteSource(const uint8_t* data, size_t size) : data_(data), size_(size) {}
   uint64_t size() const { return size_; }
 
+  /// Whether [offset, offset + n) lies inside the file (overflow-safe).
+  bool Contains(uint64_t offset, uint64_t n) const {
+    return offset <= size_ && n <= size_ - offset;
+  }
+
   /// Reads exactly n bytes at offset; false when the range lies outside the file.
-  bool Read(uint64_t offset, void* out, uint64_t n) {
-    if (offset > size_ || n > size_ - offset) return false;
-    if (std::fseek(file_.get(), static_cast<long>(offset), SEEK_SET) != 0) return false;
-    return n == 0 || std::fread(out, 1, n, file_.get()) == n;
+  bool Read(uint64_t offset, void* out, uint64_t n) const {
+    if (!Contains(offset, n)) return false;
+    if (n == 0) return true;
+    if (data_ != nullptr) {
+      std::memcpy(out, data_ + offset, n);
+      return true;
+    }
+    auto* dst = static_cast<char*>(out);
+    while (n > 0) {
+      ssize_t got = pread(fd_, dst, n, static_cast<off_t>(offset));
+      if (got < 0 && errno == EINTR) continue;
+      if (got <= 0) return false;
+      dst += got;
+      offset += static_cast<uint64_t>(got);
+      n -= static_cast<uint64_t>(got);
+    }
+    return true;
   }
 
  private:
-  std::unique_ptr<std::FILE, FileCloser> file_;
+  int fd_ = -1;
+  const uint8_t* data_ = nullptr;
   uint64_t size_ = 0;
 };
 
@@ -107,8 +85,25 @@ bool StartsWith(std::string_view s, std::string_view prefix) {
   return s.size() >= prefix.size() && s.compare(0, prefix.size(), prefix) == 0;
 }
 
+/// Reads a section's contents after checking that they lie in the file and are not too big.
+bool ReadSectionBytes(const ByteSource& src, const Elf64Section& sec, std::string* out) {
+  if (sec.type == kSectionNoBits || sec.size > kMaxTableBytes ||
+      !src.Contains(sec.offset, sec.size))
+    return false;
+  out->assign(sec.size, '\0');
+  return src.Read(sec.offset, out->data(), sec.size);
+}
+
+/// A NUL-terminated name at offset in a string table (cut at the table's end when unterminated).
+bool NameAt(const std::string& table, uint64_t offset, std::string_view* out) {
+  if (offset >= table.size()) return false;
+  const char* raw = table.data() + offset;
+  *out = std::string_view(raw, strnlen(raw, table.size() - offset));
+  return true;
+}
+
 // Reads the value of a 4-byte initialised datum from the section that holds it.
-bool ReadUint32Symbol(ElfFile* file, const std::vector<Elf64Section>& sections,
+bool ReadUint32Symbol(const ByteSource& src, const std::vector<Elf64Section>& sections,
                       const Elf64Symbol& sym, uint32_t* out) {
   if (sym.shndx >= sections.size() || sym.size != sizeof(uint32_t)) return false;
   const Elf64Section& sec = sections[sym.shndx];
@@ -120,101 +115,223 @@ bool ReadUint32Symbol(ElfFile* file, const std::vector<Elf64Section>& sections,
       sec.size - (sym.value - sec.addr) < sizeof(uint32_t)) {
     return false;
   }
-  return file->Read(sec.offset + (sym.value - sec.addr), out, sizeof(uint32_t));
+  // sec.offset + (value - addr) cannot wrap: Read checks the whole range against the file.
+  uint64_t in_section = sym.value - sec.addr;
+  if (sec.offset > UINT64_MAX - in_section) return false;
+  return src.Read(sec.offset + in_section, out, sizeof(uint32_t));
 }
 
-}  // namespace
+// Whether a defined symbol is code: functions, ifuncs, and untyped labels in executable sections
+// (assembly without .type). Data objects, TLS and the rest are not.
+bool IsCodeSymbol(const Elf64Symbol& sym, const std::vector<Elf64Section>& sections) {
+  const unsigned char type = sym.info & 0xf;
+  if (type == kTypeFunc || type == kTypeGnuIFunc) return true;
+  if (type != kTypeNoType || sym.shndx >= sections.size()) return false;
+  return (sections[sym.shndx].flags & kSectionFlagExec) != 0;
+}
 
-ElfExports ReadElfExports(const std::string& path) {
-  ElfExports out;
-  ElfFile file(path);
-  if (!file.is_open()) {
-    out.problem = "cannot open the file";
-    return out;
+void SortUnique(std::vector<std::string>* v) {
+  std::sort(v->begin(), v->end());
+  v->erase(std::unique(v->begin(), v->end()), v->end());
+}
+
+// DT_NEEDED entries from the dynamic section (its sh_link names its string table).
+bool ReadNeeded(const ByteSource& src, const std::vector<Elf64Section>& sections,
+                std::vector<std::string>* out) {
+  for (const Elf64Section& sec : sections) {
+    if (sec.type != kSectionDynamic) continue;
+    if (sec.link >= sections.size() || sec.size % sizeof(Elf64Dyn) != 0) return false;
+    std::string raw, names;
+    if (!ReadSectionBytes(src, sec, &raw) || !ReadSectionBytes(src, sections[sec.link], &names)) {
+      return false;
+    }
+    for (size_t off = 0; off + sizeof(Elf64Dyn) <= raw.size(); off += sizeof(Elf64Dyn)) {
+      Elf64Dyn d;
+      std::memcpy(&d, raw.data() + off, sizeof(d));
+      if (d.tag == kDynNull) break;
+      if (d.tag != kDynNeeded) continue;
+      std::string_view name;
+      if (!NameAt(names, d.val, &name)) return false;
+      out->emplace_back(name);
+    }
+    return true;
   }
+  return true;  // no dynamic section: nothing needed
+}
+
+ElfExports ReadFrom(const ByteSource& src) {
+  ElfExports out;
   Elf64Header eh;
   static const unsigned char kMagic[4] = {0x7f, 'E', 'L', 'F'};
-  if (!file.Read(0, &eh, sizeof(eh)) || std::memcmp(eh.ident, kMagic, sizeof(kMagic)) != 0) {
+  if (!src.Read(0, &eh, sizeof(eh)) || std::memcmp(eh.ident, kMagic, sizeof(kMagic)) != 0) {
     out.problem = "not an ELF file";
     return out;
   }
   const unsigned char host_data = HostIsLittleEndian() ? kElfData2Lsb : kElfData2Msb;
   if (eh.ident[4] != kElfClass64 || eh.ident[5] != host_data) {
-    out.problem = "not an ELF64 file of this host's byte order";
+    out.problem = "an ELF file for another kind of machine (not 64-bit of this byte order)";
     return out;
   }
   if (eh.type != kElfTypeDyn) {
     out.problem = "not a shared object (ELF type " + std::to_string(eh.type) + ")";
     return out;
   }
+  const uint16_t host_machine = HostElfMachine();
+  if (host_machine != 0 && eh.machine != host_machine) {
+    out.problem = "built for another machine (ELF machine " + std::to_string(eh.machine) +
+                  ", this host is " + std::to_string(host_machine) + ")";
+    return out;
+  }
   if (eh.shoff == 0 || eh.shentsize != sizeof(Elf64Section)) {
-    out.problem = "no section headers";
+    out.problem = "malformed ELF file: no section headers";
     return out;
   }
   // With 0xff00 or more sections the count lives in the first section header (gABI).
   uint64_t num_sections = eh.shnum;
   if (num_sections == 0) {
     Elf64Section first;
-    if (!file.Read(eh.shoff, &first, sizeof(first))) {
-      out.problem = "truncated section headers";
+    if (!src.Read(eh.shoff, &first, sizeof(first))) {
+      out.problem = "malformed ELF file: truncated section headers";
       return out;
     }
     num_sections = first.size;
   }
-  if (num_sections == 0 || num_sections > file.size() / sizeof(Elf64Section)) {
-    out.problem = "bad section header count";
+  if (num_sections == 0 || num_sections > src.size() / sizeof(Elf64Section) ||
+      !src.Contains(eh.shoff, num_sections * sizeof(Elf64Section))) {
+    out.problem = "malformed ELF file: section headers lie outside the file";
     return out;
   }
   std::vector<Elf64Section> sections(num_sections);
-  if (!file.Read(eh.shoff, sections.data(), num_sections * sizeof(Elf64Section))) {
-    out.problem = "truncated section headers";
+  if (!src.Read(eh.shoff, sections.data(), num_sections * sizeof(Elf64Section))) {
+    out.problem = "malformed ELF file: truncated section headers";
     return out;
   }
   auto dynsym = std::find_if(sections.begin(), sections.end(),
                              [](const Elf64Section& s) { return s.type == kSectionDynSym; });
-  if (dynsym == sections.end() || dynsym->link >= num_sections ||
-      dynsym->entsize != sizeof(Elf64Symbol) || dynsym->size > kMaxDynSymBytes) {
-    out.problem = "no readable dynamic symbol table";
+  if (dynsym == sections.end()) {
+    out.problem = "malformed ELF file: no dynamic symbol table";
     return out;
   }
-  const Elf64Section& strtab = sections[dynsym->link];
-  if (strtab.size > kMaxDynSymBytes) {
-    out.problem = "dynamic string table too large";
+  if (dynsym->link >= num_sections || sections[dynsym->link].type != kSectionStrTab ||
+      dynsym->entsize != sizeof(Elf64Symbol) || dynsym->size % sizeof(Elf64Symbol) != 0) {
+    out.problem = "malformed ELF file: bad dynamic symbol table header";
     return out;
   }
-  std::vector<Elf64Symbol> symbols(dynsym->size / sizeof(Elf64Symbol));
-  std::string names(strtab.size, '\0');
-  if (!file.Read(dynsym->offset, symbols.data(), symbols.size() * sizeof(Elf64Symbol)) ||
-      !file.Read(strtab.offset, names.data(), names.size())) {
-    out.problem = "truncated dynamic symbol table";
+  std::string raw_symbols, names;
+  if (!ReadSectionBytes(src, *dynsym, &raw_symbols) ||
+      !ReadSectionBytes(src, sections[dynsym->link], &names)) {
+    out.problem = "malformed ELF file: the dynamic symbol table lies outside the file";
+    return out;
+  }
+  if (!ReadNeeded(src, sections, &out.needed)) {
+    out.problem = "malformed ELF file: bad dynamic section";
     return out;
   }
   out.readable = true;
   const std::string_view export_prefix(kExportPrefix);
-  for (const Elf64Symbol& sym : symbols) {
+  const std::string_view tvm_prefix(kTvmExportPrefix);
+  const size_t num_symbols = raw_symbols.size() / sizeof(Elf64Symbol);
+  for (size_t i = 1; i < num_symbols; ++i) {  // entry 0 is the reserved null symbol
+    Elf64Symbol sym;
+    std::memcpy(&sym, raw_symbols.data() + i * sizeof(Elf64Symbol), sizeof(sym));
     const unsigned char bind = sym.info >> 4;
     const unsigned char visibility = sym.other & 0x3;
-    // Only definitions that dlsym can see: defined here, global-ish, default or protected.
-    if (sym.shndx == kSectionIndexUndef || sym.name >= names.size()) continue;
-    if (bind != kBindGlobal && bind != kBindWeak && bind != kBindGnuUnique) continue;
-    if (visibility != kVisibilityDefault && visibility != kVisibilityProtected) continue;
-    const char* raw = names.data() + sym.name;
-    std::string_view name(raw, strnlen(raw, names.size() - sym.name));
-    if (!StartsWith(name, export_prefix)) continue;
-    if (name == kAbiVersionSymbol) {
-      out.has_abi_version = true;
-      out.abi_version_known = sym.shndx < kSectionIndexLoReserve &&
-                              ReadUint32Symbol(&file, sections, sym, &out.abi_version);
+    std::string_view name;
+    if (!NameAt(names, sym.name, &name)) continue;
+    if (sym.shndx == kSectionIndexUndef) {
+      // An import. Weak ones may stay unresolved, so only strong ones are required.
+      if (bind == kBindGlobal && StartsWith(name, kTvmRuntimePrefix)) {
+        out.tvm_imports.emplace_back(name);
+      }
       continue;
     }
-    std::string_view rest = name.substr(export_prefix.size());
-    // `__kffi__*` names are the module ABI's own (metadata, version), never functions.
-    if (rest.empty() || rest.front() == '_') continue;
-    out.functions.emplace_back(rest);
+    // Only definitions that dlsym can see: global-ish, default or protected visibility.
+    if (bind != kBindGlobal && bind != kBindWeak && bind != kBindGnuUnique) continue;
+    if (visibility != kVisibilityDefault && visibility != kVisibilityProtected) continue;
+    if (StartsWith(name, export_prefix)) {
+      if (name == kAbiVersionSymbol) {
+        out.has_abi_version = true;
+        out.abi_version_size = sym.size;
+        out.abi_version_known = sym.shndx < kSectionIndexLoReserve &&
+                                ReadUint32Symbol(src, sections, sym, &out.abi_version);
+        continue;
+      }
+      std::string_view rest = name.substr(export_prefix.size());
+      // `__kffi__*` names are the module ABI's own (metadata, version), never functions.
+      if (rest.empty() || rest.front() == '_' || !IsCodeSymbol(sym, sections)) continue;
+      out.functions.emplace_back(rest);
+    } else if (StartsWith(name, tvm_prefix)) {
+      if (name == kTvmLibraryCtxSymbol) {
+        out.tvm_library_ctx = true;
+        continue;
+      }
+      if (name == kTvmLibraryBinSymbol) {
+        out.tvm_library_bin = true;
+        continue;
+      }
+      std::string_view rest = name.substr(tvm_prefix.size());
+      if (rest.empty() || rest.front() == '_' || !IsCodeSymbol(sym, sections)) continue;
+      out.tvm_functions.emplace_back(rest);
+    }
   }
-  std::sort(out.functions.begin(), out.functions.end());
-  out.functions.erase(std::unique(out.functions.begin(), out.functions.end()), out.functions.end());
+  SortUnique(&out.functions);
+  SortUnique(&out.tvm_functions);
+  SortUnique(&out.tvm_imports);
   return out;
+}
+
+// What a path that is not a regular file is, for the message.
+std::string DescribeNonRegular(mode_t mode) {
+  if (S_ISDIR(mode)) return "it is a directory, not a regular file";
+  if (S_ISFIFO(mode)) return "it is a FIFO (named pipe), not a regular file";
+  if (S_ISCHR(mode) || S_ISBLK(mode)) return "it is a device, not a regular file";
+  if (S_ISSOCK(mode)) return "it is a socket, not a regular file";
+  return "it is not a regular file";
+}
+
+}  // namespace
+
+ElfExports ReadElfExports(const std::string& path) {
+  ElfExports out;
+  // stat before open: opening a FIFO for reading blocks until a writer comes.
+  struct stat st;
+  if (stat(path.c_str(), &st) != 0) {
+    out.problem = std::string("cannot read it: ") + std::strerror(errno);
+    return out;
+  }
+  if (!S_ISREG(st.st_mode)) {
+    out.problem = DescribeNonRegular(st.st_mode);
+    return out;
+  }
+  // O_NONBLOCK in case the path was swapped for a FIFO since; fstat then says so.
+  int fd = open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+  if (fd < 0) {
+    out.problem = std::string("cannot open it: ") + std::strerror(errno);
+    return out;
+  }
+  struct stat fst;
+  if (fstat(fd, &fst) != 0) {
+    out.problem = std::string("cannot read it: ") + std::strerror(errno);
+    close(fd);
+    return out;
+  }
+  if (!S_ISREG(fst.st_mode)) {
+    out.problem = DescribeNonRegular(fst.st_mode);
+    close(fd);
+    return out;
+  }
+  try {
+    out = ReadFrom(ByteSource(fd, static_cast<uint64_t>(fst.st_size)));
+  } catch (...) {
+    close(fd);
+    throw;
+  }
+  close(fd);
+  return out;
+}
+
+ElfExports ReadElfExportsFromMemory(const uint8_t* data, size_t size) {
+  return ReadFrom(ByteSource(data, size));
 }
 
 }  // namespace details

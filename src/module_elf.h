@@ -1,7 +1,8 @@
-// src/module_elf.h: reads the kffi symbols a shared library exports from its ELF file.
+// src/module_elf.h: reads what a shared library exports and imports from its ELF file.
 #ifndef KFFI_SRC_MODULE_ELF_H_
 #define KFFI_SRC_MODULE_ELF_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -13,28 +14,137 @@ namespace details {
 constexpr const char kExportPrefix[] = "__kffi_";
 constexpr const char kMetaPrefix[] = "__kffi__meta_";
 constexpr const char kAbiVersionSymbol[] = "__kffi__abi_version";
+/// Symbol names of libraries built for the TVM-FFI ABI (docs/tvm_ffi.md).
+constexpr const char kTvmExportPrefix[] = "__tvm_ffi_";
+constexpr const char kTvmMetadataPrefix[] = "__tvm_ffi__metadata_";
+constexpr const char kTvmDocPrefix[] = "__tvm_ffi__doc_";
+constexpr const char kTvmLibraryCtxSymbol[] = "__tvm_ffi__library_ctx";
+constexpr const char kTvmLibraryBinSymbol[] = "__tvm_ffi__library_bin";
+/// Functions of the TVM-FFI C runtime that such libraries import.
+constexpr const char kTvmRuntimePrefix[] = "TVMFFI";
 
-/// What the dynamic symbol table of a library file says about its kffi exports. Read from the
-/// file rather than from the loaded image because dlopen has no way to enumerate symbols, and
-/// because reading it first lets the loader refuse a library before running any of its code.
+/// What the dynamic symbol table (and the dynamic section) of a library file says. Read from the
+/// file rather than from a loaded image because dlopen cannot enumerate symbols, and because
+/// reading first lets the loader refuse a library before any of its code runs.
 struct ElfExports {
-  /// True when the file is an ELF64 shared object of this host's byte order whose dynamic symbol
-  /// table could be read; the fields below are meaningful only then.
+  /// True when the file is an ELF64 shared object for this host whose tables could be read; the
+  /// fields below are meaningful only then.
   bool readable = false;
-  /// Why it was not readable (for diagnostics; the loader prefers dlerror's wording).
+  /// Why it was not readable, worded to follow "not a loadable shared library: ".
   std::string problem;
-  /// Names of the exported functions (`__kffi_<name>` minus the prefix), sorted and unique.
+  /// Names of the exported functions (`__kffi_<name>` minus the prefix), sorted and unique. Only
+  /// code symbols count: a data object named `__kffi_x` is not a function.
   std::vector<std::string> functions;
   /// Whether `__kffi__abi_version` is defined and exported.
   bool has_abi_version = false;
+  /// Its size in bytes as the symbol table says (4 for a well-formed record).
+  uint64_t abi_version_size = 0;
   /// Whether its value could be read from the file (a 4-byte initialised datum).
   bool abi_version_known = false;
   uint32_t abi_version = 0;
+
+  /// TVM-FFI exports: `__tvm_ffi_<name>` code symbols (minus the prefix), sorted and unique.
+  std::vector<std::string> tvm_functions;
+  /// Whether `__tvm_ffi__library_ctx` / `__tvm_ffi__library_bin` are defined.
+  bool tvm_library_ctx = false;
+  bool tvm_library_bin = false;
+  /// TVM-FFI runtime functions the library needs (undefined, non-weak `TVMFFI*`), sorted.
+  std::vector<std::string> tvm_imports;
+  /// DT_NEEDED entries, in file order.
+  std::vector<std::string> needed;
 };
 
-/// Reads the exports of the library at path. Never throws for a malformed file (readable is false
-/// then); throws std::bad_alloc only.
+/// Reads the library at path. A path that is not a regular file (a FIFO, a directory, a device)
+/// is never opened for reading beyond a non-blocking open, so it cannot block. Never throws for a
+/// malformed file (readable is false then); throws std::bad_alloc only. Every size and offset
+/// read from the file is checked against the file's size before anything is allocated.
 ElfExports ReadElfExports(const std::string& path);
+
+/// The same from bytes in memory (the fuzz target's entry point).
+ElfExports ReadElfExportsFromMemory(const uint8_t* data, size_t size);
+
+/// The ELF machine number of this host (e_machine), or 0 when the reader does not know it.
+inline uint16_t HostElfMachine() {
+#if defined(__x86_64__)
+  return 62;
+#elif defined(__aarch64__)
+  return 183;
+#elif defined(__powerpc64__)
+  return 21;
+#elif defined(__riscv) && __riscv_xlen == 64
+  return 243;
+#else
+  return 0;
+#endif
+}
+
+// ---- ELF64 structures, written from the System V gABI so that no platform header is needed ----
+
+struct Elf64Header {
+  unsigned char ident[16];
+  uint16_t type;
+  uint16_t machine;
+  uint32_t version;
+  uint64_t entry;
+  uint64_t phoff;
+  uint64_t shoff;
+  uint32_t flags;
+  uint16_t ehsize;
+  uint16_t phentsize;
+  uint16_t phnum;
+  uint16_t shentsize;
+  uint16_t shnum;
+  uint16_t shstrndx;
+};
+struct Elf64ProgramHeader {
+  uint32_t type;
+  uint32_t flags;
+  uint64_t offset;
+  uint64_t vaddr;
+  uint64_t paddr;
+  uint64_t filesz;
+  uint64_t memsz;
+  uint64_t align;
+};
+struct Elf64Section {
+  uint32_t name;
+  uint32_t type;
+  uint64_t flags;
+  uint64_t addr;
+  uint64_t offset;
+  uint64_t size;
+  uint32_t link;
+  uint32_t info;
+  uint64_t addralign;
+  uint64_t entsize;
+};
+struct Elf64Symbol {
+  uint32_t name;
+  unsigned char info;
+  unsigned char other;
+  uint16_t shndx;
+  uint64_t value;
+  uint64_t size;
+};
+struct Elf64Dyn {
+  int64_t tag;
+  uint64_t val;
+};
+static_assert(sizeof(Elf64Header) == 64 && sizeof(Elf64ProgramHeader) == 56 &&
+                  sizeof(Elf64Section) == 64 && sizeof(Elf64Symbol) == 24 && sizeof(Elf64Dyn) == 16,
+              "ELF64 structures must match the gABI layout");
+
+constexpr uint16_t kElfTypeDyn = 3;
+constexpr uint32_t kProgramLoad = 1;
+constexpr uint32_t kProgramDynamic = 2;
+constexpr uint32_t kProgramGnuStack = 0x6474e551;
+constexpr int64_t kDynNull = 0;
+constexpr int64_t kDynNeeded = 1;
+constexpr int64_t kDynHash = 4;
+constexpr int64_t kDynStrTab = 5;
+constexpr int64_t kDynSymTab = 6;
+constexpr int64_t kDynStrSz = 10;
+constexpr int64_t kDynSymEnt = 11;
 
 }  // namespace details
 }  // namespace kffi

@@ -35,9 +35,11 @@ class Module : public ObjectRef {
   Module() = default;
   KFFI_DEFINE_OBJECT_REF_METHODS(Module, ObjectRef, ModuleObj)
 
-  /// Loads the library at path (dlopen with RTLD_LAZY | RTLD_LOCAL). Throws RuntimeError naming
-  /// the path when the file is missing, is not a loadable shared library, exports no kffi
-  /// symbols, or was built for an ABI version this runtime cannot serve.
+  /// Loads the library at path (dlopen with RTLD_LAZY | RTLD_LOCAL), after checking its file:
+  /// throws RuntimeError naming the path when it is missing, is not a regular file or not a
+  /// loadable shared library, exports no kffi symbols, or was built for an ABI version this
+  /// runtime cannot serve (ValueError for a path with a NUL byte). A library built for the
+  /// TVM-FFI ABI (`__tvm_ffi_<name>` exports) loads too, through libkffi_tvm (docs/tvm_ffi.md).
   static Module Load(std::string_view path) {
     KFFIByteArray p = details::ToByteArray(path.data(), path.size());
     KFFIObjectHandle h = nullptr;

@@ -58,10 +58,19 @@ def register_global_func(name: str, func=None, override: bool = False):
 
 
 def load_module(path) -> Module:
-    """Loads a kernel library (a shared library built with kffi/export.h)."""
+    """Loads a kernel library: built with kffi/export.h, or for the TVM-FFI ABI (docs/tvm_ffi.md)."""
     path = _os.fspath(path)
+    if "\0" in (path if isinstance(path, str) else path.decode("utf-8", "replace")):
+        # Cut at the NUL, the path would name another file.
+        raise ValueError(f"Cannot load module: the path {path!r} contains a NUL byte")
     if not _os.path.exists(path):
         raise FileNotFoundError(f"Cannot load kffi module: no such file {path!r}")
+    try:
+        return _core.load_module(_os.path.abspath(path))
+    except RuntimeError as e:
+        # A TVM-FFI library linked with -ltvm_ffi: load an installed apache-tvm-ffi and retry.
+        if not _tvm.preload_runtime_for(e):
+            raise
     return _core.load_module(_os.path.abspath(path))
 
 
@@ -95,6 +104,9 @@ __all__ = [
     "remove_global_func", "set_default_release_gil", "get_default_release_gil", "system_lib",
     "to_kffi", "use_stream", "get_current_stream", "check_signals", "__version__",
 ] + [_name for _name in _DTYPE_NAMES if _name != "bool"]  # `import *` must not shadow bool
+
+# kffi values handed to apache-tvm-ffi (protocol methods; does not import tvm_ffi).
+from . import _tvm
 
 # JIT builds (kffi.cpp) and contracts declared with fake arguments (kffi.compile).
 from . import cpp

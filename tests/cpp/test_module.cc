@@ -232,14 +232,11 @@ TEST(Module, EmptyPathIsAValueError) {
   EXPECT_EQ(e.message(), "Cannot load module: the path is empty");
 }
 
-TEST(Module, NonLibraryFileReportsTheLoadersText) {
+TEST(Module, NonLibraryFileIsRefusedBeforeDlopen) {
   const std::string path = KFFI_TEST_NOT_A_LIBRARY;
-  // What the dynamic loader itself says about this file.
-  ASSERT_EQ(dlopen(Canonical(path.c_str()).c_str(), RTLD_LAZY | RTLD_LOCAL), nullptr);
-  const std::string dl_text = dlerror();
   Error e = CatchError([&] { Module::Load(path); });
   EXPECT_EQ(e.kind(), "RuntimeError");
-  EXPECT_EQ(e.message(), LoadErrorPrefix(path) + "not a loadable shared library: " + dl_text);
+  EXPECT_EQ(e.message(), LoadErrorPrefix(path) + "not a loadable shared library: not an ELF file");
 }
 
 TEST(Module, LibraryWithoutKffiSymbolsIsRefusedBeforeItRuns) {
@@ -248,7 +245,7 @@ TEST(Module, LibraryWithoutKffiSymbolsIsRefusedBeforeItRuns) {
   EXPECT_EQ(e.message(), LoadErrorPrefix(KFFI_TEST_PLAINLIB) +
                              "it is not a kffi library: it exports neither `__kffi__abi_version` "
                              "nor any `__kffi_<name>` function (export functions with KFFI_EXPORT "
-                             "from <kffi/export.h>)");
+                             "from <kffi/export.h>), nor any TVM-FFI `__tvm_ffi_<name>` function");
   EXPECT_EQ(std::getenv("KFFI_TEST_PLAINLIB_INITIALISED"), nullptr);
 }
 

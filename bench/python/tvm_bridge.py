@@ -1,0 +1,309 @@
+#!/usr/bin/env python3
+"""bench/python/tvm_bridge.py: the cost of calling a TVM-FFI library through kffi (issue 9).
+
+A library built with apache-tvm-ffi's headers, bench/python/tvm_bridge_kernels.cc (`noop()` and
+`three_tensors(a, b, c)`, TVM_FFI_DLL_EXPORT_TYPED_FUNC exports with empty bodies), is called
+three ways in one process, interleaved:
+
+  bridged   kffi.load_module of the library (bound to the loaded apache-tvm-ffi, as it is in any
+            process that imported tvm_ffi): kffi's Python call, the bridge's wrapper (environment
+            copy, error move), the export
+  tvm_ffi   tvm_ffi.load_module of the same file: tvm_ffi's Python call, the export
+  native    a kffi export of the same signature (KFFI_EXPORT), the anchor of "within 10%"
+
+and, in a child process that never imports tvm_ffi, the library bound to kffi's own shim against
+the native export again ("bridged (shim)"). Cases: no arguments; three NumPy arrays; three torch
+CPU tensors; and "noop (env reader)": the no-op of tests/tvm_libs/tvm_testlib.cc, a library that
+imports TVMFFIEnvGetStream and TVMFFIEnvTensorAlloc, so that the bridge copies kffi's allocator into
+apache-tvm-ffi's environment around each call (the cost a library that can allocate pays; one
+that cannot, pays nothing for it). Where CUDA exists, a GPU row: the CuTe DSL add_one (tests/cute_dsl) with two CUDA
+tensors, call plus launch, through kffi and through tvm_ffi (KFFI_CUTE_ARTIFACTS or a local
+nvidia-cutlass-dsl provides the kernel).
+
+Goals: bridged / tvm_ffi <= 1.0; bridged / native <= 1.10. Medians of interleaved samples of
+thread CPU time per call. Prints a table and writes JSON (--out); never fails on a missed goal.
+
+Usage: python3 bench/python/tvm_bridge.py [--out build/bench_tvm_bridge.json] [--reps 15]
+                                          [--sample-ms 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import hashlib
+import itertools
+import json
+import os
+import random
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tests" / "python"))
+
+import tvm_libs
+
+NATIVE_SRC = r"""
+#include <kffi/export.h>
+#include <kffi/tensor.h>
+KFFI_EXPORT(noop, []() {});
+KFFI_EXPORT(three_tensors, [](kffi::TensorView, kffi::TensorView, kffi::TensorView) {});
+"""
+
+
+def log(msg):
+    print(msg, file=sys.stderr, flush=True)
+
+
+def build_native() -> Path:
+    flags = subprocess.run(
+        [sys.executable, "-m", "kffi.config", "--cxxflags", "--ldflags", "--libs"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    key = hashlib.sha256((NATIVE_SRC + " ".join(flags)).encode()).hexdigest()[:16]
+    cache = ROOT / "build" / "bench_cache"
+    cache.mkdir(parents=True, exist_ok=True)
+    out = cache / f"libtvm_bridge_native-{key}.so"
+    if not out.exists():
+        src = cache / f"tvm_bridge_native-{key}.cc"
+        src.write_text(NATIVE_SRC)
+        cxx = os.environ.get("CXX", "c++")
+        tmp = out.with_suffix(f".{os.getpid()}.tmp")
+        subprocess.run(
+            [cxx, "-O3", "-DNDEBUG", "-shared", str(src), "-o", str(tmp), *flags], check=True
+        )
+        os.replace(tmp, out)
+    return out
+
+
+class CallTimer:
+    """n calls of fn(*args) with fn and the arguments as locals (no global lookup per call)."""
+
+    def __init__(self, fn, args):
+        names = [f"a{i}" for i in range(len(args))]
+        params = "".join(f", {n}" for n in names)
+        src = (
+            f"def inner(_it, _timer, _f{params}):\n    _t0 = _timer()\n    for _ in _it:\n"
+            f"        _f({', '.join(names)})\n    return _timer() - _t0\n"
+        )
+        ns = {}
+        exec(src, ns)  # noqa: S102 - our own template
+        self._inner, self._fn, self._args = ns["inner"], fn, tuple(args)
+
+    def timeit(self, number, clock=time.thread_time):
+        return self._inner(itertools.repeat(None, number), clock, self._fn, *self._args)
+
+
+def measure(cells: dict, reps: int, sample_ms: float) -> dict:
+    """{key: median ns per call}; cells: {key: (fn, args)}; samples interleaved, shuffled."""
+    timers = {}
+    for key, (fn, args) in cells.items():
+        fn(*args)
+        t = CallTimer(fn, args)
+        t.timeit(2000)
+        n = 64
+        while t.timeit(n) < 0.2 * sample_ms / 1000 and n < 1 << 24:
+            n *= 4
+        timers[key] = (t, max(64, int(n * (sample_ms / 1000) / max(t.timeit(n), 1e-9))))
+    samples = {k: [] for k in cells}
+    rng = random.Random(7)
+    gc.disable()
+    try:
+        for _ in range(reps):
+            keys = list(cells)
+            rng.shuffle(keys)
+            for k in keys:
+                t, n = timers[k]
+                samples[k].append(t.timeit(n) / n * 1e9)
+    finally:
+        gc.enable()
+    return {k: statistics.median(v) for k, v in samples.items()}
+
+
+def case_args(np, torch):
+    cases = {"noop": ("noop", ())}
+    arrays = tuple(np.zeros(16, np.float32) for _ in range(3))
+    cases["numpy3"] = ("three_tensors", arrays)
+    if torch is not None:
+        cases["torch3"] = ("three_tensors", tuple(torch.zeros(16) for _ in range(3)))
+    return cases
+
+
+def run_in_process(lib: Path, env_lib: Path, native: Path, args) -> dict:
+    import numpy as np
+
+    try:
+        import torch
+    except ImportError:
+        torch = None
+    import kffi
+    import tvm_ffi
+
+    bridged = kffi.load_module(lib)
+    theirs = tvm_ffi.load_module(str(lib))
+    ours = kffi.load_module(native)
+    cells = {}
+    for case, (fname, a) in case_args(np, torch).items():
+        cells[("bridged", case)] = (bridged[fname], a)
+        cells[("tvm_ffi", case)] = (getattr(theirs, fname), a)
+        cells[("native", case)] = (ours[fname], a)
+    env_reader = kffi.load_module(env_lib)
+    cells[("bridged", "noop (env reader)")] = (env_reader["noop"], ())
+    cells[("tvm_ffi", "noop (env reader)")] = (tvm_ffi.load_module(str(env_lib)).noop, ())
+    cells[("native", "noop (env reader)")] = (ours["noop"], ())
+    return measure(cells, args.reps, args.sample_ms)
+
+
+CHILD = r"""
+import json, sys
+sys.path.insert(0, {bench!r})
+import tvm_bridge as b
+import numpy as np
+try:
+    import torch
+except ImportError:
+    torch = None
+import kffi, tvm_libs
+shim = kffi.load_module({lib!r})
+ours = kffi.load_module({native!r})
+cells = {{}}
+for case, (fname, a) in b.case_args(np, torch).items():
+    cells[("bridged (shim)", case)] = (shim[fname], a)
+    cells[("native", case)] = (ours[fname], a)
+res = b.measure(cells, {reps}, {sample_ms})
+print(json.dumps({{"mapped": tvm_libs.libtvm_ffi_mapped(),
+                  "results": [[k[0], k[1], v] for k, v in res.items()]}}))
+"""
+
+
+def run_shim_child(lib: Path, native: Path, args) -> dict:
+    code = CHILD.format(
+        bench=str(Path(__file__).parent),
+        lib=str(lib),
+        native=str(native),
+        reps=args.reps,
+        sample_ms=args.sample_ms,
+    )
+    proc = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True)
+    if proc.returncode != 0:
+        log(proc.stderr)
+        return {}
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    if out["mapped"]:
+        log("! the shim child mapped libtvm_ffi: its rows are not the shim's")
+    return {(b, c): v for b, c, v in out["results"]}
+
+
+def run_gpu_row(args) -> dict:
+    try:
+        import torch
+    except ImportError:
+        return {}
+    if not torch.cuda.is_available():
+        return {}
+    folder = os.environ.get("KFFI_CUTE_ARTIFACTS")
+    if not folder:
+        import importlib.util
+
+        if importlib.util.find_spec("cutlass") is None:
+            log("GPU row skipped: no KFFI_CUTE_ARTIFACTS and no nvidia-cutlass-dsl")
+            return {}
+        folder = str(ROOT / "build" / "bench_cache" / "cute")
+        subprocess.run(
+            [sys.executable, str(ROOT / "tests" / "cute_dsl" / "build_kernels.py"), folder],
+            check=True,
+            capture_output=True,
+        )
+    import kffi
+    import tvm_ffi
+
+    path = os.path.join(folder, "add_one.so")
+    ours = kffi.load_module(path)["add_one"]
+    theirs = tvm_ffi.load_module(path)["add_one"]
+    a = torch.arange(1024, dtype=torch.float32, device="cuda")
+    b = torch.empty_like(a)
+    res = measure(
+        {
+            ("bridged", "cute_add_one_cuda2"): (ours, (a, b)),
+            ("tvm_ffi", "cute_add_one_cuda2"): (theirs, (a, b)),
+        },
+        args.reps,
+        args.sample_ms,
+    )
+    torch.cuda.synchronize()
+    return res
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--out", default=str(ROOT / "build" / "bench_tvm_bridge.json"))
+    p.add_argument("--reps", type=int, default=15)
+    p.add_argument("--sample-ms", type=float, default=5.0)
+    args = p.parse_args()
+    if tvm_libs.tvm_ffi_dir() is None:
+        log("apache-tvm-ffi is not installed: nothing to compare")
+        return 0
+    lib = tvm_libs.build(
+        "tvm_bridge_kernels", linked=False, source=Path(__file__).with_name("tvm_bridge_kernels.cc")
+    )
+    env_lib = tvm_libs.build("tvm_testlib", linked=False)
+    native = build_native()
+    log("shim child ...")
+    shim = run_shim_child(lib, native, args)
+    log("in process ...")
+    results = run_in_process(lib, env_lib, native, args)
+    results.update(run_gpu_row(args))
+
+    rows = []
+    cases = sorted({c for _, c in results} | {c for _, c in shim})
+    print(
+        f"{'case':<22}{'bridged':>10}{'tvm_ffi':>10}{'native':>10}{'br/tvm':>9}{'br/nat':>9}"
+        f"{'shim':>10}{'nat(ch)':>10}{'sh/nat':>9}   (ns per call)"
+    )
+    for case in cases:
+        br, tv, nat = (results.get((k, case)) for k in ("bridged", "tvm_ffi", "native"))
+        sh, nat_c = shim.get(("bridged (shim)", case)), shim.get(("native", case))
+
+        def f(v):
+            return f"{v:>10.1f}" if v is not None else f"{'-':>10}"
+
+        def r(a, b):
+            return f"{a / b:>9.3f}" if a is not None and b else f"{'-':>9}"
+
+        print(
+            f"{case:<22}{f(br)}{f(tv)}{f(nat)}{r(br, tv)}{r(br, nat)}{f(sh)}{f(nat_c)}"
+            f"{r(sh, nat_c)}"
+        )
+        rows.append(
+            {
+                "case": case,
+                "bridged_ns": br,
+                "tvm_ffi_ns": tv,
+                "native_ns": nat,
+                "bridged_over_tvm_ffi": br / tv if br and tv else None,
+                "bridged_over_native": br / nat if br and nat else None,
+                "shim_ns": sh,
+                "native_in_shim_child_ns": nat_c,
+                "shim_over_native": sh / nat_c if sh and nat_c else None,
+            }
+        )
+    print("goals: bridged/tvm_ffi <= 1.0, bridged/native <= 1.10 (shim/native likewise)")
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    with open(args.out, "w") as fh:
+        json.dump(
+            {"rows": rows, "reps": args.reps, "sample_ms": args.sample_ms, "clock": "thread_time"},
+            fh,
+            indent=2,
+        )
+    log(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,12 @@
+// bench/python/tvm_bridge_kernels.cc: empty TVM-FFI exports for bench/python/tvm_bridge.py, built
+// with apache-tvm-ffi's headers (a kernel library that reads nothing of the environment).
+#include <tvm/ffi/container/tensor.h>
+#include <tvm/ffi/function.h>
+
+namespace {
+void Noop() {}
+void ThreeTensors(tvm::ffi::TensorView, tvm::ffi::TensorView, tvm::ffi::TensorView) {}
+}  // namespace
+
+TVM_FFI_DLL_EXPORT_TYPED_FUNC(noop, Noop);
+TVM_FFI_DLL_EXPORT_TYPED_FUNC(three_tensors, ThreeTensors);

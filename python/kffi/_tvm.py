@@ -1,0 +1,131 @@
+"""python/kffi/_tvm.py: kffi and apache-tvm-ffi in one process (docs/tvm_ffi.md).
+
+Loading libraries built for the TVM-FFI ABI needs nothing from Python: kffi's loader does it.
+This module adds the Python side of the other direction, kffi values handed to ``tvm_ffi``:
+
+- ``kffi.Function`` and ``kffi.Tensor`` implement ``__tvm_ffi_object__``, the protocol tvm_ffi
+  reads from its arguments, so a kffi function can go wherever a ``tvm_ffi.Function`` is taken
+  (``jax_tvm_ffi.register_ffi_target`` included) and a tensor crosses as the same object. A
+  function is wrapped so that TVM-FFI callers get its errors in their runtime's slot and their
+  environment stream and allocator inside it.
+- ``kffi.Array``/``List``/``Shape`` and ``kffi.Map``/``Dict`` implement ``__tvm_ffi_value__``
+  (a tuple, a dict): tvm_ffi then builds its own containers (maps have different layouts in the
+  two runtimes, so they are rebuilt rather than shared).
+
+tvm_ffi values handed to kffi go through kffi's usual conversions: a ``tvm_ffi.Function`` is a
+callable, a ``tvm_ffi.Tensor`` a DLPack tensor.
+
+Importing this module does not import tvm_ffi: the protocol methods are only called by tvm_ffi.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import importlib.util
+import os
+import threading
+
+from . import libinfo
+from ._objects import Array, Dict, Function, Map, Shape, Tensor
+
+_ERR_SIZE = 1024
+_lock = threading.Lock()
+_lib = None
+_from_address = None
+
+# Python exception classes for the kinds the bridge reports.
+_KINDS = {"TypeError": TypeError, "ValueError": ValueError, "RuntimeError": RuntimeError}
+
+
+def _bridge() -> ctypes.CDLL:
+    """libkffi_tvm, the bridge kffi's loader uses (the same loaded object)."""
+    global _lib
+    with _lock:
+        if _lib is None:
+            lib = ctypes.CDLL(os.path.join(libinfo.lib_dir(), "libkffi_tvm.so"))
+            lib.KFFITvmInstall.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
+            lib.KFFITvmInstall.restype = ctypes.c_int
+            lib.KFFITvmExportObject.argtypes = [
+                ctypes.c_void_p,
+                ctypes.POINTER(ctypes.c_void_p),
+                ctypes.c_char_p,
+                ctypes.c_size_t,
+            ]
+            lib.KFFITvmExportObject.restype = ctypes.c_int
+            lib.KFFITvmRealRuntimeLoaded.argtypes = []
+            lib.KFFITvmRealRuntimeLoaded.restype = ctypes.c_int
+            _lib = lib
+        return _lib
+
+
+def _raise_from(buf) -> None:
+    kind, _, message = buf.value.decode("utf-8", "replace").partition(": ")
+    raise _KINDS.get(kind, RuntimeError)(message)
+
+
+def _object_from_address():
+    """tvm_ffi's `kffi.object_from_address` global (registered once by the bridge)."""
+    global _from_address
+    if _from_address is None:
+        import tvm_ffi
+
+        buf = ctypes.create_string_buffer(_ERR_SIZE)
+        if _bridge().KFFITvmInstall(buf, _ERR_SIZE) != 0:
+            _raise_from(buf)
+        _from_address = tvm_ffi.get_global_func("kffi.object_from_address")
+    return _from_address
+
+
+def to_tvm_ffi(obj):
+    """The tvm_ffi object for a kffi Function or Tensor (cached on obj)."""
+    peer = getattr(obj, "_tvm_ffi_peer", None)
+    if peer is not None:
+        return peer
+    from_address = _object_from_address()
+    out = ctypes.c_void_p()
+    buf = ctypes.create_string_buffer(_ERR_SIZE)
+    if _bridge().KFFITvmExportObject(obj._handle, ctypes.byref(out), buf, _ERR_SIZE) != 0:
+        _raise_from(buf)
+    peer = from_address(out.value)  # takes the reference the bridge handed out
+    try:
+        obj._tvm_ffi_peer = peer
+    except AttributeError:  # an object without instance attributes: convert again next time
+        pass
+    return peer
+
+
+def _tvm_ffi_object(self):
+    return to_tvm_ffi(self)
+
+
+def _seq_value(self):
+    return tuple(self)
+
+
+def _map_value(self):
+    return dict(self.items())
+
+
+Function.__tvm_ffi_object__ = _tvm_ffi_object
+Tensor.__tvm_ffi_object__ = _tvm_ffi_object
+Array.__tvm_ffi_value__ = _seq_value  # List inherits it
+Shape.__tvm_ffi_value__ = _seq_value
+Map.__tvm_ffi_value__ = _map_value  # Dict inherits it
+Dict.__tvm_ffi_value__ = _map_value
+
+
+def preload_runtime_for(error: BaseException) -> bool:
+    """After a load failed because the library needs libtvm_ffi.so and the dynamic loader cannot
+    find it: loads apache-tvm-ffi's libtvm_ffi (RTLD_GLOBAL, as ``import tvm_ffi`` does) when that
+    package is installed, and returns True so that the load can be tried again."""
+    if "linked against libtvm_ffi.so" not in str(error):
+        return False
+    spec = importlib.util.find_spec("tvm_ffi")
+    if spec is None or not spec.submodule_search_locations:
+        return False
+    for folder in spec.submodule_search_locations:
+        path = os.path.join(folder, "lib", "libtvm_ffi.so")
+        if os.path.exists(path):
+            ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
+            return True
+    return False

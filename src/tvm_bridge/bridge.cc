@@ -1,0 +1,591 @@
+// src/tvm_bridge/bridge.cc: binding TVM-FFI libraries to a runtime, and the bridge's entry points.
+//
+// Which runtime a library's TVMFFI* imports resolve to:
+//   1. a libtvm_ffi already in the process (loaded by `import tvm_ffi`, or as another library's
+//      dependency): it is promoted to RTLD_GLOBAL if needed and the library binds to it, so one
+//      runtime serves everyone and nothing is shadowed;
+//   2. a libtvm_ffi the library itself names (DT_NEEDED), which dlopen pulls in;
+//   3. otherwise this library's shim, on kffi's runtime. The shim is never made global (that
+//      would interpose every TVM-FFI library loaded later, libtvm_ffi itself included): the
+//      library is opened as the dependency of a small generated "stub" object that also depends
+//      on the shim, which puts the shim in the library's own lookup scope only.
+// Before any of that, a library that needs a TVM-FFI function the shim lacks is refused by name.
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <kffi/error.h>
+#include <link.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "../module_elf.h"
+#include "../tvm_bridge_api.h"
+#include "bridge_internal.h"
+
+namespace kffi {
+namespace tvm_bridge {
+namespace {
+
+using details::ElfExports;
+
+constexpr const char kTvmSoname[] = "libtvm_ffi.so";
+
+std::string DlErrorText() {
+  const char* e = dlerror();
+  return e != nullptr ? std::string(e) : std::string("unknown dlopen error");
+}
+
+// The load address of the object holding address (0 when unknown).
+const void* BaseOf(const void* address) {
+  Dl_info info;
+  if (address == nullptr || dladdr(address, &info) == 0) return nullptr;
+  return info.dli_fbase;
+}
+
+const void* OwnBase() {
+  static const void* base = BaseOf(reinterpret_cast<const void*>(&OwnBase));
+  return base;
+}
+
+std::string OwnPath() {
+  Dl_info info;
+  if (dladdr(reinterpret_cast<const void*>(&OwnBase), &info) == 0 || info.dli_fname == nullptr) {
+    return std::string();
+  }
+  return info.dli_fname;
+}
+
+// ---- apache-tvm-ffi runtimes in the process ----------------------------------------------------
+
+struct RealRuntimes {
+  std::mutex mutex;
+  std::map<const void*, std::unique_ptr<RealRuntime>> by_base;
+  static RealRuntimes* Get() {
+    static RealRuntimes* r = new RealRuntimes();
+    return r;
+  }
+};
+
+template <typename F>
+bool Resolve(void* handle, const char* name, F* out) {
+  *out = reinterpret_cast<F>(dlsym(handle, name));
+  return *out != nullptr;
+}
+
+// The record of the runtime loaded at handle (made once per object).
+const RealRuntime* RuntimeForHandle(void* handle) {
+  void* probe = dlsym(handle, "TVMFFIErrorMoveFromRaised");
+  const void* base = BaseOf(probe);
+  if (base == nullptr || base == OwnBase()) return nullptr;
+  RealRuntimes* all = RealRuntimes::Get();
+  std::lock_guard<std::mutex> lock(all->mutex);
+  auto it = all->by_base.find(base);
+  if (it != all->by_base.end()) return it->second.get();
+  auto r = std::make_unique<RealRuntime>();
+  Dl_info info;
+  if (dladdr(probe, &info) != 0 && info.dli_fname != nullptr) r->path = info.dli_fname;
+  r->handle = handle;
+  r->base = base;
+  bool ok = Resolve(handle, "TVMFFIEnvSetStream", &r->env_set_stream) &&
+            Resolve(handle, "TVMFFIEnvGetStream", &r->env_get_stream) &&
+            Resolve(handle, "TVMFFIEnvSetDLPackManagedTensorAllocator", &r->env_set_allocator) &&
+            Resolve(handle, "TVMFFIEnvGetDLPackManagedTensorAllocator", &r->env_get_allocator) &&
+            Resolve(handle, "TVMFFIErrorMoveFromRaised", &r->error_move_from_raised) &&
+            Resolve(handle, "TVMFFIErrorSetRaised", &r->error_set_raised) &&
+            Resolve(handle, "TVMFFIFunctionSetGlobal", &r->function_set_global);
+  if (!ok) return nullptr;
+  const RealRuntime* out = r.get();
+  all->by_base.emplace(base, std::move(r));
+  return out;
+}
+
+int FindByFileName(struct dl_phdr_info* info, size_t, void* data) {
+  const char* name = info->dlpi_name;
+  if (name == nullptr || name[0] == '\0') return 0;
+  const char* base = std::strrchr(name, '/');
+  base = base != nullptr ? base + 1 : name;
+  if (std::strncmp(base, kTvmSoname, sizeof(kTvmSoname) - 1) == 0) {
+    *static_cast<std::string*>(data) = name;
+    return 1;
+  }
+  return 0;
+}
+
+// ---- the stub that scopes the shim to one library
+// ------------------------------------------------
+
+template <typename T>
+void Put(std::string* image, size_t offset, const T& value) {
+  std::memcpy(&(*image)[offset], &value, sizeof(T));
+}
+
+size_t AlignUp(size_t v, size_t a) { return (v + a - 1) / a * a; }
+
+// A minimal ELF64 shared object with no code and no symbols whose only content is DT_NEEDED
+// entries (absolute paths, taken literally by the dynamic loader), in that order.
+std::string MakeStubImage(const std::vector<std::string>& needed, uint16_t machine) {
+  using namespace details;  // NOLINT: the ELF structures
+  const size_t num_ph = 3;
+  const size_t dyn_off = AlignUp(sizeof(Elf64Header) + num_ph * sizeof(Elf64ProgramHeader), 16);
+  const size_t num_dyn = needed.size() + 6;
+  const size_t hash_off = dyn_off + num_dyn * sizeof(Elf64Dyn);
+  const size_t sym_off = AlignUp(hash_off + 4 * sizeof(uint32_t), 8);
+  const size_t str_off = sym_off + sizeof(Elf64Symbol);
+  std::string strtab(1, '\0');
+  std::vector<size_t> name_offsets;
+  for (const std::string& n : needed) {
+    name_offsets.push_back(strtab.size());
+    strtab += n;
+    strtab += '\0';
+  }
+  const size_t total = str_off + strtab.size();
+  std::string image(total, '\0');
+
+  Elf64Header eh{};
+  const unsigned char ident[16] = {0x7f, 'E', 'L', 'F', 2, 1, 1, 0};
+  std::memcpy(eh.ident, ident, sizeof(ident));
+  eh.type = kElfTypeDyn;
+  eh.machine = machine;
+  eh.version = 1;
+  eh.phoff = sizeof(Elf64Header);
+  eh.ehsize = sizeof(Elf64Header);
+  eh.phentsize = sizeof(Elf64ProgramHeader);
+  eh.phnum = num_ph;
+  eh.shentsize = sizeof(Elf64Section);
+  Put(&image, 0, eh);
+
+  // One read-write segment (the loader adjusts pointers in .dynamic in place), the dynamic
+  // segment inside it, and a non-executable stack.
+  Elf64ProgramHeader load{kProgramLoad, 6, 0, 0, 0, total, total, 0x1000};
+  Elf64ProgramHeader dyn{kProgramDynamic,
+                         6,
+                         dyn_off,
+                         dyn_off,
+                         dyn_off,
+                         num_dyn * sizeof(Elf64Dyn),
+                         num_dyn * sizeof(Elf64Dyn),
+                         8};
+  Elf64ProgramHeader stack{kProgramGnuStack, 6, 0, 0, 0, 0, 0, 16};
+  Put(&image, sizeof(Elf64Header), load);
+  Put(&image, sizeof(Elf64Header) + sizeof(Elf64ProgramHeader), dyn);
+  Put(&image, sizeof(Elf64Header) + 2 * sizeof(Elf64ProgramHeader), stack);
+
+  size_t at = dyn_off;
+  auto put_dyn = [&](int64_t tag, uint64_t val) {
+    Put(&image, at, Elf64Dyn{tag, val});
+    at += sizeof(Elf64Dyn);
+  };
+  for (size_t off : name_offsets) put_dyn(kDynNeeded, off);
+  put_dyn(kDynHash, hash_off);
+  put_dyn(kDynStrTab, str_off);
+  put_dyn(kDynSymTab, sym_off);
+  put_dyn(kDynStrSz, strtab.size());
+  put_dyn(kDynSymEnt, sizeof(Elf64Symbol));
+  put_dyn(kDynNull, 0);
+  const uint32_t hash[4] = {1, 1, 0, 0};  // one empty bucket, one (null) symbol
+  std::memcpy(&image[hash_off], hash, sizeof(hash));
+  std::memcpy(&image[str_off], strtab.data(), strtab.size());
+  return image;
+}
+
+// Opens the stub for image. The memfd stays open for the life of the process: dlopen knows the
+// stub by its path, and a reused /proc/self/fd/N would name an old stub.
+void* OpenStub(const std::string& image, std::string* why) {
+  int fd = memfd_create("kffi_tvm_stub", MFD_CLOEXEC);
+  if (fd < 0) {
+    *why = std::string("memfd_create failed: ") + std::strerror(errno);
+    return nullptr;
+  }
+  size_t done = 0;
+  while (done < image.size()) {
+    ssize_t n = write(fd, image.data() + done, image.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      *why = std::string("cannot write the stub: ") + std::strerror(errno);
+      close(fd);
+      return nullptr;
+    }
+    done += static_cast<size_t>(n);
+  }
+  std::string path = "/proc/self/fd/" + std::to_string(fd);
+  dlerror();
+  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (handle == nullptr) {
+    *why = DlErrorText();
+    close(fd);
+  }
+  return handle;
+}
+
+// ---- per library ---------------------------------------------------------------------------
+
+struct LibraryState {
+  std::string path;
+  void* handle = nullptr;
+  const RealRuntime* real = nullptr;  // NULL: bound to the shim (or imports nothing)
+  unsigned env_use = 0;               // EnvUse: what of the environment its code can read
+};
+
+// Dependencies known not to read the TVM-FFI environment on a library's behalf.
+bool IsKnownDependency(const std::string& needed) {
+  static const char* const kPrefixes[] = {"libc.so",
+                                          "libm.so",
+                                          "libdl.so",
+                                          "libpthread.so",
+                                          "librt.so",
+                                          "ld-linux",
+                                          "libgcc_s",
+                                          "libstdc++",
+                                          "libc++",
+                                          "libtvm_ffi.so",
+                                          "libcute_dsl_runtime",
+                                          "libcuda.so",
+                                          "libcudart",
+                                          "libkffi"};
+  const std::string base =
+      needed.substr(needed.rfind('/') == std::string::npos ? 0 : needed.rfind('/') + 1);
+  for (const char* p : kPrefixes) {
+    if (base.compare(0, std::strlen(p), p) == 0) return true;
+  }
+  return false;
+}
+
+// What of the environment a library's code can read: its own TVMFFIEnv* imports, or everything
+// when it depends on a library of its own (which may read it for it).
+unsigned EnvUseOf(const ElfExports& elf) {
+  unsigned use = 0;
+  for (const std::string& name : elf.tvm_imports) {
+    if (name == "TVMFFIEnvGetStream") use |= kEnvStream;
+    if (name == "TVMFFIEnvTensorAlloc" || name == "TVMFFIEnvGetDLPackManagedTensorAllocator") {
+      use |= kEnvAllocator;
+    }
+  }
+  for (const std::string& dep : elf.needed) {
+    if (!IsKnownDependency(dep)) return kEnvAll;
+  }
+  return use;
+}
+
+bool NeedsTvmRuntime(const ElfExports& elf) {
+  return std::any_of(elf.needed.begin(), elf.needed.end(), [](const std::string& n) {
+    return n.compare(0, sizeof(kTvmSoname) - 1, kTvmSoname) == 0;
+  });
+}
+
+[[noreturn]] void Refuse(const std::string& path, const std::string& why) {
+  KFFI_THROW(RuntimeError) << "Cannot load module `" << path << "`: " << why;
+  __builtin_unreachable();
+}
+
+void CheckShimCoverage(const std::string& path, const ElfExports& elf) {
+  const std::vector<std::string_view>& covered = ShimCoveredFunctions();
+  std::string missing;
+  for (const std::string& name : elf.tvm_imports) {
+    if (!std::binary_search(covered.begin(), covered.end(), std::string_view(name))) {
+      missing += (missing.empty() ? "" : ", ") + name;
+    }
+  }
+  if (missing.empty()) return;
+  Refuse(path, "it imports TVM-FFI runtime functions that kffi does not provide: " + missing +
+                   ". Load apache-tvm-ffi first (`import tvm_ffi`) to run it on that runtime, or "
+                   "see docs/tvm_ffi.md for the functions kffi provides");
+}
+
+// Which runtime the library's TVMFFI* references went to, found the way the dynamic loader
+// searched: the global scope, then the library's own dependencies, then (through the stub) the
+// shim.
+const RealRuntime* BoundRuntime(void* handle, const ElfExports& elf) {
+  if (elf.tvm_imports.empty()) return nullptr;
+  const char* probe = elf.tvm_imports.front().c_str();
+  void* global = dlsym(RTLD_DEFAULT, probe);
+  if (global != nullptr && BaseOf(global) != OwnBase()) return RealRuntimeAt(global);
+  void* local = dlsym(handle, probe);
+  if (local != nullptr && BaseOf(local) != OwnBase()) return RealRuntimeAt(local);
+  return nullptr;
+}
+
+void* OpenLibraryOrThrow(const std::string& path, const ElfExports& elf) {
+  if (elf.tvm_library_bin) {
+    Refuse(path,
+           "it embeds binary modules (`__tvm_ffi__library_bin`, e.g. a model compiled by "
+           "TVM); kffi loads kernel libraries only: load it with tvm_ffi.load_module");
+  }
+  // Already in the process (e.g. opened by tvm_ffi.load_module): its bindings are made.
+  if (void* existing = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD)) return existing;
+  const bool needs_tvm = NeedsTvmRuntime(elf);
+  const bool imports_tvm = !elf.tvm_imports.empty();
+  const RealRuntime* real = imports_tvm || needs_tvm ? FindLoadedRealRuntime(true) : nullptr;
+  dlerror();
+  if (real != nullptr || needs_tvm || !imports_tvm) {
+    // RTLD_NOW: every TVMFFI* reference binds now, to one runtime, and a missing symbol is a
+    // load error rather than a crash at the first call.
+    void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (handle != nullptr) return handle;
+    std::string why = DlErrorText();
+    if (needs_tvm && real == nullptr && why.find(kTvmSoname) != std::string::npos) {
+      Refuse(path,
+             "it was linked against libtvm_ffi.so (-ltvm_ffi), which is neither loaded nor "
+             "found by the dynamic loader (" +
+                 why +
+                 "). Import tvm_ffi first, or link the "
+                 "library without libtvm_ffi so that kffi provides the TVM-FFI runtime itself");
+    }
+    Refuse(path, "not a loadable shared library: " + why);
+  }
+  CheckShimCoverage(path, elf);
+  std::string shim = OwnPath();
+  if (shim.empty()) Refuse(path, "cannot locate kffi's TVM-FFI shim library");
+  std::string image = MakeStubImage({shim, path}, details::HostElfMachine());
+  std::string why;
+  void* stub = OpenStub(image, &why);
+  if (stub == nullptr) Refuse(path, "not a loadable shared library: " + why);
+  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
+  if (handle == nullptr) Refuse(path, "the library did not load with its stub: " + DlErrorText());
+  return handle;
+}
+
+int OpenLibrary(const char* path, const ElfExports* elf, void** out_handle, void** out_state) {
+  try {
+    auto state = std::make_unique<LibraryState>();
+    state->path = path;
+    state->handle = OpenLibraryOrThrow(state->path, *elf);
+    state->real = BoundRuntime(state->handle, *elf);
+    state->env_use = EnvUseOf(*elf);
+    if (elf->tvm_library_ctx && state->real == nullptr) {
+      // The context slot identifies the library to TVMFFIEnvModLookupFromImports; the shim's
+      // lookup does not read it, but a non-null value is what the library expects.
+      if (void** ctx = static_cast<void**>(dlsym(state->handle, details::kTvmLibraryCtxSymbol))) {
+        *ctx = state.get();
+      }
+    }
+    *out_handle = state->handle;
+    *out_state = state.release();  // lives as long as the library (the process)
+    return 0;
+  } catch (...) {
+    return RaiseCurrentException();
+  }
+}
+
+int MakeFunction(void* state, KFFISafeCallType symbol, const char* name, KFFIObjectHandle module,
+                 KFFIObjectHandle* out) {
+  try {
+    auto* lib = static_cast<LibraryState*>(state);
+    KFFIObjectIncRef(module);
+    *out = WrapForeignCallable(symbol, nullptr, module, lib->real, name, lib->env_use);
+    return 0;
+  } catch (...) {
+    return RaiseCurrentException();
+  }
+}
+
+// Calls a metadata symbol (`__tvm_ffi__metadata_<name>` / `__tvm_ffi__doc_<name>`) for its str.
+std::string CallStringSymbol(const LibraryState* lib, const std::string& symbol_name) {
+  auto sym = reinterpret_cast<KFFISafeCallType>(dlsym(lib->handle, symbol_name.c_str()));
+  if (sym == nullptr) return std::string();
+  KFFIAny result;
+  result.type_index = kKFFINone;
+  result.zero_padding = 0;
+  result.v_int64 = 0;
+  if (sym(nullptr, nullptr, 0, &result) != 0) {
+    MoveErrorToKffi(lib->real);
+    details::ThrowRaisedError(-1);
+  }
+  if (result.type_index == kKFFISmallStr) {
+    return std::string(result.v_bytes, result.small_str_len);
+  }
+  if (result.type_index == kKFFIStr) {
+    const auto* cell = static_cast<const KFFIStrCell*>(KFFIObjectGetCellPtr(result.v_obj));
+    std::string out(cell->data, cell->size);
+    KFFIObjectDecRef(result.v_obj);
+    return out;
+  }
+  if (result.type_index >= kKFFIStaticObjectBegin) KFFIObjectDecRef(result.v_obj);
+  KFFI_THROW(TypeError) << "The metadata symbol `" << symbol_name << "` of `" << lib->path
+                        << "` returned a value of type index " << result.type_index
+                        << ", expected a str";
+  __builtin_unreachable();
+}
+
+int GetMetadata(void* state, const char* name, KFFIAny* out) {
+  try {
+    auto* lib = static_cast<LibraryState*>(state);
+    out->type_index = kKFFINone;
+    out->zero_padding = 0;
+    out->v_int64 = 0;
+    std::string n(name);
+    std::string meta = CallStringSymbol(lib, details::kTvmMetadataPrefix + n);
+    std::string doc = CallStringSymbol(lib, details::kTvmDocPrefix + n);
+    std::string json = ConvertMetadata(n, meta, doc);
+    if (json.empty()) return 0;
+    KFFIByteArray bytes{json.data(), json.size()};
+    return KFFIStringFromByteArray(&bytes, out);
+  } catch (...) {
+    return RaiseCurrentException();
+  }
+}
+
+const details::TvmBridgeApi kApi = {
+    details::kTvmBridgeApiVersion, KFFI_ABI_VERSION, &OpenLibrary, &MakeFunction, &GetMetadata,
+};
+
+// ---- helpers for kffi's Python package (kffi/_tvm.py, through ctypes) -------------------------
+
+void CopyMessage(const std::string& text, char* buf, size_t size) {
+  if (buf == nullptr || size == 0) return;
+  size_t n = std::min(text.size(), size - 1);
+  std::memcpy(buf, text.data(), n);
+  buf[n] = '\0';
+}
+
+// Writes the raised kffi error as "Kind: message" into buf; returns -1.
+int ReportToBuffer(char* buf, size_t size) {
+  KFFIObjectHandle err = nullptr;
+  KFFIErrorMoveFromRaised(&err);
+  std::string text = "RuntimeError: unknown error";
+  if (err != nullptr) {
+    const KFFIErrorCell* cell = KFFIErrorGetCellPtr(err);
+    text = std::string(cell->kind.data, cell->kind.size) + ": " +
+           std::string(cell->message.data, cell->message.size);
+    KFFIObjectDecRef(err);
+  }
+  CopyMessage(text, buf, size);
+  return -1;
+}
+
+// The safe call behind TVM-FFI's global `kffi.object_from_address`: turns the owned reference
+// that KFFITvmExportObject handed out (an int address) into the returned object.
+int ObjectFromAddress(void*, const KFFIAny* args, int32_t num_args, KFFIAny* result) {
+  if (num_args != 1 || args[0].type_index != kKFFIInt || args[0].v_int64 == 0) {
+    const RealRuntime* real = FindLoadedRealRuntime(false);
+    RaiseFor(real, "TypeError", "kffi.object_from_address expects one address (int)");
+    return -1;
+  }
+  auto* obj = reinterpret_cast<KFFIObject*>(static_cast<intptr_t>(args[0].v_int64));
+  result->type_index = obj->type_index;
+  result->zero_padding = 0;
+  result->v_obj = obj;
+  return 0;
+}
+
+}  // namespace
+
+const RealRuntime* FindLoadedRealRuntime(bool promote) {
+  int mode = RTLD_LAZY | RTLD_NOLOAD | (promote ? RTLD_GLOBAL : 0);
+  void* handle = dlopen(kTvmSoname, mode);  // matches a loaded object by its soname
+  if (handle == nullptr) {
+    std::string found;
+    dl_iterate_phdr(&FindByFileName, &found);
+    if (!found.empty()) handle = dlopen(found.c_str(), mode);
+  }
+  return handle != nullptr ? RuntimeForHandle(handle) : nullptr;
+}
+
+const RealRuntime* RealRuntimeAt(const void* address) {
+  Dl_info info;
+  if (address == nullptr || dladdr(address, &info) == 0 || info.dli_fname == nullptr) {
+    return nullptr;
+  }
+  if (info.dli_fbase == OwnBase()) return nullptr;
+  void* handle = dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD);
+  return handle != nullptr ? RuntimeForHandle(handle) : nullptr;
+}
+
+int RaiseCurrentException() noexcept {
+  details::SetRaisedFromCurrentException();
+  return -1;
+}
+
+}  // namespace tvm_bridge
+}  // namespace kffi
+
+extern "C" {
+
+__attribute__((visibility("default"))) const kffi::details::TvmBridgeApi* KFFITvmBridgeGetApi(
+    void) {
+  return &kffi::tvm_bridge::kApi;
+}
+
+/// For kffi/_tvm.py: whether a libtvm_ffi is loaded (1) or not (0).
+__attribute__((visibility("default"))) int KFFITvmRealRuntimeLoaded(void) {
+  return kffi::tvm_bridge::FindLoadedRealRuntime(false) != nullptr ? 1 : 0;
+}
+
+/// For kffi/_tvm.py: registers `kffi.object_from_address` in the loaded libtvm_ffi's global
+/// registry (once). 0, or -1 with "Kind: message" in err.
+__attribute__((visibility("default"))) int KFFITvmInstall(char* err, size_t err_size) {
+  using namespace kffi::tvm_bridge;  // NOLINT
+  static std::mutex mutex;
+  static bool done = false;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (done) return 0;
+  const RealRuntime* real = FindLoadedRealRuntime(false);
+  if (real == nullptr) {
+    CopyMessage("RuntimeError: apache-tvm-ffi is not loaded (import tvm_ffi first)", err, err_size);
+    return -1;
+  }
+  auto create =
+      reinterpret_cast<int (*)(void*, KFFISafeCallType, void (*)(void*), KFFIObjectHandle*)>(
+          dlsym(real->handle, "TVMFFIFunctionCreate"));
+  KFFIObjectHandle f = nullptr;
+  if (create == nullptr || create(nullptr, &ObjectFromAddress, nullptr, &f) != 0) {
+    MoveErrorToKffi(real);
+    return ReportToBuffer(err, err_size);
+  }
+  static const char kName[] = "kffi.object_from_address";
+  KFFIByteArray name{kName, sizeof(kName) - 1};
+  int rc = real->function_set_global(&name, f, 1);
+  KFFIObjectDecRef(f);
+  if (rc != 0) {
+    MoveErrorToKffi(real);
+    return ReportToBuffer(err, err_size);
+  }
+  done = true;
+  return 0;
+}
+
+/// For kffi/_tvm.py: an owned reference (*out) that TVM-FFI code may hold for the kffi object
+/// obj (borrowed): a Function is wrapped (errors and environment follow the calls), a Tensor,
+/// Shape, Str or Bytes is the object itself. Maps, Dicts and Modules are refused. 0, or -1 with
+/// "Kind: message" in err.
+__attribute__((visibility("default"))) int KFFITvmExportObject(void* obj, void** out, char* err,
+                                                               size_t err_size) {
+  using namespace kffi::tvm_bridge;  // NOLINT
+  try {
+    auto* o = static_cast<KFFIObject*>(obj);
+    const RealRuntime* real = FindLoadedRealRuntime(false);
+    if (o == nullptr || out == nullptr) {
+      CopyMessage("ValueError: NULL object", err, err_size);
+      return -1;
+    }
+    switch (o->type_index) {
+      case kKFFIFunction:
+        *out = WrapKffiFunctionForForeign(o, real);
+        return 0;
+      case kKFFITensor:
+      case kKFFIShape:
+      case kKFFIStr:
+      case kKFFIBytes:
+        KFFIObjectIncRef(o);
+        *out = o;
+        return 0;
+      default:
+        CopyMessage("TypeError: a kffi object of type index " + std::to_string(o->type_index) +
+                        " cannot be handed to TVM-FFI as an object",
+                    err, err_size);
+        return -1;
+    }
+  } catch (...) {
+    RaiseCurrentException();
+    return ReportToBuffer(err, err_size);
+  }
+}
+
+}  // extern "C"

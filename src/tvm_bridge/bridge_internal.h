@@ -1,0 +1,85 @@
+// src/tvm_bridge/bridge_internal.h: what the sources of libkffi_tvm share.
+#ifndef KFFI_SRC_TVM_BRIDGE_BRIDGE_INTERNAL_H_
+#define KFFI_SRC_TVM_BRIDGE_BRIDGE_INTERNAL_H_
+
+#include <kffi/c_api.h>
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace kffi {
+namespace tvm_bridge {
+
+/// The functions of a loaded apache-tvm-ffi runtime (libtvm_ffi) that the bridge calls. Found
+/// with dlsym; the bridge never names a TVMFFI* function in its own code (it defines them).
+struct RealRuntime {
+  void* handle = nullptr;      // dlopen handle (RTLD_NOLOAD), never closed
+  const void* base = nullptr;  // load address, identifies the object
+  std::string path;
+  int (*env_set_stream)(int32_t, int32_t, void*, void**) = nullptr;
+  void* (*env_get_stream)(int32_t, int32_t) = nullptr;
+  int (*env_set_allocator)(DLPackManagedTensorAllocator, int,
+                           DLPackManagedTensorAllocator*) = nullptr;
+  DLPackManagedTensorAllocator (*env_get_allocator)(void) = nullptr;
+  void (*error_move_from_raised)(KFFIObjectHandle*) = nullptr;
+  void (*error_set_raised)(KFFIObjectHandle) = nullptr;
+  int (*function_set_global)(const KFFIByteArray*, KFFIObjectHandle, int) = nullptr;
+};
+
+/// A libtvm_ffi already loaded in the process (found by its soname, else by file name), promoted
+/// to RTLD_GLOBAL when promote is set so that libraries opened later bind to it; NULL when none.
+const RealRuntime* FindLoadedRealRuntime(bool promote);
+
+/// The runtime that defines the code at address (dladdr), or NULL when that is this library.
+const RealRuntime* RealRuntimeAt(const void* address);
+
+/// Raises kind/message in the error slot that code bound to real reads (kffi's when NULL).
+void RaiseFor(const RealRuntime* real, const char* kind, const std::string& message);
+
+/// Moves the error raised in real's slot into kffi's (no-op when real is NULL or nothing is
+/// raised there).
+void MoveErrorToKffi(const RealRuntime* real);
+
+/// What of kffi's environment a foreign function can read, so what a call copies into a real
+/// runtime's (from the library's imports: only what it can read costs anything per call).
+enum EnvUse : unsigned {
+  kEnvStream = 1,     // imports TVMFFIEnvGetStream
+  kEnvAllocator = 2,  // imports TVMFFIEnvTensorAlloc or ...GetDLPackManagedTensorAllocator
+  kEnvAll = 3,
+};
+
+/// A kffi Function (owned) calling call(handle, ...), a function of code bound to real: kffi's
+/// callers get the environment stream and allocator copied into real's environment (as env_use
+/// says) and errors moved into kffi's slot; Map and Dict values are refused both ways (their
+/// layouts differ). keep (owned, moved in; may be NULL) lives as long as the function. name is
+/// for messages.
+KFFIObjectHandle WrapForeignCallable(KFFISafeCallType call, void* handle, KFFIObjectHandle keep,
+                                     const RealRuntime* real, std::string name,
+                                     unsigned env_use = kEnvAll);
+
+/// The other direction: a Function (owned) that code bound to real can call, running the kffi
+/// Function func (borrowed) with real's environment copied into kffi's and errors moved into
+/// real's slot. A function that WrapForeignCallable made comes back unwrapped.
+KFFIObjectHandle WrapKffiFunctionForForeign(KFFIObjectHandle func, const RealRuntime* real);
+
+/// The TVM-FFI C functions the shim provides, sorted (for the pre-load coverage check).
+const std::vector<std::string_view>& ShimCoveredFunctions();
+
+/// kffi's metadata JSON for function name, from the library's TVM-FFI metadata JSON (the
+/// `{"type_schema": ...}` document; may be empty) and docstring. Empty when there is nothing to
+/// say. Throws kffi::Error (ValueError) for malformed metadata, naming the function.
+std::string ConvertMetadata(const std::string& name, const std::string& tvm_metadata,
+                            const std::string& doc);
+
+/// The same without exceptions: false with the reason in *why for malformed metadata.
+bool TryConvertMetadata(const std::string& name, const std::string& tvm_metadata,
+                        const std::string& doc, std::string* out_json, std::string* why);
+
+/// Sets the calling thread's kffi error from the exception being handled; returns -1.
+int RaiseCurrentException() noexcept;
+
+}  // namespace tvm_bridge
+}  // namespace kffi
+
+#endif  // KFFI_SRC_TVM_BRIDGE_BRIDGE_INTERNAL_H_

@@ -1,0 +1,483 @@
+// src/tvm_bridge/shim.cc: the TVM-FFI C runtime functions, implemented on kffi's runtime.
+//
+// A library built for the TVM-FFI ABI imports these (TVMFFIErrorSetRaisedFromCStr,
+// TVMFFIEnvGetStream, ...). When no apache-tvm-ffi is loaded, the loader binds it to these
+// definitions (through a private scope, never RTLD_GLOBAL), so its errors land in kffi's slot,
+// it reads kffi's environment stream and allocator, and its objects are kffi's. Values, objects
+// and the call convention have one layout in both ABIs, so most functions forward 1:1; the type
+// information record is the exception (TVM-FFI's has more fields) and is rebuilt here.
+// docs/tvm_ffi.md lists what is covered.
+#include <kffi/error.h>
+#include <kffi/tensor.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "bridge_internal.h"
+
+// ---- the TVM-FFI C types this file needs, by layout (the ABI document is the reference)
+// ----------
+namespace {
+
+struct TvmVersion {
+  uint32_t major;
+  uint32_t minor;
+  uint32_t patch;
+};
+
+struct TvmTypeInfo {
+  int32_t type_index;
+  int32_t type_depth;
+  KFFIByteArray type_key;
+  const TvmTypeInfo** type_ancestors;
+  uint64_t type_key_hash;
+  int32_t num_fields;
+  int32_t num_methods;
+  const void* fields;
+  const void* methods;
+  const void* metadata;
+};
+
+struct TvmMethodInfo {
+  KFFIByteArray name;
+  KFFIByteArray doc;
+  KFFIByteArray metadata;
+  int64_t flags;
+  KFFIAny method;
+};
+
+// The TVM-FFI release whose ABI this shim follows (what TVMFFIGetVersion reports).
+constexpr TvmVersion kTvmCompatVersion{0, 1, 15};
+
+// Type keys that differ between the two registries (same index, same layout).
+constexpr std::pair<std::string_view, std::string_view> kKeyAliases[] = {
+    {"ffi.String", "ffi.Str"},
+};
+
+std::string_view ToKffiKey(std::string_view tvm_key) {
+  for (const auto& a : kKeyAliases) {
+    if (a.first == tvm_key) return a.second;
+  }
+  return tvm_key;
+}
+
+std::string_view ToTvmKey(std::string_view kffi_key) {
+  for (const auto& a : kKeyAliases) {
+    if (a.second == kffi_key) return a.first;
+  }
+  return kffi_key;
+}
+
+KFFIByteArray View(std::string_view s) { return KFFIByteArray{s.data(), s.size()}; }
+
+uint64_t Fnv1a(std::string_view s) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+// TVM-layout type records, made on first request and kept for the life of the process (callers
+// may hold the pointers forever).
+class TypeInfoCache {
+ public:
+  static TypeInfoCache* Get() {
+    static TypeInfoCache* cache = new TypeInfoCache();
+    return cache;
+  }
+
+  const TvmTypeInfo* Lookup(int32_t index) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return LookupLocked(index, 0);
+  }
+
+ private:
+  struct Entry {
+    TvmTypeInfo info;
+    std::string key;
+    std::vector<const TvmTypeInfo*> ancestors;
+  };
+
+  const TvmTypeInfo* LookupLocked(int32_t index, int depth) {
+    auto it = entries_.find(index);
+    if (it != entries_.end()) return &it->second->info;
+    const KFFITypeInfo* k = KFFIGetTypeInfo(index);
+    // Ancestors have smaller depths, so this recursion is bounded by the registry's depth; the
+    // guard stops a corrupt registry all the same.
+    if (k == nullptr || depth > 256) return nullptr;
+    auto entry = std::make_unique<Entry>();
+    entry->key = std::string(ToTvmKey(std::string_view(k->type_key.data, k->type_key.size)));
+    for (int32_t d = 0; d < k->type_depth; ++d) {
+      entry->ancestors.push_back(LookupLocked(k->type_ancestors[d], depth + 1));
+    }
+    TvmTypeInfo& info = entry->info;
+    info.type_index = k->type_index;
+    info.type_depth = k->type_depth;
+    info.type_key = View(entry->key);
+    info.type_ancestors = entry->ancestors.empty() ? nullptr : entry->ancestors.data();
+    info.type_key_hash = Fnv1a(entry->key);
+    info.num_fields = 0;
+    info.num_methods = 0;
+    info.fields = nullptr;
+    info.methods = nullptr;
+    info.metadata = nullptr;
+    const TvmTypeInfo* out = &entry->info;
+    entries_.emplace(index, std::move(entry));
+    return out;
+  }
+
+  std::mutex mutex_;
+  std::map<int32_t, std::unique_ptr<Entry>> entries_;
+};
+
+// Guards TVMFFIHandleInitOnce: an init function may itself initialise another handle.
+std::recursive_mutex& InitOnceMutex() {
+  static std::recursive_mutex* m = new std::recursive_mutex();
+  return *m;
+}
+
+// A registration the library's static initialiser cannot be allowed to fail: TVM-FFI's C++ code
+// throws from it, which would abort the process. While kffi loads the library, the problem fails
+// that load instead (KFFIModuleReportLoadError) and the library carries on.
+int ReportOrRaise(const char* what) {
+  KFFIObjectHandle err = nullptr;
+  KFFIErrorMoveFromRaised(&err);
+  if (err == nullptr) return -1;
+  const KFFIErrorCell* cell = KFFIErrorGetCellPtr(err);
+  std::string message =
+      std::string(what) + ": " + std::string(cell->message.data, cell->message.size);
+  KFFIByteArray kind = cell->kind;
+  KFFIByteArray msg = View(message);
+  int32_t taken = 0;
+  if (KFFIModuleReportLoadError(&kind, &msg, &taken) == 0 && taken) {
+    KFFIObjectDecRef(err);
+    return 0;
+  }
+  KFFIErrorSetRaised(err);
+  KFFIObjectDecRef(err);
+  return -1;
+}
+
+// Global functions a library registers go to kffi's registry under their own names (kffi's and
+// apache-tvm-ffi's registries are separate, so nothing collides across runtimes). A name already
+// taken fails the load of the library (it is not overridden, and the process does not abort).
+int SetGlobal(const KFFIByteArray* name, KFFIObjectHandle f, int allow_override) {
+  if (KFFIFunctionSetGlobal(name, f, allow_override) == 0) return 0;
+  return ReportOrRaise("The library registers a global function kffi cannot accept");
+}
+
+}  // namespace
+
+// ---- the covered functions
+// ----------------------------------------------------------------------- Keep
+// ShimCoveredFunctions() (at the end) in step with this list.
+
+#define SHIM extern "C" __attribute__((visibility("default")))
+
+SHIM void TVMFFIGetVersion(TvmVersion* out) {
+  if (out != nullptr) *out = kTvmCompatVersion;
+}
+
+SHIM int TVMFFIObjectIncRef(KFFIObjectHandle obj) { return KFFIObjectIncRef(obj); }
+SHIM int TVMFFIObjectDecRef(KFFIObjectHandle obj) { return KFFIObjectDecRef(obj); }
+SHIM int TVMFFIObjectCreateOpaque(void* handle, int32_t type_index, void (*deleter)(void*),
+                                  KFFIObjectHandle* out) {
+  return KFFIObjectCreateOpaque(handle, type_index, deleter, out);
+}
+
+SHIM int TVMFFITypeKeyToIndex(const KFFIByteArray* type_key, int32_t* out) {
+  if (type_key == nullptr) return KFFITypeKeyToIndex(type_key, out);
+  KFFIByteArray key = View(ToKffiKey(std::string_view(type_key->data, type_key->size)));
+  return KFFITypeKeyToIndex(&key, out);
+}
+
+SHIM int32_t TVMFFITypeGetOrAllocIndex(const KFFIByteArray* type_key, int32_t static_type_index,
+                                       int32_t type_depth, int32_t /*num_child_slots*/,
+                                       int32_t /*child_slots_can_overflow*/,
+                                       int32_t parent_type_index) {
+  if (type_key == nullptr) {
+    KFFIErrorSetRaisedFromCStr("ValueError", "TVMFFITypeGetOrAllocIndex: type_key is NULL");
+    return -1;
+  }
+  KFFIByteArray key = View(ToKffiKey(std::string_view(type_key->data, type_key->size)));
+  int32_t out = -1;
+  if (parent_type_index == -2) {  // query only: -2 when unknown
+    if (KFFITypeKeyToIndex(&key, &out) != 0) {
+      KFFIObjectHandle err = nullptr;
+      KFFIErrorMoveFromRaised(&err);
+      KFFIObjectDecRef(err);
+      return -2;
+    }
+    return out;
+  }
+  if (KFFITypeGetOrAllocIndex(&key, static_type_index, type_depth, parent_type_index, &out) != 0) {
+    ReportOrRaise("The library registers an object type kffi cannot accept");
+    return -1;
+  }
+  return out;
+}
+
+SHIM const TvmTypeInfo* TVMFFIGetTypeInfo(int32_t type_index) {
+  try {
+    return TypeInfoCache::Get()->Lookup(type_index);
+  } catch (...) {
+    return nullptr;
+  }
+}
+
+// Reflection registrations are accepted and not kept: kffi has no reflection to feed them to.
+SHIM int TVMFFITypeRegisterField(int32_t, const void*) { return 0; }
+SHIM int TVMFFITypeRegisterMethod(int32_t, const void*) { return 0; }
+SHIM int TVMFFITypeRegisterMetadata(int32_t, const void*) { return 0; }
+SHIM int TVMFFITypeRegisterAttr(int32_t, const KFFIByteArray*, const KFFIAny*) { return 0; }
+SHIM const void* TVMFFIGetTypeAttrColumn(const KFFIByteArray*) { return nullptr; }
+
+SHIM int TVMFFIFunctionCreate(void* self, KFFISafeCallType safe_call, void (*deleter)(void*),
+                              KFFIObjectHandle* out) {
+  return KFFIFunctionCreate(self, safe_call, deleter, out);
+}
+SHIM int TVMFFIFunctionCall(KFFIObjectHandle func, KFFIAny* args, int32_t num_args,
+                            KFFIAny* result) {
+  return KFFIFunctionCall(func, args, num_args, result);
+}
+SHIM int TVMFFIFunctionGetGlobal(const KFFIByteArray* name, KFFIObjectHandle* out) {
+  return KFFIFunctionGetGlobal(name, out);
+}
+// Shim functions never call each other by name: a global libtvm_ffi would interpose the call.
+SHIM int TVMFFIFunctionSetGlobal(const KFFIByteArray* name, KFFIObjectHandle f,
+                                 int allow_override) {
+  return SetGlobal(name, f, allow_override);
+}
+SHIM int TVMFFIFunctionSetGlobalFromMethodInfo(const TvmMethodInfo* info, int allow_override) {
+  if (info == nullptr || info->method.type_index != kKFFIFunction) {
+    KFFIErrorSetRaisedFromCStr(
+        "TypeError", "TVMFFIFunctionSetGlobalFromMethodInfo: the method is not a Function");
+    return ReportOrRaise("The library registers a global function kffi cannot accept");
+  }
+  return SetGlobal(&info->name, info->method.v_obj, allow_override);
+}
+SHIM int TVMFFIAnyViewToOwnedAny(const KFFIAny* any_view, KFFIAny* out) {
+  return KFFIAnyViewToOwnedAny(any_view, out);
+}
+
+SHIM void TVMFFIErrorMoveFromRaised(KFFIObjectHandle* out) { KFFIErrorMoveFromRaised(out); }
+SHIM void TVMFFIErrorSetRaised(KFFIObjectHandle error) { KFFIErrorSetRaised(error); }
+SHIM void TVMFFIErrorSetRaisedFromCStr(const char* kind, const char* message) {
+  KFFIErrorSetRaisedFromCStr(kind, message);
+}
+SHIM void TVMFFIErrorSetRaisedFromCStrParts(const char* kind, const char** parts,
+                                            int32_t num_parts) {
+  KFFIErrorSetRaisedFromCStrParts(kind, parts, num_parts);
+}
+SHIM int TVMFFIErrorCreate(const KFFIByteArray* kind, const KFFIByteArray* message,
+                           const KFFIByteArray* backtrace, KFFIObjectHandle* out) {
+  return KFFIErrorCreate(kind, message, backtrace, out);
+}
+SHIM int TVMFFIErrorCreateWithCauseAndExtraContext(
+    const KFFIByteArray* kind, const KFFIByteArray* message, const KFFIByteArray* backtrace,
+    KFFIObjectHandle cause_chain, KFFIObjectHandle extra_context, KFFIObjectHandle* out) {
+  if (KFFIErrorCreate(kind, message, backtrace, out) != 0) return -1;
+  KFFIErrorCell* cell = KFFIErrorGetCellPtr(*out);
+  if (cause_chain != nullptr) KFFIObjectIncRef(cause_chain);
+  if (extra_context != nullptr) KFFIObjectIncRef(extra_context);
+  cell->cause_chain = cause_chain;
+  cell->extra_context = extra_context;
+  return 0;
+}
+SHIM const KFFIByteArray* TVMFFIBacktrace(const char* filename, int lineno, const char* func,
+                                          int cross_ffi_boundary) {
+  return KFFIBacktrace(filename, lineno, func, cross_ffi_boundary);
+}
+
+SHIM int TVMFFITensorFromDLPack(DLManagedTensor* from, int32_t require_alignment,
+                                int32_t require_contiguous, KFFIObjectHandle* out) {
+  return KFFITensorFromDLPack(from, require_alignment, require_contiguous, out);
+}
+SHIM int TVMFFITensorFromDLPackVersioned(DLManagedTensorVersioned* from, int32_t require_alignment,
+                                         int32_t require_contiguous, KFFIObjectHandle* out) {
+  return KFFITensorFromDLPackVersioned(from, require_alignment, require_contiguous, out);
+}
+SHIM int TVMFFITensorToDLPack(KFFIObjectHandle from, DLManagedTensor** out) {
+  return KFFITensorToDLPack(from, out);
+}
+SHIM int TVMFFITensorToDLPackVersioned(KFFIObjectHandle from, DLManagedTensorVersioned** out) {
+  return KFFITensorToDLPackVersioned(from, out);
+}
+
+SHIM int TVMFFIStringFromByteArray(const KFFIByteArray* input, KFFIAny* out) {
+  return KFFIStringFromByteArray(input, out);
+}
+SHIM int TVMFFIBytesFromByteArray(const KFFIByteArray* input, KFFIAny* out) {
+  return KFFIBytesFromByteArray(input, out);
+}
+SHIM int TVMFFIDataTypeFromString(const KFFIByteArray* str, DLDataType* out) {
+  return KFFIDataTypeFromString(str, out);
+}
+SHIM int TVMFFIDataTypeToString(const DLDataType* dtype, KFFIAny* out) {
+  return KFFIDataTypeToString(dtype, out);
+}
+
+SHIM int TVMFFIEnvSetStream(int32_t device_type, int32_t device_id, void* stream, void** prev) {
+  return KFFIEnvSetStream(device_type, device_id, stream, prev);
+}
+SHIM void* TVMFFIEnvGetStream(int32_t device_type, int32_t device_id) {
+  return KFFIEnvGetStream(device_type, device_id);
+}
+SHIM int TVMFFIEnvSetDLPackManagedTensorAllocator(DLPackManagedTensorAllocator allocator,
+                                                  int write_to_global_context,
+                                                  DLPackManagedTensorAllocator* prev) {
+  return KFFIEnvSetTensorAllocator(allocator, write_to_global_context, prev);
+}
+SHIM DLPackManagedTensorAllocator TVMFFIEnvGetDLPackManagedTensorAllocator(void) {
+  return KFFIEnvGetTensorAllocator();
+}
+// A compact tensor shaped like prototype from the environment's allocator (kffi's rules: the
+// framework's allocator when one is set, else aligned host memory for CPU).
+SHIM int TVMFFIEnvTensorAlloc(DLTensor* prototype, KFFIObjectHandle* out) {
+  try {
+    KFFI_CHECK(prototype != nullptr && out != nullptr, ValueError)
+        << "TVMFFIEnvTensorAlloc: prototype and out must not be NULL";
+    KFFI_CHECK(prototype->ndim >= 0 && (prototype->ndim == 0 || prototype->shape != nullptr),
+               ValueError)
+        << "TVMFFIEnvTensorAlloc: the prototype has no shape";
+    kffi::Tensor t = kffi::Tensor::FromEnvAlloc(
+        kffi::IntArrayView(prototype->shape, static_cast<size_t>(prototype->ndim)),
+        prototype->dtype, prototype->device);
+    *out = kffi::details::ObjectUnsafe::MoveToHandle(
+        std::move(kffi::details::ObjectUnsafe::RefData(t)));
+    return 0;
+  } catch (...) {
+    return kffi::tvm_bridge::RaiseCurrentException();
+  }
+}
+SHIM int TVMFFIEnvCheckSignals(void) { return KFFIEnvCheckSignals(); }
+// Symbols for a runtime's own generated code (C API tables, context symbols): nothing in kffi
+// reads them, so they are accepted and dropped.
+SHIM int TVMFFIEnvRegisterCAPI(const char*, void*) { return 0; }
+SHIM int TVMFFIEnvModRegisterContextSymbol(const char*, void*) { return 0; }
+// Statically linked TVM-FFI exports (`__tvm_ffi_<name>`) join kffi's system library as
+// `__kffi_<name>` (same convention); their metadata symbols are not carried over.
+SHIM int TVMFFIEnvModRegisterSystemLibSymbol(const char* name, void* symbol) {
+  constexpr std::string_view kPrefix = "__tvm_ffi_";
+  if (name == nullptr) return KFFIModuleRegisterSystemLibSymbol(name, symbol);
+  std::string_view n(name);
+  if (n.size() <= kPrefix.size() || n.compare(0, kPrefix.size(), kPrefix) != 0 ||
+      n[kPrefix.size()] == '_') {
+    return 0;
+  }
+  std::string kffi_name = "__kffi_" + std::string(n.substr(kPrefix.size()));
+  return KFFIModuleRegisterSystemLibSymbol(kffi_name.c_str(), symbol);
+}
+// Imports of a TVM-FFI module are not modelled: a lookup searches kffi's global functions.
+SHIM int TVMFFIEnvModLookupFromImports(KFFIObjectHandle /*library_ctx*/, const char* func_name,
+                                       KFFIObjectHandle* out) {
+  if (func_name == nullptr || out == nullptr) {
+    KFFIErrorSetRaisedFromCStr("ValueError", "TVMFFIEnvModLookupFromImports: NULL argument");
+    return -1;
+  }
+  KFFIByteArray name = View(func_name);
+  if (KFFIFunctionGetGlobal(&name, out) != 0) return -1;
+  if (*out != nullptr) return 0;
+  std::string message = std::string("Cannot find function `") + func_name +
+                        "` among kffi's global functions (a TVM-FFI library looked it up in its "
+                        "module's imports, which kffi does not model)";
+  KFFIErrorSetRaisedFromCStr("AttributeError", message.c_str());
+  return -1;
+}
+
+SHIM int TVMFFIHandleInitOnce(void** handle_addr, int (*init_func)(void** result)) {
+  if (handle_addr == nullptr || init_func == nullptr) {
+    KFFIErrorSetRaisedFromCStr("ValueError", "TVMFFIHandleInitOnce: NULL argument");
+    return -1;
+  }
+  if (__atomic_load_n(handle_addr, __ATOMIC_ACQUIRE) != nullptr) return 0;
+  std::lock_guard<std::recursive_mutex> lock(InitOnceMutex());
+  if (*handle_addr != nullptr) return 0;
+  void* result = nullptr;
+  int rc = init_func(&result);
+  if (rc != 0) return rc;
+  __atomic_store_n(handle_addr, result, __ATOMIC_RELEASE);
+  return 0;
+}
+SHIM int TVMFFIHandleDeinitOnce(void** handle_addr, int (*deinit_func)(void* handle)) {
+  if (handle_addr == nullptr || deinit_func == nullptr) {
+    KFFIErrorSetRaisedFromCStr("ValueError", "TVMFFIHandleDeinitOnce: NULL argument");
+    return -1;
+  }
+  std::lock_guard<std::recursive_mutex> lock(InitOnceMutex());
+  void* handle = *handle_addr;
+  if (handle == nullptr) return 0;
+  int rc = deinit_func(handle);
+  if (rc != 0) return rc;
+  __atomic_store_n(handle_addr, nullptr, __ATOMIC_RELEASE);
+  return 0;
+}
+
+#undef SHIM
+
+namespace kffi {
+namespace tvm_bridge {
+
+const std::vector<std::string_view>& ShimCoveredFunctions() {
+  static const std::vector<std::string_view>* names = [] {
+    auto* v = new std::vector<std::string_view>{
+        "TVMFFIAnyViewToOwnedAny",
+        "TVMFFIBacktrace",
+        "TVMFFIBytesFromByteArray",
+        "TVMFFIDataTypeFromString",
+        "TVMFFIDataTypeToString",
+        "TVMFFIEnvCheckSignals",
+        "TVMFFIEnvGetDLPackManagedTensorAllocator",
+        "TVMFFIEnvGetStream",
+        "TVMFFIEnvModLookupFromImports",
+        "TVMFFIEnvModRegisterContextSymbol",
+        "TVMFFIEnvModRegisterSystemLibSymbol",
+        "TVMFFIEnvRegisterCAPI",
+        "TVMFFIEnvSetDLPackManagedTensorAllocator",
+        "TVMFFIEnvSetStream",
+        "TVMFFIEnvTensorAlloc",
+        "TVMFFIErrorCreate",
+        "TVMFFIErrorCreateWithCauseAndExtraContext",
+        "TVMFFIErrorMoveFromRaised",
+        "TVMFFIErrorSetRaised",
+        "TVMFFIErrorSetRaisedFromCStr",
+        "TVMFFIErrorSetRaisedFromCStrParts",
+        "TVMFFIFunctionCall",
+        "TVMFFIFunctionCreate",
+        "TVMFFIFunctionGetGlobal",
+        "TVMFFIFunctionSetGlobal",
+        "TVMFFIFunctionSetGlobalFromMethodInfo",
+        "TVMFFIGetTypeAttrColumn",
+        "TVMFFIGetTypeInfo",
+        "TVMFFIGetVersion",
+        "TVMFFIHandleDeinitOnce",
+        "TVMFFIHandleInitOnce",
+        "TVMFFIObjectCreateOpaque",
+        "TVMFFIObjectDecRef",
+        "TVMFFIObjectIncRef",
+        "TVMFFIStringFromByteArray",
+        "TVMFFITensorFromDLPack",
+        "TVMFFITensorFromDLPackVersioned",
+        "TVMFFITensorToDLPack",
+        "TVMFFITensorToDLPackVersioned",
+        "TVMFFITypeGetOrAllocIndex",
+        "TVMFFITypeKeyToIndex",
+        "TVMFFITypeRegisterAttr",
+        "TVMFFITypeRegisterField",
+        "TVMFFITypeRegisterMetadata",
+        "TVMFFITypeRegisterMethod",
+    };
+    std::sort(v->begin(), v->end());
+    return v;
+  }();
+  return *names;
+}
+
+}  // namespace tvm_bridge
+}  // namespace kffi

@@ -1,0 +1,84 @@
+"""tests/python/fake_dlpack.py: DLPack tensors that claim any device, for argument checks on a CPU.
+
+A kernel's own argument validation (device, dtype, shape, divisibility, alignment) reads only the
+DLTensor's fields, so a tensor that says it lives on CUDA device 0 but points at host memory
+exercises those checks on a machine without a GPU. Its data must never be touched: use these
+only for calls that are expected to fail validation.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from typing import ClassVar
+
+import numpy as np
+
+
+class _DLDevice(ctypes.Structure):
+    _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
+
+
+class _DLDataType(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
+
+
+class _DLTensor(ctypes.Structure):
+    _fields_ = [
+        ("data", ctypes.c_void_p),
+        ("device", _DLDevice),
+        ("ndim", ctypes.c_int32),
+        ("dtype", _DLDataType),
+        ("shape", ctypes.POINTER(ctypes.c_int64)),
+        ("strides", ctypes.POINTER(ctypes.c_int64)),
+        ("byte_offset", ctypes.c_uint64),
+    ]
+
+
+class _DLManagedTensor(ctypes.Structure):
+    pass
+
+
+_DELETER = ctypes.CFUNCTYPE(None, ctypes.POINTER(_DLManagedTensor))
+_DLManagedTensor._fields_ = [
+    ("dl_tensor", _DLTensor),
+    ("manager_ctx", ctypes.c_void_p),
+    ("deleter", _DELETER),
+]
+
+_PyCapsule_New = ctypes.pythonapi.PyCapsule_New
+_PyCapsule_New.restype = ctypes.py_object
+_PyCapsule_New.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+
+_DTYPES = {"float32": (2, 32), "float16": (2, 16), "float64": (2, 64), "int32": (0, 32)}
+
+
+class FakeDeviceTensor:
+    """A 1-d tensor of n elements of dtype on (device_type, device_id), whose data pointer is the
+    start of a host buffer plus offset bytes (offset != 0 misaligns it)."""
+
+    _alive: ClassVar[
+        list
+    ] = []  # the structures live as long as the process: consumers may keep the tensor
+
+    def __init__(self, n: int, dtype: str = "float32", device=(2, 0), offset: int = 0):
+        self._host = np.zeros(max(n, 1) + 16, dtype=np.float64)
+        self._shape = (ctypes.c_int64 * 1)(n)
+        code, bits = _DTYPES[dtype]
+        m = _DLManagedTensor()
+        m.dl_tensor.data = self._host.ctypes.data + offset
+        m.dl_tensor.device = _DLDevice(*device)
+        m.dl_tensor.ndim = 1
+        m.dl_tensor.dtype = _DLDataType(code, bits, 1)
+        m.dl_tensor.shape = self._shape
+        m.dl_tensor.strides = None
+        m.dl_tensor.byte_offset = 0
+        m.deleter = _DELETER()  # NULL: nothing to free (and no Python code to run in a deleter)
+        self._managed = m
+        self._device = device
+        FakeDeviceTensor._alive.append(self)
+
+    def __dlpack_device__(self):
+        return self._device
+
+    def __dlpack__(self, stream=None, **kwargs):
+        return _PyCapsule_New(ctypes.addressof(self._managed), b"dltensor", None)

@@ -1,0 +1,261 @@
+"""tests/python/test_tvm_coexistence.py: kffi, apache-tvm-ffi and torch in one process.
+
+Each scenario runs in a fresh interpreter because the order in which the runtimes arrive matters
+(a TVM-FFI library loaded before `import tvm_ffi` is bound to kffi's shim, one loaded after is
+bound to apache-tvm-ffi) and because the point is that nothing aborts: the test checks the exit
+status as well as the results.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import tvm_libs
+
+pytestmark = pytest.mark.skipif(
+    tvm_libs.tvm_ffi_dir() is None, reason="apache-tvm-ffi is not installed"
+)
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+@pytest.fixture(scope="module")
+def libs():
+    return {
+        "unlinked": str(tvm_libs.build("tvm_testlib", linked=False)),
+        "linked": str(tvm_libs.build("tvm_testlib", linked=True)),
+        "norpath": str(tvm_libs.build("tvm_testlib", linked=True, rpath=False)),
+        "collide": str(tvm_libs.build("tvm_collide", linked=False)),
+        "uncovered": str(tvm_libs.build("tvm_uncovered", linked=False)),
+    }
+
+
+def run(code: str, **paths) -> str:
+    """Runs code in a fresh interpreter; returns its stdout (fails the test on a crash)."""
+    prelude = f"import sys\nsys.path.insert(0, {HERE!r})\n"
+    body = prelude + textwrap.dedent(code).format(**paths)
+    proc = subprocess.run(
+        [sys.executable, "-c", body], check=False, capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 0, f"exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
+    return proc.stdout
+
+
+def test_interleaved_calls_in_both_directions(libs):
+    out = run(
+        """
+        import numpy as np
+        import kffi
+        shim_mod = kffi.load_module({unlinked!r})       # before tvm_ffi: on kffi's shim
+        import torch
+        import tvm_ffi                                   # now apache-tvm-ffi is loaded too
+        real_mod = kffi.load_module({linked!r})          # bound to apache-tvm-ffi
+        theirs = tvm_ffi.load_module({linked!r})         # the same file through tvm_ffi
+        x = torch.arange(4, dtype=torch.float32)
+        for i in range(50):
+            y1, y2, y3 = torch.empty(4), torch.empty(4), torch.empty(4)
+            shim_mod.add_one(x, y1)
+            real_mod.add_one(x, y2)
+            theirs.add_one(x, y3)
+            assert y1.tolist() == y2.tolist() == y3.tolist() == [1.0, 2.0, 3.0, 4.0]
+            # kffi functions called from TVM-FFI code and the other way round.
+            assert theirs.call_twice(shim_mod.make_adder(i), 0) == 2 * i
+            assert shim_mod.call_twice(theirs.make_adder(i), 1) == 1 + 2 * i
+            assert real_mod.apply(kffi.to_kffi(lambda v: v * 2), i) == 2 * i
+            assert theirs.apply(real_mod.make_adder(1), i) == i + 1
+        # A kffi function handed to tvm_ffi is a tvm_ffi.Function; a tensor is the same object.
+        f = kffi.to_kffi(lambda v: v + 100)
+        assert isinstance(tvm_ffi.convert(f), tvm_ffi.Function)
+        assert theirs.call_twice(f, 0) == 200
+        t = kffi.from_dlpack(np.arange(3, dtype=np.float32))
+        assert theirs.tensor_sum(t) == 3.0
+        print("ok", shim_mod.add_int(1, 1), real_mod.add_int(2, 2))
+    """,
+        **libs,
+    )
+    assert out.strip().splitlines()[-1] == "ok 2 4"
+
+
+def test_errors_cross_both_ways(libs):
+    out = run(
+        """
+        import kffi, tvm_ffi, torch
+        mod = kffi.load_module({linked!r})
+        theirs = tvm_ffi.load_module({linked!r})
+        shim_fail = KeyError("from a kffi callback")
+
+        def fail(v):
+            raise shim_fail
+
+        # TVM-FFI code -> kffi caller: kind, message and the library's frames kept.
+        try:
+            mod.raise_error("IndexError", "raised by the library")
+        except IndexError as e:
+            assert str(e) == "raised by the library"
+        # kffi callback -> TVM-FFI code -> kffi caller: the same Python exception object.
+        try:
+            mod.call_twice(fail, 1)
+        except KeyError as e:
+            assert e is shim_fail
+        # kffi callback -> TVM-FFI code -> tvm_ffi caller.
+        try:
+            theirs.call_twice(kffi.to_kffi(fail), 1)
+        except KeyError as e:
+            assert "from a kffi callback" in str(e)
+        # A kffi export raising -> TVM-FFI code -> tvm_ffi caller.
+        try:
+            theirs.apply(mod.check_positive, -5)
+        except ValueError as e:
+            assert "expected a positive number, got -5" in str(e)
+        # A tvm_ffi function raising -> TVM-FFI code bound to kffi -> kffi caller.
+        try:
+            mod.apply(theirs.check_positive, -6)
+        except ValueError as e:
+            assert "expected a positive number, got -6" in str(e)
+        print("ok")
+    """,
+        **libs,
+    )
+    assert out.strip().splitlines()[-1] == "ok"
+
+
+def test_global_registrations_do_not_collide(libs):
+    out = run(
+        """
+        import kffi
+        mod = kffi.load_module({unlinked!r})   # registers tvm_testlib.square in kffi
+        import tvm_ffi
+        theirs = tvm_ffi.load_module({linked!r})  # registers tvm_testlib_linked.square there
+        kffi.register_global_func("coexist.f", lambda: "kffi")
+        tvm_ffi.register_global_func("coexist.f", lambda: "tvm_ffi")
+        assert kffi.get_global_func("coexist.f")() == "kffi"
+        assert tvm_ffi.get_global_func("coexist.f")() == "tvm_ffi"
+        assert kffi.get_global_func("tvm_testlib.square")(3) == 9
+        assert tvm_ffi.get_global_func("tvm_testlib_linked.square")(4) == 16
+        assert tvm_ffi.get_global_func("tvm_testlib.square", allow_missing=True) is None
+        print("ok")
+    """,
+        **libs,
+    )
+    assert out.strip().splitlines()[-1] == "ok"
+
+
+def test_colliding_registration_fails_the_load_not_the_process(libs):
+    out = run(
+        """
+        import kffi
+        mod = kffi.load_module({unlinked!r})
+        try:
+            kffi.load_module({collide!r})
+        except KeyError as e:
+            message = str(e)
+            assert "The library registers a global function kffi cannot accept" in message, message
+            assert "tvm_testlib.square" in message, message
+        else:
+            raise AssertionError("the colliding library loaded")
+        # The first registration stands; later loads of the file fail the same way.
+        assert kffi.get_global_func("tvm_testlib.square")(5) == 25
+        try:
+            kffi.load_module({collide!r})
+        except KeyError:
+            pass
+        print("ok")
+    """,
+        **libs,
+    )
+    assert out.strip().splitlines()[-1] == "ok"
+
+
+def test_uncovered_runtime_function_is_named_before_the_library_runs(libs):
+    out = run(
+        """
+        import os, kffi, tvm_libs
+        try:
+            kffi.load_module({uncovered!r})
+        except RuntimeError as e:
+            assert "imports TVM-FFI runtime functions that kffi does not provide: "
+            "TVMFFIBigIntFromByteArray" in str(e), str(e)
+            assert "import tvm_ffi" in str(e)
+        else:
+            raise AssertionError("loaded")
+        assert os.environ.get("KFFI_TEST_TVM_UNCOVERED_INITIALISED") is None
+        assert not tvm_libs.libtvm_ffi_mapped()
+        # With apache-tvm-ffi loaded the same library runs on it.
+        import tvm_ffi
+        mod = kffi.load_module({uncovered!r})
+        assert mod.big() == 1
+        print("ok")
+    """,
+        **libs,
+    )
+    assert out.strip().splitlines()[-1] == "ok"
+
+
+def test_linked_library_without_tvm_ffi_imported_finds_the_installed_runtime(libs):
+    out = run(
+        """
+        import sys, kffi, tvm_libs
+        assert not tvm_libs.libtvm_ffi_mapped()
+        mod = kffi.load_module({linked!r})   # DT_NEEDED libtvm_ffi.so, found through its rpath
+        assert mod.add_int(20, 22) == 42
+        assert tvm_libs.libtvm_ffi_mapped() and "tvm_ffi" not in sys.modules
+        try:
+            mod.check_positive(0)
+        except ValueError as e:
+            assert "got 0" in str(e)
+        print("ok")
+    """,
+        **libs,
+    )
+    assert out.strip().splitlines()[-1] == "ok"
+
+
+def test_linked_library_the_loader_cannot_find_a_runtime_for(libs):
+    """-ltvm_ffi without an rpath: kffi.load_module loads the installed apache-tvm-ffi's runtime
+    (as `import tvm_ffi` would, without importing the Python package) and the load succeeds."""
+    out = run(
+        """
+        import sys, kffi, tvm_libs
+        assert not tvm_libs.libtvm_ffi_mapped()
+        mod = kffi.load_module({norpath!r})
+        assert mod.add_int(1, 2) == 3
+        assert tvm_libs.libtvm_ffi_mapped() and "tvm_ffi" not in sys.modules
+        try:
+            mod.raise_error("KeyError", "through the preloaded runtime")
+        except KeyError as e:
+            assert e.args[0] == "through the preloaded runtime"
+        print("ok")
+    """,
+        **libs,
+    )
+    assert out.strip().splitlines()[-1] == "ok"
+
+
+def test_jax_tvm_ffi_accepts_a_kffi_function(libs):
+    pytest.importorskip("jax_tvm_ffi")
+    out = run(
+        """
+        import jax, jax.numpy as jnp, numpy as np
+        import jax_tvm_ffi, kffi
+        mod = kffi.load_module({unlinked!r})   # bound to the runtime jax_tvm_ffi loaded
+        jax_tvm_ffi.register_ffi_target("kffi_bridge_add_one", mod.add_one, platform="cpu")
+        x = jnp.arange(8, dtype=jnp.float32)
+        y = jax.ffi.ffi_call("kffi_bridge_add_one", jax.ShapeDtypeStruct(x.shape, x.dtype))(x)
+        np.testing.assert_array_equal(np.asarray(y), np.arange(8, dtype=np.float32) + 1)
+        # A kffi-native callable too.
+        calls = []
+        def record(a, b):
+            calls.append(a.shape)
+        jax_tvm_ffi.register_ffi_target("kffi_bridge_record", kffi.to_kffi(record), platform="cpu")
+        jax.ffi.ffi_call("kffi_bridge_record", jax.ShapeDtypeStruct((2,), jnp.float32))(
+            jnp.ones(2, jnp.float32))
+        assert calls, calls
+        print("ok")
+    """,
+        **libs,
+    )
+    assert out.strip().splitlines()[-1] == "ok"

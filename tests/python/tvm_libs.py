@@ -1,0 +1,92 @@
+"""tests/python/tvm_libs.py: builds the TVM-FFI test libraries (tests/tvm_libs/*.cc).
+
+They are compiled against apache-tvm-ffi's headers exactly as a TVM-FFI kernel author builds
+them (`tvm-ffi-config` flags), in two flavours: "linked" (-ltvm_ffi, a DT_NEEDED entry, with an
+rpath to the wheel's lib folder) and "unlinked" (the TVMFFI* imports left unresolved, for
+whichever runtime the loader provides). The package is located without importing it, so that a
+test process can build them and still never load libtvm_ffi. Built libraries are cached by a
+hash of source, headers and flags, like conftest.py's.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import subprocess
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent.parent
+SOURCES = REPO / "tests" / "tvm_libs"
+
+
+def tvm_ffi_dir() -> Path | None:
+    """The installed tvm_ffi package folder, or None when apache-tvm-ffi is absent."""
+    spec = importlib.util.find_spec("tvm_ffi")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    folder = Path(next(iter(spec.submodule_search_locations)))
+    return folder if (folder / "include" / "tvm" / "ffi" / "c_api.h").exists() else None
+
+
+def _cache_dir() -> Path:
+    root = os.environ.get("KFFI_TEST_LIB_DIR")
+    path = Path(root) if root else Path(tempfile.gettempdir()) / f"kffi-test-libs-{os.getuid()}"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def _digest(parts: list[bytes]) -> str:
+    h = hashlib.sha256()
+    for p in parts:
+        h.update(hashlib.sha256(p).digest())
+    return h.hexdigest()[:16]
+
+
+def build(name: str, linked: bool, source: Path | None = None, rpath: bool = True) -> Path:
+    """Builds tests/tvm_libs/<name>.cc (or source) once per content; returns the library's path.
+    rpath=False leaves a linked library without the rpath that lets the loader find libtvm_ffi."""
+    tvm = tvm_ffi_dir()
+    if tvm is None:
+        raise RuntimeError("apache-tvm-ffi is not installed")
+    source = source or SOURCES / f"{name}.cc"
+    include = tvm / "include"
+    dlpack = tvm / "3rdparty" / "dlpack" / "include"
+    flags = [
+        "-std=c++17",
+        "-O1",
+        "-fPIC",
+        "-shared",
+        f"-I{include}",
+        f"-I{dlpack}",
+        "-DTVM_FFI_DLL_EXPORT_INCLUDE_METADATA=1",
+    ]
+    if linked:
+        lib = tvm / "lib"
+        flags += [f"-L{lib}", "-ltvm_ffi", f'-DTVM_TESTLIB_GLOBAL_PREFIX="{name}_linked"']
+        if rpath:
+            flags.append(f"-Wl,-rpath,{lib}")
+    headers = sorted(include.rglob("*.h"))
+    key = _digest(
+        [source.read_bytes(), " ".join(flags).encode()]
+        + [str(h).encode() + str(h.stat().st_mtime_ns).encode() for h in headers]
+    )
+    flavour = ("linked" if rpath else "linked-norpath") if linked else "unlinked"
+    out = _cache_dir() / f"lib{name}-{flavour}-{key}.so"
+    if out.exists():
+        return out
+    tmp = out.with_suffix(f".{os.getpid()}.tmp")
+    cmd = ["g++", str(source), "-o", str(tmp)] + flags
+    proc = subprocess.run(cmd, check=False, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"building {out.name} failed:\n{' '.join(cmd)}\n{proc.stderr}")
+    os.replace(tmp, out)
+    return out
+
+
+def libtvm_ffi_mapped() -> bool:
+    """Whether a libtvm_ffi is mapped into this process."""
+    with open("/proc/self/maps") as f:
+        return any("libtvm_ffi" in line for line in f)

@@ -1,0 +1,140 @@
+// tests/tvm_libs/test_tvm_real.cc: TVM-FFI libraries through kffi with apache-tvm-ffi loaded.
+//
+// This program links libtvm_ffi, so it is in the process (and global) from the start: a TVM-FFI
+// library that kffi loads binds to it, not to kffi's shim. kffi's callers must still see kffi's
+// conventions: errors in kffi's slot, kffi's environment stream and allocator in the library.
+#include <dlfcn.h>
+#include <gtest/gtest.h>
+#include <kffi/container/array.h>
+#include <kffi/module.h>
+#include <kffi/tensor.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "test_util.h"
+
+// The few apache-tvm-ffi C functions the tests call directly (same layouts as kffi's).
+extern "C" {
+void* TVMFFIEnvGetStream(int32_t device_type, int32_t device_id);
+int TVMFFIEnvSetStream(int32_t device_type, int32_t device_id, void* stream, void** prev);
+int TVMFFIFunctionGetGlobal(const KFFIByteArray* name, KFFIObjectHandle* out);
+void TVMFFIErrorMoveFromRaised(KFFIObjectHandle* out);
+int TVMFFIFunctionCall(KFFIObjectHandle func, KFFIAny* args, int32_t num_args, KFFIAny* result);
+}
+
+namespace {
+
+using kffi::Error;
+using kffi::Function;
+using kffi::Module;
+
+DLTensor View(float* data, int64_t* shape, DLDeviceType device) {
+  DLTensor t{};
+  t.data = data;
+  t.device = DLDevice{device, 0};
+  t.ndim = 1;
+  t.dtype = DLDataType{kDLFloat, 32, 1};
+  t.shape = shape;
+  return t;
+}
+
+TEST(TvmReal, LibraryBindsToTheLoadedRuntime) {
+  Module mod = Module::Load(KFFI_TEST_TVM_TESTLIB);
+  EXPECT_EQ(mod.GetFunctionRequired("add_int")(1, 2).cast<int64_t>(), 3);
+  // Its global went to apache-tvm-ffi's registry, not kffi's.
+  EXPECT_FALSE(Function::GetGlobal("tvm_testlib.square").has_value());
+  static const char kName[] = "tvm_testlib.square";
+  KFFIByteArray name{kName, sizeof(kName) - 1};
+  KFFIObjectHandle square = nullptr;
+  ASSERT_EQ(TVMFFIFunctionGetGlobal(&name, &square), 0);
+  ASSERT_NE(square, nullptr);
+  KFFIObjectDecRef(square);
+}
+
+TEST(TvmReal, ErrorsAreMovedIntoKffisSlot) {
+  Module mod = Module::Load(KFFI_TEST_TVM_TESTLIB);
+  Error e = CatchError([&] { mod.GetFunctionRequired("raise_error")("IndexError", "boom"); });
+  EXPECT_EQ(e.kind(), "IndexError");
+  EXPECT_EQ(e.message(), "boom");
+  EXPECT_NE(e.backtrace().find("tvm_testlib.cc"), std::string::npos) << e.backtrace();
+  // Nothing is left behind in apache-tvm-ffi's slot.
+  KFFIObjectHandle left = nullptr;
+  TVMFFIErrorMoveFromRaised(&left);
+  EXPECT_EQ(left, nullptr);
+}
+
+TEST(TvmReal, KffiStreamOfTheTensorsDeviceIsTheLibrarysDuringTheCall) {
+  Module mod = Module::Load(KFFI_TEST_TVM_TESTLIB);
+  float data[2] = {0, 0};
+  int64_t shape[1] = {2};
+  // A tensor said to live on CUDA device 0; stream_of only reads its device.
+  DLTensor t = View(data, shape, kDLCUDA);
+  void* kffi_stream = reinterpret_cast<void*>(0xabc0);
+  void* tvm_stream = reinterpret_cast<void*>(0x1230);
+  KFFIStreamHandle prev = nullptr;
+  ASSERT_EQ(KFFIEnvSetStream(kDLCUDA, 0, kffi_stream, &prev), 0);
+  ASSERT_EQ(TVMFFIEnvSetStream(kDLCUDA, 0, tvm_stream, nullptr), 0);
+  EXPECT_EQ(mod.GetFunctionRequired("stream_of")(&t).cast<int64_t>(), 0xabc0);
+  // Restored after the call.
+  EXPECT_EQ(TVMFFIEnvGetStream(kDLCUDA, 0), tvm_stream);
+  KFFIEnvSetStream(kDLCUDA, 0, prev, nullptr);
+  TVMFFIEnvSetStream(kDLCUDA, 0, nullptr, nullptr);
+}
+
+TEST(TvmReal, AllocationFollowsKffisRules) {
+  Module mod = Module::Load(KFFI_TEST_TVM_TESTLIB);
+  // No allocator anywhere: kffi's rule (aligned host memory on CPU) holds on either runtime.
+  kffi::Tensor t = mod.GetFunctionRequired("iota")(4).cast<kffi::Tensor>();
+  const float* p = static_cast<const float*>(t.data_ptr());
+  EXPECT_EQ(std::vector<float>(p, p + 4), (std::vector<float>{0, 1, 2, 3}));
+  DLPackManagedTensorAllocator refusing =
+      [](DLTensor*, DLManagedTensorVersioned**, void* ctx,
+         void (*set_error)(void*, const char*, const char*)) -> int {
+    set_error(ctx, "MemoryError", "refused by kffi's allocator");
+    return -1;
+  };
+  KFFIEnvSetTensorAllocator(refusing, 0, nullptr);
+  Error e = CatchError([&] { mod.GetFunctionRequired("iota")(4); });
+  KFFIEnvSetTensorAllocator(nullptr, 0, nullptr);
+  EXPECT_EQ(e.kind(), "MemoryError");
+  EXPECT_NE(e.message().find("refused by kffi's allocator"), std::string::npos) << e.message();
+}
+
+TEST(TvmReal, KffiCallbacksRaiseIntoTheLibrarysRuntime) {
+  Module mod = Module::Load(KFFI_TEST_TVM_TESTLIB);
+  Function failing = Function::FromTyped(
+      [](int64_t) -> int64_t { KFFI_THROW(KeyError) << "from a kffi callback"; });
+  Error e = CatchError([&] { mod.GetFunctionRequired("call_twice")(failing, 1); });
+  EXPECT_EQ(e.kind(), "KeyError");
+  EXPECT_EQ(e.message(), "from a kffi callback");
+  // A function the library made, called from kffi: its errors arrive in kffi's slot.
+  Function adder = mod.GetFunctionRequired("make_adder")(1).cast<Function>();
+  Error bad = CatchError([&] { adder("not an int"); });
+  EXPECT_EQ(bad.kind(), "TypeError");
+  // kffi function called through apache-tvm-ffi's own C API.
+  static const char kName[] = "tvm_testlib.square";
+  KFFIByteArray name{kName, sizeof(kName) - 1};
+  KFFIObjectHandle square = nullptr;
+  ASSERT_EQ(TVMFFIFunctionGetGlobal(&name, &square), 0);
+  EXPECT_EQ(
+      mod.GetFunctionRequired("call_twice")(
+             Function(kffi::details::ObjectUnsafe::FromOwnedHandle<kffi::FunctionObj>(square)), 3)
+          .cast<int64_t>(),
+      81);
+}
+
+TEST(TvmReal, LinkedLibraryToo) {
+  Module mod = Module::Load(KFFI_TEST_TVM_TESTLIB_LINKED);
+  EXPECT_EQ(mod.GetFunctionRequired("concat")("ab", "cd").cast<std::string>(), "abcd");
+  Error e = CatchError([&] { mod.GetFunctionRequired("check_positive")(-2); });
+  EXPECT_EQ(e.kind(), "ValueError");
+}
+
+TEST(TvmReal, UncoveredImportRunsOnTheLoadedRuntime) {
+  Module mod = Module::Load(KFFI_TEST_TVM_UNCOVERED);
+  EXPECT_EQ(mod.GetFunctionRequired("big")().cast<int64_t>(), 1);
+}
+
+}  // namespace

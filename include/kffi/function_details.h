@@ -131,9 +131,9 @@ KFFI_NOINLINE void InvokeConverted(F& f, const KFFIAny* args, KFFIAny* result, c
                                    std::index_sequence<I...>) {
   std::tuple<typename ArgUnpacker<Args>::T...> values{ArgUnpacker<Args>::Unpack(args, I, obj)...};
   if constexpr (std::is_void_v<R>) {
-    f(std::get<I>(std::move(values))...);
+    f(std::move(std::get<I>(values))...);
   } else {
-    TypeTraitsNoCR<R>::MoveToAny(f(std::get<I>(std::move(values))...), result);
+    TypeTraitsNoCR<R>::MoveToAny(f(std::move(std::get<I>(values))...), result);
   }
 }
 

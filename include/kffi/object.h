@@ -137,10 +137,11 @@ KFFI_INLINE uint32_t HeaderWeakCount(const KFFIObject* obj) noexcept {
 
 /// Declares the type information of an object class: its key, its parent and (optionally) a
 /// fixed static index. Put it in the public section of every Object subclass.
+// [[maybe_unused]]: a class in an anonymous namespace may not read every field, and clang warns.
 #define KFFI_DECLARE_OBJECT_INFO_(TypeKey, ParentType, IsFinal)        \
   static constexpr const char* _type_key = TypeKey;                    \
   static constexpr int32_t _type_depth = ParentType::_type_depth + 1;  \
-  static constexpr bool _type_final = IsFinal;                         \
+  [[maybe_unused]] static constexpr bool _type_final = IsFinal;        \
   using _type_parent = ParentType;                                     \
   static int32_t RuntimeTypeIndex() {                                  \
     static const int32_t index = ::kffi::details::GetOrAllocTypeIndex( \
@@ -159,8 +160,8 @@ KFFI_INLINE uint32_t HeaderWeakCount(const KFFIObject* obj) noexcept {
 #define KFFI_DECLARE_STATIC_OBJECT_INFO(TypeKey, TypeName, ParentType, StaticIndex, IsFinal) \
   static constexpr const char* _type_key = TypeKey;                                          \
   static constexpr int32_t _type_depth = ParentType::_type_depth + 1;                        \
-  static constexpr bool _type_final = IsFinal;                                               \
-  static constexpr int32_t _type_static_index = StaticIndex;                                 \
+  [[maybe_unused]] static constexpr bool _type_final = IsFinal;                              \
+  [[maybe_unused]] static constexpr int32_t _type_static_index = StaticIndex;                \
   using _type_parent = ParentType;                                                           \
   static constexpr int32_t RuntimeTypeIndex() { return StaticIndex; }
 

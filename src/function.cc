@@ -78,6 +78,11 @@ int KFFIFunctionCall(KFFIObjectHandle func, const KFFIAny* args, int32_t num_arg
   KFFI_CAPI_BEGIN();
   kffi::details::CheckOutArg(result, "KFFIFunctionCall: result");
   kffi::details::SetNone(result);
+  if (num_args < 0 || (num_args > 0 && args == nullptr)) {
+    ThrowCApiError("ValueError", "KFFIFunctionCall: " + std::to_string(num_args) +
+                                     " arguments at " + (args == nullptr ? "NULL" : "a pointer") +
+                                     " (expected num_args >= 0 and a non-NULL args when > 0)");
+  }
   if (func == nullptr || static_cast<KFFIObject*>(func)->type_index != kKFFIFunction) {
     CheckIsFunction(func, "KFFIFunctionCall");  // slow path: subtype or error
   }

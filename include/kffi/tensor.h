@@ -785,7 +785,9 @@ struct TypeTraits<TensorView> {
   }
 };
 
-/// DLTensor* as a parameter type, for C-style kernels: the same values TensorView accepts.
+/// DLTensor* as a parameter type, for C-style kernels: the same values TensorView accepts. A bare
+/// pointer cannot say that its memory is read-only: kernels that write a tensor should take a
+/// TensorView and call CheckWritable.
 template <>
 struct TypeTraits<DLTensor*> {
   static constexpr bool convert_enabled = true;

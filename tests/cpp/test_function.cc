@@ -426,3 +426,23 @@ TEST(FunctionTestingLib, ErrorsFromTheCallbackCrossApply) {
 }
 
 }  // namespace
+
+namespace {
+TEST(FunctionCApi, CallRejectsANegativeCountOrMissingArguments) {
+  kffi::Function f = kffi::Function::FromPacked([](kffi::PackedArgs, kffi::Any*) {}, "noop");
+  KFFIObjectHandle h = kffi::details::ObjectUnsafe::GetHandle(kffi::details::ObjectRefData(f));
+  KFFIAny result;
+  for (int32_t n : {-1, 2}) {
+    EXPECT_EQ(KFFIFunctionCall(h, nullptr, n, &result), -1);
+    KFFIObjectHandle err = nullptr;
+    KFFIErrorMoveFromRaised(&err);
+    ASSERT_NE(err, nullptr);
+    kffi::Error e(kffi::details::ObjectUnsafe::FromOwnedHandle<kffi::Object>(err));
+    EXPECT_EQ(e.kind(), "ValueError");
+    EXPECT_NE(e.message().find("KFFIFunctionCall: " + std::to_string(n) + " arguments at NULL"),
+              std::string::npos)
+        << e.message();
+  }
+  EXPECT_EQ(KFFIFunctionCall(h, nullptr, 0, &result), 0);  // no arguments need no array
+}
+}  // namespace

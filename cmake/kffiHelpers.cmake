@@ -7,7 +7,8 @@ include_guard(GLOBAL)
 #
 # Builds a kernel library that Module::Load (or Python's kffi.load_module) can open: a MODULE
 # library by default (SHARED when it must also be linked against), C++17, hidden visibility so
-# that only the KFFI_EXPORT symbols leave it, position independent, linked to kffi::kffi. A .cu
+# that only the KFFI_EXPORT symbols leave it, position independent, linked to kffi::kffi, and
+# optimised (-O2) when the project sets no build type. A .cu
 # source enables CUDA (C++17, hidden visibility, shared cudart so the library shares the CUDA
 # runtime with the framework that calls it); set CMAKE_CUDA_ARCHITECTURES or the target's
 # CUDA_ARCHITECTURES to choose the GPUs (else the compiler's default, or 75 with PTX).
@@ -56,6 +57,11 @@ function(_kffi_add_library_impl name has_cuda)
     set_target_properties(${name} PROPERTIES OUTPUT_NAME ${ARG_OUTPUT_NAME})
   endif()
   target_link_libraries(${name} PRIVATE kffi::kffi)
+  # Kernels are for speed: a project configured without a build type (so CMake adds no -O flag)
+  # still gets an optimised library. A build type, or the project's own flags, decide otherwise.
+  if(NOT CMAKE_BUILD_TYPE AND NOT CMAKE_CONFIGURATION_TYPES)
+    target_compile_options(${name} PRIVATE $<$<COMPILE_LANGUAGE:C,CXX,CUDA>:-O2>)
+  endif()
   if(has_cuda)
     set_target_properties(${name} PROPERTIES
       CUDA_STANDARD 17

@@ -6,22 +6,25 @@ set -uo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 OUT="${OUT:-$ROOT/build/gpu}"
 mkdir -p "$OUT"
-cd "$ROOT"
+cd "$ROOT" || exit 1
 PY=python3
 nvidia-smi -L | tee "$OUT/gpu.txt"
 $PY -c "import torch; print('torch', torch.__version__, torch.cuda.get_device_name(0))" | tee -a "$OUT/gpu.txt"
 
 echo "== C++ build with CUDA, ctest ==" | tee "$OUT/ctest.log"
-cmake -S . -B build/gpu -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CUDA_ARCHITECTURES=90 \
-  >>"$OUT/ctest.log" 2>&1
-cmake --build build/gpu -j 16 >>"$OUT/ctest.log" 2>&1
-ctest --test-dir build/gpu -j 8 --output-on-failure >>"$OUT/ctest.log" 2>&1
+{
+  cmake -S . -B build/gpu -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CUDA_ARCHITECTURES=90
+  cmake --build build/gpu -j 16
+  ctest --test-dir build/gpu -j 8 --output-on-failure
+} >>"$OUT/ctest.log" 2>&1
 tail -8 "$OUT/ctest.log"
 
 echo "== Python package, pytest ==" | tee "$OUT/pytest.log"
-$PY -m pip install -q --no-deps wheels/apache_tvm_ffi-*.whl >>"$OUT/pytest.log" 2>&1
-$PY -m pip install -q --no-build-isolation . >>"$OUT/pytest.log" 2>&1
-KFFI_CUDA_ARCH=90 $PY -m pytest tests/python -q -p no:cacheprovider -rs >>"$OUT/pytest.log" 2>&1
+{
+  $PY -m pip install -q --no-deps wheels/apache_tvm_ffi-*.whl
+  $PY -m pip install -q --no-build-isolation .
+  KFFI_CUDA_ARCH=90 $PY -m pytest tests/python -q -p no:cacheprovider -rs
+} >>"$OUT/pytest.log" 2>&1
 tail -15 "$OUT/pytest.log"
 
 echo "== call overhead (GPU host) =="

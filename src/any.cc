@@ -1,7 +1,9 @@
 // src/any.cc: turning a borrowed value view into an owned value.
 #include <kffi/c_api.h>
+#include <kffi/tensor.h>
 
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -11,49 +13,55 @@ namespace {
 
 /// The DLPack wrapper of a view tensor: owns copies of shape and strides, not the data.
 struct BorrowedView {
-  DLManagedTensor managed;
+  DLManagedTensorVersioned managed;
   std::vector<int64_t> dims;  // shape then strides
 };
 
 /// A Tensor that views the memory of a borrowed DLTensor without owning it: valid while the
 /// caller's tensor is (as a TensorView would be). Bindings that know the owner of the memory
-/// (e.g. the Python package) tie the two together when such a tensor reaches them.
-KFFIAny OwnedViewOfBorrowedTensor(const DLTensor* src) {
+/// (e.g. the Python package) tie the two together when such a tensor reaches them. flags are
+/// the argument's tensor_flags; a read-only argument gives a read-only Tensor.
+KFFIAny OwnedViewOfBorrowedTensor(const DLTensor* src, uint32_t flags) {
   if (src == nullptr) kffi::details::ThrowCApiError("ValueError", "Cannot own a NULL DLTensor*");
-  auto* view = new BorrowedView();
-  int ndim = src->ndim;
-  view->dims.resize(static_cast<size_t>(ndim) * 2);
-  int64_t stride = 1;
-  for (int i = ndim - 1; i >= 0; --i) {
-    view->dims[static_cast<size_t>(i)] = src->shape[i];
-    view->dims[static_cast<size_t>(ndim + i)] = src->strides ? src->strides[i] : stride;
-    stride *= src->shape[i];
+  // Validated before anything is read past the header: ndim and the sizes come from a producer.
+  kffi::details::CheckLayoutSizes(src->shape, src->strides, src->ndim, src->dtype, "DLTensor*");
+  auto view = std::make_unique<BorrowedView>();
+  const size_t ndim = static_cast<size_t>(src->ndim);
+  view->dims.assign(src->shape, src->shape + ndim);
+  if (src->strides != nullptr) {
+    view->dims.insert(view->dims.end(), src->strides, src->strides + ndim);
+  } else {
+    kffi::StrideArray compact = kffi::StrideArray::Compact(kffi::IntArrayView(src->shape, ndim));
+    view->dims.insert(view->dims.end(), compact.begin(), compact.end());
   }
+  view->managed.version.major = DLPACK_MAJOR_VERSION;
+  view->managed.version.minor = DLPACK_MINOR_VERSION;
+  view->managed.flags = (flags & kKFFITensorFlagReadOnly) != 0 ? DLPACK_FLAG_BITMASK_READ_ONLY : 0;
   view->managed.dl_tensor = *src;
   view->managed.dl_tensor.shape = view->dims.data();
   view->managed.dl_tensor.strides = view->dims.data() + ndim;
-  view->managed.manager_ctx = view;
-  view->managed.deleter = [](DLManagedTensor* self) {
+  view->managed.manager_ctx = view.get();
+  view->managed.deleter = [](DLManagedTensorVersioned* self) {
     delete static_cast<BorrowedView*>(self->manager_ctx);
   };
   KFFIObjectHandle h = nullptr;
-  if (KFFITensorFromDLPack(&view->managed, 0, 0, &h) != 0) {
-    // The runtime ran the deleter; report what it raised.
-    KFFIObjectHandle err = nullptr;
-    KFFIErrorMoveFromRaised(&err);
-    std::string kind = "RuntimeError", message = "cannot view a borrowed DLTensor*";
-    if (err != nullptr) {
-      KFFIErrorCell* cell = KFFIErrorGetCellPtr(err);
-      kind.assign(cell->kind.data, cell->kind.size);
-      message.assign(cell->message.data, cell->message.size);
-      KFFIObjectDecRef(err);
-    }
-    kffi::details::ThrowCApiError(kind, message);
-  }
+  // From here the runtime owns the wrapper: it runs the deleter on failure too.
+  DLManagedTensorVersioned* managed = &view.release()->managed;
+  if (KFFITensorFromDLPackVersioned(managed, 0, 0, &h) != 0) kffi::details::ThrowRaisedError(-1);
   KFFIAny out;
-  out.type_index = kKFFITensor;
-  out.zero_padding = 0;
-  out.v_obj = static_cast<KFFIObject*>(h);
+  kffi::details::SetObject(&out, static_cast<KFFIObject*>(h));
+  return out;
+}
+
+/// An owned Tensor value for a Tensor object argument: the object itself, or a read-only view
+/// of it when the argument's tensor_flags ask for read-only and the object is not.
+KFFIAny OwnedTensorArgument(const KFFIAny& view) {
+  KFFIAny out;
+  kffi::details::SetObject(&out, view.v_obj);
+  kffi::details::HeaderIncRef(view.v_obj);
+  if ((view.tensor_flags & kKFFITensorFlagReadOnly) == 0) return out;
+  kffi::Tensor t(kffi::details::ObjectUnsafe::FromOwnedHandle<kffi::TensorObj>(out.v_obj));
+  kffi::TypeTraits<kffi::Tensor>::MoveToAny(t.as_read_only(), &out);
   return out;
 }
 
@@ -97,19 +105,16 @@ int KFFIAnyViewToOwnedAny(const KFFIAny* any_view, KFFIAny* out) {
       KFFIObject** slot = static_cast<KFFIObject**>(view.v_ptr);
       KFFIObject* obj = slot != nullptr ? *slot : nullptr;
       if (obj == nullptr) {
-        result.type_index = kKFFINone;
-        result.zero_padding = 0;
-        result.v_int64 = 0;
+        kffi::details::SetNone(&result);
       } else {
         *slot = nullptr;
-        result.type_index = obj->type_index;
-        result.zero_padding = 0;
-        result.v_obj = obj;
+        kffi::details::SetObject(&result, obj);
       }
       break;
     }
     case kKFFIDLTensorPtr:
-      result = OwnedViewOfBorrowedTensor(static_cast<const DLTensor*>(view.v_ptr));
+      result =
+          OwnedViewOfBorrowedTensor(static_cast<const DLTensor*>(view.v_ptr), view.tensor_flags);
       break;
     default:
       if (view.type_index < kKFFIStaticObjectBegin) {
@@ -117,7 +122,17 @@ int KFFIAnyViewToOwnedAny(const KFFIAny* any_view, KFFIAny* out) {
                                                        std::to_string(view.type_index) +
                                                        " into an owned value");
       }
-      if (view.v_obj != nullptr) kffi::details::RuntimeIncRef(view.v_obj);
+      if (view.v_obj != nullptr &&
+          (view.type_index == kKFFITensor ||
+           (view.type_index >= kKFFIDynObjectBegin &&
+            kffi::details::TypeIsSubtypeOf(view.type_index, kKFFITensor)))) {
+        result = OwnedTensorArgument(view);
+        break;
+      }
+      // Stored values keep zero_padding 0, whatever flags the argument carried.
+      kffi::details::SetPOD(&result, view.type_index);
+      result.v_obj = view.v_obj;
+      if (view.v_obj != nullptr) kffi::details::HeaderIncRef(view.v_obj);
       break;
   }
   *out = result;

@@ -11,9 +11,9 @@
 
 namespace {
 
+using kffi::details::HeaderDecRef;
+using kffi::details::HeaderIncRef;
 using kffi::details::NewRuntimeObject;
-using kffi::details::RuntimeDecRef;
-using kffi::details::RuntimeIncRef;
 using kffi::details::RuntimePayload;
 
 KFFIByteArray ViewOf(const std::string& s) { return KFFIByteArray{s.data(), s.size()}; }
@@ -41,9 +41,9 @@ struct ErrorPayload {
   ErrorPayload(const ErrorPayload&) = delete;
   ErrorPayload& operator=(const ErrorPayload&) = delete;
   ~ErrorPayload() {
-    if (cell.cause_chain != nullptr) RuntimeDecRef(static_cast<KFFIObject*>(cell.cause_chain));
+    if (cell.cause_chain != nullptr) HeaderDecRef(static_cast<KFFIObject*>(cell.cause_chain));
     if (cell.extra_context != nullptr) {
-      RuntimeDecRef(static_cast<KFFIObject*>(cell.extra_context));
+      HeaderDecRef(static_cast<KFFIObject*>(cell.extra_context));
     }
   }
 };
@@ -106,7 +106,7 @@ struct ErrorSlot {
   ~ErrorSlot() {
     KFFIObject* e = error;
     error = nullptr;
-    if (e != nullptr) RuntimeDecRef(e);
+    if (e != nullptr) HeaderDecRef(e);
   }
 };
 thread_local ErrorSlot tls_error_slot;
@@ -116,11 +116,11 @@ thread_local ErrorSlot tls_error_slot;
 void ReplaceRaised(KFFIObject* error) noexcept {
   KFFIObject* old = tls_error_slot.error;
   tls_error_slot.error = error;
-  if (old != nullptr) RuntimeDecRef(old);
+  if (old != nullptr) HeaderDecRef(old);
 }
 
 void RaiseOutOfMemory() noexcept {
-  RuntimeIncRef(&g_out_of_memory_error.header);
+  HeaderIncRef(&g_out_of_memory_error.header);
   ReplaceRaised(&g_out_of_memory_error.header);
 }
 
@@ -143,22 +143,6 @@ void SetRaisedCApiError(std::string_view kind, std::string_view message) noexcep
   } catch (...) {
     RaiseOutOfMemory();
   }
-}
-
-int HandleCApiException() noexcept {
-  try {
-    throw;
-  } catch (const CApiError& e) {
-    SetRaisedCApiError(e.kind(), e.message());
-  } catch (const std::bad_alloc&) {
-    // Reported as MemoryError (a kind the ABI lists) rather than a generic InternalError.
-    SetRaisedCApiError("MemoryError", "Out of memory (std::bad_alloc)");
-  } catch (const std::exception& e) {
-    SetRaisedCApiError("InternalError", e.what());
-  } catch (...) {
-    SetRaisedCApiError("InternalError", "unknown C++ exception");
-  }
-  return -1;
 }
 
 }  // namespace details
@@ -187,7 +171,7 @@ void KFFIErrorSetRaised(KFFIObjectHandle error) {
   // The slot takes its own reference (before releasing the old one, in case they are the same
   // object). Raising NULL clears the slot.
   KFFIObject* e = static_cast<KFFIObject*>(error);
-  if (e != nullptr) RuntimeIncRef(e);
+  if (e != nullptr) HeaderIncRef(e);
   ReplaceRaised(e);
 }
 
@@ -199,7 +183,7 @@ void KFFIErrorMoveFromRaised(KFFIObjectHandle* out) {
   } else if (e != nullptr) {
     // Nowhere to move it: the error is dropped (a void C function, so nothing may escape).
     try {
-      RuntimeDecRef(e);
+      HeaderDecRef(e);
     } catch (...) {
     }
   }

@@ -10,8 +10,8 @@
 
 namespace {
 
-using kffi::details::RuntimeDecRef;
-using kffi::details::RuntimeIncRef;
+using kffi::details::HeaderDecRef;
+using kffi::details::HeaderIncRef;
 using kffi::details::RuntimePayload;
 using kffi::details::ThrowCApiError;
 
@@ -77,9 +77,12 @@ int KFFIFunctionCall(KFFIObjectHandle func, const KFFIAny* args, int32_t num_arg
                      KFFIAny* result) {
   KFFI_CAPI_BEGIN();
   kffi::details::CheckOutArg(result, "KFFIFunctionCall: result");
-  result->type_index = kKFFINone;
-  result->zero_padding = 0;
-  result->v_int64 = 0;
+  kffi::details::SetNone(result);
+  if (num_args < 0 || (num_args > 0 && args == nullptr)) {
+    ThrowCApiError("ValueError", "KFFIFunctionCall: " + std::to_string(num_args) +
+                                     " arguments at " + (args == nullptr ? "NULL" : "a pointer") +
+                                     " (expected num_args >= 0 and a non-NULL args when > 0)");
+  }
   if (func == nullptr || static_cast<KFFIObject*>(func)->type_index != kKFFIFunction) {
     CheckIsFunction(func, "KFFIFunctionCall");  // slow path: subtype or error
   }
@@ -108,10 +111,10 @@ int KFFIFunctionSetGlobal(const KFFIByteArray* name, KFFIObjectHandle func, int 
     } else {
       table->functions.emplace(key, static_cast<KFFIObject*>(func));
     }
-    RuntimeIncRef(static_cast<KFFIObject*>(func));
+    HeaderIncRef(static_cast<KFFIObject*>(func));
   }
   // Released outside the lock: its deleter may call back into the registry.
-  if (replaced != nullptr) RuntimeDecRef(replaced);
+  if (replaced != nullptr) HeaderDecRef(replaced);
   KFFI_CAPI_END();
 }
 
@@ -125,7 +128,7 @@ int KFFIFunctionGetGlobal(const KFFIByteArray* name, KFFIObjectHandle* out) {
   auto it = table->functions.find(key);
   if (it != table->functions.end()) {
     // Under the lock: once it is released another thread may remove and free the function.
-    RuntimeIncRef(it->second);
+    HeaderIncRef(it->second);
     *out = it->second;
   }
   KFFI_CAPI_END();
@@ -145,7 +148,7 @@ int KFFIFunctionRemoveGlobal(const KFFIByteArray* name, int* out_removed) {
     }
   }
   if (out_removed != nullptr) *out_removed = removed != nullptr ? 1 : 0;
-  if (removed != nullptr) RuntimeDecRef(removed);
+  if (removed != nullptr) HeaderDecRef(removed);
   KFFI_CAPI_END();
 }
 

@@ -1,4 +1,5 @@
-// src/object.cc: reference counting on the object header and opaque (foreign pointer) objects.
+// src/object.cc: the reference-counting C API (over kffi/object.h's one implementation) and
+// opaque (foreign pointer) objects.
 #include <kffi/c_api.h>
 
 #include <string>
@@ -28,25 +29,25 @@ struct OpaquePayload {
 // fields without a branch (the ABI asks for it on DecRef; the others follow for symmetry).
 
 int KFFIObjectIncRef(KFFIObjectHandle obj) {
-  if (obj != nullptr) kffi::details::RuntimeIncRef(static_cast<KFFIObject*>(obj));
+  if (obj != nullptr) kffi::details::HeaderIncRef(static_cast<KFFIObject*>(obj));
   return 0;
 }
 
 int KFFIObjectDecRef(KFFIObjectHandle obj) {
   // A deleter is foreign code that may be C++; keep whatever it throws on this side.
   KFFI_CAPI_BEGIN();
-  if (obj != nullptr) kffi::details::RuntimeDecRef(static_cast<KFFIObject*>(obj));
+  if (obj != nullptr) kffi::details::HeaderDecRef(static_cast<KFFIObject*>(obj));
   KFFI_CAPI_END();
 }
 
 int KFFIObjectIncWeakRef(KFFIObjectHandle obj) {
-  if (obj != nullptr) kffi::details::RuntimeIncWeakRef(static_cast<KFFIObject*>(obj));
+  if (obj != nullptr) kffi::details::HeaderIncWeakRef(static_cast<KFFIObject*>(obj));
   return 0;
 }
 
 int KFFIObjectDecWeakRef(KFFIObjectHandle obj) {
   KFFI_CAPI_BEGIN();
-  if (obj != nullptr) kffi::details::RuntimeDecWeakRef(static_cast<KFFIObject*>(obj));
+  if (obj != nullptr) kffi::details::HeaderDecWeakRef(static_cast<KFFIObject*>(obj));
   KFFI_CAPI_END();
 }
 
@@ -55,17 +56,7 @@ int KFFIObjectWeakLock(KFFIObjectHandle obj, KFFIObjectHandle* out) {
   kffi::details::CheckOutArg(out, "KFFIObjectWeakLock: out");
   *out = nullptr;
   if (obj == nullptr) return 0;
-  uint64_t* count = &static_cast<KFFIObject*>(obj)->combined_ref_count;
-  uint64_t expected = __atomic_load_n(count, __ATOMIC_RELAXED);
-  // Add a strong reference only while one still exists: once the strong count reached 0 the
-  // destructor may already be running and the object must never come back.
-  while ((expected & kffi::details::kRefStrongMask) != 0) {
-    if (__atomic_compare_exchange_n(count, &expected, expected + kffi::details::kRefStrongOne,
-                                    /*weak=*/true, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) {
-      *out = obj;
-      return 0;
-    }
-  }
+  if (kffi::details::HeaderTryPromoteWeak(static_cast<KFFIObject*>(obj))) *out = obj;
   KFFI_CAPI_END();
 }
 

@@ -3,6 +3,8 @@
 #define KFFI_SRC_RUNTIME_INTERNAL_H_
 
 #include <kffi/c_api.h>
+#include <kffi/error.h>
+#include <kffi/object.h>
 
 #include <cstddef>
 #include <cstdint>
@@ -15,37 +17,20 @@
 // Every exported function that can fail is written as
 //   int KFFIFoo(...) { KFFI_CAPI_BEGIN(); ...; KFFI_CAPI_END(); }
 // so that no C++ exception ever leaves the library: whatever is thrown becomes the thread's
-// raised error and the function returns -1. The names differ from the public C++ headers'
-// KFFI_SAFE_CALL_* so that a source may include both.
-#define KFFI_CAPI_BEGIN() try {
-#define KFFI_CAPI_END()                            \
-  }                                                \
-  catch (...) {                                    \
-    return ::kffi::details::HandleCApiException(); \
-  }                                                \
-  return 0
+// raised error and the function returns -1. They are the public KFFI_SAFE_CALL_* (error.h).
+#define KFFI_CAPI_BEGIN() KFFI_SAFE_CALL_BEGIN()
+#define KFFI_CAPI_END() KFFI_SAFE_CALL_END()
 
 namespace kffi {
 namespace details {
 
-/// A failure with an error kind, thrown inside the runtime and turned into a raised error by
-/// KFFI_CAPI_END (the message travels unchanged, the kind picks the Python exception class).
-class CApiError : public std::exception {
- public:
-  CApiError(std::string kind, std::string message)
-      : kind_(std::move(kind)), message_(std::move(message)) {}
-  const char* what() const noexcept override { return message_.c_str(); }
-  const std::string& kind() const noexcept { return kind_; }
-  const std::string& message() const noexcept { return message_; }
+// Errors: runtime code throws kffi::Error (through ThrowCApiError) and KFFI_CAPI_END hands
+// whatever was thrown to the one converter of error.h (SetRaisedFromCurrentException).
 
- private:
-  std::string kind_;
-  std::string message_;
-};
-
-/// Throws a CApiError; for code that runs inside KFFI_CAPI_BEGIN/END.
-[[noreturn]] inline void ThrowCApiError(std::string kind, std::string message) {
-  throw CApiError(std::move(kind), std::move(message));
+/// Throws a kffi::Error of kind with message; for code that runs inside KFFI_CAPI_BEGIN/END. The
+/// message travels unchanged and the kind picks the Python exception class.
+[[noreturn]] inline void ThrowCApiError(const std::string& kind, const std::string& message) {
+  throw Error(kind, message);
 }
 
 /// Puts a new error of kind with message in the calling thread's slot (error.cc). Never fails:
@@ -53,8 +38,11 @@ class CApiError : public std::exception {
 void SetRaisedCApiError(std::string_view kind, std::string_view message) noexcept;
 
 /// Converts the exception being handled into the raised error; returns -1. Call it only from
-/// inside a catch block (error.cc).
-int HandleCApiException() noexcept;
+/// inside a catch block.
+inline int HandleCApiException() noexcept {
+  SetRaisedFromCurrentException();
+  return -1;
+}
 
 /// The registered type key of a type index, or `type_index=N` when unknown (type_registry.cc).
 /// Meant for error messages.
@@ -67,61 +55,13 @@ bool TypeIsSubtypeOf(int32_t type_index, int32_t base_index) noexcept;
 /// else a new owned Str (Bytes) object (string.cc). Throws on failure.
 void MakeStringAny(const char* data, size_t size, bool is_bytes, KFFIAny* out);
 
-// ---------------------------------------------------------------------------------------------
-// Reference counting on the KFFIObject header (protocol in c_api.h). Inline here so that the
-// runtime's own releases do not go through the exported symbols' PLT entries.
-// ---------------------------------------------------------------------------------------------
-
-constexpr uint64_t kRefStrongOne = 1;
-constexpr uint64_t kRefWeakOne = uint64_t{1} << 32;
-constexpr uint64_t kRefStrongMask = 0xFFFFFFFFull;
-/// A new object: one strong reference plus the weak reference all strong ones share.
-constexpr uint64_t kRefCountInit = kRefWeakOne | kRefStrongOne;
-
-/// Orders the deleter after every other owner's release decrement. ThreadSanitizer does not
-/// model fences, so under it an acquire load of the count (same effect here) stands in.
-inline void AcquireBeforeDelete(KFFIObject* obj) noexcept {
-#if defined(__SANITIZE_THREAD__)
-  (void)__atomic_load_n(&obj->combined_ref_count, __ATOMIC_ACQUIRE);
-#else
-  (void)obj;
-  __atomic_thread_fence(__ATOMIC_ACQUIRE);
-#endif
-}
-
-inline void RuntimeIncRef(KFFIObject* obj) noexcept {
-  // Relaxed: the caller already holds a reference, so the object cannot die meanwhile.
-  __atomic_fetch_add(&obj->combined_ref_count, kRefStrongOne, __ATOMIC_RELAXED);
-}
-
-inline void RuntimeIncWeakRef(KFFIObject* obj) noexcept {
-  __atomic_fetch_add(&obj->combined_ref_count, kRefWeakOne, __ATOMIC_RELAXED);
-}
-
-// Not noexcept: a deleter is foreign code; the exported wrappers catch what it might throw.
-inline void RuntimeDecWeakRef(KFFIObject* obj) {
-  uint64_t old = __atomic_fetch_sub(&obj->combined_ref_count, kRefWeakOne, __ATOMIC_RELEASE);
-  if ((old >> 32) == 1) {
-    // Pairs with the release decrements of other owners: their writes happen before the free.
-    AcquireBeforeDelete(obj);
-    if (obj->deleter != nullptr) obj->deleter(obj, kKFFIObjectDeleterFlagWeak);
-  }
-}
-
-inline void RuntimeDecRef(KFFIObject* obj) {
-  // Sole owner (strong 1, only the collective weak reference): nobody else can reach the object,
-  // not even through a weak reference, so one Both call replaces two atomic updates.
-  if (__atomic_load_n(&obj->combined_ref_count, __ATOMIC_ACQUIRE) == kRefCountInit) {
-    if (obj->deleter != nullptr) obj->deleter(obj, kKFFIObjectDeleterFlagBoth);
-    return;
-  }
-  uint64_t old = __atomic_fetch_sub(&obj->combined_ref_count, kRefStrongOne, __ATOMIC_RELEASE);
-  if ((old & kRefStrongMask) == 1) {
-    AcquireBeforeDelete(obj);
-    if (obj->deleter != nullptr) obj->deleter(obj, kKFFIObjectDeleterFlagStrong);
-    RuntimeDecWeakRef(obj);
-  }
-}
+// Reference counting: the protocol is implemented once, in kffi/object.h (HeaderIncRef, ...),
+// inline, so the runtime's own updates do not go through the exported symbols' PLT entries.
+// These older names stay for src/module.cc.
+inline void RuntimeIncRef(KFFIObject* obj) noexcept { HeaderIncRef(obj); }
+inline void RuntimeIncWeakRef(KFFIObject* obj) noexcept { HeaderIncWeakRef(obj); }
+inline void RuntimeDecRef(KFFIObject* obj) { HeaderDecRef(obj); }
+inline void RuntimeDecWeakRef(KFFIObject* obj) { HeaderDecWeakRef(obj); }
 
 // ---------------------------------------------------------------------------------------------
 // Objects made by the runtime: one allocation holding the 24-byte header and, right after it, a
@@ -154,10 +94,7 @@ KFFIObject* NewRuntimeObject(int32_t type_index, Args&&... args) {
     throw;
   }
   KFFIObject* obj = new (mem) KFFIObject;
-  obj->combined_ref_count = kRefCountInit;
-  obj->type_index = type_index;
-  obj->padding = 0;
-  obj->deleter = &RuntimePayloadDeleter<Payload>;
+  InitObjectHeader(obj, type_index, &RuntimePayloadDeleter<Payload>);
   return obj;
 }
 

@@ -20,16 +20,16 @@ void StringObjectDeleter(void* self, int flags) {
 
 KFFIObject* NewStringObject(const char* data, size_t size, int32_t type_index) {
   constexpr size_t kHead = sizeof(KFFIObject) + sizeof(KFFIStrCell);
-  if (size > static_cast<size_t>(-1) - kHead - 1) throw std::bad_alloc();
-  char* mem = static_cast<char*>(::operator new(kHead + size + 1));
+  size_t bytes_total = 0;
+  if (!kffi::details::AllocBytes(kHead + 1, size, 1, &bytes_total)) {
+    kffi::details::ThrowAllocSizeError(size, 1);
+  }
+  char* mem = static_cast<char*>(::operator new(bytes_total));
   char* bytes = mem + kHead;
   if (size != 0) std::memcpy(bytes, data, size);
   bytes[size] = '\0';
   KFFIObject* obj = new (mem) KFFIObject;
-  obj->combined_ref_count = kffi::details::kRefCountInit;
-  obj->type_index = type_index;
-  obj->padding = 0;
-  obj->deleter = &StringObjectDeleter;
+  kffi::details::InitObjectHeader(obj, type_index, &StringObjectDeleter);
   KFFIStrCell* cell = new (mem + sizeof(KFFIObject)) KFFIStrCell;
   cell->data = bytes;
   cell->size = size;
@@ -183,18 +183,14 @@ namespace details {
 
 void MakeStringAny(const char* data, size_t size, bool is_bytes, KFFIAny* out) {
   if (size <= 7) {
+    // The unused bytes stay zero: values compare bytewise, and stay NUL-ended. Built aside, as
+    // data may point into *out.
     KFFIAny v;
-    v.type_index = is_bytes ? kKFFISmallBytes : kKFFISmallStr;
-    v.small_str_len = static_cast<uint32_t>(size);
-    v.v_int64 = 0;  // the unused bytes stay zero: values compare bytewise, and stay NUL-ended
-    if (size != 0) std::memcpy(v.v_bytes, data, size);
+    SetSmallBytes(&v, is_bytes ? kKFFISmallBytes : kKFFISmallStr, data, size);
     *out = v;
     return;
   }
-  KFFIObject* obj = NewStringObject(data, size, is_bytes ? kKFFIBytes : kKFFIStr);
-  out->type_index = obj->type_index;
-  out->zero_padding = 0;
-  out->v_obj = obj;
+  SetObject(out, NewStringObject(data, size, is_bytes ? kKFFIBytes : kKFFIStr));
 }
 
 }  // namespace details

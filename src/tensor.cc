@@ -13,20 +13,6 @@ namespace {
 using kffi::IntArrayView;
 using kffi::TensorObj;
 
-// A kffi::Error thrown by header code (the layout checks) keeps its kind and backtrace; anything
-// else goes through the runtime's usual conversion (CApiError, bad_alloc, ...). Call only from
-// inside a catch block.
-int RaiseCurrentException() noexcept {
-  try {
-    throw;
-  } catch (const kffi::Error& e) {
-    KFFIErrorSetRaised(kffi::details::ObjectUnsafe::GetHandle(kffi::details::ObjectRefData(e)));
-    return -1;
-  } catch (...) {
-    return kffi::details::HandleCApiException();
-  }
-}
-
 std::string Describe(const DLTensor& t) {
   return "shape " + kffi::KFFIToErrorString(IntArrayView(t.shape, static_cast<size_t>(t.ndim))) +
          ", strides " +
@@ -62,16 +48,9 @@ class DLPackTensorObj final : public TensorObj {
 // Checks what a consumer must check before trusting a DLPack tensor, plus the caller's requests.
 void ValidateImport(const DLTensor& t, int32_t require_alignment, int32_t require_contiguous) {
   using kffi::details::ThrowCApiError;
-  if (t.ndim < 0) ThrowCApiError("ValueError", "DLPack tensor has ndim " + std::to_string(t.ndim));
-  if (t.ndim > 0 && t.shape == nullptr) {
-    ThrowCApiError("ValueError",
-                   "DLPack tensor has ndim " + std::to_string(t.ndim) + " but a NULL shape");
-  }
-  for (int32_t i = 0; i < t.ndim; ++i) {
-    if (t.shape[i] < 0) {
-      ThrowCApiError("ValueError", "DLPack tensor has a negative size: " + Describe(t));
-    }
-  }
+  // ndim in range, a shape when ndim > 0, no negative size, and sizes, strides and bytes that
+  // fit in int64: a tensor whose size overflows would have kernels read wild memory.
+  kffi::details::CheckLayoutSizes(t.shape, t.strides, t.ndim, t.dtype, "DLPack tensor");
   if (require_alignment < 0) {
     ThrowCApiError("ValueError",
                    "require_alignment must be >= 0, got " + std::to_string(require_alignment));
@@ -117,7 +96,7 @@ int ImportDLPack(Managed* from, uint64_t flags, int64_t bad_major, int32_t requi
     return 0;
   } catch (...) {
     if (!owned && from->deleter != nullptr) from->deleter(from);
-    return RaiseCurrentException();
+    return kffi::details::HandleCApiException();
   }
 }
 
@@ -138,7 +117,7 @@ TensorObj* TensorArg(KFFIObjectHandle from, const char* what) {
 template <typename Managed>
 void ExportDeleter(Managed* self) {
   if (self == nullptr) return;
-  kffi::details::RuntimeDecRef(static_cast<KFFIObject*>(self->manager_ctx));
+  kffi::details::HeaderDecRef(static_cast<KFFIObject*>(self->manager_ctx));
   delete self;
 }
 
@@ -149,7 +128,7 @@ Managed* Export(KFFIObjectHandle from, const char* what) {
   out->dl_tensor = *static_cast<const DLTensor*>(obj);
   out->manager_ctx = from;
   out->deleter = &ExportDeleter<Managed>;
-  kffi::details::RuntimeIncRef(static_cast<KFFIObject*>(from));
+  kffi::details::HeaderIncRef(static_cast<KFFIObject*>(from));
   return out;
 }
 
@@ -188,5 +167,12 @@ int KFFITensorToDLPackVersioned(KFFIObjectHandle from, DLManagedTensorVersioned*
   managed->flags = static_cast<const TensorObj*>(static_cast<kffi::Object*>(from))->dlpack_flags() &
                    DLPACK_FLAG_BITMASK_READ_ONLY;
   *out = managed;
+  KFFI_CAPI_END();
+}
+
+int KFFITensorGetFlags(KFFIObjectHandle tensor, uint64_t* out_flags) {
+  KFFI_CAPI_BEGIN();
+  kffi::details::CheckOutArg(out_flags, "KFFITensorGetFlags: out_flags");
+  *out_flags = TensorArg(tensor, "KFFITensorGetFlags")->dlpack_flags();
   KFFI_CAPI_END();
 }

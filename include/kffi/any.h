@@ -177,20 +177,32 @@ static_assert(sizeof(Any) == sizeof(KFFIAny) && sizeof(AnyView) == sizeof(KFFIAn
 
 inline AnyView::AnyView(const Any& v) noexcept : data_(reinterpret_cast<const KFFIAny&>(v)) {}
 
-inline Any::Any(const AnyView& view) {
-  const KFFIAny& src = reinterpret_cast<const KFFIAny&>(view);
-  switch (src.type_index) {
+namespace details {
+/// True for views that only the runtime can turn into owned values: borrowed kinds (copied or
+/// moved from), and objects passed with argument flags (tensor_flags), which a stored value
+/// never keeps (a read-only tensor argument becomes a read-only Tensor).
+KFFI_INLINE bool NeedsOwnedConversion(const KFFIAny& v) {
+  switch (v.type_index) {
     case kKFFIRawStr:
     case kKFFIByteArrayPtr:
     case kKFFIObjectRValueRef:
     case kKFFIDLTensorPtr:
-      details::SetNone(&data_);
-      if (KFFIAnyViewToOwnedAny(&src, &data_) != 0) details::ThrowRaisedError(-1);
-      return;
+      return true;
     default:
-      data_ = src;
-      Retain();
+      return v.type_index >= kKFFIStaticObjectBegin && v.zero_padding != 0;
   }
+}
+}  // namespace details
+
+inline Any::Any(const AnyView& view) {
+  const KFFIAny& src = reinterpret_cast<const KFFIAny&>(view);
+  if (details::NeedsOwnedConversion(src)) {
+    details::SetNone(&data_);
+    if (KFFIAnyViewToOwnedAny(&src, &data_) != 0) details::ThrowRaisedError(-1);
+    return;
+  }
+  data_ = src;
+  Retain();
 }
 
 namespace details {
@@ -250,9 +262,8 @@ inline void TypeTraits<Any>::MoveToAny(Any v, KFFIAny* r) {
   *r = details::AnyUnsafe::MoveToOwnedRaw(std::move(v));
 }
 inline bool TypeTraits<Any>::CheckAnyStrict(const KFFIAny* s) {
-  // Borrowed-only kinds must be converted (copied) first.
-  return s->type_index != kKFFIRawStr && s->type_index != kKFFIByteArrayPtr &&
-         s->type_index != kKFFIObjectRValueRef && s->type_index != kKFFIDLTensorPtr;
+  // Borrowed-only kinds and flagged arguments must be converted (copied) first.
+  return !details::NeedsOwnedConversion(*s);
 }
 inline Any TypeTraits<Any>::CopyFromAnyViewAfterCheck(const KFFIAny* s) {
   return Any(reinterpret_cast<const AnyView&>(*s));

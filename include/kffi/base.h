@@ -4,6 +4,7 @@
 
 #include <kffi/c_api.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -39,11 +40,75 @@ KFFI_INLINE KFFIByteArray ToByteArray(const char* data, size_t size) {
   return out;
 }
 
-/// Resets a value to None with zeroed payload (the ABI's "bytewise comparable" rule).
-KFFI_INLINE void SetNone(KFFIAny* v) {
-  v->type_index = kKFFINone;
+// ---- value headers ---------------------------------------------------------------------------
+// Every KFFIAny is written through one of these, so the ABI's "zero_padding is 0 and unused
+// payload bytes are 0" rule (values compare and hash bytewise) is typed once.
+
+/// Sets the type index of a plain value and zeroes its padding; the caller writes the payload.
+KFFI_INLINE void SetPOD(KFFIAny* v, int32_t type_index) {
+  v->type_index = type_index;
   v->zero_padding = 0;
+}
+
+/// Resets a value to None with zeroed payload.
+KFFI_INLINE void SetNone(KFFIAny* v) {
+  SetPOD(v, kKFFINone);
   v->v_int64 = 0;
+}
+
+/// Stores an object (owned or borrowed, as the caller says) under its own type index.
+KFFI_INLINE void SetObject(KFFIAny* v, KFFIObject* obj) {
+  SetPOD(v, obj->type_index);
+  v->v_obj = obj;
+}
+
+/// Stores up to 7 bytes inline as a SmallStr or SmallBytes (type_index), NUL-padded.
+KFFI_INLINE void SetSmallBytes(KFFIAny* v, int32_t type_index, const char* data, size_t size) {
+  v->type_index = type_index;
+  v->small_str_len = static_cast<uint32_t>(size);
+  v->v_int64 = 0;
+  if (size != 0) std::memcpy(v->v_bytes, data, size);
+}
+
+// ---- checked size arithmetic ----------------------------------------------------------------
+// Sizes of tensors and containers come from callers, files and other languages; every product
+// or sum of them goes through these, and an overflow becomes an error instead of a small number.
+
+/// *out = a * b; returns true when the exact result does not fit (then *out is unspecified).
+KFFI_INLINE constexpr bool MulOverflow(int64_t a, int64_t b, int64_t* out) {
+#if defined(__GNUC__) || defined(__clang__)
+  return __builtin_mul_overflow(a, b, out);
+#else
+  if (a != 0 && b != 0) {
+    const int64_t kMax = INT64_MAX, kMin = INT64_MIN;
+    if ((a > 0) == (b > 0) ? (a > 0 ? a > kMax / b : a < kMax / b)
+                           : (a > 0 ? b < kMin / a : a < kMin / b)) {
+      return true;
+    }
+  }
+  *out = a * b;
+  return false;
+#endif
+}
+
+/// *out = a + b; returns true when the exact result does not fit.
+KFFI_INLINE constexpr bool AddOverflow(int64_t a, int64_t b, int64_t* out) {
+#if defined(__GNUC__) || defined(__clang__)
+  return __builtin_add_overflow(a, b, out);
+#else
+  if ((b > 0 && a > INT64_MAX - b) || (b < 0 && a < INT64_MIN - b)) return true;
+  *out = a + b;
+  return false;
+#endif
+}
+
+/// *out = head + count * elem_size, the bytes of one allocation; returns false when that exceeds
+/// what one object may span (PTRDIFF_MAX). Callers turn false into a MemoryError.
+KFFI_INLINE constexpr bool AllocBytes(size_t head, size_t count, size_t elem_size, size_t* out) {
+  constexpr size_t kMax = static_cast<size_t>(PTRDIFF_MAX);
+  if (head > kMax || (elem_size != 0 && count > (kMax - head) / elem_size)) return false;
+  *out = head + count * elem_size;
+  return true;
 }
 
 }  // namespace details

@@ -340,7 +340,9 @@ KFFI_DLL int KFFIDataTypeFromString(const KFFIByteArray* str, DLDataType* out);
 KFFI_DLL int KFFIDataTypeToString(const DLDataType* dtype, KFFIAny* out);
 /** Turns a borrowed view into an owned value: RawStr and ByteArrayPtr are copied into Str/Bytes,
  * ObjectRValueRef is moved from, objects gain a reference. A DLTensorPtr becomes a Tensor that
- * views the same memory without owning it (valid while the caller's tensor is). */
+ * views the same memory without owning it (valid while the caller's tensor is), validated as
+ * KFFITensorFromDLPack validates. The owned value has zero_padding 0: a tensor argument marked
+ * kKFFITensorFlagReadOnly becomes a Tensor that records the flag (KFFITensorGetFlags). */
 KFFI_DLL int KFFIAnyViewToOwnedAny(const KFFIAny* any_view, KFFIAny* out);
 
 /* ---------------------------------------------------------------------------------------------
@@ -353,13 +355,21 @@ static inline DLTensor* KFFITensorGetDLTensorPtr(KFFIObjectHandle tensor) {
 }
 
 /** Takes a DLPack tensor (moved: its deleter runs exactly once, when the Tensor dies or on
- * error). require_alignment (bytes, 0 = none) and require_contiguous are checked. *out owned. */
+ * error). require_alignment (bytes, 0 = none) and require_contiguous are checked. A layout kffi
+ * cannot represent is a ValueError naming the shape: ndim outside 0..1024, a NULL shape with
+ * ndim > 0, a negative size, or sizes, strides or bytes that overflow int64. *out owned. */
 KFFI_DLL int KFFITensorFromDLPack(DLManagedTensor* from, int32_t require_alignment,
                                   int32_t require_contiguous, KFFIObjectHandle* out);
-/** Like KFFITensorFromDLPack for a versioned DLPack tensor. */
+/** Like KFFITensorFromDLPack for a versioned DLPack tensor; its flags are recorded
+ * (KFFITensorGetFlags). */
 KFFI_DLL int KFFITensorFromDLPackVersioned(DLManagedTensorVersioned* from,
                                            int32_t require_alignment, int32_t require_contiguous,
                                            KFFIObjectHandle* out);
+/** The DLPack flags (DLPACK_FLAG_BITMASK_READ_ONLY, ..._IS_COPIED) a Tensor (borrowed) recorded
+ * when it was imported or made: a tensor imported read-only stays read-only, and a kernel that
+ * receives it as an argument sees kKFFITensorFlagReadOnly. A non-Tensor is a TypeError. Added in
+ * 0.3. */
+KFFI_DLL int KFFITensorGetFlags(KFFIObjectHandle tensor, uint64_t* out_flags);
 /** Exports a Tensor (borrowed) as a DLPack tensor that keeps it alive; *out owned. */
 KFFI_DLL int KFFITensorToDLPack(KFFIObjectHandle from, DLManagedTensor** out);
 /** Exports a Tensor (borrowed) as a versioned DLPack tensor; *out owned. */

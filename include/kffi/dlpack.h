@@ -2,9 +2,26 @@
  *
  * The names and the include guard are DLPack's own, so this header composes with a dlpack.h that
  * another package (PyTorch, NumPy, CuPy) ships: whichever is included first wins and the layouts
- * are identical by specification. */
+ * are identical by specification. kffi needs DLPack 1.3 or a later 1.x (the versioned tensor,
+ * its flags and the exchange API); when another dlpack.h came first, its version is checked
+ * here, since its declarations are the ones every kffi header then uses. */
+#if defined(DLPACK_DLPACK_H_) && !defined(KFFI_DLPACK_H_)
+#if !defined(DLPACK_MAJOR_VERSION) || !defined(DLPACK_MINOR_VERSION)
+#error \
+    "kffi: a dlpack.h older than DLPack 1.0 (no DLPACK_MAJOR_VERSION) was included before kffi's headers; kffi needs DLPack 1.3 or a later 1.x: update that package's dlpack.h or include kffi's headers first"
+#elif DLPACK_MAJOR_VERSION != 1
+#error \
+    "kffi: the dlpack.h included before kffi's headers declares another DLPack major version; kffi reads DLPack 1.x (1.3 or later)"
+#elif DLPACK_MINOR_VERSION < 3
+#error \
+    "kffi: the dlpack.h included before kffi's headers declares DLPack 1.0 to 1.2; kffi needs DLPack 1.3 or a later 1.x (the exchange API): update that package's dlpack.h or include kffi's headers first"
+#endif
+#endif
+
 #ifndef DLPACK_DLPACK_H_
 #define DLPACK_DLPACK_H_
+/* Marks that these declarations are kffi's own (the check above is for other dlpack.h files). */
+#define KFFI_DLPACK_H_ 1
 
 #include <stddef.h>
 #include <stdint.h>

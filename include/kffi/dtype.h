@@ -53,9 +53,34 @@ constexpr int64_t DataTypeBits(DLDataType dtype) {
 /// what a padded (one element per byte) layout uses.
 constexpr int64_t DataTypeBytes(DLDataType dtype) { return (DataTypeBits(dtype) + 7) / 8; }
 
-/// Bytes needed to store num_elements packed elements (sub-byte types share bytes).
+/// *out = the bytes needed to store num_elements (>= 0) packed elements (sub-byte types share
+/// bytes); false when the size in bits does not fit in int64 (more than 2^63 - 1 bits, 1 EiB),
+/// the limit kffi sets on the size of any tensor.
+constexpr bool TryDataTypeStorageBytes(DLDataType dtype, int64_t num_elements, int64_t* out) {
+  int64_t bits = 0;
+  if (details::MulOverflow(num_elements, DataTypeBits(dtype), &bits)) return false;
+  *out = bits / 8 + (bits % 8 != 0 ? 1 : 0);
+  return true;
+}
+
+namespace details {
+/// The ValueError of a tensor size that does not fit (see TryDataTypeStorageBytes).
+[[noreturn]] KFFI_NOINLINE inline void ThrowStorageSizeError(DLDataType dtype,
+                                                             int64_t num_elements) {
+  throw Error("ValueError", std::to_string(num_elements) + " elements of " +
+                                DataTypeToString(dtype) +
+                                " are too large: the size in bits exceeds 2^63 - 1");
+}
+}  // namespace details
+
+/// Bytes needed to store num_elements packed elements (sub-byte types share bytes); ValueError
+/// when that size does not fit (see TryDataTypeStorageBytes).
 constexpr int64_t DataTypeStorageBytes(DLDataType dtype, int64_t num_elements) {
-  return (num_elements * DataTypeBits(dtype) + 7) / 8;
+  int64_t bytes = 0;
+  if (!TryDataTypeStorageBytes(dtype, num_elements, &bytes)) {
+    details::ThrowStorageSizeError(dtype, num_elements);
+  }
+  return bytes;
 }
 
 /// True when dtype has exactly the given code and bits, with one lane.

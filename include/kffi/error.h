@@ -6,6 +6,8 @@
 
 #include <cstdio>
 #include <exception>
+#include <new>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 
@@ -32,7 +34,9 @@ class Error : public ObjectRef, public std::exception {
     KFFIByteArray m = details::ToByteArray(message.data(), message.size());
     KFFIByteArray b = details::ToByteArray(backtrace.data(), backtrace.size());
     KFFIObjectHandle h = nullptr;
-    if (KFFIErrorCreate(&k, &m, &b, &h) != 0) std::terminate();  // only on out of memory
+    // It fails only when memory runs out; the runtime then raised its preallocated MemoryError,
+    // which this error becomes.
+    if (KFFIErrorCreate(&k, &m, &b, &h) != 0) KFFIErrorMoveFromRaised(&h);
     data_ = details::ObjectUnsafe::FromOwnedHandle<Object>(h);
     InitWhat();
   }
@@ -140,15 +144,31 @@ class ErrorBuilder : public ErrorMessage {
   const char* func_;
 };
 
-/// Puts the exception being handled into the thread's error slot (call inside catch (...)).
-/// A kffi::Error keeps its object; any other std::exception becomes an InternalError.
+/// Puts the exception being handled into the thread's error slot (call inside catch (...)). The
+/// one conversion from C++ exceptions to errors, used by exports, functions and the runtime:
+///   kffi::Error                            itself (kind, message, backtrace kept)
+///   std::bad_alloc (and subclasses)        MemoryError
+///   std::invalid_argument, std::domain_error  ValueError
+///   std::out_of_range                      IndexError
+///   any other std::exception               RuntimeError
+///   anything else                          InternalError "unknown C++ exception"
+/// Standard exceptions keep their what() text as the message.
 inline void SetRaisedFromCurrentException() noexcept {
   try {
     throw;
   } catch (const Error& e) {
     KFFIErrorSetRaised(details::ObjectUnsafe::GetHandle(ObjectRefData(e)));
+  } catch (const std::bad_alloc& e) {
+    const char* parts[] = {"Out of memory (", e.what(), ")"};
+    KFFIErrorSetRaisedFromCStrParts("MemoryError", parts, 3);
+  } catch (const std::invalid_argument& e) {
+    KFFIErrorSetRaisedFromCStr("ValueError", e.what());
+  } catch (const std::domain_error& e) {
+    KFFIErrorSetRaisedFromCStr("ValueError", e.what());
+  } catch (const std::out_of_range& e) {
+    KFFIErrorSetRaisedFromCStr("IndexError", e.what());
   } catch (const std::exception& e) {
-    KFFIErrorSetRaisedFromCStr("InternalError", e.what());
+    KFFIErrorSetRaisedFromCStr("RuntimeError", e.what());
   } catch (...) {
     KFFIErrorSetRaisedFromCStr("InternalError", "unknown C++ exception");
   }
@@ -173,6 +193,12 @@ inline int32_t GetOrAllocTypeIndex(const char* type_key, int32_t static_index, i
     ThrowRaisedError(-1);
   }
   return out;
+}
+
+[[noreturn]] inline void ThrowAllocSizeError(size_t count, size_t elem_size) {
+  throw Error("MemoryError", "Cannot allocate " + std::to_string(count) + " elements of " +
+                                 std::to_string(elem_size) + " bytes: the size exceeds what one " +
+                                 "allocation can hold");
 }
 
 inline std::string TypeIndexToKey(int32_t type_index) {

@@ -26,7 +26,6 @@ inline std::string TypeStrOf() {
   }
 }
 
-/// Renders `name(0: int, 1: float) -> None`.
 /// Splits "a, b ,c" into {"a", "b", "c"}; "" (or only blanks) gives no names.
 inline std::vector<std::string> SplitParamNames(const char* names) {
   std::vector<std::string> out;
@@ -49,17 +48,21 @@ inline std::vector<std::string> SplitParamNames(const char* names) {
   return out;
 }
 
+/// The name of parameter i when none was given: "arg0", "arg1", ...
+inline std::string DefaultParamName(size_t i) { return "arg" + std::to_string(i); }
+
 template <typename R, typename... Args>
 struct Signature {
-  /// "name(0: int, 1: str) -> None", or with param_names (comma separated, one per parameter,
-  /// as KFFI_EXPORT_DOC takes them) "name(a: int, b: str) -> None".
+  /// "name(arg0: int, arg1: str) -> None", or with param_names (comma separated, one per
+  /// parameter, as KFFI_EXPORT_DOC takes them) "name(a: int, b: str) -> None". Parameters
+  /// without a name are argN everywhere (messages, metadata, Python keywords).
   static std::string Str(const std::string& name, const char* param_names = "") {
     std::vector<std::string> names = SplitParamNames(param_names);
     const bool named = names.size() == sizeof...(Args);
     std::string out = name + "(";
     size_t i = 0;
-    ((out += (i ? ", " : "") + (named && !names[i].empty() ? names[i] : std::to_string(i)) + ": " +
-             TypeStrOf<Args>(),
+    ((out += (i ? ", " : "") + (named && !names[i].empty() ? names[i] : DefaultParamName(i)) +
+             ": " + TypeStrOf<Args>(),
       ++i),
      ...);
     return out + ") -> " + TypeStrOf<R>();
@@ -119,15 +122,46 @@ struct ArgUnpacker {
   }
 };
 
+/// The slow path of InvokeUnpacked: some argument needs a conversion (or is wrong). The values
+/// are converted into a tuple, whose braced initialisation runs strictly left to right, so the
+/// first bad argument is the one reported on every compiler (a function call's arguments are
+/// evaluated in an unspecified order: GCC goes right to left).
+template <typename R, typename... Args, typename F, typename Obj, size_t... I>
+KFFI_NOINLINE void InvokeConverted(F& f, const KFFIAny* args, KFFIAny* result, const Obj* obj,
+                                   std::index_sequence<I...>) {
+  std::tuple<typename ArgUnpacker<Args>::T...> values{ArgUnpacker<Args>::Unpack(args, I, obj)...};
+  if constexpr (std::is_void_v<R>) {
+    f(std::move(std::get<I>(values))...);
+  } else {
+    TypeTraitsNoCR<R>::MoveToAny(f(std::move(std::get<I>(values))...), result);
+  }
+}
+
 /// Unpacks args as Args... and calls f; a non-void result is moved into *result. obj names the
-/// function in messages (it provides SignatureStr()).
+/// function in messages (it provides SignatureStr()). The fast path checks every argument first
+/// (left to right) and then reads them: reads cannot fail, so their order does not matter, and
+/// the call costs what checking and reading each argument costs.
 template <typename R, typename... Args, typename F, typename Obj, size_t... I>
 KFFI_INLINE void InvokeUnpacked(F& f, const KFFIAny* args, KFFIAny* result, const Obj* obj,
-                                std::index_sequence<I...>) {
-  if constexpr (std::is_void_v<R>) {
-    f(ArgUnpacker<Args>::Unpack(args, I, obj)...);
+                                std::index_sequence<I...> seq) {
+  if constexpr (sizeof...(Args) == 0) {
+    (void)args;
+    (void)obj;
+    (void)seq;
+    if constexpr (std::is_void_v<R>) {
+      f();
+    } else {
+      TypeTraitsNoCR<R>::MoveToAny(f(), result);
+    }
+  } else if (KFFI_LIKELY((ArgUnpacker<Args>::Traits::CheckAnyStrict(&args[I]) && ...))) {
+    if constexpr (std::is_void_v<R>) {
+      f(ArgUnpacker<Args>::Traits::CopyFromAnyViewAfterCheck(&args[I])...);
+    } else {
+      TypeTraitsNoCR<R>::MoveToAny(
+          f(ArgUnpacker<Args>::Traits::CopyFromAnyViewAfterCheck(&args[I])...), result);
+    }
   } else {
-    TypeTraitsNoCR<R>::MoveToAny(f(ArgUnpacker<Args>::Unpack(args, I, obj)...), result);
+    InvokeConverted<R, Args...>(f, args, result, obj, seq);
   }
 }
 

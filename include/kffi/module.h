@@ -145,7 +145,6 @@ class Module : public ObjectRef {
     }
     KFFI_THROW(AttributeError) << "Module `" << this->name() << "` has no function `" << name
                                << "`. Available functions: " << available;
-    __builtin_unreachable();  // the builder throws from its destructor, which compilers miss
   }
 };
 

@@ -24,14 +24,124 @@ int32_t GetOrAllocTypeIndex(const char* type_key, int32_t static_index, int32_t 
                             int32_t parent_index);
 /// The key of a type index ("ffi.Str", "int", ...), or "<unknown type N>".
 std::string TypeIndexToKey(int32_t type_index);
+/// Throws MemoryError for an allocation of count elements of elem_size bytes that no object can
+/// span (error.h).
+[[noreturn]] inline void ThrowAllocSizeError(size_t count, size_t elem_size);
+}  // namespace details
+
+namespace details {
+
+// ---------------------------------------------------------------------------------------------
+// Reference counting on the KFFIObject header: the one implementation of the protocol that
+// c_api.h describes, used by ObjectPtr here and by libkffi's own sources (src/). Strong count in
+// the low 32 bits, weak count in the high 32 bits of combined_ref_count.
+// ---------------------------------------------------------------------------------------------
+
+constexpr uint64_t kRefStrongOne = 1;
+constexpr uint64_t kRefWeakOne = uint64_t{1} << 32;
+constexpr uint64_t kRefStrongMask = 0xFFFFFFFFull;
+/// A new object: one strong reference plus the weak reference all strong ones share.
+constexpr uint64_t kRefCountInit = kRefWeakOne | kRefStrongOne;
+
+/// Fills a new object's header: strong 1, weak 1, the type index and the deleter.
+KFFI_INLINE void InitObjectHeader(KFFIObject* h, int32_t type_index,
+                                  void (*deleter)(void*, int)) noexcept {
+  h->combined_ref_count = kRefCountInit;
+  h->type_index = type_index;
+  h->padding = 0;
+  h->deleter = deleter;
+}
+
+/// Orders the deleter after every other owner's release decrement. ThreadSanitizer does not
+/// model fences, so under it an acquire load of the count (the same effect here) stands in.
+KFFI_INLINE void AcquireBeforeDelete(KFFIObject* obj) noexcept {
+#if defined(__SANITIZE_THREAD__)
+  (void)__atomic_load_n(&obj->combined_ref_count, __ATOMIC_ACQUIRE);
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+  (void)__atomic_load_n(&obj->combined_ref_count, __ATOMIC_ACQUIRE);
+#else
+  (void)obj;
+  __atomic_thread_fence(__ATOMIC_ACQUIRE);
+#endif
+#else
+  (void)obj;
+  __atomic_thread_fence(__ATOMIC_ACQUIRE);
+#endif
+}
+
+/// Adds a strong reference. Relaxed: the caller holds one already, so the object cannot die
+/// meanwhile, and nothing is published by the increment.
+KFFI_INLINE void HeaderIncRef(KFFIObject* obj) noexcept {
+  __atomic_fetch_add(&obj->combined_ref_count, kRefStrongOne, __ATOMIC_RELAXED);
+}
+
+/// Adds a weak reference (relaxed, as HeaderIncRef).
+KFFI_INLINE void HeaderIncWeakRef(KFFIObject* obj) noexcept {
+  __atomic_fetch_add(&obj->combined_ref_count, kRefWeakOne, __ATOMIC_RELAXED);
+}
+
+/// Drops a weak reference; the last one frees the memory (deleter(Weak)). A deleter is foreign
+/// code, so this is not noexcept; the C API's wrappers catch what one throws.
+inline void HeaderDecWeakRef(KFFIObject* obj) {
+  // Release: this owner's writes happen before the free that another owner may run.
+  uint64_t old = __atomic_fetch_sub(&obj->combined_ref_count, kRefWeakOne, __ATOMIC_RELEASE);
+  if ((old >> 32) == 1) {
+    AcquireBeforeDelete(obj);
+    if (obj->deleter != nullptr) obj->deleter(obj, kKFFIObjectDeleterFlagWeak);
+  }
+}
+
+/// Drops a strong reference; the last one runs deleter(Strong) and drops the weak reference all
+/// strong ones share, or runs deleter(Both) when no other weak reference exists.
+inline void HeaderDecRef(KFFIObject* obj) {
+  // Sole owner (strong 1 and only the shared weak reference): nobody else can reach the object,
+  // not even through a weak reference, so one Both call replaces two atomic updates. Acquire
+  // pairs with the release decrements of earlier owners.
+  if (__atomic_load_n(&obj->combined_ref_count, __ATOMIC_ACQUIRE) == kRefCountInit) {
+    if (obj->deleter != nullptr) obj->deleter(obj, kKFFIObjectDeleterFlagBoth);
+    return;
+  }
+  uint64_t old = __atomic_fetch_sub(&obj->combined_ref_count, kRefStrongOne, __ATOMIC_RELEASE);
+  if ((old & kRefStrongMask) == 1) {
+    AcquireBeforeDelete(obj);
+    if (obj->deleter != nullptr) obj->deleter(obj, kKFFIObjectDeleterFlagStrong);
+    HeaderDecWeakRef(obj);
+  }
+}
+
+/// Turns a weak reference into a new strong one; false when the object is dead. Once the strong
+/// count reached 0 the destructor may be running, so the object never comes back.
+inline bool HeaderTryPromoteWeak(KFFIObject* obj) noexcept {
+  uint64_t old = __atomic_load_n(&obj->combined_ref_count, __ATOMIC_RELAXED);
+  while ((old & kRefStrongMask) != 0) {
+    // Acquire on success: what the last writer published is visible to the new owner.
+    if (__atomic_compare_exchange_n(&obj->combined_ref_count, &old, old + kRefStrongOne,
+                                    /*weak=*/true, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
+      return true;
+    }
+  }
+  return false;
+}
+
+/// The strong count (a snapshot; for tests and diagnostics).
+KFFI_INLINE uint32_t HeaderUseCount(const KFFIObject* obj) noexcept {
+  return static_cast<uint32_t>(__atomic_load_n(&obj->combined_ref_count, __ATOMIC_RELAXED));
+}
+/// The weak count, including the one all strong references hold together (a snapshot).
+KFFI_INLINE uint32_t HeaderWeakCount(const KFFIObject* obj) noexcept {
+  return static_cast<uint32_t>(__atomic_load_n(&obj->combined_ref_count, __ATOMIC_RELAXED) >> 32);
+}
+
 }  // namespace details
 
 /// Declares the type information of an object class: its key, its parent and (optionally) a
 /// fixed static index. Put it in the public section of every Object subclass.
+// [[maybe_unused]]: a class in an anonymous namespace may not read every field, and clang warns.
 #define KFFI_DECLARE_OBJECT_INFO_(TypeKey, ParentType, IsFinal)        \
   static constexpr const char* _type_key = TypeKey;                    \
   static constexpr int32_t _type_depth = ParentType::_type_depth + 1;  \
-  static constexpr bool _type_final = IsFinal;                         \
+  [[maybe_unused]] static constexpr bool _type_final = IsFinal;        \
   using _type_parent = ParentType;                                     \
   static int32_t RuntimeTypeIndex() {                                  \
     static const int32_t index = ::kffi::details::GetOrAllocTypeIndex( \
@@ -50,8 +160,8 @@ std::string TypeIndexToKey(int32_t type_index);
 #define KFFI_DECLARE_STATIC_OBJECT_INFO(TypeKey, TypeName, ParentType, StaticIndex, IsFinal) \
   static constexpr const char* _type_key = TypeKey;                                          \
   static constexpr int32_t _type_depth = ParentType::_type_depth + 1;                        \
-  static constexpr bool _type_final = IsFinal;                                               \
-  static constexpr int32_t _type_static_index = StaticIndex;                                 \
+  [[maybe_unused]] static constexpr bool _type_final = IsFinal;                              \
+  [[maybe_unused]] static constexpr int32_t _type_static_index = StaticIndex;                \
   using _type_parent = ParentType;                                                           \
   static constexpr int32_t RuntimeTypeIndex() { return StaticIndex; }
 
@@ -65,11 +175,10 @@ class Object {
   static constexpr int32_t _type_static_index = kKFFIObject;
   static constexpr int32_t RuntimeTypeIndex() { return kKFFIObject; }
 
+  /// A header with no references and no deleter yet: make_object fills them in.
   Object() {
+    details::InitObjectHeader(&header_, kKFFIObject, nullptr);
     header_.combined_ref_count = 0;
-    header_.type_index = kKFFIObject;
-    header_.padding = 0;
-    header_.deleter = nullptr;
   }
   Object(const Object&) = delete;
   Object& operator=(const Object&) = delete;
@@ -82,54 +191,19 @@ class Object {
   template <typename TargetType>
   bool IsInstance() const;
   /// The number of strong references (a snapshot; for tests and diagnostics).
-  uint32_t use_count() const {
-    return static_cast<uint32_t>(__atomic_load_n(&header_.combined_ref_count, __ATOMIC_RELAXED));
-  }
+  uint32_t use_count() const { return details::HeaderUseCount(&header_); }
   /// The number of weak references, including the one all strong references hold together.
-  uint32_t weak_count() const {
-    return static_cast<uint32_t>(__atomic_load_n(&header_.combined_ref_count, __ATOMIC_RELAXED) >>
-                                 32);
-  }
+  uint32_t weak_count() const { return details::HeaderWeakCount(&header_); }
 
  protected:
   KFFIObject header_;
 
  private:
-  static constexpr uint64_t kStrongOne = 1;
-  static constexpr uint64_t kWeakOne = uint64_t(1) << 32;
-
-  void IncRef() { __atomic_fetch_add(&header_.combined_ref_count, kStrongOne, __ATOMIC_RELAXED); }
-  void DecRef() {
-    uint64_t old = __atomic_fetch_sub(&header_.combined_ref_count, kStrongOne, __ATOMIC_RELEASE);
-    if (static_cast<uint32_t>(old) == 1) {
-      __atomic_thread_fence(__ATOMIC_ACQUIRE);
-      if (old == (kStrongOne | kWeakOne)) {
-        // Last strong reference and nobody holds a weak one: one call frees everything.
-        header_.deleter(this, kKFFIObjectDeleterFlagBoth);
-      } else {
-        header_.deleter(this, kKFFIObjectDeleterFlagStrong);
-        DecWeakRef();
-      }
-    }
-  }
-  void IncWeakRef() { __atomic_fetch_add(&header_.combined_ref_count, kWeakOne, __ATOMIC_RELAXED); }
-  void DecWeakRef() {
-    uint64_t old = __atomic_fetch_sub(&header_.combined_ref_count, kWeakOne, __ATOMIC_RELEASE);
-    if ((old >> 32) == 1) {
-      __atomic_thread_fence(__ATOMIC_ACQUIRE);
-      header_.deleter(this, kKFFIObjectDeleterFlagWeak);
-    }
-  }
-  bool TryPromoteWeak() {
-    uint64_t old = __atomic_load_n(&header_.combined_ref_count, __ATOMIC_RELAXED);
-    while (static_cast<uint32_t>(old) != 0) {
-      if (__atomic_compare_exchange_n(&header_.combined_ref_count, &old, old + kStrongOne, true,
-                                      __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
-        return true;
-      }
-    }
-    return false;
-  }
+  void IncRef() noexcept { details::HeaderIncRef(&header_); }
+  void DecRef() { details::HeaderDecRef(&header_); }
+  void IncWeakRef() noexcept { details::HeaderIncWeakRef(&header_); }
+  void DecWeakRef() { details::HeaderDecWeakRef(&header_); }
+  bool TryPromoteWeak() noexcept { return details::HeaderTryPromoteWeak(&header_); }
 
   friend struct details::ObjectUnsafe;
   template <typename>
@@ -180,10 +254,7 @@ struct ObjectUnsafe {
   /// Initialises a freshly constructed object's header.
   template <typename T>
   static void InitHeader(T* obj, int32_t type_index) {
-    KFFIObject* h = Header(obj);
-    h->combined_ref_count = (uint64_t(1) << 32) | 1;
-    h->type_index = type_index;
-    h->deleter = &ObjectAllocator<T>::Deleter;
+    InitObjectHeader(Header(obj), type_index, &ObjectAllocator<T>::Deleter);
   }
 };
 
@@ -322,7 +393,11 @@ ObjectPtr<T> make_inplace_array_object(size_t num_elems, Args&&... args) {
       alignof(T) <= alignof(std::max_align_t) && alignof(Elem) <= alignof(std::max_align_t),
       "over-aligned in-place arrays are not supported");
   size_t head = (sizeof(T) + alignof(Elem) - 1) / alignof(Elem) * alignof(Elem);
-  void* mem = ::operator new(head + num_elems * sizeof(Elem));
+  size_t bytes = 0;
+  if (!details::AllocBytes(head, num_elems, sizeof(Elem), &bytes)) {
+    details::ThrowAllocSizeError(num_elems, sizeof(Elem));
+  }
+  void* mem = ::operator new(bytes);
   T* obj;
   try {
     obj = new (mem) T(std::forward<Args>(args)...);

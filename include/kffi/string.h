@@ -73,10 +73,7 @@ class ByteStorage {
  protected:
   void Init(const char* data, size_t size) {
     if (size <= 7) {
-      data_.type_index = kSmallIndex;
-      data_.small_str_len = static_cast<uint32_t>(size);
-      data_.v_int64 = 0;
-      if (size != 0) std::memcpy(data_.v_bytes, data, size);
+      SetSmallBytes(&data_, kSmallIndex, data, size);
       return;
     }
     KFFIByteArray in = ToByteArray(data, size);
@@ -84,11 +81,7 @@ class ByteStorage {
                                       : KFFIBytesFromByteArray(&in, &data_);
     if (rc != 0) ThrowRaisedError(rc);
   }
-  void InitEmpty() noexcept {
-    data_.type_index = kSmallIndex;
-    data_.small_str_len = 0;
-    data_.v_int64 = 0;
-  }
+  void InitEmpty() noexcept { SetSmallBytes(&data_, kSmallIndex, nullptr, 0); }
   const KFFIByteArray* Cell() const noexcept {
     return reinterpret_cast<const KFFIByteArray*>(KFFIObjectGetCellPtr(data_.v_obj));
   }

@@ -74,6 +74,25 @@ class IntArrayView {
   size_t size_ = 0;
 };
 
+/// "[2, 3]": shapes and strides print readably in error messages (found by ADL).
+inline std::string KFFIToErrorString(IntArrayView v) {
+  std::string out = "[";
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (i != 0) out += ", ";
+    out += std::to_string(v[i]);
+  }
+  return out + "]";
+}
+
+namespace details {
+/// ValueError "<what>: shape [..] is too large: <why>" (cold).
+[[noreturn]] KFFI_NOINLINE inline void ThrowLayoutTooLarge(const char* what, IntArrayView shape,
+                                                           const char* why) {
+  throw Error("ValueError",
+              std::string(what) + ": shape " + KFFIToErrorString(shape) + " is too large: " + why);
+}
+}  // namespace details
+
 /// The strides of a tensor: a view of DLTensor.strides when the tensor has them, or compact
 /// row-major strides computed into its own storage when DLTensor.strides is NULL (which DLPack
 /// allows for compact tensors). Iterate it or index it; it owns computed values, so do not keep an
@@ -86,13 +105,17 @@ class StrideArray {
   StrideArray(const int64_t* data, size_t size) noexcept : data_(data), size_(size) {}
   /// Compact row-major strides of shape (a dimension of size 0 counts as 1, as in PyTorch, so
   /// that strides stay meaningful for empty tensors).
+  /// A shape whose strides do not fit in int64 is a ValueError naming it.
   static StrideArray Compact(IntArrayView shape) {
     StrideArray out(nullptr, shape.size());
     int64_t* dst = out.InitOwned();
     int64_t acc = 1;
     for (size_t i = shape.size(); i-- > 0;) {
       dst[i] = acc;
-      acc *= shape[i] > 1 ? shape[i] : 1;
+      if (i == 0) break;  // the product of all sizes is no stride
+      if (KFFI_UNLIKELY(details::MulOverflow(acc, shape[i] > 1 ? shape[i] : 1, &acc))) {
+        details::ThrowLayoutTooLarge("Tensor strides", shape, "the strides overflow int64");
+      }
     }
     return out;
   }
@@ -143,31 +166,51 @@ class StrideArray {
   std::vector<int64_t> heap_;
 };
 
-/// "[2, 3]": shapes and strides print readably in error messages (found by ADL).
-inline std::string KFFIToErrorString(IntArrayView v) {
-  std::string out = "[";
-  for (size_t i = 0; i < v.size(); ++i) {
-    if (i != 0) out += ", ";
-    out += std::to_string(v[i]);
-  }
-  return out + "]";
-}
 inline std::string KFFIToErrorString(const StrideArray& v) { return KFFIToErrorString(v.view()); }
+
+/// The most dimensions a tensor may have. DLPack sets no limit; this one keeps the layout that
+/// kffi copies small and every loop over dimensions short. NumPy allows 64.
+constexpr int32_t kMaxTensorNdim = 1024;
+
+/// *out = the bytes of memory that a tensor's elements span from its first element (see
+/// GetDataSize); false when the layout is invalid (a negative size) or a product, a sum or the
+/// size in bits overflows int64.
+inline bool TryGetDataSize(const DLTensor& t, int64_t* out) noexcept {
+  for (int32_t i = 0; i < t.ndim; ++i) {
+    if (t.shape[i] < 0) return false;
+  }
+  for (int32_t i = 0; i < t.ndim; ++i) {
+    if (t.shape[i] == 0) {
+      *out = 0;
+      return true;
+    }
+  }
+  int64_t extent = 1;
+  for (int32_t i = 0; i < t.ndim; ++i) {
+    if (t.strides == nullptr) {
+      if (details::MulOverflow(extent, t.shape[i], &extent)) return false;
+    } else if (t.strides[i] > 0) {
+      int64_t span = 0;
+      if (details::MulOverflow(t.shape[i] - 1, t.strides[i], &span) ||
+          details::AddOverflow(extent, span, &extent)) {
+        return false;
+      }
+    }
+  }
+  return TryDataTypeStorageBytes(t.dtype, extent, out);
+}
 
 /// Bytes of memory that a tensor's elements span from its first element: the packed size for a
 /// compact tensor, the extent reached by the strides otherwise (negative strides are not
-/// counted). An allocator's AllocData uses it to size the buffer.
+/// counted). An allocator's AllocData uses it to size the buffer. A size that does not fit (see
+/// TryGetDataSize) is a ValueError naming the shape.
 inline int64_t GetDataSize(const DLTensor& t) {
-  int64_t extent = 1;
-  for (int32_t i = 0; i < t.ndim; ++i) {
-    if (t.shape[i] == 0) return 0;
-    if (t.strides == nullptr) {
-      extent *= t.shape[i];
-    } else if (t.strides[i] > 0) {
-      extent += (t.shape[i] - 1) * t.strides[i];
-    }
+  int64_t bytes = 0;
+  if (KFFI_UNLIKELY(!TryGetDataSize(t, &bytes))) {
+    details::ThrowLayoutTooLarge("Tensor", IntArrayView(t.shape, static_cast<size_t>(t.ndim)),
+                                 "its size in bits exceeds 2^63 - 1 (or a size is negative)");
   }
-  return DataTypeStorageBytes(t.dtype, extent);
+  return bytes;
 }
 
 namespace details {
@@ -183,7 +226,6 @@ inline int32_t NormalizeDim(int64_t dim, int32_t ndim) {
   }
   KFFI_THROW(IndexError) << "Dimension out of range (expected to be in range of [" << -ndim << ", "
                          << ndim - 1 << "], but got " << dim << ")";
-  __builtin_unreachable();  // the builder above throws; GCC cannot see through its destructor
 }
 
 /// True when t is compact row-major; dimensions of size 1 may have any stride and a tensor
@@ -194,23 +236,59 @@ inline bool IsContiguousLayout(const DLTensor& t) {
     if (t.shape[i] == 0) return true;
   }
   int64_t expected = 1;
+  bool overflowed = false;  // expected is past int64: no stride can match it
   for (int32_t i = t.ndim; i-- > 0;) {
-    if (t.shape[i] != 1 && t.strides[i] != expected) return false;
-    expected *= t.shape[i];
+    if (t.shape[i] == 1) continue;
+    if (overflowed || t.strides[i] != expected) return false;
+    overflowed = MulOverflow(expected, t.shape[i], &expected);
   }
   return true;
 }
 
-/// Rejects negative sizes and mismatched stride counts before anything is allocated.
-inline void CheckLayout(IntArrayView shape, const IntArrayView* strides, const char* what) {
-  for (int64_t d : shape) {
-    KFFI_CHECK(d >= 0, ValueError) << what << ": negative size in shape " << shape;
+/// The sizes check of every layout kffi makes or imports: ndim in [0, kMaxTensorNdim], no
+/// negative size, the product of the sizes (0 counted as 1, so compact strides fit too) and the
+/// bytes the elements span (GetDataSize) fit in int64. A ValueError "<what>: ..." naming the
+/// shape otherwise. shape may be NULL only when ndim is 0; strides may be NULL (compact).
+inline void CheckLayoutSizes(const int64_t* shape, const int64_t* strides, int64_t ndim,
+                             DLDataType dtype, const char* what) {
+  if (KFFI_UNLIKELY(ndim < 0 || ndim > kMaxTensorNdim)) {
+    KFFI_THROW(ValueError) << what << ": ndim " << ndim << " is out of range (0 to "
+                           << kMaxTensorNdim << ")";
   }
+  if (KFFI_UNLIKELY(ndim > 0 && shape == nullptr)) {
+    KFFI_THROW(ValueError) << what << ": ndim " << ndim << " with a NULL shape";
+  }
+  IntArrayView dims(shape, static_cast<size_t>(ndim));
+  int64_t span = 1;
+  for (int64_t d : dims) {
+    if (KFFI_UNLIKELY(d < 0)) KFFI_THROW(ValueError) << what << ": negative size in shape " << dims;
+    if (KFFI_UNLIKELY(MulOverflow(span, d > 1 ? d : 1, &span))) {
+      ThrowLayoutTooLarge(what, dims, "the number of elements overflows int64");
+    }
+  }
+  DLTensor t{};
+  t.ndim = static_cast<int32_t>(ndim);
+  t.shape = const_cast<int64_t*>(shape);
+  t.strides = const_cast<int64_t*>(strides);
+  t.dtype = dtype;
+  int64_t bytes = 0;
+  if (KFFI_UNLIKELY(!TryGetDataSize(t, &bytes))) {
+    ThrowLayoutTooLarge(what, dims,
+                        "the memory it spans overflows int64 (its size in bits exceeds 2^63 - 1)");
+  }
+}
+
+/// Rejects invalid or too large layouts and mismatched stride counts before anything is
+/// allocated (see CheckLayoutSizes).
+inline void CheckLayout(IntArrayView shape, const IntArrayView* strides, DLDataType dtype,
+                        const char* what) {
   if (strides != nullptr) {
     KFFI_CHECK(strides->size() == shape.size(), ValueError)
         << what << ": shape " << shape << " has " << shape.size() << " dimensions but strides "
         << *strides << " has " << strides->size();
   }
+  CheckLayoutSizes(shape.data(), strides != nullptr ? strides->data() : nullptr,
+                   static_cast<int64_t>(shape.size()), dtype, what);
 }
 
 /// The accessors shared by Tensor and TensorView, written once over the DLTensor that
@@ -241,13 +319,23 @@ class TensorAccessors {
     int32_t d = NormalizeDim(i, t.ndim);
     if (t.strides != nullptr) return t.strides[d];
     int64_t acc = 1;
-    for (int32_t j = d + 1; j < t.ndim; ++j) acc *= t.shape[j] > 1 ? t.shape[j] : 1;
+    for (int32_t j = d + 1; j < t.ndim; ++j) {
+      if (KFFI_UNLIKELY(MulOverflow(acc, t.shape[j] > 1 ? t.shape[j] : 1, &acc))) {
+        ThrowLayoutTooLarge("Tensor strides", shape(), "the strides overflow int64");
+      }
+    }
     return acc;
   }
-  /// Number of elements (1 for a 0-d tensor).
+  /// Number of elements (1 for a 0-d tensor). Tensors kffi made or imported always fit; a
+  /// borrowed DLTensor whose sizes multiply past int64 is a ValueError naming its shape.
   int64_t numel() const {
+    const DLTensor& t = dl();
     int64_t n = 1;
-    for (int32_t i = 0; i < dl().ndim; ++i) n *= dl().shape[i];
+    for (int32_t i = 0; i < t.ndim; ++i) {
+      if (KFFI_UNLIKELY(MulOverflow(n, t.shape[i], &n))) {
+        ThrowLayoutTooLarge("Tensor", shape(), "the number of elements overflows int64");
+      }
+    }
     return n;
   }
   DLDataType dtype() const { return dl().dtype; }
@@ -279,8 +367,9 @@ class TensorObj : public Object, public DLTensor {
  public:
   KFFI_DECLARE_STATIC_OBJECT_INFO("ffi.Tensor", TensorObj, Object, kKFFITensor, false)
 
-  /// DLPACK_FLAG_BITMASK_* flags recorded when the tensor was imported (read-only, copied).
-  /// kffi-private: meaningful only for tensor objects made by kffi.
+  /// DLPACK_FLAG_BITMASK_* flags recorded when the tensor was imported or made (read-only,
+  /// copied). The word's place, right after the DLTensor cell, is fixed since 0.3 for every
+  /// object of type ffi.Tensor (or a subtype); KFFITensorGetFlags reads it from C.
   uint64_t dlpack_flags() const { return dlpack_flags_; }
 
  protected:
@@ -450,7 +539,7 @@ class Tensor : public ObjectRef, public details::TensorAccessors<Tensor> {
   template <typename TAlloc, typename... Extra>
   static Tensor FromNDAlloc(TAlloc alloc, IntArrayView shape, DLDataType dtype, DLDevice device,
                             Extra&&... extra) {
-    details::CheckLayout(shape, nullptr, "Tensor::FromNDAlloc");
+    details::CheckLayout(shape, nullptr, dtype, "Tensor::FromNDAlloc");
     return MakeNDAlloc(std::move(alloc), shape, nullptr, dtype, device,
                        std::forward<Extra>(extra)...);
   }
@@ -459,7 +548,7 @@ class Tensor : public ObjectRef, public details::TensorAccessors<Tensor> {
   template <typename TAlloc, typename... Extra>
   static Tensor FromNDAllocStrided(TAlloc alloc, IntArrayView shape, IntArrayView strides,
                                    DLDataType dtype, DLDevice device, Extra&&... extra) {
-    details::CheckLayout(shape, &strides, "Tensor::FromNDAllocStrided");
+    details::CheckLayout(shape, &strides, dtype, "Tensor::FromNDAllocStrided");
     for (int64_t s : strides) {
       KFFI_CHECK(s >= 0, ValueError)
           << "Tensor::FromNDAllocStrided: negative stride in " << strides;
@@ -473,6 +562,7 @@ class Tensor : public ObjectRef, public details::TensorAccessors<Tensor> {
   /// apply). Without one, CPU tensors fall back to 64-byte-aligned host memory; other devices
   /// raise RuntimeError. An error the allocator reports keeps its kind.
   static Tensor FromEnvAlloc(IntArrayView shape, DLDataType dtype, DLDevice device) {
+    details::CheckLayout(shape, nullptr, dtype, "Tensor::FromEnvAlloc");
     DLPackManagedTensorAllocator alloc = KFFIEnvGetTensorAllocator();
     if (alloc != nullptr) return FromEnvAlloc(alloc, shape, dtype, device);
     if (device.device_type == kDLCPU) {
@@ -481,12 +571,11 @@ class Tensor : public ObjectRef, public details::TensorAccessors<Tensor> {
     KFFI_THROW(RuntimeError) << "Tensor::FromEnvAlloc: no environment allocator is set for "
                              << "device " << device << " (call KFFIEnvSetTensorAllocator, or "
                              << "pass tensors from a framework that provides one)";
-    __builtin_unreachable();  // KFFI_THROW throws from a destructor GCC does not see through
   }
   /// A new tensor from a given DLPack allocator (DLPackExchangeAPI::managed_tensor_allocator).
   static Tensor FromEnvAlloc(DLPackManagedTensorAllocator alloc, IntArrayView shape,
                              DLDataType dtype, DLDevice device) {
-    details::CheckLayout(shape, nullptr, "Tensor::FromEnvAlloc");
+    details::CheckLayout(shape, nullptr, dtype, "Tensor::FromEnvAlloc");
     DLTensor prototype;
     prototype.data = nullptr;
     prototype.device = device;
@@ -512,13 +601,24 @@ class Tensor : public ObjectRef, public details::TensorAccessors<Tensor> {
     return out;
   }
 
+  /// A view of the same data and layout that is read-only (is_read_only()); this tensor when it
+  /// already is. Kernels that receive such a view refuse to write it (CheckWritable).
+  Tensor as_read_only() const {
+    KFFI_CHECK(defined(), ValueError) << "Tensor::as_read_only: the tensor is undefined";
+    if (is_read_only()) return *this;
+    Tensor out = as_strided(shape(), strides().view(), byte_offset());
+    static_cast<details::StridedViewTensorObj*>(const_cast<TensorObj*>(out.get()))
+        ->set_dlpack_flags(DLPACK_FLAG_BITMASK_READ_ONLY);
+    return out;
+  }
+
   /// A view with its own shape, strides (elements) and byte_offset over the same data; the view
   /// keeps this tensor alive. byte_offset is from data_ptr() (not added to this tensor's); the
   /// overload without it keeps this tensor's. The read-only flag carries over. No bounds check:
   /// the caller keeps the view inside the allocation.
   Tensor as_strided(IntArrayView shape, IntArrayView strides, uint64_t byte_offset) const {
     KFFI_CHECK(defined(), ValueError) << "Tensor::as_strided: the tensor is undefined";
-    details::CheckLayout(shape, &strides, "Tensor::as_strided");
+    details::CheckLayout(shape, &strides, dtype(), "Tensor::as_strided");
     auto obj = make_inplace_array_object<details::StridedViewTensorObj, int64_t>(
         2 * shape.size(), details::ObjectRefData(*this), shape, strides, byte_offset);
     obj->set_dlpack_flags(dlpack_flags() & DLPACK_FLAG_BITMASK_READ_ONLY);
@@ -543,23 +643,47 @@ class Tensor : public ObjectRef, public details::TensorAccessors<Tensor> {
 };
 
 /// A borrowed tensor: a pointer to a DLTensor owned elsewhere (a call argument, or a Tensor that
-/// outlives the view). Eight bytes, free to copy. Preferred for kernel parameters: it accepts both
-/// borrowed DLTensor* arguments (no reference counting) and Tensor objects.
+/// outlives the view), and whether its memory may be written. Eight bytes, free to copy.
+/// Preferred for kernel parameters: it accepts both borrowed DLTensor* arguments (no reference
+/// counting) and Tensor objects. A view of an argument is read-only when the caller said so
+/// (KFFIAny.tensor_flags, e.g. a read-only NumPy array or a JAX array) or the Tensor object is;
+/// CheckWritable (tensor_checks.h) refuses to write such memory.
 class TensorView : public details::TensorAccessors<TensorView> {
  public:
-  /// Views t (borrowed; must outlive the view). t must not be NULL.
-  explicit TensorView(const DLTensor* t) noexcept : tensor_(t) {}
-  /// Views a Tensor, which must outlive the view.
-  TensorView(const Tensor& t) noexcept : tensor_(t.GetDLTensorPtr()) {}  // NOLINT
+  /// Views t (borrowed; must outlive the view). t must not be NULL. A bare DLTensor carries no
+  /// read-only flag, so say it here when its memory must not be written.
+  explicit TensorView(const DLTensor* t, bool read_only = false) noexcept
+      : bits_(reinterpret_cast<uintptr_t>(t) | (read_only ? kReadOnlyBit : 0)) {}
+  /// Views a Tensor, which must outlive the view; read-only when the Tensor is.
+  TensorView(const Tensor& t) noexcept  // NOLINT(*-explicit-constructor)
+      : TensorView(t.GetDLTensorPtr(), t.is_read_only()) {}
   /// A view of a temporary Tensor would dangle at once.
   TensorView(Tensor&&) = delete;
 
   /// The viewed DLTensor (borrowed).
-  const DLTensor* GetDLTensorPtr() const noexcept { return tensor_; }
+  const DLTensor* GetDLTensorPtr() const noexcept {
+    return reinterpret_cast<const DLTensor*>(bits_ & ~kReadOnlyBit);
+  }
+  /// True when the memory must not be written through this view.
+  bool is_read_only() const noexcept { return (bits_ & kReadOnlyBit) != 0; }
+  /// True when the memory may be written (the default for tensors without flags).
+  bool is_writable() const noexcept { return (bits_ & kReadOnlyBit) == 0; }
 
  private:
-  const DLTensor* tensor_;
+  // The read-only bit lives in the pointer's lowest bit, which a DLTensor's 8-byte alignment
+  // leaves free: the view stays one register wide on the call path.
+  static constexpr uintptr_t kReadOnlyBit = 1;
+  static_assert(alignof(DLTensor) > kReadOnlyBit, "the flag needs a free low pointer bit");
+  static_assert(kKFFITensorFlagReadOnly == kReadOnlyBit, "tensor_flags bit 0 maps directly");
+
+  struct FromBits {};
+  TensorView(FromBits, uintptr_t bits) noexcept : bits_(bits) {}
+
+  uintptr_t bits_;
+  friend struct TypeTraits<TensorView>;
 };
+
+static_assert(sizeof(TensorView) == sizeof(void*), "TensorView stays one pointer wide");
 
 namespace details {
 template <typename T>
@@ -574,28 +698,41 @@ KFFI_INLINE bool IsTensorObjectValue(const KFFIAny* s) {
   if (KFFI_LIKELY(s->type_index == kKFFITensor)) return true;
   return IsTensorSubclassValue(s);
 }
+/// True when the Tensor object s holds already says every flag s's tensor_flags asks for.
+inline bool TensorObjectHasFlags(const KFFIAny* s) {
+  const auto* obj =
+      static_cast<const TensorObj*>(static_cast<const Object*>(static_cast<const void*>(s->v_obj)));
+  const uint64_t asked = s->tensor_flags & kKFFITensorFlagReadOnly;
+  return (obj->dlpack_flags() & asked) == asked;
+}
 }  // namespace details
 
 /// Tensor as a value: an owned Tensor object; only Tensor objects convert to it (a borrowed
-/// DLTensor* cannot be owned).
+/// DLTensor* cannot be owned). A read-only argument (tensor_flags) arrives as a read-only Tensor.
 template <>
 struct TypeTraits<Tensor> {
   static constexpr bool convert_enabled = true;
   static constexpr int32_t field_static_type_index = kKFFITensor;
-  // Storing a Tensor is storing any object reference.
+  /// A borrowed Tensor argument: the object, and its read-only flag in tensor_flags.
   static void CopyToAnyView(const Tensor& v, KFFIAny* r) {
     TypeTraits<ObjectRef>::CopyToAnyView(v, r);
+    if (v.defined() && v.is_read_only()) r->tensor_flags = kKFFITensorFlagReadOnly;
   }
   static void MoveToAny(Tensor v, KFFIAny* r) { TypeTraits<ObjectRef>::MoveToAny(std::move(v), r); }
-  static bool CheckAnyStrict(const KFFIAny* s) { return details::IsTensorObjectValue(s); }
+  /// A Tensor object whose argument flags ask for nothing the object does not already say.
+  static bool CheckAnyStrict(const KFFIAny* s) {
+    return details::IsTensorObjectValue(s) &&
+           (KFFI_LIKELY(s->tensor_flags == 0) || details::TensorObjectHasFlags(s));
+  }
   static Tensor CopyFromAnyViewAfterCheck(const KFFIAny* s) {
     return Tensor(details::ObjectUnsafe::FromBorrowedHandle<TensorObj>(s->v_obj));
   }
   static std::optional<Tensor> TryCastFromAnyView(const KFFIAny* s) {
     if (CheckAnyStrict(s)) return CopyFromAnyViewAfterCheck(s);
-    if (s->type_index == kKFFIDLTensorPtr) {
+    if (s->type_index == kKFFIDLTensorPtr || details::IsTensorObjectValue(s)) {
       // A borrowed tensor argument (e.g. a framework tensor from Python): a Tensor that views the
-      // same memory without owning it, valid while the caller's tensor is (like a TensorView).
+      // same memory without owning it, valid while the caller's tensor is (like a TensorView);
+      // or a Tensor object the caller passed read-only: a read-only view of it.
       KFFIAny owned;
       if (KFFIAnyViewToOwnedAny(s, &owned) != 0) details::ThrowRaisedError(-1);
       return Tensor(details::ObjectUnsafe::FromOwnedHandle<TensorObj>(owned.v_obj));
@@ -606,12 +743,14 @@ struct TypeTraits<Tensor> {
 };
 
 /// TensorView as a value: from a borrowed DLTensor* argument or a Tensor object; passed on as a
-/// borrowed DLTensor*. It cannot become an owned value (return a Tensor instead).
+/// borrowed DLTensor* carrying its read-only flag. It cannot become an owned value (return a
+/// Tensor instead).
 template <>
 struct TypeTraits<TensorView> {
   static constexpr bool convert_enabled = true;
   static void CopyToAnyView(const TensorView& v, KFFIAny* r) {
     details::SetPOD(r, kKFFIDLTensorPtr);
+    r->tensor_flags = v.is_read_only() ? kKFFITensorFlagReadOnly : 0;
     r->v_ptr = const_cast<DLTensor*>(v.GetDLTensorPtr());
   }
   template <typename T = TensorView>
@@ -623,18 +762,32 @@ struct TypeTraits<TensorView> {
   KFFI_INLINE static bool CheckAnyStrict(const KFFIAny* s) {
     return KFFI_LIKELY(s->type_index == kKFFIDLTensorPtr) || details::IsTensorObjectValue(s);
   }
-  static TensorView CopyFromAnyViewAfterCheck(const KFFIAny* s) {
-    if (s->type_index == kKFFIDLTensorPtr) return TensorView(static_cast<DLTensor*>(s->v_ptr));
-    return TensorView(KFFITensorGetDLTensorPtr(s->v_obj));
+  KFFI_INLINE static TensorView CopyFromAnyViewAfterCheck(const KFFIAny* s) {
+    const uintptr_t read_only = s->tensor_flags & kKFFITensorFlagReadOnly;
+    if (KFFI_LIKELY(s->type_index == kKFFIDLTensorPtr)) {
+      return TensorView(TensorView::FromBits{}, reinterpret_cast<uintptr_t>(s->v_ptr) | read_only);
+    }
+    return FromTensorObject(s, read_only);
   }
   static std::optional<TensorView> TryCastFromAnyView(const KFFIAny* s) {
     if (CheckAnyStrict(s)) return CopyFromAnyViewAfterCheck(s);
     return std::nullopt;
   }
   static std::string TypeStr() { return "Tensor"; }
+
+ private:
+  static TensorView FromTensorObject(const KFFIAny* s, uintptr_t read_only) {
+    const auto* obj = static_cast<const TensorObj*>(
+        static_cast<const Object*>(static_cast<const void*>(s->v_obj)));
+    read_only |= obj->dlpack_flags() & DLPACK_FLAG_BITMASK_READ_ONLY;
+    return TensorView(TensorView::FromBits{},
+                      reinterpret_cast<uintptr_t>(static_cast<const DLTensor*>(obj)) | read_only);
+  }
 };
 
-/// DLTensor* as a parameter type, for C-style kernels: the same values TensorView accepts.
+/// DLTensor* as a parameter type, for C-style kernels: the same values TensorView accepts. A bare
+/// pointer cannot say that its memory is read-only: kernels that write a tensor should take a
+/// TensorView and call CheckWritable.
 template <>
 struct TypeTraits<DLTensor*> {
   static constexpr bool convert_enabled = true;

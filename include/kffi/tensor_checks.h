@@ -20,10 +20,17 @@ namespace details {
 [[noreturn]] KFFI_NOINLINE inline void ThrowArgumentError(const char* name,
                                                           const std::string& what) {
   KFFI_THROW(ValueError) << "Argument `" << name << "`: " << what;
-  __builtin_unreachable();  // the builder throws from its destructor, which GCC does not see
 }
 
 }  // namespace details
+
+/// The kernel may write the tensor's memory: refuses a read-only view (a read-only NumPy array,
+/// a JAX array, a DLPack tensor marked read-only; see TensorView::is_read_only). Call it for
+/// every tensor a kernel writes.
+inline void CheckWritable(TensorView x, const char* name) {
+  if (KFFI_LIKELY(x.is_writable())) return;
+  details::ThrowArgumentError(name, "expected writable memory, got a read-only tensor");
+}
 
 /// The tensor lives on a device of the given type (e.g. kDLCUDA), any index.
 inline void CheckDevice(TensorView x, DLDeviceType device_type, const char* name) {

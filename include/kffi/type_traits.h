@@ -89,11 +89,6 @@ inline std::string MismatchTypeInfo(const KFFIAny* v) {
   }
 }
 
-KFFI_INLINE void SetPOD(KFFIAny* r, int32_t index) {
-  r->type_index = index;
-  r->zero_padding = 0;
-}
-
 /// Types whose TypeTraits are written by hand rather than taken from the ObjectRef rule.
 template <typename T, typename = void>
 struct HasCustomTraits : std::false_type {};

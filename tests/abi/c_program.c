@@ -397,11 +397,126 @@ static void TestDataTypes(void) {
   KFFIObjectDecRef(error);
 }
 
+/* ---------------------------------------------------------------------------------------------
+ * Tensors: flags recorded at import, and layouts that must be refused before anything is read.
+ * ------------------------------------------------------------------------------------------- */
+
+typedef struct {
+  DLManagedTensorVersioned managed;
+  int64_t shape[2];
+  float data[4];
+  int deletes;
+} CTensor;
+
+static void CTensorDeleter(DLManagedTensorVersioned* self) {
+  ++((CTensor*)self->manager_ctx)->deletes;
+}
+
+/* A 1-d float32 tensor of n elements (n may be absurd: the data is never read then). */
+static void CTensorInit(CTensor* t, int64_t n, uint64_t flags) {
+  memset(t, 0, sizeof(*t));
+  t->shape[0] = n;
+  t->managed.version.major = DLPACK_MAJOR_VERSION;
+  t->managed.version.minor = 0;
+  t->managed.manager_ctx = t;
+  t->managed.deleter = CTensorDeleter;
+  t->managed.flags = flags;
+  t->managed.dl_tensor.data = t->data;
+  t->managed.dl_tensor.device.device_type = kDLCPU;
+  t->managed.dl_tensor.device.device_id = 0;
+  t->managed.dl_tensor.ndim = 1;
+  t->managed.dl_tensor.dtype.code = kDLFloat;
+  t->managed.dl_tensor.dtype.bits = 32;
+  t->managed.dl_tensor.dtype.lanes = 1;
+  t->managed.dl_tensor.shape = t->shape;
+  t->managed.dl_tensor.strides = NULL;
+}
+
+/* True when the message of error contains text. */
+static int MessageHas(KFFIObjectHandle error, const char* text) {
+  const KFFIErrorCell* cell = KFFIErrorGetCellPtr(error);
+  size_t n = strlen(text);
+  size_t i;
+  for (i = 0; i + n <= cell->message.size; ++i) {
+    if (memcmp(cell->message.data + i, text, n) == 0) return 1;
+  }
+  return 0;
+}
+
+static void TestTensors(void) {
+  CTensor in;
+  KFFIObjectHandle tensor = NULL;
+  KFFIObjectHandle error;
+  uint64_t flags = 99;
+  DLManagedTensorVersioned* out = NULL;
+  KFFIAny arg;
+  KFFIAny owned;
+
+  /* A read-only import remembers the flag, and exports it again. */
+  CTensorInit(&in, 4, DLPACK_FLAG_BITMASK_READ_ONLY);
+  CHECK(KFFITensorFromDLPackVersioned(&in.managed, 0, 0, &tensor) == 0, "read-only import failed");
+  CHECK(KFFITensorGetFlags(tensor, &flags) == 0, "KFFITensorGetFlags failed");
+  CHECK(flags == DLPACK_FLAG_BITMASK_READ_ONLY, "flags %llu, expected read-only",
+        (unsigned long long)flags);
+  CHECK(KFFITensorToDLPackVersioned(tensor, &out) == 0, "re-export failed");
+  CHECK(out->flags == DLPACK_FLAG_BITMASK_READ_ONLY, "the export dropped the read-only flag");
+  out->deleter(out);
+  CHECK(KFFIObjectDecRef(tensor) == 0 && in.deletes == 1, "the import's deleter ran %d times",
+        in.deletes);
+
+  /* 2^60 float32 elements overflow the size in bits: refused, deleter run once. */
+  CTensorInit(&in, (int64_t)1 << 60, 0);
+  CHECK(KFFITensorFromDLPackVersioned(&in.managed, 0, 0, &tensor) == -1,
+        "a 2^60-element float32 tensor must be refused");
+  error = TakeError("ValueError");
+  CHECK(MessageHas(error, "shape [1152921504606846976] is too large"),
+        "the message does not name the shape: '%.*s'", SHOW(KFFIErrorGetCellPtr(error)->message));
+  KFFIObjectDecRef(error);
+  CHECK(in.deletes == 1, "a refused import must run the deleter once, ran %d", in.deletes);
+
+  CTensorInit(&in, 4, 0);
+  in.managed.dl_tensor.ndim = 2;
+  in.managed.dl_tensor.shape = NULL;
+  CHECK(KFFITensorFromDLPackVersioned(&in.managed, 0, 0, &tensor) == -1, "NULL shape accepted");
+  error = TakeError("ValueError");
+  CHECK(MessageHas(error, "ndim 2 with a NULL shape"), "NULL shape message: '%.*s'",
+        SHOW(KFFIErrorGetCellPtr(error)->message));
+  KFFIObjectDecRef(error);
+
+  CTensorInit(&in, -3, 0);
+  CHECK(KFFITensorFromDLPackVersioned(&in.managed, 0, 0, &tensor) == -1, "negative size accepted");
+  KFFIObjectDecRef(TakeError("ValueError"));
+
+  /* A borrowed read-only argument becomes an owned Tensor that records the flag; the stored
+   * value has zero_padding 0. */
+  CTensorInit(&in, 4, 0);
+  arg.type_index = kKFFIDLTensorPtr;
+  arg.tensor_flags = kKFFITensorFlagReadOnly;
+  arg.v_ptr = &in.managed.dl_tensor;
+  CHECK(KFFIAnyViewToOwnedAny(&arg, &owned) == 0, "owning a DLTensor* argument failed");
+  CHECK(owned.type_index == kKFFITensor && owned.zero_padding == 0,
+        "owned tensor value: type index %d, padding %u", (int)owned.type_index,
+        (unsigned)owned.zero_padding);
+  CHECK(KFFITensorGetFlags(owned.v_obj, &flags) == 0 && flags == DLPACK_FLAG_BITMASK_READ_ONLY,
+        "the owned view lost the read-only flag (%llu)", (unsigned long long)flags);
+  CHECK(KFFITensorGetDLTensorPtr(owned.v_obj)->data == in.data, "the view must share the data");
+  KFFIObjectDecRef(owned.v_obj);
+
+  in.shape[0] = (int64_t)1 << 62;
+  CHECK(KFFIAnyViewToOwnedAny(&arg, &owned) == -1, "an oversized DLTensor* was owned");
+  KFFIObjectDecRef(TakeError("ValueError"));
+
+  /* KFFITensorGetFlags on something else is a TypeError. */
+  CHECK(KFFITensorGetFlags(NULL, &flags) == -1, "KFFITensorGetFlags(NULL) must fail");
+  KFFIObjectDecRef(TakeError("ValueError"));
+}
+
 int main(void) {
   TestVersion();
   TestFunctions();
   TestStrings();
   TestDataTypes();
+  TestTensors();
   printf("abi c_program: %d checks passed\n", g_checks);
   return 0;
 }

@@ -92,6 +92,7 @@ KFFI_ABI_SIGNATURE(KFFITensorGetDLTensorPtr, DLTensor* (*)(Handle));
 KFFI_ABI_SIGNATURE(KFFITensorFromDLPack, int (*)(DLManagedTensor*, int32_t, int32_t, Handle*));
 KFFI_ABI_SIGNATURE(KFFITensorFromDLPackVersioned,
                    int (*)(DLManagedTensorVersioned*, int32_t, int32_t, Handle*));
+KFFI_ABI_SIGNATURE(KFFITensorGetFlags, int (*)(Handle, uint64_t*));
 KFFI_ABI_SIGNATURE(KFFITensorToDLPack, int (*)(Handle, DLManagedTensor**));
 KFFI_ABI_SIGNATURE(KFFITensorToDLPackVersioned, int (*)(Handle, DLManagedTensorVersioned**));
 KFFI_ABI_SIGNATURE(KFFIEnvSetStream,

@@ -1,8 +1,8 @@
 /* tests/abi/layout_freeze.h: pins every size, offset, alignment and enum value of the frozen ABI.
  *
  * Included from a C99, a C11 and a C++17 translation unit, so the three language modes must agree
- * on one layout. The numbers come from /work/shared/design/abi.md (the source of truth) and from
- * the DLPack specification. A failure here means a layout break: either undo the change, or bump
+ * on one layout. The numbers come from docs/abi.md (the source of truth) and from the DLPack
+ * specification. A failure here means a layout break: either undo the change, or bump
  * KFFI_ABI_VERSION and update this file and docs/abi.md together. */
 #ifndef KFFI_TESTS_ABI_LAYOUT_FREEZE_H_
 #define KFFI_TESTS_ABI_LAYOUT_FREEZE_H_

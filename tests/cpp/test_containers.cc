@@ -233,16 +233,17 @@ TEST(Array, TypedFunctionChecksElementTypes) {
   EXPECT_EQ(f(1, Array<int>{2, 3}).cast<int>(), 6);
   EXPECT_EQ(f(0, List<Any>{4, true}).cast<int>(), 5);  // a List converts
   const std::string sig =
-      "Mismatched type on argument #1 when calling: `f(0: int, 1: Array<int>) -> int`. ";
+      "Mismatched type on argument #1 when calling: `f(arg0: int, arg1: Array<int>) -> int`. ";
   ExpectError("TypeError", sig + "Expected `Array<int>` but got `str`", [&] { f(0, "str"); });
   ExpectError("TypeError", sig + "Expected `Array<int>` but got `Array[index 1: str]`", [&] {
     f(0, Array<Any>{1, "x"});
   });
   kffi::Function g = kffi::Function::FromTyped([](int64_t, Array<int64_t>) {}, "f");
-  ExpectError("TypeError",
-              "Mismatched type on argument #1 when calling: `f(0: int, 1: Array<int>) -> None`. "
-              "Expected `Array<int>` but got `str`",
-              [&] { g(0, "str"); });
+  ExpectError(
+      "TypeError",
+      "Mismatched type on argument #1 when calling: `f(arg0: int, arg1: Array<int>) -> None`. "
+      "Expected `Array<int>` but got `str`",
+      [&] { g(0, "str"); });
 }
 
 TEST(Array, ReleasesElementsWhenItDies) {
@@ -482,7 +483,7 @@ TEST(Map, CastsCheckKeysAndValues) {
   kffi::Function f = kffi::Function::FromTyped([](StrIntMap m) { return m.size(); }, "f");
   EXPECT_EQ(f(Dict<Any, Any>{{"k", 1}}).cast<int>(), 1);
   ExpectError("TypeError",
-              "Mismatched type on argument #0 when calling: `f(0: Map<str, int>) -> int`. "
+              "Mismatched type on argument #0 when calling: `f(arg0: Map<str, int>) -> int`. "
               "Expected `Map<str, int>` but got `Map['b': str]`",
               [&] { f(bad_value); });
 }
@@ -601,7 +602,7 @@ TEST(Shape, CastsFromShapeOrArrayOfInts) {
   kffi::Function numel = kffi::Function::FromTyped([](Shape s) { return s.Product(); }, "numel");
   EXPECT_EQ(numel(Array<int>{2, 5}).cast<int64_t>(), 10);
   ExpectError("TypeError",
-              "Mismatched type on argument #0 when calling: `numel(0: Shape) -> int`. "
+              "Mismatched type on argument #0 when calling: `numel(arg0: Shape) -> int`. "
               "Expected `Shape` but got `float`",
               [&] { numel(1.5); });
 }

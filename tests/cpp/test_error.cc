@@ -4,6 +4,8 @@
 #include <kffi/kffi.h>
 
 #include <atomic>
+#include <functional>
+#include <new>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -303,17 +305,43 @@ TEST(ErrorAcrossCalls, ThrownThreeCallsDeepKeepsEveryFrameInOrder) {
 
 int64_t ThrowStdException(int64_t) { throw std::runtime_error("low-level failure"); }
 
-TEST(ErrorAcrossCalls, StdExceptionArrivesAsInternalErrorWithItsWhat) {
+TEST(ErrorAcrossCalls, StdExceptionArrivesAsRuntimeErrorWithItsWhat) {
   const int line = __LINE__ + 1;  // the next statement must stay on one line
   Function f = Function::FromTyped(&ThrowStdException, "wraps_std");
   Error e = CatchError([&] { f(1); });
-  EXPECT_EQ(e.kind(), "InternalError");
+  EXPECT_EQ(e.kind(), "RuntimeError");
   EXPECT_EQ(e.message(), "low-level failure");
   EXPECT_EQ(e.backtrace(), Frame(line, "wraps_std", true));
   Function g = Function::FromPacked([](kffi::PackedArgs, kffi::Any*) { throw 42; }, "throws_int");
   Error unknown = CatchError([&] { g(); });
   EXPECT_EQ(unknown.kind(), "InternalError");
   EXPECT_EQ(unknown.message(), "unknown C++ exception");
+}
+
+// The one conversion table of error.h (SetRaisedFromCurrentException), as a kernel sees it.
+TEST(ErrorAcrossCalls, StdExceptionKindsMapToPythonKinds) {
+  struct Case {
+    std::function<void()> thrower;
+    const char* kind;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {[] { throw std::invalid_argument("bad value"); }, "ValueError", "bad value"},
+      {[] { throw std::domain_error("outside the domain"); }, "ValueError", "outside the domain"},
+      {[] { throw std::out_of_range("index 9"); }, "IndexError", "index 9"},
+      {[] { throw std::bad_alloc(); }, "MemoryError", "Out of memory (std::bad_alloc)"},
+      {[] { throw std::length_error("too long"); }, "RuntimeError", "too long"},
+      {[] { throw std::logic_error("a bug"); }, "RuntimeError", "a bug"},
+      {[] { throw std::overflow_error("too big"); }, "RuntimeError", "too big"},
+      {[] { throw "a C string"; }, "InternalError", "unknown C++ exception"},
+  };
+  for (const Case& c : cases) {
+    Function f = Function::FromTyped([&c]() { c.thrower(); }, "kernel");
+    Error e = CatchError([&] { f(); });
+    EXPECT_EQ(e.kind(), c.kind) << c.message;
+    EXPECT_EQ(e.message(), c.message);
+    EXPECT_TRUE(SlotIsEmpty());
+  }
 }
 
 TEST(ErrorAcrossCalls, TestingLibraryErrorCarriesItsFrames) {

@@ -83,13 +83,41 @@ TEST(Function, RejectsWrongArgumentType) {
   kffi::Error e = CatchError([&] { scale(1, "x"); });
   EXPECT_EQ(e.kind(), "TypeError");
   EXPECT_EQ(e.message(),
-            "Mismatched type on argument #1 when calling: `scale(0: int, 1: float) -> None`. "
+            "Mismatched type on argument #1 when calling: `scale(arg0: int, arg1: float) -> None`. "
             "Expected `float` but got `str`");
   EXPECT_EQ(e.backtrace(),
             "  File \"" __FILE__ "\", line " + std::to_string(line) + ", in scale [ffi boundary]");
   EXPECT_EQ(CatchError([&] { scale(1.5, 2.0); }).message(),
-            "Mismatched type on argument #0 when calling: `scale(0: int, 1: float) -> None`. "
+            "Mismatched type on argument #0 when calling: `scale(arg0: int, arg1: float) -> None`. "
             "Expected `int` but got `float`");
+}
+
+// Arguments are unpacked left to right on every compiler (GCC evaluates a call's arguments right
+// to left), so with several bad arguments the first one is reported.
+TEST(Function, ReportsTheFirstBadArgument) {
+  Function axpy =
+      Function::FromTyped([](kffi::TensorView, kffi::TensorView, double, int64_t) {}, "axpy");
+  const std::string sig = "`axpy(arg0: Tensor, arg1: Tensor, arg2: float, arg3: int) -> None`";
+  EXPECT_EQ(
+      CatchError([&] { axpy("a", "b", "c", 1.0); }).message(),
+      "Mismatched type on argument #0 when calling: " + sig + ". Expected `Tensor` but got `str`");
+  // The fast path fails on argument 2; the slow path still starts from the left.
+  std::vector<int64_t> shape{2};
+  DLTensor raw{nullptr, DLDevice{kDLCPU, 0}, 1, kffi::dtypes::float32, shape.data(), nullptr, 0};
+  EXPECT_EQ(
+      CatchError([&] { axpy(&raw, &raw, "c", 2.5); }).message(),
+      "Mismatched type on argument #2 when calling: " + sig + ". Expected `float` but got `str`");
+  // A conversion (int -> float) before a bad argument is applied, not reported.
+  EXPECT_EQ(
+      CatchError([&] { axpy(&raw, &raw, 3, "d"); }).message(),
+      "Mismatched type on argument #3 when calling: " + sig + ". Expected `int` but got `str`");
+  // The slow path calls the function with the converted values.
+  Function mix = Function::FromTyped(
+      [](double a, String s, int64_t b) { return a + static_cast<double>(s.size() + b); }, "mix");
+  EXPECT_EQ(mix(1, "a string longer than seven", true).cast<double>(), 1.0 + 26 + 1);
+  EXPECT_EQ(CatchError([&] { mix("x", 2, 3.5); }).message(),
+            "Mismatched type on argument #0 when calling: "
+            "`mix(arg0: float, arg1: str, arg2: int) -> float`. Expected `float` but got `str`");
 }
 
 TEST(Function, RejectsWrongArgumentCount) {
@@ -97,10 +125,10 @@ TEST(Function, RejectsWrongArgumentCount) {
   kffi::Error e = CatchError([&] { scale(1, 2.0, 3); });
   EXPECT_EQ(e.kind(), "TypeError");
   EXPECT_EQ(e.message(),
-            "Mismatched number of arguments when calling: `scale(0: int, 1: float) -> None`. "
+            "Mismatched number of arguments when calling: `scale(arg0: int, arg1: float) -> None`. "
             "Expected 2 but got 3");
   EXPECT_EQ(CatchError([&] { scale(); }).message(),
-            "Mismatched number of arguments when calling: `scale(0: int, 1: float) -> None`. "
+            "Mismatched number of arguments when calling: `scale(arg0: int, arg1: float) -> None`. "
             "Expected 2 but got 0");
 }
 
@@ -108,23 +136,23 @@ TEST(Function, RejectsOutOfRangeAndUnparsableArguments) {
   Function narrow = Function::FromTyped([](int8_t x) { return x; }, "narrow");
   EXPECT_EQ(narrow(127).cast<int>(), 127);
   EXPECT_EQ(CatchError([&] { narrow(300); }).message(),
-            "Mismatched type on argument #0 when calling: `narrow(0: int8) -> int8`. "
+            "Mismatched type on argument #0 when calling: `narrow(arg0: int8) -> int8`. "
             "Expected `int8` but got `int (300 is out of range for int8)`");
   Function dtype = Function::FromTyped([](DLDataType t) { return t; }, "dt");
   EXPECT_EQ(dtype("bfloat16").cast<DLDataType>(), (DLDataType{kDLBfloat, 16, 1}));
   kffi::Error e = CatchError([&] { dtype("float32z"); });
   EXPECT_EQ(e.kind(), "ValueError");
   EXPECT_EQ(e.message(),
-            "Invalid argument #0 when calling: `dt(0: dtype) -> dtype`. "
+            "Invalid argument #0 when calling: `dt(arg0: dtype) -> dtype`. "
             "Cannot parse data type from string `float32z`");
   Function mixed = Function::FromTyped([](const String&, bool, float, Function) {}, "mixed");
   EXPECT_EQ(CatchError([&] { mixed("s", 1.0, 1.0, nullptr); }).message(),
             "Mismatched type on argument #1 when calling: "
-            "`mixed(0: str, 1: bool, 2: float32, 3: Function) -> None`. "
+            "`mixed(arg0: str, arg1: bool, arg2: float32, arg3: Function) -> None`. "
             "Expected `bool` but got `float`");
   EXPECT_EQ(CatchError([&] { mixed("s", true, 1.0, 5); }).message(),
             "Mismatched type on argument #3 when calling: "
-            "`mixed(0: str, 1: bool, 2: float32, 3: Function) -> None`. "
+            "`mixed(arg0: str, arg1: bool, arg2: float32, arg3: Function) -> None`. "
             "Expected `Function` but got `int`");
 }
 
@@ -282,7 +310,7 @@ TEST(TypedFunction, ConvertsToFunctionAndThroughAny) {
   EXPECT_EQ(a.type_index(), kKFFIFunction);
   EXPECT_EQ(a.cast<TypedFunction<int64_t(int64_t)>>()(5), 10);
   EXPECT_EQ(CatchError([] { Any(1).cast<TypedFunction<int64_t(int64_t)>>(); }).message(),
-            "Cannot convert from type `int` to `Callable(0: int) -> int`");
+            "Cannot convert from type `int` to `Callable(arg0: int) -> int`");
 }
 
 TEST(GlobalFunction, GetGlobalOfAnUnknownNameIsEmpty) {
@@ -354,7 +382,7 @@ TEST(FunctionTestingLib, EchoNopAddOneAndCountArgs) {
   Function add_one = Function::GetGlobalRequired("testing.add_one");
   EXPECT_EQ(add_one(41).cast<int64_t>(), 42);
   EXPECT_EQ(CatchError([&] { add_one("x"); }).message(),
-            "Mismatched type on argument #0 when calling: `testing.add_one(0: int) -> int`. "
+            "Mismatched type on argument #0 when calling: `testing.add_one(arg0: int) -> int`. "
             "Expected `int` but got `str`");
   Function count = Function::GetGlobalRequired("testing.count_args");
   EXPECT_EQ(count().cast<int>(), 0);
@@ -385,7 +413,7 @@ TEST(FunctionTestingLib, ErrorsFromTheCallbackCrossApply) {
   const int line = __LINE__ + 1;  // the next statement must stay on one line
   Function fail = Function::FromTyped(&ThrowOutOfRange, "cb");
   kffi::Error e = CatchError([&] { apply(fail, 1); });
-  EXPECT_EQ(e.kind(), "InternalError");
+  EXPECT_EQ(e.kind(), "IndexError");  // std::out_of_range
   EXPECT_EQ(e.message(), "cb");
   const std::string bt = e.backtrace();
   const std::string first =
@@ -393,8 +421,28 @@ TEST(FunctionTestingLib, ErrorsFromTheCallbackCrossApply) {
   EXPECT_EQ(bt.substr(0, first.size()), first);
   EXPECT_NE(bt.find("in testing.apply [ffi boundary]", first.size()), std::string::npos) << bt;
   EXPECT_EQ(CatchError([&] { apply(fail, "x"); }).message(),
-            "Mismatched type on argument #0 when calling: `cb(0: int) -> int`. "
+            "Mismatched type on argument #0 when calling: `cb(arg0: int) -> int`. "
             "Expected `int` but got `str`");
 }
 
+}  // namespace
+
+namespace {
+TEST(FunctionCApi, CallRejectsANegativeCountOrMissingArguments) {
+  kffi::Function f = kffi::Function::FromPacked([](kffi::PackedArgs, kffi::Any*) {}, "noop");
+  KFFIObjectHandle h = kffi::details::ObjectUnsafe::GetHandle(kffi::details::ObjectRefData(f));
+  KFFIAny result;
+  for (int32_t n : {-1, 2}) {
+    EXPECT_EQ(KFFIFunctionCall(h, nullptr, n, &result), -1);
+    KFFIObjectHandle err = nullptr;
+    KFFIErrorMoveFromRaised(&err);
+    ASSERT_NE(err, nullptr);
+    kffi::Error e(kffi::details::ObjectUnsafe::FromOwnedHandle<kffi::Object>(err));
+    EXPECT_EQ(e.kind(), "ValueError");
+    EXPECT_NE(e.message().find("KFFIFunctionCall: " + std::to_string(n) + " arguments at NULL"),
+              std::string::npos)
+        << e.message();
+  }
+  EXPECT_EQ(KFFIFunctionCall(h, nullptr, 0, &result), 0);  // no arguments need no array
+}
 }  // namespace

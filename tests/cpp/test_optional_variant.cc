@@ -78,7 +78,7 @@ TEST(Optional, TypedFunctionParameterAndResult) {
   EXPECT_EQ(f(12).cast<std::string>(), "12");
   EXPECT_EQ(f(Optional<int64_t>(3)).cast<std::string>(), "3");
   ExpectError("TypeError",
-              "Mismatched type on argument #0 when calling: `f(0: Optional<int>) -> "
+              "Mismatched type on argument #0 when calling: `f(arg0: Optional<int>) -> "
               "Optional<str>`. Expected `Optional<int>` but got `str`",
               [&] { f("x"); });
   ExpectError("TypeError",
@@ -137,7 +137,7 @@ TEST(Variant, TypedFunctionParameter) {
   EXPECT_EQ(f(40).cast<int64_t>(), 40);
   EXPECT_EQ(f("four").cast<int64_t>(), 4);  // a borrowed const char* converts to String
   ExpectError("TypeError",
-              "Mismatched type on argument #0 when calling: `f(0: Variant<int, str>) -> int`. "
+              "Mismatched type on argument #0 when calling: `f(arg0: Variant<int, str>) -> int`. "
               "Expected `Variant<int, str>` but got `Array`",
               [&] { f(Array<int64_t>{}); });
 }
@@ -193,7 +193,7 @@ TEST(Tuple, TypedFunctionTakesAndReturnsTuples) {
   EXPECT_EQ(n, 2);
   EXPECT_EQ(swap(Array<Any>{3, "c"}).cast<Array<Any>>()[1].cast<int64_t>(), 3);
   ExpectError("TypeError",
-              "Mismatched type on argument #0 when calling: `swap(0: Tuple<int, str>) -> "
+              "Mismatched type on argument #0 when calling: `swap(arg0: Tuple<int, str>) -> "
               "Tuple<str, int>`. Expected `Tuple<int, str>` but got `Array[size 1]`",
               [&] { swap(Array<Any>{3}); });
 }

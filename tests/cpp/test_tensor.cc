@@ -9,56 +9,16 @@
 #include <string>
 #include <vector>
 
+#include "tensor_producer.h"
 #include "test_util.h"
 
 namespace {
 
 using kffi::Tensor;
 using kffi::TensorView;
-
-constexpr DLDevice kCPU{kDLCPU, 0};
-
-// A producer-side tensor: owns its data and layout, counts how often its deleter runs.
-template <typename Managed>
-struct Produced {
-  Managed managed{};
-  std::vector<int64_t> shape;
-  std::vector<int64_t> strides;
-  std::vector<float> data;
-  int* deletes;
-
-  static void Delete(Managed* self) {
-    auto* p = static_cast<Produced*>(self->manager_ctx);
-    ++*p->deletes;
-    delete p;
-  }
-  // A float32 CPU tensor; empty strides means DLTensor.strides = NULL.
-  static Managed* Make(std::vector<int64_t> shape, std::vector<int64_t> strides, int* deletes) {
-    auto* p = new Produced();
-    p->shape = std::move(shape);
-    p->strides = std::move(strides);
-    int64_t n = 1;
-    for (int64_t d : p->shape) n *= d;
-    p->data.assign(static_cast<size_t>(n < 16 ? 16 : n), 1.0f);
-    p->deletes = deletes;
-    DLTensor& t = p->managed.dl_tensor;
-    t.data = p->data.data();
-    t.device = kCPU;
-    t.ndim = static_cast<int32_t>(p->shape.size());
-    t.dtype = kffi::dtypes::float32;
-    t.shape = p->shape.data();
-    t.strides = p->strides.empty() ? nullptr : p->strides.data();
-    t.byte_offset = 0;
-    p->managed.manager_ctx = p;
-    p->managed.deleter = &Produced::Delete;
-    if constexpr (std::is_same_v<Managed, DLManagedTensorVersioned>) {
-      p->managed.version = DLPackVersion{1, 0};
-    }
-    return &p->managed;
-  }
-};
-using ProducedV0 = Produced<DLManagedTensor>;
-using ProducedV1 = Produced<DLManagedTensorVersioned>;
+using kffi_test::kCPU;
+using kffi_test::ProducedV0;
+using kffi_test::ProducedV1;
 
 // An allocator that aligns data to kAlign bytes and counts its calls through extra arguments.
 struct AlignedAlloc {
@@ -395,7 +355,7 @@ TEST(Tensor, TypedFunctionTakesTensorViewFromDLTensorAndTensor) {
   kffi::Error e = CatchError([&] { numel(3, 1); });
   EXPECT_EQ(e.kind(), "TypeError");
   EXPECT_EQ(e.message(),
-            "Mismatched type on argument #0 when calling: `numel(0: Tensor, 1: int) -> int`. "
+            "Mismatched type on argument #0 when calling: `numel(arg0: Tensor, arg1: int) -> int`. "
             "Expected `Tensor` but got `int`");
 }
 

@@ -99,7 +99,7 @@ def f32(n=2):
 
 
 MISMATCH = "Mismatched type on argument #{} when calling: `{}`. Expected `{}` but got `{}`"
-ADD_ONE = "testing.add_one(0: int) -> int"
+ADD_ONE = "testing.add_one(arg0: int) -> int"
 FILL = "fill(x: Tensor, value: float) -> None"
 
 # (id, action(env), exception type, message fragment)

@@ -155,7 +155,7 @@ def test_typed_call_type_mismatch_message(t):
     with pytest.raises(TypeError) as info:
         t.add_one("one")
     assert str(info.value) == ("Mismatched type on argument #0 when calling: "
-                               "`testing.add_one(0: int) -> int`. Expected `int` but got `str`")
+                               "`testing.add_one(arg0: int) -> int`. Expected `int` but got `str`")
 
 
 @pytest.mark.parametrize("value,got", [(1.5, "float"), (None, "None"), ((1,), "Array"),
@@ -171,7 +171,7 @@ def test_typed_call_argument_count_message(t, args):
     with pytest.raises(TypeError) as info:
         t.add_one(*args)
     assert str(info.value) == ("Mismatched number of arguments when calling: "
-                               f"`testing.add_one(0: int) -> int`. Expected 1 but got {len(args)}")
+                               f"`testing.add_one(arg0: int) -> int`. Expected 1 but got {len(args)}")
 
 
 def test_type_mismatch_has_the_function_frame(t):

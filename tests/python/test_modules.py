@@ -120,7 +120,7 @@ def test_export_type_mismatch_message(module_kernels):
     with pytest.raises(TypeError) as info:
         module_kernels.subtract(1, "2")
     assert str(info.value) == ("Mismatched type on argument #1 when calling: "
-                               "`subtract(0: int, 1: int) -> int`. Expected `int` but got `str`")
+                               "`subtract(arg0: int, arg1: int) -> int`. Expected `int` but got `str`")
 
 
 def test_export_argument_count_message(module_kernels):

@@ -29,7 +29,12 @@ class ListObj : public details::SeqObjBase {
 
   /// Moves the elements into a buffer of new_capacity (>= size) elements.
   void Grow(int64_t new_capacity) {
-    void* buf = ::operator new(static_cast<size_t>(new_capacity) * sizeof(KFFIAny));
+    size_t bytes = 0;
+    if (new_capacity < 0 ||
+        !details::AllocBytes(0, static_cast<size_t>(new_capacity), sizeof(KFFIAny), &bytes)) {
+      details::ThrowAllocSizeError(static_cast<size_t>(new_capacity), sizeof(KFFIAny));
+    }
+    void* buf = ::operator new(bytes);
     if (seq_.size > 0) std::memcpy(buf, seq_.data, seq_.size * sizeof(KFFIAny));
     // The old buffer may belong to another library (its deleter travels in the cell), or be
     // inline after the cell (no deleter) when another runtime made the list.

@@ -124,8 +124,7 @@ class MapObjBase : public Object {
     if (hole < 0) return false;
     MapEntry& e = cell_.entries[cell_.slots[hole].entry];
     MapEntry removed = e;
-    e.key.type_index = kMapErasedKey;
-    e.key.zero_padding = 0;
+    SetPOD(&e.key, kMapErasedKey);
     e.key.v_int64 = 0;
     SetNone(&e.value);
     --cell_.size;

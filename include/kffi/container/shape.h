@@ -85,15 +85,26 @@ class Shape : public ObjectRef {
   int64_t back() const { return at(size() - 1); }
   iterator begin() const noexcept { return data(); }
   iterator end() const noexcept { return data() + size(); }
-  /// The number of elements: the product of the dimensions (1 for the empty shape).
-  int64_t Product() const noexcept {
+  /// The number of elements: the product of the dimensions (1 for the empty shape). A product
+  /// that overflows int64 is a ValueError naming the shape.
+  int64_t Product() const {
     int64_t p = 1;
-    for (int64_t d : *this) p *= d;
+    for (int64_t d : *this) {
+      if (KFFI_UNLIKELY(details::MulOverflow(p, d, &p))) ThrowProductOverflow();
+    }
     return p;
   }
   /// The dimensions as a std::vector.
   std::vector<int64_t> ToVector() const { return std::vector<int64_t>(begin(), end()); }
   operator std::vector<int64_t>() const { return ToVector(); }  // NOLINT(*-explicit-constructor)
+
+ private:
+  [[noreturn]] KFFI_NOINLINE void ThrowProductOverflow() const {
+    std::string dims;
+    for (int64_t d : *this) dims += (dims.empty() ? "" : ", ") + std::to_string(d);
+    throw Error("ValueError", "The product of the dimensions of shape (" + dims +
+                                  (size() == 1 ? ",)" : ")") + " overflows int64");
+  }
 };
 
 template <>

@@ -1,0 +1,8 @@
+/* tests/abi/foreign_dlpack/v2_0/dlpack.h: stands in for another package's dlpack.h of an
+ * incompatible DLPack version (only the include guard and the version macros matter: kffi's
+ * headers must stop at their version check before reading any declaration). */
+#ifndef DLPACK_DLPACK_H_
+#define DLPACK_DLPACK_H_
+#define DLPACK_MAJOR_VERSION 2
+#define DLPACK_MINOR_VERSION 0
+#endif

@@ -13,7 +13,7 @@ ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 OUT="${OUT:-$ROOT/build/gpu}"
 CUTE="$(cd "${CUTE:-$ROOT/build/cute_gpu}" && pwd)"
 mkdir -p "$OUT"
-cd "$ROOT"
+cd "$ROOT" || exit
 PY=python3
 export KFFI_CUTE_ARTIFACTS="$CUTE"
 $PY -c "import kffi, tvm_ffi, torch; print('kffi', kffi.__version__, 'tvm_ffi', tvm_ffi.__version__,

@@ -44,7 +44,7 @@ for t in "${TARGETS[@]}"; do
   seeds="$ROOT/tests/fuzz/corpus/$t"
   work="$BUILD/corpus/$t"
   mkdir -p "$work" "$BUILD/artifacts/$t"
-  [ -d "$seeds" ] && cp -n "$seeds"/* "$work"/ 2>/dev/null || true
+  if [ -d "$seeds" ]; then cp -n "$seeds"/* "$work"/ 2>/dev/null || true; fi
   limit=(-max_total_time="$SECONDS_PER_TARGET")
   [ -n "$RUNS" ] && limit=(-runs="$RUNS")
   log="$BUILD/$t.log"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ctypes
 import gc
+import re
 import sys
 
 import kffi
@@ -20,22 +21,21 @@ HUGE = 2**60
 # ---- impossible sizes ------------------------------------------------------------------------
 
 @pytest.mark.parametrize("shape,strides,shown", [
-    ((HUGE,), None, "(1152921504606846976,)"),                      # bytes overflow int64
-    ((2**32, 2**32), None, "(4294967296, 4294967296)"),             # numel overflows
-    ((-1,), None, "-1"),                                             # negative dimension
-    ((3,), (2**62,), "(3,)"),                                        # strides reach past int64
-    ((2, 2**62), (2**62, 1), "(2, 4611686018427387904)"),
+    ((HUGE,), None, "1152921504606846976"),                  # bytes overflow int64
+    ((2**32, 2**32), None, "4294967296, 4294967296"),        # numel overflows
+    ((-1,), None, "-1"),                                     # negative dimension
+    ((3,), (2**62,), "3"),                                   # strides reach past int64
+    ((2, 2**62), (2**62, 1), "2, 4611686018427387904"),
 ])
 def test_impossible_tensor_sizes_are_value_errors_naming_the_shape(tensor_kernels, shape,
                                                                     strides, shown):
-    # (The runtime refuses a negative size at import with its own message; kffi's extension
-    # refuses the rest before any kernel sees them.)
+    # The runtime's layout check (KFFITensorFromDLPack*) or the extension's (borrowed views)
+    # refuses them before any kernel sees them; either message names the shape.
     producer = Producer(shape, strides)
     with pytest.raises(ValueError, match=r"^Argument #0 \(`x`") as info:
         tensor_kernels.describe(producer)
-    assert shown in str(info.value)
-    if min(shape) >= 0:
-        assert "and dtype float32 has an impossible size" in str(info.value)
+    assert re.search(r"shape [\[(]" + re.escape(shown), str(info.value))
+    assert "too large" in str(info.value) or "impossible size" in str(info.value) or min(shape) < 0
     with pytest.raises(ValueError) as info:
         kffi.from_dlpack(producer)
     assert shown in str(info.value)

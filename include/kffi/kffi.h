@@ -20,4 +20,9 @@
 #include <kffi/tensor_checks.h>
 #include <kffi/variant.h>
 
+// Under nvcc, the CUDA helpers too (KFFI_CUDA_CHECK, kffi::cuda::DeviceGuard, current_stream).
+#if defined(__CUDACC__)
+#include <kffi/cuda.h>
+#endif
+
 #endif  // KFFI_KFFI_H_

@@ -337,3 +337,45 @@ def test_a_library_with_a_deeply_nested_contract_fails_load_module(module_cache)
     with pytest.raises(ValueError, match=r"Invalid contract for `g` at column \d+: Optional and "
                                          r"Tuple types nest more than 16 deep"):
         kffi.cpp.load_inline("deep_contract", cpp_sources=src, quiet=True)
+
+
+@needs_contracts
+@pytest.mark.skipif(not kffi.cpp.nvcc_available(), reason="no nvcc found")
+def test_cuda_kernel_on_an_explicit_stream(module_cache):
+    src = r"""
+    __global__ void AddOneKernel(const float* a, float* b, int64_t n) {
+      int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+      if (i < n) b[i] = a[i] + 1.0f;
+    }
+    void add_one_on(kffi::TensorView a, kffi::TensorView b, void* stream) {
+      int64_t n = a.numel();
+      AddOneKernel<<<static_cast<unsigned>((n + 255) / 256), 256, 0,
+                     static_cast<cudaStream_t>(stream)>>>(
+          static_cast<const float*>(a.data_ptr()), static_cast<float*>(b.data_ptr()), n);
+      KFFI_CUDA_CHECK(cudaGetLastError());
+    }
+    """
+    n = kffi.sym_int()
+    f = kffi.compile(src, "add_one_on", kffi.fake_tensor("float32", (n,)),
+                     kffi.fake_tensor("float32", (n,), mut=True), kffi.fake_stream(env=False))
+    assert f.contract == ("a: Tensor([n0], float32, device=cuda), b: Tensor([n0], float32, "
+                          "device=cuda, mut), stream: Stream; n0: int64")
+    x = np.zeros(8, np.float32)
+    assert _message(lambda: f(x, x, None))[1].startswith("a.device: expected cuda, got cpu")
+    try:
+        import torch
+        has_gpu = torch.cuda.is_available()
+    except ImportError:
+        has_gpu = False
+    if not has_gpu:
+        pytest.skip("compiled and checked; no GPU to run the kernel on")
+    a = torch.arange(1 << 20, dtype=torch.float32, device="cuda")
+    b = torch.empty_like(a)
+    s = torch.cuda.Stream()
+    f(a, b, s.cuda_stream)  # a raw handle (int): the kernel runs on that stream
+    s.synchronize()
+    assert torch.equal(b, a + 1)
+    b.zero_()
+    f(a, b, None)  # None: the default stream
+    torch.cuda.synchronize()
+    assert torch.equal(b, a + 1)

@@ -425,13 +425,19 @@ KFFI_INLINE uint64_t HeadOf(const KFFIAny* v) {
 
 /// The leading Plan::uniform_count arguments, all simple tensors of rank kNdim: true when every
 /// one is a DLTensor* that passes. False sends the call to the general loop (from the start).
-template <int kNdim>
+/// kMut: one of them is `mut`, so the read-only flag is read with the type.
+template <int kNdim, bool kMut>
 KFFI_INLINE bool UniformRun(const Plan& p, const KFFIAny* args, RunState* st) {
   const TensorCheck* checks = p.tensors.data();
   const int32_t n = p.uniform_count;
   for (int32_t i = 0; i < n; ++i) {
-    // The type and, for a `mut` parameter, the read-only flag in one compare.
-    if (KFFI_UNLIKELY((HeadOf(args + i) & checks[i].arg_mask) != kKFFIDLTensorPtr)) return false;
+    if (kMut) {  // the type and the read-only flag of a `mut` parameter in one compare
+      if (KFFI_UNLIKELY((HeadOf(args + i) & checks[i].arg_mask) != kKFFIDLTensorPtr)) {
+        return false;
+      }
+    } else if (KFFI_UNLIKELY(args[i].type_index != kKFFIDLTensorPtr)) {
+      return false;
+    }
     const auto* t = static_cast<const DLTensor*>(args[i].v_ptr);
     if (KFFI_UNLIKELY(!SimpleTensorN<kNdim>(p, checks[i], t, st))) return false;
   }
@@ -453,16 +459,28 @@ KFFI_INLINE bool FastRun(const Plan& p, const KFFIAny* args, int32_t num_args, R
   bool uniform = false;
   switch (p.uniform_ndim) {
     case 1:
-      uniform = UniformRun<1>(p, args, st);
+      uniform = UniformRun<1, false>(p, args, st);
       break;
     case 2:
-      uniform = UniformRun<2>(p, args, st);
+      uniform = UniformRun<2, false>(p, args, st);
       break;
     case 3:
-      uniform = UniformRun<3>(p, args, st);
+      uniform = UniformRun<3, false>(p, args, st);
       break;
     case 4:
-      uniform = UniformRun<4>(p, args, st);
+      uniform = UniformRun<4, false>(p, args, st);
+      break;
+    case 5:
+      uniform = UniformRun<1, true>(p, args, st);
+      break;
+    case 6:
+      uniform = UniformRun<2, true>(p, args, st);
+      break;
+    case 7:
+      uniform = UniformRun<3, true>(p, args, st);
+      break;
+    case 8:
+      uniform = UniformRun<4, true>(p, args, st);
       break;
     default:
       break;
@@ -695,39 +713,50 @@ inline DLDevice StreamDevice(const Plan& p, const RunState& st) {
   return first;
 }
 
+/// A pointer argument as the function receives it: an opaque pointer, or None for NULL when
+/// null_as_none (a packed function; kffi passes null pointers as None).
+KFFI_INLINE void SetPointerArg(KFFIAny* v, void* ptr, bool null_as_none) {
+  v->type_index = ptr == nullptr && null_as_none ? kKFFINone : kKFFIOpaquePtr;
+  v->zero_padding = 0;
+  v->v_int64 = 0;
+  v->v_ptr = ptr;
+}
+
+/// Rewrites the Stream arguments among the function's arguments as pointers: an int handle (a
+/// cudaStream_t as an integer) becomes the pointer with its bits, None becomes NULL. Out of line:
+/// only functions with a Stream parameter pay for it.
+KFFI_NOINLINE inline void ConvertStreamArgs(const Plan& p, KFFIAny* out, bool null_as_none) {
+  for (size_t j = 0; j < p.fn_src.size(); ++j) {
+    if (p.fn_src[j] < 0 || !p.fn_stream[j]) continue;
+    const KFFIAny a = out[j];
+    void* ptr = a.type_index == kKFFIInt
+                    ? reinterpret_cast<void*>(static_cast<uintptr_t>(a.v_int64))
+                : a.type_index == kKFFIOpaquePtr ? a.v_ptr
+                                                 : nullptr;
+    SetPointerArg(&out[j], ptr, null_as_none);
+  }
+}
+
 /// The function's arguments (out has Plan::fn_src.size() slots): the call arguments, with the
 /// environment stream put in place of each EnvStream parameter, and each Stream argument as a
-/// pointer (an int handle becomes an opaque pointer). A typed C++ function gets an opaque pointer
-/// even when it is NULL (its void* parameter reads that without a conversion); a packed one gets
-/// None for NULL, as kffi passes null pointers.
+/// pointer (ConvertStreamArgs). A typed C++ function gets an opaque pointer even when it is NULL
+/// (its void* parameter reads that without a conversion); a packed one gets None for NULL, as
+/// kffi passes null pointers.
 inline void ExpandArgs(const Plan& p, const KFFIAny* args, const RunState& st, KFFIAny* out,
                        bool null_as_none) {
-  void* env_stream = nullptr;
+  void* stream = nullptr;
   if (p.has_env_stream) {
     const DLDevice dev = StreamDevice(p, st);
-    env_stream = KFFIEnvGetStream(dev.device_type, dev.device_id);
+    stream = KFFIEnvGetStream(dev.device_type, dev.device_id);
   }
-  auto set_pointer = [null_as_none](KFFIAny* v, void* ptr) {
-    v->type_index = ptr == nullptr && null_as_none ? kKFFINone : kKFFIOpaquePtr;
-    v->zero_padding = 0;
-    v->v_int64 = 0;
-    v->v_ptr = ptr;
-  };
   for (size_t j = 0; j < p.fn_src.size(); ++j) {
-    if (p.fn_src[j] < 0) {
-      set_pointer(&out[j], env_stream);
-      continue;
-    }
-    const KFFIAny& a = args[p.fn_src[j]];
-    if (!p.fn_stream[j]) {
-      out[j] = a;
-    } else if (a.type_index == kKFFIInt) {
-      // A raw handle (cudaStream_t as an integer): the bits of the pointer.
-      set_pointer(&out[j], reinterpret_cast<void*>(static_cast<uintptr_t>(a.v_int64)));
+    if (p.fn_src[j] >= 0) {
+      out[j] = args[p.fn_src[j]];
     } else {
-      set_pointer(&out[j], a.type_index == kKFFIOpaquePtr ? a.v_ptr : nullptr);
+      SetPointerArg(&out[j], stream, null_as_none);
     }
   }
+  if (p.has_stream) ConvertStreamArgs(p, out, null_as_none);
 }
 
 }  // namespace contract

@@ -132,7 +132,9 @@ struct Plan {
   bool has_stream = false;    // a Stream parameter (its argument is converted to a pointer)
   bool needs_expand = false;  // has_env_stream || has_stream: ExpandArgs runs before the call
   /// 1 to 4 when the leading uniform_count ops are call arguments in order, each a simple tensor
-  /// of that rank (Op::simple) with tensors[i] its check: FastRun runs them without reading ops.
+  /// of that rank (Op::simple) with tensors[i] its check: FastRun runs them without reading ops;
+  /// 5 to 8 (the rank + 4) when one of them is `mut` (its read-only flag is checked), so that a
+  /// run without `mut` costs nothing for the flag.
   uint8_t uniform_ndim = 0;
   int32_t uniform_count = 0;
 
@@ -187,7 +189,9 @@ class PlanBuilder {
              ops[k].index == static_cast<int32_t>(k) && ops[k].spec == static_cast<int32_t>(k)) {
         ++k;
       }
-      p_->uniform_ndim = ops[0].simple;
+      bool any_mut = false;
+      for (size_t j = 0; j < k; ++j) any_mut |= ops[j].mut != 0;
+      p_->uniform_ndim = static_cast<uint8_t>(ops[0].simple + (any_mut ? 4 : 0));
       p_->uniform_count = static_cast<int32_t>(k);
     }
     for (const OutputAst& out : p_->ast.outputs) {

@@ -743,7 +743,7 @@ def compile(source: str, name: str, *fake_args, options=None, param_names=None, 
         extra_ldflags=options.get("extra_ldflags"),
         extra_include_paths=options.get("extra_include_paths"),
         build_directory=options.get("build_directory"), verbose=bool(options.get("verbose")),
-        quiet=options.get("quiet"))
+        quiet=options.get("quiet"), pre_includes=("kffi/kffi.h",))  # the contract compiler too
     from . import load_module  # noqa: PLC0415 (the package imports this module)
 
     func = load_module(path)[name]

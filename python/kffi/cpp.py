@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from . import libinfo
 
 __all__ = [
+    "PRE_INCLUDES",
     "BuildError",
     "build",
     "build_inline",
@@ -47,9 +48,13 @@ __all__ = [
 ]
 
 _CUDA_SUFFIXES = (".cu", ".cuh")
-# Headers included before inline sources (load_inline, kffi.compile): the umbrella header has
-# every export macro (KFFI_EXPORT*, KFFI_EXPORT_CONTRACT*).
-_PRE_INCLUDES = ("kffi/kffi.h",)
+# Headers included before inline sources by load_inline: those of <kffi/kffi.h> but the contract
+# compiler, whose parsing alone costs a cold build about 0.7 s of CPU (kffi.compile, which needs
+# it, includes <kffi/kffi.h>; tests/python/test_contract_features.py holds the list to kffi.h's).
+PRE_INCLUDES = ("kffi/any.h", "kffi/container/containers.h", "kffi/dtype.h", "kffi/env.h",
+                "kffi/error.h", "kffi/export.h", "kffi/function.h", "kffi/module.h",
+                "kffi/object.h", "kffi/optional.h", "kffi/string.h", "kffi/tensor.h",
+                "kffi/tensor_checks.h", "kffi/variant.h")
 _KEY_SCHEMA = "kffi.cpp/1"  # bump when the layout or the commands change meaning
 
 
@@ -263,7 +268,7 @@ class _Plan:
     """One build: what to compile with which flags, its key and where it goes."""
 
     def __init__(self, name, sources, cflags, cuda_cflags, ldflags, include_paths,
-                 build_directory):
+                 build_directory, pre_includes=PRE_INCLUDES):
         _check_name(name)
         self.name = name
         self.sources = sources
@@ -271,6 +276,7 @@ class _Plan:
         self.cuda_cflags = cuda_cflags
         self.ldflags = ldflags
         self.include_paths = [os.path.abspath(p) for p in include_paths]
+        self.pre_includes = tuple(pre_includes)
         self.cuda = any(s.is_cuda for s in sources)
         self.cxx = _cxx()
         self.nvcc = _nvcc() if self.cuda else None
@@ -285,6 +291,7 @@ class _Plan:
             "cxx": [self.cxx.argv, self.cxx.path, self.cxx.version],
             "nvcc": [self.nvcc.argv, self.nvcc.path, self.nvcc.version] if self.nvcc else None,
             "arch": self.arch_flags, "platform": sys.platform,
+            "pre_includes": self.pre_includes,
         }
         self.hash = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
         if build_directory is None:
@@ -307,7 +314,7 @@ class _Plan:
                 *self.cuda_cflags]
 
     def compile_command(self, src: _Source, src_path: str, obj: str) -> list:
-        pre = [f for h in _PRE_INCLUDES for f in ("-include", h)] if src.inline else []
+        pre = [f for h in self.pre_includes for f in ("-include", h)] if src.inline else []
         if src.is_cuda:
             return [*self.nvcc.argv, "-c", src_path, "-o", obj, *pre, *self._nvcc_flags()]
         return [*self.cxx.argv, "-c", src_path, "-o", obj, *pre, *self._cxx_flags()]
@@ -580,7 +587,8 @@ def _join(sources) -> str:
 
 
 def _inline_plan(name, cpp_sources, cuda_sources, epilogue, extra_cflags, extra_cuda_cflags,
-                 extra_ldflags, extra_include_paths, build_directory) -> _Plan:
+                 extra_ldflags, extra_include_paths, build_directory,
+                 pre_includes=PRE_INCLUDES) -> _Plan:
     cpp = _join(cpp_sources)
     cuda = _join(cuda_sources)
     if not cpp.strip() and not cuda.strip():
@@ -588,7 +596,7 @@ def _inline_plan(name, cpp_sources, cuda_sources, epilogue, extra_cflags, extra_
     srcs = []
     # The exports go at the end of the C++ translation unit (where the functions are declared),
     # or of the CUDA one when there is no C++ source.
-    # The kffi headers come in by -include (see _PRE_INCLUDES), so the file on disk is exactly the
+    # The kffi headers come in by -include (see PRE_INCLUDES), so the file on disk is exactly the
     # caller's text and compiler messages point at the caller's line numbers.
     if cpp.strip():
         srcs.append(_Source(f"{name}.cpp", f"{cpp}\n\n{epilogue}".encode(), None))
@@ -598,7 +606,8 @@ def _inline_plan(name, cpp_sources, cuda_sources, epilogue, extra_cflags, extra_
     return _Plan(name, srcs, _str_list(extra_cflags, "extra_cflags"),
                  _str_list(extra_cuda_cflags, "extra_cuda_cflags"),
                  _str_list(extra_ldflags, "extra_ldflags"),
-                 _str_list(extra_include_paths, "extra_include_paths"), build_directory)
+                 _str_list(extra_include_paths, "extra_include_paths"), build_directory,
+                 pre_includes)
 
 
 def _load(path: str):
@@ -609,15 +618,17 @@ def _load(path: str):
 def build_inline(name: str, cpp_sources=None, cuda_sources=None, epilogue: str = "", *,
                  extra_cflags=None, extra_cuda_cflags=None, extra_ldflags=None,
                  extra_include_paths=None, build_directory=None, verbose: bool = False,
-                 quiet: bool | None = None) -> str:
+                 quiet: bool | None = None, pre_includes=PRE_INCLUDES) -> str:
     """Builds source text into a kernel library (cached like :func:`build`) and returns its
     path, without loading it. ``epilogue`` is appended to the C++ source (or to the CUDA one when
     there is no C++ source): export lines such as ``KFFI_EXPORT(f, f);`` (see
-    :func:`export_lines`, :func:`c_string_literal`). ``<kffi/kffi.h>`` comes in first by
-    ``-include``, so compiler messages keep the caller's line numbers. :func:`load_inline` and
-    :func:`kffi.compile` are built on it."""
+    :func:`export_lines`, :func:`c_string_literal`). ``pre_includes`` come in first by
+    ``-include`` (default :data:`PRE_INCLUDES`: the headers of ``<kffi/kffi.h>`` but
+    ``<kffi/contract.h>``), so compiler messages keep the caller's line numbers.
+    :func:`load_inline` and :func:`kffi.compile` are built on it."""
     plan = _inline_plan(name, cpp_sources, cuda_sources, epilogue, extra_cflags,
-                        extra_cuda_cflags, extra_ldflags, extra_include_paths, build_directory)
+                        extra_cuda_cflags, extra_ldflags, extra_include_paths, build_directory,
+                        pre_includes)
     return _build(plan, verbose, quiet)
 
 
@@ -630,8 +641,9 @@ def load_inline(name: str, cpp_sources=None, cuda_sources=None, functions=None,
     ``functions``: names of C++ functions in the sources to export (``KFFI_EXPORT_DOC`` lines
     are appended after the sources, with the parameter names of the C++ definitions), or
     ``{name: docstring}``. Leave it out when the sources export with ``KFFI_EXPORT``
-    themselves. ``<kffi/kffi.h>`` comes in before the sources (by ``-include``), so the files keep
-    the caller's line numbers.
+    themselves. The headers of ``<kffi/kffi.h>`` (but ``<kffi/contract.h>``: include it for
+    ``KFFI_EXPORT_CONTRACT``, or use :func:`kffi.compile`) come in before the sources (by
+    ``-include``), so the files keep the caller's line numbers.
     """
     source = _join(cpp_sources) + "\n" + _join(cuda_sources)
     path = build_inline(name, cpp_sources, cuda_sources, export_lines(functions, source),

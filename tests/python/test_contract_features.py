@@ -153,6 +153,20 @@ def test_c_string_literal_takes_any_text():
         lit("\ud800")
 
 
+def test_inline_builds_pre_include_kffi_h_but_the_contract_compiler():
+    # load_inline's pre-included headers are exactly those of <kffi/kffi.h> but <kffi/contract.h>
+    # (kffi.compile includes <kffi/kffi.h>); the CUDA helpers stay opt-in as before.
+    import re
+    from pathlib import Path
+
+    from kffi import libinfo
+
+    text = (Path(libinfo.include_dir()) / "kffi" / "kffi.h").read_text()
+    included = re.findall(r"^#include <(kffi/[\w/.]+)>", text, flags=re.MULTILINE)
+    assert sorted(kffi.cpp.PRE_INCLUDES) == sorted(
+        h for h in included if h not in ("kffi/contract.h", "kffi/cuda.h"))
+
+
 def test_cpp_param_names_is_public_in_kffi_cpp():
     assert kffi.cpp.cpp_param_names("void f(int a, float* b) {}", "f") == ["a", "b"]
     assert kffi.contract.cpp_param_names is kffi.cpp.cpp_param_names
@@ -312,7 +326,7 @@ BAD_LIBS = {
 @needs_contracts
 @pytest.mark.parametrize("dtype", sorted(BAD_LIBS))
 def test_unknown_dtypes_fail_load_module(module_cache, dtype):
-    src = "static void F(kffi::TensorView) {}\n" + BAD_LIBS[dtype]
+    src = "#include <kffi/contract.h>\nstatic void F(kffi::TensorView) {}\n" + BAD_LIBS[dtype]
     with pytest.raises(ValueError) as info:
         kffi.cpp.load_inline(f"bad_dtype_{dtype}", cpp_sources=src, quiet=True)
     msg = str(info.value)
@@ -323,6 +337,7 @@ def test_unknown_dtypes_fail_load_module(module_cache, dtype):
 @needs_contracts
 def test_a_library_with_a_deeply_nested_contract_fails_load_module(module_cache):
     src = r"""
+    #include <kffi/contract.h>
     #include <string>
     static void G(kffi::Any) {}
     static const std::string kText = [] {

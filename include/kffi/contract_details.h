@@ -26,8 +26,8 @@ namespace kffi {
 namespace details {
 namespace contract {
 
-/// Per-call scratch. Only the scalar members start initialised: the arrays are written before
-/// they are read, so a call does not pay for clearing them.
+/// Per-call scratch. Only the members a passing call reads start initialised: the arrays (and
+/// failed_op) are written before they are read, so a call does not pay for clearing them.
 struct RunState {
   const KFFIAny* frames[kMaxFrames];
   int64_t values[kMaxSymbols];
@@ -35,7 +35,7 @@ struct RunState {
   uint64_t bound = 0;         // symbols bound so far (fast mode: by kDimBindOrMatch only)
   int32_t device_op = -1;     // the op of the first tensor seen, once a dynamic one is checked
   int32_t device_id = 0;      // the device index all tensors share
-  int32_t failed_op = -1;     // after FastRun failed: the op it stopped at (-1: the count)
+  int32_t failed_op;          // set by FastRun when it fails: the op it stopped at (-1: count)
 };
 
 /// What the explaining run found: the first failed check, where, and its message.

@@ -76,6 +76,19 @@ void BM_Contract_3Tensors_Full(benchmark::State& state) {
       2);
 }
 
+// The full contract with every tensor declared `mut` (the read-only flag joins the type compare).
+void BM_Contract_3Tensors_Full_Mut(benchmark::State& state) {
+  Run(state,
+      Opaque("bench.nop3_mut",
+             kffi::FunctionWithContract(
+                 Nop3, "nop3",
+                 "a: Tensor([n, 32], float32|float16, device=cuda, align=16, offset0, contiguous, "
+                 "mut), b: Tensor([n, 32], float32|float16, device=cuda, align=16, offset0, "
+                 "contiguous, mut), c: Tensor([n, 32], float32|float16, device=cuda, align=16, "
+                 "offset0, contiguous, mut); n: int32 % 16")),
+      2);
+}
+
 // The full contract plus an environment stream parameter (one KFFIEnvGetStream per call).
 void BM_Contract_3Tensors_Full_EnvStream(benchmark::State& state) {
   Run(state,
@@ -92,6 +105,7 @@ void BM_Contract_3Tensors_Full_EnvStream(benchmark::State& state) {
 BENCHMARK(BM_NoContract_3Tensors);
 BENCHMARK(BM_Contract_3Tensors_DtypeShape);
 BENCHMARK(BM_Contract_3Tensors_Full);
+BENCHMARK(BM_Contract_3Tensors_Full_Mut);
 BENCHMARK(BM_Contract_3Tensors_Full_EnvStream);
 
 }  // namespace

@@ -79,7 +79,8 @@ def main():
     print(f"\n{'contract (3 tensors)':<28}{'call ns':>10}{'per tensor ns':>15}  goal <= 5 ns")
     print(f"{'no contract':<28}{base:>10.2f}{'':>15}")
     for label, name in [("dtype + shape", "BM_Contract_3Tensors_DtypeShape"),
-                        ("full (align, device, ...)", "BM_Contract_3Tensors_Full")]:
+                        ("full (align, device, ...)", "BM_Contract_3Tensors_Full"),
+                        ("full, all three `mut`", "BM_Contract_3Tensors_Full_Mut")]:
         per = (cmed[name] - base) / 3
         contract_rows.append({"case": label, "call_ns": cmed[name], "per_tensor_ns": per,
                               "status": "PASS" if per <= 5.0 else "MISS"})

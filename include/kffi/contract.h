@@ -2,28 +2,57 @@
 //
 // A contract says what a function accepts, in text (grammar in contract_parser.h):
 //   "x: Tensor([n, m], float16|bfloat16, device=cuda, align=16, contiguous),
-//    y: Tensor([n, m], float32), scale: float[0.0, 1.0], stream: EnvStream
+//    y: Tensor([n, m], float32, mut), scale: float[0.0, 1.0], stream: EnvStream
 //    -> Tensor([n * 2, m], float32); n: int32 % 16"
 // It is parsed once into a flat plan of small checks with precomputed expectations; each call runs
 // the plan before the function (a few compares per tensor, no allocation, no strings) and a failed
 // check raises the first problem, in this order: the argument count (TypeError), then for each
-// argument: type (TypeError), alignment, device index, ndim, device type, dtype, byte_offset,
-// dims, strides (ValueError). A symbol (n, m) is bound by its first occurrence, which checks its
-// width and divisibility; later occurrences must match. All tensors share one device index.
-// `stride_order=(...)` lists the dimensions from outermost to innermost, compact:
-// `contiguous`/`row_major` is (0, 1, ..., N-1) and `col_major` is (N-1, ..., 0). EnvStream is no
-// call argument: the function receives KFFIEnvGetStream of the first non-CPU tensor's device (or
-// the first tensor's) as a void*. Outputs are declared for framework integration
-// (Contract::OutputShapes, the metadata's "outputs").
+// argument: type (TypeError), writability (`mut`), alignment, device index, ndim, device type,
+// dtype, byte_offset, dims, layout, strides (ValueError). A symbol (n, m) is bound by its first
+// occurrence, which checks its width and divisibility; later occurrences must match. All tensors
+// share one device index. `stride_order=(...)` lists the dimensions from outermost to innermost,
+// compact: `contiguous`/`row_major` is (0, 1, ..., N-1) and `col_major` is (N-1, ..., 0); NULL
+// strides are compact row-major. `mut` marks a tensor the function writes: an argument whose
+// tensor_flags say read-only (kKFFITensorFlagReadOnly) is refused. EnvStream is no call argument:
+// the function receives KFFIEnvGetStream of the first non-CPU tensor's device (or the first
+// tensor's) as a void*. Stream is an explicit stream argument: the function receives a void*
+// from an opaque pointer, an int (a raw handle) or None (NULL, the default stream). Outputs are
+// declared for framework integration (Contract::OutputShapes, the metadata's "outputs").
+//
+// The message catalogue (the parameter first, then what was expected and what was received, then
+// the signature once; `k` is the argument's position, a tuple element says "in argument #k"):
+//   count        TypeError   f: expected 2 arguments, got 1 (`f(a: ..., b: ...)`)
+//   type         TypeError   b: expected Tensor, got int (argument #1 of `SIG`)
+//                            x: expected Tuple of 3 elements, got Array of 2 elements (...)
+//                            x[1]: expected Tensor, got int (in argument #0 of `SIG`)
+//   writable     ValueError  y: expected a writable tensor (the parameter is declared `mut`),
+//                            got a read-only tensor (argument #0 of `SIG`)
+//   alignment    ValueError  a: expected data aligned to 16 bytes, got data aligned to 4 bytes
+//   (...) device index ValueError  b.device.index: expected 0 (as a.device.index), got 1 (...) ndim
+//   ValueError  x.ndim: expected 2, got 3 (...) device type  ValueError  x.device: expected cuda,
+//   got cpu (...) dtype        ValueError  x.dtype: expected float16|bfloat16, got float32 (...)
+//   byte_offset  ValueError  x.byte_offset: expected 0, got 64 (...)
+//   literal dim  ValueError  x.shape[0]: expected 2, got 3 (...)
+//   width        ValueError  a.shape[0]: expected n in int32 range [-2147483648, 2147483647],
+//                            got 4294967296 (...)
+//   divisibility ValueError  a.shape[0]: expected n divisible by 16, got 126 (...)
+//   match        ValueError  b.shape[0]: expected n = 128 (as a.shape[0]), got 126 (...)
+//   layout       ValueError  x.strides: expected contiguous, got [8, 1] for shape [4, 3] (...)
+//   strides      ValueError  y.strides[0]: expected s = 8 (as x.strides[0]), got 16 (...)
+//   range        ValueError  k: expected a value in range [0, 1024], got 2000 (...)
+// A conflict (match, device index) names both sides with their values. It names first the side
+// the function writes when only one of them is `mut` (out: Tensor([n], float32, mut) given the
+// wrong size is blamed, not the input it disagrees with), else the later one.
 //
 //   void Scale(kffi::TensorView y, kffi::TensorView x, double factor);
-//   KFFI_EXPORT_CONTRACT(scale, Scale, "y: Tensor([n], float32), x: Tensor([n], float32), "
+//   KFFI_EXPORT_CONTRACT(scale, Scale, "y: Tensor([n], float32, mut), x: Tensor([n], float32), "
 //                                      "factor: float");
 #ifndef KFFI_CONTRACT_H_
 #define KFFI_CONTRACT_H_
 
 #include <kffi/contract_details.h>
 #include <kffi/export.h>
+#include <kffi/function.h>
 
 #include <initializer_list>
 #include <memory>
@@ -43,8 +72,16 @@ namespace contract {
                                                             const SyntaxError& e) {
   std::string msg = "Invalid contract for `" + std::string(name) + "` at column " +
                     std::to_string(e.pos + 1) + ": " + e.what;
-  if (text.find('\n') == std::string_view::npos) {
-    msg += "\n  " + std::string(text) + "\n  " + std::string(e.pos, ' ') + "^";
+  // The text and a caret under the column: an excerpt of at most 60 bytes before it and 20
+  // after, so that a long (or hostile) text keeps the message short.
+  const size_t pos = e.pos < text.size() ? e.pos : text.size();
+  const size_t from = pos > 60 ? pos - 60 : 0;
+  std::string_view excerpt = text.substr(from, pos - from + 20);
+  if (excerpt.find('\n') == std::string_view::npos) {
+    const std::string head = from > 0 ? "..." : "";
+    const std::string tail = from + excerpt.size() < text.size() ? "..." : "";
+    msg += "\n  " + head + std::string(excerpt) + tail + "\n  " +
+           std::string(head.size() + pos - from, ' ') + "^";
   }
   throw Error("ValueError", msg);
 }
@@ -83,7 +120,7 @@ inline bool CppTypeFits(const TypeAst& t, std::string_view cpp, bool outer = tru
       return cpp == Sv("bool");
     case Kind::kTuple:
       return starts("Tuple<") || starts("Array<") || starts("List<");
-    default:
+    default:  // kStream, kEnvStream
       return cpp == Sv("void*");
   }
 }
@@ -104,6 +141,129 @@ inline void CheckCppSignature(const Plan& p, const std::vector<std::string>& cpp
       fail("parameter #" + std::to_string(i) + " `" + param.text +
            "` cannot be passed to the C++ parameter of type `" + cpp[i] + "`");
     }
+  }
+}
+
+/// Evaluates an output-shape expression (reverse Polish notation) with a stack: the one
+/// evaluator of contract shapes. value_of(symbol) gives a bound symbol's value or nullopt; a
+/// problem (an unbound symbol, a division by zero, an int64 overflow) is a ValueError whose
+/// message starts with `what`.
+template <typename ValueOf>
+int64_t EvalRpn(const std::vector<RpnToken>& rpn, const ValueOf& value_of,
+                const std::string& what) {
+  auto fail = [&](const std::string& why) { KFFI_THROW(ValueError) << what << why; };
+  std::vector<int64_t> stack;
+  stack.reserve(rpn.size());
+  for (const RpnToken& t : rpn) {
+    if (t.op == RpnToken::kLit) {
+      stack.push_back(t.value);
+      continue;
+    }
+    if (t.op == RpnToken::kSym) {
+      std::optional<int64_t> v = value_of(t.symbol);
+      if (!v.has_value()) fail("symbol `" + t.symbol + "` is not bound");
+      stack.push_back(*v);
+      continue;
+    }
+    const size_t arity = t.op == RpnToken::kNeg ? 1 : 2;
+    if (stack.size() < arity) fail("malformed expression");  // the parser never makes one
+    const int64_t c = stack.back();
+    if (t.op == RpnToken::kNeg) {
+      if (c == INT64_MIN) fail("int64 overflow");
+      stack.back() = -c;
+      continue;
+    }
+    stack.pop_back();
+    const int64_t a = stack.back();
+    int64_t r = 0;
+    bool overflow = false;
+    switch (t.op) {
+      case RpnToken::kAdd:
+        overflow = __builtin_add_overflow(a, c, &r);
+        break;
+      case RpnToken::kSub:
+        overflow = __builtin_sub_overflow(a, c, &r);
+        break;
+      case RpnToken::kMul:
+        overflow = __builtin_mul_overflow(a, c, &r);
+        break;
+      default:  // floor division and modulo, as Python's // and %
+        if (c == 0) fail(t.op == RpnToken::kMod ? "modulo by zero" : "division by zero");
+        if (a == INT64_MIN && c == -1) {
+          if (t.op == RpnToken::kFloorDiv) fail("int64 overflow");
+          r = 0;
+          break;
+        }
+        r = t.op == RpnToken::kFloorDiv ? a / c : a % c;
+        if (a % c != 0 && ((a < 0) != (c < 0))) r += t.op == RpnToken::kFloorDiv ? -1 : c;
+    }
+    if (overflow) fail("int64 overflow");
+    stack.back() = r;
+  }
+  if (stack.size() != 1) fail("malformed expression");
+  return stack.back();
+}
+
+/// The "kind" of a contract type in metadata.
+inline const char* KindName(Kind k) {
+  switch (k) {
+    case Kind::kTensor:
+      return "tensor";
+    case Kind::kInt:
+      return "int";
+    case Kind::kFloat:
+      return "float";
+    case Kind::kBool:
+      return "bool";
+    case Kind::kTuple:
+      return "tuple";
+    default:
+      return "stream";
+  }
+}
+
+/// A type's structured fields in metadata: kind, optional, and per kind: a tensor's shape (ints
+/// and symbol names), dtypes (names; empty: any), device (its text, e.g. "cuda" or "cpu|cuda";
+/// null: any) and mutable; a scalar's range ([lo, hi], when declared); a tuple's elems (each
+/// with "type" and these fields). Optional and Stream parameters take None: "default": null.
+inline void WriteTypeFields(JsonWriter* w, const TypeAst& t) {
+  w->Field("kind", KindName(t.kind)).Key("optional").Bool(t.optional);
+  if (t.optional || t.kind == Kind::kStream) w->Key("default").Null();
+  if (t.kind == Kind::kTensor) {
+    const TensorAst& ts = t.tensor;
+    w->Key("shape").BeginArray();
+    for (const DimAst& d : ts.shape) {
+      if (d.is_symbol) {
+        w->String(d.symbol);
+      } else {
+        w->Int(d.literal);
+      }
+    }
+    w->EndArray().Key("dtypes").BeginArray();
+    for (DLDataType dt : ts.dtypes) w->String(DataTypeToString(dt));
+    w->EndArray().Key("device");
+    if (ts.device_text.empty()) {
+      w->Null();
+    } else {
+      w->String(ts.device_text);
+    }
+    w->Key("mutable").Bool(ts.mut);
+  } else if (t.has_range) {
+    w->Key("range").BeginArray();
+    if (t.kind == Kind::kInt) {
+      w->Int(t.int_lo).Int(t.int_hi);
+    } else {
+      w->Double(t.float_lo).Double(t.float_hi);
+    }
+    w->EndArray();
+  } else if (t.kind == Kind::kTuple) {
+    w->Key("elems").BeginArray();
+    for (const TypeAst& e : t.elems) {  // nesting is bounded by the parser (kMaxTypeDepth)
+      w->BeginObject().Field("type", e.text);
+      WriteTypeFields(w, e);
+      w->EndObject();
+    }
+    w->EndArray();
   }
 }
 
@@ -198,8 +358,13 @@ class Contract {
       KFFI_THROW(IndexError) << "Output #" << i << " out of range: `" << name() << "` declares "
                              << num_outputs() << " outputs";
     }
+    const std::string what =
+        "Cannot evaluate the shape of output #" + std::to_string(i) + " of `" + name() + "`: ";
+    auto value_of = [&b](const std::string& symbol) { return b.Get(symbol); };
     std::vector<int64_t> out;
-    for (int32_t root : plan_->ast.outputs[i].tensor.shape_exprs) out.push_back(Eval(root, b, i));
+    for (const auto& rpn : plan_->ast.outputs[i].tensor.shape_rpn) {
+      out.push_back(details::contract::EvalRpn(rpn, value_of, what));
+    }
     return out;
   }
   std::vector<std::vector<int64_t>> OutputShapes(const ContractBindings& b) const {
@@ -212,58 +377,61 @@ class Contract {
     return plan_->ast.outputs.at(i).tensor.dtype_text;
   }
 
-  /// The export metadata: {"name", "params", "return", "doc", "contract", "outputs": [{"name",
-  /// "type", "shape": [expr...], "dtype"}], "symbols": [{"name", "width", "divisibility"}],
-  /// "env_stream"}.
+  /// The export metadata: {"name", "params": [{"name", "type", "kind", "optional", ...}],
+  /// "return", "doc", "contract", "outputs": [{"name", "type", "shape": [expr...], "shape_rpn":
+  /// [[token...]...], "dtype"}], "symbols": [{"name", "width", "divisibility"}], "env_stream",
+  /// "mutates": [param...]}. A param's structured fields are WriteTypeFields's; an output's
+  /// shape_rpn has one token list per dimension: ints, symbol names and the operators "+", "-",
+  /// "*", "//", "%" (Python's semantics) and "neg".
   std::string MetadataJson(const std::string& return_type, const std::string& doc) const {
-    using details::AppendJsonEscaped;
+    using details::contract::RpnToken;
     const auto& p = *plan_;
-    auto field = [](std::string* out, const char* key, const std::string& v, bool first = false) {
-      *out += first ? "\"" : ",\"";
-      *out += key;
-      *out += "\":\"";
-      AppendJsonEscaped(out, v);
-      *out += "\"";
-    };
-    std::string out = "{";
-    field(&out, "name", p.name, true);
-    out += ",\"params\":[";
+    details::JsonWriter w;
+    w.BeginObject().Field("name", p.name).Key("params").BeginArray();
     for (size_t i : p.call_params) {
-      out += i == p.call_params.front() ? "{" : ",{";
-      field(&out, "name", p.ast.params[i].name, true);
-      field(&out, "type", p.ast.params[i].type_text);
-      out += "}";
+      const details::contract::ParamAst& param = p.ast.params[i];
+      w.BeginObject().Field("name", param.name).Field("type", param.type_text);
+      details::contract::WriteTypeFields(&w, param.type);
+      w.EndObject();
     }
-    out += "]";
-    field(&out, "return", return_type);
-    field(&out, "doc", doc);
-    field(&out, "contract", p.text);
-    out += ",\"outputs\":[";
-    for (size_t i = 0; i < p.ast.outputs.size(); ++i) {
-      const details::contract::OutputAst& o = p.ast.outputs[i];
-      out += i ? ",{" : "{";
-      field(&out, "name", o.name, true);
-      field(&out, "type", o.type_text);
-      out += ",\"shape\":[";
-      for (size_t j = 0; j < o.tensor.shape_texts.size(); ++j) {
-        out += j ? ",\"" : "\"";
-        AppendJsonEscaped(&out, o.tensor.shape_texts[j]);
-        out += "\"";
+    w.EndArray().Field("return", return_type).Field("doc", doc).Field("contract", p.text);
+    w.Key("outputs").BeginArray();
+    for (const details::contract::OutputAst& o : p.ast.outputs) {
+      w.BeginObject().Field("name", o.name).Field("type", o.type_text).Key("shape").BeginArray();
+      for (const std::string& text : o.tensor.shape_texts) w.String(text);
+      w.EndArray().Key("shape_rpn").BeginArray();
+      for (const auto& rpn : o.tensor.shape_rpn) {
+        w.BeginArray();
+        for (const RpnToken& t : rpn) {
+          if (t.op == RpnToken::kLit) {
+            w.Int(t.value);
+          } else if (t.op == RpnToken::kSym) {
+            w.String(t.symbol);
+          } else {
+            w.String(details::contract::RpnOpName(t.op));
+          }
+        }
+        w.EndArray();
       }
-      out += "]";
-      field(&out, "dtype", o.tensor.dtype_text);
-      out += "}";
+      w.EndArray().Field("dtype", o.tensor.dtype_text).EndObject();
     }
-    out += "],\"symbols\":[";
-    for (size_t i = 0; i < p.symbols.size(); ++i) {
-      out += i ? ",{" : "{";
-      field(&out, "name", p.symbols[i].name, true);
-      field(&out, "width", p.symbols[i].bits == 32 ? "int32" : "int64");
-      out += ",\"divisibility\":" + std::to_string(p.symbols[i].divisibility) + "}";
+    w.EndArray().Key("symbols").BeginArray();
+    for (const details::contract::SymbolInfo& sym : p.symbols) {
+      w.BeginObject()
+          .Field("name", sym.name)
+          .Field("width", sym.bits == 32 ? "int32" : "int64")
+          .Key("divisibility")
+          .Int(sym.divisibility)
+          .EndObject();
     }
-    out += "],\"env_stream\":";
-    out += p.has_env_stream ? "true}" : "false}";
-    return out;
+    w.EndArray().Key("env_stream").Bool(p.has_env_stream).Key("mutates").BeginArray();
+    for (size_t i : p.call_params) {
+      const details::contract::TypeAst& t = p.ast.params[i].type;
+      if (t.kind == details::contract::Kind::kTensor && t.tensor.mut)
+        w.String(p.ast.params[i].name);
+    }
+    w.EndArray().EndObject();
+    return w.Take();
   }
 
   /// A function that checks each call against this contract, then calls f with the arguments
@@ -276,47 +444,6 @@ class Contract {
 
  private:
   explicit Contract(std::shared_ptr<const details::contract::Plan> plan) : plan_(std::move(plan)) {}
-
-  int64_t Eval(int32_t idx, const ContractBindings& b, size_t out_i) const {
-    using details::contract::ExprNode;
-    const ExprNode& n = plan_->ast.nodes[static_cast<size_t>(idx)];
-    auto fail = [&](const std::string& why) {
-      KFFI_THROW(ValueError) << "Cannot evaluate the shape of output #" << out_i << " of `"
-                             << name() << "`: " << why;
-    };
-    if (n.op == ExprNode::kLit) return n.value;
-    if (n.op == ExprNode::kSym) {
-      std::optional<int64_t> v = b.Get(n.symbol);
-      if (!v.has_value()) fail("symbol `" + n.symbol + "` is not bound");
-      return *v;
-    }
-    const int64_t a = Eval(n.lhs, b, out_i);
-    if (n.op == ExprNode::kNeg) {
-      if (a == INT64_MIN) fail("int64 overflow");
-      return -a;
-    }
-    const int64_t c = Eval(n.rhs, b, out_i);
-    int64_t r = 0;
-    bool overflow = false;
-    switch (n.op) {
-      case ExprNode::kAdd:
-        overflow = __builtin_add_overflow(a, c, &r);
-        break;
-      case ExprNode::kSub:
-        overflow = __builtin_sub_overflow(a, c, &r);
-        break;
-      case ExprNode::kMul:
-        overflow = __builtin_mul_overflow(a, c, &r);
-        break;
-      default:  // floor division, as Python's //
-        if (c == 0) fail("division by zero");
-        if (a == INT64_MIN && c == -1) fail("int64 overflow");
-        r = a / c;
-        if (a % c != 0 && ((a < 0) != (c < 0))) --r;
-    }
-    if (overflow) fail("int64 overflow");
-    return r;
-  }
 
   std::shared_ptr<const details::contract::Plan> plan_;
 };
@@ -337,7 +464,7 @@ class ContractFunctionObj : public FunctionObj {
       const contract::Plan& plan = *obj->plan_;
       contract::RunState st;
       contract::Run(plan, args, num_args, &st);
-      if (KFFI_LIKELY(!plan.has_env_stream)) {
+      if (KFFI_LIKELY(!plan.needs_expand)) {
         obj->Invoke(args, result, std::index_sequence_for<Args...>());
       } else {
         KFFIAny full[sizeof...(Args) == 0 ? 1 : sizeof...(Args)];
@@ -378,7 +505,7 @@ class ContractPackedObj : public FunctionObj {
       const contract::Plan& plan = *obj->plan_;
       contract::RunState st;
       contract::Run(plan, args, num_args, &st);
-      if (!plan.has_env_stream) {
+      if (!plan.needs_expand) {
         return inner->safe_call(ObjectUnsafe::Header(inner), args, num_args, result);
       }
       std::vector<KFFIAny> full(plan.fn_src.size());
@@ -531,5 +658,39 @@ Function FunctionWithContract(F f, std::string_view name, std::string_view contr
 }
 
 }  // namespace kffi
+
+/// Exports fn like KFFI_EXPORT (<kffi/export.h>), with a contract: a declared signature whose check
+/// plan runs before fn on every call (grammar and semantics at the top of this file). The text is
+/// parsed when the library is loaded; a malformed contract (or one that does not fit fn's C++
+/// parameters) makes Module::Load fail with ValueError "Cannot load module `path`: Invalid
+/// contract for `name` at column N: ..." (and, where the library was opened some other way,
+/// every call and the metadata query raise it). The metadata gets "contract", the parameters of
+/// the contract with their structured fields, "outputs", "symbols", "env_stream" and "mutates".
+///   void Scale(kffi::TensorView y, kffi::TensorView x, double factor);
+///   KFFI_EXPORT_CONTRACT(scale, Scale,
+///                        "y: Tensor([n], float32, mut), x: Tensor([n], float32), factor: float");
+#define KFFI_EXPORT_CONTRACT(name, fn, contract) KFFI_EXPORT_CONTRACT_DOC(name, fn, contract, "")
+
+/// KFFI_EXPORT_CONTRACT with a docstring for the metadata.
+#define KFFI_EXPORT_CONTRACT_DOC(name, fn, contract, doc)                                          \
+  static_assert(#name[0] != '_', "KFFI_EXPORT_CONTRACT: names starting with '_' are reserved");    \
+  KFFI_ABI_VERSION_RECORD_(name);                                                                  \
+  static auto kffi_export_fn_##name() { return fn; }                                               \
+  static auto* kffi_contract_export_##name() {                                                     \
+    static auto* const state = ::kffi::details::MakeContractExport(                                \
+        kffi_export_fn_##name(), #name, contract, doc, __FILE__, __LINE__);                        \
+    return state;                                                                                  \
+  }                                                                                                \
+  /* Parsed at load time (static initialisation), not at the first call. */                        \
+  [[maybe_unused]] static auto* const kffi_contract_loaded_##name = kffi_contract_export_##name(); \
+  extern "C" KFFI_DLL_EXPORT int __kffi_##name(void*, const KFFIAny* args, int32_t num_args,       \
+                                               KFFIAny* result) {                                  \
+    return kffi_contract_export_##name()->Call(args, num_args, result);                            \
+  }                                                                                                \
+  extern "C" KFFI_DLL_EXPORT int __kffi__meta_##name(void*, const KFFIAny*, int32_t,               \
+                                                     KFFIAny* result) {                            \
+    return kffi_contract_export_##name()->Metadata(result);                                        \
+  }                                                                                                \
+  static_assert(true, "")
 
 #endif  // KFFI_CONTRACT_H_

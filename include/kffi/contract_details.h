@@ -4,6 +4,7 @@
 #define KFFI_CONTRACT_DETAILS_H_
 
 #include <kffi/contract_plan.h>
+#include <kffi/export.h>
 #include <kffi/tensor.h>
 
 #include <cfloat>
@@ -13,12 +14,20 @@
 #include <string>
 #include <vector>
 
+// Unrolls the short per-dimension loops. nvcc's front end does not know the pragma (and would
+// warn at every include); its host compiler unrolls constant-trip loops at -O2 anyway.
+#if defined(__CUDACC__) || !defined(__GNUC__)
+#define KFFI_CONTRACT_UNROLL_
+#else
+#define KFFI_CONTRACT_UNROLL_ _Pragma("GCC unroll 8")
+#endif
+
 namespace kffi {
 namespace details {
 namespace contract {
 
-/// Per-call scratch. Only the scalar members start initialised: the arrays are written before
-/// they are read, so a call does not pay for clearing them.
+/// Per-call scratch. Only the members a passing call reads start initialised: the arrays (and
+/// failed_op) are written before they are read, so a call does not pay for clearing them.
 struct RunState {
   const KFFIAny* frames[kMaxFrames];
   int64_t values[kMaxSymbols];
@@ -26,20 +35,39 @@ struct RunState {
   uint64_t bound = 0;         // symbols bound so far (fast mode: by kDimBindOrMatch only)
   int32_t device_op = -1;     // the op of the first tensor seen, once a dynamic one is checked
   int32_t device_id = 0;      // the device index all tensors share
+  int32_t failed_op;          // set by FastRun when it fails: the op it stopped at (-1: count)
+};
+
+/// What the explaining run found: the first failed check, where, and its message.
+enum class Check : uint8_t {
+  kNone,         // every check passed
+  kCount,        // the number of arguments
+  kType,         // the value's type (also: a tuple's length)
+  kWritable,     // a read-only tensor given to a `mut` parameter
+  kAlign,        // data + byte_offset alignment
+  kDeviceIndex,  // the device index all tensors share
+  kNdim,
+  kDeviceType,
+  kDtype,
+  kByteOffset,  // offset0
+  kShape,       // a shape entry: literal, symbol width, divisibility or match
+  kLayout,      // contiguous, col_major, stride_order
+  kStrides,     // a symbolic or literal strides entry
+  kRange,       // a scalar's range (explicit or its width)
+};
+
+struct Failure {
+  Check check = Check::kNone;
+  int32_t op = -1;      // the op whose check failed (-1: the argument count)
+  int32_t blamed = -1;  // the op the message names first (a `mut` side of a conflict)
+  const char* kind = "InternalError";
+  std::string message;
 };
 
 // ---- messages (cold: built only when a check fails) -----------------------------------------
-
-inline std::string FormatFloat(double v) {
-  char buf[40];
-  for (int prec = 1; prec <= 17; ++prec) {
-    std::snprintf(buf, sizeof(buf), "%.*g", prec, v);
-    if (std::strtod(buf, nullptr) == v) break;
-  }
-  std::string s(buf);
-  if (s.find_first_of(".eni") == std::string::npos) s += ".0";  // Python's repr: 1.0, not 1
-  return s;
-}
+// Every message names the parameter (or its field) first, then what was expected and what was
+// received, and ends with the signature once: "b.shape[0]: expected n = 128 (as a.shape[0]),
+// got 126 (argument #1 of `add_one(a: Tensor([n], float32), b: Tensor([n], float32))`)".
 
 inline std::string Ints(const int64_t* v, int32_t n) {
   std::string out = "[";
@@ -47,109 +75,57 @@ inline std::string Ints(const int64_t* v, int32_t n) {
   return out + "]";
 }
 
-[[noreturn]] KFFI_NOINLINE inline void Raise(const char* kind, const std::string& head,
-                                             const Plan& p, size_t op, const std::string& tail) {
-  throw Error(kind, head + " on " + p.op_info[op].context + " when calling: `" + p.signature +
-                        "`, " + tail);
+/// Fills f: "<subject>: expected <expected>, got <got> (argument #k of `sig`)".
+KFFI_NOINLINE inline void Describe(const Plan& p, Failure* f, Check check, const char* kind,
+                                   int32_t op, int32_t blamed, const std::string& subject,
+                                   const std::string& expected, const std::string& got) {
+  f->check = check;
+  f->op = op;
+  f->blamed = blamed;
+  f->kind = kind;
+  f->message = subject + ": expected " + expected + ", got " + got + " (" +
+               p.op_info[static_cast<size_t>(blamed)].context + " of `" + p.signature + "`)";
 }
 
-[[noreturn]] KFFI_NOINLINE inline void FailCount(const Plan& p, int32_t got) {
-  throw Error("TypeError", "Expects " + std::to_string(p.num_args) + " parameter" +
-                               (p.num_args == 1 ? "" : "s") + " when calling: `" + p.signature +
-                               "`, but got " + std::to_string(got));
+/// The argument count.
+KFFI_NOINLINE inline void DescribeCount(const Plan& p, Failure* f, int32_t got) {
+  f->check = Check::kCount;
+  f->kind = "TypeError";
+  f->message = p.name + ": expected " + std::to_string(p.num_args) + " argument" +
+               (p.num_args == 1 ? "" : "s") + ", got " + std::to_string(got) + " (`" + p.signature +
+               "`)";
 }
 
-[[noreturn]] KFFI_NOINLINE inline void FailType(const Plan& p, size_t op, const KFFIAny* v) {
+KFFI_NOINLINE inline void DescribeType(const Plan& p, Failure* f, size_t op, const KFFIAny* v) {
   std::string got = AnyTypeStr(v);
   if (p.ops[op].kind == kOpTuple && (v->type_index == kKFFIArray || v->type_index == kKFFIList)) {
     int64_t n = static_cast<const KFFISeqCell*>(KFFIObjectGetCellPtr(v->v_obj))->size;
     got += " of " + std::to_string(n) + " element" + (n == 1 ? "" : "s");
   }
-  Raise("TypeError", "Mismatched type", p, op,
-        "expected " + p.op_info[op].expected + ", but got " + got);
+  const int32_t i = static_cast<int32_t>(op);
+  Describe(p, f, Check::kType, "TypeError", i, i, p.op_info[op].subject, p.op_info[op].expected,
+           got);
 }
 
-[[noreturn]] KFFI_NOINLINE inline void FailTensor(const Plan& p, size_t op, const std::string& what,
-                                                  const std::string& expected,
-                                                  const std::string& got) {
-  Raise("ValueError", "Mismatched Tensor", p, op,
-        "expected " + what + expected + ", but got " + what + got);
-}
-
-[[noreturn]] KFFI_NOINLINE inline void FailAlign(const Plan& p, size_t op, const DLTensor* t) {
-  uint64_t first = reinterpret_cast<uintptr_t>(t->data) + t->byte_offset;
-  Raise("ValueError", "Misaligned Tensor data", p, op,
-        "expected data alignment=" + std::to_string(p.op_info[op].type->tensor.align) +
-            " bytes, but got data alignment=" + std::to_string(first & (0 - first)) + " bytes");
-}
-
-[[noreturn]] KFFI_NOINLINE inline void FailDeviceIndex(const Plan& p, size_t op, const DLTensor* t,
-                                                       const RunState& st) {
-  const std::string ref = p.op_info[static_cast<size_t>(st.device_op)].subject + ".device.index";
-  Raise("ValueError", "Mismatched device index", p, op,
-        "expected to match " + ref + ", but got " + std::to_string(t->device.device_id) + " (" +
-            ref + " is " + std::to_string(st.device_id) + ")");
-}
-
-[[noreturn]] KFFI_NOINLINE inline void FailTensorField(const Plan& p, size_t op, const DLTensor* t,
-                                                       int field) {
-  const TensorAst& ts = p.op_info[op].type->tensor;
-  switch (field) {
-    case 0:
-      FailTensor(p, op, "ndim=", std::to_string(ts.shape.size()), std::to_string(t->ndim));
-    case 1:
-      FailTensor(p, op, "device_type=", ts.device_text, DeviceTypeName(t->device.device_type));
-    case 2:
-      FailTensor(p, op, "dtype=", ts.dtype_text, DataTypeToString(t->dtype));
-    default:
-      FailTensor(p, op, "byte_offset=", "0", std::to_string(t->byte_offset));
-  }
-}
-
-[[noreturn]] KFFI_NOINLINE inline void FailLayout(const Plan& p, size_t op, const DLTensor* t,
-                                                  const int64_t* strides) {
-  Raise("ValueError", "Mismatched Tensor", p, op,
-        "expected " + p.op_info[op].type->tensor.layout_text + ", but got shape=" +
-            Ints(t->shape, t->ndim) + " with strides=" + Ints(strides, t->ndim));
-}
-
-/// A dimension failed. what: 0 literal, 1 width, 2 divisibility, 3 match.
-[[noreturn]] KFFI_NOINLINE inline void FailDim(const Plan& p, size_t op, size_t di, int64_t v,
-                                               const RunState& st, int what) {
-  const DimCheck& d = p.dims[di];
-  const std::string& name = p.dim_names[di];
-  const std::string got = ", but got " + std::to_string(v);
-  if (what == 0) {
-    Raise("ValueError", "Mismatched " + name, p, op,
-          "expected to be " + std::to_string(d.value) + got);
-  }
-  if (what == 1) {
-    Raise("ValueError", "Out of bound " + name, p, op,
-          "expected to be in int32 range [-2147483648, 2147483647]" + got);
-  }
-  if (what == 2) {
-    Raise("ValueError", "Invalid " + name, p, op,
-          "expected to be divisible by " +
-              std::to_string(p.symbols[static_cast<size_t>(d.slot)].divisibility) + got);
-  }
-  const std::string& ref = p.dim_names[static_cast<size_t>(st.site[d.slot])];
-  Raise("ValueError", "Mismatched " + name, p, op,
-        "expected to match " + ref + got + " (" + ref + " is " + std::to_string(st.values[d.slot]) +
-            ")");
-}
-
-[[noreturn]] KFFI_NOINLINE inline void FailScalarRange(const Plan& p, size_t op,
-                                                       const std::string& got) {
-  const TypeAst& t = *p.op_info[op].type;
-  std::string range = t.has_range            ? "range " + t.range_text
-                      : t.kind == Kind::kInt ? "int32 range [-2147483648, 2147483647]"
-                                             : "float32 range [" + FormatFloat(-FLT_MAX) + ", " +
-                                                   FormatFloat(FLT_MAX) + "]";
-  Raise("ValueError", "Out of bound " + p.op_info[op].subject, p, op,
-        "expected to be in " + range + ", but got " + got);
+/// A conflict between the op that set a value (ref_op, ref_name) and the op that differs from it
+/// (op, name): the message starts with the `mut` side when only one side is `mut` (the function
+/// writes it, so the inputs are more likely right), else with the later one.
+KFFI_NOINLINE inline void DescribeConflict(const Plan& p, Failure* f, Check check, int32_t op,
+                                           const std::string& name, int64_t value, int32_t ref_op,
+                                           const std::string& ref_name, int64_t ref_value,
+                                           const std::string& symbol) {
+  const bool blame_ref =
+      p.op_info[static_cast<size_t>(ref_op)].mut && !p.op_info[static_cast<size_t>(op)].mut;
+  const std::string& subject = blame_ref ? ref_name : name;
+  const std::string& other = blame_ref ? name : ref_name;
+  const std::string sym = symbol.empty() ? "" : symbol + " = ";
+  Describe(p, f, check, "ValueError", op, blame_ref ? ref_op : op, subject,
+           sym + std::to_string(blame_ref ? value : ref_value) + " (as " + other + ")",
+           std::to_string(blame_ref ? ref_value : value));
 }
 
 // ---- the checks ----------------------------------------------------------------------------
+static_assert(kKFFITensorFlagReadOnly == 1, "the fast run shifts Op::mut into the flag's place");
 // FastRun is the hot path: it folds the checks of a tensor into a few compares and only says
 // whether everything passed. When it fails, ExplainRun runs the plan again from scratch, check by
 // check in catalogue order, and throws the first failure with its message. Both accept exactly
@@ -209,10 +185,13 @@ KFFI_INLINE const int64_t* StridesOf(const DLTensor* t, int64_t* buf) {
 }
 
 /// Whether the tensor is compact in the layout's dimension order. Dimensions of size 1 may have
-/// any stride, and a tensor without elements has every layout (as in PyTorch).
+/// any stride, and a tensor without elements has every layout (as in PyTorch). NULL strides are
+/// compact row-major by definition (DLPack), whatever the shape holds: both runs ask this one
+/// function, so they agree even on shapes with negative sizes.
 inline bool LayoutOk(const Plan& p, const TensorCheck& c, const DLTensor* t,
                      const int64_t* strides) {
-  const int32_t* order = c.layout == kLayoutOrdered ? &p.orders[c.order_begin] : nullptr;
+  if (t->strides == nullptr && c.layout == kLayoutRowMajor) return true;
+  const int32_t* order = c.layout == kLayoutOrdered ? p.orders.data() + c.order_begin : nullptr;
   uint64_t expected = 1;
   bool ok = true;
   bool empty = false;
@@ -232,7 +211,7 @@ inline bool LayoutOk(const Plan& p, const TensorCheck& c, const DLTensor* t,
 KFFI_INLINE uint64_t RowMajorBitsOf(const int64_t* sh, const int64_t* strides, int32_t ndim) {
   uint64_t expected = 1;
   uint64_t bad = 0;
-#pragma GCC unroll 8
+  KFFI_CONTRACT_UNROLL_
   for (int32_t k = ndim - 1; k >= 0; --k) {
     bad |= (static_cast<uint64_t>(strides[k]) ^ expected) & (sh[k] == 1 ? 0 : ~UINT64_C(0));
     expected *= static_cast<uint64_t>(sh[k]);
@@ -258,7 +237,8 @@ KFFI_NOINLINE inline bool StridesOk(const Plan& p, const TensorCheck& c, const D
   int64_t buf[kMaxNdim];
   const int64_t* strides = StridesOf(t, buf);
   if (c.layout != kLayoutAny && !LayoutOk(p, c, t, strides)) return false;
-  return !c.has_strides || DynamicDimsBits(&p.dims[c.strides_begin], strides, c.ndim, st) == 0;
+  return !c.has_strides ||
+         DynamicDimsBits(p.dims.data() + c.strides_begin, strides, c.ndim, st) == 0;
 }
 
 /// The rarer tensor checks, out of line: device type or dtype alternatives, and a device index
@@ -319,12 +299,12 @@ template <int kNdim>
 KFFI_INLINE bool SimpleTensorN(const Plan& p, const TensorCheck& c, const DLTensor* t,
                                RunState* st) {
   if (KFFI_UNLIKELY(HeadBits(c, t, st) != 0)) return false;  // ndim checked: shape is readable
-  const DimCheck* d = &p.dims[c.dims_begin];
+  const DimCheck* d = p.dims.data() + c.dims_begin;
   int64_t sh[kNdim];
-#pragma GCC unroll 8
+  KFFI_CONTRACT_UNROLL_
   for (int i = 0; i < kNdim; ++i) sh[i] = t->shape[i];
   uint64_t bad = 0;
-#pragma GCC unroll 8
+  KFFI_CONTRACT_UNROLL_
   for (int i = 0; i < kNdim; ++i) bad |= DimBits<false>(d[i], sh[i], st);
   if (c.check_strides) bad |= RowMajorBits<kNdim>(t, sh);
   return bad == 0;
@@ -347,7 +327,8 @@ KFFI_INLINE bool SimpleTensor(const Plan& p, uint8_t simple, const TensorCheck& 
       break;
   }
   if (KFFI_UNLIKELY(HeadBits(c, t, st) != 0)) return false;  // before reading shape[ndim - 1]
-  uint64_t bad = DimsBits<false>(&p.dims[c.dims_begin], t->shape, c.ndim, st);
+  // data(): a plan of 0-d tensors has no DimCheck at all (no &dims[0] of an empty vector).
+  uint64_t bad = DimsBits<false>(p.dims.data() + c.dims_begin, t->shape, c.ndim, st);
   if (c.check_strides) bad |= !RowMajorOk(t);
   return bad == 0;
 }
@@ -358,9 +339,9 @@ inline bool FastTensor(const Plan& p, const TensorCheck& c, const DLTensor* t, R
   if (c.extra) bad |= ExtraBits(p, c, t, st);
   if (bad != 0) return false;  // before reading shape[ndim - 1]
   if (!c.dynamic_dims) {
-    bad = DimsBits<false>(&p.dims[c.dims_begin], t->shape, c.ndim, st);
+    bad = DimsBits<false>(p.dims.data() + c.dims_begin, t->shape, c.ndim, st);
   } else {
-    bad = DynamicDimsBits(&p.dims[c.dims_begin], t->shape, c.ndim, st);
+    bad = DynamicDimsBits(p.dims.data() + c.dims_begin, t->shape, c.ndim, st);
   }
   if (c.check_strides) {
     bad |= c.layout == kLayoutRowMajor && !c.has_strides ? !RowMajorOk(t) : !StridesOk(p, c, t, st);
@@ -393,6 +374,8 @@ inline bool FastOther(const Plan& p, const Op& op, const KFFIAny* v, RunState* s
     }
     case kOpBool:
       return type == kKFFIBool || type == kKFFIInt;
+    case kOpStream:
+      return type == kKFFIOpaquePtr || type == kKFFIInt || type == kKFFINone;
     default: {  // kOpTuple
       if (type != kKFFIArray && type != kKFFIList) return false;
       auto* cell = static_cast<const KFFISeqCell*>(KFFIObjectGetCellPtr(v->v_obj));
@@ -402,7 +385,14 @@ inline bool FastOther(const Plan& p, const Op& op, const KFFIAny* v, RunState* s
   }
 }
 
-/// Whether the values of ops [first, end) pass every check: any op, any value.
+/// Whether a tensor argument is read-only while its parameter is `mut` (tensor_flags is only
+/// meaningful on a tensor; a tuple element's stored value has 0 there).
+KFFI_INLINE bool WritableMissing(const Op& op, const KFFIAny* v) {
+  return op.mut != 0 && (v->tensor_flags & kKFFITensorFlagReadOnly) != 0;
+}
+
+/// Whether the values of ops [first, end) pass every check: any op, any value. On failure,
+/// st->failed_op is the op that failed.
 KFFI_NOINLINE inline bool GeneralRun(const Plan& p, RunState* st, size_t first) {
   const Op* ops = p.ops.data();
   const size_t n = p.ops.size();
@@ -411,23 +401,43 @@ KFFI_NOINLINE inline bool GeneralRun(const Plan& p, RunState* st, size_t first) 
     const KFFIAny* v = st->frames[op.frame] + op.index;
     const DLTensor* t = nullptr;
     if (KFFI_LIKELY(op.kind == kOpTensor)) t = TensorOf(v);
+    bool ok;
+    const size_t at = i;
     if (KFFI_LIKELY(t != nullptr)) {
-      if (KFFI_UNLIKELY(!FastTensor(p, p.tensors[op.spec], t, st))) return false;
-    } else if (KFFI_UNLIKELY(!FastOther(p, op, v, st, &i))) {
+      ok = !WritableMissing(op, v) && FastTensor(p, p.tensors[op.spec], t, st);
+    } else {
+      ok = FastOther(p, op, v, st, &i);
+    }
+    if (KFFI_UNLIKELY(!ok)) {
+      st->failed_op = static_cast<int32_t>(at);
       return false;
     }
   }
   return true;
 }
 
+/// The first 8 bytes of a value: type_index, then tensor_flags (for a tensor argument).
+KFFI_INLINE uint64_t HeadOf(const KFFIAny* v) {
+  uint64_t head;
+  std::memcpy(&head, v, sizeof(head));
+  return head;
+}
+
 /// The leading Plan::uniform_count arguments, all simple tensors of rank kNdim: true when every
 /// one is a DLTensor* that passes. False sends the call to the general loop (from the start).
-template <int kNdim>
+/// kMut: one of them is `mut`, so the read-only flag is read with the type.
+template <int kNdim, bool kMut>
 KFFI_INLINE bool UniformRun(const Plan& p, const KFFIAny* args, RunState* st) {
   const TensorCheck* checks = p.tensors.data();
   const int32_t n = p.uniform_count;
   for (int32_t i = 0; i < n; ++i) {
-    if (KFFI_UNLIKELY(args[i].type_index != kKFFIDLTensorPtr)) return false;
+    if (kMut) {  // the type and the read-only flag of a `mut` parameter in one compare
+      if (KFFI_UNLIKELY((HeadOf(args + i) & checks[i].arg_mask) != kKFFIDLTensorPtr)) {
+        return false;
+      }
+    } else if (KFFI_UNLIKELY(args[i].type_index != kKFFIDLTensorPtr)) {
+      return false;
+    }
     const auto* t = static_cast<const DLTensor*>(args[i].v_ptr);
     if (KFFI_UNLIKELY(!SimpleTensorN<kNdim>(p, checks[i], t, st))) return false;
   }
@@ -438,7 +448,10 @@ KFFI_INLINE bool UniformRun(const Plan& p, const KFFIAny* args, RunState* st) {
 /// that is a tensor with a plain check, Op::simple) without making any call, so that everything
 /// stays in registers; at the first other op it hands the rest to GeneralRun.
 KFFI_INLINE bool FastRun(const Plan& p, const KFFIAny* args, int32_t num_args, RunState* st) {
-  if (KFFI_UNLIKELY(num_args != p.num_args)) return false;
+  if (KFFI_UNLIKELY(num_args != p.num_args)) {
+    st->failed_op = -1;
+    return false;
+  }
   st->frames[0] = args;
   const Op* ops = p.ops.data();
   const size_t n = p.ops.size();
@@ -446,16 +459,28 @@ KFFI_INLINE bool FastRun(const Plan& p, const KFFIAny* args, int32_t num_args, R
   bool uniform = false;
   switch (p.uniform_ndim) {
     case 1:
-      uniform = UniformRun<1>(p, args, st);
+      uniform = UniformRun<1, false>(p, args, st);
       break;
     case 2:
-      uniform = UniformRun<2>(p, args, st);
+      uniform = UniformRun<2, false>(p, args, st);
       break;
     case 3:
-      uniform = UniformRun<3>(p, args, st);
+      uniform = UniformRun<3, false>(p, args, st);
       break;
     case 4:
-      uniform = UniformRun<4>(p, args, st);
+      uniform = UniformRun<4, false>(p, args, st);
+      break;
+    case 5:
+      uniform = UniformRun<1, true>(p, args, st);
+      break;
+    case 6:
+      uniform = UniformRun<2, true>(p, args, st);
+      break;
+    case 7:
+      uniform = UniformRun<3, true>(p, args, st);
+      break;
+    case 8:
+      uniform = UniformRun<4, true>(p, args, st);
       break;
     default:
       break;
@@ -465,103 +490,204 @@ KFFI_INLINE bool FastRun(const Plan& p, const KFFIAny* args, int32_t num_args, R
     const Op& op = ops[i];
     const KFFIAny* v = args + op.index;
     const DLTensor* t;
-    if (KFFI_LIKELY(op.simple && v->type_index == kKFFIDLTensorPtr)) {
+    // The type and, for a `mut` parameter, the read-only flag in one compare.
+    const uint64_t head = HeadOf(v) & (UINT64_C(0xffffffff) | static_cast<uint64_t>(op.mut) << 32);
+    if (KFFI_LIKELY(op.simple && head == kKFFIDLTensorPtr)) {
       t = static_cast<const DLTensor*>(v->v_ptr);
-    } else if (op.simple && v->type_index == kKFFITensor) {
+    } else if (op.simple && head == kKFFITensor) {
       t = KFFITensorGetDLTensorPtr(v->v_obj);
     } else {
       return GeneralRun(p, st, i);
     }
-    if (KFFI_UNLIKELY(!SimpleTensor(p, op.simple, p.tensors[op.spec], t, st))) return false;
+    if (KFFI_UNLIKELY(!SimpleTensor(p, op.simple, p.tensors[op.spec], t, st))) {
+      st->failed_op = static_cast<int32_t>(i);
+      return false;
+    }
   }
   return true;
 }
 
 // ---- the explaining run (cold) ----------------------------------------------------------------
+// It runs the checks one by one in catalogue order and stops at the first failure, which it
+// describes. The predicates are the fast run's (BindBits, LayoutOk, StridesOf, FastOther), so the
+// two agree on every input: tests/cpp/test_contract_fuzz.cc holds them to it.
 
-inline void ExplainDims(const Plan& p, size_t op, size_t first, const int64_t* v, int32_t n,
-                        RunState* st) {
-  for (int32_t i = 0; i < n; ++i) {
-    const size_t di = first + static_cast<size_t>(i);
-    const DimCheck& d = p.dims[di];
-    const bool bound = d.mode == kDimBindOrMatch && ((st->bound >> d.slot) & 1) != 0;
-    if (d.mode == kDimLiteral) {
-      if (v[i] != d.value) FailDim(p, op, di, v[i], *st, 0);
-    } else if (d.mode == kDimMatch || bound) {
-      if (v[i] != st->values[d.slot]) FailDim(p, op, di, v[i], *st, 3);
-    } else {
-      if (d.int32_mask != 0 && v[i] != static_cast<int32_t>(v[i])) {
-        FailDim(p, op, di, v[i], *st, 1);
-      }
-      if (BindBits(d, v[i]) != 0) FailDim(p, op, di, v[i], *st, 2);
-      st->values[d.slot] = v[i];
-      st->site[d.slot] = static_cast<int32_t>(di);
-      st->bound |= UINT64_C(1) << d.slot;
+class Explainer {
+ public:
+  Explainer(const Plan& p, Failure* f) : p_(p), f_(f) {}
+
+  /// Fills the Failure of the first failed check; false when every check passes.
+  bool Run(const KFFIAny* args, int32_t num_args) {
+    if (num_args != p_.num_args) {
+      DescribeCount(p_, f_, num_args);
+      return true;
     }
+    st_.frames[0] = args;
+    for (size_t i = 0; i < p_.ops.size(); ++i) {
+      const Op& op = p_.ops[i];
+      const KFFIAny* v = st_.frames[op.frame] + op.index;
+      const DLTensor* t = op.kind == kOpTensor ? TensorOf(v) : nullptr;
+      if (t != nullptr) {
+        if (Tensor(i, op, v, t)) return true;
+        continue;
+      }
+      const size_t at = i;
+      if (FastOther(p_, op, v, &st_, &i)) continue;
+      const bool typed = op.kind == kOpInt ? v->type_index == kKFFIInt || v->type_index == kKFFIBool
+                         : op.kind == kOpFloat
+                             ? v->type_index == kKFFIFloat || v->type_index == kKFFIInt ||
+                                   v->type_index == kKFFIBool
+                             : false;
+      if (!typed) {
+        DescribeType(p_, f_, at, v);
+      } else {
+        Range(at, v);
+      }
+      return true;
+    }
+    return false;
   }
+
+ private:
+  void Fail(Check check, size_t op, const std::string& subject, const std::string& expected,
+            const std::string& got) {
+    const int32_t i = static_cast<int32_t>(op);
+    Describe(p_, f_, check, "ValueError", i, i, subject, expected, got);
+  }
+
+  void Range(size_t op, const KFFIAny* v) {
+    const TypeAst& t = *p_.op_info[op].type;
+    std::string range = t.has_range            ? "range " + t.range_text
+                        : t.kind == Kind::kInt ? "int32 range [-2147483648, 2147483647]"
+                                               : "float32 range [" + FormatDouble(-FLT_MAX) + ", " +
+                                                     FormatDouble(FLT_MAX) + "]";
+    Fail(Check::kRange, op, p_.op_info[op].subject, "a value in " + range,
+         v->type_index == kKFFIFloat ? FormatDouble(v->v_float64)
+         : t.kind == Kind::kFloat    ? FormatDouble(static_cast<double>(v->v_int64))
+                                     : std::to_string(v->v_int64));
+  }
+
+  /// The shape or stride entries [first, first + n) against their checks.
+  bool Dims(size_t op, size_t first, const int64_t* v, int32_t n, Check check) {
+    for (int32_t i = 0; i < n; ++i) {
+      const size_t di = first + static_cast<size_t>(i);
+      const DimCheck& d = p_.dims[di];
+      const std::string& name = p_.dim_names[di];
+      const std::string& sym = d.mode == kDimLiteral ? name : p_.symbols[d.slot].name;
+      const bool bound = d.mode == kDimBindOrMatch && ((st_.bound >> d.slot) & 1) != 0;
+      if (d.mode == kDimLiteral) {
+        if (v[i] != d.value) {
+          Fail(check, op, name, std::to_string(d.value), std::to_string(v[i]));
+          return true;
+        }
+      } else if (d.mode == kDimMatch || bound) {
+        if (v[i] != st_.values[d.slot]) {
+          const size_t ref = static_cast<size_t>(st_.site[d.slot]);
+          DescribeConflict(p_, f_, check, static_cast<int32_t>(op), name, v[i], p_.dim_ops[ref],
+                           p_.dim_names[ref], st_.values[d.slot], sym);
+          return true;
+        }
+      } else {
+        if (d.int32_mask != 0 && v[i] != static_cast<int32_t>(v[i])) {
+          Fail(check, op, name, sym + " in int32 range [-2147483648, 2147483647]",
+               std::to_string(v[i]));
+          return true;
+        }
+        if (BindBits(d, v[i]) != 0) {
+          Fail(check, op, name,
+               sym + " divisible by " + std::to_string(p_.symbols[d.slot].divisibility),
+               std::to_string(v[i]));
+          return true;
+        }
+        st_.values[d.slot] = v[i];
+        st_.site[d.slot] = static_cast<int32_t>(di);
+        st_.bound |= UINT64_C(1) << d.slot;
+      }
+    }
+    return false;
+  }
+
+  bool Tensor(size_t op, const Op& o, const KFFIAny* v, const DLTensor* t) {
+    const TensorCheck& c = p_.tensors[o.spec];
+    const TensorAst& ts = p_.op_info[op].type->tensor;
+    const std::string& x = p_.op_info[op].subject;
+    if (WritableMissing(o, v)) {
+      Fail(Check::kWritable, op, x, "a writable tensor (the parameter is declared `mut`)",
+           "a read-only tensor");
+      return true;
+    }
+    const uint64_t first = reinterpret_cast<uintptr_t>(t->data) + t->byte_offset;
+    if ((first & c.align_mask) != 0) {
+      Fail(Check::kAlign, op, x, "data aligned to " + std::to_string(ts.align) + " bytes",
+           "data aligned to " + std::to_string(first & (0 - first)) + " bytes");
+      return true;
+    }
+    if (st_.device_op < 0) {
+      st_.device_op = static_cast<int32_t>(op);
+      st_.device_id = t->device.device_id;
+    } else if (t->device.device_id != st_.device_id) {
+      const std::string ref = p_.op_info[static_cast<size_t>(st_.device_op)].subject;
+      DescribeConflict(p_, f_, Check::kDeviceIndex, static_cast<int32_t>(op), x + ".device.index",
+                       t->device.device_id, st_.device_op, ref + ".device.index", st_.device_id,
+                       "");
+      return true;
+    }
+    if (t->ndim != c.ndim) {
+      Fail(Check::kNdim, op, x + ".ndim", std::to_string(c.ndim), std::to_string(t->ndim));
+      return true;
+    }
+    const uint32_t dt = static_cast<uint32_t>(t->device.device_type);
+    if (c.device_mask != 0 && (dt >= 64 || ((c.device_mask >> dt) & 1) == 0)) {
+      Fail(Check::kDeviceType, op, x + ".device", ts.device_text,
+           DeviceTypeName(t->device.device_type));
+      return true;
+    }
+    const uint32_t dtype = DtypeBits(t->dtype);
+    bool dtype_ok = c.num_dtypes == 0 || (c.num_dtypes == 1 && dtype == c.dtype);
+    for (uint16_t i = 0; c.num_dtypes > 1 && i < c.num_dtypes; ++i) {
+      dtype_ok |= p_.dtypes[c.dtype_begin + i] == dtype;
+    }
+    if (!dtype_ok) {
+      Fail(Check::kDtype, op, x + ".dtype", ts.dtype_text, DataTypeToString(t->dtype));
+      return true;
+    }
+    if (c.offset0 && t->byte_offset != 0) {
+      Fail(Check::kByteOffset, op, x + ".byte_offset", "0", std::to_string(t->byte_offset));
+      return true;
+    }
+    if (Dims(op, c.dims_begin, t->shape, c.ndim, Check::kShape)) return true;
+    if (c.layout == kLayoutAny && !c.has_strides) return false;
+    int64_t buf[kMaxNdim];
+    const int64_t* strides = StridesOf(t, buf);
+    if (c.layout != kLayoutAny && !LayoutOk(p_, c, t, strides)) {
+      Fail(Check::kLayout, op, x + ".strides", ts.layout_text,
+           Ints(strides, t->ndim) + " for shape " + Ints(t->shape, t->ndim));
+      return true;
+    }
+    return c.has_strides && Dims(op, c.strides_begin, strides, c.ndim, Check::kStrides);
+  }
+
+  const Plan& p_;
+  Failure* f_;
+  RunState st_;
+};
+
+/// The first failed check of a call (Check::kNone when every check passes).
+KFFI_NOINLINE inline Failure Explain(const Plan& p, const KFFIAny* args, int32_t num_args) {
+  Failure f;
+  Explainer(p, &f).Run(args, num_args);
+  return f;
 }
 
-inline void ExplainTensor(const Plan& p, size_t op, const TensorCheck& c, const DLTensor* t,
-                          RunState* st) {
-  if (((reinterpret_cast<uintptr_t>(t->data) + t->byte_offset) & c.align_mask) != 0) {
-    FailAlign(p, op, t);
-  }
-  if (st->device_op < 0) {
-    st->device_op = static_cast<int32_t>(op);
-    st->device_id = t->device.device_id;
-  } else if (t->device.device_id != st->device_id) {
-    FailDeviceIndex(p, op, t, *st);
-  }
-  if (t->ndim != c.ndim) FailTensorField(p, op, t, 0);
-  const uint32_t dt = static_cast<uint32_t>(t->device.device_type);
-  if (c.device_mask != 0 && (dt >= 64 || ((c.device_mask >> dt) & 1) == 0)) {
-    FailTensorField(p, op, t, 1);
-  }
-  const uint32_t dtype = DtypeBits(t->dtype);
-  bool dtype_ok = c.num_dtypes == 0 || (c.num_dtypes == 1 && dtype == c.dtype);
-  for (uint16_t i = 0; c.num_dtypes > 1 && i < c.num_dtypes; ++i) {
-    dtype_ok |= p.dtypes[c.dtype_begin + i] == dtype;
-  }
-  if (!dtype_ok) FailTensorField(p, op, t, 2);
-  if (c.offset0 && t->byte_offset != 0) FailTensorField(p, op, t, 3);
-  ExplainDims(p, op, c.dims_begin, t->shape, c.ndim, st);
-  if (c.layout == kLayoutAny && !c.has_strides) return;
-  int64_t buf[kMaxNdim];
-  const int64_t* strides = StridesOf(t, buf);
-  if (c.layout != kLayoutAny && !LayoutOk(p, c, t, strides)) FailLayout(p, op, t, strides);
-  if (c.has_strides) ExplainDims(p, op, c.strides_begin, strides, c.ndim, st);
-}
-
-/// Runs the checks one by one in catalogue order and throws the first failure; after FastRun
-/// failed there is one, so reaching the end is a bug.
+/// Throws the first failure; after FastRun failed there is one, so finding none is a bug.
 [[noreturn]] KFFI_NOINLINE inline void ExplainRun(const Plan& p, const KFFIAny* args,
                                                   int32_t num_args) {
-  if (num_args != p.num_args) FailCount(p, num_args);
-  RunState st;
-  st.frames[0] = args;
-  for (size_t i = 0; i < p.ops.size(); ++i) {
-    const Op& op = p.ops[i];
-    const KFFIAny* v = st.frames[op.frame] + op.index;
-    const DLTensor* t = op.kind == kOpTensor ? TensorOf(v) : nullptr;
-    if (t != nullptr) {
-      ExplainTensor(p, i, p.tensors[op.spec], t, &st);
-      continue;
-    }
-    const size_t at = i;
-    if (FastOther(p, op, v, &st, &i)) continue;
-    const bool typed =
-        op.kind == kOpInt ? v->type_index == kKFFIInt || v->type_index == kKFFIBool
-        : op.kind == kOpFloat
-            ? v->type_index == kKFFIFloat || v->type_index == kKFFIInt || v->type_index == kKFFIBool
-            : false;
-    if (!typed) FailType(p, at, v);
-    FailScalarRange(p, at,
-                    v->type_index == kKFFIFloat ? FormatFloat(v->v_float64)
-                    : op.kind == kOpFloat       ? FormatFloat(static_cast<double>(v->v_int64))
-                                                : std::to_string(v->v_int64));
+  Failure f = Explain(p, args, num_args);
+  if (f.check == Check::kNone) {
+    throw Error("InternalError", "The contract check of `" + p.name +
+                                     "` failed, but no check explains why (a bug in kffi)");
   }
-  throw Error("InternalError", "The contract check of `" + p.name +
-                                   "` failed, but no check explains why (a bug in kffi)");
+  throw Error(f.kind, f.message);
 }
 
 /// Checks the call arguments; throws the catalogue's error for the first failed check.
@@ -587,24 +713,50 @@ inline DLDevice StreamDevice(const Plan& p, const RunState& st) {
   return first;
 }
 
-/// The function's arguments: the call arguments with the environment stream put in place of
-/// each EnvStream parameter (out has Plan::fn_src.size() slots). A typed C++ function gets an
-/// opaque pointer even when it is NULL (its void* parameter reads that without a conversion); a
-/// packed one gets None for NULL, as kffi passes null pointers.
+/// A pointer argument as the function receives it: an opaque pointer, or None for NULL when
+/// null_as_none (a packed function; kffi passes null pointers as None).
+KFFI_INLINE void SetPointerArg(KFFIAny* v, void* ptr, bool null_as_none) {
+  v->type_index = ptr == nullptr && null_as_none ? kKFFINone : kKFFIOpaquePtr;
+  v->zero_padding = 0;
+  v->v_int64 = 0;
+  v->v_ptr = ptr;
+}
+
+/// Rewrites the Stream arguments among the function's arguments as pointers: an int handle (a
+/// cudaStream_t as an integer) becomes the pointer with its bits, None becomes NULL. Out of line:
+/// only functions with a Stream parameter pay for it.
+KFFI_NOINLINE inline void ConvertStreamArgs(const Plan& p, KFFIAny* out, bool null_as_none) {
+  for (size_t j = 0; j < p.fn_src.size(); ++j) {
+    if (p.fn_src[j] < 0 || !p.fn_stream[j]) continue;
+    const KFFIAny a = out[j];
+    void* ptr = a.type_index == kKFFIInt
+                    ? reinterpret_cast<void*>(static_cast<uintptr_t>(a.v_int64))
+                : a.type_index == kKFFIOpaquePtr ? a.v_ptr
+                                                 : nullptr;
+    SetPointerArg(&out[j], ptr, null_as_none);
+  }
+}
+
+/// The function's arguments (out has Plan::fn_src.size() slots): the call arguments, with the
+/// environment stream put in place of each EnvStream parameter, and each Stream argument as a
+/// pointer (ConvertStreamArgs). A typed C++ function gets an opaque pointer even when it is NULL
+/// (its void* parameter reads that without a conversion); a packed one gets None for NULL, as
+/// kffi passes null pointers.
 inline void ExpandArgs(const Plan& p, const KFFIAny* args, const RunState& st, KFFIAny* out,
                        bool null_as_none) {
-  const DLDevice dev = StreamDevice(p, st);
-  void* stream = KFFIEnvGetStream(dev.device_type, dev.device_id);
+  void* stream = nullptr;
+  if (p.has_env_stream) {
+    const DLDevice dev = StreamDevice(p, st);
+    stream = KFFIEnvGetStream(dev.device_type, dev.device_id);
+  }
   for (size_t j = 0; j < p.fn_src.size(); ++j) {
     if (p.fn_src[j] >= 0) {
       out[j] = args[p.fn_src[j]];
     } else {
-      out[j].type_index = stream == nullptr && null_as_none ? kKFFINone : kKFFIOpaquePtr;
-      out[j].zero_padding = 0;
-      out[j].v_int64 = 0;
-      out[j].v_ptr = stream;
+      SetPointerArg(&out[j], stream, null_as_none);
     }
   }
+  if (p.has_stream) ConvertStreamArgs(p, out, null_as_none);
 }
 
 }  // namespace contract

@@ -4,23 +4,34 @@
 //   contract := [param {"," param}] ["->" output {"," output}] [";" symbol {"," symbol}]
 //   param    := NAME ":" type
 //   type     := "Tensor" "(" "[" [dim {"," dim}] "]" "," dtypes {"," option} ")"
-//             | scalar ["[" number "," number "]"]        (an inclusive range)
-//             | "Optional" "[" type "]" | "Tuple" "[" type {"," type} "]" | "EnvStream"
+//             | scalar ["[" number "," number "]"]        (an inclusive range, finite)
+//             | "Optional" "[" type "]" | "Tuple" "[" type {"," type} "]"
+//             | "Stream" | "EnvStream"
 //   scalar   := "int" | "int32" | "int64" | "float" | "float32" | "float64" | "bool"
 //   dim      := INT | NAME                                 (a literal or a symbol)
-//   dtypes   := "*" | DTYPE {"|" DTYPE}
+//   dtypes   := "*" | DTYPE {"|" DTYPE}                    (standard names: float32, int8x4, ...)
 //   option   := "device" "=" DEVICE {"|" DEVICE} | "align" "=" INT | "offset0" | "contiguous"
 //             | "row_major" | "col_major" | "stride_order" "=" "(" INT {"," INT} ")"
-//             | "strides" "=" "[" dim {"," dim} "]"
+//             | "strides" "=" "[" dim {"," dim} "]" | "mut"
 //   output   := [NAME ":"] "Tensor" "(" "[" [expr {"," expr}] "]" "," dtypes {"," option} ")"
-//   expr     := integer expression of INT and NAME with + - * // and parentheses
+//   expr     := integer expression of INT and NAME with + - * // % unary - and parentheses
 //   symbol   := NAME [":" ("int32" | "int64")] ["%" INT]
+// `mut` marks a tensor parameter the function writes (a read-only argument is refused); it is not
+// allowed on outputs or inside a Tuple (stored tuple elements carry no read-only flag). `Stream`
+// is an explicit stream argument (an opaque pointer, an int handle or None); `EnvStream` is no
+// call argument (see contract.h).
+//
+// Limits (so that a hostile library fails to load instead of exhausting the stack): the text is at
+// most kMaxContractBytes long, Optional/Tuple nest at most kMaxTypeDepth deep, and parentheses and
+// unary minus nest at most kMaxExprDepth deep. Output expressions are kept in reverse Polish
+// notation (OutputAst's shape_rpn) and evaluated with a stack, never recursively.
 #ifndef KFFI_CONTRACT_PARSER_H_
 #define KFFI_CONTRACT_PARSER_H_
 
 #include <kffi/dtype.h>
 #include <kffi/error.h>
 
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <string>
@@ -35,6 +46,15 @@ namespace contract {
 // Literals are compared as string_view on both sides: kffi::String's comparisons would make a
 // string_view == "literal" ambiguous inside namespace kffi.
 using Sv = std::string_view;
+
+/// Longest contract text accepted (bytes).
+constexpr size_t kMaxContractBytes = 65536;
+/// Most dimensions a contract tensor can have (the ndim of a DLTensor is not bounded).
+constexpr size_t kMaxNdim = 32;
+/// Deepest nesting of Optional/Tuple types.
+constexpr int kMaxTypeDepth = 16;
+/// Deepest nesting of parentheses and unary minus in an output expression.
+constexpr int kMaxExprDepth = 32;
 
 /// A syntax error: the byte offset in the text (0-based) and what was expected there.
 struct SyntaxError {
@@ -99,7 +119,7 @@ inline std::vector<Token> Tokenize(std::string_view s) {
   return out;
 }
 
-enum class Kind : uint8_t { kTensor, kInt, kFloat, kBool, kTuple, kEnvStream };
+enum class Kind : uint8_t { kTensor, kInt, kFloat, kBool, kTuple, kStream, kEnvStream };
 
 /// A dimension or stride entry: an integer literal or a symbol.
 struct DimAst {
@@ -109,27 +129,45 @@ struct DimAst {
   size_t pos = 0;
 };
 
-/// A node of an output-shape expression (nodes refer to each other by index).
-struct ExprNode {
-  enum Op : uint8_t { kLit, kSym, kAdd, kSub, kMul, kFloorDiv, kNeg };
+/// One token of an output-shape expression in reverse Polish notation: a literal, a symbol, or an
+/// operator applied to the values on top of the stack (kNeg takes one, the others two).
+struct RpnToken {
+  enum Op : uint8_t { kLit, kSym, kAdd, kSub, kMul, kFloorDiv, kMod, kNeg };
   Op op;
   int64_t value = 0;
   std::string symbol;
-  int32_t lhs = -1;
-  int32_t rhs = -1;
   size_t pos = 0;
 };
 
+/// The operator's spelling in metadata ("+", "-", "*", "//", "%", "neg").
+inline const char* RpnOpName(RpnToken::Op op) {
+  switch (op) {
+    case RpnToken::kAdd:
+      return "+";
+    case RpnToken::kSub:
+      return "-";
+    case RpnToken::kMul:
+      return "*";
+    case RpnToken::kFloorDiv:
+      return "//";
+    case RpnToken::kMod:
+      return "%";
+    default:
+      return "neg";
+  }
+}
+
 struct TensorAst {
-  std::vector<DimAst> shape;             // inputs
-  std::vector<int32_t> shape_exprs;      // outputs: root nodes
-  std::vector<std::string> shape_texts;  // outputs: each expression as written
-  std::vector<DLDataType> dtypes;        // empty: any
-  std::string dtype_text;                // "float32", "float16|bfloat16", "*"
-  std::vector<int32_t> device_types;     // empty: any
-  std::string device_text;               // "cuda", "cpu|cuda"
-  int64_t align = 0;                     // bytes; 0: unchecked
+  std::vector<DimAst> shape;                     // inputs
+  std::vector<std::vector<RpnToken>> shape_rpn;  // outputs: each expression in RPN
+  std::vector<std::string> shape_texts;          // outputs: each expression as written
+  std::vector<DLDataType> dtypes;                // empty: any
+  std::string dtype_text;                        // "float32", "float16|bfloat16", "*"
+  std::vector<int32_t> device_types;             // empty: any
+  std::string device_text;                       // "cuda", "cpu|cuda"
+  int64_t align = 0;                             // bytes; 0: unchecked
   bool offset0 = false;
+  bool mut = false;             // the function writes it: read-only arguments are refused
   bool compact = false;         // compact, dims laid out in `order`
   std::vector<int32_t> order;   // dims from outermost to innermost
   std::string layout_text;      // "contiguous", "col_major", "stride_order=(1,0)", ...
@@ -146,6 +184,7 @@ struct TypeAst {
   int64_t int_lo = 0, int_hi = 0;
   double float_lo = 0, float_hi = 0;
   std::string range_text;  // "[0, 1024]" as written
+  std::string text;        // the whole type as written: "Optional[Tensor([n], float32)]"
   TensorAst tensor;
   std::vector<TypeAst> elems;  // Tuple
   size_t pos = 0;
@@ -177,10 +216,36 @@ struct ContractAst {
   std::vector<ParamAst> params;
   std::vector<OutputAst> outputs;
   std::vector<SymbolDecl> symbols;
-  std::vector<ExprNode> nodes;
 };
 
-/// Standard dtype names; others (e.g. "int8x4") go to the runtime's parser.
+/// Whether a parsed dtype is one a tensor can have: the standard widths of each code (no
+/// `float23` or `int3`, which the runtime's generic parser would take).
+inline bool IsStandardDtype(DLDataType t) {
+  if (t.lanes == 0) return false;
+  switch (t.code) {
+    case kDLInt:
+    case kDLUInt:
+      return t.bits == 4 || t.bits == 8 || t.bits == 16 || t.bits == 32 || t.bits == 64;
+    case kDLFloat:
+      return t.bits == 16 || t.bits == 32 || t.bits == 64;
+    case kDLBfloat:
+      return t.bits == 16;
+    case kDLComplex:
+      return t.bits == 64 || t.bits == 128;
+    case kDLBool:
+      return t.bits == 8;
+    case kDLFloat6_e2m3fn:
+    case kDLFloat6_e3m2fn:
+      return t.bits == 6;
+    case kDLFloat4_e2m1fn:
+      return t.bits == 4;
+    default:  // the float8 codes
+      return t.code >= kDLFloat8_e3m4 && t.code <= kDLFloat8_e8m0fnu && t.bits == 8;
+  }
+}
+
+/// Standard dtype names; others (e.g. "int8x4", "float8_e3m4") go to the runtime's parser and
+/// must be standard (IsStandardDtype) and spelled as the runtime prints them.
 inline bool LookupDtype(std::string_view s, DLDataType* out) {
   static const struct {
     const char* name;
@@ -211,7 +276,9 @@ inline bool LookupDtype(std::string_view s, DLDataType* out) {
     }
   }
   try {
-    *out = StringToDataType(s);
+    DLDataType t = StringToDataType(s);
+    if (!IsStandardDtype(t) || Sv(DataTypeToString(t)) != s) return false;
+    *out = t;
     return true;
   } catch (const Error&) {
     return false;
@@ -226,10 +293,17 @@ inline int32_t LookupDeviceType(std::string_view s) {
   return -1;
 }
 
-/// Recursive descent over the tokens; throws SyntaxError at the first problem.
+/// Recursive descent over the tokens; throws SyntaxError at the first problem. The recursion is
+/// bounded: types by kMaxTypeDepth, expressions by kMaxExprDepth.
 class Parser {
  public:
-  explicit Parser(std::string_view text) : text_(text), toks_(Tokenize(text)) {}
+  explicit Parser(std::string_view text) : text_(text) {
+    if (text.size() > kMaxContractBytes) {
+      throw SyntaxError{0, "the contract is " + std::to_string(text.size()) +
+                               " bytes long (at most " + std::to_string(kMaxContractBytes) + ")"};
+    }
+    toks_ = Tokenize(text);
+  }
 
   ContractAst Parse() {
     if (!AtEnd() && !IsPunct("->") && !IsPunct(";")) {
@@ -252,6 +326,23 @@ class Parser {
   }
 
  private:
+  /// Counts one level of nesting for as long as it lives; too deep is a SyntaxError.
+  class DepthGuard {
+   public:
+    DepthGuard(int* depth, int limit, size_t pos, const char* what) : depth_(depth) {
+      if (++*depth_ > limit) {
+        throw SyntaxError{pos,
+                          std::string(what) + " nest more than " + std::to_string(limit) + " deep"};
+      }
+    }
+    ~DepthGuard() { --*depth_; }
+    DepthGuard(const DepthGuard&) = delete;
+    DepthGuard& operator=(const DepthGuard&) = delete;
+
+   private:
+    int* depth_;
+  };
+
   const Token& Peek(size_t k = 0) const {
     return toks_[i_ + k < toks_.size() ? i_ + k : toks_.size() - 1];
   }
@@ -297,9 +388,11 @@ class Parser {
     return negative ? static_cast<int64_t>(0 - v) : static_cast<int64_t>(v);
   }
   double ParseFloat() {
+    size_t pos = Peek().pos;
     bool negative = Accept("-");
     if (Peek().kind != TokKind::kInt && Peek().kind != TokKind::kFloat) Fail("expected a number");
     double v = std::strtod(std::string(Peek().text).c_str(), nullptr);
+    if (!std::isfinite(v)) throw SyntaxError{pos, "a range bound must be finite"};
     ++i_;
     return negative ? -v : v;
   }
@@ -310,14 +403,16 @@ class Parser {
     p.name = std::string(ExpectName("expected a parameter name").text);
     Expect(":");
     size_t type_start = Peek().pos;
-    p.type = ParseType();
+    p.type = ParseType(/*in_tuple=*/false);
     p.type_text = Slice(type_start);
     p.text = Slice(p.pos);
     return p;
   }
 
-  TypeAst ParseType() {
+  TypeAst ParseType(bool in_tuple) {
     if (Peek().kind != TokKind::kName) Fail("expected a type");
+    DepthGuard guard(&type_depth_, kMaxTypeDepth, Peek().pos, "Optional and Tuple types");
+    const size_t start = Peek().pos;
     const Token& tok = toks_[i_++];
     TypeAst t;
     t.pos = tok.pos;
@@ -326,24 +421,34 @@ class Parser {
     if (k == Sv("Tensor")) {
       t.kind = Kind::kTensor;
       ParseTensorBody(&t.tensor, /*output=*/false);
+      if (in_tuple && t.tensor.mut) {
+        throw SyntaxError{t.pos,
+                          "a `mut` tensor cannot be a Tuple element (tuple elements carry no "
+                          "read-only flag); make it a parameter of its own"};
+      }
     } else if (k == Sv("Optional")) {
       Expect("[");
-      t = ParseType();
+      t = ParseType(in_tuple);
       if (t.kind == Kind::kEnvStream) throw SyntaxError{t.pos, "EnvStream cannot be Optional"};
+      if (t.kind == Kind::kStream) {
+        throw SyntaxError{t.pos, "Stream cannot be Optional (it takes None: the default stream)"};
+      }
       t.optional = true;
       Expect("]");
     } else if (k == Sv("Tuple")) {
       t.kind = Kind::kTuple;
       Expect("[");
       do {
-        t.elems.push_back(ParseType());
-        if (t.elems.back().kind == Kind::kEnvStream) {
-          throw SyntaxError{t.elems.back().pos, "EnvStream cannot be a Tuple element"};
+        t.elems.push_back(ParseType(/*in_tuple=*/true));
+        if (t.elems.back().kind == Kind::kEnvStream || t.elems.back().kind == Kind::kStream) {
+          throw SyntaxError{t.elems.back().pos, t.elems.back().name + " cannot be a Tuple element"};
         }
       } while (Accept(","));
       Expect("]");
     } else if (k == Sv("EnvStream")) {
       t.kind = Kind::kEnvStream;
+    } else if (k == Sv("Stream")) {
+      t.kind = Kind::kStream;
     } else if (k == Sv("int") || k == Sv("int32") || k == Sv("int64") || k == Sv("float") ||
                k == Sv("float32") || k == Sv("float64") || k == Sv("bool")) {
       t.kind = k == Sv("bool") ? Kind::kBool : k[0] == 'i' ? Kind::kInt : Kind::kFloat;
@@ -353,8 +458,9 @@ class Parser {
       throw SyntaxError{tok.pos,
                         "unknown type `" + t.name +
                             "` (expected Tensor, int, int32, int64, float, float32, float64, "
-                            "bool, Optional, Tuple or EnvStream)"};
+                            "bool, Optional, Tuple, Stream or EnvStream)"};
     }
+    t.text = Slice(start);
     return t;
   }
 
@@ -402,9 +508,13 @@ class Parser {
     Expect("[");
     if (!IsPunct("]")) {
       do {
+        if (ts->shape.size() + ts->shape_rpn.size() == kMaxNdim) {
+          Fail("too many dimensions (at most " + std::to_string(kMaxNdim) + ")");
+        }
         if (output) {
           size_t start = Peek().pos;
-          ts->shape_exprs.push_back(ParseExpr());
+          ts->shape_rpn.emplace_back();
+          ParseExpr(&ts->shape_rpn.back());
           ts->shape_texts.push_back(Slice(start));
         } else {
           ts->shape.push_back(ParseDim());
@@ -439,11 +549,11 @@ class Parser {
   void ParseOption(TensorAst* ts, bool output) {
     const Token& opt = ExpectName(
         "expected a tensor option (device, align, offset0, contiguous, row_major, col_major, "
-        "stride_order or strides)");
+        "stride_order, strides or mut)");
     const std::string_view k = opt.text;
-    const int32_t ndim = static_cast<int32_t>(output ? ts->shape_exprs.size() : ts->shape.size());
-    std::vector<int32_t> order(static_cast<size_t>(ndim));
-    for (int32_t d = 0; d < ndim; ++d) order[static_cast<size_t>(d)] = d;
+    const size_t ndim = output ? ts->shape_rpn.size() : ts->shape.size();
+    std::vector<int32_t> order(ndim);
+    for (size_t d = 0; d < ndim; ++d) order[d] = static_cast<int32_t>(d);
     if (k == Sv("device")) {
       Expect("=");
       size_t start = Peek().pos;
@@ -463,6 +573,10 @@ class Parser {
       }
     } else if (k == Sv("offset0")) {
       ts->offset0 = true;
+    } else if (k == Sv("mut") && !output) {
+      ts->mut = true;
+    } else if (k == Sv("mut")) {
+      throw SyntaxError{opt.pos, "`mut` marks parameters; an output is written by definition"};
     } else if (k == Sv("contiguous") || k == Sv("row_major")) {
       SetLayout(ts, std::move(order), opt.pos);
     } else if (k == Sv("col_major")) {
@@ -472,19 +586,19 @@ class Parser {
       size_t pos = Peek().pos;
       Expect("(");
       std::vector<int32_t> given;
-      std::vector<bool> seen(static_cast<size_t>(ndim), false);
+      std::vector<bool> seen(ndim, false);
       do {
         size_t at = Peek().pos;
         int64_t d = ParseInt(false, "expected a dimension index");
-        if (d >= ndim || seen[static_cast<size_t>(d)]) {
-          throw SyntaxError{
-              at, "stride_order must list each dimension 0.." + std::to_string(ndim - 1) + " once"};
+        if (static_cast<uint64_t>(d) >= ndim || seen[static_cast<size_t>(d)]) {
+          throw SyntaxError{at, "stride_order must list each dimension 0.." +
+                                    std::to_string(static_cast<int64_t>(ndim) - 1) + " once"};
         }
         seen[static_cast<size_t>(d)] = true;
         given.push_back(static_cast<int32_t>(d));
       } while (Accept(","));
       Expect(")");
-      if (static_cast<int32_t>(given.size()) != ndim) {
+      if (given.size() != ndim) {
         throw SyntaxError{pos, "stride_order has " + std::to_string(given.size()) +
                                    " entries but the tensor has " + std::to_string(ndim) +
                                    " dimensions"};
@@ -498,7 +612,7 @@ class Parser {
         ts->strides.push_back(ParseDim());
       } while (Accept(","));
       Expect("]");
-      if (static_cast<int32_t>(ts->strides.size()) != ndim) {
+      if (ts->strides.size() != ndim) {
         throw SyntaxError{ts->strides_pos, "strides has " + std::to_string(ts->strides.size()) +
                                                " entries but the tensor has " +
                                                std::to_string(ndim) + " dimensions"};
@@ -524,52 +638,65 @@ class Parser {
     return out;
   }
 
-  int32_t AddNode(ExprNode::Op op, int32_t lhs, int32_t rhs, size_t pos) {
-    ExprNode node;
-    node.op = op;
-    node.lhs = lhs;
-    node.rhs = rhs;
-    node.pos = pos;
-    ast_.nodes.push_back(std::move(node));
-    return static_cast<int32_t>(ast_.nodes.size() - 1);
+  // Expressions go straight to reverse Polish notation: each operator is emitted after its
+  // operands. Chains (a + b + c ...) loop; only parentheses and unary minus recurse.
+  static void Emit(std::vector<RpnToken>* out, RpnToken::Op op, size_t pos) {
+    RpnToken t;
+    t.op = op;
+    t.pos = pos;
+    out->push_back(std::move(t));
   }
-  int32_t ParseExpr() {
-    int32_t lhs = ParseTerm();
+  void ParseExpr(std::vector<RpnToken>* out) {
+    ParseTerm(out);
     while (IsPunct("+") || IsPunct("-")) {
       size_t pos = Peek().pos;
-      ExprNode::Op op = Peek().text == Sv("+") ? ExprNode::kAdd : ExprNode::kSub;
+      RpnToken::Op op = Peek().text == Sv("+") ? RpnToken::kAdd : RpnToken::kSub;
       ++i_;
-      lhs = AddNode(op, lhs, ParseTerm(), pos);
+      ParseTerm(out);
+      Emit(out, op, pos);
     }
-    return lhs;
   }
-  int32_t ParseTerm() {
-    int32_t lhs = ParseUnary();
-    while (IsPunct("*") || IsPunct("//")) {
+  void ParseTerm(std::vector<RpnToken>* out) {
+    ParseUnary(out);
+    while (IsPunct("*") || IsPunct("//") || IsPunct("%")) {
       size_t pos = Peek().pos;
-      ExprNode::Op op = Peek().text == Sv("*") ? ExprNode::kMul : ExprNode::kFloorDiv;
+      RpnToken::Op op = Peek().text == Sv("*")    ? RpnToken::kMul
+                        : Peek().text == Sv("//") ? RpnToken::kFloorDiv
+                                                  : RpnToken::kMod;
       ++i_;
-      lhs = AddNode(op, lhs, ParseUnary(), pos);
+      ParseUnary(out);
+      Emit(out, op, pos);
     }
-    return lhs;
   }
-  int32_t ParseUnary() {
+  void ParseUnary(std::vector<RpnToken>* out) {
     size_t pos = Peek().pos;
-    if (Accept("-")) return AddNode(ExprNode::kNeg, ParseUnary(), -1, pos);
-    if (Accept("(")) {
-      int32_t inner = ParseExpr();
+    if (IsPunct("-") || IsPunct("(")) {
+      DepthGuard guard(&expr_depth_, kMaxExprDepth, pos, "parentheses and unary minus");
+      if (Accept("-")) {
+        ParseUnary(out);
+        Emit(out, RpnToken::kNeg, pos);
+        return;
+      }
+      ++i_;  // "("
+      ParseExpr(out);
       Expect(")");
-      return inner;
+      return;
     }
     if (Peek().kind == TokKind::kInt) {
-      int32_t node = AddNode(ExprNode::kLit, -1, -1, pos);
-      ast_.nodes[static_cast<size_t>(node)].value = ParseInt(false, "");
-      return node;
+      RpnToken t;
+      t.op = RpnToken::kLit;
+      t.pos = pos;
+      t.value = ParseInt(false, "");
+      out->push_back(std::move(t));
+      return;
     }
     if (Peek().kind == TokKind::kName) {
-      int32_t node = AddNode(ExprNode::kSym, -1, -1, pos);
-      ast_.nodes[static_cast<size_t>(node)].symbol = std::string(toks_[i_++].text);
-      return node;
+      RpnToken t;
+      t.op = RpnToken::kSym;
+      t.pos = pos;
+      t.symbol = std::string(toks_[i_++].text);
+      out->push_back(std::move(t));
+      return;
     }
     Fail("expected an integer, a symbol or `(`");
   }
@@ -602,6 +729,8 @@ class Parser {
   std::string_view text_;
   std::vector<Token> toks_;
   size_t i_ = 0;
+  int type_depth_ = 0;
+  int expr_depth_ = 0;
   ContractAst ast_;
 };
 

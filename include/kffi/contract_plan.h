@@ -19,9 +19,8 @@ namespace contract {
 
 constexpr size_t kMaxSymbols = 64;
 constexpr size_t kMaxFrames = 32;  // the call arguments and one frame per tuple
-constexpr size_t kMaxNdim = 32;
 
-enum OpKind : uint8_t { kOpTensor, kOpInt, kOpFloat, kOpBool, kOpTuple };
+enum OpKind : uint8_t { kOpTensor, kOpInt, kOpFloat, kOpBool, kOpTuple, kOpStream };
 enum DimMode : uint8_t { kDimLiteral, kDimBind, kDimMatch, kDimBindOrMatch };
 enum DimFlag : uint8_t { kDimInt32 = 1, kDimDivMask = 2, kDimDivMod = 4 };
 enum LayoutKind : uint8_t { kLayoutAny, kLayoutRowMajor, kLayoutOrdered };
@@ -38,13 +37,16 @@ struct Op {
   uint8_t optional;   // None is accepted
   uint8_t frame;      // where the value lives: 0 the call arguments, else a tuple's elements
   uint8_t out_frame;  // tuple: the frame that receives its elements
-  int32_t index;      // position in the frame
-  int32_t spec;       // tensor: Plan::tensors[spec]; scalar: Plan::scalars[spec]; tuple: size
-  int32_t skip;       // tuple: how many following ops describe its elements
+  uint8_t mut;    // a `mut` tensor (a call argument): one whose tensor_flags say read-only fails
+  int32_t index;  // position in the frame
+  int32_t spec;   // tensor: Plan::tensors[spec]; scalar: Plan::scalars[spec]; tuple: size
+  int32_t skip;   // tuple: how many following ops describe its elements
 };
 
 /// What a tensor must satisfy, precomputed (all the per-call work is compares).
 struct TensorCheck {
+  uint64_t arg_mask;         // the bits of the argument's first 8 bytes (type_index, then
+                             // tensor_flags) that must equal the type: the read-only flag if mut
   uint64_t align_mask;       // (data + byte_offset) & align_mask must be 0
   uint64_t ndim_dtype;       // the expected bytes 16..23 of the DLTensor: ndim, then dtype
   uint64_t ndim_dtype2;      // the same with the second of two allowed dtypes (else the first)
@@ -88,10 +90,11 @@ struct ScalarCheck {
 
 /// Cold data for messages, one per op.
 struct OpInfo {
-  std::string context;   // "argument #0", "x[1] in argument #0"
+  std::string context;   // "argument #0", "in argument #0" (a tuple element)
   std::string subject;   // "a", "x[1]"
   std::string expected;  // "Tensor", "int32", "Tuple of 2 elements", "Tensor or None"
   const TypeAst* type;   // points into Plan::ast
+  bool mut;              // a tensor the function writes (where a conflict is blamed first)
 };
 
 struct SymbolInfo {
@@ -118,14 +121,20 @@ struct Plan {
   std::vector<ScalarCheck> scalars;
   std::vector<OpInfo> op_info;
   std::vector<std::string> dim_names;  // "a.shape[0]", "x[1].strides[0]"
+  std::vector<int32_t> dim_ops;        // the op of each DimCheck
   std::vector<SymbolInfo> symbols;     // by slot
   std::vector<int32_t> fn_src;         // per function parameter: its call argument, -1 EnvStream
+  std::vector<uint8_t> fn_stream;      // per function parameter: 1 for a Stream argument
   std::vector<size_t> call_params;     // indices into ast.params of the call arguments
   uint64_t static_bound = 0;           // symbols that every passing call binds
   int32_t num_args = 0;
   bool has_env_stream = false;
+  bool has_stream = false;    // a Stream parameter (its argument is converted to a pointer)
+  bool needs_expand = false;  // has_env_stream || has_stream: ExpandArgs runs before the call
   /// 1 to 4 when the leading uniform_count ops are call arguments in order, each a simple tensor
-  /// of that rank (Op::simple) with tensors[i] its check: FastRun runs them without reading ops.
+  /// of that rank (Op::simple) with tensors[i] its check: FastRun runs them without reading ops;
+  /// 5 to 8 (the rank + 4) when one of them is `mut` (its read-only flag is checked), so that a
+  /// run without `mut` costs nothing for the flag.
   uint8_t uniform_ndim = 0;
   int32_t uniform_count = 0;
 
@@ -158,16 +167,20 @@ class PlanBuilder {
       }
       if (params[i].type.kind == Kind::kEnvStream) {
         p_->fn_src.push_back(-1);
+        p_->fn_stream.push_back(0);
         p_->has_env_stream = true;
         continue;
       }
       const int32_t arg = p_->num_args++;
       p_->fn_src.push_back(arg);
+      p_->fn_stream.push_back(params[i].type.kind == Kind::kStream ? 1 : 0);
+      p_->has_stream |= params[i].type.kind == Kind::kStream;
       p_->call_params.push_back(i);
       p_->signature += (arg != 0 ? ", " : "") + params[i].text;
       AddValue(params[i].type, 0, arg, params[i].name, arg, false);
     }
     p_->signature += ")";
+    p_->needs_expand = p_->has_env_stream || p_->has_stream;
     // The leading run of same-rank simple tensors (see Plan::uniform_ndim).
     const std::vector<Op>& ops = p_->ops;
     if (!ops.empty() && ops[0].simple >= 1 && ops[0].simple <= 4) {
@@ -176,12 +189,18 @@ class PlanBuilder {
              ops[k].index == static_cast<int32_t>(k) && ops[k].spec == static_cast<int32_t>(k)) {
         ++k;
       }
-      p_->uniform_ndim = ops[0].simple;
+      bool any_mut = false;
+      for (size_t j = 0; j < k; ++j) any_mut |= ops[j].mut != 0;
+      p_->uniform_ndim = static_cast<uint8_t>(ops[0].simple + (any_mut ? 4 : 0));
       p_->uniform_count = static_cast<int32_t>(k);
     }
-    for (const ExprNode& node : p_->ast.nodes) {
-      if (node.op == ExprNode::kSym && p_->SlotOf(node.symbol) < 0) {
-        throw SyntaxError{node.pos, "symbol `" + node.symbol + "` is not bound by any parameter"};
+    for (const OutputAst& out : p_->ast.outputs) {
+      for (const std::vector<RpnToken>& dim : out.tensor.shape_rpn) {
+        for (const RpnToken& tok : dim) {
+          if (tok.op == RpnToken::kSym && p_->SlotOf(tok.symbol) < 0) {
+            throw SyntaxError{tok.pos, "symbol `" + tok.symbol + "` is not bound by any parameter"};
+          }
+        }
       }
     }
     if (p_->dims.size() > UINT16_MAX || p_->dtypes.size() > UINT16_MAX ||
@@ -203,15 +222,21 @@ class PlanBuilder {
     op.frame = frame;
     op.index = index;
     OpInfo info;
-    info.context = (frame == 0 ? "" : subject + " in ") + "argument #" + std::to_string(arg);
+    info.context = (frame == 0 ? "" : "in ") + std::string("argument #") + std::to_string(arg);
     info.subject = subject;
     info.type = &t;
+    info.mut = t.kind == Kind::kTensor && t.tensor.mut;
     const bool under = under_optional || t.optional;
     switch (t.kind) {
       case Kind::kTensor:
         op.kind = kOpTensor;
+        op.mut = t.tensor.mut ? 1 : 0;
         op.spec = AddTensor(t, subject, under);
         info.expected = "Tensor";
+        break;
+      case Kind::kStream:
+        op.kind = kOpStream;
+        info.expected = "Stream (an opaque pointer, an int handle or None)";
         break;
       case Kind::kInt:
       case Kind::kFloat:
@@ -262,8 +287,9 @@ class PlanBuilder {
 
   int32_t AddTensor(const TypeAst& t, const std::string& subject, bool under) {
     const TensorAst& ts = t.tensor;
-    if (ts.shape.size() > kMaxNdim) throw SyntaxError{t.pos, "too many dimensions (at most 32)"};
     TensorCheck c{};
+    c.arg_mask =
+        UINT64_C(0xffffffff) | (ts.mut ? static_cast<uint64_t>(kKFFITensorFlagReadOnly) << 32 : 0);
     c.align_mask = ts.align > 0 ? static_cast<uint64_t>(ts.align - 1) : 0;
     for (int32_t d : ts.device_types) c.device_mask |= UINT64_C(1) << d;
     if (ts.device_types.size() == 1) {
@@ -351,6 +377,7 @@ class PlanBuilder {
     }
     p_->dims.push_back(c);
     p_->dim_names.push_back(std::move(name));
+    p_->dim_ops.push_back(static_cast<int32_t>(p_->ops.size()));  // its op comes next
   }
 
   int32_t NewSlot(const DimAst& d) {

@@ -6,35 +6,138 @@
 //   __kffi__meta_<name>  same signature, no arguments: returns (owned) a str of JSON
 //                        {"name":..., "params":[{"name":..., "type":...}], "return":..., "doc":...}
 //   __kffi__abi_version  const uint32_t: the KFFI_ABI_VERSION the library was compiled against.
+//                        Emitted by the export macros (weak, one per library), not by the include:
+//                        a program that only loads modules carries none.
 // Names starting with `__kffi__` are the ABI's own; exported function names must not start with
-// an underscore.
+// an underscore. Parameters without a name are called arg0, arg1, ... in metadata and messages.
+// KFFI_EXPORT_CONTRACT (exports with a contract) lives in <kffi/contract.h>; <kffi/kffi.h> has
+// both.
 #ifndef KFFI_EXPORT_H_
 #define KFFI_EXPORT_H_
 
 #include <kffi/function.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <utility>
 #include <vector>
 
-#if defined(_WIN32)
-#define KFFI_ABI_VERSION_SYMBOL_ATTR_ __declspec(dllexport) __declspec(selectany)
-#else
-#define KFFI_ABI_VERSION_SYMBOL_ATTR_ __attribute__((weak, visibility("default")))
-#endif
-
-#ifndef KFFI_NO_ABI_VERSION_SYMBOL
-/// The ABI version this library was compiled against; the loader refuses a library whose version
-/// its runtime cannot serve. Weak, so every translation unit may include this header and the
-/// linker keeps one copy. Define KFFI_NO_ABI_VERSION_SYMBOL to leave it out (tests that fake a
-/// version define the symbol themselves).
-extern "C" KFFI_ABI_VERSION_SYMBOL_ATTR_ const uint32_t __kffi__abi_version = KFFI_ABI_VERSION;
-#endif
-
 namespace kffi {
 namespace details {
+
+#if !defined(_WIN32)
+/// The library's `__kffi__abi_version` record: the ABI version it was compiled against, which the
+/// loader reads from the file before opening it. An inline variable under the C name: it is
+/// emitted only into libraries whose export macros refer to it (KFFI_ABI_VERSION_RECORD_), once
+/// per library (a weak or unique definition, whichever the compiler gives inline variables).
+struct AbiVersionRecord {
+  static inline const uint32_t value __asm__("__kffi__abi_version")
+      __attribute__((visibility("default"))) = KFFI_ABI_VERSION;
+};
+#endif
+
+/// A double with the fewest digits that read back the same value, as Python's repr writes it
+/// (1.0, not 1; 1e+300).
+inline std::string FormatDouble(double v) {
+  char buf[40];
+  for (int prec = 1; prec <= 17; ++prec) {
+    std::snprintf(buf, sizeof(buf), "%.*g", prec, v);
+    if (std::strtod(buf, nullptr) == v) break;
+  }
+  std::string s(buf);
+  if (s.find_first_of(".eni") == std::string::npos) s += ".0";
+  return s;
+}
+
+/// A minimal JSON writer (the one of kffi's headers: export and contract metadata). Commas come
+/// by themselves; strings are escaped, with bytes >= 0x80 passed through (UTF-8 stays UTF-8).
+class JsonWriter {
+ public:
+  JsonWriter& BeginObject() { return Open('{'); }
+  JsonWriter& EndObject() { return Close('}'); }
+  JsonWriter& BeginArray() { return Open('['); }
+  JsonWriter& EndArray() { return Close(']'); }
+  /// A key; its value comes next.
+  JsonWriter& Key(std::string_view key) {
+    String(key);
+    out_ += ':';
+    comma_ = false;
+    return *this;
+  }
+  JsonWriter& String(std::string_view s) {
+    Sep();
+    out_ += '"';
+    for (unsigned char c : s) {
+      switch (c) {
+        case '"':
+          out_ += "\\\"";
+          break;
+        case '\\':
+          out_ += "\\\\";
+          break;
+        case '\n':
+          out_ += "\\n";
+          break;
+        case '\r':
+          out_ += "\\r";
+          break;
+        case '\t':
+          out_ += "\\t";
+          break;
+        default:
+          if (c < 0x20) {
+            char buf[8];
+            std::snprintf(buf, sizeof(buf), "\\u%04x", c);
+            out_ += buf;
+          } else {
+            out_ += static_cast<char>(c);
+          }
+      }
+    }
+    out_ += '"';
+    return *this;
+  }
+  JsonWriter& Int(int64_t v) { return Raw(std::to_string(v)); }
+  /// A finite double (FormatDouble: 1.0, not 1, so that readers see a float).
+  JsonWriter& Double(double v) { return Raw(FormatDouble(v)); }
+  JsonWriter& Bool(bool v) { return Raw(v ? "true" : "false"); }
+  JsonWriter& Null() { return Raw("null"); }
+  JsonWriter& Field(std::string_view key, std::string_view value) { return Key(key).String(value); }
+  std::string Take() { return std::move(out_); }
+
+ private:
+  void Sep() {
+    if (comma_) out_ += ',';
+    comma_ = true;
+  }
+  JsonWriter& Raw(std::string_view text) {
+    Sep();
+    out_ += text;
+    return *this;
+  }
+  JsonWriter& Open(char c) {
+    Sep();
+    out_ += c;
+    comma_ = false;
+    return *this;
+  }
+  JsonWriter& Close(char c) {
+    out_ += c;
+    comma_ = true;
+    return *this;
+  }
+
+  std::string out_;
+  bool comma_ = false;
+};
+
+/// The name of parameter i: the given one, else arg<i>.
+inline std::string ParamName(const std::vector<std::string>& names, size_t i) {
+  return i < names.size() && !names[i].empty() ? names[i] : "arg" + std::to_string(i);
+}
 
 /// The parameter and return types of an exported function, read from its typed function object.
 template <typename Obj>
@@ -93,59 +196,22 @@ KFFI_INLINE int CallExported(const char* name, const char* param_names, const ch
   }
 }
 
-/// Appends s to out as the body of a JSON string (without quotes).
-inline void AppendJsonEscaped(std::string* out, const std::string& s) {
-  for (unsigned char c : s) {
-    switch (c) {
-      case '"':
-        *out += "\\\"";
-        break;
-      case '\\':
-        *out += "\\\\";
-        break;
-      case '\n':
-        *out += "\\n";
-        break;
-      case '\r':
-        *out += "\\r";
-        break;
-      case '\t':
-        *out += "\\t";
-        break;
-      default:
-        if (c < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof(buf), "\\u%04x", c);
-          *out += buf;
-        } else {
-          *out += static_cast<char>(c);
-        }
-    }
-  }
-}
-
-/// The metadata JSON of an export. Parameters without a given name are called _0, _1, ...
+/// The metadata JSON of an export: {"name", "params": [{"name", "type"}], "return", "doc"}.
+/// Parameters without a given name are called arg0, arg1, ...; an Optional<T> parameter has
+/// "default": null.
 inline std::string ExportMetadataJson(const char* name, const std::vector<std::string>& types,
                                       const std::string& return_type, const char* doc,
                                       const char* param_names) {
   std::vector<std::string> names = SplitParamNames(param_names);
-  std::string out = "{\"name\":\"";
-  AppendJsonEscaped(&out, name);
-  out += "\",\"params\":[";
+  JsonWriter w;
+  w.BeginObject().Field("name", name).Key("params").BeginArray();
   for (size_t i = 0; i < types.size(); ++i) {
-    std::string pname = i < names.size() && !names[i].empty() ? names[i] : "_" + std::to_string(i);
-    out += i ? ",{\"name\":\"" : "{\"name\":\"";
-    AppendJsonEscaped(&out, pname);
-    out += "\",\"type\":\"";
-    AppendJsonEscaped(&out, types[i]);
-    out += "\"}";
+    w.BeginObject().Field("name", ParamName(names, i)).Field("type", types[i]);
+    if (types[i].compare(0, 9, "Optional<") == 0) w.Key("default").Null();
+    w.EndObject();
   }
-  out += "],\"return\":\"";
-  AppendJsonEscaped(&out, return_type);
-  out += "\",\"doc\":\"";
-  AppendJsonEscaped(&out, doc);
-  out += "\"}";
-  return out;
+  w.EndArray().Field("return", return_type).Field("doc", doc).EndObject();
+  return w.Take();
 }
 
 /// The body of `__kffi__meta_<name>`.
@@ -200,6 +266,7 @@ inline int RegisterSystemLibFunction(const char* symbol, void* fn, const char* m
 /// them), comma separated; "" leaves the names as _0, _1, ... A wrong count fails to compile.
 ///   KFFI_EXPORT_DOC(scale, Scale, "y = x * factor", "y, x, factor");
 #define KFFI_EXPORT_DOC(name, fn, doc, param_names) \
+  KFFI_ABI_VERSION_RECORD_(name);                   \
   KFFI_EXPORT_IMPL_(name, fn, doc, param_names, KFFI_DLL_EXPORT)
 
 /// Exports fn into the system library instead (for code linked statically into the program):
@@ -214,6 +281,19 @@ inline int RegisterSystemLibFunction(const char* symbol, void* fn, const char* m
       ::kffi::details::RegisterSystemLibFunction(                                          \
           "__kffi_" #name, reinterpret_cast<void*>(&__kffi_##name), "__kffi__meta_" #name, \
           reinterpret_cast<void*>(&__kffi__meta_##name))
+
+// Refers to the library's ABI version record, so that a library with an export carries it (and a
+// program that only includes the headers does not). `used`: kept even where nothing reads it.
+// Define KFFI_NO_ABI_VERSION_SYMBOL to leave it out (tests that fake a version define the symbol
+// themselves).
+#if defined(KFFI_NO_ABI_VERSION_SYMBOL) || defined(_WIN32)
+#define KFFI_ABI_VERSION_RECORD_(name) static_assert(true, "")
+#else
+#define KFFI_ABI_VERSION_RECORD_(name)                                     \
+  [[maybe_unused]] __attribute__((                                         \
+      used)) static const uint32_t* const kffi_abi_version_record_##name = \
+      &::kffi::details::AbiVersionRecord::value
+#endif
 
 // No function object is built: the exported symbol unpacks the arguments and calls fn directly
 // (inlined where the compiler can), so loading a library costs nothing per export. The
@@ -237,42 +317,5 @@ inline int RegisterSystemLibFunction(const char* symbol, void* fn, const char* m
       ::kffi::details::ParamNamesFit<                                                              \
           ::kffi::details::ExportedObj<decltype(kffi_export_fn_##name())>*>(param_names),          \
       "KFFI_EXPORT_DOC: give one parameter name per parameter, comma separated, or \"\"")
-
-// ---- Contracts ------------------------------------------------------------------------------
-// KFFI_EXPORT_CONTRACT needs <kffi/contract.h> (which includes this header): only translation
-// units that declare contracts pay for the contract parser.
-
-/// Exports fn like KFFI_EXPORT, with a contract: a declared signature whose check plan runs before
-/// fn on every call (grammar and semantics in <kffi/contract.h>). The text is parsed when the
-/// library is loaded; a malformed contract (or one that does not fit fn's C++ parameters) makes
-/// Module::Load fail with ValueError "Cannot load module `path`: Invalid contract for `name` at
-/// column N: ..." (and, where the library was opened some other way, every call and the metadata
-/// query raise it). The metadata gets "contract", the parameter names and types of the contract,
-/// "outputs", "symbols" and "env_stream".
-///   void Scale(kffi::TensorView y, kffi::TensorView x, double factor);
-///   KFFI_EXPORT_CONTRACT(scale, Scale,
-///                        "y: Tensor([n], float32), x: Tensor([n], float32), factor: float");
-#define KFFI_EXPORT_CONTRACT(name, fn, contract) KFFI_EXPORT_CONTRACT_DOC(name, fn, contract, "")
-
-/// KFFI_EXPORT_CONTRACT with a docstring for the metadata.
-#define KFFI_EXPORT_CONTRACT_DOC(name, fn, contract, doc)                                          \
-  static_assert(#name[0] != '_', "KFFI_EXPORT_CONTRACT: names starting with '_' are reserved");    \
-  static auto kffi_export_fn_##name() { return fn; }                                               \
-  static auto* kffi_contract_export_##name() {                                                     \
-    static auto* const state = ::kffi::details::MakeContractExport(                                \
-        kffi_export_fn_##name(), #name, contract, doc, __FILE__, __LINE__);                        \
-    return state;                                                                                  \
-  }                                                                                                \
-  /* Parsed at load time (static initialisation), not at the first call. */                        \
-  [[maybe_unused]] static auto* const kffi_contract_loaded_##name = kffi_contract_export_##name(); \
-  extern "C" KFFI_DLL_EXPORT int __kffi_##name(void*, const KFFIAny* args, int32_t num_args,       \
-                                               KFFIAny* result) {                                  \
-    return kffi_contract_export_##name()->Call(args, num_args, result);                            \
-  }                                                                                                \
-  extern "C" KFFI_DLL_EXPORT int __kffi__meta_##name(void*, const KFFIAny*, int32_t,               \
-                                                     KFFIAny* result) {                            \
-    return kffi_contract_export_##name()->Metadata(result);                                        \
-  }                                                                                                \
-  static_assert(true, "")
 
 #endif  // KFFI_EXPORT_H_

@@ -1,12 +1,16 @@
-// include/kffi/kffi.h: the whole C++ API in one include.
+// include/kffi/kffi.h: the whole C++ API in one include: enough to write a kernel and export it
+// (KFFI_EXPORT*, KFFI_EXPORT_CONTRACT*) or to load and call modules. Including it adds no symbol
+// to a program: the ABI version record comes with the export macros.
 #ifndef KFFI_KFFI_H_
 #define KFFI_KFFI_H_
 
 #include <kffi/any.h>
 #include <kffi/container/containers.h>
+#include <kffi/contract.h>
 #include <kffi/dtype.h>
 #include <kffi/env.h>
 #include <kffi/error.h>
+#include <kffi/export.h>
 #include <kffi/function.h>
 #include <kffi/module.h>
 #include <kffi/object.h>
@@ -15,5 +19,10 @@
 #include <kffi/tensor.h>
 #include <kffi/tensor_checks.h>
 #include <kffi/variant.h>
+
+// Under nvcc, the CUDA helpers too (KFFI_CUDA_CHECK, kffi::cuda::DeviceGuard, current_stream).
+#if defined(__CUDACC__)
+#include <kffi/cuda.h>
+#endif
 
 #endif  // KFFI_KFFI_H_

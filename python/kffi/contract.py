@@ -12,11 +12,14 @@ The fake arguments render to the text that ``KFFI_EXPORT_CONTRACT(name, fn, "tex
 into a check plan (grammar in kffi/contract_parser.h, semantics in kffi/contract.h):
 
     a: Tensor([n, 4], float32|float16, device=cuda, align=16, offset0,
-              contiguous | row_major | col_major | stride_order=(1,0), strides=[s, 1]),
+              contiguous | row_major | col_major | stride_order=(1,0), strides=[s, 1], mut),
     k: int32[0, 1024], alpha: float, flag: bool, bias: Optional[Tensor([n], float32)],
-    pair: Tuple[Tensor([n], float32), int], stream: EnvStream
-    -> Tensor([n * 2, (n + 1) // 2], float32)
+    pair: Tuple[Tensor([n], float32), int], stream: EnvStream, s: Stream
+    -> Tensor([n * 2, (n + 1) // 2, n % 4], float32)
     ; n: int32 % 16, s: int64
+
+Limits are checked here, before any compiler runs (ValueError): integers fit int64 (int32 for
+Int32 ranges), a tensor has at most 32 dimensions, the text is at most 65536 bytes.
 """
 from __future__ import annotations
 
@@ -29,11 +32,42 @@ from . import cpp as _cpp
 from . import libinfo
 from ._types import dtype as _dtype
 
-__all__ = ["sym_int", "fake_tensor", "fake_stream", "Optional", "Int32", "Int64", "Float32",
-           "Float64", "Bool", "SymInt", "FakeTensor", "FakeStream", "ScalarType", "compile",
-           "render_contract", "has_contract_support"]
+__all__ = [
+    "Bool",
+    "FakeStream",
+    "FakeTensor",
+    "Float32",
+    "Float64",
+    "Int32",
+    "Int64",
+    "Optional",
+    "ScalarType",
+    "SymInt",
+    "compile",
+    "cpp_param_names",
+    "eval_shape_rpn",
+    "fake_stream",
+    "fake_tensor",
+    "has_contract_support",
+    "render_contract",
+    "sym_int",
+]
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
+_INT32_MIN, _INT32_MAX = -(1 << 31), (1 << 31) - 1
+MAX_NDIM = 32  # as the contract parser (kffi/contract_parser.h kMaxNdim)
+MAX_CONTRACT_BYTES = 65536  # kMaxContractBytes
+
+# Kept for callers of kffi.contract.cpp_param_names; it lives in kffi.cpp.
+cpp_param_names = _cpp.cpp_param_names
+
+
+def _check_int64(value: int, what: str, lo: int = _INT64_MIN, hi: int = _INT64_MAX) -> int:
+    if not lo <= value <= hi:
+        width = "int32" if (lo, hi) == (_INT32_MIN, _INT32_MAX) else "int64"
+        raise ValueError(f"kffi: {what} must fit {width} [{lo}, {hi}], got {value}")
+    return value
 
 
 # ---------------------------------------------------------------------------------------------
@@ -73,6 +107,15 @@ class _Expr:
     def __rfloordiv__(self, o):
         return self._binop("//", o, swap=True)
 
+    def __mod__(self, o):
+        return self._binop("%", o)
+
+    def __rmod__(self, o):
+        return self._binop("%", o, swap=True)
+
+    def __neg__(self):
+        return _Neg(self)
+
     def __bool__(self):
         raise TypeError("a symbolic size has no value at compile time; use it in fake_tensor "
                         "shapes (and output shapes)")
@@ -85,7 +128,7 @@ def _as_expr(value, op="in a shape"):
     if isinstance(value, _Expr):
         return value
     if isinstance(value, int) and not isinstance(value, bool):
-        return _Const(value)
+        return _Const(_check_int64(value, "an integer in a shape expression"))
     raise TypeError(f"kffi: cannot use {value!r} ({type(value).__name__}) {op!s} with a symbolic "
                     f"size; use ints and kffi.sym_int()")
 
@@ -100,12 +143,27 @@ class _Const(_Expr):
         return str(self.value)
 
 
+class _Neg(_Expr):
+    __slots__ = ("arg",)
+    _prec = 3
+
+    def __init__(self, arg):
+        self.arg = arg
+
+    def symbols(self):
+        return self.arg.symbols()
+
+    def render(self, names) -> str:
+        text = self.arg.render(names)
+        return f"-({text})" if self.arg._prec < 3 else f"-{text}"
+
+
 class _BinExpr(_Expr):
-    __slots__ = ("op", "lhs", "rhs")
+    __slots__ = ("lhs", "op", "rhs")
 
     def __init__(self, op, lhs, rhs):
         self.op, self.lhs, self.rhs = op, lhs, rhs
-        self._prec = 2 if op in ("*", "//") else 1
+        self._prec = 2 if op in ("*", "//", "%") else 1
 
     def symbols(self):
         return self.lhs.symbols() + self.rhs.symbols()
@@ -113,8 +171,11 @@ class _BinExpr(_Expr):
     def render(self, names) -> str:
         def side(e, right):
             text = e.render(names)
-            # a - (b + c), a * (b + c) and a // (b * c) need the parentheses; a + b * c does not
-            if e._prec < self._prec or (right and e._prec == self._prec and self.op in ("-", "//")):
+            # a - (b + c), a * (b + c), a // (b * c) and a * (b % c) need the parentheses;
+            # a + b * c, a + (b - c) and a * (b * c) do not
+            same = right and e._prec == self._prec
+            if e._prec < self._prec or (same and (self.op in ("-", "//", "%") or
+                                                  (self.op == "*" and e.op != "*"))):
                 return f"({text})"
             return text
         return f"{side(self.lhs, False)} {self.op} {side(self.rhs, True)}"
@@ -128,7 +189,7 @@ class SymInt(_Expr):
     n0, n1, ... in order of first appearance).
     """
 
-    __slots__ = ("name", "divisibility", "width")
+    __slots__ = ("divisibility", "name", "width")
 
     def __init__(self, name: str | None = None, divisibility: int = 1, width: int = 64):
         if name is not None and (not isinstance(name, str) or not _IDENT.fullmatch(name)):
@@ -136,6 +197,7 @@ class SymInt(_Expr):
         if not isinstance(divisibility, int) or isinstance(divisibility, bool) or divisibility < 1:
             raise ValueError(f"kffi.sym_int: divisibility must be an int >= 1, got "
                              f"{divisibility!r}")
+        _check_int64(divisibility, "kffi.sym_int: divisibility")
         if width not in (32, 64):
             raise ValueError(f"kffi.sym_int: width must be 32 or 64, got {width!r}")
         self.name = name
@@ -179,17 +241,17 @@ def _positive_int(value, what):
     if not isinstance(value, int) or isinstance(value, bool) or value < 0:
         raise ValueError(f"kffi.fake_tensor: {what} must be a non-negative int or a "
                          f"kffi.sym_int(), got {value!r}")
-    return value
+    return _check_int64(value, f"kffi.fake_tensor: {what}")
 
 
 class FakeTensor:
     """A fake tensor for kffi.compile: shape (ints and sym_ints), dtype(s), device,
     alignment, layout. Holds no data. See :func:`fake_tensor`."""
 
-    __slots__ = ("dtypes", "shape", "align", "layout", "device", "strides", "offset0")
+    __slots__ = ("align", "device", "dtypes", "layout", "mut", "offset0", "shape", "strides")
 
     def __init__(self, dtype, shape, *, align=None, stride_order=None, device=None,
-                 contiguous=None, strides=None, offset0=False):
+                 contiguous=None, strides=None, offset0=False, mut=False):
         if dtype is None or (isinstance(dtype, str) and dtype == "*"):
             self.dtypes = ("*",)
         else:
@@ -201,9 +263,14 @@ class FakeTensor:
             shape = (shape,)
         self.shape = tuple(d if isinstance(d, _Expr) else _positive_int(d, "a dimension")
                            for d in shape)
+        if len(self.shape) > MAX_NDIM:
+            raise ValueError(f"kffi.fake_tensor: {len(self.shape)} dimensions; a contract tensor "
+                             f"has at most {MAX_NDIM}")
         if align is not None and (not isinstance(align, int) or isinstance(align, bool)
                                   or align < 1 or align & (align - 1)):
             raise ValueError(f"kffi.fake_tensor: align is a power of two in bytes, got {align!r}")
+        if align is not None:
+            _check_int64(align, "kffi.fake_tensor: align")
         self.align = align
         self.layout = self._layout(stride_order, contiguous)
         self.device = self._device(device)
@@ -215,6 +282,7 @@ class FakeTensor:
                                  f"{len(self.shape)} dimensions")
         self.strides = strides
         self.offset0 = bool(offset0)
+        self.mut = bool(mut)
 
     def _layout(self, stride_order, contiguous):
         if stride_order is None:
@@ -271,6 +339,8 @@ class FakeTensor:
             parts.append("strides=[" + ", ".join(
                 st.render(names) if isinstance(st, SymInt) else str(st) for st in self.strides) +
                 "]")
+        if self.mut:
+            parts.append("mut")
         return f"Tensor({', '.join(parts)})"
 
     def __repr__(self):
@@ -285,7 +355,7 @@ class _NameRepr(dict):
 
 
 def fake_tensor(dtype, shape, *, align=None, stride_order=None, device=None, contiguous=None,
-                strides=None, offset0=False) -> FakeTensor:
+                strides=None, offset0=False, mut=False) -> FakeTensor:
     """A fake tensor for :func:`compile`.
 
     ``dtype``: a name ("float32"), a torch/NumPy dtype, a tuple of alternatives, or None / "*"
@@ -295,34 +365,35 @@ def fake_tensor(dtype, shape, *, align=None, stride_order=None, device=None, con
     row-major), or ``stride_order`` = "row_major", "col_major" or the dimensions listed from the
     outermost (largest stride) to the innermost, e.g. ``(1, 0)`` is column-major for 2-d (note:
     CuTe's ``stride_order`` ranks each dimension instead). ``strides``: ints and sym_ints.
-    ``offset0``: byte_offset must be 0.
+    ``offset0``: byte_offset must be 0. ``mut``: the kernel writes this tensor; a read-only
+    array (a NumPy array with ``writeable=False``, a JAX array) is refused with a ValueError
+    naming the parameter (rendered as the option ``mut``).
     """
     return FakeTensor(dtype, shape, align=align, stride_order=stride_order, device=device,
-                      contiguous=contiguous, strides=strides, offset0=offset0)
+                      contiguous=contiguous, strides=strides, offset0=offset0, mut=mut)
 
 
 class FakeStream:
-    """A fake stream. ``env=True``: the environment stream (the caller framework's
-    current stream for the first non-CPU tensor), passed to the C++ function as ``void*`` and
-    not part of the call signature."""
+    """A fake stream, passed to the C++ function as ``void*``.
+
+    ``env=True``: the environment stream (the caller framework's current stream for the first
+    non-CPU tensor); it is not part of the call signature (contract type ``EnvStream``).
+    ``env=False``: an explicit stream argument (contract type ``Stream``): the caller passes a
+    stream object, a raw handle (int) or None (the default stream, NULL)."""
 
     __slots__ = ("env",)
 
     def __init__(self, env: bool = True):
-        if not env:
-            raise NotImplementedError(
-                "kffi.fake_stream(env=False): pass an explicit stream as an int (its handle) "
-                "and declare it with kffi.Int64; contracts take environment streams only")
-        self.env = True
+        self.env = bool(env)
 
     def symbols(self):
         return []
 
     def render(self, names, default_device=None) -> str:
-        return "EnvStream"
+        return "EnvStream" if self.env else "Stream"
 
     def __repr__(self):
-        return "kffi.fake_stream(env=True)"
+        return f"kffi.fake_stream(env={self.env})"
 
 
 def fake_stream(env: bool = True) -> FakeStream:
@@ -334,14 +405,14 @@ class ScalarType:
     """A scalar parameter: kffi.Int32, Int64, Float32, Float64, Bool; ``.range(lo, hi)``
     bounds it (inclusive)."""
 
-    __slots__ = ("type_name", "lo", "hi")
+    __slots__ = ("hi", "lo", "type_name")
 
     def __init__(self, type_name: str, lo=None, hi=None):
         self.type_name = type_name
         self.lo = lo
         self.hi = hi
 
-    def range(self, lo, hi) -> "ScalarType":
+    def range(self, lo, hi) -> ScalarType:
         if self.type_name == "bool":
             raise TypeError("kffi.Bool has no range")
         kind = float if self.type_name.startswith("float") else int
@@ -351,6 +422,11 @@ class ScalarType:
                                 f"{v!r}")
         if not (lo <= hi) or (kind is float and not -1e308 < lo <= hi < 1e308):
             raise ValueError(f"kffi.{self!r}.range: [{lo}, {hi}] is empty or not finite")
+        if kind is int:
+            bounds = (_INT32_MIN, _INT32_MAX) if self.type_name == "int32" else \
+                (_INT64_MIN, _INT64_MAX)
+            for v in (lo, hi):
+                _check_int64(v, f"kffi.{self!r}.range: a bound", *bounds)
         return ScalarType(self.type_name, lo, hi)
 
     def symbols(self):
@@ -379,6 +455,9 @@ class _OptionalArg:
 
     def __init__(self, inner):
         self.inner = _as_fake(inner)
+        if isinstance(self.inner, FakeStream):
+            raise TypeError("kffi.Optional: a stream cannot be Optional (an explicit stream "
+                            "takes None already: the default stream)")
 
     def symbols(self):
         return self.inner.symbols()
@@ -401,7 +480,12 @@ class _TupleArg:
     def __init__(self, items):
         self.items = tuple(_as_fake(x) for x in items)
         if any(isinstance(x, FakeStream) for x in self.items):
-            raise TypeError("kffi: an environment stream cannot be inside a tuple")
+            raise TypeError("kffi: a stream cannot be inside a tuple")
+        for x in self.items:
+            inner = x.inner if isinstance(x, _OptionalArg) else x
+            if isinstance(inner, FakeTensor) and inner.mut:
+                raise ValueError("kffi: a tensor inside a tuple cannot be mut=True (tuple "
+                                 "elements carry no read-only flag); make it a parameter")
 
     def symbols(self):
         return [s for x in self.items for s in x.symbols()]
@@ -473,6 +557,9 @@ class _OutputTensor:
             raise TypeError(f"kffi.compile: outputs are kffi.fake_tensor(...), got {t!r}")
         if t.strides is not None:
             raise ValueError("kffi.compile: an output declares no strides")
+        if t.mut:
+            raise ValueError("kffi.compile: outputs are written by definition; mut=True is for "
+                             "parameters")
         self.tensor = t
 
     def symbols(self):
@@ -507,12 +594,15 @@ def render_contract(*fake_args, param_names=None, outputs=None, default_device=N
         text += " -> " + ", ".join(o.render(sym_names, default_device) for o in outs)
     if syms:
         text += "; " + ", ".join(s.declaration(sym_names) for s in syms)
+    if len(text.encode()) > MAX_CONTRACT_BYTES:
+        raise ValueError(f"kffi.compile: the contract is {len(text.encode())} bytes long; at most "
+                         f"{MAX_CONTRACT_BYTES}")
     return text
 
 
 def _param_names(param_names, count) -> list:
     if param_names is None:
-        return [f"a{i}" for i in range(count)]
+        return [f"arg{i}" for i in range(count)]
     names = list(param_names)
     if len(names) != count:
         raise ValueError(f"kffi.compile: {len(names)} param_names for {count} fake arguments")
@@ -525,74 +615,59 @@ def _param_names(param_names, count) -> list:
 
 
 # ---------------------------------------------------------------------------------------------
-# Parameter names from the C++ source (best effort).
+# Output shapes from metadata.
 # ---------------------------------------------------------------------------------------------
 
-_TYPE_WORDS = {"int", "float", "double", "bool", "char", "long", "short", "unsigned", "signed",
-               "void", "auto", "const", "volatile", "size_t", "int32_t", "int64_t", "uint32_t",
-               "uint64_t", "int8_t", "uint8_t", "int16_t", "uint16_t", "TensorView", "Tensor",
-               "Any", "String", "Array", "Optional", "Tuple", "Shape", "Function"}
+_RPN_BINARY = {"+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b,
+               "//": lambda a, b: a // b, "%": lambda a, b: a % b}
 
 
-def _strip_comments(src: str) -> str:
-    src = re.sub(r"/\*.*?\*/", " ", src, flags=re.S)
-    return re.sub(r"//[^\n]*", " ", src)
+def eval_shape_rpn(rpn, symbols) -> int:
+    """Evaluates one dimension of an output's ``shape_rpn`` (the metadata of a contract export)
+    with a stack: ``rpn`` lists ints, symbol names and the operators "+", "-", "*", "//", "%"
+    (Python's semantics) and "neg"; ``symbols`` maps names to ints. The C++ side evaluates the
+    same tokens (kffi::Contract::OutputShape), with the same errors: ValueError for an unbound
+    symbol, a division by zero or a value beyond int64.
 
-
-def _split_top_level(text: str) -> list:
-    parts, depth, cur = [], 0, []
-    for ch in text:
-        if ch in "<([{":
-            depth += 1
-        elif ch in ">)]}":
-            depth -= 1
-        if ch == "," and depth == 0:
-            parts.append("".join(cur))
-            cur = []
-        else:
-            cur.append(ch)
-    parts.append("".join(cur))
-    return [p.strip() for p in parts]
-
-
-def cpp_param_names(source: str, name: str):
-    """The parameter names of the definition of ``name`` in C++ source, or None when they cannot
-    be read (an unnamed parameter, no definition, several different ones)."""
-    src = _strip_comments(source)
-    found = []
-    for m in re.finditer(r"(?<![\w.:>])" + re.escape(name) + r"\s*\(", src):
-        depth, i = 1, m.end()
-        while i < len(src) and depth:
-            depth += {"(": 1, ")": -1}.get(src[i], 0)
-            i += 1
-        rest = src[i:i + 200]
-        if not re.match(r"\s*(const\s*)?(noexcept\s*)?(->\s*[\w:<>,\s*&]+)?\{", rest):
-            continue  # a call or a declaration, not a definition
-        params = src[m.end():i - 1].strip()
-        if params in ("", "void"):
-            found.append([])
+        meta = kffi.load_module(path).metadata("f")
+        shape = [eval_shape_rpn(d, {"n": 8}) for d in meta["outputs"][0]["shape_rpn"]]
+    """
+    stack = []
+    for tok in rpn:
+        if isinstance(tok, int) and not isinstance(tok, bool):
+            stack.append(tok)
             continue
-        names = []
-        for p in _split_top_level(params):
-            p = p.split("=", 1)[0].strip()
-            p = re.sub(r"\[[^\]]*\]\s*$", "", p).strip()  # float x[4]
-            tokens = re.findall(r"[A-Za-z_]\w*|::|[^\sA-Za-z_]", p)
-            if len(tokens) < 2 or not _IDENT.fullmatch(tokens[-1]) or tokens[-2] == "::" \
-                    or tokens[-1] in _TYPE_WORDS:
-                names = None
-                break
-            names.append(tokens[-1])
-        found.append(names)
-    if not found or any(f != found[0] for f in found) or found[0] is None:
-        return None
-    return found[0]
+        if not isinstance(tok, str):
+            raise ValueError(f"kffi: cannot read the shape token {tok!r}")
+        arity = 1 if tok == "neg" else 2 if tok in _RPN_BINARY else 0
+        if arity == 0:
+            if tok not in symbols:
+                raise ValueError(f"kffi: cannot evaluate the output shape: symbol `{tok}` is not "
+                                 f"bound")
+            stack.append(int(symbols[tok]))
+            continue
+        if len(stack) < arity:
+            raise ValueError(f"kffi: malformed shape expression {rpn!r}")
+        if tok == "neg":
+            stack.append(-stack.pop())
+        else:
+            b, a = stack.pop(), stack.pop()
+            if tok in ("//", "%") and b == 0:
+                raise ValueError("kffi: cannot evaluate the output shape: "
+                                 + ("division by zero" if tok == "//" else "modulo by zero"))
+            stack.append(_RPN_BINARY[tok](a, b))
+        if not _INT64_MIN <= stack[-1] <= _INT64_MAX:
+            raise ValueError("kffi: cannot evaluate the output shape: int64 overflow")
+    if len(stack) != 1:
+        raise ValueError(f"kffi: malformed shape expression {rpn!r}")
+    return stack[0]
 
 
 # ---------------------------------------------------------------------------------------------
 # kffi.compile
 # ---------------------------------------------------------------------------------------------
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def has_contract_support() -> bool:
     """Whether the installed headers define KFFI_EXPORT_CONTRACT (kffi/contract.h)."""
     inc = os.path.join(libinfo.include_dir(), "kffi")
@@ -610,7 +685,7 @@ _OPTION_KEYS = {"cuda", "extra_cflags", "extra_cuda_cflags", "extra_ldflags",
 
 
 def _is_cuda_source(source: str) -> bool:
-    return re.search(r"__global__|<<<", _strip_comments(source)) is not None
+    return re.search(r"__global__|<<<", _cpp.strip_comments(source)) is not None
 
 
 def compile(source: str, name: str, *fake_args, options=None, param_names=None,  # noqa: A001
@@ -622,10 +697,11 @@ def compile(source: str, name: str, *fake_args, options=None, param_names=None, 
 
     The C++ function takes ``kffi::TensorView`` for tensors, ``int32_t``/``int64_t``/``float``/
     ``double``/``bool`` for scalars, ``kffi::Optional<T>`` and ``kffi::Tuple<...>``, and
-    ``void* stream`` where a :func:`fake_stream` stands.
+    ``void* stream`` where a :func:`fake_stream` stands (the environment stream, or with
+    ``env=False`` an explicit stream argument).
 
     ``param_names``: names in the signature and messages (default: read from the C++
-    definition, else a0, a1, ...). ``outputs``: output fake tensors whose shapes are expressions
+    definition, else arg0, arg1, ...). ``outputs``: output fake tensors whose shapes are expressions
     of the inputs' symbols (metadata for framework integration). ``options``: a dict of
     ``cuda`` (default: True when the source has ``__global__``), ``extra_cflags``,
     ``extra_cuda_cflags``, ``extra_ldflags``, ``extra_include_paths``, ``build_directory``,
@@ -652,22 +728,25 @@ def compile(source: str, name: str, *fake_args, options=None, param_names=None, 
     if cuda is None:
         cuda = _is_cuda_source(source)
     if param_names is None:
-        guessed = cpp_param_names(source, name)
+        guessed = _cpp.cpp_param_names(source, name)
         if guessed is not None and len(guessed) == len(fake_args):
             param_names = guessed
     text = render_contract(*fake_args, param_names=param_names, outputs=outputs,
                            default_device="cuda" if cuda else "cpu")
     doc = options.get("doc") or ""
-    epilogue = ("#include <kffi/contract.h>\n"
-                f"KFFI_EXPORT_CONTRACT_DOC({name}, {name}, {_cpp._c_string(text)}, "
-                f"{_cpp._c_string(doc)});\n")
+    epilogue = (f"KFFI_EXPORT_CONTRACT_DOC({name}, {name}, {_cpp.c_string_literal(text)}, "
+                f"{_cpp.c_string_literal(doc)});\n")
     cpp_source, cuda_source = (None, source) if cuda else (source, None)
-    plan = _cpp._inline_plan(name, cpp_source, cuda_source, epilogue, options.get("extra_cflags"),
-                             options.get("extra_cuda_cflags"), options.get("extra_ldflags"),
-                             options.get("extra_include_paths"), options.get("build_directory"))
-    path = _cpp._build(plan, bool(options.get("verbose")), options.get("quiet"))
-    module = _cpp._load(path)
-    func = module[name]
+    path = _cpp.build_inline(
+        name, cpp_source, cuda_source, epilogue, extra_cflags=options.get("extra_cflags"),
+        extra_cuda_cflags=options.get("extra_cuda_cflags"),
+        extra_ldflags=options.get("extra_ldflags"),
+        extra_include_paths=options.get("extra_include_paths"),
+        build_directory=options.get("build_directory"), verbose=bool(options.get("verbose")),
+        quiet=options.get("quiet"), pre_includes=("kffi/kffi.h",))  # the contract compiler too
+    from . import load_module  # noqa: PLC0415 (the package imports this module)
+
+    func = load_module(path)[name]
     func.contract = text
     func.library_path = path
     func.export = _Exporter(path)

@@ -34,11 +34,27 @@ from dataclasses import dataclass
 
 from . import libinfo
 
-__all__ = ["BuildError", "build", "load_inline", "cache_dir", "get_compiler_invocations"]
+__all__ = [
+    "PRE_INCLUDES",
+    "BuildError",
+    "build",
+    "build_inline",
+    "c_string_literal",
+    "cache_dir",
+    "cpp_param_names",
+    "get_compiler_invocations",
+    "load_inline",
+    "nvcc_available",
+]
 
 _CUDA_SUFFIXES = (".cu", ".cuh")
-# Headers included before inline sources (load_inline, kffi.compile).
-_PRE_INCLUDES = ("kffi/kffi.h", "kffi/export.h")
+# Headers included before inline sources by load_inline: those of <kffi/kffi.h> but the contract
+# compiler, whose parsing alone costs a cold build about 0.7 s of CPU (kffi.compile, which needs
+# it, includes <kffi/kffi.h>; tests/python/test_contract_features.py holds the list to kffi.h's).
+PRE_INCLUDES = ("kffi/any.h", "kffi/container/containers.h", "kffi/dtype.h", "kffi/env.h",
+                "kffi/error.h", "kffi/export.h", "kffi/function.h", "kffi/module.h",
+                "kffi/object.h", "kffi/optional.h", "kffi/string.h", "kffi/tensor.h",
+                "kffi/tensor_checks.h", "kffi/variant.h")
 _KEY_SCHEMA = "kffi.cpp/1"  # bump when the layout or the commands change meaning
 
 
@@ -85,7 +101,7 @@ def _run(cmd: list, cwd: str | None = None) -> subprocess.CompletedProcess:
     global _invocations
     _invocations += 1
     return subprocess.run(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                          text=True, errors="replace")
+                          text=True, errors="replace", check=False)
 
 
 @dataclass(frozen=True)
@@ -121,7 +137,7 @@ def _compiler_version(argv: tuple, path: str) -> str:
     return proc.stdout
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _compiler_cached(argv: tuple, path: str, size: int, mtime_ns: int) -> _Compiler:
     return _Compiler(argv, path, _compiler_version(argv, path))
 
@@ -197,7 +213,7 @@ def _cuda_lib_dir(nvcc_path: str) -> str | None:
 # The cache key.
 # ---------------------------------------------------------------------------------------------
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _kffi_identity() -> str:
     """kffi version, ABI version and a digest of the installed headers (which change in
     development without a version bump)."""
@@ -252,7 +268,7 @@ class _Plan:
     """One build: what to compile with which flags, its key and where it goes."""
 
     def __init__(self, name, sources, cflags, cuda_cflags, ldflags, include_paths,
-                 build_directory):
+                 build_directory, pre_includes=PRE_INCLUDES):
         _check_name(name)
         self.name = name
         self.sources = sources
@@ -260,6 +276,7 @@ class _Plan:
         self.cuda_cflags = cuda_cflags
         self.ldflags = ldflags
         self.include_paths = [os.path.abspath(p) for p in include_paths]
+        self.pre_includes = tuple(pre_includes)
         self.cuda = any(s.is_cuda for s in sources)
         self.cxx = _cxx()
         self.nvcc = _nvcc() if self.cuda else None
@@ -274,6 +291,7 @@ class _Plan:
             "cxx": [self.cxx.argv, self.cxx.path, self.cxx.version],
             "nvcc": [self.nvcc.argv, self.nvcc.path, self.nvcc.version] if self.nvcc else None,
             "arch": self.arch_flags, "platform": sys.platform,
+            "pre_includes": self.pre_includes,
         }
         self.hash = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
         if build_directory is None:
@@ -296,7 +314,7 @@ class _Plan:
                 *self.cuda_cflags]
 
     def compile_command(self, src: _Source, src_path: str, obj: str) -> list:
-        pre = [f for h in _PRE_INCLUDES for f in ("-include", h)] if src.inline else []
+        pre = [f for h in self.pre_includes for f in ("-include", h)] if src.inline else []
         if src.is_cuda:
             return [*self.nvcc.argv, "-c", src_path, "-o", obj, *pre, *self._nvcc_flags()]
         return [*self.cxx.argv, "-c", src_path, "-o", obj, *pre, *self._cxx_flags()]
@@ -448,12 +466,103 @@ def build(name: str, sources, extra_cflags=None, extra_ldflags=None, extra_inclu
     return _build(plan, verbose, quiet)
 
 
-def _c_string(s: str) -> str:
-    return json.dumps(s)  # a JSON string literal is a valid C string literal for our purposes
+# ---------------------------------------------------------------------------------------------
+# Source helpers (also used by kffi.compile): C++ string literals and parameter names.
+# ---------------------------------------------------------------------------------------------
+
+_SIMPLE_ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\t": "\\t", "\r": "\\r",
+                   "?": "\\?"}  # \? keeps "??=" from ever reading as a trigraph
 
 
-def export_lines(functions) -> str:
-    """KFFI_EXPORT lines for ``functions``: a list of names, or {name: docstring}."""
+def c_string_literal(text: str) -> str:
+    """``text`` as a C/C++ string literal whose bytes are its UTF-8 encoding. Printable ASCII is
+    kept; every other byte is a 3-digit octal escape (valid in C, C++ and CUDA, and unlike
+    ``\\u`` escapes it takes any character, including those outside the Basic Multilingual
+    Plane). Lone surrogates cannot be encoded: ValueError."""
+    try:
+        data = text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise ValueError(f"kffi.cpp: cannot write {text!r} as UTF-8: {e.reason}") from None
+    out = ['"']
+    for byte in data:
+        ch = chr(byte)
+        if ch in _SIMPLE_ESCAPES:
+            out.append(_SIMPLE_ESCAPES[ch])
+        elif 0x20 <= byte < 0x7F:
+            out.append(ch)
+        else:
+            out.append(f"\\{byte:03o}")
+    out.append('"')
+    return "".join(out)
+
+
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_TYPE_WORDS = {"int", "float", "double", "bool", "char", "long", "short", "unsigned", "signed",
+               "void", "auto", "const", "volatile", "size_t", "int32_t", "int64_t", "uint32_t",
+               "uint64_t", "int8_t", "uint8_t", "int16_t", "uint16_t", "TensorView", "Tensor",
+               "Any", "String", "Array", "Optional", "Tuple", "Shape", "Function"}
+
+
+def strip_comments(source: str) -> str:
+    """C++ source without its comments (each replaced by a space)."""
+    src = re.sub(r"/\*.*?\*/", " ", source, flags=re.DOTALL)
+    return re.sub(r"//[^\n]*", " ", src)
+
+
+def _split_top_level(text: str) -> list:
+    parts, depth, cur = [], 0, []
+    for ch in text:
+        if ch in "<([{":
+            depth += 1
+        elif ch in ">)]}":
+            depth -= 1
+        if ch == "," and depth == 0:
+            parts.append("".join(cur))
+            cur = []
+        else:
+            cur.append(ch)
+    parts.append("".join(cur))
+    return [p.strip() for p in parts]
+
+
+def cpp_param_names(source: str, name: str):
+    """The parameter names of the definition of ``name`` in C++ source, or None when they cannot
+    be read (an unnamed parameter, no definition, several different ones). Best effort: a
+    regular-expression reading, not a C++ parser."""
+    src = strip_comments(source)
+    found = []
+    for m in re.finditer(r"(?<![\w.:>])" + re.escape(name) + r"\s*\(", src):
+        depth, i = 1, m.end()
+        while i < len(src) and depth:
+            depth += {"(": 1, ")": -1}.get(src[i], 0)
+            i += 1
+        rest = src[i:i + 200]
+        if not re.match(r"\s*(const\s*)?(noexcept\s*)?(->\s*[\w:<>,\s*&]+)?\{", rest):
+            continue  # a call or a declaration, not a definition
+        params = src[m.end():i - 1].strip()
+        if params in ("", "void"):
+            found.append([])
+            continue
+        names = []
+        for p in _split_top_level(params):
+            p = p.split("=", 1)[0].strip()
+            p = re.sub(r"\[[^\]]*\]\s*$", "", p).strip()  # float x[4]
+            tokens = re.findall(r"[A-Za-z_]\w*|::|[^\sA-Za-z_]", p)
+            if len(tokens) < 2 or not _IDENT.fullmatch(tokens[-1]) or tokens[-2] == "::" \
+                    or tokens[-1] in _TYPE_WORDS:
+                names = None
+                break
+            names.append(tokens[-1])
+        found.append(names)
+    if not found or any(f != found[0] for f in found) or found[0] is None:
+        return None
+    return found[0]
+
+
+def export_lines(functions, source: str = "") -> str:
+    """KFFI_EXPORT_DOC lines for ``functions`` (a list of names, or {name: docstring}), naming
+    the parameters as the definitions in ``source`` do (arg0, arg1, ... where they cannot be
+    read)."""
     if functions is None:
         return ""
     items = functions.items() if isinstance(functions, dict) else ((f, None) for f in functions)
@@ -462,10 +571,9 @@ def export_lines(functions) -> str:
         if not isinstance(fname, str) or not re.fullmatch(r"[A-Za-z][A-Za-z0-9_]*", fname):
             raise ValueError(f"kffi.cpp.load_inline: function names to export are C++ "
                              f"identifiers not starting with '_', got {fname!r}")
-        if doc:
-            lines.append(f"KFFI_EXPORT_DOC({fname}, {fname}, {_c_string(doc)}, \"\");")
-        else:
-            lines.append(f"KFFI_EXPORT({fname}, {fname});")
+        names = cpp_param_names(source, fname) if source else None
+        lines.append(f"KFFI_EXPORT_DOC({fname}, {fname}, {c_string_literal(doc or '')}, "
+                     f"{c_string_literal(', '.join(names or []))});")
     return "// Exports added by kffi.cpp.load_inline(functions=...)\n" + "\n".join(lines) + "\n" \
         if lines else ""
 
@@ -479,7 +587,8 @@ def _join(sources) -> str:
 
 
 def _inline_plan(name, cpp_sources, cuda_sources, epilogue, extra_cflags, extra_cuda_cflags,
-                 extra_ldflags, extra_include_paths, build_directory) -> _Plan:
+                 extra_ldflags, extra_include_paths, build_directory,
+                 pre_includes=PRE_INCLUDES) -> _Plan:
     cpp = _join(cpp_sources)
     cuda = _join(cuda_sources)
     if not cpp.strip() and not cuda.strip():
@@ -487,7 +596,7 @@ def _inline_plan(name, cpp_sources, cuda_sources, epilogue, extra_cflags, extra_
     srcs = []
     # The exports go at the end of the C++ translation unit (where the functions are declared),
     # or of the CUDA one when there is no C++ source.
-    # The kffi headers come in by -include (see _PRE_INCLUDES), so the file on disk is exactly the
+    # The kffi headers come in by -include (see PRE_INCLUDES), so the file on disk is exactly the
     # caller's text and compiler messages point at the caller's line numbers.
     if cpp.strip():
         srcs.append(_Source(f"{name}.cpp", f"{cpp}\n\n{epilogue}".encode(), None))
@@ -497,12 +606,30 @@ def _inline_plan(name, cpp_sources, cuda_sources, epilogue, extra_cflags, extra_
     return _Plan(name, srcs, _str_list(extra_cflags, "extra_cflags"),
                  _str_list(extra_cuda_cflags, "extra_cuda_cflags"),
                  _str_list(extra_ldflags, "extra_ldflags"),
-                 _str_list(extra_include_paths, "extra_include_paths"), build_directory)
+                 _str_list(extra_include_paths, "extra_include_paths"), build_directory,
+                 pre_includes)
 
 
 def _load(path: str):
     from . import load_module  # noqa: PLC0415 (the package imports this module)
     return load_module(path)
+
+
+def build_inline(name: str, cpp_sources=None, cuda_sources=None, epilogue: str = "", *,
+                 extra_cflags=None, extra_cuda_cflags=None, extra_ldflags=None,
+                 extra_include_paths=None, build_directory=None, verbose: bool = False,
+                 quiet: bool | None = None, pre_includes=PRE_INCLUDES) -> str:
+    """Builds source text into a kernel library (cached like :func:`build`) and returns its
+    path, without loading it. ``epilogue`` is appended to the C++ source (or to the CUDA one when
+    there is no C++ source): export lines such as ``KFFI_EXPORT(f, f);`` (see
+    :func:`export_lines`, :func:`c_string_literal`). ``pre_includes`` come in first by
+    ``-include`` (default :data:`PRE_INCLUDES`: the headers of ``<kffi/kffi.h>`` but
+    ``<kffi/contract.h>``), so compiler messages keep the caller's line numbers.
+    :func:`load_inline` and :func:`kffi.compile` are built on it."""
+    plan = _inline_plan(name, cpp_sources, cuda_sources, epilogue, extra_cflags,
+                        extra_cuda_cflags, extra_ldflags, extra_include_paths, build_directory,
+                        pre_includes)
+    return _build(plan, verbose, quiet)
 
 
 def load_inline(name: str, cpp_sources=None, cuda_sources=None, functions=None,
@@ -511,11 +638,16 @@ def load_inline(name: str, cpp_sources=None, cuda_sources=None, functions=None,
                 quiet: bool | None = None):
     """Builds C++ (and CUDA) source text into a kernel library and loads it as a kffi.Module.
 
-    ``functions``: names of C++ functions in the sources to export (``KFFI_EXPORT(f, f)`` is
-    appended after the sources), or ``{name: docstring}``. Leave it out when the sources export
-    with ``KFFI_EXPORT`` themselves. ``<kffi/kffi.h>`` and ``<kffi/export.h>`` come in before
-    the sources (by ``-include``), so the files keep the caller's line numbers.
+    ``functions``: names of C++ functions in the sources to export (``KFFI_EXPORT_DOC`` lines
+    are appended after the sources, with the parameter names of the C++ definitions), or
+    ``{name: docstring}``. Leave it out when the sources export with ``KFFI_EXPORT``
+    themselves. The headers of ``<kffi/kffi.h>`` (but ``<kffi/contract.h>``: include it for
+    ``KFFI_EXPORT_CONTRACT``, or use :func:`kffi.compile`) come in before the sources (by
+    ``-include``), so the files keep the caller's line numbers.
     """
-    plan = _inline_plan(name, cpp_sources, cuda_sources, export_lines(functions), extra_cflags,
-                        extra_cuda_cflags, extra_ldflags, extra_include_paths, build_directory)
-    return _load(_build(plan, verbose, quiet))
+    source = _join(cpp_sources) + "\n" + _join(cuda_sources)
+    path = build_inline(name, cpp_sources, cuda_sources, export_lines(functions, source),
+                        extra_cflags=extra_cflags, extra_cuda_cflags=extra_cuda_cflags,
+                        extra_ldflags=extra_ldflags, extra_include_paths=extra_include_paths,
+                        build_directory=build_directory, verbose=verbose, quiet=quiet)
+    return _load(path)

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 #include <kffi/export.h>
 #include <kffi/module.h>
+#include <kffi/optional.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -40,6 +41,10 @@ KFFI_EXPORT(test_export_raise, Raise);
 KFFI_EXPORT(test_export_concat, [](std::string a, kffi::String b) { return a + std::string(b); });
 KFFI_EXPORT(test_export_nothing, []() {});
 KFFI_EXPORT(test_export_accumulate, g_accumulate);
+KFFI_EXPORT_DOC(
+    test_export_optional,
+    [](int64_t x, kffi::Optional<double> y) { return static_cast<double>(x) + y.value_or(0.5); },
+    "y defaults to None", "x, y");
 
 // Registered in the system library, as statically linked kernel code is.
 KFFI_EXPORT_SYSTEM_LIB_DOC(
@@ -124,22 +129,28 @@ TEST(Export, MetadataIsJsonWithNamesTypesAndEscapedDoc) {
             R"({"name":"factor","type":"float"}],"return":"float",)"
             R"("doc":"Multiplies \"x\" by factor.\n\tTabbed."})");
   EXPECT_EQ(CallMeta(&__kffi__meta_test_export_concat),
-            R"({"name":"test_export_concat","params":[{"name":"_0","type":"str"},)"
-            R"({"name":"_1","type":"str"}],"return":"str","doc":""})");
+            R"({"name":"test_export_concat","params":[{"name":"arg0","type":"str"},)"
+            R"({"name":"arg1","type":"str"}],"return":"str","doc":""})");
+  EXPECT_EQ(CallMeta(&__kffi__meta_test_export_optional),
+            R"({"name":"test_export_optional","params":[{"name":"x","type":"int"},)"
+            R"({"name":"y","type":"Optional<float>","default":null}],"return":"float",)"
+            R"("doc":"y defaults to None"})");
   EXPECT_EQ(CallMeta(&__kffi__meta_test_export_nothing),
             R"({"name":"test_export_nothing","params":[],"return":"None","doc":""})");
 }
 
 TEST(Export, JsonEscapesControlCharacters) {
-  std::string out;
-  kffi::details::AppendJsonEscaped(&out, std::string("a\x01"
-                                                     "b\\c",
-                                                     5));
-  EXPECT_EQ(out, "a\\u0001b\\\\c");
+  kffi::details::JsonWriter w;
+  w.String(
+      std::string("a\x01"
+                  "b\\c",
+                  5));
+  EXPECT_EQ(w.Take(), "\"a\\u0001b\\\\c\"");
 }
 
-TEST(Export, AbiVersionSymbolHoldsTheHeaderVersion) {
-  EXPECT_EQ(__kffi__abi_version, static_cast<uint32_t>(KFFI_ABI_VERSION));
+TEST(Export, AbiVersionRecordHoldsTheHeaderVersion) {
+  // The record the export macros emit, under its C name `__kffi__abi_version`.
+  EXPECT_EQ(kffi::details::AbiVersionRecord::value, static_cast<uint32_t>(KFFI_ABI_VERSION));
 }
 
 TEST(Export, SystemLibServesRegisteredFunctions) {

@@ -82,7 +82,7 @@ TEST(Module, MetadataDescribesParametersAndDoc) {
 TEST(Module, MetadataFallsBackToPositionalNames) {
   Module mod = Module::Load(KFFI_TEST_MODLIB);
   EXPECT_EQ(mod.GetFunctionMetadata("echo").value(),
-            R"({"name":"echo","params":[{"name":"_0","type":"str"}],"return":"str","doc":""})");
+            R"({"name":"echo","params":[{"name":"arg0","type":"str"}],"return":"str","doc":""})");
 }
 
 TEST(Module, MetadataIsEmptyForAbsentFunctionOrMetadata) {
@@ -156,7 +156,7 @@ TEST(Module, ImportsAreSearchedAfterOwnFunctions) {
   EXPECT_EQ(mod.GetFunctionRequired("mul")(6, 7).cast<int64_t>(), 42);
   EXPECT_FALSE(mod.GetFunction("mul", /*query_imports=*/false).has_value());
   EXPECT_EQ(mod.GetFunctionMetadata("mul").value(),
-            R"({"name":"mul","params":[{"name":"_0","type":"int"},{"name":"_1","type":"int"}],)"
+            R"({"name":"mul","params":[{"name":"arg0","type":"int"},{"name":"arg1","type":"int"}],)"
             R"("return":"int","doc":""})");
   EXPECT_EQ(mod.ListFunctions(), (std::vector<std::string>{"add", "echo", "fail", "make_counter"}));
   EXPECT_EQ(mod.ListFunctions(/*query_imports=*/true),

@@ -1,6 +1,7 @@
-// tests/module_libs/contractlib.cc: exports with contracts, read by test_contract.cc (the
-// malformed ones are in contractlib_bad.cc: a library holding one does not load).
-#include <kffi/contract.h>
+// tests/module_libs/contractlib.cc: exports with contracts, read by test_contract_module.cc and
+// the Python tests (the malformed ones are in contractlib_bad.cc and contractlib_hostile.cc: a
+// library holding one does not load). Only <kffi/kffi.h> is included: it has every export macro.
+#include <kffi/kffi.h>
 
 #include <cstdint>
 
@@ -10,6 +11,17 @@ int64_t AddOne(kffi::TensorView a, kffi::TensorView b) { return a.size(0) + b.si
 
 int64_t StreamOf(kffi::TensorView, void* stream) { return reinterpret_cast<int64_t>(stream); }
 
+// y = x * factor, written into y.
+void Scale(kffi::TensorView y, kffi::TensorView x, double factor) {
+  float* out = static_cast<float*>(y.data_ptr());
+  const float* in = static_cast<const float*>(x.data_ptr());
+  for (int64_t i = 0; i < x.numel(); ++i) out[i] = static_cast<float>(in[i] * factor);
+}
+
+int64_t WithBias(kffi::TensorView x, kffi::Optional<kffi::TensorView> bias, void* stream) {
+  return x.size(0) * 10 + (bias.has_value() ? 1 : 0) + reinterpret_cast<int64_t>(stream) * 100;
+}
+
 }  // namespace
 
 KFFI_EXPORT_CONTRACT_DOC(add_one, AddOne,
@@ -17,3 +29,13 @@ KFFI_EXPORT_CONTRACT_DOC(add_one, AddOne,
                          "n: int32 % 16",
                          "Returns n.");
 KFFI_EXPORT_CONTRACT(stream_of, StreamOf, "x: Tensor([n], *), stream: EnvStream");
+KFFI_EXPORT_CONTRACT_DOC(scale, Scale,
+                         "y: Tensor([n], float32, mut), x: Tensor([n], float32), factor: float "
+                         "-> out: Tensor([n], float32)",
+                         "y = x * factor");
+KFFI_EXPORT_CONTRACT(with_bias, WithBias,
+                     "x: Tensor([n, m], *), bias: Optional[Tensor([m], *)], stream: Stream "
+                     "-> Tensor([n * 2, m // 2 + 1], float32)");
+// A plain export in the same library, with an Optional parameter and an unnamed one.
+KFFI_EXPORT(plain_optional,
+            [](int64_t x, kffi::Optional<int64_t> y) { return x + (y.has_value() ? *y : 0); });

@@ -55,23 +55,23 @@ def test_auto_names_skip_names_already_taken():
 
 def test_default_parameter_names_and_device():
     t = kffi.fake_tensor("float32", (4,))
-    assert render(t, kffi.Int32) == "a0: Tensor([4], float32), a1: int32"
-    assert render(t, default_device="cuda") == "a0: Tensor([4], float32, device=cuda)"
+    assert render(t, kffi.Int32) == "arg0: Tensor([4], float32), arg1: int32"
+    assert render(t, default_device="cuda") == "arg0: Tensor([4], float32, device=cuda)"
     assert render(kffi.fake_tensor("float32", (4,), device="cpu"), default_device="cuda") == \
-        "a0: Tensor([4], float32, device=cpu)"
+        "arg0: Tensor([4], float32, device=cpu)"
     assert render(kffi.fake_tensor("float32", (4,), device=("cpu", "cuda"))) == \
-        "a0: Tensor([4], float32, device=cpu|cuda)"
+        "arg0: Tensor([4], float32, device=cpu|cuda)"
     assert render(kffi.fake_tensor("float32", (4,), device="any"), default_device="cuda") == \
-        "a0: Tensor([4], float32)"
+        "arg0: Tensor([4], float32)"
 
 
 def test_dtypes_from_strings_numpy_torch_and_alternatives():
     torch = pytest.importorskip("torch")
     t = kffi.fake_tensor((np.float16, torch.bfloat16, "float32"), (2,))
-    assert render(t) == "a0: Tensor([2], float16|bfloat16|float32)"
-    assert render(kffi.fake_tensor(np.dtype("int64"), (2,))) == "a0: Tensor([2], int64)"
-    assert render(kffi.fake_tensor(None, (2,))) == "a0: Tensor([2], *)"
-    assert render(kffi.fake_tensor("*", (2,))) == "a0: Tensor([2], *)"
+    assert render(t) == "arg0: Tensor([2], float16|bfloat16|float32)"
+    assert render(kffi.fake_tensor(np.dtype("int64"), (2,))) == "arg0: Tensor([2], int64)"
+    assert render(kffi.fake_tensor(None, (2,))) == "arg0: Tensor([2], *)"
+    assert render(kffi.fake_tensor("*", (2,))) == "arg0: Tensor([2], *)"
 
 
 def test_tensor_options_in_grammar_order():
@@ -86,7 +86,7 @@ def test_tensor_options_in_grammar_order():
                ({"stride_order": (1, 0)}, "stride_order=(1,0)")]
     for kw, text in layouts:
         assert render(kffi.fake_tensor("float32", (2, 3), **kw)) == \
-            f"a0: Tensor([2, 3], float32, {text})"
+            f"arg0: Tensor([2, 3], float32, {text})"
 
 
 def test_scalars_optional_tuple_and_env_stream():
@@ -139,7 +139,7 @@ def test_bad_declarations_are_clear_errors():
     with pytest.raises(ValueError, match="output shape uses n1, which no input binds"):
         render(kffi.fake_tensor("float32", (n,)), outputs=[kffi.fake_tensor(
             "float32", (kffi.sym_int(),))])
-    with pytest.raises(TypeError, match="environment stream cannot be inside a tuple"):
+    with pytest.raises(TypeError, match="a stream cannot be inside a tuple"):
         render((kffi.fake_tensor("float32", (n,)), kffi.fake_stream()))
     with pytest.raises(TypeError, match="cannot use 'x' .* as a fake argument"):
         render("x")
@@ -288,25 +288,23 @@ def test_seed_messages_count_type_shape_divisibility_alignment(add_one):
     b = np.zeros(129, dtype=np.float32)[:128]
     assert a.ctypes.data % 16 == 0
     assert _message(lambda: add_one(a)) == (
-        TypeError, f"Expects 2 parameters when calling: {ADD_SIG}, but got 1")
+        TypeError, f"add_one: expected 2 arguments, got 1 ({ADD_SIG})")
     assert _message(lambda: add_one(a, 1)) == (
-        TypeError, f"Mismatched type on argument #1 when calling: {ADD_SIG}, expected Tensor, "
-                   f"but got int")
+        TypeError, f"b: expected Tensor, got int (argument #1 of {ADD_SIG})")
     assert _message(lambda: add_one(a, b[:112])) == (
-        ValueError, f"Mismatched b.shape[0] on argument #1 when calling: {ADD_SIG}, expected to "
-                    f"match a.shape[0], but got 112 (a.shape[0] is 128)")
+        ValueError, f"b.shape[0]: expected n0 = 128 (as a.shape[0]), got 112 "
+                    f"(argument #1 of {ADD_SIG})")
     assert _message(lambda: add_one(a[:126], b[:126])) == (
-        ValueError, f"Invalid a.shape[0] on argument #0 when calling: {ADD_SIG}, expected to be "
-                    f"divisible by 16, but got 126")
+        ValueError, f"a.shape[0]: expected n0 divisible by 16, got 126 (argument #0 of {ADD_SIG})")
     # off by one element: the first element is 4 bytes past a 16-byte boundary
     full_a = np.zeros(129, dtype=np.float32)
     full_b = np.zeros(129, dtype=np.float32)
     assert _message(lambda: add_one(full_a[1:], full_b[1:])) == (
-        ValueError, f"Misaligned Tensor data on argument #0 when calling: {ADD_SIG}, expected data "
-                    f"alignment=16 bytes, but got data alignment=4 bytes")
+        ValueError, f"a: expected data aligned to 16 bytes, got data aligned to 4 bytes "
+                    f"(argument #0 of {ADD_SIG})")
     assert _message(lambda: add_one(a, full_b[1:])) == (
-        ValueError, f"Misaligned Tensor data on argument #1 when calling: {ADD_SIG}, expected data "
-                    f"alignment=16 bytes, but got data alignment=4 bytes")
+        ValueError, f"b: expected data aligned to 16 bytes, got data aligned to 4 bytes "
+                    f"(argument #1 of {ADD_SIG})")
     shifted = np.zeros(132, dtype=np.float32)[4:]  # 16 bytes in: aligned again
     assert _message(lambda: add_one(shifted, shifted)) == (None, "no error")
 
@@ -315,8 +313,8 @@ def test_seed_messages_count_type_shape_divisibility_alignment(add_one):
 def test_int32_symbol_range(add_one):
     huge = np.broadcast_to(np.zeros(1, dtype=np.float32), (1 << 32,))  # no memory behind it
     assert _message(lambda: add_one(huge, huge)) == (
-        ValueError, f"Out of bound a.shape[0] on argument #0 when calling: {ADD_SIG}, expected to "
-                    f"be in int32 range [-2147483648, 2147483647], but got 4294967296")
+        ValueError, f"a.shape[0]: expected n0 in int32 range [-2147483648, 2147483647], got "
+                    f"4294967296 (argument #0 of {ADD_SIG})")
 
 
 CATALOGUE = r"""
@@ -338,20 +336,18 @@ def check_me(module_cache):
 def test_tensor_field_messages_in_catalogue_order(check_me):
     sig = ("`check_me(x: Tensor([2, n], float32|float64, device=cpu, offset0, contiguous), "
            "y: Tensor([n], float32, device=cuda))`")
-    head = f"Mismatched Tensor on argument #0 when calling: {sig}"
+    tail0, tail1 = f" (argument #0 of {sig})", f" (argument #1 of {sig})"
     y = np.zeros(5, np.float32)  # wrong device, but checked after x
     assert _message(lambda: check_me(np.zeros((2, 5, 1), np.int8), y)) == (
-        ValueError, f"{head}, expected ndim=2, but got ndim=3")
+        ValueError, f"x.ndim: expected 2, got 3{tail0}")
     assert _message(lambda: check_me(np.zeros((2, 5), np.int8), y)) == (
-        ValueError, f"{head}, expected dtype=float32|float64, but got dtype=int8")
+        ValueError, f"x.dtype: expected float32|float64, got int8{tail0}")
     assert _message(lambda: check_me(np.zeros((5, 2), np.float32).T, y)) == (
-        ValueError, f"{head}, expected contiguous, but got shape=[2, 5] with strides=[1, 2]")
+        ValueError, f"x.strides: expected contiguous, got [1, 2] for shape [2, 5]{tail0}")
     assert _message(lambda: check_me(np.zeros((2, 5), np.float64), y)) == (
-        ValueError, f"Mismatched Tensor on argument #1 when calling: {sig}, expected "
-                    f"device_type=cuda, but got device_type=cpu")
+        ValueError, f"y.device: expected cuda, got cpu{tail1}")
     assert _message(lambda: check_me(np.zeros((3, 5), np.float32), y)) == (
-        ValueError, f"Mismatched x.shape[0] on argument #0 when calling: {sig}, expected to be 2, "
-                    f"but got 3")
+        ValueError, f"x.shape[0]: expected 2, got 3{tail0}")
 
 
 OFFSETS = r"""
@@ -372,11 +368,9 @@ def test_byte_offset_and_device_index_messages(first, odd):
            "b: Tensor([n0], float32, device=cpu))`")
     assert _message(lambda: first(odd(4, 0, 0), odd(4, 0, 64)))[0] is None
     assert _message(lambda: first(odd(4, 0, 64), odd(4, 0, 0))) == (
-        ValueError, f"Mismatched Tensor on argument #0 when calling: {sig}, expected "
-                    f"byte_offset=0, but got byte_offset=64")
+        ValueError, f"a.byte_offset: expected 0, got 64 (argument #0 of {sig})")
     assert _message(lambda: first(odd(4, 0, 0), odd(4, 1, 0))) == (
-        ValueError, f"Mismatched device index on argument #1 when calling: {sig}, expected to "
-                    f"match a.device.index, but got 1 (a.device.index is 0)")
+        ValueError, f"b.device.index: expected 0 (as a.device.index), got 1 (argument #1 of {sig})")
 
 
 MANY = r"""
@@ -415,29 +409,25 @@ def test_optional_tuple_scalars_and_env_stream(many):
     assert many(None, (x, x, 2.5), 3, False, 0.5) == 2.5 + 3 + 0.5
     assert many(np.zeros(8, np.float32), (x, x, 1.0), 3, True, 0.0) == 1 + 3 + 100 + 10000
     assert _message(lambda: many(1, (x, x, 2.5), 3, True, 1.0)) == (
-        TypeError, f"Mismatched type on argument #0 when calling: {MANY_SIG}, expected Tensor or "
-                   f"None, but got int")
+        TypeError, f"bias: expected Tensor or None, got int (argument #0 of {MANY_SIG})")
     assert _message(lambda: many(np.zeros(4, np.float32), (x, x, 2.5), 3, True, 1.0)) == (
-        ValueError, f"Mismatched pair[0].shape[1] on pair[0] in argument #1 when calling: "
-                    f"{MANY_SIG}, expected to match bias.shape[0], but got 8 (bias.shape[0] is 4)")
+        ValueError, f"pair[0].shape[1]: expected n = 4 (as bias.shape[0]), got 8 "
+                    f"(in argument #1 of {MANY_SIG})")
     assert _message(lambda: many(None, (x, x[:, :4], 2.5), 3, True, 1.0)) == (
-        ValueError, f"Mismatched pair[1].shape[1] on pair[1] in argument #1 when calling: "
-                    f"{MANY_SIG}, expected to match pair[0].shape[1], but got 4 "
-                    f"(pair[0].shape[1] is 8)")
+        ValueError, f"pair[1].shape[1]: expected n = 8 (as pair[0].shape[1]), got 4 "
+                    f"(in argument #1 of {MANY_SIG})")
     assert _message(lambda: many(None, (x, 1, 2.0), 3, True, 1.0)) == (
-        TypeError, f"Mismatched type on pair[1] in argument #1 when calling: {MANY_SIG}, "
-                   f"expected Tensor, but got int")
+        TypeError, f"pair[1]: expected Tensor, got int (in argument #1 of {MANY_SIG})")
     assert _message(lambda: many(None, (x, x), 3, True, 1.0)) == (
-        TypeError, f"Mismatched type on argument #1 when calling: {MANY_SIG}, expected Tuple of "
-                   f"3 elements, but got Array of 2 elements")
+        TypeError, f"pair: expected Tuple of 3 elements, got Array of 2 elements "
+                   f"(argument #1 of {MANY_SIG})")
     assert _message(lambda: many(None, (x, x, 2.5), 2000, True, 1.0)) == (
-        ValueError, f"Out of bound k on argument #2 when calling: {MANY_SIG}, expected to be in "
-                    f"range [0, 1024], but got 2000")
+        ValueError, f"k: expected a value in range [0, 1024], got 2000 (argument #2 of {MANY_SIG})")
     assert _message(lambda: many(None, (x, x, 2.5), 3, True, 2.0)) == (
-        ValueError, f"Out of bound scale on argument #4 when calling: {MANY_SIG}, expected to be "
-                    f"in range [0.0, 1.5], but got 2.0")
+        ValueError, f"scale: expected a value in range [0.0, 1.5], got 2.0 "
+                    f"(argument #4 of {MANY_SIG})")
     assert _message(lambda: many(None, (x, x, 2.5), 3, True)) == (
-        TypeError, f"Expects 5 parameters when calling: {MANY_SIG}, but got 4")
+        TypeError, f"many: expected 5 arguments, got 4 ({MANY_SIG})")
     torch = pytest.importorskip("torch")
     assert many(None, (torch.zeros(3, 8), x, 2.5), 3, False, 0.5) == 6.0  # mixed frameworks
 
@@ -450,7 +440,22 @@ def test_metadata_has_contract_outputs_symbols_and_signature(many):
     assert [p["name"] for p in meta["params"]] == ["bias", "pair", "k", "flag", "scale"]
     assert meta["outputs"] == [{"name": "",
                                 "type": "Tensor([n0 * 2, (n + 1) // 2], float32, device=cpu)",
-                                "shape": ["n0 * 2", "(n + 1) // 2"], "dtype": "float32"}]
+                                "shape": ["n0 * 2", "(n + 1) // 2"],
+                                "shape_rpn": [["n0", 2, "*"], ["n", 1, "+", 2, "//"]],
+                                "dtype": "float32"}]
+    assert meta["mutates"] == []
+    assert meta["params"][0] == {
+        "name": "bias", "type": "Optional[Tensor([n], float32, device=cpu)]", "kind": "tensor",
+        "optional": True, "default": None, "shape": ["n"], "dtypes": ["float32"],
+        "device": "cpu", "mutable": False}
+    assert meta["params"][1]["kind"] == "tuple"
+    assert [e["kind"] for e in meta["params"][1]["elems"]] == ["tensor", "tensor", "float"]
+    assert meta["params"][1]["elems"][0]["shape"] == ["n0", "n"]
+    assert meta["params"][2] == {"name": "k", "type": "int32[0, 1024]", "kind": "int",
+                                 "optional": False, "range": [0, 1024]}
+    assert meta["params"][4]["range"] == [0.0, 1.5]
+    assert [kffi.contract.eval_shape_rpn(d, {"n": 7, "n0": 3})
+            for d in meta["outputs"][0]["shape_rpn"]] == [6, 4]
     assert meta["symbols"] == [{"name": "n", "width": "int64", "divisibility": 4},
                                {"name": "n0", "width": "int32", "divisibility": 1}]
     assert meta["env_stream"] is True
@@ -484,8 +489,8 @@ def test_export_and_load_in_a_fresh_process(add_one, tmp_path):
     out = json.loads(proc.stdout)
     assert out["b"] == [float(i + 1) for i in range(32)]
     assert out["meta"]["contract"] == add_one.contract
-    assert out["err"] == (f"Mismatched b.shape[0] on argument #1 when calling: {ADD_SIG}, "
-                          f"expected to match a.shape[0], but got 16 (a.shape[0] is 32)")
+    assert out["err"] == (f"b.shape[0]: expected n0 = 32 (as a.shape[0]), got 16 "
+                          f"(argument #1 of {ADD_SIG})")
     # export into a folder keeps the library's own name
     again = add_one.export(tmp_path)
     assert Path(again).parent == tmp_path and Path(again).name.startswith("add_one_")
@@ -522,8 +527,7 @@ def test_cpp_module_load_sees_the_contract(add_one, tmp_path):
     out = subprocess.run([str(exe), lib], capture_output=True, text=True, check=True,
                          timeout=60).stdout.splitlines()
     assert json.loads(out[0])["contract"] == add_one.contract
-    assert out[1] == (f"TypeError: Mismatched type on argument #0 when calling: {ADD_SIG}, "
-                      f"expected Tensor, but got int")
+    assert out[1] == f"TypeError: a: expected Tensor, got int (argument #0 of {ADD_SIG})"
 
 
 @needs_contracts
@@ -618,8 +622,10 @@ def test_cuda_source_compiles_with_cuda_devices_by_default(module_cache):
                           "b: Tensor([n0], float32, device=cuda, align=16), stream: EnvStream; "
                           "n0: int64 % 4")
     x = np.zeros(8, np.float32)
-    assert _message(lambda: f(x, x))[1].endswith(
-        "expected device_type=cuda, but got device_type=cpu")
+    assert _message(lambda: f(x, x)) == (
+        ValueError, "a.device: expected cuda, got cpu (argument #0 of `add_one_cuda(a: Tensor([n0], "
+                    "float32, device=cuda, align=16), b: Tensor([n0], float32, device=cuda, "
+                    "align=16))`)")
     try:
         import torch
         has_gpu = torch.cuda.is_available()

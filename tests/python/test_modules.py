@@ -59,7 +59,7 @@ def test_metadata_of_documented_export(module_kernels):
 
 def test_metadata_of_export_without_names_uses_positional_names(module_kernels):
     meta = module_kernels.metadata("subtract")
-    assert [p["name"] for p in meta["params"]] == ["_0", "_1"]
+    assert [p["name"] for p in meta["params"]] == ["arg0", "arg1"]
     assert [p["type"] for p in meta["params"]] == ["int", "int"]
     assert meta["return"] == "int" and meta["doc"] == ""
 

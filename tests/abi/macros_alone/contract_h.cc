@@ -1,0 +1,9 @@
+// tests/abi/macros_alone/contract_h.cc: every macro of <kffi/contract.h>, with that header alone.
+#include <kffi/contract.h>
+
+namespace {
+int64_t Size(kffi::TensorView x) { return x.size(0); }
+}  // namespace
+
+KFFI_EXPORT_CONTRACT(alone_size, Size, "x: Tensor([n], float32)");
+KFFI_EXPORT_CONTRACT_DOC(alone_size_doc, Size, "x: Tensor([n], float32, mut)", "Returns n.");

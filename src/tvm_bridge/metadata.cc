@@ -349,25 +349,27 @@ bool TryConvertMetadata(const std::string& name, const std::string& tvm_metadata
     return false;
   }
 
-  using details::AppendJsonEscaped;
-  std::string out = "{\"name\":\"";
-  AppendJsonEscaped(&out, name);
-  out += "\",\"params\":[";
+  // kffi's metadata format, through the one JSON writer of the headers.
+  details::JsonWriter w;
+  w.BeginObject().Field("name", name).Key("params").BeginArray();
   for (size_t i = 0; i < params.size(); ++i) {
     bool optional = false;
     std::string kind = KindOf(*params[i], &optional);
-    out += i ? ",{\"name\":\"arg" : "{\"name\":\"arg";
-    out += std::to_string(i) + "\",\"type\":\"";
-    AppendJsonEscaped(&out, TypeText(*params[i], 0));
-    out += "\",\"kind\":\"" + kind + "\",\"optional\":" + (optional ? "true" : "false");
-    if (optional) out += ",\"default\":null";
-    out += "}";
+    w.BeginObject()
+        .Field("name", "arg" + std::to_string(i))
+        .Field("type", TypeText(*params[i], 0))
+        .Field("kind", kind)
+        .Key("optional")
+        .Bool(optional);
+    if (optional) w.Key("default").Null();
+    w.EndObject();
   }
-  out += "],\"return\":\"";
-  AppendJsonEscaped(&out, ret != nullptr ? TypeText(*ret, 0) : std::string("None"));
-  out += "\",\"doc\":\"";
-  AppendJsonEscaped(&out, doc);
-  out += "\",\"abi\":\"tvm-ffi\"}";
+  w.EndArray()
+      .Field("return", ret != nullptr ? TypeText(*ret, 0) : std::string("None"))
+      .Field("doc", doc)
+      .Field("abi", "tvm-ffi")
+      .EndObject();
+  std::string out = w.Take();
   *out_json = std::move(out);
   return true;
 }

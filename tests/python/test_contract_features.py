@@ -221,9 +221,6 @@ def test_mut_parameter_writes_and_is_in_the_metadata(scale):
 
 
 @needs_contracts
-@pytest.mark.xfail(strict=True, reason="the Python converter does not yet set "
-                   "kKFFITensorFlagReadOnly on read-only arrays (helper pyext, issue 13); the "
-                   "C++ tests cover the check itself")
 def test_read_only_array_for_a_mut_parameter_is_a_value_error(scale):
     x = np.arange(4, dtype=np.float32)
     y = np.zeros(4, np.float32)

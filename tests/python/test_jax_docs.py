@@ -1,7 +1,6 @@
 """tests/python/test_jax_docs.py: the code of docs/jax.md and examples/jax/ runs as written.
 
-docs/jax.md's ```python blocks run in order in one namespace; ```python contract blocks need
-contract metadata with `mut` outputs (kffi.compile's structured contract) and run where it exists.
+docs/jax.md's ```python blocks (```python contract ones included) run in order in one namespace.
 """
 
 from __future__ import annotations
@@ -26,22 +25,6 @@ def _blocks():
     return [(bool(m.group(1)), m.group(2)) for m in BLOCK.finditer(DOC.read_text())]
 
 
-def _compile_has_mut() -> bool:
-    """Whether kffi.compile takes mut outputs and its metadata says so ('mutates')."""
-    try:
-        n = kffi.sym_int()
-        f = kffi.compile(
-            "void probe_mut(kffi::TensorView x, kffi::TensorView y) {}",
-            "probe_mut",
-            kffi.fake_tensor("float32", (n,)),
-            kffi.fake_tensor("float32", (n,), mut=True),
-            options={"quiet": True},
-        )
-    except TypeError:
-        return False
-    return "mutates" in (getattr(f, "_metadata", None) or {})
-
-
 def test_doc_has_code():
     blocks = _blocks()
     assert len(blocks) >= 5
@@ -50,22 +33,10 @@ def test_doc_has_code():
 
 def test_doc_code_blocks_run():
     namespace = {"__name__": "jax_docs"}
-    run_contract = _compile_has_mut()
-    ran = 0
-    for i, (contract, code) in enumerate(_blocks()):
-        if contract and not run_contract:
-            continue
+    blocks = _blocks()
+    for i, (_, code) in enumerate(blocks):
         exec(compile(code, f"{DOC}:block{i}", "exec"), namespace)  # noqa: S102 (the doc's code)
-        ran += 1
-    assert ran >= 5
-
-
-def test_doc_contract_blocks_run_with_structured_contracts():
-    if not _compile_has_mut():
-        pytest.skip("kffi.compile has no mut outputs in its metadata yet (contracts helper)")
-    namespace = {"__name__": "jax_docs"}
-    for i, (_, code) in enumerate(_blocks()):
-        exec(compile(code, f"{DOC}:block{i}", "exec"), namespace)  # noqa: S102
+    assert len(blocks) >= 5
 
 
 def test_example_runs():

@@ -2,14 +2,13 @@
 
 Usage: python3 examples/python_demo.py path/to/libscale_cpu.so
 """
+
 import statistics
 import sys
 import time
 
-import numpy as np
-
 import kffi
-
+import numpy as np
 
 ADD_ONE = r"""
 #include <kffi/tensor.h>
@@ -66,26 +65,31 @@ def main(path):
     for label, call in bad_calls:
         try:
             call()
-        except Exception as e:  # noqa: BLE001 - the point is to show them
+        except Exception as e:
             print(f"  {label:<15} {type(e).__name__}: {e}")
 
     print("\nA kernel compiled from Python with a contract (checked in compiled code):")
     n = kffi.sym_int(divisibility=16)
-    add_one = kffi.compile(ADD_ONE, "add_one",
-                           kffi.fake_tensor("float32", (n,), align=16),
-                           kffi.fake_tensor("float32", (n,), align=16),
-                           param_names=["a", "b"])
+    add_one = kffi.compile(
+        ADD_ONE,
+        "add_one",
+        kffi.fake_tensor("float32", (n,), align=16),
+        kffi.fake_tensor("float32", (n,), align=16),
+        param_names=["a", "b"],
+    )
     a = np.arange(32, dtype=np.float32)
     b = np.zeros(32, dtype=np.float32)
     add_one(a, b)
     print(f"  contract: {add_one.contract}")
     print(f"  add_one(arange(32)) -> {b[:4].tolist()} ...")
-    for label, call in [("not divisible", lambda: add_one(a[:30], b[:30])),
-                        ("misaligned", lambda: add_one(a[1:17], b[1:17])),
-                        ("wrong dtype", lambda: add_one(a.astype(np.float64), b))]:
+    for label, call in [
+        ("not divisible", lambda: add_one(a[:30], b[:30])),
+        ("misaligned", lambda: add_one(a[1:17], b[1:17])),
+        ("wrong dtype", lambda: add_one(a.astype(np.float64), b)),
+    ]:
         try:
             call()
-        except Exception as e:  # noqa: BLE001 - the point is to show them
+        except Exception as e:
             print(f"  {label:<15} {type(e).__name__}: {e}")
 
     print("\nCall overhead (median per call, this machine):")
@@ -93,8 +97,10 @@ def main(path):
     def py_noop(a, b, c):
         return None
 
-    rows = [("plain Python function, 3 args", per_call_ns(py_noop, y, x, 1.0)),
-            ("kffi scale, 2 NumPy arrays of 6", per_call_ns(scale, y, x, 1.0))]
+    rows = [
+        ("plain Python function, 3 args", per_call_ns(py_noop, y, x, 1.0)),
+        ("kffi scale, 2 NumPy arrays of 6", per_call_ns(scale, y, x, 1.0)),
+    ]
     if torch is not None:
         tx, ty = torch.ones(6), torch.empty(6)
         rows.append(("kffi scale, 2 torch tensors of 6", per_call_ns(scale, ty, tx, 1.0)))

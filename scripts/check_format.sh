@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# scripts/check_format.sh: fails when a C/C++ source differs from clang-format's output.
+# scripts/check_format.sh: fails when a C/C++ source differs from clang-format's output, or when
+# Python fails ruff (lint and format, configured in pyproject.toml).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 files=$(git ls-files '*.h' '*.c' '*.cc' '*.cu' '*.cuh' | grep -v '^include/kffi/dlpack.h$' || true)
@@ -7,3 +8,6 @@ files=$(git ls-files '*.h' '*.c' '*.cc' '*.cu' '*.cuh' | grep -v '^include/kffi/
 # shellcheck disable=SC2086
 clang-format --dry-run --Werror $files
 echo "clang-format: $(echo "$files" | wc -l) files clean"
+python3 -m ruff --version >/dev/null 2>&1 || python3 -m pip install -q --disable-pip-version-check ruff
+python3 -m ruff check --no-cache .
+python3 -m ruff format --no-cache --check .

@@ -6,6 +6,7 @@ Usage: python3 bench/cpp/run.py [--build-dir DIR] [--out results.json]
 Builds the benchmark (Release) if needed, runs it with repetitions, and reports medians and the
 overhead of each typed call over its direct anchor measured in the same run.
 """
+
 import argparse
 import json
 import os
@@ -19,18 +20,43 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 
 def build(build_dir):
-    subprocess.run(["cmake", "-S", ROOT, "-B", build_dir, "-G", "Ninja", "-DCMAKE_BUILD_TYPE=Release",
-                    "-DKFFI_BUILD_BENCH=ON", "-DKFFI_BUILD_TESTS=OFF", "-DKFFI_BUILD_EXAMPLES=OFF"],
-                   check=True, stdout=subprocess.DEVNULL)
-    subprocess.run(["cmake", "--build", build_dir, "--target", "kffi_bench_call",
-                    "kffi_bench_contract"], check=True, stdout=subprocess.DEVNULL)
+    subprocess.run(
+        [
+            "cmake",
+            "-S",
+            ROOT,
+            "-B",
+            build_dir,
+            "-G",
+            "Ninja",
+            "-DCMAKE_BUILD_TYPE=Release",
+            "-DKFFI_BUILD_BENCH=ON",
+            "-DKFFI_BUILD_TESTS=OFF",
+            "-DKFFI_BUILD_EXAMPLES=OFF",
+        ],
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
+    subprocess.run(
+        ["cmake", "--build", build_dir, "--target", "kffi_bench_call", "kffi_bench_contract"],
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
 
 
 def run_benchmarks(build_dir, repetitions, name="kffi_bench_call"):
     exe = os.path.join(build_dir, "bench", "cpp", name)
-    out = subprocess.run([exe, f"--benchmark_repetitions={repetitions}",
-                          "--benchmark_min_time=0.2", "--benchmark_format=json"],
-                         check=True, capture_output=True, text=True).stdout
+    out = subprocess.run(
+        [
+            exe,
+            f"--benchmark_repetitions={repetitions}",
+            "--benchmark_min_time=0.2",
+            "--benchmark_format=json",
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
     runs = {}
     for b in json.loads(out)["benchmarks"]:
         if b.get("run_type") == "iteration":
@@ -45,9 +71,22 @@ def compile_time(repeats):
     with tempfile.TemporaryDirectory() as tmp:
         for _ in range(repeats):
             t0 = time.perf_counter()
-            subprocess.run(["g++", "-std=c++17", "-O2", "-fPIC", "-fvisibility=hidden",
-                            "-I", os.path.join(ROOT, "include"), "-c", src, "-o",
-                            os.path.join(tmp, "unit.o")], check=True)
+            subprocess.run(
+                [
+                    "g++",
+                    "-std=c++17",
+                    "-O2",
+                    "-fPIC",
+                    "-fvisibility=hidden",
+                    "-I",
+                    os.path.join(ROOT, "include"),
+                    "-c",
+                    src,
+                    "-o",
+                    os.path.join(tmp, "unit.o"),
+                ],
+                check=True,
+            )
             times.append(time.perf_counter() - t0)
     return statistics.median(times)
 
@@ -60,16 +99,25 @@ def main():
     args = ap.parse_args()
     build(args.build_dir)
     med = run_benchmarks(args.build_dir, args.repetitions)
-    pairs = [("0 args", "BM_Direct_0Args", "BM_Typed_0Args"),
-             ("3 ints", "BM_Direct_3Ints", "BM_Typed_3Ints"),
-             ("3 ints (TypedFunction)", "BM_Direct_3Ints", "BM_TypedFunction_3Ints"),
-             ("3 tensor views", "BM_Direct_3Tensors", "BM_Typed_3TensorViews")]
+    pairs = [
+        ("0 args", "BM_Direct_0Args", "BM_Typed_0Args"),
+        ("3 ints", "BM_Direct_3Ints", "BM_Typed_3Ints"),
+        ("3 ints (TypedFunction)", "BM_Direct_3Ints", "BM_TypedFunction_3Ints"),
+        ("3 tensor views", "BM_Direct_3Tensors", "BM_Typed_3TensorViews"),
+    ]
     rows = []
     print(f"{'case':<24}{'direct ns':>12}{'kffi ns':>12}{'overhead ns':>14}{'ratio':>8}")
     for label, direct, typed in pairs:
         d, t = med[direct], med[typed]
-        rows.append({"case": label, "direct_ns": d, "kffi_ns": t, "overhead_ns": t - d,
-                     "ratio": t / d if d else None})
+        rows.append(
+            {
+                "case": label,
+                "direct_ns": d,
+                "kffi_ns": t,
+                "overhead_ns": t - d,
+                "ratio": t / d if d else None,
+            }
+        )
         print(f"{label:<24}{d:>12.2f}{t:>12.2f}{t - d:>14.2f}{t / d:>8.2f}")
     # Contracts: the same no-op with three 64x32 tensors without and with a contract; the check
     # plan's cost per tensor is the difference over three (goal <= 5 ns per tensor).
@@ -78,26 +126,48 @@ def main():
     contract_rows = []
     print(f"\n{'contract (3 tensors)':<28}{'call ns':>10}{'per tensor ns':>15}  goal <= 5 ns")
     print(f"{'no contract':<28}{base:>10.2f}{'':>15}")
-    for label, name in [("dtype + shape", "BM_Contract_3Tensors_DtypeShape"),
-                        ("full (align, device, ...)", "BM_Contract_3Tensors_Full"),
-                        ("full, all three `mut`", "BM_Contract_3Tensors_Full_Mut")]:
+    for label, name in [
+        ("dtype + shape", "BM_Contract_3Tensors_DtypeShape"),
+        ("full (align, device, ...)", "BM_Contract_3Tensors_Full"),
+        ("full, all three `mut`", "BM_Contract_3Tensors_Full_Mut"),
+    ]:
         per = (cmed[name] - base) / 3
-        contract_rows.append({"case": label, "call_ns": cmed[name], "per_tensor_ns": per,
-                              "status": "PASS" if per <= 5.0 else "MISS"})
+        contract_rows.append(
+            {
+                "case": label,
+                "call_ns": cmed[name],
+                "per_tensor_ns": per,
+                "status": "PASS" if per <= 5.0 else "MISS",
+            }
+        )
         print(f"{label:<28}{cmed[name]:>10.2f}{per:>15.2f}  {contract_rows[-1]['status']}")
     # An EnvStream parameter is a per-call cost (one KFFIEnvGetStream), not a per-tensor one.
     full, stream = cmed["BM_Contract_3Tensors_Full"], cmed["BM_Contract_3Tensors_Full_EnvStream"]
-    contract_rows.append({"case": "full + EnvStream", "call_ns": stream,
-                          "env_stream_ns": stream - full})
-    print(f"{'full + EnvStream':<28}{stream:>10.2f}  (+{stream - full:.2f} ns per call for the "
-          f"environment stream)")
+    contract_rows.append(
+        {"case": "full + EnvStream", "call_ns": stream, "env_stream_ns": stream - full}
+    )
+    print(
+        f"{'full + EnvStream':<28}{stream:>10.2f}  (+{stream - full:.2f} ns per call for the "
+        f"environment stream)"
+    )
     ct = compile_time(5)
-    print(f"\ncompile time of a TU that includes the function header and exports one typed "
-          f"function: {ct:.3f} s (goal < 1.0 s; TVM-FFI reports ~1.2 s, pybind11 ~2.2 s)")
+    print(
+        f"\ncompile time of a TU that includes the function header and exports one typed "
+        f"function: {ct:.3f} s (goal < 1.0 s; TVM-FFI reports ~1.2 s, pybind11 ~2.2 s)"
+    )
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     with open(args.out, "w") as f:
-        json.dump({"calls": rows, "contracts": contract_rows, "compile_time_s": ct,
-                   "medians_ns": med, "contract_medians_ns": cmed}, f, indent=2)
+        json.dump(
+            {
+                "calls": rows,
+                "contracts": contract_rows,
+                "compile_time_s": ct,
+                "medians_ns": med,
+                "contract_medians_ns": cmed,
+            },
+            f,
+            indent=2,
+        )
     print(f"results written to {args.out}")
     return 0
 

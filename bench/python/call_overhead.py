@@ -37,6 +37,7 @@ Usage: python3 bench/python/call_overhead.py [--out build/bench_python.json] [--
 Native builds are cached in build/bench_cache/ keyed by a hash of source, flags and versions.
 The script never fails on a missed goal; a binding that cannot be built is skipped and named.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -144,7 +145,8 @@ static void SetExchangeAPI(PyObject* cap) {
 }
 """
 
-NB_SRC = r"""
+NB_SRC = (
+    r"""
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/string_view.h>
@@ -152,7 +154,9 @@ NB_SRC = r"""
 #include <string_view>
 namespace nb = nanobind;
 static volatile int64_t g_sink;
-""" + STREAM_HELPER + r"""
+"""
+    + STREAM_HELPER
+    + r"""
 using Arr = nb::ndarray<>;
 static void Noop() {}
 static void Ints3(int64_t a, int64_t b, int64_t c) { g_sink = a + b + c; }
@@ -184,15 +188,19 @@ NB_MODULE(kbench_nb, m) {
   m.def("set_exchange_api", [](nb::handle cap) { SetExchangeAPI(cap.ptr()); });
 }
 """
+)
 
-PB_SRC = r"""
+PB_SRC = (
+    r"""
 #include <pybind11/pybind11.h>
 #include <pybind11/numpy.h>
 #include <cstdint>
 #include <string_view>
 namespace py = pybind11;
 static volatile int64_t g_sink;
-""" + STREAM_HELPER + r"""
+"""
+    + STREAM_HELPER
+    + r"""
 static void Noop() {}
 static void Ints3(int64_t a, int64_t b, int64_t c) { g_sink = a + b + c; }
 static void Str1(std::string_view s) { g_sink = static_cast<int64_t>(s.size()); }
@@ -249,6 +257,7 @@ PYBIND11_MODULE(kbench_pb, m) {
   m.def("set_exchange_api", [](py::handle cap) { SetExchangeAPI(cap.ptr()); });
 }
 """
+)
 
 # One torch extension gives two anchors: torch.ops.kbench.* (the dispatcher; custom ops registered
 # with TORCH_LIBRARY as catch-all kernels) and pybind11 functions taking at::Tensor.
@@ -310,8 +319,9 @@ def cxx_version():
     global _CXX_VERSION
     if _CXX_VERSION is None:
         try:
-            _CXX_VERSION = subprocess.run([CXX, "--version"], capture_output=True, text=True,
-                                          check=True).stdout.splitlines()[0]
+            _CXX_VERSION = subprocess.run(
+                [CXX, "--version"], capture_output=True, text=True, check=True
+            ).stdout.splitlines()[0]
         except (OSError, subprocess.CalledProcessError):
             _CXX_VERSION = "unknown"
     return _CXX_VERSION
@@ -335,8 +345,7 @@ def cached_build(name, source, cmd_for, key_parts, suffix=".so", extra_sources=(
     cmd_for(src_path, out_path) gives the compiler command. Returns the output path.
     """
     key = hashlib.sha1()
-    for part in [source, cxx_version(), sys.version, *key_parts,
-                 *(str(s) for s in extra_sources)]:
+    for part in [source, cxx_version(), sys.version, *key_parts, *(str(s) for s in extra_sources)]:
         key.update(str(part).encode())
         key.update(b"\0")
     d = CACHE / f"{name}-{key.hexdigest()[:12]}"
@@ -352,8 +361,9 @@ def cached_build(name, source, cmd_for, key_parts, suffix=".so", extra_sources=(
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0:
         (d / "build.log").write_text(" ".join(map(str, cmd)) + "\n" + r.stdout + r.stderr)
-        raise RuntimeError(f"building {name} failed (log: {d / 'build.log'}):\n"
-                           + (r.stderr or r.stdout)[-3000:])
+        raise RuntimeError(
+            f"building {name} failed (log: {d / 'build.log'}):\n" + (r.stderr or r.stdout)[-3000:]
+        )
     os.replace(tmp, out)
     log(f"  built {name} in {time.perf_counter() - t0:.1f}s")
     return out
@@ -370,8 +380,12 @@ def ext_suffix():
 
 
 def kffi_flags():
-    out = subprocess.run([sys.executable, "-m", "kffi.config", "--cxxflags", "--ldflags", "--libs"],
-                         capture_output=True, text=True, check=True).stdout.split()
+    out = subprocess.run(
+        [sys.executable, "-m", "kffi.config", "--cxxflags", "--ldflags", "--libs"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
     return out
 
 
@@ -380,9 +394,12 @@ def build_kffi():
 
     flags = kffi_flags()
     inc = [f[2:] for f in flags if f.startswith("-I")]
-    return cached_build("kbench_kffi", KFFI_SRC,
-                        lambda s, o: [CXX, *OPT, "-shared", str(s), "-o", str(o), *flags],
-                        [kffi.__version__, " ".join(flags), *(tree_hash(i) for i in inc)])
+    return cached_build(
+        "kbench_kffi",
+        KFFI_SRC,
+        lambda s, o: [CXX, *OPT, "-shared", str(s), "-o", str(o), *flags],
+        [kffi.__version__, " ".join(flags), *(tree_hash(i) for i in inc)],
+    )
 
 
 def build_tvm():
@@ -396,11 +413,22 @@ def build_tvm():
         # Exactly what `tvm-ffi-config --cxxflags --ldflags --libs` prints, plus rpath/PIC.
         cfg = [sys.executable, "-m", "tvm_ffi.config", "--cxxflags", "--ldflags", "--libs"]
         flags = subprocess.run(cfg, capture_output=True, text=True, check=True).stdout.split()
-        return [CXX, *OPT, "-shared", "-fPIC", "-fvisibility=hidden", str(s), "-o", str(o), *flags,
-                f"-Wl,-rpath,{libdir}"]
+        return [
+            CXX,
+            *OPT,
+            "-shared",
+            "-fPIC",
+            "-fvisibility=hidden",
+            str(s),
+            "-o",
+            str(o),
+            *flags,
+            f"-Wl,-rpath,{libdir}",
+        ]
 
-    return cached_build("kbench_tvm", TVM_SRC, cmd,
-                        [tvm_ffi.__version__, inc, libdir, tree_hash(inc)])
+    return cached_build(
+        "kbench_tvm", TVM_SRC, cmd, [tvm_ffi.__version__, inc, libdir, tree_hash(inc)]
+    )
 
 
 def build_nanobind():
@@ -408,17 +436,33 @@ def build_nanobind():
     import nanobind
 
     nb_dir = Path(nanobind.__file__).parent
-    inc = [f"-I{nanobind.include_dir()}", f"-I{nb_dir / 'ext' / 'robin_map' / 'include'}",
-           f"-I{kffi.libinfo.include_dir()}"]
+    inc = [
+        f"-I{nanobind.include_dir()}",
+        f"-I{nb_dir / 'ext' / 'robin_map' / 'include'}",
+        f"-I{kffi.libinfo.include_dir()}",
+    ]
     combined = Path(nanobind.source_dir()) / "nb_combined.cpp"
     # nanobind's own CMake defaults (release): -fno-strict-aliasing, compact assertions, no stack
     # protector; -O3 instead of its default -Os (the faster of the two for calls).
-    flags = [*OPT, "-std=c++17", "-fPIC", "-shared", "-fvisibility=hidden", "-fno-strict-aliasing",
-             "-fno-stack-protector", "-DNB_COMPACT_ASSERTIONS", *py_includes(), *inc]
-    return cached_build("kbench_nb", NB_SRC,
-                        lambda s, o: [CXX, *flags, str(s), str(combined), "-o", str(o)],
-                        [nanobind.__version__, " ".join(flags), tree_hash(nanobind.include_dir())],
-                        suffix=ext_suffix())
+    flags = [
+        *OPT,
+        "-std=c++17",
+        "-fPIC",
+        "-shared",
+        "-fvisibility=hidden",
+        "-fno-strict-aliasing",
+        "-fno-stack-protector",
+        "-DNB_COMPACT_ASSERTIONS",
+        *py_includes(),
+        *inc,
+    ]
+    return cached_build(
+        "kbench_nb",
+        NB_SRC,
+        lambda s, o: [CXX, *flags, str(s), str(combined), "-o", str(o)],
+        [nanobind.__version__, " ".join(flags), tree_hash(nanobind.include_dir())],
+        suffix=ext_suffix(),
+    )
 
 
 def pybind11_include():
@@ -439,7 +483,8 @@ def pybind11_include():
                         if ln.startswith(f"#define PYBIND11_VERSION_{k} "):
                             v[k] = ln.split()[2]
                 return d, "{}.{}.{} (bundled with torch)".format(
-                    v.get("MAJOR", "?"), v.get("MINOR", "?"), v.get("PATCH", "?"))
+                    v.get("MAJOR", "?"), v.get("MINOR", "?"), v.get("PATCH", "?")
+                )
         raise
 
 
@@ -447,18 +492,34 @@ def build_pybind11():
     import kffi
 
     inc, version = pybind11_include()
-    flags = [*OPT, "-std=c++17", "-fPIC", "-shared", "-fvisibility=hidden", *py_includes(),
-             f"-I{inc}", f"-I{kffi.libinfo.include_dir()}"]
-    return cached_build("kbench_pb", PB_SRC, lambda s, o: [CXX, *flags, str(s), "-o", str(o)],
-                        [version, " ".join(flags)], suffix=ext_suffix())
+    flags = [
+        *OPT,
+        "-std=c++17",
+        "-fPIC",
+        "-shared",
+        "-fvisibility=hidden",
+        *py_includes(),
+        f"-I{inc}",
+        f"-I{kffi.libinfo.include_dir()}",
+    ]
+    return cached_build(
+        "kbench_pb",
+        PB_SRC,
+        lambda s, o: [CXX, *flags, str(s), "-o", str(o)],
+        [version, " ".join(flags)],
+        suffix=ext_suffix(),
+    )
 
 
 def build_torch_ext():
     import torch
     from torch.utils import cpp_extension
 
-    key = hashlib.sha1("\0".join([TORCH_SRC, torch.__version__, cxx_version(), sys.version,
-                                  " ".join(OPT)]).encode()).hexdigest()[:12]
+    key = hashlib.sha1(
+        "\0".join(
+            [TORCH_SRC, torch.__version__, cxx_version(), sys.version, " ".join(OPT)]
+        ).encode()
+    ).hexdigest()[:12]
     name = f"kbench_torch_{key}"
     d = CACHE / name
     found = sorted(d.glob(f"{name}*.so")) if d.is_dir() else []
@@ -466,8 +527,14 @@ def build_torch_ext():
     if not found:
         d.mkdir(parents=True, exist_ok=True)
         t0 = time.perf_counter()
-        cpp_extension.load_inline(name=name, cpp_sources=[TORCH_SRC], build_directory=str(d),
-                                  extra_cflags=list(OPT), verbose=False, is_python_module=False)
+        cpp_extension.load_inline(
+            name=name,
+            cpp_sources=[TORCH_SRC],
+            build_directory=str(d),
+            extra_cflags=list(OPT),
+            verbose=False,
+            is_python_module=False,
+        )
         log(f"  built {name} in {time.perf_counter() - t0:.1f}s")
         found = sorted(d.glob(f"{name}*.so"))  # load_inline names it <name>.so
         if not found:
@@ -501,33 +568,33 @@ FIXED = "fixed"  # bindings whose GIL policy cannot be chosen: measured once per
 
 DESCRIBE = {
     "kffi": "kffi.load_module(lib built with kffi-config, KFFI_EXPORT); params int64_t, "
-            "kffi::String, kffi::TensorView (NumPy: direct field read; torch: DLPack C exchange "
-            "API; CUDA stream picked up automatically, read with KFFIEnvGetStream). "
-            "GIL held: f.release_gil=False; released: kffi default.",
+    "kffi::String, kffi::TensorView (NumPy: direct field read; torch: DLPack C exchange "
+    "API; CUDA stream picked up automatically, read with KFFIEnvGetStream). "
+    "GIL held: f.release_gil=False; released: kffi default.",
     "tvm-ffi": "tvm_ffi.load_module(lib built with tvm-ffi-config, TVM_FFI_DLL_EXPORT_TYPED_FUNC); "
-               "params int64_t, tvm::ffi::String, tvm::ffi::TensorView (torch: DLPack C exchange "
-               "API; NumPy: __dlpack__ via Python; CUDA stream picked up automatically, read with "
-               "TVMFFIEnvGetStream). GIL: tvm-ffi releases by default (Function.release_gil, "
-               "TVM_FFI_RELEASE_GIL_BY_DEFAULT=1); held: f.release_gil=False.",
+    "params int64_t, tvm::ffi::String, tvm::ffi::TensorView (torch: DLPack C exchange "
+    "API; NumPy: __dlpack__ via Python; CUDA stream picked up automatically, read with "
+    "TVMFFIEnvGetStream). GIL: tvm-ffi releases by default (Function.release_gil, "
+    "TVM_FFI_RELEASE_GIL_BY_DEFAULT=1); held: f.release_gil=False.",
     "nanobind": "NB_MODULE, m.def; params int64_t, std::string_view, nb::ndarray<> (imports via "
-                "__dlpack__, buffer protocol fallback); CUDA stream from "
-                "torch's DLPackExchangeAPI::current_work_stream in C++. Released: "
-                "nb::call_guard<nb::gil_scoped_release>.",
+    "__dlpack__, buffer protocol fallback); CUDA stream from "
+    "torch's DLPackExchangeAPI::current_work_stream in C++. Released: "
+    "nb::call_guard<nb::gil_scoped_release>.",
     "pybind11": "PYBIND11_MODULE, m.def; params int64_t, std::string_view, py::array (NumPy), "
-                "py::object + obj.__dlpack__() capsule (torch; CUDA: __dlpack__(stream=-1) and "
-                "current_work_stream). Released: py::call_guard<py::gil_scoped_release> "
-                "(DLPack: gil_scoped_release after reading the capsules).",
+    "py::object + obj.__dlpack__() capsule (torch; CUDA: __dlpack__(stream=-1) and "
+    "current_work_stream). Released: py::call_guard<py::gil_scoped_release> "
+    "(DLPack: gil_scoped_release after reading the capsules).",
     "torch.ops": "torch.ops.kbench.<op>.default: TORCH_LIBRARY catch-all C++ kernel, schema "
-                 "int/str/Tensor; CUDA stream via c10 DeviceGuardImpl::getStream. GIL policy "
-                 "fixed: torch.ops always releases the GIL around the kernel "
-                 "(invokeOperatorFromPython). No NumPy.",
+    "int/str/Tensor; CUDA stream via c10 DeviceGuardImpl::getStream. GIL policy "
+    "fixed: torch.ops always releases the GIL around the kernel "
+    "(invokeOperatorFromPython). No NumPy.",
     "torch.ops(py)": "torch.library.custom_op registered in Python (fallback when the C++ "
-                     "extension does not build).",
+    "extension does not build).",
     "torch+pyb11": "the same torch extension's PYBIND11_MODULE functions taking at::Tensor / "
-                   "int64_t / std::string (the classic torch C++ extension binding). Released: "
-                   "py::call_guard<py::gil_scoped_release>. No NumPy.",
+    "int64_t / std::string (the classic torch C++ extension binding). Released: "
+    "py::call_guard<py::gil_scoped_release>. No NumPy.",
     "python": "a Python function with an empty body (def f(a, b, c): pass); GIL policy fixed "
-              "(n/a).",
+    "(n/a).",
 }
 
 
@@ -541,14 +608,22 @@ def register_python_ops(torch, add):
     if not hasattr(ops, "noop"):
         # Explicit schemas: this module's annotations are strings (from __future__ import).
         for name, schema, params in [
-                ("noop", "() -> ()", ""), ("ints3", "(int a, int b, int c) -> ()", "a, b, c"),
-                ("str1", "(str s) -> ()", "s"),
-                ("tensors3", "(Tensor a, Tensor b, Tensor c) -> ()", "a, b, c")]:
-            fn = eval(f"lambda {params}: None")  # noqa: S307 - an empty kernel of that arity
-            _PY_OPS.append(torch.library.custom_op(f"{ns}::{name}", fn, mutates_args=(),
-                                                   schema=schema))
-    for case, fname in [("noop", "noop"), ("ints3", "ints3"), ("str1", "str1"),
-                        ("torch3", "tensors3"), ("cuda3", "tensors3")]:
+            ("noop", "() -> ()", ""),
+            ("ints3", "(int a, int b, int c) -> ()", "a, b, c"),
+            ("str1", "(str s) -> ()", "s"),
+            ("tensors3", "(Tensor a, Tensor b, Tensor c) -> ()", "a, b, c"),
+        ]:
+            fn = eval(f"lambda {params}: None")
+            _PY_OPS.append(
+                torch.library.custom_op(f"{ns}::{name}", fn, mutates_args=(), schema=schema)
+            )
+    for case, fname in [
+        ("noop", "noop"),
+        ("ints3", "ints3"),
+        ("str1", "str1"),
+        ("torch3", "tensors3"),
+        ("cuda3", "tensors3"),
+    ]:
         add("torch.ops", case, FIXED, getattr(ops, fname).default)
     return "Python-registered (torch.library.custom_op)"
 
@@ -567,8 +642,12 @@ def os_thread_count():
 
 
 def selected_builders(args):
-    builders = {"kffi": build_kffi, "tvm-ffi": build_tvm, "nanobind": build_nanobind,
-                "pybind11": build_pybind11}
+    builders = {
+        "kffi": build_kffi,
+        "tvm-ffi": build_tvm,
+        "nanobind": build_nanobind,
+        "pybind11": build_pybind11,
+    }
     skip = set(args.skip or [])
     if args.torch_op != "python" and not args.no_torch_ext and "torch.ops" not in skip:
         builders["torch-ext"] = build_torch_ext
@@ -587,9 +666,10 @@ def build_all(args):
         for fut in [ex.submit(fn) for fn in selected_builders(args).values()]:
             try:
                 fut.result()
-            except Exception:  # noqa: BLE001 - the measuring process tries again and reports
+            except Exception:  # noqa: S110 (failures are reported by the run itself)
                 pass
     import torch  # asked here: initialising CUDA starts driver threads (see setup_bindings)
+
     print(json.dumps({"cuda_available": bool(torch.cuda.is_available())}))
     return 0
 
@@ -610,8 +690,11 @@ def setup_bindings(args):
     # measure_threaded_state): the compiles run concurrently in a child process (build_all),
     # which also asks whether CUDA is there (initialising CUDA starts driver threads); here
     # every build is then a cache hit, made in this thread.
-    child = subprocess.run([sys.executable, __file__, "--build-only", *args.build_flags],
-                           text=True, stdout=subprocess.PIPE)
+    child = subprocess.run(
+        [sys.executable, __file__, "--build-only", *args.build_flags],
+        text=True,
+        stdout=subprocess.PIPE,
+    )
     cuda_available = False
     if child.returncode != 0:
         log(f"  ! the build process exited with {child.returncode}; building here instead")
@@ -622,7 +705,7 @@ def setup_bindings(args):
     for name, fn in builders.items():
         try:
             paths[name] = fn()
-        except Exception as e:  # noqa: BLE001 - report and go on without this binding
+        except Exception as e:
             errors[name] = f"{type(e).__name__}: {str(e).strip()[:400]}"
     info["build_seconds"] = round(time.perf_counter() - t0, 2)
     for name, err in errors.items():
@@ -630,8 +713,13 @@ def setup_bindings(args):
 
     xs_np = tuple(np.zeros(16, np.float32) for _ in range(3))
     xs_t = tuple(torch.zeros(16) for _ in range(3))
-    case_args = {"noop": (), "ints3": (1, 2, 3), "str1": ("hello",), "numpy3": xs_np,
-                 "torch3": xs_t}
+    case_args = {
+        "noop": (),
+        "ints3": (1, 2, 3),
+        "str1": ("hello",),
+        "numpy3": xs_np,
+        "torch3": xs_t,
+    }
     if cuda:
         case_args["cuda3"] = (None,) * 3  # the tensors: cuda_case_args(), when the cells run
     exchange_cap = getattr(torch.Tensor, "__dlpack_c_exchange_api__", None)
@@ -646,17 +734,25 @@ def setup_bindings(args):
         import kffi
 
         mod = kffi.load_module(paths["kffi"])
-        for case, fname in [("noop", "noop"), ("ints3", "ints3"), ("str1", "str1"),
-                            ("numpy3", "tensors3"), ("torch3", "tensors3"),
-                            ("cuda3", "tensors3_stream")]:
+        for case, fname in [
+            ("noop", "noop"),
+            ("ints3", "ints3"),
+            ("str1", "str1"),
+            ("numpy3", "tensors3"),
+            ("torch3", "tensors3"),
+            ("cuda3", "tensors3_stream"),
+        ]:
             held = mod.get_function(fname)
             held.release_gil = False
             rel = mod.get_function(fname)
             rel.release_gil = True
             add("kffi", case, "held", held)
             add("kffi", case, "released", rel)
-        info["kffi"] = {"version": kffi.__version__, "path": os.path.dirname(kffi.__file__),
-                        "default_release_gil": kffi.get_default_release_gil()}
+        info["kffi"] = {
+            "version": kffi.__version__,
+            "path": os.path.dirname(kffi.__file__),
+            "default_release_gil": kffi.get_default_release_gil(),
+        }
     elif "kffi" in errors:
         skipped["kffi"] = errors["kffi"]
     # tvm-ffi
@@ -664,9 +760,14 @@ def setup_bindings(args):
         import tvm_ffi
 
         mod = tvm_ffi.load_module(str(paths["tvm-ffi"]))
-        for case, fname in [("noop", "noop"), ("ints3", "ints3"), ("str1", "str1"),
-                            ("numpy3", "tensors3"), ("torch3", "tensors3"),
-                            ("cuda3", "tensors3_stream")]:
+        for case, fname in [
+            ("noop", "noop"),
+            ("ints3", "ints3"),
+            ("str1", "str1"),
+            ("numpy3", "tensors3"),
+            ("torch3", "tensors3"),
+            ("cuda3", "tensors3_stream"),
+        ]:
             held = mod.get_function(fname)
             held.release_gil = False
             rel = mod.get_function(fname)
@@ -679,10 +780,14 @@ def setup_bindings(args):
         skipped["tvm-ffi"] = errors["tvm-ffi"]
     # nanobind and pybind11: each module has `<fn>` (GIL held) and `<fn>_nogil` (released)
     ext_cases = {
-        "nanobind": ("kbench_nb", {"numpy3": "tensors3", "torch3": "tensors3",
-                                   "cuda3": "tensors3_stream"}),
-        "pybind11": ("kbench_pb", {"numpy3": "arrays3", "torch3": "dlpack3",
-                                   "cuda3": "dlpack3_stream"}),
+        "nanobind": (
+            "kbench_nb",
+            {"numpy3": "tensors3", "torch3": "tensors3", "cuda3": "tensors3_stream"},
+        ),
+        "pybind11": (
+            "kbench_pb",
+            {"numpy3": "arrays3", "torch3": "dlpack3", "cuda3": "dlpack3_stream"},
+        ),
     }
     for binding, (module_name, tensor_fns) in ext_cases.items():
         if binding not in paths:
@@ -703,22 +808,29 @@ def setup_bindings(args):
             torch.ops.load_library(str(paths["torch-ext"]))
             m = import_extension(paths["torch-ext"].name.split(".")[0], paths["torch-ext"])
             ops = torch.ops.kbench
-            for case, fname in [("noop", "noop"), ("ints3", "ints3"), ("str1", "str1"),
-                                ("torch3", "tensors3"), ("cuda3", "tensors3_stream")]:
+            for case, fname in [
+                ("noop", "noop"),
+                ("ints3", "ints3"),
+                ("str1", "str1"),
+                ("torch3", "tensors3"),
+                ("cuda3", "tensors3_stream"),
+            ]:
                 add("torch.ops", case, FIXED, getattr(ops, fname).default)
                 add("torch+pyb11", case, "held", getattr(m, fname))
                 add("torch+pyb11", case, "released", getattr(m, fname + "_nogil"))
             torch_op_kind = "C++ kernel (load_inline, TORCH_LIBRARY)"
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:
             errors["torch-ext"] = f"{type(e).__name__}: {e}"
     if "torch-ext" in errors:
         skipped["torch+pyb11"] = errors["torch-ext"]
-        log(f"  ! torch C++ extension unavailable ({errors['torch-ext'][:200]}); "
-            "using a Python-registered custom op")
+        log(
+            f"  ! torch C++ extension unavailable ({errors['torch-ext'][:200]}); "
+            "using a Python-registered custom op"
+        )
     if torch_op_kind is None and args.torch_op != "none" and "torch.ops" not in skip:
         try:
             torch_op_kind = register_python_ops(torch, add)
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:
             skipped["torch.ops"] = f"{type(e).__name__}: {e}"
     info["torch_op_kind"] = torch_op_kind
 
@@ -750,11 +862,13 @@ class CallTimer:
     def __init__(self, fn, args):
         names = [f"a{i}" for i in range(len(args))]
         params = "".join(f", {n}" for n in names)
-        src = (f"def inner(_it, _timer, _f{params}):\n"
-               f"    _t0 = _timer()\n"
-               f"    for _ in _it:\n"
-               f"        _f({', '.join(names)})\n"
-               f"    return _timer() - _t0\n")
+        src = (
+            f"def inner(_it, _timer, _f{params}):\n"
+            f"    _t0 = _timer()\n"
+            f"    for _ in _it:\n"
+            f"        _f({', '.join(names)})\n"
+            f"    return _timer() - _t0\n"
+        )
         ns = {}
         exec(src, ns)  # noqa: S102 - our own template
         self._inner, self._fn, self._args = ns["inner"], fn, tuple(args)
@@ -782,19 +896,27 @@ def run_benchmark(funcs, case_args, args):
     for (binding, case, gil), fn in funcs.items():
         try:
             fn(*case_args[case])  # smoke + first-call setup
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:
             log(f"  ! {binding}/{case}: call failed: {type(e).__name__}: {e}")
             continue
         timer = make_timer(fn, case_args[case])
         timer.timeit(2000)  # warm-up
-        cells.append({"binding": binding, "case": case, "gil": gil, "timer": timer,
-                      "number": calibrate(timer, sample_s), "samples_cpu": [],
-                      "samples_wall": []})
+        cells.append(
+            {
+                "binding": binding,
+                "case": case,
+                "gil": gil,
+                "timer": timer,
+                "number": calibrate(timer, sample_s),
+                "samples_cpu": [],
+                "samples_wall": [],
+            }
+        )
     rng = random.Random(1234)
     gc_was = gc.isenabled()
     gc.disable()
     try:
-        for rep in range(args.reps):
+        for _rep in range(args.reps):
             order = list(range(len(cells)))
             rng.shuffle(order)
             for i in order:
@@ -812,9 +934,12 @@ def run_benchmark(funcs, case_args, args):
     # The timing loop plus one of the cheapest C calls there is (an empty list's bound clear(),
     # METH_NOARGS): a floor under every binding's number.
     empty = CallTimer([].clear, ())
-    floor = statistics.median(empty.timeit(200_000, time.thread_time if args.clock == "cpu"
-                                           else time.perf_counter) / 200_000 * 1e9
-                              for _ in range(9))
+    floor = statistics.median(
+        empty.timeit(200_000, time.thread_time if args.clock == "cpu" else time.perf_counter)
+        / 200_000
+        * 1e9
+        for _ in range(9)
+    )
     overhead = {"loop_plus_c_call_ns": round(floor, 2)}
     return cells, overhead
 
@@ -868,9 +993,17 @@ def summarize(cells, clock):
     for name, case, anchor, limit in GOALS:
         for gil in GILS:
             r = ratios.get(case, {}).get(gil, {}).get(anchor)
-            goals.append({"goal": name, "case": case, "gil": gil, "anchor": anchor,
-                          "max_ratio": limit, "ratio": r,
-                          "status": "n/a" if r is None else ("PASS" if r <= limit else "MISS")})
+            goals.append(
+                {
+                    "goal": name,
+                    "case": case,
+                    "gil": gil,
+                    "anchor": anchor,
+                    "max_ratio": limit,
+                    "ratio": r,
+                    "status": "n/a" if r is None else ("PASS" if r <= limit else "MISS"),
+                }
+            )
     return results, ratios, goals
 
 
@@ -919,16 +1052,22 @@ def measure_threaded_state(funcs, case_args, args):
     noop = {k: v for k, v in funcs.items() if k[1] == "noop"}
     cells, _ = run_benchmark(noop, case_args, args)
     results, ratios, _ = summarize(cells, args.clock)
-    return {"results": {g: {b: r["median_ns"] for b, r in v.items()}
-                        for g, v in results.get("noop", {}).items()},
-            "ratios_kffi_over": ratios.get("noop", {}), "gil_round_trip_ns":
-            gil_round_trip(results), "results_full": results}
+    return {
+        "results": {
+            g: {b: r["median_ns"] for b, r in v.items()} for g, v in results.get("noop", {}).items()
+        },
+        "ratios_kffi_over": ratios.get("noop", {}),
+        "gil_round_trip_ns": gil_round_trip(results),
+        "results_full": results,
+    }
 
 
 def print_threaded_state(threaded):
     results = threaded["results_full"]
-    print("\nno-op, 0 args once the process has had a second thread (glibc's mutexes then use "
-          "atomics; same goals, informational):")
+    print(
+        "\nno-op, 0 args once the process has had a second thread (glibc's mutexes then use "
+        "atomics; same goals, informational):"
+    )
     for gil in GILS:
         k = median_of(results, "kffi", "noop", gil)
         if k is None:
@@ -954,11 +1093,11 @@ def fmt_ns(x):
 
 
 def print_table(results, ratios, goals, info, overhead, skipped, clock):
-    present = [b for b in BINDINGS if any(
-        b in g for c in results.values() for g in c.values())]
+    present = [b for b in BINDINGS if any(b in g for c in results.values() for g in c.values())]
     op_kind = "py" if str(info.get("torch_op_kind", "")).startswith("Python") else "C++"
-    hdr = ["case", "GIL", "kffi ns"] + [f"torch.ops[{op_kind}]" if b == "torch.ops" else b
-                                        for b in present if b != "kffi"]
+    hdr = ["case", "GIL", "kffi ns"] + [
+        f"torch.ops[{op_kind}]" if b == "torch.ops" else b for b in present if b != "kffi"
+    ]
     rows = []
     for case, label in CASES:
         if case not in results:
@@ -981,11 +1120,17 @@ def print_table(results, ratios, goals, info, overhead, skipped, clock):
                 row.append(cell)
             rows.append(row)
     widths = [max(len(str(r[i])) for r in rows + [hdr]) for i in range(len(hdr))]
-    line = lambda r: "  ".join(str(v).ljust(w) if i < 2 else str(v).rjust(w)  # noqa: E731
-                               for i, (v, w) in enumerate(zip(r, widths)))
+
+    def line(r):
+        return "  ".join(
+            str(v).ljust(w) if i < 2 else str(v).rjust(w) for i, (v, w) in enumerate(zip(r, widths))
+        )
+
     print()
-    print(f"Python call overhead, median ns per call ({clock} clock; ratio = kffi / that binding, "
-          "<1 = kffi faster)")
+    print(
+        f"Python call overhead, median ns per call ({clock} clock; ratio = kffi / that binding, "
+        "<1 = kffi faster)"
+    )
     print(line(hdr))
     print("  ".join("-" * w for w in widths))
     prev = None
@@ -995,40 +1140,57 @@ def print_table(results, ratios, goals, info, overhead, skipped, clock):
         print(line(r))
         prev = r[0]
     print()
-    print("* GIL policy fixed by the binding (measured once, shown in both rows): torch.ops "
-          "always releases the GIL; python never does.")
-    print(f"torch.ops kernel: {info.get('torch_op_kind')}; "
-          f"floor (timing loop + [].clear() call): {overhead['loop_plus_c_call_ns']:.1f} ns, "
-          "included in every number.")
+    print(
+        "* GIL policy fixed by the binding (measured once, shown in both rows): torch.ops "
+        "always releases the GIL; python never does."
+    )
+    print(
+        f"torch.ops kernel: {info.get('torch_op_kind')}; "
+        f"floor (timing loop + [].clear() call): {overhead['loop_plus_c_call_ns']:.1f} ns, "
+        "included in every number."
+    )
     blas = {v: os.environ.get(v) for v in BLAS_VARS}
-    print("BLAS/OpenMP pools: " + ", ".join(f"{k}={v}" for k, v in blas.items()) +
-          f" (a pool of several threads makes the process multi-threaded; see --blas-threads); "
-          f"OS threads while the CPU cells ran: {info.get('os_threads_at_cpu_cells')}")
+    print(
+        "BLAS/OpenMP pools: "
+        + ", ".join(f"{k}={v}" for k, v in blas.items())
+        + f" (a pool of several threads makes the process multi-threaded; see --blas-threads); "
+        f"OS threads while the CPU cells ran: {info.get('os_threads_at_cpu_cells')}"
+    )
     for b, why in skipped.items():
         print(f"skipped {b}: {why}")
     print()
-    print("What each binding does (the same work per case: nothing / sum 3 int64 / length of a "
-          "str / data pointer + ndim of 3 tensors, + the current stream for CUDA):")
+    print(
+        "What each binding does (the same work per case: nothing / sum 3 int64 / length of a "
+        "str / data pointer + ndim of 3 tensors, + the current stream for CUDA):"
+    )
     import textwrap
 
     for b in present:
         d = DESCRIBE["torch.ops(py)"] if b == "torch.ops" and op_kind == "py" else DESCRIBE[b]
-        print(textwrap.fill(d, width=100, initial_indent=f"  {b + ':':<13}",
-                            subsequent_indent=" " * 15))
+        print(
+            textwrap.fill(
+                d, width=100, initial_indent=f"  {b + ':':<13}", subsequent_indent=" " * 15
+            )
+        )
     print()
     print("Goals (informational):")
     for g in goals:
         r = "-" if g["ratio"] is None else f"{g['ratio']:.2f}x"
-        print(f"  {g['status']:4}  {g['goal']:<28} GIL {g['gil']:<8} kffi/{g['anchor']} = {r} "
-              f"(goal <= {g['max_ratio']:g}x)")
+        print(
+            f"  {g['status']:4}  {g['goal']:<28} GIL {g['gil']:<8} kffi/{g['anchor']} = {r} "
+            f"(goal <= {g['max_ratio']:g}x)"
+        )
     rt = gil_round_trip(results)
     if rt:
-        print(f"\nGIL release + re-take on a no-op call (released - held, ns): "
-              f"{fmt_round_trip(rt)}")
+        print(
+            f"\nGIL release + re-take on a no-op call (released - held, ns): {fmt_round_trip(rt)}"
+        )
         if "budget_for_release_at_0.65x_tvm" in rt:
-            print(f"  0 args <= 0.65x tvm-ffi with both releasing leaves kffi "
-                  f"{rt['budget_for_release_at_0.65x_tvm']:.1f} ns for the release itself "
-                  f"(0.65 x tvm-ffi released - kffi held)")
+            print(
+                f"  0 args <= 0.65x tvm-ffi with both releasing leaves kffi "
+                f"{rt['budget_for_release_at_0.65x_tvm']:.1f} ns for the release itself "
+                f"(0.65 x tvm-ffi released - kffi held)"
+            )
 
 
 def print_compare(results, old_path):
@@ -1052,9 +1214,15 @@ def environment(info):
     import numpy
     import torch
 
-    env = {"python": sys.version.split()[0], "platform": platform.platform(),
-           "machine": platform.machine(), "cpu_count": os.cpu_count(),
-           "cxx": cxx_version(), "numpy": numpy.__version__, "torch": torch.__version__}
+    env = {
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "machine": platform.machine(),
+        "cpu_count": os.cpu_count(),
+        "cxx": cxx_version(),
+        "numpy": numpy.__version__,
+        "torch": torch.__version__,
+    }
     try:
         with open("/proc/cpuinfo") as f:
             for ln in f:
@@ -1069,7 +1237,7 @@ def environment(info):
         pass
     try:
         env["pybind11"] = pybind11_include()[1]
-    except Exception:  # noqa: BLE001
+    except Exception:  # noqa: S110 (pybind11 is optional: its version is left out)
         pass
     env.update({k: v for k, v in info.items()})
     return env
@@ -1081,12 +1249,13 @@ def check_stale_install():
         import kffi
 
         core = Path(kffi._core.__file__)
-        newest = max((p.stat().st_mtime for p in (ROOT / "python" / "src").glob("*")),
-                     default=0)
+        newest = max((p.stat().st_mtime for p in (ROOT / "python" / "src").glob("*")), default=0)
         if newest > core.stat().st_mtime:
-            log("  ! python/src is newer than the installed kffi._core: reinstall "
-                "(pip install --no-build-isolation .) to measure the current sources")
-    except Exception:  # noqa: BLE001
+            log(
+                "  ! python/src is newer than the installed kffi._core: reinstall "
+                "(pip install --no-build-isolation .) to measure the current sources"
+            )
+    except Exception:  # noqa: S110 (the staleness warning is best effort)
         pass
 
 
@@ -1114,26 +1283,48 @@ def main(argv=None):
     ap.add_argument("--out", default=str(ROOT / "build" / "bench_python.json"))
     ap.add_argument("--reps", type=int, default=21, help="timing samples per cell (median)")
     ap.add_argument("--sample-ms", type=float, default=6.0, help="target duration of one sample")
-    ap.add_argument("--torch-op", choices=["cpp", "python", "none"], default="cpp",
-                    help="torch custom op kernel: C++ (fallback python), python, or none")
-    ap.add_argument("--no-torch-ext", action="store_true",
-                    help="skip the torch C++ extension (torch.ops C++ kernel, torch+pyb11)")
+    ap.add_argument(
+        "--torch-op",
+        choices=["cpp", "python", "none"],
+        default="cpp",
+        help="torch custom op kernel: C++ (fallback python), python, or none",
+    )
+    ap.add_argument(
+        "--no-torch-ext",
+        action="store_true",
+        help="skip the torch C++ extension (torch.ops C++ kernel, torch+pyb11)",
+    )
     ap.add_argument("--no-cuda", action="store_true", help="skip the CUDA case")
-    ap.add_argument("--skip", nargs="*", choices=["kffi", "tvm-ffi", "nanobind", "pybind11",
-                                                  "torch.ops"], help="bindings to leave out")
-    ap.add_argument("--clock", choices=["cpu", "wall"], default="cpu",
-                    help="what median_ns (table, ratios, goals) uses: this thread's CPU time "
-                         "(robust on a shared machine) or wall time; the JSON keeps both")
+    ap.add_argument(
+        "--skip",
+        nargs="*",
+        choices=["kffi", "tvm-ffi", "nanobind", "pybind11", "torch.ops"],
+        help="bindings to leave out",
+    )
+    ap.add_argument(
+        "--clock",
+        choices=["cpu", "wall"],
+        default="cpu",
+        help="what median_ns (table, ratios, goals) uses: this thread's CPU time "
+        "(robust on a shared machine) or wall time; the JSON keeps both",
+    )
     ap.add_argument("--compare", help="a previous JSON to compare kffi's medians with")
-    ap.add_argument("--blas-threads", choices=["1", "default"], default="1",
-                    help="1 (default): BLAS/OpenMP pools of NumPy and torch get one thread, set "
-                         "before they load; default: leave them as the environment says")
+    ap.add_argument(
+        "--blas-threads",
+        choices=["1", "default"],
+        default="1",
+        help="1 (default): BLAS/OpenMP pools of NumPy and torch get one thread, set "
+        "before they load; default: leave them as the environment says",
+    )
     ap.add_argument("--build-only", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     set_blas_threads(args.blas_threads)
-    args.build_flags = ["--torch-op", args.torch_op, *(["--no-torch-ext"] if args.no_torch_ext
-                                                        else []),
-                        *(["--skip", *args.skip] if args.skip else [])]
+    args.build_flags = [
+        "--torch-op",
+        args.torch_op,
+        *(["--no-torch-ext"] if args.no_torch_ext else []),
+        *(["--skip", *args.skip] if args.skip else []),
+    ]
     if args.build_only:
         return build_all(args)
 
@@ -1161,9 +1352,14 @@ def main(argv=None):
         "schema": 1,
         "what": "Python call overhead: median ns per call over interleaved timing samples",
         "timestamp": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "settings": {"reps": args.reps, "sample_ms": args.sample_ms, "opt": OPT,
-                     "clock": args.clock, "blas_threads": args.blas_threads,
-                     "blas_env": {v: os.environ.get(v) for v in BLAS_VARS}},
+        "settings": {
+            "reps": args.reps,
+            "sample_ms": args.sample_ms,
+            "opt": OPT,
+            "clock": args.clock,
+            "blas_threads": args.blas_threads,
+            "blas_env": {v: os.environ.get(v) for v in BLAS_VARS},
+        },
         "environment": environment(info),
         "loop_overhead": overhead,
         "bindings": {b: DESCRIBE[b] for b in BINDINGS if b in DESCRIBE},

@@ -14,6 +14,7 @@ every fresh process and fails otherwise.
 Usage: python3 bench/python/compile_cache.py [--reps 20] [--out build/bench_compile_cache.json]
                                              [--cache-dir DIR]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -73,30 +74,40 @@ def run_call(kffi, variant: str):
 def fresh_process(variant: str, env: dict) -> dict:
     code = CHILD.format(kernel=KERNEL, call=CALLS[variant])
     start = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                          timeout=600)
+    proc = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600
+    )
     wall_ms = (time.perf_counter() - start) * 1e3
     if proc.returncode != 0:
         raise SystemExit(f"fresh process failed:\n{proc.stderr}")
     result = json.loads(proc.stdout.strip().splitlines()[-1])
     if result["compiler_invocations"] != 0:
-        raise SystemExit(f"{variant}: a cache hit in a fresh process started "
-                         f"{result['compiler_invocations']} compiler process(es)")
+        raise SystemExit(
+            f"{variant}: a cache hit in a fresh process started "
+            f"{result['compiler_invocations']} compiler process(es)"
+        )
     result["wall_ms"] = wall_ms
     return result
 
 
 def summarize(values) -> dict:
-    return {"median": statistics.median(values), "min": min(values), "max": max(values),
-            "n": len(values)}
+    return {
+        "median": statistics.median(values),
+        "min": min(values),
+        "max": max(values),
+        "n": len(values),
+    }
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--out", default=str(ROOT / "build" / "bench_compile_cache.json"))
-    ap.add_argument("--cache-dir", default=None,
-                    help="KFFI_CACHE_DIR to use (default: a fresh temporary folder)")
+    ap.add_argument(
+        "--cache-dir",
+        default=None,
+        help="KFFI_CACHE_DIR to use (default: a fresh temporary folder)",
+    )
     args = ap.parse_args()
 
     tmp = None
@@ -107,20 +118,29 @@ def main() -> int:
     os.environ["KFFI_BUILD_QUIET"] = "1"
     env = dict(os.environ)
 
-    import kffi  # noqa: PLC0415 (after KFFI_CACHE_DIR is set)
-    import kffi.contract  # noqa: PLC0415
+    import kffi
+    import kffi.contract
 
     variants = list(CALLS)
     if not kffi.contract.has_contract_support():
         print("kffi.compile: this kffi has no KFFI_EXPORT_CONTRACT; measuring load_inline only")
         variants.remove("kffi.compile")
 
-    report = {"python": platform.python_version(), "machine": platform.machine(),
-              "kffi": kffi.__version__, "reps": args.reps, "results": {}}
-    print(f"kffi {kffi.__version__}, Python {platform.python_version()}, "
-          f"median of {args.reps}; times in ms")
-    print(f"{'variant':<22} {'cold build':>11} {'in-process':>11} {'fresh: call':>12} "
-          f"{'fresh: import':>14} {'fresh: wall':>12}")
+    report = {
+        "python": platform.python_version(),
+        "machine": platform.machine(),
+        "kffi": kffi.__version__,
+        "reps": args.reps,
+        "results": {},
+    }
+    print(
+        f"kffi {kffi.__version__}, Python {platform.python_version()}, "
+        f"median of {args.reps}; times in ms"
+    )
+    print(
+        f"{'variant':<22} {'cold build':>11} {'in-process':>11} {'fresh: call':>12} "
+        f"{'fresh: import':>14} {'fresh: wall':>12}"
+    )
     for variant in variants:
         start = time.perf_counter()
         run_call(kffi, variant)  # the build (or an earlier run's cache)
@@ -139,10 +159,12 @@ def main() -> int:
             "fresh_process_wall_ms": summarize([r["wall_ms"] for r in fresh]),
         }
         report["results"][variant] = row
-        print(f"{variant:<22} {cold_ms:>11.1f} {row['in_process_ms']['median']:>11.3f} "
-              f"{row['fresh_process_call_ms']['median']:>12.3f} "
-              f"{row['fresh_process_import_ms']['median']:>14.1f} "
-              f"{row['fresh_process_wall_ms']['median']:>12.1f}")
+        print(
+            f"{variant:<22} {cold_ms:>11.1f} {row['in_process_ms']['median']:>11.3f} "
+            f"{row['fresh_process_call_ms']['median']:>12.3f} "
+            f"{row['fresh_process_import_ms']['median']:>14.1f} "
+            f"{row['fresh_process_wall_ms']['median']:>12.1f}"
+        )
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(report, indent=2) + "\n")
     print(f"wrote {args.out}")

@@ -7,6 +7,7 @@ Goal: the checked call costs at most 1.15x the unchecked one. Prints a table, wr
 
 Usage: python3 bench/python/contract_overhead.py [--out build/bench_contract_python.json]
 """
+
 import argparse
 import json
 import os
@@ -14,9 +15,8 @@ import statistics
 import sys
 import timeit
 
-import numpy as np
-
 import kffi
+import numpy as np
 
 SOURCE = r"""
 #include <kffi/tensor.h>
@@ -28,11 +28,14 @@ void nop3(kffi::TensorView a, kffi::TensorView b, kffi::TensorView c) {
 
 def build():
     n = kffi.sym_int(divisibility=4)
-    checked = kffi.compile(SOURCE, "nop3",
-                           kffi.fake_tensor("float32", (n,), align=16),
-                           kffi.fake_tensor("float32", (n,), align=16),
-                           kffi.fake_tensor("float32", (n,), align=16),
-                           param_names=["a", "b", "c"])
+    checked = kffi.compile(
+        SOURCE,
+        "nop3",
+        kffi.fake_tensor("float32", (n,), align=16),
+        kffi.fake_tensor("float32", (n,), align=16),
+        kffi.fake_tensor("float32", (n,), align=16),
+        param_names=["a", "b", "c"],
+    )
     unchecked = kffi.cpp.load_inline("nop3_plain", cpp_sources=SOURCE, functions=["nop3"]).nop3
     return checked, unchecked
 
@@ -70,9 +73,18 @@ def main():
     for label, tensors in cases.items():
         c, u = measure(checked, unchecked, tensors)
         ratio = c / u
-        rows.append({"case": label, "unchecked_ns": u, "checked_ns": c, "ratio": ratio,
-                     "goal_met": ratio <= 1.15})
-        print(f"{label:<18}{u:>14.1f}{c:>12.1f}{ratio:>8.3f}  {'PASS' if ratio <= 1.15 else 'MISS'}")
+        rows.append(
+            {
+                "case": label,
+                "unchecked_ns": u,
+                "checked_ns": c,
+                "ratio": ratio,
+                "goal_met": ratio <= 1.15,
+            }
+        )
+        print(
+            f"{label:<18}{u:>14.1f}{c:>12.1f}{ratio:>8.3f}  {'PASS' if ratio <= 1.15 else 'MISS'}"
+        )
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     with open(args.out, "w") as f:
         json.dump({"contract": checked.contract, "rows": rows}, f, indent=2)

@@ -5,20 +5,18 @@ Load a kernel library and call it with PyTorch, NumPy, JAX or CuPy arrays::
     mod = kffi.load_module("libscale.so")
     mod.scale(x, y, 2.0)
 """
+
 from __future__ import annotations
 
 import os as _os
-import sys as _sys
 
 # The extension finds libkffi next to it (kffi/lib) through its rpath.
-from . import _core
+from . import _core, libinfo
 from ._error import Error, MissingKeyError, register_error
-from ._objects import (Array, Dict, ErrorObject, Function, List, Map, Module, Object, Shape,
-                       Tensor)
+from ._objects import Array, Dict, ErrorObject, Function, List, Map, Module, Object, Shape, Tensor
 from ._types import DTYPE_NAMES as _DTYPE_NAMES
 from ._types import Device, dtype
 from .stream import get_current_stream, use_stream
-from . import libinfo
 
 __version__ = "{}.{}.{}".format(*_core.runtime_version()[:3])
 ABI_VERSION = _core.runtime_version()[3]
@@ -98,23 +96,69 @@ def to_kffi(value):
 globals().update({_name: dtype(_name) for _name in _DTYPE_NAMES})
 
 __all__ = [
-    "MAX_CONTAINER_DEPTH", "MissingKeyError", "Array", "Device", "Dict", "Error", "ErrorObject", "Function", "List", "Map", "Module",
-    "Object", "Shape", "Tensor", "dtype", "from_dlpack", "get_global_func", "libinfo",
-    "list_global_func_names", "load_module", "register_error", "register_global_func",
-    "remove_global_func", "set_default_release_gil", "get_default_release_gil", "system_lib",
-    "to_kffi", "use_stream", "get_current_stream", "check_signals", "__version__",
+    "MAX_CONTAINER_DEPTH",
+    "MissingKeyError",
+    "Array",
+    "Device",
+    "Dict",
+    "Error",
+    "ErrorObject",
+    "Function",
+    "List",
+    "Map",
+    "Module",
+    "Object",
+    "Shape",
+    "Tensor",
+    "dtype",
+    "from_dlpack",
+    "get_global_func",
+    "libinfo",
+    "list_global_func_names",
+    "load_module",
+    "register_error",
+    "register_global_func",
+    "remove_global_func",
+    "set_default_release_gil",
+    "get_default_release_gil",
+    "system_lib",
+    "to_kffi",
+    "use_stream",
+    "get_current_stream",
+    "check_signals",
+    "__version__",
 ] + [_name for _name in _DTYPE_NAMES if _name != "bool"]  # `import *` must not shadow bool
 
-# kffi values handed to apache-tvm-ffi (protocol methods; does not import tvm_ffi).
-from . import _tvm
+# kffi values handed to apache-tvm-ffi (protocol methods; does not import tvm_ffi), JIT builds
+# (kffi.cpp) and contracts declared with fake arguments (kffi.compile): these import the names
+# above, so they come after them.
+from . import _tvm, cpp  # noqa: E402
+from .contract import (  # noqa: E402
+    Bool,
+    Float32,
+    Float64,
+    Int32,
+    Int64,
+    Optional,
+    compile,
+    fake_stream,
+    fake_tensor,
+    sym_int,
+)
 
-# JIT builds (kffi.cpp) and contracts declared with fake arguments (kffi.compile).
-from . import cpp
-from .contract import (Bool, Float32, Float64, Int32, Int64, Optional, compile, fake_stream,
-                       fake_tensor, sym_int)
-
-__all__ += ["cpp", "compile", "sym_int", "fake_tensor", "fake_stream", "Optional", "Int32",
-            "Int64", "Float32", "Float64", "Bool"]
+__all__ += [
+    "Bool",
+    "Float32",
+    "Float64",
+    "Int32",
+    "Int64",
+    "Optional",
+    "compile",
+    "cpp",
+    "fake_stream",
+    "fake_tensor",
+    "sym_int",
+]
 
 
 def __getattr__(name):

@@ -1,4 +1,5 @@
 """python/kffi/_error.py: native errors become Python exceptions (and back), tracebacks kept."""
+
 from __future__ import annotations
 
 import builtins
@@ -24,9 +25,22 @@ class Error(RuntimeError):
 
 
 _BUILTIN_KINDS = (
-    "TypeError", "ValueError", "RuntimeError", "IndexError", "KeyError", "AttributeError",
-    "NotImplementedError", "AssertionError", "MemoryError", "OverflowError", "ZeroDivisionError",
-    "KeyboardInterrupt", "OSError", "FileNotFoundError", "BufferError", "StopIteration",
+    "TypeError",
+    "ValueError",
+    "RuntimeError",
+    "IndexError",
+    "KeyError",
+    "AttributeError",
+    "NotImplementedError",
+    "AssertionError",
+    "MemoryError",
+    "OverflowError",
+    "ZeroDivisionError",
+    "KeyboardInterrupt",
+    "OSError",
+    "FileNotFoundError",
+    "BufferError",
+    "StopIteration",
 )
 _KIND_TO_CLASS: dict[str, type[BaseException]] = {k: getattr(builtins, k) for k in _BUILTIN_KINDS}
 _CLASS_TO_KIND: dict[type[BaseException], str] = {v: k for k, v in _KIND_TO_CLASS.items()}
@@ -64,7 +78,7 @@ def _native_frame(filename: str, lineno: int, name: str) -> types.FrameType:
         code = compile("\n" * (max(lineno, 1) - 1) + "raise _M", filename, "exec")
         code = code.replace(co_name=name)
         try:
-            exec(code, {"_M": _FrameMarker})
+            exec(code, {"_M": _FrameMarker})  # noqa: S102 (a synthetic frame, built here)
         except _FrameMarker:
             tb = sys.exc_info()[2]
             frame = tb.tb_next.tb_frame if tb.tb_next is not None else tb.tb_frame
@@ -81,7 +95,7 @@ def _parse_backtrace(backtrace: str) -> list[tuple[str, int, str]]:
         if not line.startswith('File "'):
             continue
         try:
-            rest = line[len('File "'):]
+            rest = line[len('File "') :]
             filename, rest = rest.split('", line ', 1)
             lineno_str, rest = rest.split(", in ", 1)
             name = rest.split(" [", 1)[0]
@@ -105,7 +119,7 @@ def _make_exception(kind: str, message: str, backtrace: str, original):
         # A Python exception raised in a callback: the same exception, with the native frames it
         # crossed put between the outer caller and the callback's own frames.
         own = _parse_backtrace(_format_python_tb(original.__traceback__))
-        native = _parse_backtrace(backtrace)[len(own):] if own else _parse_backtrace(backtrace)
+        native = _parse_backtrace(backtrace)[len(own) :] if own else _parse_backtrace(backtrace)
         tb = original.__traceback__
         for filename, lineno, name in native:
             frame = _native_frame(filename, lineno, name)

@@ -1,4 +1,5 @@
 """python/kffi/_objects.py: Python views of kffi objects: containers, Tensor, Module, Function."""
+
 from __future__ import annotations
 
 import inspect
@@ -11,6 +12,7 @@ from ._types import Device, dtype
 
 Object = _core.Object
 Function = _core.Function
+
 
 def _released_repr(obj) -> str | None:
     """The repr of an object whose native reference was dropped by _release(), else None."""
@@ -37,8 +39,10 @@ class Array(Object, Sequence):
             try:
                 i = operator.index(i)
             except TypeError:
-                raise TypeError(f"{type(self).__name__} indices must be integers or slices, "
-                                f"not {type(i).__name__}") from None
+                raise TypeError(
+                    f"{type(self).__name__} indices must be integers or slices, "
+                    f"not {type(i).__name__}"
+                ) from None
         return _core._seq_get(self, i)
 
     def __iter__(self):
@@ -220,7 +224,8 @@ class Tensor(Object):
 
     def __repr__(self):
         return _released_repr(self) or (
-            f"kffi.Tensor(shape={self.shape}, dtype={self.dtype}, device={self.device})")
+            f"kffi.Tensor(shape={self.shape}, dtype={self.dtype}, device={self.device})"
+        )
 
 
 class ErrorObject(Object):
@@ -244,8 +249,14 @@ class ErrorObject(Object):
         return _released_repr(self) or f"ErrorObject({self.kind}: {self.message})"
 
 
-_PY_TYPE_NAMES = {"int": "int", "float": "float", "bool": "bool", "str": "str", "bytes": "bytes",
-                  "None": "None"}
+_PY_TYPE_NAMES = {
+    "int": "int",
+    "float": "float",
+    "bool": "bool",
+    "str": "str",
+    "bytes": "bytes",
+    "None": "None",
+}
 
 
 def _annotate(func: Function, meta: dict):
@@ -267,11 +278,17 @@ def _annotate(func: Function, meta: dict):
     defaults.reverse()
     func._param_defaults = tuple(defaults) if defaults else None
     first_default = len(params) - len(defaults)
-    sig_params = [inspect.Parameter(n, inspect.Parameter.POSITIONAL_OR_KEYWORD,
-                                    annotation=p.get("type", inspect.Parameter.empty),
-                                    default=(defaults[i - first_default] if i >= first_default
-                                             else inspect.Parameter.empty))
-                  for i, (n, p) in enumerate(zip(names, params))]
+    sig_params = [
+        inspect.Parameter(
+            n,
+            inspect.Parameter.POSITIONAL_OR_KEYWORD,
+            annotation=p.get("type", inspect.Parameter.empty),
+            default=(
+                defaults[i - first_default] if i >= first_default else inspect.Parameter.empty
+            ),
+        )
+        for i, (n, p) in enumerate(zip(names, params))
+    ]
     ret = meta.get("return", inspect.Signature.empty)
     func.__signature__ = inspect.Signature(sig_params, return_annotation=ret)
     rendered = ", ".join(f"{n}: {p.get('type', 'Any')}" for n, p in zip(names, params))
@@ -308,14 +325,16 @@ class Module(Object):
                 _annotate(f, meta)
         return f
 
-    def import_module(self, other: "Module"):
+    def import_module(self, other: Module):
         _core._module_import(self, other)
 
     def __getitem__(self, name: str):
         f = self.get_function(name)
         if f is None:
-            raise KeyError(f"Module {self.name!r} has no function {name!r}; available: "
-                           f"{', '.join(self.functions()) or '(none)'}")
+            raise KeyError(
+                f"Module {self.name!r} has no function {name!r}; available: "
+                f"{', '.join(self.functions()) or '(none)'}"
+            )
         return f
 
     def __getattr__(self, name: str):
@@ -323,8 +342,10 @@ class Module(Object):
             raise AttributeError(name)
         f = self.get_function(name)
         if f is None:
-            raise AttributeError(f"Module {self.name!r} has no function {name!r}; available: "
-                                 f"{', '.join(self.functions()) or '(none)'}")
+            raise AttributeError(
+                f"Module {self.name!r} has no function {name!r}; available: "
+                f"{', '.join(self.functions()) or '(none)'}"
+            )
         # Cached on the instance: later `mod.name` lookups skip the native lookup and metadata.
         object.__setattr__(self, name, f)
         return f
@@ -339,7 +360,14 @@ class Module(Object):
         return _released_repr(self) or f"kffi.Module({self.name!r})"
 
 
-for _key, _cls in (("Array", Array), ("List", List), ("Map", Map), ("Dict", Dict),
-                   ("Shape", Shape), ("Tensor", Tensor), ("Module", Module),
-                   ("Error", ErrorObject)):
+for _key, _cls in (
+    ("Array", Array),
+    ("List", List),
+    ("Map", Map),
+    ("Dict", Dict),
+    ("Shape", Shape),
+    ("Tensor", Tensor),
+    ("Module", Module),
+    ("Error", ErrorObject),
+):
     _core._register_object_class(_TYPE_INDEX[_key], _cls)

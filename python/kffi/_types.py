@@ -1,4 +1,5 @@
 """python/kffi/_types.py: kffi.dtype and kffi.Device, and how Python values are classified."""
+
 from __future__ import annotations
 
 import ctypes
@@ -46,7 +47,7 @@ class dtype(str):
         return (self._dl[1] * self._dl[2] + 7) // 8
 
     def __repr__(self):
-        return f"dtype('{str(self)}')"
+        return f"dtype('{self!s}')"
 
     def __reduce__(self):
         return (dtype, (str(self),))
@@ -70,10 +71,32 @@ def _dtype_text(value) -> str:
 
 # Every dtype the runtime names, exported as kffi.float32, kffi.bfloat16, ... (kffi.bool too).
 DTYPE_NAMES = (
-    "bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float16",
-    "float32", "float64", "bfloat16", "complex64", "complex128", "float8_e3m4", "float8_e4m3",
-    "float8_e4m3b11fnuz", "float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz",
-    "float8_e8m0fnu", "float6_e2m3fn", "float6_e3m2fn", "float4_e2m1fn",
+    "bool",
+    "int8",
+    "int16",
+    "int32",
+    "int64",
+    "uint8",
+    "uint16",
+    "uint32",
+    "uint64",
+    "float16",
+    "float32",
+    "float64",
+    "bfloat16",
+    "complex64",
+    "complex128",
+    "float8_e3m4",
+    "float8_e4m3",
+    "float8_e4m3b11fnuz",
+    "float8_e4m3fn",
+    "float8_e4m3fnuz",
+    "float8_e5m2",
+    "float8_e5m2fnuz",
+    "float8_e8m0fnu",
+    "float6_e2m3fn",
+    "float6_e3m2fn",
+    "float4_e2m1fn",
 )
 
 
@@ -88,8 +111,10 @@ class Device:
         elif isinstance(device_type, str):
             name, _, idx = device_type.partition(":")
             if name not in _DEVICE_CODES:
-                raise ValueError(f"Unknown device type {name!r} in {device_type!r}; expected "
-                                 f"one of {sorted(_DEVICE_CODES)}")
+                raise ValueError(
+                    f"Unknown device type {name!r} in {device_type!r}; expected "
+                    f"one of {sorted(_DEVICE_CODES)}"
+                )
             if idx:
                 if not idx.isdigit():
                     raise ValueError(f"Bad device index in {device_type!r}")
@@ -169,8 +194,11 @@ def _is_stream_type(tp: type, mod: str) -> bool:
     if hasattr(tp, "__cuda_stream__"):
         return True
     name = tp.__name__
-    if mod.startswith("torch") and name in ("Stream", "ExternalStream") and hasattr(
-            tp, "cuda_stream"):
+    if (
+        mod.startswith("torch")
+        and name in ("Stream", "ExternalStream")
+        and hasattr(tp, "cuda_stream")
+    ):
         return True
     return mod.startswith("cupy") and name in ("Stream", "ExternalStream") and hasattr(tp, "ptr")
 
@@ -194,7 +222,8 @@ def _classify_kind(tp: type):
     if mod.startswith("jax") and any(k.__name__ == "Tracer" for k in tp.__mro__):
         return "jax_tracer"
     if (hasattr(tp, "__dlpack__") or hasattr(tp, "__dlpack_c_exchange_api__")) and not issubclass(
-            tp, (int, float, complex, str, bytes)):
+        tp, (int, float, complex, str, bytes)
+    ):
         return _tensor_entry(tp, mod)
     if mod.startswith("torch") and name == "dtype":
         return "dtype"
@@ -256,16 +285,20 @@ def _stream_handle(stream) -> int:
     if proto is not None:
         value = proto() if callable(proto) else proto
         if not (isinstance(value, tuple) and len(value) == 2 and isinstance(value[1], int)):
-            raise TypeError(f"{type(stream).__name__}.__cuda_stream__ must give (version, handle), "
-                            f"got {value!r}")
+            raise TypeError(
+                f"{type(stream).__name__}.__cuda_stream__ must give (version, handle), "
+                f"got {value!r}"
+            )
         return value[1]
     for attr in ("cuda_stream", "ptr"):
         value = getattr(stream, attr, None)
         if isinstance(value, int):
             return value
-    raise TypeError(f"{type(stream).__name__} has no stream handle (__cuda_stream__, "
-                    f"cuda_stream or ptr)")
+    raise TypeError(
+        f"{type(stream).__name__} has no stream handle (__cuda_stream__, cuda_stream or ptr)"
+    )
 
 
-_core._set_converter_hooks(_classify, _to_dtype, _to_device, _make_dtype, _make_device,
-                           _make_voidp, _stream_handle)
+_core._set_converter_hooks(
+    _classify, _to_dtype, _to_device, _make_dtype, _make_device, _make_voidp, _stream_handle
+)

@@ -4,6 +4,7 @@ The flags have one source: the kffi-config script that CMake installs beside the
 (kffi/bin/kffi-config); this entry point runs it, so a pip install and a CMake install answer
 the same.
 """
+
 from __future__ import annotations
 
 import os
@@ -16,8 +17,10 @@ _SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "bin", "kffi-
 def main(argv=None) -> int:
     args = sys.argv[1:] if argv is None else list(argv)
     if not os.path.exists(_SCRIPT):
-        print(f"kffi-config: the installed script {_SCRIPT} is missing; reinstall kffi",
-              file=sys.stderr)
+        print(
+            f"kffi-config: the installed script {_SCRIPT} is missing; reinstall kffi",
+            file=sys.stderr,
+        )
         return 2
     return subprocess.call(["sh", _SCRIPT, *args])
 

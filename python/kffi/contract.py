@@ -21,6 +21,7 @@ into a check plan (grammar in kffi/contract_parser.h, semantics in kffi/contract
 Limits are checked here, before any compiler runs (ValueError): integers fit int64 (int32 for
 Int32 ranges), a tensor has at most 32 dimensions, the text is at most 65536 bytes.
 """
+
 from __future__ import annotations
 
 import functools
@@ -74,6 +75,7 @@ def _check_int64(value: int, what: str, lo: int = _INT64_MIN, hi: int = _INT64_M
 # Symbolic sizes and expressions of them (for output shapes).
 # ---------------------------------------------------------------------------------------------
 
+
 class _Expr:
     """An integer expression of symbolic sizes: n * 2, n + m - 1 (output shapes)."""
 
@@ -117,8 +119,10 @@ class _Expr:
         return _Neg(self)
 
     def __bool__(self):
-        raise TypeError("a symbolic size has no value at compile time; use it in fake_tensor "
-                        "shapes (and output shapes)")
+        raise TypeError(
+            "a symbolic size has no value at compile time; use it in fake_tensor "
+            "shapes (and output shapes)"
+        )
 
     def symbols(self):
         return []
@@ -129,8 +133,10 @@ def _as_expr(value, op="in a shape"):
         return value
     if isinstance(value, int) and not isinstance(value, bool):
         return _Const(_check_int64(value, "an integer in a shape expression"))
-    raise TypeError(f"kffi: cannot use {value!r} ({type(value).__name__}) {op!s} with a symbolic "
-                    f"size; use ints and kffi.sym_int()")
+    raise TypeError(
+        f"kffi: cannot use {value!r} ({type(value).__name__}) {op!s} with a symbolic "
+        f"size; use ints and kffi.sym_int()"
+    )
 
 
 class _Const(_Expr):
@@ -174,10 +180,12 @@ class _BinExpr(_Expr):
             # a - (b + c), a * (b + c), a // (b * c) and a * (b % c) need the parentheses;
             # a + b * c, a + (b - c) and a * (b * c) do not
             same = right and e._prec == self._prec
-            if e._prec < self._prec or (same and (self.op in ("-", "//", "%") or
-                                                  (self.op == "*" and e.op != "*"))):
+            if e._prec < self._prec or (
+                same and (self.op in ("-", "//", "%") or (self.op == "*" and e.op != "*"))
+            ):
                 return f"({text})"
             return text
+
         return f"{side(self.lhs, False)} {self.op} {side(self.rhs, True)}"
 
 
@@ -195,8 +203,9 @@ class SymInt(_Expr):
         if name is not None and (not isinstance(name, str) or not _IDENT.fullmatch(name)):
             raise ValueError(f"kffi.sym_int: name must be an identifier, got {name!r}")
         if not isinstance(divisibility, int) or isinstance(divisibility, bool) or divisibility < 1:
-            raise ValueError(f"kffi.sym_int: divisibility must be an int >= 1, got "
-                             f"{divisibility!r}")
+            raise ValueError(
+                f"kffi.sym_int: divisibility must be an int >= 1, got {divisibility!r}"
+            )
         _check_int64(divisibility, "kffi.sym_int: divisibility")
         if width not in (32, 64):
             raise ValueError(f"kffi.sym_int: width must be 32 or 64, got {width!r}")
@@ -215,8 +224,10 @@ class SymInt(_Expr):
         return text + (f" % {self.divisibility}" if self.divisibility != 1 else "")
 
     def __repr__(self):
-        return (f"kffi.sym_int(name={self.name!r}, divisibility={self.divisibility}, "
-                f"width={self.width})")
+        return (
+            f"kffi.sym_int(name={self.name!r}, divisibility={self.divisibility}, "
+            f"width={self.width})"
+        )
 
     __hash__ = object.__hash__
 
@@ -230,6 +241,7 @@ def sym_int(name: str | None = None, divisibility: int = 1, width: int = 64) -> 
 # Fake arguments.
 # ---------------------------------------------------------------------------------------------
 
+
 def _dtype_name(value) -> str:
     try:
         return str(_dtype(value))
@@ -239,8 +251,10 @@ def _dtype_name(value) -> str:
 
 def _positive_int(value, what):
     if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-        raise ValueError(f"kffi.fake_tensor: {what} must be a non-negative int or a "
-                         f"kffi.sym_int(), got {value!r}")
+        raise ValueError(
+            f"kffi.fake_tensor: {what} must be a non-negative int or a "
+            f"kffi.sym_int(), got {value!r}"
+        )
     return _check_int64(value, f"kffi.fake_tensor: {what}")
 
 
@@ -250,8 +264,19 @@ class FakeTensor:
 
     __slots__ = ("align", "device", "dtypes", "layout", "mut", "offset0", "shape", "strides")
 
-    def __init__(self, dtype, shape, *, align=None, stride_order=None, device=None,
-                 contiguous=None, strides=None, offset0=False, mut=False):
+    def __init__(
+        self,
+        dtype,
+        shape,
+        *,
+        align=None,
+        stride_order=None,
+        device=None,
+        contiguous=None,
+        strides=None,
+        offset0=False,
+        mut=False,
+    ):
         if dtype is None or (isinstance(dtype, str) and dtype == "*"):
             self.dtypes = ("*",)
         else:
@@ -261,13 +286,20 @@ class FakeTensor:
             self.dtypes = tuple(_dtype_name(d) for d in alts)
         if isinstance(shape, (int, _Expr)):
             shape = (shape,)
-        self.shape = tuple(d if isinstance(d, _Expr) else _positive_int(d, "a dimension")
-                           for d in shape)
+        self.shape = tuple(
+            d if isinstance(d, _Expr) else _positive_int(d, "a dimension") for d in shape
+        )
         if len(self.shape) > MAX_NDIM:
-            raise ValueError(f"kffi.fake_tensor: {len(self.shape)} dimensions; a contract tensor "
-                             f"has at most {MAX_NDIM}")
-        if align is not None and (not isinstance(align, int) or isinstance(align, bool)
-                                  or align < 1 or align & (align - 1)):
+            raise ValueError(
+                f"kffi.fake_tensor: {len(self.shape)} dimensions; a contract tensor "
+                f"has at most {MAX_NDIM}"
+            )
+        if align is not None and (
+            not isinstance(align, int)
+            or isinstance(align, bool)
+            or align < 1
+            or align & (align - 1)
+        ):
             raise ValueError(f"kffi.fake_tensor: align is a power of two in bytes, got {align!r}")
         if align is not None:
             _check_int64(align, "kffi.fake_tensor: align")
@@ -275,11 +307,13 @@ class FakeTensor:
         self.layout = self._layout(stride_order, contiguous)
         self.device = self._device(device)
         if strides is not None:
-            strides = tuple(st if isinstance(st, SymInt) else _positive_int(st, "a stride")
-                            for st in strides)
+            strides = tuple(
+                st if isinstance(st, SymInt) else _positive_int(st, "a stride") for st in strides
+            )
             if len(strides) != len(self.shape):
-                raise ValueError(f"kffi.fake_tensor: {len(strides)} strides for "
-                                 f"{len(self.shape)} dimensions")
+                raise ValueError(
+                    f"kffi.fake_tensor: {len(strides)} strides for {len(self.shape)} dimensions"
+                )
         self.strides = strides
         self.offset0 = bool(offset0)
         self.mut = bool(mut)
@@ -288,17 +322,23 @@ class FakeTensor:
         if stride_order is None:
             return "contiguous" if contiguous else None
         if contiguous:
-            raise ValueError("kffi.fake_tensor: give contiguous=True or a stride_order, not both "
-                             "(contiguous is stride_order='row_major')")
+            raise ValueError(
+                "kffi.fake_tensor: give contiguous=True or a stride_order, not both "
+                "(contiguous is stride_order='row_major')"
+            )
         if isinstance(stride_order, str):
             if stride_order not in ("row_major", "col_major"):
-                raise ValueError(f"kffi.fake_tensor: stride_order is 'row_major', 'col_major' or "
-                                 f"a tuple of dimensions, got {stride_order!r}")
+                raise ValueError(
+                    f"kffi.fake_tensor: stride_order is 'row_major', 'col_major' or "
+                    f"a tuple of dimensions, got {stride_order!r}"
+                )
             return stride_order
         order = tuple(stride_order)
         if sorted(order) != list(range(len(self.shape))):
-            raise ValueError(f"kffi.fake_tensor: stride_order lists each dimension "
-                             f"0..{len(self.shape) - 1} once (outermost first), got {order}")
+            raise ValueError(
+                f"kffi.fake_tensor: stride_order lists each dimension "
+                f"0..{len(self.shape) - 1} once (outermost first), got {order}"
+            )
         return "stride_order=(" + ",".join(map(str, order)) + ")"
 
     @staticmethod
@@ -310,8 +350,10 @@ class FakeTensor:
         for d in alts:
             d = str(d)
             if d not in ("cpu", "cuda", "any"):
-                raise ValueError(f"kffi.fake_tensor: device is 'cpu', 'cuda', 'any' or a tuple "
-                                 f"of them, got {device!r}")
+                raise ValueError(
+                    f"kffi.fake_tensor: device is 'cpu', 'cuda', 'any' or a tuple "
+                    f"of them, got {device!r}"
+                )
             names.append(d)
         return "any" if "any" in names else "|".join(names)
 
@@ -320,8 +362,12 @@ class FakeTensor:
         return len(self.shape)
 
     def symbols(self):
-        return [s for d in self.shape + (self.strides or ()) if isinstance(d, _Expr)
-                for s in d.symbols()]
+        return [
+            s
+            for d in self.shape + (self.strides or ())
+            if isinstance(d, _Expr)
+            for s in d.symbols()
+        ]
 
     def render(self, names, default_device=None) -> str:
         dims = ", ".join(d.render(names) if isinstance(d, _Expr) else str(d) for d in self.shape)
@@ -336,9 +382,13 @@ class FakeTensor:
         if self.layout:
             parts.append(self.layout)
         if self.strides is not None:
-            parts.append("strides=[" + ", ".join(
-                st.render(names) if isinstance(st, SymInt) else str(st) for st in self.strides) +
-                "]")
+            parts.append(
+                "strides=["
+                + ", ".join(
+                    st.render(names) if isinstance(st, SymInt) else str(st) for st in self.strides
+                )
+                + "]"
+            )
         if self.mut:
             parts.append("mut")
         return f"Tensor({', '.join(parts)})"
@@ -354,8 +404,18 @@ class _NameRepr(dict):
         return "?"
 
 
-def fake_tensor(dtype, shape, *, align=None, stride_order=None, device=None, contiguous=None,
-                strides=None, offset0=False, mut=False) -> FakeTensor:
+def fake_tensor(
+    dtype,
+    shape,
+    *,
+    align=None,
+    stride_order=None,
+    device=None,
+    contiguous=None,
+    strides=None,
+    offset0=False,
+    mut=False,
+) -> FakeTensor:
     """A fake tensor for :func:`compile`.
 
     ``dtype``: a name ("float32"), a torch/NumPy dtype, a tuple of alternatives, or None / "*"
@@ -369,8 +429,17 @@ def fake_tensor(dtype, shape, *, align=None, stride_order=None, device=None, con
     array (a NumPy array with ``writeable=False``, a JAX array) is refused with a ValueError
     naming the parameter (rendered as the option ``mut``).
     """
-    return FakeTensor(dtype, shape, align=align, stride_order=stride_order, device=device,
-                      contiguous=contiguous, strides=strides, offset0=offset0, mut=mut)
+    return FakeTensor(
+        dtype,
+        shape,
+        align=align,
+        stride_order=stride_order,
+        device=device,
+        contiguous=contiguous,
+        strides=strides,
+        offset0=offset0,
+        mut=mut,
+    )
 
 
 class FakeStream:
@@ -418,13 +487,13 @@ class ScalarType:
         kind = float if self.type_name.startswith("float") else int
         for v in (lo, hi):
             if isinstance(v, bool) or not isinstance(v, (int, float) if kind is float else int):
-                raise TypeError(f"kffi.{self!r}.range: bounds must be {kind.__name__}s, got "
-                                f"{v!r}")
+                raise TypeError(f"kffi.{self!r}.range: bounds must be {kind.__name__}s, got {v!r}")
         if not (lo <= hi) or (kind is float and not -1e308 < lo <= hi < 1e308):
             raise ValueError(f"kffi.{self!r}.range: [{lo}, {hi}] is empty or not finite")
         if kind is int:
-            bounds = (_INT32_MIN, _INT32_MAX) if self.type_name == "int32" else \
-                (_INT64_MIN, _INT64_MAX)
+            bounds = (
+                (_INT32_MIN, _INT32_MAX) if self.type_name == "int32" else (_INT64_MIN, _INT64_MAX)
+            )
             for v in (lo, hi):
                 _check_int64(v, f"kffi.{self!r}.range: a bound", *bounds)
         return ScalarType(self.type_name, lo, hi)
@@ -438,8 +507,15 @@ class ScalarType:
         return f"{self.type_name}[{self.lo}, {self.hi}]"
 
     def __repr__(self):
-        base = {"int32": "Int32", "int64": "Int64", "float32": "Float32", "float64": "Float64",
-                "bool": "Bool", "int": "int", "float": "float"}.get(self.type_name, self.type_name)
+        base = {
+            "int32": "Int32",
+            "int64": "Int64",
+            "float32": "Float32",
+            "float64": "Float64",
+            "bool": "Bool",
+            "int": "int",
+            "float": "float",
+        }.get(self.type_name, self.type_name)
         return base if self.lo is None else f"{base}.range({self.lo}, {self.hi})"
 
 
@@ -456,8 +532,10 @@ class _OptionalArg:
     def __init__(self, inner):
         self.inner = _as_fake(inner)
         if isinstance(self.inner, FakeStream):
-            raise TypeError("kffi.Optional: a stream cannot be Optional (an explicit stream "
-                            "takes None already: the default stream)")
+            raise TypeError(
+                "kffi.Optional: a stream cannot be Optional (an explicit stream "
+                "takes None already: the default stream)"
+            )
 
     def symbols(self):
         return self.inner.symbols()
@@ -469,7 +547,7 @@ class _OptionalArg:
         return f"kffi.Optional({self.inner!r})"
 
 
-def Optional(x) -> _OptionalArg:  # noqa: N802 (reads like typing.Optional)
+def Optional(x) -> _OptionalArg:
     """An argument that may be None: ``kffi.Optional(kffi.fake_tensor(...))``."""
     return _OptionalArg(x)
 
@@ -484,8 +562,10 @@ class _TupleArg:
         for x in self.items:
             inner = x.inner if isinstance(x, _OptionalArg) else x
             if isinstance(inner, FakeTensor) and inner.mut:
-                raise ValueError("kffi: a tensor inside a tuple cannot be mut=True (tuple "
-                                 "elements carry no read-only flag); make it a parameter")
+                raise ValueError(
+                    "kffi: a tensor inside a tuple cannot be mut=True (tuple "
+                    "elements carry no read-only flag); make it a parameter"
+                )
 
     def symbols(self):
         return [s for x in self.items for s in x.symbols()]
@@ -500,8 +580,10 @@ def _as_fake(x):
     if isinstance(x, FakeTensor):
         for d in x.shape:
             if isinstance(d, _Expr) and not isinstance(d, SymInt):
-                raise ValueError(f"kffi: an argument's dimension is an int or a kffi.sym_int(); "
-                                 f"expressions ({d.render(_NameRepr())}) are for output shapes")
+                raise ValueError(
+                    f"kffi: an argument's dimension is an int or a kffi.sym_int(); "
+                    f"expressions ({d.render(_NameRepr())}) are for output shapes"
+                )
         return x
     if isinstance(x, (FakeStream, ScalarType, _OptionalArg, _TupleArg)):
         return x
@@ -513,14 +595,17 @@ def _as_fake(x):
         return ScalarType("int")
     if x is float or isinstance(x, float):
         return ScalarType("float")
-    raise TypeError(f"kffi: cannot use {x!r} (of type {type(x).__name__}) as a fake argument; "
-                    f"use kffi.fake_tensor, kffi.fake_stream, kffi.Int32/Int64/Float32/Float64/"
-                    f"Bool, kffi.Optional or a tuple of these")
+    raise TypeError(
+        f"kffi: cannot use {x!r} (of type {type(x).__name__}) as a fake argument; "
+        f"use kffi.fake_tensor, kffi.fake_stream, kffi.Int32/Int64/Float32/Float64/"
+        f"Bool, kffi.Optional or a tuple of these"
+    )
 
 
 # ---------------------------------------------------------------------------------------------
 # Rendering.
 # ---------------------------------------------------------------------------------------------
+
 
 def _symbol_names(args, outputs, param_names) -> tuple:
     """({id(sym): name}, symbols in order of appearance): given names are kept, the others are
@@ -534,8 +619,9 @@ def _symbol_names(args, outputs, param_names) -> tuple:
     for s in seen:
         if s.name is not None:
             if s.name in taken:
-                raise ValueError(f"kffi.compile: two symbols (or a symbol and a parameter) are "
-                                 f"named {s.name!r}")
+                raise ValueError(
+                    f"kffi.compile: two symbols (or a symbol and a parameter) are named {s.name!r}"
+                )
             taken.add(s.name)
             names[id(s)] = s.name
     counter = 0
@@ -558,8 +644,9 @@ class _OutputTensor:
         if t.strides is not None:
             raise ValueError("kffi.compile: an output declares no strides")
         if t.mut:
-            raise ValueError("kffi.compile: outputs are written by definition; mut=True is for "
-                             "parameters")
+            raise ValueError(
+                "kffi.compile: outputs are written by definition; mut=True is for parameters"
+            )
         self.tensor = t
 
     def symbols(self):
@@ -587,16 +674,19 @@ def render_contract(*fake_args, param_names=None, outputs=None, default_device=N
     for o in outs:
         for s in o.symbols():
             if id(s) not in inputs:
-                raise ValueError(f"kffi.compile: output shape uses {sym_names[id(s)]}, which no "
-                                 f"input binds")
+                raise ValueError(
+                    f"kffi.compile: output shape uses {sym_names[id(s)]}, which no input binds"
+                )
     text = ", ".join(f"{n}: {a.render(sym_names, default_device)}" for n, a in zip(names, args))
     if outs:
         text += " -> " + ", ".join(o.render(sym_names, default_device) for o in outs)
     if syms:
         text += "; " + ", ".join(s.declaration(sym_names) for s in syms)
     if len(text.encode()) > MAX_CONTRACT_BYTES:
-        raise ValueError(f"kffi.compile: the contract is {len(text.encode())} bytes long; at most "
-                         f"{MAX_CONTRACT_BYTES}")
+        raise ValueError(
+            f"kffi.compile: the contract is {len(text.encode())} bytes long; at most "
+            f"{MAX_CONTRACT_BYTES}"
+        )
     return text
 
 
@@ -618,8 +708,13 @@ def _param_names(param_names, count) -> list:
 # Output shapes from metadata.
 # ---------------------------------------------------------------------------------------------
 
-_RPN_BINARY = {"+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b,
-               "//": lambda a, b: a // b, "%": lambda a, b: a % b}
+_RPN_BINARY = {
+    "+": lambda a, b: a + b,
+    "-": lambda a, b: a - b,
+    "*": lambda a, b: a * b,
+    "//": lambda a, b: a // b,
+    "%": lambda a, b: a % b,
+}
 
 
 def eval_shape_rpn(rpn, symbols) -> int:
@@ -642,8 +737,9 @@ def eval_shape_rpn(rpn, symbols) -> int:
         arity = 1 if tok == "neg" else 2 if tok in _RPN_BINARY else 0
         if arity == 0:
             if tok not in symbols:
-                raise ValueError(f"kffi: cannot evaluate the output shape: symbol `{tok}` is not "
-                                 f"bound")
+                raise ValueError(
+                    f"kffi: cannot evaluate the output shape: symbol `{tok}` is not bound"
+                )
             stack.append(int(symbols[tok]))
             continue
         if len(stack) < arity:
@@ -653,8 +749,10 @@ def eval_shape_rpn(rpn, symbols) -> int:
         else:
             b, a = stack.pop(), stack.pop()
             if tok in ("//", "%") and b == 0:
-                raise ValueError("kffi: cannot evaluate the output shape: "
-                                 + ("division by zero" if tok == "//" else "modulo by zero"))
+                raise ValueError(
+                    "kffi: cannot evaluate the output shape: "
+                    + ("division by zero" if tok == "//" else "modulo by zero")
+                )
             stack.append(_RPN_BINARY[tok](a, b))
         if not _INT64_MIN <= stack[-1] <= _INT64_MAX:
             raise ValueError("kffi: cannot evaluate the output shape: int64 overflow")
@@ -666,6 +764,7 @@ def eval_shape_rpn(rpn, symbols) -> int:
 # ---------------------------------------------------------------------------------------------
 # kffi.compile
 # ---------------------------------------------------------------------------------------------
+
 
 @functools.cache
 def has_contract_support() -> bool:
@@ -680,16 +779,24 @@ def has_contract_support() -> bool:
     return False
 
 
-_OPTION_KEYS = {"cuda", "extra_cflags", "extra_cuda_cflags", "extra_ldflags",
-                "extra_include_paths", "build_directory", "verbose", "quiet", "doc"}
+_OPTION_KEYS = {
+    "cuda",
+    "extra_cflags",
+    "extra_cuda_cflags",
+    "extra_ldflags",
+    "extra_include_paths",
+    "build_directory",
+    "verbose",
+    "quiet",
+    "doc",
+}
 
 
 def _is_cuda_source(source: str) -> bool:
     return re.search(r"__global__|<<<", _cpp.strip_comments(source)) is not None
 
 
-def compile(source: str, name: str, *fake_args, options=None, param_names=None,  # noqa: A001
-            outputs=None):
+def compile(source: str, name: str, *fake_args, options=None, param_names=None, outputs=None):
     """Compiles C++ (or CUDA) ``source`` defining the function ``name`` and exports it with the
     contract that ``fake_args`` declare. Returns the loaded kffi.Function (cached on disk like
     :func:`kffi.cpp.build`), which takes torch / NumPy / JAX / CuPy arrays directly and checks
@@ -714,16 +821,20 @@ def compile(source: str, name: str, *fake_args, options=None, param_names=None, 
     if not isinstance(source, str):
         raise TypeError(f"kffi.compile: source is C++ text, got {type(source).__name__}")
     if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z][A-Za-z0-9_]*", name):
-        raise ValueError(f"kffi.compile: name is a C++ identifier not starting with '_', "
-                         f"got {name!r}")
+        raise ValueError(
+            f"kffi.compile: name is a C++ identifier not starting with '_', got {name!r}"
+        )
     options = dict(options or {})
     unknown = set(options) - _OPTION_KEYS
     if unknown:
-        raise TypeError(f"kffi.compile: unknown options {sorted(unknown)}; known: "
-                        f"{sorted(_OPTION_KEYS)}")
+        raise TypeError(
+            f"kffi.compile: unknown options {sorted(unknown)}; known: {sorted(_OPTION_KEYS)}"
+        )
     if not has_contract_support():
-        raise RuntimeError("kffi.compile needs KFFI_EXPORT_CONTRACT (kffi/contract.h), which "
-                           "this kffi installation does not have")
+        raise RuntimeError(
+            "kffi.compile needs KFFI_EXPORT_CONTRACT (kffi/contract.h), which "
+            "this kffi installation does not have"
+        )
     cuda = options.get("cuda")
     if cuda is None:
         cuda = _is_cuda_source(source)
@@ -731,20 +842,33 @@ def compile(source: str, name: str, *fake_args, options=None, param_names=None, 
         guessed = _cpp.cpp_param_names(source, name)
         if guessed is not None and len(guessed) == len(fake_args):
             param_names = guessed
-    text = render_contract(*fake_args, param_names=param_names, outputs=outputs,
-                           default_device="cuda" if cuda else "cpu")
+    text = render_contract(
+        *fake_args,
+        param_names=param_names,
+        outputs=outputs,
+        default_device="cuda" if cuda else "cpu",
+    )
     doc = options.get("doc") or ""
-    epilogue = (f"KFFI_EXPORT_CONTRACT_DOC({name}, {name}, {_cpp.c_string_literal(text)}, "
-                f"{_cpp.c_string_literal(doc)});\n")
+    epilogue = (
+        f"KFFI_EXPORT_CONTRACT_DOC({name}, {name}, {_cpp.c_string_literal(text)}, "
+        f"{_cpp.c_string_literal(doc)});\n"
+    )
     cpp_source, cuda_source = (None, source) if cuda else (source, None)
     path = _cpp.build_inline(
-        name, cpp_source, cuda_source, epilogue, extra_cflags=options.get("extra_cflags"),
+        name,
+        cpp_source,
+        cuda_source,
+        epilogue,
+        extra_cflags=options.get("extra_cflags"),
         extra_cuda_cflags=options.get("extra_cuda_cflags"),
         extra_ldflags=options.get("extra_ldflags"),
         extra_include_paths=options.get("extra_include_paths"),
-        build_directory=options.get("build_directory"), verbose=bool(options.get("verbose")),
-        quiet=options.get("quiet"), pre_includes=("kffi/kffi.h",))  # the contract compiler too
-    from . import load_module  # noqa: PLC0415 (the package imports this module)
+        build_directory=options.get("build_directory"),
+        verbose=bool(options.get("verbose")),
+        quiet=options.get("quiet"),
+        pre_includes=("kffi/kffi.h",),
+    )  # the contract compiler too
+    from . import load_module
 
     func = load_module(path)[name]
     func.contract = text

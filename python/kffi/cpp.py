@@ -14,6 +14,7 @@ Environment: ``CXX`` (C++ compiler, default ``c++``), ``KFFI_NVCC`` / ``CUDA_HOM
 ``KFFI_CUDA_ARCH`` (e.g. ``90``, ``8.0;9.0a``, ``90+PTX``; default: nvcc's own),
 ``KFFI_CACHE_DIR``, ``KFFI_BUILD_QUIET=1`` (no progress lines).
 """
+
 from __future__ import annotations
 
 import concurrent.futures
@@ -51,10 +52,22 @@ _CUDA_SUFFIXES = (".cu", ".cuh")
 # Headers included before inline sources by load_inline: those of <kffi/kffi.h> but the contract
 # compiler, whose parsing alone costs a cold build about 0.7 s of CPU (kffi.compile, which needs
 # it, includes <kffi/kffi.h>; tests/python/test_contract_features.py holds the list to kffi.h's).
-PRE_INCLUDES = ("kffi/any.h", "kffi/container/containers.h", "kffi/dtype.h", "kffi/env.h",
-                "kffi/error.h", "kffi/export.h", "kffi/function.h", "kffi/module.h",
-                "kffi/object.h", "kffi/optional.h", "kffi/string.h", "kffi/tensor.h",
-                "kffi/tensor_checks.h", "kffi/variant.h")
+PRE_INCLUDES = (
+    "kffi/any.h",
+    "kffi/container/containers.h",
+    "kffi/dtype.h",
+    "kffi/env.h",
+    "kffi/error.h",
+    "kffi/export.h",
+    "kffi/function.h",
+    "kffi/module.h",
+    "kffi/object.h",
+    "kffi/optional.h",
+    "kffi/string.h",
+    "kffi/tensor.h",
+    "kffi/tensor_checks.h",
+    "kffi/variant.h",
+)
 _KEY_SCHEMA = "kffi.cpp/1"  # bump when the layout or the commands change meaning
 
 
@@ -65,20 +78,24 @@ class BuildError(RuntimeError):
     ``returncode``, ``build_directory``.
     """
 
-    def __init__(self, name: str, command: list, output: str, returncode: int,
-                 build_directory: str):
+    def __init__(
+        self, name: str, command: list, output: str, returncode: int, build_directory: str
+    ):
         self.name = name
         self.command = list(command)
         self.output = output
         self.returncode = returncode
         self.build_directory = build_directory
-        super().__init__(f"Building kffi library {name!r} failed (exit status {returncode}).\n"
-                         f"Command: {shlex.join(self.command)}\n{output.rstrip()}")
+        super().__init__(
+            f"Building kffi library {name!r} failed (exit status {returncode}).\n"
+            f"Command: {shlex.join(self.command)}\n{output.rstrip()}"
+        )
 
 
 # ---------------------------------------------------------------------------------------------
 # Where builds go, and which compilers make them.
 # ---------------------------------------------------------------------------------------------
+
 
 def cache_dir() -> str:
     """Root of the build cache: $KFFI_CACHE_DIR, else $XDG_CACHE_HOME/kffi, else ~/.cache/kffi."""
@@ -100,8 +117,15 @@ def get_compiler_invocations() -> int:
 def _run(cmd: list, cwd: str | None = None) -> subprocess.CompletedProcess:
     global _invocations
     _invocations += 1
-    return subprocess.run(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                          text=True, errors="replace", check=False)
+    return subprocess.run(
+        cmd,
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        errors="replace",
+        check=False,
+    )
 
 
 @dataclass(frozen=True)
@@ -122,8 +146,9 @@ def _compiler_version(argv: tuple, path: str) -> str:
     such as ccache, or a script that runs another nvcc, is identified by its own file.)"""
     st = os.stat(path)
     ident = f"{shlex.join(argv)}\0{path}\0{st.st_size}\0{st.st_mtime_ns}\0{st.st_ino}"
-    memo = os.path.join(cache_dir(), ".compilers",
-                        hashlib.sha256(ident.encode()).hexdigest()[:24] + ".txt")
+    memo = os.path.join(
+        cache_dir(), ".compilers", hashlib.sha256(ident.encode()).hexdigest()[:24] + ".txt"
+    )
     try:
         with open(memo, encoding="utf-8") as f:
             return f.read()
@@ -131,8 +156,7 @@ def _compiler_version(argv: tuple, path: str) -> str:
         pass
     proc = _run([*argv, "--version"])
     if proc.returncode != 0:
-        raise BuildError("<compiler check>", [*argv, "--version"], proc.stdout, proc.returncode,
-                         "")
+        raise BuildError("<compiler check>", [*argv, "--version"], proc.stdout, proc.returncode, "")
     _write_atomic(memo, proc.stdout)
     return proc.stdout
 
@@ -191,8 +215,9 @@ def _cuda_arch_flags() -> list:
         arch = item[:-4] if ptx else item
         arch = re.sub(r"^(sm_|compute_)", "", arch).replace(".", "")
         if not re.fullmatch(r"\d{2,3}[af]?", arch):
-            raise ValueError(f"KFFI_CUDA_ARCH: cannot read {item!r} (expected e.g. 90, 9.0, "
-                             f"sm_90a or 90+PTX)")
+            raise ValueError(
+                f"KFFI_CUDA_ARCH: cannot read {item!r} (expected e.g. 90, 9.0, sm_90a or 90+PTX)"
+            )
         flags.append(f"-gencode=arch=compute_{arch},code=sm_{arch}")
         if ptx:
             flags.append(f"-gencode=arch=compute_{arch},code=compute_{arch}")
@@ -213,11 +238,13 @@ def _cuda_lib_dir(nvcc_path: str) -> str | None:
 # The cache key.
 # ---------------------------------------------------------------------------------------------
 
+
 @functools.cache
 def _kffi_identity() -> str:
     """kffi version, ABI version and a digest of the installed headers (which change in
     development without a version bump)."""
-    from . import _core  # noqa: PLC0415 (the package imports this module)
+    from . import _core
+
     h = hashlib.sha256(repr(tuple(_core.runtime_version())).encode())
     inc = libinfo.include_dir()
     for dirpath, dirnames, filenames in os.walk(inc):
@@ -247,8 +274,9 @@ class _Source:
 
 def _check_name(name: str):
     if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.-]*", name):
-        raise ValueError(f"kffi.cpp: a build name is letters, digits, '_', '.', '-' "
-                         f"(a file name), got {name!r}")
+        raise ValueError(
+            f"kffi.cpp: a build name is letters, digits, '_', '.', '-' (a file name), got {name!r}"
+        )
 
 
 def _str_list(value, what: str) -> list:
@@ -259,16 +287,26 @@ def _str_list(value, what: str) -> list:
     try:
         items = [os.fspath(v) for v in value]
     except TypeError:
-        raise TypeError(f"kffi.cpp: {what} must be a str or a list of str, got "
-                        f"{type(value).__name__}") from None
+        raise TypeError(
+            f"kffi.cpp: {what} must be a str or a list of str, got {type(value).__name__}"
+        ) from None
     return items
 
 
 class _Plan:
     """One build: what to compile with which flags, its key and where it goes."""
 
-    def __init__(self, name, sources, cflags, cuda_cflags, ldflags, include_paths,
-                 build_directory, pre_includes=PRE_INCLUDES):
+    def __init__(
+        self,
+        name,
+        sources,
+        cflags,
+        cuda_cflags,
+        ldflags,
+        include_paths,
+        build_directory,
+        pre_includes=PRE_INCLUDES,
+    ):
         _check_name(name)
         self.name = name
         self.sources = sources
@@ -282,15 +320,19 @@ class _Plan:
         self.nvcc = _nvcc() if self.cuda else None
         self.arch_flags = _cuda_arch_flags() if self.cuda else []
         key = {
-            "schema": _KEY_SCHEMA, "name": name, "kffi": _kffi_identity(),
+            "schema": _KEY_SCHEMA,
+            "name": name,
+            "kffi": _kffi_identity(),
             "kffi_dirs": [libinfo.include_dir(), libinfo.lib_dir()],  # -I and the rpath
-            "sources": [(s.filename, s.path, hashlib.sha256(s.text).hexdigest())
-                        for s in sources],
-            "cflags": cflags, "cuda_cflags": cuda_cflags, "ldflags": ldflags,
+            "sources": [(s.filename, s.path, hashlib.sha256(s.text).hexdigest()) for s in sources],
+            "cflags": cflags,
+            "cuda_cflags": cuda_cflags,
+            "ldflags": ldflags,
             "include_paths": self.include_paths,
             "cxx": [self.cxx.argv, self.cxx.path, self.cxx.version],
             "nvcc": [self.nvcc.argv, self.nvcc.path, self.nvcc.version] if self.nvcc else None,
-            "arch": self.arch_flags, "platform": sys.platform,
+            "arch": self.arch_flags,
+            "platform": sys.platform,
             "pre_includes": self.pre_includes,
         }
         self.hash = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
@@ -305,13 +347,26 @@ class _Plan:
     # -- commands -----------------------------------------------------------------------------
 
     def _cxx_flags(self) -> list:
-        return ["-I" + libinfo.include_dir(), "-std=c++17", "-fPIC", "-fvisibility=hidden",
-                "-O2", *("-I" + p for p in self.include_paths), *self.cflags]
+        return [
+            "-I" + libinfo.include_dir(),
+            "-std=c++17",
+            "-fPIC",
+            "-fvisibility=hidden",
+            "-O2",
+            *("-I" + p for p in self.include_paths),
+            *self.cflags,
+        ]
 
     def _nvcc_flags(self) -> list:
-        return ["-I" + libinfo.include_dir(), "-std=c++17", "-Xcompiler=-fPIC,-fvisibility=hidden",
-                "-O2", *("-I" + p for p in self.include_paths), *self.arch_flags,
-                *self.cuda_cflags]
+        return [
+            "-I" + libinfo.include_dir(),
+            "-std=c++17",
+            "-Xcompiler=-fPIC,-fvisibility=hidden",
+            "-O2",
+            *("-I" + p for p in self.include_paths),
+            *self.arch_flags,
+            *self.cuda_cflags,
+        ]
 
     def compile_command(self, src: _Source, src_path: str, obj: str) -> list:
         pre = [f for h in self.pre_includes for f in ("-include", h)] if src.inline else []
@@ -321,8 +376,16 @@ class _Plan:
 
     def link_command(self, objs: list, out: str) -> list:
         libdir = libinfo.lib_dir()
-        cmd = [*self.cxx.argv, "-shared", "-o", out, *objs, "-L" + libdir,
-               "-Wl,-rpath," + libdir, "-lkffi"]
+        cmd = [
+            *self.cxx.argv,
+            "-shared",
+            "-o",
+            out,
+            *objs,
+            "-L" + libdir,
+            "-Wl,-rpath," + libdir,
+            "-lkffi",
+        ]
         if self.cuda:
             cudalib = _cuda_lib_dir(self.nvcc.path)
             if cudalib:
@@ -360,8 +423,11 @@ def _locked(plan: _Plan, quiet: bool):
             fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             if not quiet:
-                print(f"kffi.cpp: waiting for another process building {plan.name!r} in "
-                      f"{plan.dir}", file=sys.stderr, flush=True)
+                print(
+                    f"kffi.cpp: waiting for another process building {plan.name!r} in {plan.dir}",
+                    file=sys.stderr,
+                    flush=True,
+                )
             fcntl.flock(f.fileno(), fcntl.LOCK_EX)
         try:
             yield
@@ -413,18 +479,28 @@ def _build(plan: _Plan, verbose: bool, quiet: bool | None) -> str:
         start = time.monotonic()
         if not quiet:
             n = len(plan.sources)
-            print(f"kffi.cpp: building {plan.name!r} ({n} source{'s' * (n != 1)}) in {plan.dir}",
-                  file=sys.stderr, flush=True)
+            print(
+                f"kffi.cpp: building {plan.name!r} ({n} source{'s' * (n != 1)}) in {plan.dir}",
+                file=sys.stderr,
+                flush=True,
+            )
         try:
             _compile_and_link(plan, verbose)
         except BuildError:
             if not quiet:
-                print(f"kffi.cpp: building {plan.name!r} failed after "
-                      f"{time.monotonic() - start:.1f} s", file=sys.stderr, flush=True)
+                print(
+                    f"kffi.cpp: building {plan.name!r} failed after "
+                    f"{time.monotonic() - start:.1f} s",
+                    file=sys.stderr,
+                    flush=True,
+                )
             raise
         if not quiet:
-            print(f"kffi.cpp: built {plan.name!r} in {time.monotonic() - start:.1f} s",
-                  file=sys.stderr, flush=True)
+            print(
+                f"kffi.cpp: built {plan.name!r} in {time.monotonic() - start:.1f} s",
+                file=sys.stderr,
+                flush=True,
+            )
     return plan.output
 
 
@@ -432,8 +508,16 @@ def _build(plan: _Plan, verbose: bool, quiet: bool | None) -> str:
 # Public API.
 # ---------------------------------------------------------------------------------------------
 
-def _plan_from_files(name, sources, extra_cflags, extra_cuda_cflags, extra_ldflags,
-                     extra_include_paths, build_directory) -> _Plan:
+
+def _plan_from_files(
+    name,
+    sources,
+    extra_cflags,
+    extra_cuda_cflags,
+    extra_ldflags,
+    extra_include_paths,
+    build_directory,
+) -> _Plan:
     paths = _str_list(sources, "sources")
     if not paths:
         raise ValueError("kffi.cpp.build: give at least one source file")
@@ -445,15 +529,29 @@ def _plan_from_files(name, sources, extra_cflags, extra_cuda_cflags, extra_ldfla
                 srcs.append(_Source(os.path.basename(p), f.read(), p))
         except OSError as e:
             raise FileNotFoundError(f"kffi.cpp.build: cannot read source {p!r}: {e}") from None
-    return _Plan(name, srcs, _str_list(extra_cflags, "extra_cflags"),
-                 _str_list(extra_cuda_cflags, "extra_cuda_cflags"),
-                 _str_list(extra_ldflags, "extra_ldflags"),
-                 _str_list(extra_include_paths, "extra_include_paths"), build_directory)
+    return _Plan(
+        name,
+        srcs,
+        _str_list(extra_cflags, "extra_cflags"),
+        _str_list(extra_cuda_cflags, "extra_cuda_cflags"),
+        _str_list(extra_ldflags, "extra_ldflags"),
+        _str_list(extra_include_paths, "extra_include_paths"),
+        build_directory,
+    )
 
 
-def build(name: str, sources, extra_cflags=None, extra_ldflags=None, extra_include_paths=None,
-          build_directory=None, verbose: bool = False, *, extra_cuda_cflags=None,
-          quiet: bool | None = None) -> str:
+def build(
+    name: str,
+    sources,
+    extra_cflags=None,
+    extra_ldflags=None,
+    extra_include_paths=None,
+    build_directory=None,
+    verbose: bool = False,
+    *,
+    extra_cuda_cflags=None,
+    quiet: bool | None = None,
+) -> str:
     """Compiles source files (``.cc``/``.cpp`` with ``$CXX``, ``.cu`` with nvcc) into a shared
     library linked with libkffi, and returns its path. Cached: see the module docstring.
 
@@ -461,8 +559,15 @@ def build(name: str, sources, extra_cflags=None, extra_ldflags=None, extra_inclu
     the link. ``verbose`` prints every command and its output; ``quiet`` drops the progress
     lines (default: ``$KFFI_BUILD_QUIET``). A failing command raises :class:`BuildError`.
     """
-    plan = _plan_from_files(name, sources, extra_cflags, extra_cuda_cflags, extra_ldflags,
-                            extra_include_paths, build_directory)
+    plan = _plan_from_files(
+        name,
+        sources,
+        extra_cflags,
+        extra_cuda_cflags,
+        extra_ldflags,
+        extra_include_paths,
+        build_directory,
+    )
     return _build(plan, verbose, quiet)
 
 
@@ -470,8 +575,14 @@ def build(name: str, sources, extra_cflags=None, extra_ldflags=None, extra_inclu
 # Source helpers (also used by kffi.compile): C++ string literals and parameter names.
 # ---------------------------------------------------------------------------------------------
 
-_SIMPLE_ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\t": "\\t", "\r": "\\r",
-                   "?": "\\?"}  # \? keeps "??=" from ever reading as a trigraph
+_SIMPLE_ESCAPES = {
+    "\\": "\\\\",
+    '"': '\\"',
+    "\n": "\\n",
+    "\t": "\\t",
+    "\r": "\\r",
+    "?": "\\?",
+}  # \? keeps "??=" from ever reading as a trigraph
 
 
 def c_string_literal(text: str) -> str:
@@ -497,10 +608,39 @@ def c_string_literal(text: str) -> str:
 
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_TYPE_WORDS = {"int", "float", "double", "bool", "char", "long", "short", "unsigned", "signed",
-               "void", "auto", "const", "volatile", "size_t", "int32_t", "int64_t", "uint32_t",
-               "uint64_t", "int8_t", "uint8_t", "int16_t", "uint16_t", "TensorView", "Tensor",
-               "Any", "String", "Array", "Optional", "Tuple", "Shape", "Function"}
+_TYPE_WORDS = {
+    "int",
+    "float",
+    "double",
+    "bool",
+    "char",
+    "long",
+    "short",
+    "unsigned",
+    "signed",
+    "void",
+    "auto",
+    "const",
+    "volatile",
+    "size_t",
+    "int32_t",
+    "int64_t",
+    "uint32_t",
+    "uint64_t",
+    "int8_t",
+    "uint8_t",
+    "int16_t",
+    "uint16_t",
+    "TensorView",
+    "Tensor",
+    "Any",
+    "String",
+    "Array",
+    "Optional",
+    "Tuple",
+    "Shape",
+    "Function",
+}
 
 
 def strip_comments(source: str) -> str:
@@ -536,10 +676,10 @@ def cpp_param_names(source: str, name: str):
         while i < len(src) and depth:
             depth += {"(": 1, ")": -1}.get(src[i], 0)
             i += 1
-        rest = src[i:i + 200]
+        rest = src[i : i + 200]
         if not re.match(r"\s*(const\s*)?(noexcept\s*)?(->\s*[\w:<>,\s*&]+)?\{", rest):
             continue  # a call or a declaration, not a definition
-        params = src[m.end():i - 1].strip()
+        params = src[m.end() : i - 1].strip()
         if params in ("", "void"):
             found.append([])
             continue
@@ -548,8 +688,12 @@ def cpp_param_names(source: str, name: str):
             p = p.split("=", 1)[0].strip()
             p = re.sub(r"\[[^\]]*\]\s*$", "", p).strip()  # float x[4]
             tokens = re.findall(r"[A-Za-z_]\w*|::|[^\sA-Za-z_]", p)
-            if len(tokens) < 2 or not _IDENT.fullmatch(tokens[-1]) or tokens[-2] == "::" \
-                    or tokens[-1] in _TYPE_WORDS:
+            if (
+                len(tokens) < 2
+                or not _IDENT.fullmatch(tokens[-1])
+                or tokens[-2] == "::"
+                or tokens[-1] in _TYPE_WORDS
+            ):
                 names = None
                 break
             names.append(tokens[-1])
@@ -569,13 +713,20 @@ def export_lines(functions, source: str = "") -> str:
     lines = []
     for fname, doc in items:
         if not isinstance(fname, str) or not re.fullmatch(r"[A-Za-z][A-Za-z0-9_]*", fname):
-            raise ValueError(f"kffi.cpp.load_inline: function names to export are C++ "
-                             f"identifiers not starting with '_', got {fname!r}")
+            raise ValueError(
+                f"kffi.cpp.load_inline: function names to export are C++ "
+                f"identifiers not starting with '_', got {fname!r}"
+            )
         names = cpp_param_names(source, fname) if source else None
-        lines.append(f"KFFI_EXPORT_DOC({fname}, {fname}, {c_string_literal(doc or '')}, "
-                     f"{c_string_literal(', '.join(names or []))});")
-    return "// Exports added by kffi.cpp.load_inline(functions=...)\n" + "\n".join(lines) + "\n" \
-        if lines else ""
+        lines.append(
+            f"KFFI_EXPORT_DOC({fname}, {fname}, {c_string_literal(doc or '')}, "
+            f"{c_string_literal(', '.join(names or []))});"
+        )
+    return (
+        "// Exports added by kffi.cpp.load_inline(functions=...)\n" + "\n".join(lines) + "\n"
+        if lines
+        else ""
+    )
 
 
 def _join(sources) -> str:
@@ -586,9 +737,18 @@ def _join(sources) -> str:
     return "\n".join(sources)
 
 
-def _inline_plan(name, cpp_sources, cuda_sources, epilogue, extra_cflags, extra_cuda_cflags,
-                 extra_ldflags, extra_include_paths, build_directory,
-                 pre_includes=PRE_INCLUDES) -> _Plan:
+def _inline_plan(
+    name,
+    cpp_sources,
+    cuda_sources,
+    epilogue,
+    extra_cflags,
+    extra_cuda_cflags,
+    extra_ldflags,
+    extra_include_paths,
+    build_directory,
+    pre_includes=PRE_INCLUDES,
+) -> _Plan:
     cpp = _join(cpp_sources)
     cuda = _join(cuda_sources)
     if not cpp.strip() and not cuda.strip():
@@ -603,22 +763,39 @@ def _inline_plan(name, cpp_sources, cuda_sources, epilogue, extra_cflags, extra_
     if cuda.strip():
         tail = "" if cpp.strip() else "\n\n" + epilogue
         srcs.append(_Source(f"{name}_cuda.cu", f"{cuda}{tail}".encode(), None))
-    return _Plan(name, srcs, _str_list(extra_cflags, "extra_cflags"),
-                 _str_list(extra_cuda_cflags, "extra_cuda_cflags"),
-                 _str_list(extra_ldflags, "extra_ldflags"),
-                 _str_list(extra_include_paths, "extra_include_paths"), build_directory,
-                 pre_includes)
+    return _Plan(
+        name,
+        srcs,
+        _str_list(extra_cflags, "extra_cflags"),
+        _str_list(extra_cuda_cflags, "extra_cuda_cflags"),
+        _str_list(extra_ldflags, "extra_ldflags"),
+        _str_list(extra_include_paths, "extra_include_paths"),
+        build_directory,
+        pre_includes,
+    )
 
 
 def _load(path: str):
-    from . import load_module  # noqa: PLC0415 (the package imports this module)
+    from . import load_module
+
     return load_module(path)
 
 
-def build_inline(name: str, cpp_sources=None, cuda_sources=None, epilogue: str = "", *,
-                 extra_cflags=None, extra_cuda_cflags=None, extra_ldflags=None,
-                 extra_include_paths=None, build_directory=None, verbose: bool = False,
-                 quiet: bool | None = None, pre_includes=PRE_INCLUDES) -> str:
+def build_inline(
+    name: str,
+    cpp_sources=None,
+    cuda_sources=None,
+    epilogue: str = "",
+    *,
+    extra_cflags=None,
+    extra_cuda_cflags=None,
+    extra_ldflags=None,
+    extra_include_paths=None,
+    build_directory=None,
+    verbose: bool = False,
+    quiet: bool | None = None,
+    pre_includes=PRE_INCLUDES,
+) -> str:
     """Builds source text into a kernel library (cached like :func:`build`) and returns its
     path, without loading it. ``epilogue`` is appended to the C++ source (or to the CUDA one when
     there is no C++ source): export lines such as ``KFFI_EXPORT(f, f);`` (see
@@ -626,16 +803,35 @@ def build_inline(name: str, cpp_sources=None, cuda_sources=None, epilogue: str =
     ``-include`` (default :data:`PRE_INCLUDES`: the headers of ``<kffi/kffi.h>`` but
     ``<kffi/contract.h>``), so compiler messages keep the caller's line numbers.
     :func:`load_inline` and :func:`kffi.compile` are built on it."""
-    plan = _inline_plan(name, cpp_sources, cuda_sources, epilogue, extra_cflags,
-                        extra_cuda_cflags, extra_ldflags, extra_include_paths, build_directory,
-                        pre_includes)
+    plan = _inline_plan(
+        name,
+        cpp_sources,
+        cuda_sources,
+        epilogue,
+        extra_cflags,
+        extra_cuda_cflags,
+        extra_ldflags,
+        extra_include_paths,
+        build_directory,
+        pre_includes,
+    )
     return _build(plan, verbose, quiet)
 
 
-def load_inline(name: str, cpp_sources=None, cuda_sources=None, functions=None,
-                extra_cflags=None, extra_cuda_cflags=None, extra_ldflags=None,
-                extra_include_paths=None, build_directory=None, verbose: bool = False, *,
-                quiet: bool | None = None):
+def load_inline(
+    name: str,
+    cpp_sources=None,
+    cuda_sources=None,
+    functions=None,
+    extra_cflags=None,
+    extra_cuda_cflags=None,
+    extra_ldflags=None,
+    extra_include_paths=None,
+    build_directory=None,
+    verbose: bool = False,
+    *,
+    quiet: bool | None = None,
+):
     """Builds C++ (and CUDA) source text into a kernel library and loads it as a kffi.Module.
 
     ``functions``: names of C++ functions in the sources to export (``KFFI_EXPORT_DOC`` lines
@@ -646,8 +842,17 @@ def load_inline(name: str, cpp_sources=None, cuda_sources=None, functions=None,
     ``-include``), so the files keep the caller's line numbers.
     """
     source = _join(cpp_sources) + "\n" + _join(cuda_sources)
-    path = build_inline(name, cpp_sources, cuda_sources, export_lines(functions, source),
-                        extra_cflags=extra_cflags, extra_cuda_cflags=extra_cuda_cflags,
-                        extra_ldflags=extra_ldflags, extra_include_paths=extra_include_paths,
-                        build_directory=build_directory, verbose=verbose, quiet=quiet)
+    path = build_inline(
+        name,
+        cpp_sources,
+        cuda_sources,
+        export_lines(functions, source),
+        extra_cflags=extra_cflags,
+        extra_cuda_cflags=extra_cuda_cflags,
+        extra_ldflags=extra_ldflags,
+        extra_include_paths=extra_include_paths,
+        build_directory=build_directory,
+        verbose=verbose,
+        quiet=quiet,
+    )
     return _load(path)

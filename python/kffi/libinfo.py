@@ -1,4 +1,5 @@
 """python/kffi/libinfo.py: where the installed kffi library, headers and CMake package are."""
+
 from __future__ import annotations
 
 import os
@@ -15,8 +16,9 @@ def _first_existing(*candidates):
 
 def include_dir() -> str:
     """Folder that holds kffi/c_api.h and the C++ headers."""
-    return _first_existing(os.path.join(_HERE, "include"),
-                           os.path.join(_HERE, "..", "..", "include"))
+    return _first_existing(
+        os.path.join(_HERE, "include"), os.path.join(_HERE, "..", "..", "include")
+    )
 
 
 def lib_dir() -> str:

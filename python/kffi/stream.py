@@ -1,4 +1,5 @@
 """python/kffi/stream.py: kffi.use_stream, an explicit stream for the calls in a scope."""
+
 from __future__ import annotations
 
 import contextlib
@@ -15,8 +16,10 @@ def _stream_spec(stream):
         return (2, _current_cuda_device(), stream)
     tp = type(stream)
     if not _is_stream_type(tp, tp.__module__ or ""):
-        raise TypeError(f"use_stream expects a torch.cuda.Stream, a CuPy stream, an object with "
-                        f"__cuda_stream__ or an int handle; got {tp.__name__}")
+        raise TypeError(
+            f"use_stream expects a torch.cuda.Stream, a CuPy stream, an object with "
+            f"__cuda_stream__ or an int handle; got {tp.__name__}"
+        )
     handle = _stream_handle(stream)
     device = getattr(stream, "device", None)
     index = getattr(device, "index", None)

@@ -4,6 +4,7 @@ The libraries are compiled with the flags `kffi-config` gives (exactly what a ke
 uses) into a temporary folder, named by a hash of the sources, headers and flags so that an
 unchanged library is not rebuilt by the next session.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -14,9 +15,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-import pytest
-
 import kffi
+import pytest
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
@@ -27,8 +27,9 @@ KERNEL_SOURCES = {p.stem: p for p in sorted((HERE / "kernels").glob("*.cc"))}
 def _kffi_config_flags() -> list[str]:
     exe = shutil.which("kffi-config")
     cmd = [exe] if exe else [sys.executable, "-m", "kffi.config"]
-    out = subprocess.run(cmd + ["--cxxflags", "--ldflags", "--libs"], check=True,
-                         capture_output=True, text=True).stdout
+    out = subprocess.run(
+        cmd + ["--cxxflags", "--ldflags", "--libs"], check=True, capture_output=True, text=True
+    ).stdout
     return out.split()
 
 
@@ -74,7 +75,7 @@ class LibraryBuilder:
         cmd = ["g++", "-shared", "-O1", "-Wall", "-Wextra", "-o", str(tmp), str(source)]
         cmd += self.flags
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        proc._kffi_tmp = tmp  # noqa: SLF001 (our own bookkeeping)
+        proc._kffi_tmp = tmp
         proc._kffi_cmd = cmd
         return out, proc
 
@@ -84,8 +85,7 @@ class LibraryBuilder:
             return out
         output, _ = proc.communicate()
         if proc.returncode != 0:
-            raise RuntimeError(f"building {out.name} failed:\n{' '.join(proc._kffi_cmd)}\n"
-                               f"{output}")
+            raise RuntimeError(f"building {out.name} failed:\n{' '.join(proc._kffi_cmd)}\n{output}")
         os.replace(proc._kffi_tmp, out)  # atomic: a concurrent session sees all or nothing
         return out
 

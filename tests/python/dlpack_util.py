@@ -1,5 +1,6 @@
 """tests/python/dlpack_util.py: DLPack producers made with ctypes, for layouts and flags no real
 framework produces (huge or negative shapes, read-only flags, CUDA device tags on host memory)."""
+
 from __future__ import annotations
 
 import ctypes
@@ -18,9 +19,15 @@ class DLDataType(ctypes.Structure):
 
 
 class DLTensor(ctypes.Structure):
-    _fields_ = [("data", ctypes.c_void_p), ("device", DLDevice), ("ndim", ctypes.c_int32),
-                ("dtype", DLDataType), ("shape", ctypes.POINTER(ctypes.c_int64)),
-                ("strides", ctypes.POINTER(ctypes.c_int64)), ("byte_offset", ctypes.c_uint64)]
+    _fields_ = [
+        ("data", ctypes.c_void_p),
+        ("device", DLDevice),
+        ("ndim", ctypes.c_int32),
+        ("dtype", DLDataType),
+        ("shape", ctypes.POINTER(ctypes.c_int64)),
+        ("strides", ctypes.POINTER(ctypes.c_int64)),
+        ("byte_offset", ctypes.c_uint64),
+    ]
 
 
 class DLPackVersion(ctypes.Structure):
@@ -28,15 +35,20 @@ class DLPackVersion(ctypes.Structure):
 
 
 class DLManagedTensorVersioned(ctypes.Structure):
-    _fields_ = [("version", DLPackVersion), ("manager_ctx", ctypes.c_void_p),
-                ("deleter", ctypes.c_void_p), ("flags", ctypes.c_uint64),
-                ("dl_tensor", DLTensor)]
+    _fields_ = [
+        ("version", DLPackVersion),
+        ("manager_ctx", ctypes.c_void_p),
+        ("deleter", ctypes.c_void_p),
+        ("flags", ctypes.c_uint64),
+        ("dl_tensor", DLTensor),
+    ]
 
 
 # A prototype of our own: ctypes.pythonapi.PyCapsule_New is shared, and other packages (jax)
 # set its argtypes to theirs.
-_PyCapsule_New = ctypes.PYFUNCTYPE(ctypes.py_object, ctypes.c_void_p, ctypes.c_char_p,
-                                   ctypes.c_void_p)(("PyCapsule_New", ctypes.pythonapi))
+_PyCapsule_New = ctypes.PYFUNCTYPE(
+    ctypes.py_object, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p
+)(("PyCapsule_New", ctypes.pythonapi))
 
 
 class Producer:
@@ -44,8 +56,9 @@ class Producer:
     host buffer whatever the shape says (kffi must refuse impossible shapes before any use). The
     producer keeps every ctypes object alive; its tensors have no deleter."""
 
-    def __init__(self, shape, strides=None, bits=32, code=KDL_FLOAT, flags=0,
-                 device=(KDL_CPU, 0), nbytes=64):
+    def __init__(
+        self, shape, strides=None, bits=32, code=KDL_FLOAT, flags=0, device=(KDL_CPU, 0), nbytes=64
+    ):
         self.buffer = (ctypes.c_uint8 * nbytes)()
         self.shape = (ctypes.c_int64 * max(len(shape), 1))(*shape)
         self.strides = (ctypes.c_int64 * max(len(shape), 1))(*strides) if strides else None

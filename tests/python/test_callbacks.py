@@ -1,13 +1,13 @@
 """tests/python/test_callbacks.py: Python -> C++ -> Python -> C++ calls through testing.apply,
 errors raised in callbacks, callbacks from native threads, and the global function registry."""
+
 from __future__ import annotations
 
 import traceback
 import uuid
 
-import pytest
-
 import kffi
+import pytest
 
 
 def unique_name(prefix: str = "pytest.callbacks") -> str:
@@ -23,6 +23,7 @@ def global_name():
 
 
 # ---- calls through C++ ----------------------------------------------------------------------
+
 
 def test_apply_calls_a_python_callable_with_the_arguments(t):
     assert t.apply(lambda a, b: a + b, 1, 2) == 3
@@ -100,6 +101,7 @@ def test_lambda_closure_state_is_kept(t):
 
 # ---- exceptions raised in callbacks -----------------------------------------------------------
 
+
 class CallbackError(Exception):
     pass
 
@@ -116,8 +118,19 @@ def test_exception_in_callback_comes_back_as_same_type_and_instance(t):
     assert str(info.value) == "from the callback"
 
 
-@pytest.mark.parametrize("exc_type", [ValueError, TypeError, KeyError, IndexError, RuntimeError,
-                                      ZeroDivisionError, OSError, StopIteration])
+@pytest.mark.parametrize(
+    "exc_type",
+    [
+        ValueError,
+        TypeError,
+        KeyError,
+        IndexError,
+        RuntimeError,
+        ZeroDivisionError,
+        OSError,
+        StopIteration,
+    ],
+)
 def test_builtin_exception_in_callback_keeps_its_type(t, exc_type):
     def callback():
         raise exc_type("boom")
@@ -214,6 +227,7 @@ def test_wrong_arity_callback_raises_type_error(t):
 
 # ---- global registry --------------------------------------------------------------------------
 
+
 def test_register_and_get_global_func(global_name):
     kffi.register_global_func(global_name, lambda x: x * 3)
     f = kffi.get_global_func(global_name)
@@ -294,6 +308,7 @@ def test_register_non_callable_is_type_error(global_name):
 
 # ---- callbacks from native threads -----------------------------------------------------------
 
+
 def test_callback_called_from_a_native_thread(t):
     import threading
 
@@ -350,9 +365,14 @@ def test_interpreter_exits_cleanly_with_live_kffi_objects(testing_module, tmp_pa
         "    kffi.get_global_func('testing.raise_error')('ValueError', 'x')\n"
         "except ValueError as e:\n"
         "    keep.append(e)\n"
-        "print('done')\n")
-    proc = subprocess.run([sys.executable, str(script), testing_module.name],
-                          capture_output=True, text=True, timeout=120)
+        "print('done')\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, str(script), testing_module.name],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "done"
     assert proc.stderr == ""

@@ -1,6 +1,7 @@
 """tests/python/test_compile.py: kffi.compile: contracts declared with fake tensors, rendered to
 the KFFI_EXPORT_CONTRACT text, compiled, checked per call in compiled code (every message row of
 docs/contracts), exported and loaded back with the contract intact."""
+
 from __future__ import annotations
 
 import json
@@ -11,21 +12,22 @@ import sys
 import textwrap
 from pathlib import Path
 
-import numpy as np
-import pytest
-
 import kffi
 import kffi.contract
 import kffi.cpp
+import numpy as np
+import pytest
 
 needs_contracts = pytest.mark.skipif(
     not kffi.contract.has_contract_support(),
-    reason="this kffi has no KFFI_EXPORT_CONTRACT (kffi/contract.h): kffi.compile cannot build")
+    reason="this kffi has no KFFI_EXPORT_CONTRACT (kffi/contract.h): kffi.compile cannot build",
+)
 
 
 # ---------------------------------------------------------------------------------------------
 # Rendering (no compiler).
 # ---------------------------------------------------------------------------------------------
+
 
 def render(*args, **kw):
     return kffi.contract.render_contract(*args, **kw)
@@ -35,16 +37,23 @@ def test_renders_the_seed_example_with_shared_symbol():
     n = kffi.sym_int()
     a = kffi.fake_tensor("float32", (n,), device="any")
     b = kffi.fake_tensor("float32", (n,), device="any")
-    assert render(a, b, param_names=["a", "b"]) == \
-        "a: Tensor([n0], float32), b: Tensor([n0], float32); n0: int64"
+    assert (
+        render(a, b, param_names=["a", "b"])
+        == "a: Tensor([n0], float32), b: Tensor([n0], float32); n0: int64"
+    )
 
 
 def test_symbols_are_named_in_order_of_appearance_and_keep_given_names():
     n, m, k = kffi.sym_int(), kffi.sym_int("m", width=32), kffi.sym_int(divisibility=16)
-    text = render(kffi.fake_tensor("float16", (m, n)), kffi.fake_tensor("float16", (k, n)),
-                  param_names=["x", "y"])
-    assert text == ("x: Tensor([m, n0], float16), y: Tensor([n1, n0], float16); "
-                    "m: int32, n0: int64, n1: int64 % 16")
+    text = render(
+        kffi.fake_tensor("float16", (m, n)),
+        kffi.fake_tensor("float16", (k, n)),
+        param_names=["x", "y"],
+    )
+    assert text == (
+        "x: Tensor([m, n0], float16), y: Tensor([n1, n0], float16); "
+        "m: int32, n0: int64, n1: int64 % 16"
+    )
 
 
 def test_auto_names_skip_names_already_taken():
@@ -57,12 +66,18 @@ def test_default_parameter_names_and_device():
     t = kffi.fake_tensor("float32", (4,))
     assert render(t, kffi.Int32) == "arg0: Tensor([4], float32), arg1: int32"
     assert render(t, default_device="cuda") == "arg0: Tensor([4], float32, device=cuda)"
-    assert render(kffi.fake_tensor("float32", (4,), device="cpu"), default_device="cuda") == \
-        "arg0: Tensor([4], float32, device=cpu)"
-    assert render(kffi.fake_tensor("float32", (4,), device=("cpu", "cuda"))) == \
-        "arg0: Tensor([4], float32, device=cpu|cuda)"
-    assert render(kffi.fake_tensor("float32", (4,), device="any"), default_device="cuda") == \
-        "arg0: Tensor([4], float32)"
+    assert (
+        render(kffi.fake_tensor("float32", (4,), device="cpu"), default_device="cuda")
+        == "arg0: Tensor([4], float32, device=cpu)"
+    )
+    assert (
+        render(kffi.fake_tensor("float32", (4,), device=("cpu", "cuda")))
+        == "arg0: Tensor([4], float32, device=cpu|cuda)"
+    )
+    assert (
+        render(kffi.fake_tensor("float32", (4,), device="any"), default_device="cuda")
+        == "arg0: Tensor([4], float32)"
+    )
 
 
 def test_dtypes_from_strings_numpy_torch_and_alternatives():
@@ -76,40 +91,58 @@ def test_dtypes_from_strings_numpy_torch_and_alternatives():
 
 def test_tensor_options_in_grammar_order():
     n, s = kffi.sym_int(), kffi.sym_int("s", divisibility=8)
-    t = kffi.fake_tensor("float32", (n, 3), align=16, offset0=True, strides=[s, 1],
-                         device="cuda")
-    assert render(t, param_names=["x"]) == \
-        "x: Tensor([n0, 3], float32, device=cuda, align=16, offset0, strides=[s, 1]); " \
+    t = kffi.fake_tensor("float32", (n, 3), align=16, offset0=True, strides=[s, 1], device="cuda")
+    assert (
+        render(t, param_names=["x"])
+        == "x: Tensor([n0, 3], float32, device=cuda, align=16, offset0, strides=[s, 1]); "
         "n0: int64, s: int64 % 8"
-    layouts = [({"contiguous": True}, "contiguous"), ({"stride_order": "row_major"}, "row_major"),
-               ({"stride_order": "col_major"}, "col_major"),
-               ({"stride_order": (1, 0)}, "stride_order=(1,0)")]
+    )
+    layouts = [
+        ({"contiguous": True}, "contiguous"),
+        ({"stride_order": "row_major"}, "row_major"),
+        ({"stride_order": "col_major"}, "col_major"),
+        ({"stride_order": (1, 0)}, "stride_order=(1,0)"),
+    ]
     for kw, text in layouts:
-        assert render(kffi.fake_tensor("float32", (2, 3), **kw)) == \
-            f"arg0: Tensor([2, 3], float32, {text})"
+        assert (
+            render(kffi.fake_tensor("float32", (2, 3), **kw))
+            == f"arg0: Tensor([2, 3], float32, {text})"
+        )
 
 
 def test_scalars_optional_tuple_and_env_stream():
     n = kffi.sym_int()
     t = kffi.fake_tensor("float32", (n,))
-    text = render(kffi.Optional(t), (t, kffi.Float32, (kffi.Int64, kffi.Bool)),
-                  kffi.Int32.range(0, 1024), kffi.Float64.range(-1.5, 2.0), kffi.fake_stream(),
-                  int, 2.0, True, param_names=["bias", "x", "k", "alpha", "stream", "i", "f", "b"])
+    text = render(
+        kffi.Optional(t),
+        (t, kffi.Float32, (kffi.Int64, kffi.Bool)),
+        kffi.Int32.range(0, 1024),
+        kffi.Float64.range(-1.5, 2.0),
+        kffi.fake_stream(),
+        int,
+        2.0,
+        True,
+        param_names=["bias", "x", "k", "alpha", "stream", "i", "f", "b"],
+    )
     assert text == (
         "bias: Optional[Tensor([n0], float32)], "
         "x: Tuple[Tensor([n0], float32), float32, Tuple[int64, bool]], "
         "k: int32[0, 1024], alpha: float64[-1.5, 2.0], stream: EnvStream, i: int, f: float, "
-        "b: bool; n0: int64")
+        "b: bool; n0: int64"
+    )
 
 
 def test_outputs_are_expressions_of_input_symbols():
     n, m = kffi.sym_int("n"), kffi.sym_int("m")
     x = kffi.fake_tensor("float32", (n, m))
-    out = [kffi.fake_tensor("float32", (n * 2, (m + 1) // 2)),
-           kffi.fake_tensor("int64", (n - (m - 1), 3 * n + 1, 7))]
+    out = [
+        kffi.fake_tensor("float32", (n * 2, (m + 1) // 2)),
+        kffi.fake_tensor("int64", (n - (m - 1), 3 * n + 1, 7)),
+    ]
     assert render(x, outputs=out, param_names=["x"]) == (
         "x: Tensor([n, m], float32) -> Tensor([n * 2, (m + 1) // 2], float32), "
-        "Tensor([n - (m - 1), 3 * n + 1, 7], int64); n: int64, m: int64")
+        "Tensor([n - (m - 1), 3 * n + 1, 7], int64); n: int64, m: int64"
+    )
 
 
 def test_bad_declarations_are_clear_errors():
@@ -137,8 +170,10 @@ def test_bad_declarations_are_clear_errors():
     with pytest.raises(ValueError, match="expressions .* are for output shapes"):
         render(kffi.fake_tensor("float32", (n * 2,)))
     with pytest.raises(ValueError, match="output shape uses n1, which no input binds"):
-        render(kffi.fake_tensor("float32", (n,)), outputs=[kffi.fake_tensor(
-            "float32", (kffi.sym_int(),))])
+        render(
+            kffi.fake_tensor("float32", (n,)),
+            outputs=[kffi.fake_tensor("float32", (kffi.sym_int(),))],
+        )
     with pytest.raises(TypeError, match="a stream cannot be inside a tuple"):
         render((kffi.fake_tensor("float32", (n,)), kffi.fake_stream()))
     with pytest.raises(TypeError, match="cannot use 'x' .* as a fake argument"):
@@ -227,9 +262,13 @@ def module_cache(tmp_path_factory):
 
 def _compile_add_one(**kw):
     n = kffi.sym_int(divisibility=16, width=32)
-    return kffi.compile(ADD_ONE, "add_one",
-                        kffi.fake_tensor("float32", (n,), align=16, device="any"),
-                        kffi.fake_tensor("float32", (n,), align=16, device="any"), **kw)
+    return kffi.compile(
+        ADD_ONE,
+        "add_one",
+        kffi.fake_tensor("float32", (n,), align=16, device="any"),
+        kffi.fake_tensor("float32", (n,), align=16, device="any"),
+        **kw,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -239,8 +278,9 @@ def add_one(module_cache):
 
 @pytest.fixture(scope="module")
 def odd(module_cache):
-    return kffi.cpp.load_inline("odd_tensors", cpp_sources=ODD_TENSORS,
-                                functions=["odd_tensor"]).odd_tensor
+    return kffi.cpp.load_inline(
+        "odd_tensors", cpp_sources=ODD_TENSORS, functions=["odd_tensor"]
+    ).odd_tensor
 
 
 def _message(call) -> tuple[type, str]:
@@ -258,8 +298,9 @@ def test_compiled_function_runs_on_numpy_and_keeps_contract(add_one):
     assert add_one(a, b) is None
     np.testing.assert_array_equal(b, a + 1)
     assert isinstance(add_one, kffi.Function)
-    assert add_one.contract == ("a: Tensor([n0], float32, align=16), "
-                                "b: Tensor([n0], float32, align=16); n0: int32 % 16")
+    assert add_one.contract == (
+        "a: Tensor([n0], float32, align=16), b: Tensor([n0], float32, align=16); n0: int32 % 16"
+    )
     assert Path(add_one.library_path).is_file()
 
 
@@ -288,23 +329,34 @@ def test_seed_messages_count_type_shape_divisibility_alignment(add_one):
     b = np.zeros(129, dtype=np.float32)[:128]
     assert a.ctypes.data % 16 == 0
     assert _message(lambda: add_one(a)) == (
-        TypeError, f"add_one: expected 2 arguments, got 1 ({ADD_SIG})")
+        TypeError,
+        f"add_one: expected 2 arguments, got 1 ({ADD_SIG})",
+    )
     assert _message(lambda: add_one(a, 1)) == (
-        TypeError, f"b: expected Tensor, got int (argument #1 of {ADD_SIG})")
+        TypeError,
+        f"b: expected Tensor, got int (argument #1 of {ADD_SIG})",
+    )
     assert _message(lambda: add_one(a, b[:112])) == (
-        ValueError, f"b.shape[0]: expected n0 = 128 (as a.shape[0]), got 112 "
-                    f"(argument #1 of {ADD_SIG})")
+        ValueError,
+        f"b.shape[0]: expected n0 = 128 (as a.shape[0]), got 112 (argument #1 of {ADD_SIG})",
+    )
     assert _message(lambda: add_one(a[:126], b[:126])) == (
-        ValueError, f"a.shape[0]: expected n0 divisible by 16, got 126 (argument #0 of {ADD_SIG})")
+        ValueError,
+        f"a.shape[0]: expected n0 divisible by 16, got 126 (argument #0 of {ADD_SIG})",
+    )
     # off by one element: the first element is 4 bytes past a 16-byte boundary
     full_a = np.zeros(129, dtype=np.float32)
     full_b = np.zeros(129, dtype=np.float32)
     assert _message(lambda: add_one(full_a[1:], full_b[1:])) == (
-        ValueError, f"a: expected data aligned to 16 bytes, got data aligned to 4 bytes "
-                    f"(argument #0 of {ADD_SIG})")
+        ValueError,
+        f"a: expected data aligned to 16 bytes, got data aligned to 4 bytes "
+        f"(argument #0 of {ADD_SIG})",
+    )
     assert _message(lambda: add_one(a, full_b[1:])) == (
-        ValueError, f"b: expected data aligned to 16 bytes, got data aligned to 4 bytes "
-                    f"(argument #1 of {ADD_SIG})")
+        ValueError,
+        f"b: expected data aligned to 16 bytes, got data aligned to 4 bytes "
+        f"(argument #1 of {ADD_SIG})",
+    )
     shifted = np.zeros(132, dtype=np.float32)[4:]  # 16 bytes in: aligned again
     assert _message(lambda: add_one(shifted, shifted)) == (None, "no error")
 
@@ -313,8 +365,10 @@ def test_seed_messages_count_type_shape_divisibility_alignment(add_one):
 def test_int32_symbol_range(add_one):
     huge = np.broadcast_to(np.zeros(1, dtype=np.float32), (1 << 32,))  # no memory behind it
     assert _message(lambda: add_one(huge, huge)) == (
-        ValueError, f"a.shape[0]: expected n0 in int32 range [-2147483648, 2147483647], got "
-                    f"4294967296 (argument #0 of {ADD_SIG})")
+        ValueError,
+        f"a.shape[0]: expected n0 in int32 range [-2147483648, 2147483647], got "
+        f"4294967296 (argument #0 of {ADD_SIG})",
+    )
 
 
 CATALOGUE = r"""
@@ -326,28 +380,42 @@ void check_me(kffi::TensorView x, kffi::TensorView y) {}
 def check_me(module_cache):
     n = kffi.sym_int("n")
     return kffi.compile(
-        CATALOGUE, "check_me",
+        CATALOGUE,
+        "check_me",
         kffi.fake_tensor(("float32", "float64"), (2, n), offset0=True, contiguous=True),
         kffi.fake_tensor("float32", (n,), device="cuda"),
-        param_names=["x", "y"])
+        param_names=["x", "y"],
+    )
 
 
 @needs_contracts
 def test_tensor_field_messages_in_catalogue_order(check_me):
-    sig = ("`check_me(x: Tensor([2, n], float32|float64, device=cpu, offset0, contiguous), "
-           "y: Tensor([n], float32, device=cuda))`")
+    sig = (
+        "`check_me(x: Tensor([2, n], float32|float64, device=cpu, offset0, contiguous), "
+        "y: Tensor([n], float32, device=cuda))`"
+    )
     tail0, tail1 = f" (argument #0 of {sig})", f" (argument #1 of {sig})"
     y = np.zeros(5, np.float32)  # wrong device, but checked after x
     assert _message(lambda: check_me(np.zeros((2, 5, 1), np.int8), y)) == (
-        ValueError, f"x.ndim: expected 2, got 3{tail0}")
+        ValueError,
+        f"x.ndim: expected 2, got 3{tail0}",
+    )
     assert _message(lambda: check_me(np.zeros((2, 5), np.int8), y)) == (
-        ValueError, f"x.dtype: expected float32|float64, got int8{tail0}")
+        ValueError,
+        f"x.dtype: expected float32|float64, got int8{tail0}",
+    )
     assert _message(lambda: check_me(np.zeros((5, 2), np.float32).T, y)) == (
-        ValueError, f"x.strides: expected contiguous, got [1, 2] for shape [2, 5]{tail0}")
+        ValueError,
+        f"x.strides: expected contiguous, got [1, 2] for shape [2, 5]{tail0}",
+    )
     assert _message(lambda: check_me(np.zeros((2, 5), np.float64), y)) == (
-        ValueError, f"y.device: expected cuda, got cpu{tail1}")
+        ValueError,
+        f"y.device: expected cuda, got cpu{tail1}",
+    )
     assert _message(lambda: check_me(np.zeros((3, 5), np.float32), y)) == (
-        ValueError, f"x.shape[0]: expected 2, got 3{tail0}")
+        ValueError,
+        f"x.shape[0]: expected 2, got 3{tail0}",
+    )
 
 
 OFFSETS = r"""
@@ -358,19 +426,29 @@ void first(kffi::TensorView a, kffi::TensorView b) {}
 @pytest.fixture(scope="module")
 def first(module_cache):
     n = kffi.sym_int()
-    return kffi.compile(OFFSETS, "first", kffi.fake_tensor("float32", (n,), offset0=True),
-                        kffi.fake_tensor("float32", (n,)))
+    return kffi.compile(
+        OFFSETS,
+        "first",
+        kffi.fake_tensor("float32", (n,), offset0=True),
+        kffi.fake_tensor("float32", (n,)),
+    )
 
 
 @needs_contracts
 def test_byte_offset_and_device_index_messages(first, odd):
-    sig = ("`first(a: Tensor([n0], float32, device=cpu, offset0), "
-           "b: Tensor([n0], float32, device=cpu))`")
+    sig = (
+        "`first(a: Tensor([n0], float32, device=cpu, offset0), "
+        "b: Tensor([n0], float32, device=cpu))`"
+    )
     assert _message(lambda: first(odd(4, 0, 0), odd(4, 0, 64)))[0] is None
     assert _message(lambda: first(odd(4, 0, 64), odd(4, 0, 0))) == (
-        ValueError, f"a.byte_offset: expected 0, got 64 (argument #0 of {sig})")
+        ValueError,
+        f"a.byte_offset: expected 0, got 64 (argument #0 of {sig})",
+    )
     assert _message(lambda: first(odd(4, 0, 0), odd(4, 1, 0))) == (
-        ValueError, f"b.device.index: expected 0 (as a.device.index), got 1 (argument #1 of {sig})")
+        ValueError,
+        f"b.device.index: expected 0 (as a.device.index), got 1 (argument #1 of {sig})",
+    )
 
 
 MANY = r"""
@@ -389,17 +467,28 @@ def many(module_cache):
     n = kffi.sym_int("n", divisibility=4)
     m = kffi.sym_int(width=32)
     return kffi.compile(
-        MANY, "many", kffi.Optional(kffi.fake_tensor("float32", (n,))),
-        (kffi.fake_tensor("float32", (m, n)), kffi.fake_tensor("float32", (m, n), contiguous=True),
-         kffi.Float64),
-        kffi.Int32.range(0, 1024), kffi.fake_stream(), kffi.Bool, kffi.Float32.range(0.0, 1.5),
+        MANY,
+        "many",
+        kffi.Optional(kffi.fake_tensor("float32", (n,))),
+        (
+            kffi.fake_tensor("float32", (m, n)),
+            kffi.fake_tensor("float32", (m, n), contiguous=True),
+            kffi.Float64,
+        ),
+        kffi.Int32.range(0, 1024),
+        kffi.fake_stream(),
+        kffi.Bool,
+        kffi.Float32.range(0.0, 1.5),
         outputs=[kffi.fake_tensor("float32", (m * 2, (n + 1) // 2))],
-        options={"doc": "Adds things up."})
+        options={"doc": "Adds things up."},
+    )
 
 
-MANY_SIG = ("`many(bias: Optional[Tensor([n], float32, device=cpu)], pair: Tuple[Tensor([n0, n], "
-            "float32, device=cpu), Tensor([n0, n], float32, device=cpu, contiguous), float64], "
-            "k: int32[0, 1024], flag: bool, scale: float32[0.0, 1.5])`")
+MANY_SIG = (
+    "`many(bias: Optional[Tensor([n], float32, device=cpu)], pair: Tuple[Tensor([n0, n], "
+    "float32, device=cpu), Tensor([n0, n], float32, device=cpu, contiguous), float64], "
+    "k: int32[0, 1024], flag: bool, scale: float32[0.0, 1.5])`"
+)
 
 
 @needs_contracts
@@ -409,25 +498,39 @@ def test_optional_tuple_scalars_and_env_stream(many):
     assert many(None, (x, x, 2.5), 3, False, 0.5) == 2.5 + 3 + 0.5
     assert many(np.zeros(8, np.float32), (x, x, 1.0), 3, True, 0.0) == 1 + 3 + 100 + 10000
     assert _message(lambda: many(1, (x, x, 2.5), 3, True, 1.0)) == (
-        TypeError, f"bias: expected Tensor or None, got int (argument #0 of {MANY_SIG})")
+        TypeError,
+        f"bias: expected Tensor or None, got int (argument #0 of {MANY_SIG})",
+    )
     assert _message(lambda: many(np.zeros(4, np.float32), (x, x, 2.5), 3, True, 1.0)) == (
-        ValueError, f"pair[0].shape[1]: expected n = 4 (as bias.shape[0]), got 8 "
-                    f"(in argument #1 of {MANY_SIG})")
+        ValueError,
+        f"pair[0].shape[1]: expected n = 4 (as bias.shape[0]), got 8 "
+        f"(in argument #1 of {MANY_SIG})",
+    )
     assert _message(lambda: many(None, (x, x[:, :4], 2.5), 3, True, 1.0)) == (
-        ValueError, f"pair[1].shape[1]: expected n = 8 (as pair[0].shape[1]), got 4 "
-                    f"(in argument #1 of {MANY_SIG})")
+        ValueError,
+        f"pair[1].shape[1]: expected n = 8 (as pair[0].shape[1]), got 4 "
+        f"(in argument #1 of {MANY_SIG})",
+    )
     assert _message(lambda: many(None, (x, 1, 2.0), 3, True, 1.0)) == (
-        TypeError, f"pair[1]: expected Tensor, got int (in argument #1 of {MANY_SIG})")
+        TypeError,
+        f"pair[1]: expected Tensor, got int (in argument #1 of {MANY_SIG})",
+    )
     assert _message(lambda: many(None, (x, x), 3, True, 1.0)) == (
-        TypeError, f"pair: expected Tuple of 3 elements, got Array of 2 elements "
-                   f"(argument #1 of {MANY_SIG})")
+        TypeError,
+        f"pair: expected Tuple of 3 elements, got Array of 2 elements (argument #1 of {MANY_SIG})",
+    )
     assert _message(lambda: many(None, (x, x, 2.5), 2000, True, 1.0)) == (
-        ValueError, f"k: expected a value in range [0, 1024], got 2000 (argument #2 of {MANY_SIG})")
+        ValueError,
+        f"k: expected a value in range [0, 1024], got 2000 (argument #2 of {MANY_SIG})",
+    )
     assert _message(lambda: many(None, (x, x, 2.5), 3, True, 2.0)) == (
-        ValueError, f"scale: expected a value in range [0.0, 1.5], got 2.0 "
-                    f"(argument #4 of {MANY_SIG})")
+        ValueError,
+        f"scale: expected a value in range [0.0, 1.5], got 2.0 (argument #4 of {MANY_SIG})",
+    )
     assert _message(lambda: many(None, (x, x, 2.5), 3, True)) == (
-        TypeError, f"many: expected 5 arguments, got 4 ({MANY_SIG})")
+        TypeError,
+        f"many: expected 5 arguments, got 4 ({MANY_SIG})",
+    )
     torch = pytest.importorskip("torch")
     assert many(None, (torch.zeros(3, 8), x, 2.5), 3, False, 0.5) == 6.0  # mixed frameworks
 
@@ -438,31 +541,51 @@ def test_metadata_has_contract_outputs_symbols_and_signature(many):
     assert meta["contract"] == many.contract
     assert meta["doc"] == "Adds things up."
     assert [p["name"] for p in meta["params"]] == ["bias", "pair", "k", "flag", "scale"]
-    assert meta["outputs"] == [{"name": "",
-                                "type": "Tensor([n0 * 2, (n + 1) // 2], float32, device=cpu)",
-                                "shape": ["n0 * 2", "(n + 1) // 2"],
-                                "shape_rpn": [["n0", 2, "*"], ["n", 1, "+", 2, "//"]],
-                                "dtype": "float32"}]
+    assert meta["outputs"] == [
+        {
+            "name": "",
+            "type": "Tensor([n0 * 2, (n + 1) // 2], float32, device=cpu)",
+            "shape": ["n0 * 2", "(n + 1) // 2"],
+            "shape_rpn": [["n0", 2, "*"], ["n", 1, "+", 2, "//"]],
+            "dtype": "float32",
+        }
+    ]
     assert meta["mutates"] == []
     assert meta["params"][0] == {
-        "name": "bias", "type": "Optional[Tensor([n], float32, device=cpu)]", "kind": "tensor",
-        "optional": True, "default": None, "shape": ["n"], "dtypes": ["float32"],
-        "device": "cpu", "mutable": False}
+        "name": "bias",
+        "type": "Optional[Tensor([n], float32, device=cpu)]",
+        "kind": "tensor",
+        "optional": True,
+        "default": None,
+        "shape": ["n"],
+        "dtypes": ["float32"],
+        "device": "cpu",
+        "mutable": False,
+    }
     assert meta["params"][1]["kind"] == "tuple"
     assert [e["kind"] for e in meta["params"][1]["elems"]] == ["tensor", "tensor", "float"]
     assert meta["params"][1]["elems"][0]["shape"] == ["n0", "n"]
-    assert meta["params"][2] == {"name": "k", "type": "int32[0, 1024]", "kind": "int",
-                                 "optional": False, "range": [0, 1024]}
+    assert meta["params"][2] == {
+        "name": "k",
+        "type": "int32[0, 1024]",
+        "kind": "int",
+        "optional": False,
+        "range": [0, 1024],
+    }
     assert meta["params"][4]["range"] == [0.0, 1.5]
-    assert [kffi.contract.eval_shape_rpn(d, {"n": 7, "n0": 3})
-            for d in meta["outputs"][0]["shape_rpn"]] == [6, 4]
-    assert meta["symbols"] == [{"name": "n", "width": "int64", "divisibility": 4},
-                               {"name": "n0", "width": "int32", "divisibility": 1}]
+    assert [
+        kffi.contract.eval_shape_rpn(d, {"n": 7, "n0": 3}) for d in meta["outputs"][0]["shape_rpn"]
+    ] == [6, 4]
+    assert meta["symbols"] == [
+        {"name": "n", "width": "int64", "divisibility": 4},
+        {"name": "n0", "width": "int32", "divisibility": 1},
+    ]
     assert meta["env_stream"] is True
     assert str(many.__signature__) == (
         "(bias: 'Optional[Tensor([n], float32, device=cpu)]', pair: 'Tuple[Tensor([n0, n], "
         "float32, device=cpu), Tensor([n0, n], float32, device=cpu, contiguous), float64]', "
-        "k: 'int32[0, 1024]', flag: 'bool', scale: 'float32[0.0, 1.5]') -> 'float'")
+        "k: 'int32[0, 1024]', flag: 'bool', scale: 'float32[0.0, 1.5]') -> 'float'"
+    )
     assert many.__doc__.startswith("many(bias: Optional[") and "Adds things up." in many.__doc__
 
 
@@ -483,14 +606,20 @@ def test_export_and_load_in_a_fresh_process(add_one, tmp_path):
                            "err": err}}))
     """
     env = {k: v for k, v in os.environ.items() if k != "KFFI_CACHE_DIR"}
-    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env,
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
     assert out["b"] == [float(i + 1) for i in range(32)]
     assert out["meta"]["contract"] == add_one.contract
-    assert out["err"] == (f"b.shape[0]: expected n0 = 32 (as a.shape[0]), got 16 "
-                          f"(argument #1 of {ADD_SIG})")
+    assert out["err"] == (
+        f"b.shape[0]: expected n0 = 32 (as a.shape[0]), got 16 (argument #1 of {ADD_SIG})"
+    )
     # export into a folder keeps the library's own name
     again = add_one.export(tmp_path)
     assert Path(again).parent == tmp_path and Path(again).name.startswith("add_one_")
@@ -520,12 +649,17 @@ def test_cpp_module_load_sees_the_contract(add_one, tmp_path):
     lib = add_one.export(tmp_path / "libadd_one.so")
     src = tmp_path / "loader.cc"
     src.write_text(CPP_LOADER)
-    flags = subprocess.run([sys.executable, "-m", "kffi.config", "--cxxflags", "--ldflags",
-                            "--libs"], capture_output=True, text=True, check=True).stdout.split()
+    flags = subprocess.run(
+        [sys.executable, "-m", "kffi.config", "--cxxflags", "--ldflags", "--libs"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
     exe = tmp_path / "loader"
     subprocess.run([*cxx.split(), str(src), "-o", str(exe), *flags], check=True)
-    out = subprocess.run([str(exe), lib], capture_output=True, text=True, check=True,
-                         timeout=60).stdout.splitlines()
+    out = subprocess.run(
+        [str(exe), lib], capture_output=True, text=True, check=True, timeout=60
+    ).stdout.splitlines()
     assert json.loads(out[0])["contract"] == add_one.contract
     assert out[1] == f"TypeError: a: expected Tensor, got int (argument #0 of {ADD_SIG})"
 
@@ -543,18 +677,31 @@ def test_compile_cache_hit_in_a_fresh_process_starts_no_compiler(tmp_path):
                            "contract": f.contract}}))
     """
     env = {**os.environ, "KFFI_CACHE_DIR": str(tmp_path / "cache")}
-    runs = [subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env,
-                           capture_output=True, text=True, timeout=300) for _ in range(2)]
+    runs = [
+        subprocess.run(
+            [sys.executable, "-c", textwrap.dedent(code)],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        for _ in range(2)
+    ]
     for r in runs:
         assert r.returncode == 0, r.stderr
     built, hit = (json.loads(r.stdout) for r in runs)
     assert built["invocations"] >= 2  # --version and the compile and the link
     assert hit["invocations"] == 0
-    assert hit["contract"] == built["contract"] == \
-        "a: Tensor([n0], float32, device=cpu), b: Tensor([n0], float32, device=cpu); n0: int64"
+    assert (
+        hit["contract"]
+        == built["contract"]
+        == "a: Tensor([n0], float32, device=cpu), b: Tensor([n0], float32, device=cpu); n0: int64"
+    )
     assert "kffi.cpp: building" in runs[0].stderr and "building" not in runs[1].stderr
-    print(f"\nfresh-process cache hit of kffi.compile: {hit['ms']:.2f} ms "
-          f"(cold build {built['ms']:.0f} ms)")
+    print(
+        f"\nfresh-process cache hit of kffi.compile: {hit['ms']:.2f} ms "
+        f"(cold build {built['ms']:.0f} ms)"
+    )
 
 
 @needs_contracts
@@ -569,16 +716,17 @@ def test_in_process_cache_hit_starts_no_compiler(add_one):
 @needs_contracts
 def test_contract_that_does_not_fit_the_cpp_parameters_fails_at_compile(module_cache):
     with pytest.raises(ValueError, match="Invalid contract for `takes_int`"):
-        kffi.compile("void takes_int(int64_t x) {}", "takes_int",
-                     kffi.fake_tensor("float32", (4,)))
+        kffi.compile("void takes_int(int64_t x) {}", "takes_int", kffi.fake_tensor("float32", (4,)))
 
 
 @needs_contracts
 def test_malformed_contract_in_a_library_fails_load_module(module_cache):
-    src = ("#include <kffi/contract.h>\n"
-           "static void Two(kffi::TensorView a, kffi::TensorView b) {}\n"
-           "KFFI_EXPORT_CONTRACT(fine, Two, \"a: Tensor([n], float32), b: Tensor([n], float32)\");\n"
-           "KFFI_EXPORT_CONTRACT(bad, Two, \"a: Tensor([n], float32), b: Tensor([n], flaot32)\");\n")
+    src = (
+        "#include <kffi/contract.h>\n"
+        "static void Two(kffi::TensorView a, kffi::TensorView b) {}\n"
+        'KFFI_EXPORT_CONTRACT(fine, Two, "a: Tensor([n], float32), b: Tensor([n], float32)");\n'
+        'KFFI_EXPORT_CONTRACT(bad, Two, "a: Tensor([n], float32), b: Tensor([n], flaot32)");\n'
+    )
     with pytest.raises(ValueError) as info:
         kffi.cpp.load_inline("malformed_contract_lib", cpp_sources=src, quiet=True)
     msg = str(info.value)
@@ -616,18 +764,28 @@ def test_cuda_source_compiles_with_cuda_devices_by_default(module_cache):
     }
     """
     n = kffi.sym_int(divisibility=4)
-    f = kffi.compile(src, "add_one_cuda", kffi.fake_tensor("float32", (n,), align=16),
-                     kffi.fake_tensor("float32", (n,), align=16), kffi.fake_stream())
-    assert f.contract == ("a: Tensor([n0], float32, device=cuda, align=16), "
-                          "b: Tensor([n0], float32, device=cuda, align=16), stream: EnvStream; "
-                          "n0: int64 % 4")
+    f = kffi.compile(
+        src,
+        "add_one_cuda",
+        kffi.fake_tensor("float32", (n,), align=16),
+        kffi.fake_tensor("float32", (n,), align=16),
+        kffi.fake_stream(),
+    )
+    assert f.contract == (
+        "a: Tensor([n0], float32, device=cuda, align=16), "
+        "b: Tensor([n0], float32, device=cuda, align=16), stream: EnvStream; "
+        "n0: int64 % 4"
+    )
     x = np.zeros(8, np.float32)
     assert _message(lambda: f(x, x)) == (
-        ValueError, "a.device: expected cuda, got cpu (argument #0 of `add_one_cuda(a: Tensor([n0], "
-                    "float32, device=cuda, align=16), b: Tensor([n0], float32, device=cuda, "
-                    "align=16))`)")
+        ValueError,
+        "a.device: expected cuda, got cpu (argument #0 of `add_one_cuda(a: Tensor([n0], "
+        "float32, device=cuda, align=16), b: Tensor([n0], float32, device=cuda, "
+        "align=16))`)",
+    )
     try:
         import torch
+
         has_gpu = torch.cuda.is_available()
     except ImportError:
         has_gpu = False

@@ -4,21 +4,22 @@ kffi.load_module and kffi.compile), output shapes from `shape_rpn`, text outside
 Multilingual Plane in docstrings and bodies, the limits checked before any compiler runs, unknown
 dtypes and hostile contracts failing load_module, and the C++ parameter names kept by
 kffi.cpp.load_inline."""
+
 from __future__ import annotations
 
 import ctypes
 import os
 
-import numpy as np
-import pytest
-
 import kffi
 import kffi.contract
 import kffi.cpp
+import numpy as np
+import pytest
 
 needs_contracts = pytest.mark.skipif(
     not kffi.contract.has_contract_support(),
-    reason="this kffi has no KFFI_EXPORT_CONTRACT (kffi/contract.h): kffi.compile cannot build")
+    reason="this kffi has no KFFI_EXPORT_CONTRACT (kffi/contract.h): kffi.compile cannot build",
+)
 
 
 @pytest.fixture(scope="module")
@@ -45,27 +46,43 @@ def _message(call):
 # Rendering and the limits checked in Python (no compiler).
 # ---------------------------------------------------------------------------------------------
 
+
 def test_mut_streams_and_expressions_render():
     n = kffi.sym_int("n")
     text = kffi.contract.render_contract(
-        kffi.fake_tensor("float32", (n,), mut=True), kffi.fake_tensor("float32", (n,)),
-        kffi.fake_stream(env=False), kffi.fake_stream(),
+        kffi.fake_tensor("float32", (n,), mut=True),
+        kffi.fake_tensor("float32", (n,)),
+        kffi.fake_stream(env=False),
+        kffi.fake_stream(),
         param_names=["y", "x", "s", "env"],
-        outputs=[kffi.fake_tensor("float32", (n % 4, -n, -(n - 1), 7 % (n + 1)))])
-    assert text == ("y: Tensor([n], float32, mut), x: Tensor([n], float32), s: Stream, "
-                    "env: EnvStream -> Tensor([n % 4, -n, -(n - 1), 7 % (n + 1)], float32); "
-                    "n: int64")
+        outputs=[kffi.fake_tensor("float32", (n % 4, -n, -(n - 1), 7 % (n + 1)))],
+    )
+    assert text == (
+        "y: Tensor([n], float32, mut), x: Tensor([n], float32), s: Stream, "
+        "env: EnvStream -> Tensor([n % 4, -n, -(n - 1), 7 % (n + 1)], float32); "
+        "n: int64"
+    )
     assert repr(kffi.fake_stream(env=False)) == "kffi.fake_stream(env=False)"
-    assert repr(kffi.fake_tensor("float32", (2,), mut=True)) == \
-        "kffi.fake_tensor(Tensor([2], float32, mut))"
+    assert (
+        repr(kffi.fake_tensor("float32", (2,), mut=True))
+        == "kffi.fake_tensor(Tensor([2], float32, mut))"
+    )
 
 
 # Output-shape expressions, built from symbols exactly as from ints.
 SHAPE_FORMS = [
-    lambda n, m: n * (m % 3), lambda n, m: n * (m // 2), lambda n, m: n * (m * 2),
-    lambda n, m: n + (m - 1), lambda n, m: n - (m - 1), lambda n, m: (n % 4) * m,
-    lambda n, m: -(n * m), lambda n, m: (-n) * m, lambda n, m: n // -3, lambda n, m: 7 - -n,
-    lambda n, m: n % (m + 1) // 2, lambda n, m: 5 % n,
+    lambda n, m: n * (m % 3),
+    lambda n, m: n * (m // 2),
+    lambda n, m: n * (m * 2),
+    lambda n, m: n + (m - 1),
+    lambda n, m: n - (m - 1),
+    lambda n, m: (n % 4) * m,
+    lambda n, m: -(n * m),
+    lambda n, m: (-n) * m,
+    lambda n, m: n // -3,
+    lambda n, m: 7 - -n,
+    lambda n, m: n % (m + 1) // 2,
+    lambda n, m: 5 % n,
 ]
 SHAPE_VALUES = ({"n": 7, "m": 5}, {"n": -9, "m": 4}, {"n": 3, "m": -2})
 
@@ -83,15 +100,16 @@ def test_expressions_keep_their_meaning_when_rendered():
     # The grammar's operators are Python's: the rendered text evaluates as the expression did.
     for values in SHAPE_VALUES:
         expected = [f(values["n"], values["m"]) for f in SHAPE_FORMS]
-        assert [eval(t, {}, dict(values)) for t in rendered] == expected  # noqa: S307
+        assert [eval(t, {}, dict(values)) for t in rendered] == expected
 
 
 def test_mut_and_streams_only_where_the_grammar_allows_them():
     t = kffi.fake_tensor("float32", (2,), mut=True)
     with pytest.raises(ValueError, match="a tensor inside a tuple cannot be mut=True"):
         kffi.contract.render_contract((t, kffi.Int32))
-    with pytest.raises(ValueError, match="outputs are written by definition; mut=True is for "
-                                         "parameters"):
+    with pytest.raises(
+        ValueError, match="outputs are written by definition; mut=True is for parameters"
+    ):
         kffi.contract.render_contract(kffi.Int32, outputs=[t])
     with pytest.raises(TypeError, match="a stream cannot be Optional"):
         kffi.Optional(kffi.fake_stream(env=False))
@@ -102,9 +120,12 @@ def test_mut_and_streams_only_where_the_grammar_allows_them():
 def test_integers_beyond_int64_and_too_many_dimensions_fail_before_compiling(module_cache):
     before = kffi.cpp.get_compiler_invocations()
     big = 1 << 63
-    with pytest.raises(ValueError, match=r"kffi.fake_tensor: a dimension must fit int64 "
-                                         r"\[-9223372036854775808, 9223372036854775807\], got "
-                                         r"9223372036854775808"):
+    with pytest.raises(
+        ValueError,
+        match=r"kffi.fake_tensor: a dimension must fit int64 "
+        r"\[-9223372036854775808, 9223372036854775807\], got "
+        r"9223372036854775808",
+    ):
         kffi.fake_tensor("float32", (big,))
     with pytest.raises(ValueError, match="kffi.fake_tensor: a stride must fit int64"):
         kffi.fake_tensor("float32", (2,), strides=(big,))
@@ -114,8 +135,11 @@ def test_integers_beyond_int64_and_too_many_dimensions_fail_before_compiling(mod
         kffi.sym_int(divisibility=big)
     with pytest.raises(ValueError, match=r"Int64.range: a bound must fit int64"):
         kffi.Int64.range(0, big)
-    with pytest.raises(ValueError, match=r"Int32.range: a bound must fit int32 "
-                                         r"\[-2147483648, 2147483647\], got 2147483648"):
+    with pytest.raises(
+        ValueError,
+        match=r"Int32.range: a bound must fit int32 "
+        r"\[-2147483648, 2147483647\], got 2147483648",
+    ):
         kffi.Int32.range(0, 1 << 31)
     with pytest.raises(ValueError, match="an integer in a shape expression must fit int64"):
         kffi.sym_int() * big
@@ -164,7 +188,8 @@ def test_inline_builds_pre_include_kffi_h_but_the_contract_compiler():
     text = (Path(libinfo.include_dir()) / "kffi" / "kffi.h").read_text()
     included = re.findall(r"^#include <(kffi/[\w/.]+)>", text, flags=re.MULTILINE)
     assert sorted(kffi.cpp.PRE_INCLUDES) == sorted(
-        h for h in included if h not in ("kffi/contract.h", "kffi/cuda.h"))
+        h for h in included if h not in ("kffi/contract.h", "kffi/cuda.h")
+    )
 
 
 def test_cpp_param_names_is_public_in_kffi_cpp():
@@ -186,16 +211,21 @@ void scale(kffi::TensorView y, kffi::TensorView x, double factor) {
 std::string smile() { return "😀 ünïcödé"; }
 """
 
-DOC = "Scales 𝑥 into 𝑦 😀 (\"quoted\", \\backslash, ??= no trigraph)"
+DOC = 'Scales 𝑥 into 𝑦 😀 ("quoted", \\backslash, ??= no trigraph)'
 
 
 @pytest.fixture(scope="module")
 def scale(module_cache):
     n = kffi.sym_int("n")
-    return kffi.compile(SCALE, "scale", kffi.fake_tensor("float32", (n,), mut=True),
-                        kffi.fake_tensor("float32", (n,)), kffi.Float64,
-                        outputs=[kffi.fake_tensor("float32", (n * 2 % 5, -n))],
-                        options={"doc": DOC})
+    return kffi.compile(
+        SCALE,
+        "scale",
+        kffi.fake_tensor("float32", (n,), mut=True),
+        kffi.fake_tensor("float32", (n,)),
+        kffi.Float64,
+        outputs=[kffi.fake_tensor("float32", (n * 2 % 5, -n))],
+        options={"doc": DOC},
+    )
 
 
 @needs_contracts
@@ -207,12 +237,23 @@ def test_mut_parameter_writes_and_is_in_the_metadata(scale):
     scale(y, np.arange(4, dtype=np.float32), 1.0)  # a non-mut input may be anything
     meta = kffi.load_module(scale.library_path).metadata("scale")
     assert meta["mutates"] == ["y"]
-    assert meta["params"][0] == {"name": "y", "type": "Tensor([n], float32, device=cpu, mut)",
-                                 "kind": "tensor", "optional": False, "shape": ["n"],
-                                 "dtypes": ["float32"], "device": "cpu", "mutable": True}
+    assert meta["params"][0] == {
+        "name": "y",
+        "type": "Tensor([n], float32, device=cpu, mut)",
+        "kind": "tensor",
+        "optional": False,
+        "shape": ["n"],
+        "dtypes": ["float32"],
+        "device": "cpu",
+        "mutable": True,
+    }
     assert meta["params"][1]["mutable"] is False
-    assert meta["params"][2] == {"name": "factor", "type": "float64", "kind": "float",
-                                 "optional": False}
+    assert meta["params"][2] == {
+        "name": "factor",
+        "type": "float64",
+        "kind": "float",
+        "optional": False,
+    }
     assert meta["doc"] == DOC and DOC in scale.__doc__
     out = meta["outputs"][0]
     assert out["shape"] == ["n * 2 % 5", "-n"]
@@ -225,18 +266,23 @@ def test_read_only_array_for_a_mut_parameter_is_a_value_error(scale):
     x = np.arange(4, dtype=np.float32)
     y = np.zeros(4, np.float32)
     y.flags.writeable = False
-    sig = ("`scale(y: Tensor([n], float32, device=cpu, mut), x: Tensor([n], float32, "
-           "device=cpu), factor: float64)`")
+    sig = (
+        "`scale(y: Tensor([n], float32, device=cpu, mut), x: Tensor([n], float32, "
+        "device=cpu), factor: float64)`"
+    )
     assert _message(lambda: scale(y, x, 2.0)) == (
-        ValueError, f"y: expected a writable tensor (the parameter is declared `mut`), got a "
-                    f"read-only tensor (argument #0 of {sig})")
+        ValueError,
+        f"y: expected a writable tensor (the parameter is declared `mut`), got a "
+        f"read-only tensor (argument #0 of {sig})",
+    )
     assert not y.any()
 
 
 @needs_contracts
 def test_text_outside_the_bmp_in_docstrings_and_bodies(module_cache):
-    mod = kffi.cpp.load_inline("non_bmp_lib", cpp_sources=SCALE,
-                               functions={"smile": "Returns 😀 and ünïcödé 𝑥."})
+    mod = kffi.cpp.load_inline(
+        "non_bmp_lib", cpp_sources=SCALE, functions={"smile": "Returns 😀 and ünïcödé 𝑥."}
+    )
     assert mod.smile() == "😀 ünïcödé"
     assert mod.metadata("smile")["doc"] == "Returns 😀 and ünïcödé 𝑥."
 
@@ -252,29 +298,43 @@ int64_t with_stream(kffi::TensorView x, void* stream) {
 @pytest.fixture(scope="module")
 def with_stream(module_cache):
     n, m = kffi.sym_int("n"), kffi.sym_int("m")
-    return kffi.compile(STREAMS, "with_stream", kffi.fake_tensor("float32", (n, m)),
-                        kffi.fake_stream(env=False),
-                        outputs=[kffi.fake_tensor("float32", [f(n, m) for f in SHAPE_FORMS])])
+    return kffi.compile(
+        STREAMS,
+        "with_stream",
+        kffi.fake_tensor("float32", (n, m)),
+        kffi.fake_stream(env=False),
+        outputs=[kffi.fake_tensor("float32", [f(n, m) for f in SHAPE_FORMS])],
+    )
 
 
 @needs_contracts
 def test_explicit_stream_parameter_takes_ints_none_and_pointers(with_stream):
     assert with_stream.contract.startswith(
-        "x: Tensor([n, m], float32, device=cpu), stream: Stream -> Tensor([")
+        "x: Tensor([n, m], float32, device=cpu), stream: Stream -> Tensor(["
+    )
     x = np.zeros((1, 3), np.float32)
     assert with_stream(x, 0x1234) == 3000000 + 0x1234
     assert with_stream(x, None) == 3000000
     assert with_stream(x, ctypes.c_void_p(0x42)) == 3000000 + 0x42
     sig = "`with_stream(x: Tensor([n, m], float32, device=cpu), stream: Stream)`"
     assert _message(lambda: with_stream(x, "stream")) == (
-        TypeError, f"stream: expected Stream (an opaque pointer, an int handle or None), got str "
-                   f"(argument #1 of {sig})")
+        TypeError,
+        f"stream: expected Stream (an opaque pointer, an int handle or None), got str "
+        f"(argument #1 of {sig})",
+    )
     assert _message(lambda: with_stream(x, 1.5)) == (
-        TypeError, f"stream: expected Stream (an opaque pointer, an int handle or None), got "
-                   f"float (argument #1 of {sig})")
+        TypeError,
+        f"stream: expected Stream (an opaque pointer, an int handle or None), got "
+        f"float (argument #1 of {sig})",
+    )
     meta = kffi.load_module(with_stream.library_path).metadata("with_stream")
-    assert meta["params"][1] == {"name": "stream", "type": "Stream", "kind": "stream",
-                                 "optional": False, "default": None}
+    assert meta["params"][1] == {
+        "name": "stream",
+        "type": "Stream",
+        "kind": "stream",
+        "optional": False,
+        "default": None,
+    }
     assert meta["env_stream"] is False
 
 
@@ -291,13 +351,15 @@ def test_cpp_reads_rendered_shapes_as_python_evaluates_them(with_stream):
 
 @needs_contracts
 def test_unnamed_parameters_are_arg0_arg1(module_cache):
-    f = kffi.compile("double add2(double, double b) { return b; }", "add2", kffi.Float64,
-                     kffi.Float64)
+    f = kffi.compile(
+        "double add2(double, double b) { return b; }", "add2", kffi.Float64, kffi.Float64
+    )
     assert f.contract == "arg0: float64, arg1: float64"
     assert str(f.__signature__).startswith("(arg0: 'float64', arg1: 'float64')")
     assert _message(lambda: f("x", 1.0)) == (
-        TypeError, "arg0: expected float64, got str (argument #0 of "
-                   "`add2(arg0: float64, arg1: float64)`)")
+        TypeError,
+        "arg0: expected float64, got str (argument #0 of `add2(arg0: float64, arg1: float64)`)",
+    )
 
 
 @needs_contracts
@@ -346,8 +408,11 @@ def test_a_library_with_a_deeply_nested_contract_fails_load_module(module_cache)
     }();
     KFFI_EXPORT_CONTRACT(g, G, kText.c_str());
     """
-    with pytest.raises(ValueError, match=r"Invalid contract for `g` at column \d+: Optional and "
-                                         r"Tuple types nest more than 16 deep"):
+    with pytest.raises(
+        ValueError,
+        match=r"Invalid contract for `g` at column \d+: Optional and "
+        r"Tuple types nest more than 16 deep",
+    ):
         kffi.cpp.load_inline("deep_contract", cpp_sources=src, quiet=True)
 
 
@@ -368,14 +433,22 @@ def test_cuda_kernel_on_an_explicit_stream(module_cache):
     }
     """
     n = kffi.sym_int()
-    f = kffi.compile(src, "add_one_on", kffi.fake_tensor("float32", (n,)),
-                     kffi.fake_tensor("float32", (n,), mut=True), kffi.fake_stream(env=False))
-    assert f.contract == ("a: Tensor([n0], float32, device=cuda), b: Tensor([n0], float32, "
-                          "device=cuda, mut), stream: Stream; n0: int64")
+    f = kffi.compile(
+        src,
+        "add_one_on",
+        kffi.fake_tensor("float32", (n,)),
+        kffi.fake_tensor("float32", (n,), mut=True),
+        kffi.fake_stream(env=False),
+    )
+    assert f.contract == (
+        "a: Tensor([n0], float32, device=cuda), b: Tensor([n0], float32, "
+        "device=cuda, mut), stream: Stream; n0: int64"
+    )
     x = np.zeros(8, np.float32)
     assert _message(lambda: f(x, x, None))[1].startswith("a.device: expected cuda, got cpu")
     try:
         import torch
+
         has_gpu = torch.cuda.is_available()
     except ImportError:
         has_gpu = False

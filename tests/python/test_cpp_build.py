@@ -1,5 +1,6 @@
 """tests/python/test_cpp_build.py: kffi.cpp.build / load_inline: JIT builds, the on-disk cache,
 locking between processes, compiler errors and CUDA sources."""
+
 from __future__ import annotations
 
 import json
@@ -12,11 +13,10 @@ import textwrap
 import time
 from pathlib import Path
 
-import numpy as np
-import pytest
-
 import kffi
 import kffi.cpp
+import numpy as np
+import pytest
 
 SCALE_SRC = r"""
 #include <cstdint>
@@ -60,14 +60,22 @@ def _compiles(log: Path) -> list[str]:
 
 def _run_child(code: str, **env) -> subprocess.CompletedProcess:
     full_env = {**os.environ, **{k: str(v) for k, v in env.items()}}
-    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=full_env,
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        env=full_env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def test_load_inline_exports_listed_functions_and_calls_them(cache):
-    mod = kffi.cpp.load_inline("scale_lib", cpp_sources=SCALE_SRC,
-                               functions=["add", "scale", "value"],
-                               extra_cflags=["-DVALUE=7"])
+    mod = kffi.cpp.load_inline(
+        "scale_lib",
+        cpp_sources=SCALE_SRC,
+        functions=["add", "scale", "value"],
+        extra_cflags=["-DVALUE=7"],
+    )
     assert isinstance(mod, kffi.Module)
     assert sorted(mod.functions()) == ["add", "scale", "value"]
     assert mod.add(1.5, 2.0) == 3.5
@@ -79,9 +87,12 @@ def test_load_inline_exports_listed_functions_and_calls_them(cache):
 
 
 def test_load_inline_functions_dict_gives_docstrings(cache):
-    mod = kffi.cpp.load_inline("doc_lib", cpp_sources=SCALE_SRC,
-                               functions={"add": "Returns a + b.", "value": ""},
-                               extra_cflags=["-DVALUE=1"])
+    mod = kffi.cpp.load_inline(
+        "doc_lib",
+        cpp_sources=SCALE_SRC,
+        functions={"add": "Returns a + b.", "value": ""},
+        extra_cflags=["-DVALUE=1"],
+    )
     assert mod.metadata("add")["doc"] == "Returns a + b."
     assert "Returns a + b." in mod.add.__doc__
     assert mod.value() == 1
@@ -97,7 +108,7 @@ def test_cache_layout_is_name_and_hash_under_cache_dir(cache):
     kffi.cpp.load_inline("layout_lib", cpp_sources="int one() { return 1; }", functions=["one"])
     dirs = [p for p in cache.iterdir() if not p.name.startswith(".")]
     assert len(dirs) == 1 and dirs[0].name.startswith("layout_lib_")
-    digest = dirs[0].name[len("layout_lib_"):]
+    digest = dirs[0].name[len("layout_lib_") :]
     assert len(digest) == 16
     assert (dirs[0] / f"layout_lib_{digest}.so").is_file()
     assert (dirs[0] / "layout_lib.cpp").read_text().startswith("int one()")
@@ -159,14 +170,21 @@ def test_cache_hit_starts_no_compiler_in_a_fresh_process(cache, counting_cxx):
 
 def test_changed_flags_or_source_rebuild(cache, counting_cxx):
     src = "int value() { return VALUE; }"
-    one = kffi.cpp.load_inline("flags_lib", cpp_sources=src, functions=["value"],
-                               extra_cflags=["-DVALUE=1"])
-    two = kffi.cpp.load_inline("flags_lib", cpp_sources=src, functions=["value"],
-                               extra_cflags=["-DVALUE=2"])
+    one = kffi.cpp.load_inline(
+        "flags_lib", cpp_sources=src, functions=["value"], extra_cflags=["-DVALUE=1"]
+    )
+    two = kffi.cpp.load_inline(
+        "flags_lib", cpp_sources=src, functions=["value"], extra_cflags=["-DVALUE=2"]
+    )
     assert (one.value(), two.value()) == (1, 2)
     assert len(_compiles(counting_cxx)) == 2
-    three = kffi.cpp.load_inline("flags_lib", cpp_sources=src + "\n", functions=["value"],
-                                 extra_cflags=["-DVALUE=3"], extra_ldflags=["-Wl,-O1"])
+    three = kffi.cpp.load_inline(
+        "flags_lib",
+        cpp_sources=src + "\n",
+        functions=["value"],
+        extra_cflags=["-DVALUE=3"],
+        extra_ldflags=["-Wl,-O1"],
+    )
     assert three.value() == 3
     assert len(_compiles(counting_cxx)) == 3
     assert len([p for p in cache.iterdir() if p.name.startswith("flags_lib_")]) == 3
@@ -186,8 +204,9 @@ def test_changed_compiler_rebuilds(cache, counting_cxx, tmp_path, monkeypatch):
 
 def test_compiler_error_raises_build_error_with_command_and_output(cache):
     with pytest.raises(kffi.cpp.BuildError) as info:
-        kffi.cpp.load_inline("broken_lib", cpp_sources="int f() { return undeclared_name; }",
-                             functions=["f"])
+        kffi.cpp.load_inline(
+            "broken_lib", cpp_sources="int f() { return undeclared_name; }", functions=["f"]
+        )
     err = info.value
     assert isinstance(err, RuntimeError)
     assert "undeclared_name" in err.output
@@ -203,15 +222,17 @@ def test_compiler_error_raises_build_error_with_command_and_output(cache):
 def test_link_error_is_a_build_error_too(cache):
     src = "int missing(); int g() { return missing(); }"
     with pytest.raises(kffi.cpp.BuildError, match="missing") as info:
-        kffi.cpp.load_inline("link_lib", cpp_sources=src, functions=["g"],
-                             extra_ldflags=["-Wl,--no-undefined"])
+        kffi.cpp.load_inline(
+            "link_lib", cpp_sources=src, functions=["g"], extra_ldflags=["-Wl,--no-undefined"]
+        )
     assert "-shared" in info.value.command
 
 
 def test_unknown_function_to_export_is_a_build_error(cache):
     with pytest.raises(kffi.cpp.BuildError, match="not_there"):
-        kffi.cpp.load_inline("noexport_lib", cpp_sources="int f() { return 1; }",
-                             functions=["not_there"])
+        kffi.cpp.load_inline(
+            "noexport_lib", cpp_sources="int f() { return 1; }", functions=["not_there"]
+        )
 
 
 def test_bad_arguments(cache):
@@ -241,15 +262,21 @@ def test_progress_lines_on_stderr_unless_quiet(cache, capfd):
     err = capfd.readouterr().err
     assert "kffi.cpp: building 'progress_lib' (1 source)" in err
     assert "kffi.cpp: built 'progress_lib' in " in err and " s\n" in err
-    kffi.cpp.load_inline("quiet_lib", cpp_sources="int q() { return 1; }", functions=["q"],
-                         quiet=True)
+    kffi.cpp.load_inline(
+        "quiet_lib", cpp_sources="int q() { return 1; }", functions=["q"], quiet=True
+    )
     kffi.cpp.load_inline("progress_lib", cpp_sources="int p() { return 1; }", functions=["p"])
     assert capfd.readouterr().err == ""  # quiet build, then a cache hit
 
 
 def test_verbose_prints_commands_and_output(cache, capfd):
-    kffi.cpp.load_inline("verbose_lib", cpp_sources="int v() { return 1; }", functions=["v"],
-                         verbose=True, extra_cflags=["-Wall"])
+    kffi.cpp.load_inline(
+        "verbose_lib",
+        cpp_sources="int v() { return 1; }",
+        functions=["v"],
+        verbose=True,
+        extra_cflags=["-Wall"],
+    )
     err = capfd.readouterr().err
     assert "kffi.cpp: " in err and " -c " in err and "-shared" in err and "-Wall" in err
 
@@ -260,20 +287,40 @@ def test_build_from_files_with_include_paths_and_build_directory(cache, tmp_path
     (inc / "answer.h").write_text("#pragma once\ninline int Answer() { return 41; }\n")
     a = tmp_path / "a.cc"
     b = tmp_path / "b.cc"
-    a.write_text('#include <kffi/export.h>\n#include "answer.h"\n'
-                 "int Plus(int x);\nint Answer1() { return Plus(Answer()); }\n"
-                 "KFFI_EXPORT(answer, Answer1);\n")
+    a.write_text(
+        '#include <kffi/export.h>\n#include "answer.h"\n'
+        "int Plus(int x);\nint Answer1() { return Plus(Answer()); }\n"
+        "KFFI_EXPORT(answer, Answer1);\n"
+    )
     b.write_text("int Plus(int x) { return x + ONE; }\n")
     out = tmp_path / "out"
-    path = kffi.cpp.build("answer_lib", [a, str(b)], extra_cflags=["-DONE=1"],
-                          extra_include_paths=[str(inc)], build_directory=out)
+    path = kffi.cpp.build(
+        "answer_lib",
+        [a, str(b)],
+        extra_cflags=["-DONE=1"],
+        extra_include_paths=[str(inc)],
+        build_directory=out,
+    )
     assert Path(path).parent == out and Path(path).name.startswith("answer_lib_")
     assert kffi.load_module(path).answer() == 42
-    assert kffi.cpp.build("answer_lib", [a, b], extra_cflags=["-DONE=1"],
-                          extra_include_paths=[inc], build_directory=out) == path
+    assert (
+        kffi.cpp.build(
+            "answer_lib",
+            [a, b],
+            extra_cflags=["-DONE=1"],
+            extra_include_paths=[inc],
+            build_directory=out,
+        )
+        == path
+    )
     b.write_text("int Plus(int x) { return x + 2 * ONE; }\n")
-    path2 = kffi.cpp.build("answer_lib", [a, b], extra_cflags=["-DONE=1"],
-                           extra_include_paths=[inc], build_directory=out)
+    path2 = kffi.cpp.build(
+        "answer_lib",
+        [a, b],
+        extra_cflags=["-DONE=1"],
+        extra_include_paths=[inc],
+        build_directory=out,
+    )
     assert path2 != path  # a new file name, so the dynamic loader does not hand back the old one
     assert kffi.load_module(path2).answer() == 43
     assert not list(cache.glob("answer_lib_*"))  # build_directory replaces the cache folder
@@ -290,9 +337,16 @@ def test_concurrent_builds_of_one_key_build_once(cache, counting_cxx, tmp_path):
         print(mod.r())
     """
     env = {**os.environ}
-    procs = [subprocess.Popen([sys.executable, "-c", textwrap.dedent(code)], env=env,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for _ in range(2)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", textwrap.dedent(code)],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(2)
+    ]
     time.sleep(0.5)  # both children are importing kffi and waiting for the signal
     go.touch()
     results = [p.communicate(timeout=300) for p in procs]
@@ -307,14 +361,17 @@ def test_concurrent_builds_of_one_key_build_once(cache, counting_cxx, tmp_path):
 
 def test_cuda_arch_flags_from_environment(monkeypatch):
     monkeypatch.setenv("KFFI_CUDA_ARCH", "8.0; sm_90a, 100+PTX")
-    assert kffi.cpp._cuda_arch_flags() == [  # noqa: SLF001 (the rule itself is under test)
-        "-gencode=arch=compute_80,code=sm_80", "-gencode=arch=compute_90a,code=sm_90a",
-        "-gencode=arch=compute_100,code=sm_100", "-gencode=arch=compute_100,code=compute_100"]
+    assert kffi.cpp._cuda_arch_flags() == [
+        "-gencode=arch=compute_80,code=sm_80",
+        "-gencode=arch=compute_90a,code=sm_90a",
+        "-gencode=arch=compute_100,code=sm_100",
+        "-gencode=arch=compute_100,code=compute_100",
+    ]
     monkeypatch.setenv("KFFI_CUDA_ARCH", "volta")
     with pytest.raises(ValueError, match="KFFI_CUDA_ARCH: cannot read 'volta'"):
-        kffi.cpp._cuda_arch_flags()  # noqa: SLF001
+        kffi.cpp._cuda_arch_flags()
     monkeypatch.delenv("KFFI_CUDA_ARCH")
-    assert kffi.cpp._cuda_arch_flags() == []  # noqa: SLF001 (nvcc's default)
+    assert kffi.cpp._cuda_arch_flags() == []
 
 
 CUDA_SRC = r"""
@@ -335,6 +392,7 @@ needs_nvcc = pytest.mark.skipif(not kffi.cpp.nvcc_available(), reason="no nvcc f
 def _has_gpu() -> bool:
     try:
         import torch
+
         return torch.cuda.is_available()
     except ImportError:
         return False
@@ -344,12 +402,14 @@ def _has_gpu() -> bool:
 def test_cuda_source_compiles_with_nvcc(cache, monkeypatch):
     # SASS for two architectures and PTX that newer GPUs compile at load time
     monkeypatch.setenv("KFFI_CUDA_ARCH", "80;90+PTX")
-    mod = kffi.cpp.load_inline("cuda_lib", cuda_sources=CUDA_SRC, functions=["add_one"],
-                               extra_cuda_cflags=["-lineinfo"])
+    mod = kffi.cpp.load_inline(
+        "cuda_lib", cuda_sources=CUDA_SRC, functions=["add_one"], extra_cuda_cflags=["-lineinfo"]
+    )
     assert mod.functions() == ["add_one"]
     if not _has_gpu():
         pytest.skip("built and loaded; no GPU to run the kernel on")
     import torch
+
     x = torch.zeros(1000, device="cuda")
     mod.add_one(x)
     torch.cuda.synchronize()
@@ -359,8 +419,9 @@ def test_cuda_source_compiles_with_nvcc(cache, monkeypatch):
 @needs_nvcc
 def test_cuda_and_cpp_sources_together(cache):
     cpp = "void add_one(kffi::TensorView x);  // in the CUDA source\nint host() { return 3; }"
-    mod = kffi.cpp.load_inline("mixed_lib", cpp_sources=cpp, cuda_sources=CUDA_SRC,
-                               functions=["add_one", "host"])
+    mod = kffi.cpp.load_inline(
+        "mixed_lib", cpp_sources=cpp, cuda_sources=CUDA_SRC, functions=["add_one", "host"]
+    )
     assert mod.host() == 3
     assert sorted(mod.functions()) == ["add_one", "host"]
 

@@ -1,13 +1,13 @@
 """tests/python/test_errors.py: native errors become Python exceptions by kind, keep their message,
 and carry the native frames in the Python traceback."""
+
 from __future__ import annotations
 
 import traceback
 import uuid
 
-import pytest
-
 import kffi
+import pytest
 
 BUILTIN_KINDS = [
     ("TypeError", TypeError),
@@ -52,8 +52,17 @@ def test_kffi_error_is_a_runtime_error_subclass():
     assert kffi.Error("m").kind == "RuntimeError"
 
 
-@pytest.mark.parametrize("message", ["", "plain", "multi\nline\nmessage", "unicode ✓ é 日本",
-                                     "x" * 10000, "quotes ' \" and `backticks`"])
+@pytest.mark.parametrize(
+    "message",
+    [
+        "",
+        "plain",
+        "multi\nline\nmessage",
+        "unicode ✓ é 日本",
+        "x" * 10000,
+        "quotes ' \" and `backticks`",
+    ],
+)
 def test_message_is_unchanged(t, message):
     with pytest.raises(ValueError) as info:
         t.raise_error("ValueError", message)
@@ -104,6 +113,7 @@ def test_register_error_rejects_non_exception_classes():
 
 # ---- backtraces -------------------------------------------------------------------------------
 
+
 def test_native_frames_appear_in_python_traceback(t):
     with pytest.raises(ValueError) as info:
         t.raise_error("ValueError", "with frames")
@@ -151,15 +161,20 @@ def test_error_crossing_two_boundaries_gains_frames(t):
 
 # ---- messages made by the C++ side --------------------------------------------------------------
 
+
 def test_typed_call_type_mismatch_message(t):
     with pytest.raises(TypeError) as info:
         t.add_one("one")
-    assert str(info.value) == ("Mismatched type on argument #0 when calling: "
-                               "`testing.add_one(arg0: int) -> int`. Expected `int` but got `str`")
+    assert str(info.value) == (
+        "Mismatched type on argument #0 when calling: "
+        "`testing.add_one(arg0: int) -> int`. Expected `int` but got `str`"
+    )
 
 
-@pytest.mark.parametrize("value,got", [(1.5, "float"), (None, "None"), ((1,), "Array"),
-                                       (b"bytes", "bytes"), ({"a": 1}, "Map")])
+@pytest.mark.parametrize(
+    "value,got",
+    [(1.5, "float"), (None, "None"), ((1,), "Array"), (b"bytes", "bytes"), ({"a": 1}, "Map")],
+)
 def test_typed_call_type_mismatch_names_what_it_got(t, value, got):
     with pytest.raises(TypeError) as info:
         t.add_one(value)
@@ -170,8 +185,10 @@ def test_typed_call_type_mismatch_names_what_it_got(t, value, got):
 def test_typed_call_argument_count_message(t, args):
     with pytest.raises(TypeError) as info:
         t.add_one(*args)
-    assert str(info.value) == ("Mismatched number of arguments when calling: "
-                               f"`testing.add_one(arg0: int) -> int`. Expected 1 but got {len(args)}")
+    assert str(info.value) == (
+        "Mismatched number of arguments when calling: "
+        f"`testing.add_one(arg0: int) -> int`. Expected 1 but got {len(args)}"
+    )
 
 
 def test_type_mismatch_has_the_function_frame(t):

@@ -1,11 +1,11 @@
 """tests/python/test_gpu.py: CUDA tensors from PyTorch and CuPy, the stream the callee sees (picked
 up from the caller framework, or set with kffi.use_stream), and allocation on the GPU. Skipped
 where there is no GPU."""
+
 from __future__ import annotations
 
-import pytest
-
 import kffi
+import pytest
 
 torch = pytest.importorskip("torch")
 if not torch.cuda.is_available():
@@ -16,8 +16,14 @@ CUDA = 2  # kDLCUDA
 
 def describe(kernels, x):
     shape, strides, dtype, data_ptr, device, byte_offset = kernels.describe(x)
-    return {"shape": tuple(shape), "strides": tuple(strides), "dtype": dtype,
-            "data_ptr": data_ptr, "device": device, "byte_offset": byte_offset}
+    return {
+        "shape": tuple(shape),
+        "strides": tuple(strides),
+        "dtype": dtype,
+        "data_ptr": data_ptr,
+        "device": device,
+        "byte_offset": byte_offset,
+    }
 
 
 def test_torch_cuda_tensor_is_seen_zero_copy(tensor_kernels):
@@ -115,6 +121,7 @@ def test_jax_gpu_array_is_seen_zero_copy(t, tensor_kernels):
 
 
 # ---- CuPy ----------------------------------------------------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def cupy():

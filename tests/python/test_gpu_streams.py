@@ -1,6 +1,7 @@
 """tests/python/test_gpu_streams.py: stream objects as explicit stream parameters, and CuPy's
 current stream picked up for a call, on a real GPU (skipped without one; the CPU tests of the same
 logic use stand-ins, in test_surface.py)."""
+
 from __future__ import annotations
 
 import pytest
@@ -13,8 +14,10 @@ if not torch.cuda.is_available():
 def test_torch_cuda_stream_as_a_stream_parameter(pyext_kernels):
     s = torch.cuda.Stream()
     assert pyext_kernels.stream_handle(s) == s.cuda_stream
-    assert pyext_kernels.stream_handle(torch.cuda.current_stream()) == \
-        torch.cuda.current_stream().cuda_stream
+    assert (
+        pyext_kernels.stream_handle(torch.cuda.current_stream())
+        == torch.cuda.current_stream().cuda_stream
+    )
 
 
 def test_cupy_stream_as_a_stream_parameter(pyext_kernels):

@@ -1,6 +1,7 @@
 """tests/python/test_hostile.py: input that tries to break the extension: impossible sizes,
 containers changed while they convert, exceptions that cannot be printed, deep nesting, and
 memory that must not be written. Each case ends in a clear exception or a sane result."""
+
 from __future__ import annotations
 
 import ctypes
@@ -20,15 +21,20 @@ HUGE = 2**60
 
 # ---- impossible sizes ------------------------------------------------------------------------
 
-@pytest.mark.parametrize("shape,strides,shown", [
-    ((HUGE,), None, "1152921504606846976"),                  # bytes overflow int64
-    ((2**32, 2**32), None, "4294967296, 4294967296"),        # numel overflows
-    ((-1,), None, "-1"),                                     # negative dimension
-    ((3,), (2**62,), "3"),                                   # strides reach past int64
-    ((2, 2**62), (2**62, 1), "2, 4611686018427387904"),
-])
-def test_impossible_tensor_sizes_are_value_errors_naming_the_shape(tensor_kernels, shape,
-                                                                    strides, shown):
+
+@pytest.mark.parametrize(
+    "shape,strides,shown",
+    [
+        ((HUGE,), None, "1152921504606846976"),  # bytes overflow int64
+        ((2**32, 2**32), None, "4294967296, 4294967296"),  # numel overflows
+        ((-1,), None, "-1"),  # negative dimension
+        ((3,), (2**62,), "3"),  # strides reach past int64
+        ((2, 2**62), (2**62, 1), "2, 4611686018427387904"),
+    ],
+)
+def test_impossible_tensor_sizes_are_value_errors_naming_the_shape(
+    tensor_kernels, shape, strides, shown
+):
     # The runtime's layout check (KFFITensorFromDLPack*) or the extension's (borrowed views)
     # refuses them before any kernel sees them; either message names the shape.
     producer = Producer(shape, strides)
@@ -52,13 +58,13 @@ def test_large_but_possible_shape_with_zero_extent_is_accepted(tensor_kernels):
 
 
 class _ExchangeAPIHeader(ctypes.Structure):
-    _fields_ = [("major", ctypes.c_uint32), ("minor", ctypes.c_uint32),
-                ("prev", ctypes.c_void_p)]
+    _fields_ = [("major", ctypes.c_uint32), ("minor", ctypes.c_uint32), ("prev", ctypes.c_void_p)]
 
 
 _SET_ERROR = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_char_p)
-_ALLOCATOR = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p),
-                              ctypes.c_void_p, _SET_ERROR)
+_ALLOCATOR = ctypes.CFUNCTYPE(
+    ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p, _SET_ERROR
+)
 
 
 def _kffi_tensor_allocator():
@@ -92,6 +98,7 @@ def test_kffi_tensor_allocator_refuses_impossible_sizes():
 
 
 # ---- containers and arguments that change while they convert ------------------------------------
+
 
 def test_list_cleared_by_an_element_index_converts_the_snapshot(t):
     items = []
@@ -216,6 +223,7 @@ def test_map_lookup_key_whose_eq_releases_the_map():
 
 # ---- exceptions that cannot be printed, and re-entry ----------------------------------------------
 
+
 class _Unprintable(Exception):
     def __str__(self):
         raise ValueError("__str__ refuses")
@@ -253,6 +261,7 @@ def test_dlpack_producer_reentering_kffi_until_recursion_error(tensor_kernels):
 
 # ---- nesting ------------------------------------------------------------------------------------
 
+
 def test_10000_deep_list_with_a_raised_recursion_limit_is_a_recursion_error(t):
     deep = []
     for _ in range(10_000):
@@ -283,6 +292,7 @@ def test_results_nested_past_the_limit_stay_kffi_arrays(t):
 
 
 # ---- read-only memory -----------------------------------------------------------------------------
+
 
 def test_writable_numpy_array_has_no_flags(t):
     assert t.tensor_flags(np.zeros(3, np.float32)) == 0
@@ -333,11 +343,15 @@ def test_torch_tensors_are_writable(t):
 
 # ---- torch lazy views ------------------------------------------------------------------------------
 
+
 def test_torch_conj_view_is_refused_naming_the_argument(tensor_kernels):
     torch = pytest.importorskip("torch")
     x = torch.tensor([1 + 2j, 3 - 4j], dtype=torch.complex64).conj()
-    with pytest.raises(ValueError, match=r"Argument #0 \(`x`\): the torch tensor is a lazy "
-                                         r"conjugate view.*resolve_conj\(\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"Argument #0 \(`x`\): the torch tensor is a lazy "
+        r"conjugate view.*resolve_conj\(\)",
+    ):
         tensor_kernels.describe(x)
     with pytest.raises(ValueError, match="lazy conjugate view"):
         kffi.from_dlpack(x)
@@ -349,8 +363,11 @@ def test_torch_neg_view_is_refused_naming_the_argument(tensor_kernels):
     z = torch.tensor([1 + 2j, 3 - 4j], dtype=torch.complex64)
     y = z.conj().imag
     assert y.is_neg()
-    with pytest.raises(ValueError, match=r"Argument #0 \(`x`\): the torch tensor is a lazy "
-                                         r"negative view.*resolve_neg\(\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"Argument #0 \(`x`\): the torch tensor is a lazy "
+        r"negative view.*resolve_neg\(\)",
+    ):
         tensor_kernels.sum(y)
     assert tensor_kernels.sum(y.resolve_neg()) == pytest.approx(2.0)  # -2 + 4
     # Plain tensors, including strided float views that are not neg views, pass.

@@ -371,7 +371,7 @@ def test_concurrent_calls_register_once(jk):
         try:
             x = jnp.full((3,), float(i), jnp.float32)
             results.append(float(jax.jit(lambda a: kffi.jax.call(f, a))(x)[0]) - i)
-        except Exception as e:  # noqa: BLE001 (reported below)
+        except Exception as e:
             errors.append(e)
 
     threads = [threading.Thread(target=work, args=(i,)) for i in range(8)]

@@ -14,7 +14,6 @@ import pytest
 
 pytest.importorskip("jax")
 
-import kffi
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "jax.md"

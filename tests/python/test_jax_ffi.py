@@ -383,7 +383,7 @@ def test_concurrent_registration_and_calls(jk):
             kffi.jax.register_ffi_target(name, jk.make_adder(i))
             x = jnp.full((4,), float(i), jnp.float32)
             results[i] = np.asarray(jax.jit(jax.ffi.ffi_call(name, sds(x)))(x))
-        except Exception as e:  # noqa: BLE001 (reported below)
+        except Exception as e:
             errors.append(e)
 
     threads = [threading.Thread(target=work, args=(i,)) for i in range(8)]

@@ -1,5 +1,6 @@
 """tests/python/test_leaks.py: many calls leave reference counts, Python memory, native memory and
 native object counts where they were."""
+
 from __future__ import annotations
 
 import ctypes
@@ -8,9 +9,8 @@ import gc
 import sys
 import tracemalloc
 
-import pytest
-
 import kffi
+import pytest
 
 np = pytest.importorskip("numpy")
 
@@ -41,7 +41,7 @@ def values_to_pass():
         ("kffi_tensor", lambda: kffi.from_dlpack(np.zeros(4))),
         ("kffi_function", lambda: kffi.Function(lambda: None)),
         ("python_object", Plain),
-        ("callable", lambda: (lambda x: x)),
+        ("callable", lambda: lambda x: x),
         ("dtype", lambda: kffi.dtype("float16")),
         ("device", lambda: kffi.Device("cuda:1")),
     ]
@@ -151,10 +151,17 @@ def test_refcount_of_exception_raised_in_callback(t):
 
 # ---- native object counts -----------------------------------------------------------------------
 
-@pytest.mark.parametrize("factory", [lambda: kffi.to_kffi((1, 2)), lambda: kffi.to_kffi({"a": 1}),
-                                     lambda: kffi.from_dlpack(np.zeros(2)),
-                                     lambda: kffi.Function(lambda: None)],
-                         ids=["array", "map", "tensor", "function"])
+
+@pytest.mark.parametrize(
+    "factory",
+    [
+        lambda: kffi.to_kffi((1, 2)),
+        lambda: kffi.to_kffi({"a": 1}),
+        lambda: kffi.from_dlpack(np.zeros(2)),
+        lambda: kffi.Function(lambda: None),
+    ],
+    ids=["array", "map", "tensor", "function"],
+)
 def test_native_use_count_stable(t, factory):
     obj = factory()
     assert obj._use_count == 1
@@ -197,6 +204,7 @@ def test_global_function_use_count_stable(t):
 
 # ---- memory -------------------------------------------------------------------------------------
 
+
 def _mallinfo_used():
     """Bytes in use in glibc's malloc heap (native allocations), or None off glibc."""
     libc_name = ctypes.util.find_library("c")
@@ -207,9 +215,21 @@ def _mallinfo_used():
         return None
 
     class MallInfo2(ctypes.Structure):
-        _fields_ = [(name, ctypes.c_size_t) for name in
-                    ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks",
-                     "uordblks", "fordblks", "keepcost")]
+        _fields_ = [
+            (name, ctypes.c_size_t)
+            for name in (
+                "arena",
+                "ordblks",
+                "smblks",
+                "hblks",
+                "hblkhd",
+                "usmblks",
+                "fsmblks",
+                "uordblks",
+                "fordblks",
+                "keepcost",
+            )
+        ]
 
     libc.mallinfo2.restype = MallInfo2
     info = libc.mallinfo2()

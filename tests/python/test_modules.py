@@ -1,5 +1,6 @@
 """tests/python/test_modules.py: loading kernel libraries with kffi.load_module and calling their
 exports by attribute, by item, by keyword; signatures and docstrings from the export metadata."""
+
 from __future__ import annotations
 
 import contextlib
@@ -11,9 +12,8 @@ import pydoc
 import traceback
 from pathlib import Path
 
-import pytest
-
 import kffi
+import pytest
 
 
 def test_load_module_returns_a_module(module_kernels, module_kernels_path):
@@ -23,7 +23,8 @@ def test_load_module_returns_a_module(module_kernels, module_kernels_path):
 
 
 def test_load_module_accepts_path_objects_and_returns_the_same_native_module(
-        module_kernels, module_kernels_path):
+    module_kernels, module_kernels_path
+):
     again = kffi.load_module(Path(module_kernels_path))
     assert again.same_as(module_kernels)
 
@@ -50,8 +51,11 @@ def test_get_function_and_contains(module_kernels):
 def test_metadata_of_documented_export(module_kernels):
     assert module_kernels.metadata("affine") == {
         "name": "affine",
-        "params": [{"name": "a", "type": "float"}, {"name": "scale", "type": "float"},
-                   {"name": "offset", "type": "float"}],
+        "params": [
+            {"name": "a", "type": "float"},
+            {"name": "scale", "type": "float"},
+            {"name": "offset", "type": "float"},
+        ],
         "return": "float",
         "doc": "Returns a * scale + offset.",
     }
@@ -94,8 +98,10 @@ def test_signature_from_metadata(module_kernels):
 def test_name_and_docstring_from_metadata(module_kernels):
     f = module_kernels.greet
     assert f.__name__ == "greet"
-    assert f.__doc__ == ("greet(name: str, times: int) -> str\n\n"
-                         "Greets name, times times.\nSecond line of the docstring.")
+    assert f.__doc__ == (
+        "greet(name: str, times: int) -> str\n\n"
+        "Greets name, times times.\nSecond line of the docstring."
+    )
 
 
 def test_help_shows_signature_and_docstring(module_kernels):
@@ -119,15 +125,20 @@ def test_export_errors_keep_kind_message_and_frame(module_kernels):
 def test_export_type_mismatch_message(module_kernels):
     with pytest.raises(TypeError) as info:
         module_kernels.subtract(1, "2")
-    assert str(info.value) == ("Mismatched type on argument #1 when calling: "
-                               "`subtract(arg0: int, arg1: int) -> int`. Expected `int` but got `str`")
+    assert str(info.value) == (
+        "Mismatched type on argument #1 when calling: "
+        "`subtract(arg0: int, arg1: int) -> int`. Expected `int` but got `str`"
+    )
 
 
 def test_export_argument_count_message(module_kernels):
     # The export names its parameters (KFFI_EXPORT_DOC), so the signature in the message does too.
-    with pytest.raises(TypeError, match=r"Mismatched number of arguments when calling: "
-                                        r"`greet\(name: str, times: int\) -> str`\. "
-                                        r"Expected 2 but got 3"):
+    with pytest.raises(
+        TypeError,
+        match=r"Mismatched number of arguments when calling: "
+        r"`greet\(name: str, times: int\) -> str`\. "
+        r"Expected 2 but got 3",
+    ):
         module_kernels.greet("a", 1, 2)
 
 
@@ -138,6 +149,7 @@ def test_function_keeps_working_after_module_is_dropped(module_kernels_path):
 
 
 # ---- errors -----------------------------------------------------------------------------------
+
 
 def test_missing_file_is_file_not_found(tmp_path):
     missing = tmp_path / "nope.so"
@@ -161,8 +173,16 @@ def test_shared_library_without_kffi_exports(tmp_path):
     import ctypes.util
 
     name = ctypes.util.find_library("m")
-    folders = ("/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib/aarch64-linux-gnu",
-               "/usr/lib/aarch64-linux-gnu", "/lib64", "/usr/lib64", "/lib", "/usr/lib")
+    folders = (
+        "/lib/x86_64-linux-gnu",
+        "/usr/lib/x86_64-linux-gnu",
+        "/lib/aarch64-linux-gnu",
+        "/usr/lib/aarch64-linux-gnu",
+        "/lib64",
+        "/usr/lib64",
+        "/lib",
+        "/usr/lib",
+    )
     candidates = [Path(d) / name for d in folders] if name else []
     libm = next((p for p in candidates if p.exists()), None)
     if libm is None:
@@ -172,9 +192,10 @@ def test_shared_library_without_kffi_exports(tmp_path):
 
 
 def test_missing_function_by_attribute_is_attribute_error(module_kernels):
-    with pytest.raises(AttributeError, match="has no function 'nope'; available: affine, fail, "
-                                             "greet, subtract"):
-        module_kernels.nope
+    with pytest.raises(
+        AttributeError, match="has no function 'nope'; available: affine, fail, greet, subtract"
+    ):
+        module_kernels.nope  # noqa: B018 (the lookup itself is under test)
 
 
 def test_missing_function_by_item_is_key_error(module_kernels):

@@ -1,5 +1,6 @@
 """tests/python/test_signals.py: Ctrl-C during a long native call that polls KFFIEnvCheckSignals
 raises KeyboardInterrupt (or whatever the Python signal handler raises)."""
+
 from __future__ import annotations
 
 import contextlib
@@ -8,9 +9,8 @@ import signal
 import threading
 import time
 
-import pytest
-
 import kffi
+import pytest
 
 pytestmark = pytest.mark.skipif(not hasattr(signal, "pthread_kill"), reason="POSIX signals only")
 
@@ -55,8 +55,10 @@ def test_sigint_via_pthread_kill_raises_keyboard_interrupt(t):
 def test_sigint_via_os_kill_raises_keyboard_interrupt(t):
     with handler(signal.SIGINT, signal.default_int_handler):
         start = time.perf_counter()
-        with send_later(lambda: os.kill(os.getpid(), signal.SIGINT)), \
-                pytest.raises(KeyboardInterrupt):
+        with (
+            send_later(lambda: os.kill(os.getpid(), signal.SIGINT)),
+            pytest.raises(KeyboardInterrupt),
+        ):
             t.spin_until_signal(MAX_SECONDS)
         elapsed = time.perf_counter() - start
     assert elapsed < MAX_SECONDS / 2
@@ -66,8 +68,7 @@ def test_keyboard_interrupt_has_the_native_frame(t):
     import traceback
 
     with handler(signal.SIGINT, signal.default_int_handler):
-        with send_later(to_main_thread(signal.SIGINT)), \
-                pytest.raises(KeyboardInterrupt) as info:
+        with send_later(to_main_thread(signal.SIGINT)), pytest.raises(KeyboardInterrupt) as info:
             t.spin_until_signal(MAX_SECONDS)
     names = [f.name for f in traceback.extract_tb(info.value.__traceback__)]
     assert "testing.spin_until_signal" in names
@@ -107,4 +108,3 @@ def test_process_still_works_after_interrupts(t):
                 t.spin_until_signal(MAX_SECONDS)
     assert t.add_one(1) == 2
     kffi.check_signals()  # nothing pending
-

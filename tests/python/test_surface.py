@@ -1,6 +1,7 @@
 """tests/python/test_surface.py: the Python surface a new user meets: dtype constants, NumPy and
 JAX views of kffi.Tensor, results in the caller's types, reprs, defaults, stream parameters and
 framework streams, and the errors for tensors that cannot be passed."""
+
 from __future__ import annotations
 
 import ctypes
@@ -16,9 +17,19 @@ np = pytest.importorskip("numpy")
 
 # ---- dtypes ---------------------------------------------------------------------------------------
 
+
 def test_every_dtype_is_exported_and_equal_to_its_spelling():
-    for name in ("float32", "float16", "bfloat16", "int8", "uint64", "bool", "complex64",
-                 "float8_e4m3fn", "float4_e2m1fn"):
+    for name in (
+        "float32",
+        "float16",
+        "bfloat16",
+        "int8",
+        "uint64",
+        "bool",
+        "complex64",
+        "float8_e4m3fn",
+        "float4_e2m1fn",
+    ):
         value = getattr(kffi, name)
         assert isinstance(value, kffi.dtype)
         assert value == kffi.dtype(name) == name
@@ -34,6 +45,7 @@ def test_dtype_constants_are_accepted_wherever_a_dtype_is(t, tensor_kernels):
 
 
 # ---- kffi.Tensor in NumPy and JAX -----------------------------------------------------------------
+
 
 def test_numpy_asarray_of_a_kffi_tensor_is_zero_copy():
     a = np.arange(6, dtype=np.float32).reshape(2, 3)
@@ -59,6 +71,7 @@ def test_tuple_results_are_tuples(pyext_kernels):
 
 # ---- Function repr, defaults ----------------------------------------------------------------------
 
+
 def test_function_repr_shows_its_name(t, tensor_kernels):
     assert repr(tensor_kernels.describe) == "<kffi.Function describe>"
     assert repr(t.echo) == "<kffi.Function testing.echo>"
@@ -81,6 +94,7 @@ def test_optional_parameters_may_be_left_out(pyext_kernels):
 
 # ---- errors for tensors that cannot be passed ------------------------------------------------------
 
+
 def test_missing_global_called_from_cpp_is_a_public_key_error(t):
     with pytest.raises(KeyError) as info:
         t.call_global("pyext.no_such_function", 1)
@@ -90,8 +104,11 @@ def test_missing_global_called_from_cpp_is_a_public_key_error(t):
 
 def test_torch_meta_tensor_is_a_clear_error_naming_the_argument(tensor_kernels):
     torch = pytest.importorskip("torch")
-    with pytest.raises(ValueError, match=r"Argument #0 \(`x`\): a torch tensor on the meta "
-                                         r"device has no memory") as info:
+    with pytest.raises(
+        ValueError,
+        match=r"Argument #0 \(`x`\): a torch tensor on the meta "
+        r"device has no memory",
+    ) as info:
         tensor_kernels.describe(torch.empty(3, device="meta"))
     assert info.value.__cause__ is not None  # torch's own message, chained
 
@@ -100,14 +117,16 @@ def test_jax_tracer_in_an_eager_call_says_to_use_kffi_jax_call(tensor_kernels):
     jax = pytest.importorskip("jax")
     jnp = pytest.importorskip("jax.numpy")
 
-    with pytest.raises(TypeError, match=r"Argument #0 \(`x`\): a JAX tracer .* kffi\.jax\.call") \
-            as info:
+    with pytest.raises(
+        TypeError, match=r"Argument #0 \(`x`\): a JAX tracer .* kffi\.jax\.call"
+    ) as info:
         jax.jit(lambda a: tensor_kernels.describe(a))(jnp.ones(3))
     assert info.value.__cause__ is not None
     assert "_error_repr" not in str(info.value)
 
 
 # ---- stream parameters -----------------------------------------------------------------------------
+
 
 class CudaStreamProtocol:
     """Any object with __cuda_stream__ (the CUDA stream protocol: (version, handle))."""
@@ -140,13 +159,17 @@ def test_bad_stream_object_names_the_argument(pyext_kernels):
         def __cuda_stream__(self):
             return "not a pair"
 
-    with pytest.raises(TypeError, match=r"Argument #0 \(`stream`\): cannot read the stream "
-                                        r"handle of a Broken") as info:
+    with pytest.raises(
+        TypeError,
+        match=r"Argument #0 \(`stream`\): cannot read the stream "
+        r"handle of a Broken",
+    ) as info:
         pyext_kernels.stream_handle(Broken())
     assert isinstance(info.value.__cause__, TypeError)
 
 
 # ---- CuPy: its current stream is the call's environment stream ---------------------------------------
+
 
 @pytest.fixture
 def fake_cupy(monkeypatch):
@@ -200,6 +223,7 @@ def test_use_stream_accepts_the_same_stream_objects():
 
 
 # ---- the extension module ------------------------------------------------------------------------
+
 
 def test_the_extension_exports_abi_constants():
     assert kffi._core.TYPE_INDEX["Tensor"] == 70 and kffi._core.TYPE_INDEX["Array"] == 71

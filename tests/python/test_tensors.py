@@ -1,12 +1,12 @@
 """tests/python/test_tensors.py: NumPy, PyTorch (CPU) and JAX (CPU) tensors into exported kernels
 and back, zero-copy; kffi.Tensor as a DLPack producer and consumer."""
+
 from __future__ import annotations
 
 import gc
 
-import pytest
-
 import kffi
+import pytest
 
 np = pytest.importorskip("numpy")
 
@@ -18,11 +18,18 @@ def element_strides(a) -> tuple:
 
 def describe(kernels, x):
     shape, strides, dtype, data_ptr, device, byte_offset = kernels.describe(x)
-    return {"shape": tuple(shape), "strides": tuple(strides), "dtype": dtype,
-            "data_ptr": data_ptr, "device": device, "byte_offset": byte_offset}
+    return {
+        "shape": tuple(shape),
+        "strides": tuple(strides),
+        "dtype": dtype,
+        "data_ptr": data_ptr,
+        "device": device,
+        "byte_offset": byte_offset,
+    }
 
 
 # ---- NumPy ------------------------------------------------------------------------------------
+
 
 def test_numpy_array_is_seen_zero_copy(tensor_kernels):
     a = np.arange(12, dtype=np.float32).reshape(3, 4)
@@ -43,9 +50,25 @@ def test_numpy_mutation_in_kernel_is_visible(tensor_kernels):
     assert (a == 3.5).all()
 
 
-@pytest.mark.parametrize("dtype", ["bool", "int8", "uint8", "int16", "uint16", "int32", "uint32",
-                                   "int64", "uint64", "float16", "float32", "float64",
-                                   "complex64", "complex128"])
+@pytest.mark.parametrize(
+    "dtype",
+    [
+        "bool",
+        "int8",
+        "uint8",
+        "int16",
+        "uint16",
+        "int32",
+        "uint32",
+        "int64",
+        "uint64",
+        "float16",
+        "float32",
+        "float64",
+        "complex64",
+        "complex128",
+    ],
+)
 def test_numpy_dtype_is_preserved(tensor_kernels, dtype):
     a = np.zeros((2, 2), dtype=dtype)
     assert describe(tensor_kernels, a)["dtype"] == kffi.dtype(np.dtype(dtype))
@@ -139,6 +162,7 @@ def test_kernel_error_on_wrong_dtype(tensor_kernels):
 
 # ---- PyTorch (CPU) ----------------------------------------------------------------------------
 
+
 def test_torch_tensor_is_seen_zero_copy(tensor_kernels):
     torch = pytest.importorskip("torch")
     x = torch.arange(6, dtype=torch.float32).reshape(2, 3)
@@ -157,8 +181,21 @@ def test_torch_mutation_in_kernel_is_visible(tensor_kernels):
     assert torch.equal(x, torch.full((4,), 1.25, dtype=torch.float64))
 
 
-@pytest.mark.parametrize("name", ["float16", "bfloat16", "float32", "float64", "int8", "uint8",
-                                  "int32", "int64", "bool", "complex64"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "float16",
+        "bfloat16",
+        "float32",
+        "float64",
+        "int8",
+        "uint8",
+        "int32",
+        "int64",
+        "bool",
+        "complex64",
+    ],
+)
 def test_torch_dtype_is_preserved(tensor_kernels, name):
     torch = pytest.importorskip("torch")
     x = torch.zeros(2, dtype=getattr(torch, name))
@@ -235,12 +272,13 @@ def test_env_alloc_tensor_outlives_its_references(tensor_kernels):
 
 # ---- JAX (CPU) --------------------------------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def jnp():
     """jax.numpy, making arrays on the CPU (the kernels here are CPU kernels, and a JAX with a
     GPU plugin would put them on the GPU)."""
     jax = pytest.importorskip("jax")
-    import jax.numpy
+    import jax.numpy  # noqa: F811 (loads the submodule on the name importorskip bound)
 
     with jax.default_device(jax.devices("cpu")[0]):
         yield jax.numpy
@@ -270,6 +308,7 @@ def test_env_alloc_with_jax_input_returns_a_jax_array(tensor_kernels, jnp):
 
 
 # ---- kffi.Tensor and DLPack -------------------------------------------------------------------
+
 
 def test_from_dlpack_numpy_is_zero_copy_and_describes_itself():
     a = np.arange(6, dtype=np.int16).reshape(2, 3)
@@ -377,9 +416,12 @@ def test_kernel_result_viewing_an_argument_keeps_it_alive(tensor_kernels):
 
 
 def test_non_tensor_where_tensor_expected(tensor_kernels):
-    with pytest.raises(TypeError, match=r"Mismatched type on argument #0 when calling: "
-                                        r"`fill\(x: Tensor, value: float\) -> None`\. "
-                                        r"Expected `Tensor` but got `str`"):
+    with pytest.raises(
+        TypeError,
+        match=r"Mismatched type on argument #0 when calling: "
+        r"`fill\(x: Tensor, value: float\) -> None`\. "
+        r"Expected `Tensor` but got `str`",
+    ):
         tensor_kernels.fill("not a tensor", 1.0)
 
 

@@ -1,14 +1,14 @@
 """tests/python/test_threads.py: native calls release the GIL (so Python threads overlap in native
 code), results stay correct under concurrency, and the per-function / global opt-outs work."""
+
 from __future__ import annotations
 
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-import pytest
-
 import kffi
+import pytest
 
 THREADS = 8
 SLEEP = 0.2  # seconds each native call sleeps
@@ -86,8 +86,13 @@ def test_concurrent_calls_return_correct_results(t):
         out = []
         for j in range(2000):
             v = i * 100_000 + j
-            out.append((t.add_one(v) == v + 1, t.echo((i, j)) == (i, j),
-                        t.echo(f"thread {i} call {j}") == f"thread {i} call {j}"))
+            out.append(
+                (
+                    t.add_one(v) == v + 1,
+                    t.echo((i, j)) == (i, j),
+                    t.echo(f"thread {i} call {j}") == f"thread {i} call {j}",
+                )
+            )
         return all(all(r) for r in out)
 
     results, _ = run_concurrently(work)

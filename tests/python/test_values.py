@@ -1,12 +1,12 @@
 """tests/python/test_values.py: every value kind round-trips through testing.echo (Python -> C++ ->
 Python), and kffi objects behave like the Python types they mirror."""
+
 from __future__ import annotations
 
 import math
 
-import pytest
-
 import kffi
+import pytest
 
 INT64_MAX = 2**63 - 1
 INT64_MIN = -(2**63)
@@ -18,6 +18,7 @@ STR, BYTES, FUNCTION, SHAPE, ARRAY, MAP = 65, 66, 68, 69, 71, 72
 
 
 # ---- plain values ---------------------------------------------------------------------------
+
 
 def test_none_round_trips(t):
     assert t.echo(None) is None
@@ -39,8 +40,11 @@ def test_int_round_trips(t, value):
 
 @pytest.mark.parametrize("value", [INT64_MAX + 1, INT64_MIN - 1, 2**100, -(2**100)])
 def test_int_outside_int64_raises_overflow_error(t, value):
-    with pytest.raises(OverflowError, match=r"Argument #0: Python int too large to convert to "
-                                            r"int64 \(kffi ints are 64-bit\)"):
+    with pytest.raises(
+        OverflowError,
+        match=r"Argument #0: Python int too large to convert to "
+        r"int64 \(kffi ints are 64-bit\)",
+    ):
         t.echo(value)
 
 
@@ -82,6 +86,7 @@ def test_numpy_float_becomes_float(t):
 
 # ---- strings and bytes ----------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("value", ["", "a", "abcdefg"])
 def test_short_str_travels_inline(t, value):
     assert len(value.encode()) <= 7
@@ -97,8 +102,9 @@ def test_long_str_is_borrowed_and_round_trips(t, value):
     assert t.echo(value) == value
 
 
-@pytest.mark.parametrize("value", ["héllo wörld ✓", "✓", "日本語のテキスト",
-                                   "emoji 🎉 party", "\u00e9"])
+@pytest.mark.parametrize(
+    "value", ["héllo wörld ✓", "✓", "日本語のテキスト", "emoji 🎉 party", "\u00e9"]
+)
 def test_unicode_str_round_trips(t, value):
     assert t.echo(value) == value
 
@@ -114,8 +120,9 @@ def test_long_str_with_nul_travels_as_str_object(t):
     assert t.type_index("abc\x00defgh") == STR
 
 
-@pytest.mark.parametrize("value", [b"", b"x", b"1234567", b"12345678", b"\x00\xff" * 100,
-                                   bytes(range(256))])
+@pytest.mark.parametrize(
+    "value", [b"", b"x", b"1234567", b"12345678", b"\x00\xff" * 100, bytes(range(256))]
+)
 def test_bytes_round_trip(t, value):
     result = t.echo(value)
     assert type(result) is bytes
@@ -133,8 +140,21 @@ def test_bytearray_arrives_as_bytes(t):
 
 # ---- dtype ----------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("text", ["float32", "float16", "bfloat16", "int8", "uint64", "bool",
-                                  "float32x4", "float8_e4m3fn", "complex64"])
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "float32",
+        "float16",
+        "bfloat16",
+        "int8",
+        "uint64",
+        "bool",
+        "float32x4",
+        "float8_e4m3fn",
+        "complex64",
+    ],
+)
 def test_dtype_from_string_round_trips(t, text):
     d = kffi.dtype(text)
     assert d == text
@@ -189,9 +209,11 @@ def test_dtype_is_hashable_and_equal_to_its_string():
 
 # ---- device ---------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("text,device_type,index", [("cpu", 1, 0), ("cuda:0", 2, 0),
-                                                    ("cuda:3", 2, 3), ("gpu:1", 2, 1),
-                                                    ("rocm:2", 10, 2)])
+
+@pytest.mark.parametrize(
+    "text,device_type,index",
+    [("cpu", 1, 0), ("cuda:0", 2, 0), ("cuda:3", 2, 3), ("gpu:1", 2, 1), ("rocm:2", 10, 2)],
+)
 def test_device_from_string_round_trips(t, text, device_type, index):
     d = kffi.Device(text)
     assert (d.device_type, d.index) == (device_type, index)
@@ -227,15 +249,21 @@ def test_dtype_and_device_pickle_round_trip():
     assert v == kffi.Device("cuda:2")
 
 
-@pytest.mark.parametrize("bad,fragment", [("tpu:0", "Unknown device type 'tpu'"),
-                                          ("cuda:x", "Bad device index in 'cuda:x'"),
-                                          (99, "Unknown device type 99")])
+@pytest.mark.parametrize(
+    "bad,fragment",
+    [
+        ("tpu:0", "Unknown device type 'tpu'"),
+        ("cuda:x", "Bad device index in 'cuda:x'"),
+        (99, "Unknown device type 99"),
+    ],
+)
 def test_bad_device_raises_value_error(bad, fragment):
     with pytest.raises(ValueError, match=fragment):
         kffi.Device(bad)
 
 
 # ---- containers -----------------------------------------------------------------------------
+
 
 def test_tuple_becomes_array_and_comes_back_a_tuple(t):
     result = t.echo((1, "two", 3.0, None, True))
@@ -394,6 +422,7 @@ def test_to_kffi_shows_the_converted_value():
 
 # ---- functions and opaque objects -------------------------------------------------------------
 
+
 def test_callable_becomes_function(t):
     f = t.echo(lambda x: x * 2)
     assert isinstance(f, kffi.Function)
@@ -449,9 +478,16 @@ def test_tensor_object_equality_and_hash_follow_identity(t):
     assert repr(x) == "kffi.Tensor(shape=(3,), dtype=float64, device=cpu)"
 
 
-@pytest.mark.parametrize("make", [lambda t: kffi.to_kffi((1, 2)), lambda t: t.echo({"a": 1}),
-                                  lambda t: t.make_shape(1), lambda t: kffi.Function(len)],
-                         ids=["array", "map", "shape", "function"])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda t: kffi.to_kffi((1, 2)),
+        lambda t: t.echo({"a": 1}),
+        lambda t: t.make_shape(1),
+        lambda t: kffi.Function(len),
+    ],
+    ids=["array", "map", "shape", "function"],
+)
 def test_released_object_has_a_safe_repr_and_no_handle(t, make):
     obj = make(t)
     obj._release()

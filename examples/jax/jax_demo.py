@@ -35,6 +35,8 @@ void square_bwd(kffi::TensorView x, kffi::TensorView g, kffi::TensorView dx) {
 
 def main():
     mod = kffi.cpp.load_inline("jax_demo", cpp_sources=SOURCE, functions=["square", "square_bwd"])
+    # These are host kernels: keep JAX on its CPU device even where a GPU is its default.
+    jax.config.update("jax_default_device", jax.devices("cpu")[0])
     x = jnp.linspace(-2.0, 2.0, 5, dtype=jnp.float32)
     like_x = jax.ShapeDtypeStruct(x.shape, x.dtype)
 

@@ -150,3 +150,17 @@ def restore_default_release_gil():
     before = kffi.get_default_release_gil()
     yield
     kffi.set_default_release_gil(before)
+
+
+@pytest.fixture(autouse=True)
+def _jax_host_kernels_on_cpu(request):
+    """The kffi.jax tests (except test_jax_gpu) run host kernels: their arrays and jitted
+    computations go to JAX's CPU device even where a GPU makes CUDA JAX's default."""
+    name = request.module.__name__.rpartition(".")[2]
+    if not name.startswith("test_jax") or name == "test_jax_gpu" or "jax" not in sys.modules:
+        yield
+        return
+    import jax
+
+    with jax.default_device(jax.devices("cpu")[0]):
+        yield

@@ -155,6 +155,16 @@ def add_one_contract(jk):
     )
 
 
+def test_host_contract_refuses_a_gpu_lowering(jk):
+    """A contract fixing tensors to the CPU refuses a computation lowered for CUDA (which would
+    hand the host kernel device memory): a ValueError naming the function and both places."""
+    f = add_one_contract(jk)
+    traced = jax.jit(lambda a: kffi.jax.call(f, a)).trace(sds((8,)))
+    with pytest.raises(ValueError, match=r"add_one takes cpu tensors .* runs on cuda"):
+        traced.lower(lowering_platforms=("cuda",))
+    assert traced.lower(lowering_platforms=("cpu",)) is not None
+
+
 def test_contract_outputs_need_no_declaration(jk):
     f = add_one_contract(jk)
     x = jnp.arange(6, dtype=jnp.float32)

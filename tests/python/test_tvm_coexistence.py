@@ -243,6 +243,7 @@ def test_jax_tvm_ffi_accepts_a_kffi_function(libs):
         import jax_tvm_ffi, kffi
         mod = kffi.load_module({unlinked!r})   # bound to the runtime jax_tvm_ffi loaded
         jax_tvm_ffi.register_ffi_target("kffi_bridge_add_one", mod.add_one, platform="cpu")
+        jax.config.update("jax_default_device", jax.devices("cpu")[0])  # host kernels
         x = jnp.arange(8, dtype=jnp.float32)
         y = jax.ffi.ffi_call("kffi_bridge_add_one", jax.ShapeDtypeStruct(x.shape, x.dtype))(x)
         np.testing.assert_array_equal(np.asarray(y), np.arange(8, dtype=np.float32) + 1)

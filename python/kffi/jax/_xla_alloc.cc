@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <type_traits>
 
 #include "_xla_handler.h"
 
@@ -14,6 +15,38 @@ namespace jaxffi {
 
 // ---- The per-call environment allocator
 // ----------------------------------------------------------
+
+// XLA's error-message query changed name across jaxlib releases (newer XLA FFI headers have no
+// XLA_FFI_Error_GetMessage). The handler is built against whichever headers the installed jaxlib
+// ships, so the query is looked up on the API struct at compile time instead of named directly.
+template <typename Api, typename = void>
+struct HasErrorGetMessage : std::false_type {};
+template <typename Api>
+struct HasErrorGetMessage<Api, std::void_t<decltype(&Api::XLA_FFI_Error_GetMessage)>>
+    : std::true_type {};
+template <typename Fn>
+struct FirstArgOf;
+template <typename A>
+struct FirstArgOf<void (*)(A*)> {
+  using type = A;
+};
+
+template <typename Api>
+std::string XlaErrorMessage(const Api* api, XLA_FFI_Error* err) {
+  if constexpr (HasErrorGetMessage<Api>::value) {
+    using Args = typename FirstArgOf<decltype(api->XLA_FFI_Error_GetMessage)>::type;
+    Args m;
+    std::memset(&m, 0, sizeof(m));
+    m.struct_size = sizeof(Args);  // its last field is a pointer: no tail padding
+    m.error = err;
+    api->XLA_FFI_Error_GetMessage(&m);
+    return m.message != nullptr ? m.message : "";
+  } else {
+    (void)api;
+    (void)err;
+    return "(this jaxlib's XLA FFI gives no error text)";
+  }
+}
 
 thread_local CallState* tls_call = nullptr;
 thread_local uint64_t tls_generation = 0;
@@ -178,13 +211,7 @@ int EnvAlloc(DLTensor* proto, DLManagedTensorVersioned** out, void* error_ctx,
   args.alignment = 16;  // the most XLA's scratch allocator accepts (its buffers are aligned more)
   XLA_FFI_Error* err = st->api->XLA_FFI_DeviceMemory_Allocate(&args);
   if (err != nullptr) {
-    XLA_FFI_Error_GetMessage_Args m;
-    std::memset(&m, 0, sizeof(m));
-    m.struct_size = XLA_FFI_Error_GetMessage_Args_STRUCT_SIZE;
-    m.error = err;
-    st->api->XLA_FFI_Error_GetMessage(&m);
-    std::string msg =
-        std::string("kffi.jax: XLA's scratch allocator failed: ") + (m.message ? m.message : "");
+    std::string msg = "kffi.jax: XLA's scratch allocator failed: " + XlaErrorMessage(st->api, err);
     XLA_FFI_Error_Destroy_Args d;
     std::memset(&d, 0, sizeof(d));
     d.struct_size = XLA_FFI_Error_Destroy_Args_STRUCT_SIZE;

@@ -376,10 +376,11 @@ def test_concurrent_calls_register_once(jk):
     f = add_one_contract(jk)
     before = kffi.jax.target_count()
     errors, results = [], []
+    cpu = jax.devices("cpu")[0]  # jax.default_device is per thread: place the inputs explicitly
 
     def work(i):
         try:
-            x = jnp.full((3,), float(i), jnp.float32)
+            x = jax.device_put(jnp.full((3,), float(i), jnp.float32), cpu)
             results.append(float(jax.jit(lambda a: kffi.jax.call(f, a))(x)[0]) - i)
         except Exception as e:
             errors.append(e)

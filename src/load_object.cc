@@ -456,7 +456,6 @@ void LinkObject(const std::string& given, const std::string& data, const ObjectS
   WriteFile(tmp_obj, data);
   std::vector<std::string> argv = link_prefix;
   argv.insert(argv.end(), {"-shared", "-o", tmp_out, tmp_obj});
-  std::vector<std::string> tail = {};
   std::string kffi_dir = RuntimeLibraryDir();
   argv.insert(argv.end(), {"-L" + kffi_dir, "-Wl,-rpath," + kffi_dir, "-lkffi"});
   if (syms.needs_cudart) {

@@ -11,7 +11,6 @@ the functions (``add_one = kffi.load_module(...).add_one``) and mypy checks ever
 
 from __future__ import annotations
 
-import argparse
 import keyword
 import os
 import sys
@@ -169,6 +168,8 @@ def stubgen(module, path=None, *, module_doc: str | None = None) -> str:
 
 
 def main(argv=None) -> int:
+    import argparse  # only the command needs it: importing kffi stays light
+
     ap = argparse.ArgumentParser(
         prog="kffi-stubgen",
         description="Write a .pyi stub of the functions a kffi library (.so) or object (.o) "

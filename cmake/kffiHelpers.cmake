@@ -3,7 +3,16 @@
 
 include_guard(GLOBAL)
 
-# kffi_add_library(<name> [SHARED] [OUTPUT_NAME <file name>] <sources...>)
+# kffi_add_library(<name> [SHARED | STATIC | OBJECT] [PREFIX <p>] [OUTPUT_NAME <file name>]
+#                  <sources...>)
+#
+# STATIC and OBJECT build the exports for static linking: the sources are compiled with
+# KFFI_EXPORT_TO_SYSTEM_LIB (kffi/system_lib.h), so each KFFI_EXPORT / KFFI_EXPORT_CONTRACT
+# registers itself in the system library when the program starts (Module::SystemLib(),
+# kffi.system_lib()). Link an OBJECT library, or a STATIC one whole
+# (target_link_libraries(app PRIVATE $<LINK_LIBRARY:WHOLE_ARCHIVE,name>)): an archive member
+# that nothing refers to is left out by the linker, registration and all. PREFIX p_ names every
+# export p_<name>, so that two libraries exporting the same name link into one program.
 #
 # Builds a kernel library that Module::Load (or Python's kffi.load_module) can open: a MODULE
 # library by default (SHARED when it must also be linked against), C++17, hidden visibility so
@@ -32,7 +41,7 @@ macro(kffi_add_library _kffi_name)
 endmacro()
 
 function(_kffi_add_library_impl name has_cuda)
-  cmake_parse_arguments(PARSE_ARGV 2 ARG "SHARED" "OUTPUT_NAME" "")
+  cmake_parse_arguments(PARSE_ARGV 2 ARG "SHARED;STATIC;OBJECT" "OUTPUT_NAME;PREFIX" "")
   set(sources ${ARG_UNPARSED_ARGUMENTS})
   if(NOT sources)
     message(FATAL_ERROR "kffi_add_library(${name}): no sources given")
@@ -41,10 +50,25 @@ function(_kffi_add_library_impl name has_cuda)
     message(FATAL_ERROR "kffi_add_library(${name}): target kffi::kffi is missing; call "
                         "find_package(kffi CONFIG REQUIRED) first")
   endif()
-  if(ARG_SHARED)
-    add_library(${name} SHARED ${sources})
-  else()
-    add_library(${name} MODULE ${sources})
+  set(kinds 0)
+  foreach(kind SHARED STATIC OBJECT)
+    if(ARG_${kind})
+      math(EXPR kinds "${kinds} + 1")
+      set(lib_kind ${kind})
+    endif()
+  endforeach()
+  if(kinds GREATER 1)
+    message(FATAL_ERROR "kffi_add_library(${name}): give one of SHARED, STATIC, OBJECT")
+  elseif(kinds EQUAL 0)
+    set(lib_kind MODULE)
+  endif()
+  if(ARG_PREFIX AND NOT ARG_PREFIX MATCHES "^[A-Za-z][A-Za-z0-9_]*$")
+    message(FATAL_ERROR "kffi_add_library(${name}): PREFIX is a C identifier not starting with "
+                        "'_', got '${ARG_PREFIX}'")
+  endif()
+  add_library(${name} ${lib_kind} ${sources})
+  if(ARG_PREFIX)
+    target_compile_definitions(${name} PRIVATE KFFI_EXPORT_PREFIX=${ARG_PREFIX})
   endif()
   set_target_properties(${name} PROPERTIES
     CXX_STANDARD 17
@@ -56,7 +80,13 @@ function(_kffi_add_library_impl name has_cuda)
   if(ARG_OUTPUT_NAME)
     set_target_properties(${name} PROPERTIES OUTPUT_NAME ${ARG_OUTPUT_NAME})
   endif()
-  target_link_libraries(${name} PRIVATE kffi::kffi)
+  if(lib_kind STREQUAL "STATIC" OR lib_kind STREQUAL "OBJECT")
+    # The program that links the exports links the runtime they register in.
+    target_compile_definitions(${name} PRIVATE KFFI_EXPORT_TO_SYSTEM_LIB=1)
+    target_link_libraries(${name} PUBLIC kffi::kffi)
+  else()
+    target_link_libraries(${name} PRIVATE kffi::kffi)
+  endif()
   # Kernels are for speed: a project configured without a build type (so CMake adds no -O flag)
   # still gets an optimised library. A build type, or the project's own flags, decide otherwise.
   if(NOT CMAKE_BUILD_TYPE AND NOT CMAKE_CONFIGURATION_TYPES)
@@ -79,6 +109,10 @@ function(_kffi_add_library_impl name has_cuda)
     # cuda.h's helpers are compiled into the library's own C++ sources too, which need the CUDA
     # headers on their include path.
     find_package(CUDAToolkit REQUIRED)
-    target_link_libraries(${name} PRIVATE CUDA::cudart)
+    if(lib_kind STREQUAL "STATIC" OR lib_kind STREQUAL "OBJECT")
+      target_link_libraries(${name} PUBLIC CUDA::cudart)
+    else()
+      target_link_libraries(${name} PRIVATE CUDA::cudart)
+    endif()
   endif()
 endfunction()

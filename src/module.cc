@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "load_object.h"
 #include "module_elf.h"
 #include "runtime_internal.h"
 #include "tvm_bridge_api.h"
@@ -520,6 +521,8 @@ int KFFIModuleRegisterSystemLibSymbol(const char* name, void* symbol) {
     ThrowCApiError("ValueError",
                    std::string("KFFIModuleRegisterSystemLibSymbol: symbol `") + name + "` is NULL");
   }
+  // An object that KFFIModuleLoadObject links and opens is served by its own module.
+  if (kffi::details::SystemLibRegistrationsSuspended()) return 0;
   if (std::strcmp(name, kAbiVersionSymbol) == 0) {
     // Statically linked code may have been compiled against another kffi than the one loaded.
     uint32_t v;

@@ -38,7 +38,15 @@ def build(build_dir):
         stdout=subprocess.DEVNULL,
     )
     subprocess.run(
-        ["cmake", "--build", build_dir, "--target", "kffi_bench_call", "kffi_bench_contract"],
+        [
+            "cmake",
+            "--build",
+            build_dir,
+            "--target",
+            "kffi_bench_call",
+            "kffi_bench_contract",
+            "kffi_bench_aot",
+        ],
         check=True,
         stdout=subprocess.DEVNULL,
     )
@@ -150,6 +158,25 @@ def main():
         f"{'full + EnvStream':<28}{stream:>10.2f}  (+{stream - full:.2f} ns per call for the "
         f"environment stream)"
     )
+    # Ahead of time: the typed entry point of a generated header (docs/aot.md) against a direct
+    # call of the same function through a pointer (goal: within 2 ns).
+    amed = run_benchmarks(args.build_dir, args.repetitions, "kffi_bench_aot")
+    aot_rows = []
+    print(
+        f"\n{'typed header entry':<24}{'direct ns':>12}{'header ns':>12}{'overhead ns':>14}  goal <= 2 ns"
+    )
+    for label, case in [("0 args", "0Args"), ("3 ints", "3Ints"), ("3 tensor views", "3Tensors")]:
+        d, h = amed[f"BM_AotDirect_{case}"], amed[f"BM_AotHeader_{case}"]
+        aot_rows.append(
+            {
+                "case": label,
+                "direct_ns": d,
+                "header_ns": h,
+                "overhead_ns": h - d,
+                "status": "PASS" if h - d <= 2.0 else "MISS",
+            }
+        )
+        print(f"{label:<24}{d:>12.2f}{h:>12.2f}{h - d:>14.2f}  {aot_rows[-1]['status']}")
     ct = compile_time(5)
     print(
         f"\ncompile time of a TU that includes the function header and exports one typed "
@@ -164,6 +191,8 @@ def main():
                 "compile_time_s": ct,
                 "medians_ns": med,
                 "contract_medians_ns": cmed,
+                "aot_header_entry": aot_rows,
+                "aot_medians_ns": amed,
             },
             f,
             indent=2,

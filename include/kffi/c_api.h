@@ -444,6 +444,14 @@ KFFI_DLL int KFFIModuleGetFunctionMetadata(KFFIObjectHandle mod, const KFFIByteA
 KFFI_DLL int KFFIModuleImport(KFFIObjectHandle mod, KFFIObjectHandle other);
 /** The module's name as an owned str: the library's canonical path, or "system_lib". */
 KFFI_DLL int KFFIModuleGetName(KFFIObjectHandle mod, KFFIAny* out);
+/** Loads a relocatable object file (path borrowed; e.g. a `.o` written by kffi.compile(...)
+ * .export("x.o"), or any -fPIC object with kffi exports) as a module: the object is linked once
+ * into a shared object with the system's C++ driver ($CXX, else c++) against this libkffi, kept
+ * in the cache ($KFFI_CACHE_DIR, else $XDG_CACHE_HOME/kffi, else ~/.cache/kffi; under objects/)
+ * under a hash of its bytes, and loaded like KFFIModuleLoadFromFile. Registrations of its exports
+ * in the system library are left out while it loads (the module serves them). *out owned. Added
+ * in 0.3. */
+KFFI_DLL int KFFIModuleLoadObject(const KFFIByteArray* path, KFFIObjectHandle* out);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -672,7 +672,9 @@ Function FunctionWithContract(F f, std::string_view name, std::string_view contr
 #define KFFI_EXPORT_CONTRACT(name, fn, contract) KFFI_EXPORT_CONTRACT_DOC(name, fn, contract, "")
 
 /// KFFI_EXPORT_CONTRACT with a docstring for the metadata.
-#define KFFI_EXPORT_CONTRACT_DOC(name, fn, contract, doc)                                          \
+#define KFFI_EXPORT_CONTRACT_DOC(name, fn, contract, doc) \
+  KFFI_EXPORT_APPLY_(KFFI_EXPORT_CONTRACT_DOC_, KFFI_EXPORT_NAME_(name), fn, contract, doc)
+#define KFFI_EXPORT_CONTRACT_DOC_(name, fn, contract, doc)                                         \
   static_assert(#name[0] != '_', "KFFI_EXPORT_CONTRACT: names starting with '_' are reserved");    \
   KFFI_ABI_VERSION_RECORD_(name);                                                                  \
   static auto kffi_export_fn_##name() { return fn; }                                               \
@@ -691,6 +693,6 @@ Function FunctionWithContract(F f, std::string_view name, std::string_view contr
                                                      KFFIAny* result) {                            \
     return kffi_contract_export_##name()->Metadata(result);                                        \
   }                                                                                                \
-  static_assert(true, "")
+  KFFI_SYSTEM_LIB_AUTO_REGISTER_(name)
 
 #endif  // KFFI_CONTRACT_H_

@@ -266,8 +266,11 @@ inline int RegisterSystemLibFunction(const char* symbol, void* fn, const char* m
 /// them), comma separated; "" leaves the names as _0, _1, ... A wrong count fails to compile.
 ///   KFFI_EXPORT_DOC(scale, Scale, "y = x * factor", "y, x, factor");
 #define KFFI_EXPORT_DOC(name, fn, doc, param_names) \
-  KFFI_ABI_VERSION_RECORD_(name);                   \
-  KFFI_EXPORT_IMPL_(name, fn, doc, param_names, KFFI_DLL_EXPORT)
+  KFFI_EXPORT_APPLY_(KFFI_EXPORT_DOC_, KFFI_EXPORT_NAME_(name), fn, doc, param_names)
+#define KFFI_EXPORT_DOC_(name, fn, doc, param_names)              \
+  KFFI_ABI_VERSION_RECORD_(name);                                 \
+  KFFI_EXPORT_IMPL_(name, fn, doc, param_names, KFFI_DLL_EXPORT); \
+  KFFI_SYSTEM_LIB_AUTO_REGISTER_(name)
 
 /// Exports fn into the system library instead (for code linked statically into the program):
 /// Module::SystemLib().GetFunction("name"). The registration runs at static initialisation, so
@@ -275,12 +278,15 @@ inline int RegisterSystemLibFunction(const char* symbol, void* fn, const char* m
 #define KFFI_EXPORT_SYSTEM_LIB(name, fn) KFFI_EXPORT_SYSTEM_LIB_DOC(name, fn, "", "")
 
 /// KFFI_EXPORT_SYSTEM_LIB with a docstring and parameter names (see KFFI_EXPORT_DOC).
-#define KFFI_EXPORT_SYSTEM_LIB_DOC(name, fn, doc, param_names)                             \
-  KFFI_EXPORT_IMPL_(name, fn, doc, param_names, __attribute__((visibility("hidden"))));    \
-  [[maybe_unused]] static const int kffi_system_lib_registration_##name =                  \
-      ::kffi::details::RegisterSystemLibFunction(                                          \
-          "__kffi_" #name, reinterpret_cast<void*>(&__kffi_##name), "__kffi__meta_" #name, \
-          reinterpret_cast<void*>(&__kffi__meta_##name))
+#define KFFI_EXPORT_SYSTEM_LIB_DOC(name, fn, doc, param_names) \
+  KFFI_EXPORT_APPLY_(KFFI_EXPORT_SYSTEM_LIB_DOC_, KFFI_EXPORT_NAME_(name), fn, doc, param_names)
+#define KFFI_EXPORT_SYSTEM_LIB_DOC_(name, fn, doc, param_names)                         \
+  KFFI_EXPORT_IMPL_(name, fn, doc, param_names, __attribute__((visibility("hidden")))); \
+  KFFI_SYSTEM_LIB_REGISTER_(name)
+
+// Exports made for static linking (kffi_add_library(... STATIC|OBJECT), kffi.compile(...).export
+// of a .o) and an export prefix against name clashes: <kffi/system_lib.h>.
+#include <kffi/system_lib.h>
 
 // Refers to the library's ABI version record, so that a library with an export carries it (and a
 // program that only includes the headers does not). `used`: kept even where nothing reads it.

@@ -47,7 +47,23 @@ class Module : public ObjectRef {
     return Module(details::ObjectUnsafe::FromOwnedHandle<ModuleObj>(h));
   }
 
-  /// The process's system library: functions registered by KFFI_EXPORT_SYSTEM_LIB.
+  /// Loads a relocatable object file with kffi exports (a `.o` from kffi.compile(...).export,
+  /// or any object compiled -fPIC with <kffi/export.h>) without a link step of the caller's: it
+  /// is linked once into a shared object with the system's C++ driver ($CXX, else c++), cached
+  /// under a hash of its bytes ($KFFI_CACHE_DIR/objects, else ~/.cache/kffi/objects), and loaded
+  /// as by Load. Throws RuntimeError naming the path when the file is missing, is not a
+  /// relocatable ELF object with `__kffi_<name>` functions, or fails to link (with the command
+  /// and the linker's output). docs/aot.md says why a linker rather than a JIT, and the limits.
+  static Module LoadObject(std::string_view path) {
+    KFFIByteArray p = details::ToByteArray(path.data(), path.size());
+    KFFIObjectHandle h = nullptr;
+    if (KFFIModuleLoadObject(&p, &h) != 0) details::ThrowRaisedError(-1);
+    return Module(details::ObjectUnsafe::FromOwnedHandle<ModuleObj>(h));
+  }
+
+  /// The process's system library: functions registered by KFFI_EXPORT_SYSTEM_LIB, and by the
+  /// exports of code compiled with -DKFFI_EXPORT_TO_SYSTEM_LIB (kffi_add_library(... STATIC |
+  /// OBJECT), objects from kffi.compile(...).export("x.o")) that is linked into the program.
   static Module SystemLib() {
     KFFIObjectHandle h = nullptr;
     if (KFFIModuleGetSystemLib(&h) != 0) details::ThrowRaisedError(-1);

@@ -133,6 +133,7 @@ __all__ = [
 # (kffi.cpp) and contracts declared with fake arguments (kffi.compile): these import the names
 # above, so they come after them.
 from . import _tvm, cpp  # noqa: E402
+from .aot import load_object  # noqa: E402
 from .contract import (  # noqa: E402
     Bool,
     Float32,
@@ -157,8 +158,24 @@ __all__ += [
     "cpp",
     "fake_stream",
     "fake_tensor",
+    "load_object",
+    "stubgen",
     "sym_int",
 ]
+
+
+# The submodule kffi.stubgen (the `kffi-stubgen` command) is imported here, before the function
+# below takes its name in the package: a later `import kffi.stubgen` finds the module loaded and
+# leaves kffi.stubgen the function.
+from . import stubgen as _stubgen_module  # noqa: E402
+
+
+def stubgen(module, path=None, *, module_doc=None) -> str:
+    """Writes (when ``path`` is given) and returns the ``.pyi`` stub of a module's functions:
+    Python types, parameter names and defaults, contracts in the docstrings. ``module`` is a
+    kffi.Module or the path of a library (``.so``) or object (``.o``). The command
+    ``kffi-stubgen`` does the same (docs/aot.md)."""
+    return _stubgen_module.stubgen(module, path, module_doc=module_doc)
 
 
 def __getattr__(name):

@@ -27,8 +27,8 @@ from __future__ import annotations
 import functools
 import os
 import re
-import shutil
 
+from . import aot as _aot
 from . import cpp as _cpp
 from . import libinfo
 from ._types import dtype as _dtype
@@ -873,27 +873,7 @@ def compile(source: str, name: str, *fake_args, options=None, param_names=None, 
     func = load_module(path)[name]
     func.contract = text
     func.library_path = path
-    func.export = _Exporter(path)
+    func.export = _aot.Exporter(  # .o: object + header; else the shared library (kffi/aot.py)
+        _aot.BuildSpec(name, source, cuda, text, doc, path, func._metadata, options)
+    )
     return func
-
-
-class _Exporter:
-    """``compiled.export(path)``: copies the built library to path (a file or a folder)."""
-
-    __slots__ = ("library_path",)
-
-    def __init__(self, library_path):
-        self.library_path = library_path
-
-    def __call__(self, path) -> str:
-        dest = os.fspath(path)
-        if os.path.isdir(dest):
-            dest = os.path.join(dest, os.path.basename(self.library_path))
-        tmp = f"{dest}.tmp-{os.getpid()}"
-        shutil.copyfile(self.library_path, tmp)
-        shutil.copymode(self.library_path, tmp)
-        os.replace(tmp, dest)
-        return dest
-
-    def __repr__(self):
-        return f"<export of {self.library_path}>"

@@ -112,6 +112,17 @@ PyObject* LoadModule(PyObject*, PyObject* path) {
   return WrapObject(h);
 }
 
+PyObject* LoadObject(PyObject*, PyObject* path) {
+  KFFIByteArray p;
+  if (!StrArg(path, &p, "path")) return nullptr;
+  KFFIObjectHandle h = nullptr;
+  int rc;
+  // The first load of an object runs the linker: other threads go on meanwhile.
+  Py_BEGIN_ALLOW_THREADS rc = KFFIModuleLoadObject(&p, &h);
+  Py_END_ALLOW_THREADS if (rc != 0) return RaiseFromKFFIError(-1);
+  return WrapObject(h);
+}
+
 PyObject* SystemLib(PyObject*, PyObject*) {
   KFFIObjectHandle h = nullptr;
   if (KFFIModuleGetSystemLib(&h) != 0) return RaiseFromKFFIError(-1);
@@ -419,6 +430,7 @@ PyMethodDef kMethods[] = {{"get_global_func", GetGlobalFunc, METH_O, nullptr},
                           {"remove_global_func", RemoveGlobalFunc, METH_O, nullptr},
                           {"list_global_func_names", ListGlobalFuncNames, METH_NOARGS, nullptr},
                           {"load_module", LoadModule, METH_O, nullptr},
+                          {"load_object", LoadObject, METH_O, nullptr},
                           {"system_lib", SystemLib, METH_NOARGS, nullptr},
                           {"_module_get_function", ModuleGetFunction, METH_VARARGS, nullptr},
                           {"_module_list_functions", ModuleListFunctions, METH_VARARGS, nullptr},

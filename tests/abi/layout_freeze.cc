@@ -113,6 +113,7 @@ KFFI_ABI_SIGNATURE(KFFIModuleListFunctions, int (*)(Handle, int, NameVisitor, vo
 KFFI_ABI_SIGNATURE(KFFIModuleGetFunctionMetadata, int (*)(Handle, const ByteArray*, KFFIAny*));
 KFFI_ABI_SIGNATURE(KFFIModuleImport, int (*)(Handle, Handle));
 KFFI_ABI_SIGNATURE(KFFIModuleGetName, int (*)(Handle, KFFIAny*));
+KFFI_ABI_SIGNATURE(KFFIModuleLoadObject, int (*)(const ByteArray*, Handle*));
 
 }  // namespace
 

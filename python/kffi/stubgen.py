@@ -1,0 +1,194 @@
+"""python/kffi/stubgen.py: write .pyi stubs for the functions of a kffi module (kffi-stubgen).
+
+    kffi-stubgen libadd.so -o add.pyi
+    kffi.stubgen(kffi.load_module("libadd.so"), "add.pyi")
+
+Each function becomes a typed ``def`` with Python types (``float | None``, not the C++ text
+``Optional<float>`` that metadata holds), its parameter names and defaults, and a docstring
+with its signature, documentation and contract. Put the stub beside a Python module that binds
+the functions (``add_one = kffi.load_module(...).add_one``) and mypy checks every call.
+"""
+
+from __future__ import annotations
+
+import keyword
+import os
+import sys
+
+from .aot import parse_type, signature_text
+
+__all__ = ["main", "python_type", "render_stub", "stubgen"]
+
+_INTS = {"int", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"}
+_FLOATS = {"float", "float16", "float32", "float64", "double", "bfloat16"}
+_SIMPLE = {"bool": "bool", "str": "str", "bytes": "bytes", "None": "None"}
+
+
+def python_type(parsed, *, result: bool = False) -> str:
+    """The Python annotation of a parsed type text (kffi.aot.parse_type). Parameters take what
+    the converter accepts (``TensorLike``, ``Sequence[int]``); results are what a call returns
+    (arrays come back as tuples; a tensor as the caller's array type: ``Any``)."""
+    head, args = parsed
+    if head in _INTS:
+        return "int"
+    if head in _FLOATS:
+        return "float"
+    if head in _SIMPLE:
+        return _SIMPLE[head]
+    if head == "Tensor":
+        return "Any" if result else "TensorLike"
+    if head in ("Stream", "void*"):
+        return "Any" if result else "StreamLike"
+    if head == "Shape":
+        return "tuple[int, ...]" if result else "Sequence[int]"
+    if head in ("Function", "Callable"):
+        return "Callable[..., Any]"
+    inner = [python_type(a, result=result) for a in args]
+    if head == "Optional" and len(inner) == 1:
+        return inner[0] if inner[0] in ("Any", "None") else f"{inner[0]} | None"
+    if head == "Tuple" and inner:
+        return f"tuple[{', '.join(inner)}]"
+    if head in ("Array", "List") and len(inner) == 1:
+        return f"tuple[{inner[0]}, ...]" if result else f"Sequence[{inner[0]}]"
+    if head in ("Map", "Dict") and len(inner) == 2:
+        return f"Mapping[{inner[0]}, {inner[1]}]"
+    return "Any"
+
+
+def _param_type(p: dict) -> str:
+    kind = p.get("kind")
+    simple = {"tensor": "TensorLike", "int": "int", "float": "float", "bool": "bool"}
+    if kind in simple:
+        t = simple[kind]
+        return f"{t} | None" if p.get("optional") else t
+    if kind == "stream":
+        return "StreamLike"
+    return python_type(parse_type(p.get("type", "")))
+
+
+def _default_text(value) -> str:
+    if value is None or isinstance(value, (bool, int, str)):
+        return repr(value)
+    if isinstance(value, float) and value == value and abs(value) != float("inf"):
+        return repr(value)
+    return "..."
+
+
+def _docstring(text: str, indent: str) -> str:
+    body = text.replace("\\", "\\\\").replace('"""', '\\"\\"\\"')
+    lines = body.splitlines() or [""]
+    out = [f'{indent}"""{lines[0]}']
+    out += [f"{indent}{line}".rstrip() for line in lines[1:]]
+    if len(lines) > 1:
+        out.append(f'{indent}"""')
+    else:
+        out[-1] += '"""'
+    return "\n".join(out)
+
+
+def _render_function(name: str, meta: dict | None) -> str:
+    if not name.isidentifier() or keyword.iskeyword(name):
+        return f"# {name!r} is not a Python identifier: reach it as module[{name!r}]\n"
+    if meta is None:
+        return f"def {name}(*args: Any, **kwargs: Any) -> Any: ...\n"
+    params = meta.get("params") or []
+    # Trailing parameters with a default may be left out (the call path fills them in); an
+    # Optional without an explicit default defaults to None, as kffi._objects reads it.
+    defaults: list = [None] * len(params)
+    has_default = [False] * len(params)
+    for i in range(len(params) - 1, -1, -1):
+        p = params[i]
+        if "default" in p:
+            defaults[i], has_default[i] = p["default"], True
+        elif p.get("optional") or str(p.get("type", "")).startswith(("Optional<", "Optional[")):
+            has_default[i] = True
+        else:
+            break
+    names = [p.get("name") or f"arg{i}" for i, p in enumerate(params)]
+    positional_only = any(not n.isidentifier() or keyword.iskeyword(n) for n in names)
+    parts = []
+    for i, (n, p) in enumerate(zip(names, params)):
+        pname = f"_arg{i}" if positional_only else n
+        text = f"{pname}: {_param_type(p)}"
+        if has_default[i]:
+            text += f" = {_default_text(defaults[i])}"
+        parts.append(text)
+    if positional_only and parts:
+        parts.append("/")
+    ret = python_type(parse_type(meta.get("return", "None")), result=True)
+    doc = signature_text({**meta, "name": name})
+    if meta.get("doc"):
+        doc += "\n\n" + str(meta["doc"]).strip()
+    if meta.get("contract"):
+        doc += "\n\nContract: " + str(meta["contract"])
+    return f"def {name}({', '.join(parts)}) -> {ret}:\n{_docstring(doc, '    ')}\n    ...\n"
+
+
+def render_stub(functions: dict, module_doc: str | None = None) -> str:
+    """The .pyi text of ``functions`` ({name: metadata dict or None})."""
+    from . import __version__
+
+    bodies = [_render_function(n, functions[n]) for n in sorted(functions)]
+    text = "\n\n".join(bodies)
+    header = module_doc or "Stubs of a kffi module's functions."
+    lines = [f'"""{header} Generated by kffi-stubgen (kffi {__version__})."""', ""]
+    typing_names = [n for n in ("Any",) if n in text]
+    abc_names = [n for n in ("Callable", "Mapping", "Sequence") if f"{n}[" in text]
+    kffi_names = [n for n in ("StreamLike", "TensorLike") if n in text]
+    if abc_names:
+        lines.append(f"from collections.abc import {', '.join(abc_names)}")
+    if typing_names:
+        lines.append(f"from typing import {', '.join(typing_names)}")
+    if kffi_names:
+        if abc_names or typing_names:
+            lines.append("")
+        lines.append(f"from kffi.typing import {', '.join(kffi_names)}")
+    return "\n".join(lines) + "\n\n\n" + text
+
+
+def _as_module(module):
+    from . import Module, load_module, load_object
+
+    if isinstance(module, Module):
+        return module
+    path = os.fspath(module)
+    return load_object(path) if str(path).endswith(".o") else load_module(path)
+
+
+def stubgen(module, path=None, *, module_doc: str | None = None) -> str:
+    """The .pyi stub of the functions of ``module`` (a kffi.Module, or the path of a library or
+    object file); written to ``path`` too when given."""
+    mod = _as_module(module)
+    functions = {name: mod.metadata(name) for name in mod.functions()}
+    text = render_stub(functions, module_doc or f"Stubs of the kffi module `{mod.name}`.")
+    if path is not None:
+        with open(os.fspath(path), "w", encoding="utf-8") as f:
+            f.write(text)
+    return text
+
+
+def main(argv=None) -> int:
+    import argparse  # only the command needs it: importing kffi stays light
+
+    ap = argparse.ArgumentParser(
+        prog="kffi-stubgen",
+        description="Write a .pyi stub of the functions a kffi library (.so) or object (.o) "
+        "exports: Python types, names, defaults, contracts in the docstrings.",
+    )
+    ap.add_argument("library", help="a kffi library (.so) or object file (.o)")
+    ap.add_argument("-o", "--output", help="the .pyi file to write (default: standard output)")
+    args = ap.parse_args(argv)
+    try:
+        text = stubgen(args.library, args.output)
+    except (OSError, RuntimeError, ValueError) as e:
+        print(f"kffi-stubgen: {e}", file=sys.stderr)
+        return 1
+    if args.output is None:
+        sys.stdout.write(text)
+    return 0
+
+
+# Run it as `kffi-stubgen` (the console script): `python -m kffi.stubgen` works too, but runpy
+# warns, because importing kffi imports this module (kffi.stubgen the function wraps it).
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,2 @@
+// tests/aot/no_exports.cc: an object without kffi exports (Module::LoadObject refuses it).
+int kffi_aot_not_an_export(int x) { return x + 1; }

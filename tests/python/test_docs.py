@@ -13,7 +13,8 @@ fresh Python process per page, in a fresh temporary folder, with ``kffi-config``
 
 A page whose next block needs an optional package that is missing (``import torch``, or a command
 such as ``tvm-ffi-config``) stops there and is reported as skipped; everything before it has run.
-README.md's first block (the demo and the whole test suite) is not run here.
+README.md's first block (the demo and the whole test suite) is not run here; its other blocks run
+beside a link to examples/, as from the repository root.
 
 A block that starts with ``// examples/PATH`` (``# examples/PATH`` in Python, bash or CMake) quotes
 that file: verbatim, or in pieces separated by ``// ...`` lines, in order.
@@ -215,6 +216,8 @@ def run_page(path: Path, tmp: Path) -> subprocess.CompletedProcess:
     spec = [dict(asdict(b), needs=block_needs(b)) for b in blocks]
     work = tmp / "page"
     work.mkdir()
+    if path == README:  # the README's commands run from the repository root
+        (work / "examples").symlink_to(REPO / "examples")
     (tmp / "blocks.json").write_text(json.dumps([spec, cuda_gpu_present(), missing]))
     env = dict(os.environ)
     env["KFFI_REPO"] = str(REPO)

@@ -9,7 +9,8 @@ fresh Python process per page, in a fresh temporary folder, with ``kffi-config``
   NAME for later blocks to build or load. ``cpp`` / ``c`` without ``file=``: compiled alone as one
   translation unit (``-c``, flags from ``kffi-config --cxxflags`` / ``--cflags``).
 - ``bash``: run with ``bash -euo pipefail``.
-- ``text`` / ``console``: shown output, not run.
+- ``text`` / ``console``: shown output, not run; ``{directive}``: a MyST directive for Sphinx
+  (``{eval-rst}`` holding autodoc), not code.
 
 A page whose next block needs an optional package that is missing (``import torch``, or a command
 such as ``tvm-ffi-config``) stops there and is reported as skipped; everything before it has run.
@@ -32,7 +33,6 @@ import importlib.util
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import textwrap
@@ -105,7 +105,7 @@ def pages() -> list[Path]:
 
 
 def runnable(path: Path) -> list[Block]:
-    blocks = parse_blocks(path)
+    blocks = [b for b in parse_blocks(path) if not b.lang.startswith("{")]
     if path == README:
         blocks = blocks[1:]  # the demo and scripts/test.sh: run by CI and by hand, not here
     return blocks

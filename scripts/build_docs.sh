@@ -54,6 +54,10 @@ mkdir -p "$WORK/doxygen"
 phase "guides and Python API (Sphinx)"
 KFFI_DOXYGEN_HTML="$WORK/doxygen" python3 -m sphinx -W --keep-going -q -b html \
   -d "$WORK/doctrees" "$ROOT/docs" "$OUT"
-test -f "$OUT/cpp/index.html"
+# The pages link into Doxygen's output by file name: each link must land.
+grep -ho 'href="cpp/[^"]*"' "$ROOT"/docs/*.md | sed 's/href="//; s/"$//' | sort -u |
+  while read -r link; do
+    test -f "$OUT/$link" || { echo "build_docs: a page links to $link, which Doxygen did not write" >&2; exit 1; }
+  done
 
 phase "done: $OUT/index.html"

@@ -174,11 +174,15 @@ inline std::string KFFIToErrorString(const String& s) { return std::string(s.vie
 
 }  // namespace kffi
 
+// std::hash<kffi::String> hashes the bytes (left out of the Doxygen reference, which has no std
+// scope to put it in).
+/// \cond
 template <>
 struct std::hash<kffi::String> {
   size_t operator()(const kffi::String& s) const noexcept {
     return std::hash<std::string_view>()(s.view());
   }
 };
+/// \endcond
 
 #endif  // KFFI_STRING_H_

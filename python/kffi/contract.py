@@ -1,4 +1,4 @@
-"""python/kffi/contract.py: declare a kernel's contract with fake arguments and compile it (JIT).
+"""python/kffi/contract.py: declare a kernel's contract with fake arguments and compile it (JIT)::
 
     n = kffi.sym_int(divisibility=16)
     add = kffi.compile(SOURCE, "add_one",
@@ -9,7 +9,7 @@
     add.export("libadd.so")   # kffi.load_module("libadd.so").add_one keeps the contract
 
 The fake arguments render to the text that ``KFFI_EXPORT_CONTRACT(name, fn, "text")`` parses
-into a check plan (grammar in kffi/contract_parser.h, semantics in kffi/contract.h):
+into a check plan (grammar in kffi/contract_parser.h, semantics in kffi/contract.h)::
 
     a: Tensor([n, 4], float32|float16, device=cuda, align=16, offset0,
               contiguous | row_major | col_major | stride_order=(1,0), strides=[s, 1], mut),

@@ -55,12 +55,15 @@ def main(path):
             scale(ty, tx, 0.5)
             print(f"torch  {str(dt)[6:]:<9}: scale({tx.tolist()}, 0.5) -> {ty.tolist()}")
 
+    read_only = np.zeros_like(x)
+    read_only.setflags(write=False)  # the kernel must refuse to write it
     print("\nA bad call gives a clear exception:")
     bad_calls = [
         ("wrong dtype", lambda: scale(np.zeros(3, np.int32), np.zeros(3, np.int32), 1.0)),
         ("wrong type", lambda: scale(y, x, "two")),
         ("wrong count", lambda: scale(y, x)),
         ("shape mismatch", lambda: scale(np.zeros(4, np.float32), x, 1.0)),
+        ("read-only out", lambda: scale(read_only, x, 1.0)),
     ]
     for label, call in bad_calls:
         try:

@@ -88,6 +88,7 @@ void Scale(kffi::TensorView y, kffi::TensorView x, double factor) {
   kffi::CheckSameShape(y, x, "y", "x");
   kffi::CheckContiguous(x, "x");
   kffi::CheckContiguous(y, "y");
+  kffi::CheckWritable(y, "y");  // y is written: a read-only array is refused, never changed
   // 2. Device guard and 3. stream: none on CPU; the loop runs on the calling thread.
   // 4. Dispatch on dtype and 5. launch.
   const int64_t n = x.numel();

@@ -47,6 +47,7 @@ void Scale(kffi::TensorView y, kffi::TensorView x, double factor) {
   kffi::CheckSameShape(y, x, "y", "x");
   kffi::CheckContiguous(x, "x");
   kffi::CheckContiguous(y, "y");
+  kffi::CheckWritable(y, "y");  // y is written: a read-only array is refused, never changed
   // 2. Device guard: launch on x's GPU without changing the caller's current device for good.
   kffi::cuda::DeviceGuard guard(x.device());
   // 3. Stream: the one the calling framework made current (e.g. torch.cuda.current_stream()).

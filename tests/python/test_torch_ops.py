@@ -100,23 +100,29 @@ def test_dispatcher_path_matches_eager_path(tk, ns):
     assert ops.numel(x) == torch_ns.numel(x) == 5
 
 
-def test_eager_calls_skip_the_dispatcher_unless_something_traces(tk, ns, monkeypatch):
+def _dispatched(call) -> list:
+    """The ops that went through torch's dispatcher during call() (as the profiler records)."""
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        call()
+    return [e.name for e in prof.events() if "kffi_test" in e.name]
+
+
+@pytest.mark.parametrize("gate", ["C", "Python"])
+def test_eager_calls_skip_the_dispatcher_unless_something_traces(tk, ns, gate):
     op = kffi.torch.register_op(fresh(tk, "add_row"), f"{ns}::add_row")
-    calls = []
-    real = op.default
-    monkeypatch.setattr(op, "default", lambda *a, **k: calls.append(1) or real(*a, **k))
+    if gate == "Python":
+        op._eager = op._call_python
+    name = f"{ns}::add_row"
     a, b = torch.ones(2, 3), torch.ones(3)
-    op(a, b)
-    assert calls == []  # plain tensors: straight to kffi
-    with pytest.raises(RuntimeError, match="has no autograd rule"):
-        op(a.requires_grad_(), b)
-    assert calls == [1]  # autograd needs the op (which refuses: no rule)
-    a.requires_grad_(False)
+    assert _dispatched(lambda: op(a, b)) == []  # plain tensors: straight to kffi
+    assert _dispatched(lambda: op(a=a, b=b)) == []  # keywords too
+    assert _dispatched(lambda: op.default(a, b)) == [name]  # (the profiler sees ops)
     with torch.no_grad():
-        op(torch.ones(2, 3, requires_grad=True), b)
-    assert calls == [1]
-    op(torch.nn.Parameter(torch.ones(2, 3), requires_grad=False), b)
-    assert calls == [1, 1]  # a tensor subclass goes through the dispatcher
+        assert _dispatched(lambda: op(torch.ones(2, 3, requires_grad=True), b)) == []
+    with pytest.raises(RuntimeError, match="has no autograd rule"):
+        op(a.clone().requires_grad_(), b)  # autograd needs the op (which refuses: no rule)
+    param = torch.nn.Parameter(torch.ones(2, 3), requires_grad=False)
+    assert _dispatched(lambda: op(param, b)) == [name]  # a tensor subclass: the dispatcher
     from torch.utils._python_dispatch import TorchDispatchMode
 
     seen = []
@@ -129,6 +135,13 @@ def test_eager_calls_skip_the_dispatcher_unless_something_traces(tk, ns, monkeyp
     with Log():
         op(a, b)
     assert seen == [f"{ns}.add_row.default"]
+    with torch.device("cpu"):  # a torch function mode
+        assert _dispatched(lambda: op(a, b)) == [name]
+    # functorch: vmap's tensors are plain torch.Tensor objects, but the call goes to the op
+    # (torch's batching fallback runs it once per row).
+    rows = torch.arange(12.0).reshape(4, 3)
+    out = torch.func.vmap(lambda r: op(r.unsqueeze(0), b))(rows)
+    assert torch.equal(out, (rows + 1).unsqueeze(1))
 
 
 def test_contract_errors_are_the_same_on_both_paths(tk, ns):

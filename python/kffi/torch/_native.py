@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import sys
 import threading
 
 from .. import cpp as _cpp
@@ -17,7 +18,7 @@ from .. import load_module as _load_module
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _SOURCE = os.path.join(_HERE, "_dispatch.cc")
-# The torch headers _dispatch.cc includes directly: their digest keys the build.
+# The torch headers _dispatch.cc and _eager.cc include directly: their digest keys the builds.
 _TORCH_HEADERS = (
     "torch/library.h",
     "ATen/core/Tensor.h",
@@ -26,10 +27,15 @@ _TORCH_HEADERS = (
     "ATen/core/LegacyTypeDispatch.h",
     "c10/core/Stream.h",
     "c10/core/impl/DeviceGuardImplInterface.h",
+    "ATen/PythonTorchFunctionTLS.h",  # _eager.cc
+    "c10/core/impl/TorchDispatchModeTLS.h",
+    "c10/core/impl/LocalDispatchKeySet.h",
 )
 
 _lock = threading.Lock()
 _module = None
+_EAGER_SOURCE = os.path.join(_HERE, "_eager.cc")
+_eager = None  # the make function, or the reason it is unavailable (str)
 
 
 def _torch_dirs():
@@ -59,6 +65,70 @@ def _headers_digest(include: str) -> str:
     return h.hexdigest()[:24]
 
 
+def _torch_flags(torch) -> list:
+    include = _torch_dirs()[0]
+    abi = int(getattr(torch._C, "_GLIBCXX_USE_CXX11_ABI", 1))
+    return [
+        "-std=c++20",  # torch's headers need it (later -std flags win)
+        "-O2",
+        f"-D_GLIBCXX_USE_CXX11_ABI={abi}",
+        f'-DKFFI_TORCH_VERSION="{torch.__version__}"',
+        f'-DKFFI_TORCH_HEADERS="{_headers_digest(include)}"',
+        "-Wno-unused-parameter",
+    ]
+
+
+def _torch_ldflags() -> list:
+    libdir = _torch_dirs()[2]
+    return [f"-L{libdir}", f"-Wl,-rpath,{libdir}", "-lc10", "-ltorch_cpu"]
+
+
+def eager_maker():
+    """kffi_torch_make_eager from _eager.cc (built on first use: a few seconds), or None when
+    it cannot be built here (no Python headers): eager calls then take the Python gate."""
+    global _eager
+    if _eager is None:
+        with _lock:
+            if _eager is None:
+                _eager = _build_eager()
+    return _eager if callable(_eager) else None
+
+
+def _build_eager():
+    import ctypes
+    import sysconfig
+    import warnings
+
+    import torch
+
+    paths = sysconfig.get_paths()
+    py_includes = sorted({paths["include"], paths.get("platinclude", paths["include"])})
+    flags = _torch_flags(torch) + [f'-DKFFI_PYTHON="{sys.version}"']
+    try:
+        path = _cpp.build(
+            "kffi_torch_eager",
+            [_EAGER_SOURCE],
+            extra_cflags=flags,
+            extra_ldflags=_torch_ldflags(),
+            extra_include_paths=py_includes + _torch_dirs()[1],
+            quiet=True,
+        )
+        lib = ctypes.PyDLL(path)
+        make = lib.kffi_torch_make_eager
+    except (_cpp.BuildError, OSError, AttributeError) as e:
+        warnings.warn(
+            f"kffi.torch: eager op calls take the Python path, which costs more per call: the "
+            f"C gate (python/kffi/torch/_eager.cc) did not build or load: "
+            f"{str(e).splitlines()[0] if str(e) else type(e).__name__}",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+        return "unavailable"
+    make.restype = ctypes.py_object
+    make.argtypes = [ctypes.py_object] * 5 + [ctypes.c_int, ctypes.py_object]
+    return make
+
+
 def glue():
     """The loaded glue module (built on first use, a few tens of seconds). Thread safe."""
     global _module
@@ -68,17 +138,9 @@ def glue():
         if _module is None:
             import torch
 
-            include, include_paths, libdir = _torch_dirs()
-            abi = int(getattr(torch._C, "_GLIBCXX_USE_CXX11_ABI", 1))
-            flags = [
-                "-std=c++20",  # torch's headers need it (later -std flags win)
-                "-O2",
-                f"-D_GLIBCXX_USE_CXX11_ABI={abi}",
-                f'-DKFFI_TORCH_VERSION="{torch.__version__}"',
-                f'-DKFFI_TORCH_HEADERS="{_headers_digest(include)}"',
-                "-Wno-unused-parameter",
-            ]
-            ldflags = [f"-L{libdir}", f"-Wl,-rpath,{libdir}", "-lc10", "-ltorch_cpu"]
+            flags = _torch_flags(torch)
+            ldflags = _torch_ldflags()
+            include_paths = _torch_dirs()[1]
             try:
                 path = _cpp.build(
                     "kffi_torch_dispatch",

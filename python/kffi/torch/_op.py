@@ -5,7 +5,8 @@ and its CPU and CUDA kernels are kffi's C++ glue (_dispatch.cc), so torch.ops ca
 graphs and CUDA graph captures run the kffi function without Python. Calling the returned
 :class:`TorchOp` eagerly skips the dispatcher too: when nothing traces (no torch.compile, no
 dispatch or function mode, no functorch transform, plain tensors, no input that requires grad)
-it calls the kffi function directly; otherwise it calls the op.
+it calls the kffi function directly; otherwise it calls the op. That gate is C (_eager.cc) when
+it builds, Python otherwise.
 """
 
 from __future__ import annotations
@@ -25,9 +26,11 @@ _QUALNAME = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)::([A-Za-z_][A-Za-z0-9_]*)")
 _lock = threading.Lock()
 _registry: dict = {}  # qualname -> TorchOp
 
-# The eager gate's checks, bound once (each is one C call).
+# The Python gate's checks, bound once (each is one C call); _eager.cc reads the same state.
 _Tensor = torch.Tensor
-_is_compiling = torch.compiler.is_compiling
+# A constant True to dynamo, a plain `return False` otherwise (torch.compiler.is_compiling also
+# reads a flag; both are in 2.11).
+_dynamo_compiling = getattr(torch.compiler, "is_dynamo_compiling", torch.compiler.is_compiling)
 _dispatch_modes = torch._C._len_torch_dispatch_stack
 _function_modes = torch._C._len_torch_function_stack
 _functorch_layer = torch._C._functorch.peek_interpreter_stack
@@ -84,6 +87,19 @@ class TorchOp:
         self._ret_kind = sig.ret_kind
         self.__name__ = sig.qualname.split("::")[1]
         self.__doc__ = getattr(fn, "__doc__", None)
+        make = _native.eager_maker() if self._direct else None
+        if make is None:
+            self._eager = self._call_python
+        else:
+            self._eager = make(
+                fn,
+                overload,
+                self._call_python,
+                _Tensor,
+                self._tensor_pos,
+                self._ret_kind,
+                self._missing_message(),
+            )
 
     def __repr__(self):
         return f"<kffi.torch op {self.qualname}{self.schema}>"
@@ -91,10 +107,16 @@ class TorchOp:
     # -- eager calls ----------------------------------------------------------------------------
 
     def __call__(self, *args, **kwargs):
-        # Tracing of any kind goes through the op: torch.compile / export (is_compiling is a
-        # constant to dynamo), dispatch modes (fake tensors, make_fx, functionalization), torch
-        # function modes, functorch transforms, tensor subclasses and autograd.
-        if _is_compiling() or _dispatch_modes() or _function_modes() or _functorch_layer():
+        # torch.compile traces the op (dynamo reads this check as True); eager calls take the
+        # gate (_eager.cc, else _call_python), which calls the kffi function directly unless
+        # something traces or differentiates the call.
+        if _dynamo_compiling():
+            return self.default(*args, **kwargs)
+        return self._eager(*args, **kwargs)
+
+    def _call_python(self, *args, **kwargs):
+        """The eager gate in Python (keyword arguments; the C gate's fallback)."""
+        if _dispatch_modes() or _function_modes() or _functorch_layer():
             return self.default(*args, **kwargs)
         grad = _grad_enabled()
         n = len(args)
@@ -123,12 +145,15 @@ class TorchOp:
             return list(out) if kind == RET_TENSOR_LIST else tuple(out)
         return self._call_planned(args, kwargs)
 
-    def _missing_result(self):
-        raise TypeError(
+    def _missing_message(self) -> str:
+        return (
             f"kffi.torch: {self.qualname}: {self.sig.label} returned None, but its "
             f"{'contract declares' if self.sig.contract else 'metadata says it returns'} "
             f"{', '.join(self.sig.returns)}"
         )
+
+    def _missing_result(self):
+        raise TypeError(self._missing_message())
 
     def _bind(self, args, kwargs) -> list:
         """The op's arguments in schema order, defaults filled in (TypeError as Python's)."""

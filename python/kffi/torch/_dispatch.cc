@@ -24,6 +24,7 @@
 #include <c10/core/DeviceGuard.h>
 #include <c10/core/GradMode.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
+#include <c10/util/SmallVector.h>
 #include <kffi/any.h>
 #include <kffi/container/array.h>
 #include <kffi/env.h>
@@ -394,14 +395,13 @@ class KffiCall {
     CallEnv env(device, &allocated);
 
     // Allocated outputs first (their shapes read the arguments).
-    std::vector<at::Tensor> outs;
-    outs.reserve(p.allocs.size());
+    c10::SmallVector<at::Tensor, 2> outs;
     for (const AllocSpec& spec : p.allocs) outs.push_back(Allocate(spec, args, device));
 
     const size_t np = p.params.size();
-    std::vector<KFFIAny> packed(np == 0 ? 1 : np);
-    std::vector<DLTensor> dl(np == 0 ? 1 : np);
-    std::vector<Any> keep;  // lists converted to kffi arrays, alive for the call
+    c10::SmallVector<KFFIAny, 8> packed(np == 0 ? 1 : np);
+    c10::SmallVector<DLTensor, 8> dl(np == 0 ? 1 : np);
+    std::vector<Any> keep;  // lists converted to kffi arrays, alive for the call (rare)
     for (size_t i = 0; i < np; ++i) {
       KFFIAny& a = packed[i];
       a.type_index = kKFFINone;
@@ -517,13 +517,13 @@ class KffiCall {
   void PushResult(const Any& result, const std::vector<at::Tensor>& allocated,
                   torch::jit::Stack* stack) const {
     const Plan& p = *plan_;
-    const std::string what = "kffi.torch: " + p.name;
+    const char* what = "kffi.torch: ";  // the messages are built only when a check fails
     switch (p.ret_kind) {
       case kRetNone:
         return;
       case kRetTensor: {
         auto t = result.as<kffi::Tensor>();
-        TORCH_CHECK_TYPE(t.has_value(), what, " returned ", result.GetTypeKey(),
+        TORCH_CHECK_TYPE(t.has_value(), what, p.name, " returned ", result.GetTypeKey(),
                          ", its contract declares a tensor");
         stack->emplace_back(ToTorch(*t, allocated));
         return;
@@ -531,17 +531,18 @@ class KffiCall {
       case kRetTensors:
       case kRetTensorList: {
         auto arr = result.as<Array<Any>>();
-        TORCH_CHECK_TYPE(arr.has_value(), what, " returned ", result.GetTypeKey(),
+        TORCH_CHECK_TYPE(arr.has_value(), what, p.name, " returned ", result.GetTypeKey(),
                          ", expected an Array of tensors");
         if (p.ret_kind == kRetTensors) {
-          TORCH_CHECK_VALUE(static_cast<int64_t>(arr->size()) == p.n_returns, what, " returned ",
-                            arr->size(), " tensors, its contract declares ", p.n_returns);
+          TORCH_CHECK_VALUE(static_cast<int64_t>(arr->size()) == p.n_returns, what, p.name,
+                            " returned ", arr->size(), " tensors, its contract declares ",
+                            p.n_returns);
         }
         std::vector<at::Tensor> ts;
         for (const Any& item : *arr) {
           auto t = item.as<kffi::Tensor>();
-          TORCH_CHECK_TYPE(t.has_value(), what, " returned an Array holding ", item.GetTypeKey(),
-                           ", expected tensors");
+          TORCH_CHECK_TYPE(t.has_value(), what, p.name, " returned an Array holding ",
+                           item.GetTypeKey(), ", expected tensors");
           ts.push_back(ToTorch(*t, allocated));
         }
         if (p.ret_kind == kRetTensorList) {
@@ -553,20 +554,22 @@ class KffiCall {
       }
       case kRetInt: {
         auto v = result.as<int64_t>();
-        TORCH_CHECK_TYPE(v.has_value(), what, " returned ", result.GetTypeKey(), ", expected int");
+        TORCH_CHECK_TYPE(v.has_value(), what, p.name, " returned ", result.GetTypeKey(),
+                         ", expected int");
         stack->emplace_back(*v);
         return;
       }
       case kRetFloat: {
         auto v = result.as<double>();
-        TORCH_CHECK_TYPE(v.has_value(), what, " returned ", result.GetTypeKey(),
+        TORCH_CHECK_TYPE(v.has_value(), what, p.name, " returned ", result.GetTypeKey(),
                          ", expected float");
         stack->emplace_back(*v);
         return;
       }
       default: {
         auto v = result.as<bool>();
-        TORCH_CHECK_TYPE(v.has_value(), what, " returned ", result.GetTypeKey(), ", expected bool");
+        TORCH_CHECK_TYPE(v.has_value(), what, p.name, " returned ", result.GetTypeKey(),
+                         ", expected bool");
         stack->emplace_back(*v);
         return;
       }
@@ -603,8 +606,7 @@ class NoRuleAutogradKernel final : public c10::OperatorKernel {
                        std::vector<int64_t> written)
       : call_(std::move(call)), mutated_(std::move(mutated)), written_(std::move(written)) {}
 
-  void operator()(const c10::OperatorHandle& op, c10::DispatchKeySet ks,
-                  torch::jit::Stack* stack) {
+  void operator()(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
     const Plan& p = call_->plan();
     const size_t n = static_cast<size_t>(p.num_schema_args);
     TORCH_CHECK(stack->size() >= n, "kffi.torch: ", p.name, ": unexpected stack");
@@ -704,8 +706,8 @@ Array<Function> RegisterOp(const std::string& qualname, Function fn, int64_t num
         << "kffi.torch: written argument " << i << " of " << num_schema_args;
     written_idx.push_back(i);
   }
-  auto call = std::make_shared<const KffiCall>(
-      std::move(fn), ParsePlan(qualname, num_schema_args, plan_items));
+  auto call = std::make_shared<const KffiCall>(std::move(fn),
+                                               ParsePlan(qualname, num_schema_args, plan_items));
   auto backend = NewLibrary(ns);
   for (c10::DispatchKey key : {c10::DispatchKey::CPU, c10::DispatchKey::CUDA}) {
     backend->impl(name.c_str(), torch::dispatch(key, torch::CppFunction::makeFromBoxedFunctor(
@@ -713,11 +715,11 @@ Array<Function> RegisterOp(const std::string& qualname, Function fn, int64_t num
   }
   auto register_autograd = [call, ns = ns, name = name, mutated, written_idx]() {
     auto lib = NewLibrary(ns);
-    lib->impl(name.c_str(),
-              torch::dispatch(c10::DispatchKey::Autograd,
-                              torch::CppFunction::makeFromBoxedFunctor(
-                                  std::make_unique<NoRuleAutogradKernel>(call, mutated,
-                                                                         written_idx))));
+    lib->impl(
+        name.c_str(),
+        torch::dispatch(c10::DispatchKey::Autograd,
+                        torch::CppFunction::makeFromBoxedFunctor(
+                            std::make_unique<NoRuleAutogradKernel>(call, mutated, written_idx))));
     return MakeUnregister(std::move(lib));
   };
   Function unregister_autograd = register_autograd();

@@ -217,6 +217,8 @@ def test_bad_registrations(tk, ns):
         kffi.torch.register_op(f, f"{ns}::f", allocate=["a"])
     op = kffi.torch.register_op(f, f"{ns}::f")
     assert kffi.torch.register_op(f, f"{ns}::f") is op  # the same function again: the same op
+    with pytest.raises(ValueError, match="already registered"):  # other options: not the same
+        kffi.torch.register_op(f, f"{ns}::f", mutates_args=())
     with pytest.raises(ValueError, match=rf"{ns}::f is already registered \(to add_row\)"):
         kffi.torch.register_op(fresh(tk, "concat"), f"{ns}::f")
     with pytest.raises(ValueError, match="torch already has an op aten::add"):

@@ -55,13 +55,16 @@ class OpNamespace:
 
 
 def ops_of_module(module, namespace: str) -> OpNamespace:
-    """Registers every function of ``module`` that has a contract as ``namespace::<name>``."""
+    """Registers every function of ``module`` that has a contract as ``namespace::<name>``
+    (functions whose names are not identifiers are skipped)."""
     from .. import _abstract
 
     ops = {}
     for name in module.functions():
         fn = module.get_function(name)
-        if fn is None or not _abstract.has_structured_contract(getattr(fn, "_metadata", None)):
+        if not name.isidentifier() or fn is None:
             continue
-        ops[name] = register_op(fn, f"{namespace}::{name}")
+        if not _abstract.has_structured_contract(getattr(fn, "_metadata", None)):
+            continue
+        ops[name] = register_op(fn, f"{namespace}::{name}", _module_name=module.name)
     return OpNamespace(namespace, ops)

@@ -350,15 +350,29 @@ def _fake_for(sig, fake):
 # ---------------------------------------------------------------------------------------------
 
 
-def _same_function(a, b) -> bool:
-    if a is b:
-        return True
-    return getattr(a, "_metadata", None) == getattr(b, "_metadata", None) and getattr(
-        a, "library_path", None
-    ) == getattr(b, "library_path", None)
+def _origin(fn, module_name, mutates_args, allocate) -> tuple:
+    """What makes two registrations the same: where the function comes from (a module's
+    function of that name, a kffi.compile library, else this very object) and the options."""
+    name = (getattr(fn, "_metadata", None) or {}).get("name")
+    path = getattr(fn, "library_path", None)
+    if module_name is not None:
+        where = ("module", module_name, name)
+    elif path:
+        where = ("library", path, name)
+    else:
+        where = ("object", id(fn))  # the op keeps fn alive: the id stays its own
+    options = (
+        tuple(sorted(mutates_args))
+        if isinstance(mutates_args, (list, tuple, set))
+        else mutates_args
+    )
+    alloc = tuple(sorted(allocate)) if isinstance(allocate, (list, tuple, set)) else allocate
+    return (where, options, alloc)
 
 
-def register_op(fn, qualname: str, *, mutates_args=None, fake=None, allocate=None) -> TorchOp:
+def register_op(
+    fn, qualname: str, *, mutates_args=None, fake=None, allocate=None, _module_name=None
+) -> TorchOp:
     """Registers the kffi function ``fn`` as the torch op ``qualname`` ("namespace::name").
 
     Everything comes from ``fn``'s metadata: the schema (parameter names, types, defaults,
@@ -376,7 +390,9 @@ def register_op(fn, qualname: str, *, mutates_args=None, fake=None, allocate=Non
       functional op (which :func:`register_autograd` needs).
 
     Returns a :class:`TorchOp`; ``torch.ops.<namespace>.<name>`` is the same op. Registering the
-    same function under the same name again returns the existing op.
+    same function (the same object, a module's function of the same name, or a kffi.compile
+    result of the same library) with the same options under the same name returns the existing
+    op; anything else under a name already taken is a ValueError.
     """
     if not isinstance(fn, Function):
         raise TypeError(
@@ -390,7 +406,9 @@ def register_op(fn, qualname: str, *, mutates_args=None, fake=None, allocate=Non
     with _lock:
         existing = _registry.get(qualname)
         if existing is not None:
-            if _same_function(existing.fn, fn) and fake is None:
+            if existing._origin == _origin(fn, _module_name, mutates_args, allocate) and (
+                fake is None
+            ):
                 return existing
             raise ValueError(
                 f"kffi.torch.register_op: {qualname} is already registered (to "
@@ -421,6 +439,7 @@ def register_op(fn, qualname: str, *, mutates_args=None, fake=None, allocate=Non
             lib._destroy()
             raise
         op = TorchOp(fn, sig, lib, getattr(getattr(torch.ops, ns), name).default, handles)
+        op._origin = _origin(fn, _module_name, mutates_args, allocate)
         _registry[qualname] = op
     return op
 

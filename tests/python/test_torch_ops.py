@@ -56,6 +56,14 @@ def test_allocate_moves_mut_parameters_to_the_returns(tk, ns):
     assert da.tolist() == [6.0, 4.0] and db.tolist() == [2.0, 2.0]
     da2, db2 = getattr(torch.ops, ns).mul_bwd(a, b, g, 2.0)  # the C++ kernel allocates too
     assert torch.equal(da, da2) and torch.equal(db, db2)
+    scalar = torch.tensor(1.0, dtype=torch.float64)
+    for call in (op, getattr(torch.ops, ns).mul_bwd):  # the output's size cannot be read
+        with pytest.raises(
+            ValueError,
+            match=rf"{ns}::mul_bwd: the shape of an allocated output reads dimension 0 of "
+            r"argument #0, which has 0 dimension\(s\)",
+        ):
+            call(scalar, b, g, 1.0)
     only_da = kffi.torch.register_op(fresh(tk, "mul_bwd"), f"{ns}::mul_bwd_da", allocate=["da"])
     assert only_da.schema == (
         "(Tensor a, Tensor b, Tensor g, float scale, Tensor(a!) db) -> Tensor"

@@ -448,10 +448,12 @@ class KffiCall {
         continue;
       }
       TORCH_CHECK_VALUE(args[arg].isTensor(), "kffi.torch: ", plan_->name,
-                        ": an output's shape reads argument ", arg, ", which is None");
+                        ": the shape of an allocated output reads argument #", arg,
+                        ", which is None");
       const at::Tensor& t = args[arg].toTensor();
-      TORCH_CHECK_VALUE(value < t.dim(), "kffi.torch: ", plan_->name, ": an output's shape reads ",
-                        "dimension ", value, " of a ", t.dim(), "-d tensor argument");
+      TORCH_CHECK_VALUE(value < t.dim(), "kffi.torch: ", plan_->name,
+                        ": the shape of an allocated output reads dimension ", value,
+                        " of argument #", arg, ", which has ", t.dim(), " dimension(s)");
       shape.push_back(t.size(value));
     }
     return at::empty(shape, at::TensorOptions().dtype(PickDType(spec, args)).device(device));

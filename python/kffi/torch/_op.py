@@ -54,10 +54,7 @@ def _pick_dtype(dtypes, tensors, label, what):
             return t.dtype
     if dtypes:  # no argument has an allowed dtype: the contract's check reports the bad one
         return _torch_dtype(dtypes[0])
-    options = "any dtype"
-    raise TypeError(
-        f"kffi.torch: {label}: no tensor argument fixes the dtype ({options}) of {what}"
-    )
+    raise TypeError(f"kffi.torch: {label}: no tensor argument fixes the dtype of {what}")
 
 
 class TorchOp:
@@ -66,7 +63,7 @@ class TorchOp:
     Call it like the function (tensors, scalars, by position or name); it returns what the op's
     schema says: None, a tensor, or a tuple of tensors. Attributes: ``qualname``, ``schema``,
     ``default`` (the OpOverload, what compiled graphs call), ``fn`` (the kffi function),
-    ``mutates_args`` (the parameters written in place).
+    ``mutates_args`` (the parameters written in place), ``has_autograd`` (a rule is attached).
     """
 
     def __init__(self, fn, sig, lib, overload, handles):
@@ -188,8 +185,7 @@ class TorchOp:
         allocated = []
         for p in sig.allocated:
             shape = [
-                d if isinstance(d, int) else _dim_of(by_name[d[0]], d, sig, p)
-                for d in sig.alloc_dims(p)
+                d if isinstance(d, int) else _dim_of(by_name, d, sig) for d in sig.alloc_dims(p)
             ]
             dtype = _pick_dtype(p.dtypes, tensors, sig.label, repr(p.name))
             allocated.append(torch.empty(shape, dtype=dtype, device=device))
@@ -221,11 +217,16 @@ class TorchOp:
 _MISSING = object()
 
 
-def _dim_of(t, source, sig, p):
+def _dim_of(by_name, source, sig):
+    """Dimension source[1] of argument source[0], for an allocated output (as _dispatch.cc)."""
+    t = by_name[source[0]]
+    i = [p.name for p in sig.schema_args].index(source[0])
+    what = f"kffi.torch: {sig.qualname}: the shape of an allocated output reads"
     if t is None:
+        raise ValueError(f"{what} argument #{i}, which is None")
+    if source[1] >= t.dim():
         raise ValueError(
-            f"kffi.torch: {sig.label}: the shape of {p.name!r} comes from {source[0]!r}, "
-            f"which is None"
+            f"{what} dimension {source[1]} of argument #{i}, which has {t.dim()} dimension(s)"
         )
     return t.shape[source[1]]
 

@@ -205,6 +205,28 @@ def test_plain_exports_need_mutates_args_and_a_fake_when_they_return(tk, ns):
     assert compiled(torch.zeros(2)).tolist() == [2.0, 2.0]
 
 
+def test_plain_exports_with_lists_strings_bools_and_tensor_lists(tk, ns):
+    fill = kffi.torch.register_op(fresh(tk, "fill_plain"), f"{ns}::fill", mutates_args=["y"])
+    assert fill.schema == "(Tensor(a!) y, SymInt[] values, str label, bool negate) -> ()"
+    for call in (fill, getattr(torch.ops, ns).fill):
+        y = torch.zeros(3)
+        call(y, [1, 2, 3], "ab", True)
+        assert y.tolist() == [1.0, 0.0, -1.0]
+    pair = kffi.torch.register_op(
+        fresh(tk, "pair_plain"),
+        f"{ns}::pair",
+        mutates_args=(),
+        fake=lambda x: [torch.empty_like(x), torch.empty_like(x)],
+    )
+    assert pair.schema == "(Tensor x) -> Tensor[]"
+    x = torch.arange(3.0)
+    for call in (pair, getattr(torch.ops, ns).pair):
+        out = call(x)
+        assert isinstance(out, list) and [t.tolist() for t in out] == [[1, 2, 3], [0, 2, 4]]
+    compiled = torch.compile(lambda t: pair(t)[1] + 1, fullgraph=True)
+    assert compiled(x).tolist() == [1.0, 3.0, 5.0]
+
+
 def test_contract_and_mutates_args_must_agree(tk, ns):
     f = fresh(tk, "scale_into")
     with pytest.raises(

@@ -131,6 +131,17 @@ kffi::Tensor PlusOnePlain(kffi::TensorView x) {
   return y;
 }
 
+/// y[i] = values[i] * (negate ? -1 : 1) + len(label), written into y (float32).
+void FillPlain(kffi::TensorView y, kffi::Array<int64_t> values, kffi::String label, bool negate) {
+  for (int64_t i = 0; i < y.numel() && i < static_cast<int64_t>(values.size()); ++i) {
+    P<float>(y)[i] =
+        static_cast<float>(values[i] * (negate ? -1 : 1) + static_cast<int64_t>(label.size()));
+  }
+}
+
+/// Two new tensors (x + 1, x * 2) as an Array.
+kffi::Array<kffi::Tensor> PairPlain(kffi::TensorView x) { return TwoOut(x); }
+
 /// The empty kernel (benchmarks): three tensors.
 void Empty3(kffi::TensorView, kffi::TensorView, kffi::TensorView) {}
 
@@ -185,3 +196,6 @@ KFFI_EXPORT_CONTRACT(empty3, Empty3,
                      "a: Tensor([n], float32), b: Tensor([n], float32), c: Tensor([n], float32)");
 KFFI_EXPORT_DOC(scale_plain, ScalePlain, "y = x * factor", "y, x, factor");
 KFFI_EXPORT_DOC(plus_one_plain, PlusOnePlain, "x + 1", "x");
+KFFI_EXPORT_DOC(fill_plain, FillPlain, "y = values * sign + len(label)",
+                "y, values, label, negate");
+KFFI_EXPORT_DOC(pair_plain, PairPlain, "(x + 1, x * 2)", "x");

@@ -25,7 +25,9 @@ SPIN = 200_000  # iterations each thread spins before writing: milliseconds of G
 @pytest.fixture(scope="module")
 def ck() -> kffi.Module:
     """tests/python/torch_kernels.cu, built with nvcc through kffi.cpp.build."""
-    path = kffi.cpp.build("kffi_test_torch_cuda_kernels", [str(HERE / "torch_kernels.cu")], quiet=True)
+    path = kffi.cpp.build(
+        "kffi_test_torch_cuda_kernels", [str(HERE / "torch_kernels.cu")], quiet=True
+    )
     return kffi.load_module(path)
 
 

@@ -4,9 +4,9 @@
 // function exported here, one boxed kernel per backend (CPU, CUDA) that converts the dispatcher's
 // IValues to kffi arguments and calls the kffi function without Python, and the Autograd kernel
 // of an op without an autograd rule (it refuses inputs that require grad, runs plain calls at
-// once, and bumps the version counter of what the op writes). Compiled graphs
-// and torch.ops calls therefore cost what a C++ TORCH_LIBRARY op costs. Built once per torch
-// version by kffi.torch._native (kffi.cpp.build), loaded as a kffi module.
+// once, and bumps the version counter of what the op writes). Compiled graphs and torch.ops
+// calls therefore cost about what a C++ TORCH_LIBRARY op costs. Built once per torch version by
+// kffi.torch._native (kffi.cpp.build), loaded as a kffi module.
 //
 // The call plan comes from Python as a flat list of int64 (see _schema.py, `native_plan`):
 //   n_params, then per kffi parameter (source, value): 0 = schema argument `value`, 1 = the
@@ -37,6 +37,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <new>
 #include <string>
 #include <utility>
 #include <vector>
@@ -195,10 +196,18 @@ int TorchAlloc(DLTensor* proto, DLManagedTensorVersioned** out, void* error_ctx,
     if (tls_allocated != nullptr) tls_allocated->push_back(block->tensor);
     *out = &block.release()->managed;
     return 0;
-  } catch (const std::exception& e) {
+  } catch (const c10::OutOfMemoryError& e) {
+    set_error(error_ctx, "MemoryError", e.what_without_backtrace());
+  } catch (const c10::TypeError& e) {
+    set_error(error_ctx, "TypeError", e.what_without_backtrace());
+  } catch (const c10::Error& e) {
+    set_error(error_ctx, "RuntimeError", e.what_without_backtrace());
+  } catch (const std::bad_alloc& e) {
     set_error(error_ctx, "MemoryError", e.what());
-    return -1;
+  } catch (const std::exception& e) {
+    set_error(error_ctx, "RuntimeError", e.what());
   }
+  return -1;
 }
 
 /// Sets the environment (allocator; stream and current device for CUDA) for one call.

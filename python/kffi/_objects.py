@@ -328,6 +328,14 @@ class Module(Object):
     def import_module(self, other: Module):
         _core._module_import(self, other)
 
+    def torch_ops(self, namespace: str):
+        """Registers every function of this module that has a contract as the torch op
+        ``namespace::<name>`` (see kffi.torch.register_op); returns them by name: ``ops.scale``.
+        Imports torch."""
+        from .torch import ops_of_module
+
+        return ops_of_module(self, namespace)
+
     def __getitem__(self, name: str):
         f = self.get_function(name)
         if f is None:

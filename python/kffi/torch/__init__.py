@@ -1,0 +1,70 @@
+"""kffi.torch: kffi functions as PyTorch custom ops (torch.compile, fake tensors, CUDA graphs,
+autograd).
+
+    import kffi.torch
+    op = kffi.torch.register_op(fn, "mylib::scale")      # torch.ops.mylib.scale too
+    op(y, x, 2.0)                                        # eager: straight to kffi
+    torch.compile(lambda x, y: op(y, x, 2.0), fullgraph=True)
+    ops = module.torch_ops("mylib")                      # every contract function of a module
+    kffi.torch.register_autograd(ops.square, backward=module.square_bwd)
+
+Importing kffi does not import this package (nor torch).
+"""
+
+from __future__ import annotations
+
+from ._autograd import register_autograd
+from ._op import TorchOp, register_op, registered_ops
+
+__all__ = ["TorchOp", "ops_of_module", "register_autograd", "register_op", "registered_ops"]
+
+
+class OpNamespace:
+    """The ops made from a module's functions: ``ops.scale``, ``ops["scale"]``, ``list(ops)``."""
+
+    def __init__(self, namespace: str, ops: dict):
+        self._namespace = namespace
+        self._ops = dict(ops)
+
+    def __getattr__(self, name):
+        try:
+            return self.__dict__["_ops"][name]
+        except KeyError:
+            raise AttributeError(
+                f"kffi.torch: namespace {self._namespace!r} has no op {name!r}; ops: "
+                f"{', '.join(sorted(self._ops)) or '(none)'}"
+            ) from None
+
+    def __getitem__(self, name):
+        return self._ops[name]
+
+    def __iter__(self):
+        return iter(self._ops)
+
+    def __len__(self):
+        return len(self._ops)
+
+    def __contains__(self, name):
+        return name in self._ops
+
+    def __dir__(self):
+        return sorted(set(super().__dir__()) | set(self._ops))
+
+    def __repr__(self):
+        return f"<kffi.torch ops {self._namespace}: {', '.join(sorted(self._ops))}>"
+
+
+def ops_of_module(module, namespace: str) -> OpNamespace:
+    """Registers every function of ``module`` that has a contract as ``namespace::<name>``
+    (functions whose names are not identifiers are skipped)."""
+    from .. import _abstract
+
+    ops = {}
+    for name in module.functions():
+        fn = module.get_function(name)
+        if not name.isidentifier() or fn is None:
+            continue
+        if not _abstract.has_structured_contract(getattr(fn, "_metadata", None)):
+            continue
+        ops[name] = register_op(fn, f"{namespace}::{name}", _module_name=module.name)
+    return OpNamespace(namespace, ops)

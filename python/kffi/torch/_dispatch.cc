@@ -1,0 +1,752 @@
+// python/kffi/torch/_dispatch.cc: kffi functions as boxed C++ kernels of torch's dispatcher.
+//
+// kffi.torch defines each op's schema in Python (torch.library) and registers, through the
+// function exported here, one boxed kernel per backend (CPU, CUDA) that converts the dispatcher's
+// IValues to kffi arguments and calls the kffi function without Python, and the Autograd kernel
+// of an op without an autograd rule (it refuses inputs that require grad, runs plain calls at
+// once, and bumps the version counter of what the op writes). Compiled graphs and torch.ops
+// calls therefore cost about what a C++ TORCH_LIBRARY op costs. Built once per torch version by
+// kffi.torch._native (kffi.cpp.build), loaded as a kffi module.
+//
+// The call plan comes from Python as a flat list of int64 (see _schema.py, `native_plan`):
+//   n_params, then per kffi parameter (source, value): 0 = schema argument `value`, 1 = the
+//       current stream of the call's device (None on CPU), 2 = allocated output `value`, 3 = None;
+//   n_allocs, then per allocated output: ndim, n_dtypes, n_dtypes packed dtypes (one: fixed;
+//       several or none: the dtype of the first tensor argument the list allows), then per
+//       dimension (arg, value): arg -1 = the literal value, else dimension `value` of schema
+//       argument `arg`;
+//   device_arg (the schema argument whose device the call uses; -1 = CPU), ret_kind (kRet*),
+//   n_returns (tensors the function returns).
+#include <ATen/core/LegacyTypeDispatch.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/from_blob.h>
+#include <c10/core/DeviceGuard.h>
+#include <c10/core/GradMode.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
+#include <c10/util/SmallVector.h>
+#include <kffi/any.h>
+#include <kffi/container/array.h>
+#include <kffi/env.h>
+#include <kffi/error.h>
+#include <kffi/export.h>
+#include <kffi/function.h>
+#include <kffi/tensor.h>
+#include <torch/library.h>
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <new>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace kffi {
+namespace torchglue {
+namespace {
+
+enum Source : int64_t { kArg = 0, kStream = 1, kAlloc = 2, kNone = 3 };
+enum RetKind : int64_t {
+  kRetNone = 0,
+  kRetTensor = 1,
+  kRetTensors = 2,
+  kRetTensorList = 3,
+  kRetInt = 4,
+  kRetFloat = 5,
+  kRetBool = 6
+};
+constexpr int64_t kMaxPlanItems = 1 << 16;  // a plan is a few dozen numbers
+constexpr int64_t kMaxNdim = 64;
+
+// ---- dtypes and devices ---------------------------------------------------------------------
+
+int64_t PackDType(DLDataType t) {
+  return static_cast<int64_t>(t.code) | (static_cast<int64_t>(t.bits) << 8) |
+         (static_cast<int64_t>(t.lanes) << 16);
+}
+
+DLDataType UnpackDType(int64_t v) {
+  DLDataType t;
+  t.code = static_cast<uint8_t>(v & 0xff);
+  t.bits = static_cast<uint8_t>((v >> 8) & 0xff);
+  t.lanes = static_cast<uint16_t>((v >> 16) & 0xffff);
+  return t;
+}
+
+struct DTypePair {
+  c10::ScalarType scalar;
+  DLDataType dl;
+};
+
+const DTypePair kDTypes[] = {
+    {c10::ScalarType::Float, {kDLFloat, 32, 1}},
+    {c10::ScalarType::Double, {kDLFloat, 64, 1}},
+    {c10::ScalarType::Half, {kDLFloat, 16, 1}},
+    {c10::ScalarType::BFloat16, {kDLBfloat, 16, 1}},
+    {c10::ScalarType::Long, {kDLInt, 64, 1}},
+    {c10::ScalarType::Int, {kDLInt, 32, 1}},
+    {c10::ScalarType::Short, {kDLInt, 16, 1}},
+    {c10::ScalarType::Char, {kDLInt, 8, 1}},
+    {c10::ScalarType::Byte, {kDLUInt, 8, 1}},
+    {c10::ScalarType::UInt16, {kDLUInt, 16, 1}},
+    {c10::ScalarType::UInt32, {kDLUInt, 32, 1}},
+    {c10::ScalarType::UInt64, {kDLUInt, 64, 1}},
+    {c10::ScalarType::Bool, {kDLBool, 8, 1}},
+    {c10::ScalarType::ComplexHalf, {kDLComplex, 32, 1}},
+    {c10::ScalarType::ComplexFloat, {kDLComplex, 64, 1}},
+    {c10::ScalarType::ComplexDouble, {kDLComplex, 128, 1}},
+    {c10::ScalarType::Float8_e4m3fn, {kDLFloat8_e4m3fn, 8, 1}},
+    {c10::ScalarType::Float8_e5m2, {kDLFloat8_e5m2, 8, 1}},
+    {c10::ScalarType::Float8_e4m3fnuz, {kDLFloat8_e4m3fnuz, 8, 1}},
+    {c10::ScalarType::Float8_e5m2fnuz, {kDLFloat8_e5m2fnuz, 8, 1}},
+    {c10::ScalarType::Float8_e8m0fnu, {kDLFloat8_e8m0fnu, 8, 1}},
+};
+
+DLDataType ToDL(c10::ScalarType s) {
+  for (const DTypePair& p : kDTypes) {
+    if (p.scalar == s) return p.dl;
+  }
+  TORCH_CHECK_TYPE(false, "kffi.torch: dtype ", c10::toString(s), " has no DLPack equivalent");
+}
+
+c10::ScalarType FromDL(DLDataType t) {
+  for (const DTypePair& p : kDTypes) {
+    if (p.dl.code == t.code && p.dl.bits == t.bits && p.dl.lanes == t.lanes) return p.scalar;
+  }
+  TORCH_CHECK_TYPE(false, "kffi.torch: the DLPack dtype (code ", int(t.code), ", bits ",
+                   int(t.bits), ", lanes ", int(t.lanes), ") has no torch equivalent");
+}
+
+DLDevice ToDL(const c10::Device& d) {
+  switch (d.type()) {
+    case c10::DeviceType::CPU:
+      return DLDevice{kDLCPU, 0};
+    case c10::DeviceType::CUDA:
+      return DLDevice{kDLCUDA, static_cast<int32_t>(d.index() < 0 ? 0 : d.index())};
+    default:
+      TORCH_CHECK_TYPE(false, "kffi.torch: tensors on ", d.str(),
+                       " are not supported (CPU and CUDA are)");
+  }
+}
+
+c10::Device FromDL(DLDevice d) {
+  switch (d.device_type) {
+    case kDLCPU:
+    case kDLCUDAHost:
+      return c10::Device(c10::DeviceType::CPU);
+    case kDLCUDA:
+    case kDLCUDAManaged:
+      return c10::Device(c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>(d.device_id));
+    default:
+      TORCH_CHECK_TYPE(false, "kffi.torch: a kffi function returned a tensor on device type ",
+                       d.device_type, ", which torch does not take (CPU and CUDA are)");
+  }
+}
+
+// ---- errors -----------------------------------------------------------------------------------
+
+/// Rethrows a kffi error as the c10 error torch turns into the Python exception of the same
+/// kind, with the message unchanged (ValueError, TypeError, IndexError, NotImplementedError;
+/// other kinds become RuntimeError "Kind: message").
+[[noreturn]] void RethrowAsTorch(const std::string& kind, const std::string& message) {
+  if (kind == "ValueError") TORCH_CHECK_VALUE(false, message);
+  if (kind == "TypeError") TORCH_CHECK_TYPE(false, message);
+  if (kind == "IndexError") TORCH_CHECK_INDEX(false, message);
+  if (kind == "NotImplementedError") TORCH_CHECK_NOT_IMPLEMENTED(false, message);
+  TORCH_CHECK(false, kind, ": ", message);
+}
+
+// ---- the environment allocator: torch tensors for what the callee allocates --------------------
+
+// Tensors the allocator made during the current call on this thread: a returned tensor that is
+// one of them comes back as that very torch tensor (same storage: the caching allocator, CUDA
+// graph pools and memory planning see their own block).
+thread_local std::vector<at::Tensor>* tls_allocated = nullptr;
+
+struct AllocatedBlock {
+  DLManagedTensorVersioned managed;
+  at::Tensor tensor;
+};
+
+void FreeAllocated(DLManagedTensorVersioned* self) {
+  delete static_cast<AllocatedBlock*>(self->manager_ctx);
+}
+
+int TorchAlloc(DLTensor* proto, DLManagedTensorVersioned** out, void* error_ctx,
+               void (*set_error)(void*, const char*, const char*)) {
+  try {
+    std::vector<int64_t> shape(proto->shape, proto->shape + proto->ndim);
+    auto options = at::TensorOptions().dtype(FromDL(proto->dtype)).device(FromDL(proto->device));
+    auto block = std::make_unique<AllocatedBlock>();
+    block->tensor = at::empty(shape, options);
+    DLManagedTensorVersioned& m = block->managed;
+    m.version.major = DLPACK_MAJOR_VERSION;
+    m.version.minor = DLPACK_MINOR_VERSION;
+    m.manager_ctx = block.get();
+    m.deleter = &FreeAllocated;
+    m.flags = 0;
+    m.dl_tensor.data = block->tensor.data_ptr();
+    m.dl_tensor.device = proto->device;
+    m.dl_tensor.ndim = proto->ndim;
+    m.dl_tensor.dtype = proto->dtype;
+    m.dl_tensor.shape = const_cast<int64_t*>(block->tensor.sizes().data());
+    m.dl_tensor.strides = const_cast<int64_t*>(block->tensor.strides().data());
+    m.dl_tensor.byte_offset = 0;
+    if (tls_allocated != nullptr) tls_allocated->push_back(block->tensor);
+    *out = &block.release()->managed;
+    return 0;
+  } catch (const c10::OutOfMemoryError& e) {
+    set_error(error_ctx, "MemoryError", e.what_without_backtrace());
+  } catch (const c10::TypeError& e) {
+    set_error(error_ctx, "TypeError", e.what_without_backtrace());
+  } catch (const c10::Error& e) {
+    set_error(error_ctx, "RuntimeError", e.what_without_backtrace());
+  } catch (const std::bad_alloc& e) {
+    set_error(error_ctx, "MemoryError", e.what());
+  } catch (const std::exception& e) {
+    set_error(error_ctx, "RuntimeError", e.what());
+  }
+  return -1;
+}
+
+/// Sets the environment (allocator; stream and current device for CUDA) for one call.
+class CallEnv {
+ public:
+  CallEnv(const c10::Device& device, std::vector<at::Tensor>* allocated) {
+    prev_allocated_ = tls_allocated;
+    tls_allocated = allocated;
+    KFFIEnvSetTensorAllocator(&TorchAlloc, 0, &prev_alloc_);
+    if (device.is_cuda()) {
+      guard_.reset_device(device);
+      dl_ = ToDL(device);
+      c10::Stream s = c10::impl::getDeviceGuardImpl(device.type())->getStream(device);
+      stream_ = s.native_handle();
+      KFFIEnvSetStream(dl_.device_type, dl_.device_id, stream_, &prev_stream_);
+      stream_set_ = true;
+    }
+  }
+  ~CallEnv() {
+    if (stream_set_) KFFIEnvSetStream(dl_.device_type, dl_.device_id, prev_stream_, nullptr);
+    KFFIEnvSetTensorAllocator(prev_alloc_, 0, nullptr);
+    tls_allocated = prev_allocated_;
+  }
+  CallEnv(const CallEnv&) = delete;
+  CallEnv& operator=(const CallEnv&) = delete;
+
+  void* stream() const { return stream_; }
+
+ private:
+  c10::OptionalDeviceGuard guard_;
+  std::vector<at::Tensor>* prev_allocated_ = nullptr;
+  DLPackManagedTensorAllocator prev_alloc_ = nullptr;
+  DLDevice dl_{kDLCPU, 0};
+  void* stream_ = nullptr;
+  KFFIStreamHandle prev_stream_ = nullptr;
+  bool stream_set_ = false;
+};
+
+// ---- the plan -------------------------------------------------------------------------------
+
+struct AllocSpec {
+  std::vector<std::pair<int64_t, int64_t>> dims;  // (arg or -1, dim or literal)
+  std::vector<DLDataType> dtypes;
+};
+
+struct Plan {
+  std::vector<std::pair<int64_t, int64_t>> params;
+  std::vector<AllocSpec> allocs;
+  int64_t device_arg = -1;
+  int64_t ret_kind = kRetNone;
+  int64_t n_returns = 0;
+  int64_t num_schema_args = 0;
+  std::string name;
+};
+
+class PlanReader {
+ public:
+  explicit PlanReader(const Array<int64_t>& items) : items_(items) {}
+  int64_t Next(const char* what, int64_t lo, int64_t hi) {
+    KFFI_CHECK(pos_ < static_cast<int64_t>(items_.size()), ValueError)
+        << "kffi.torch: the call plan ends early (reading " << what << ")";
+    int64_t v = items_[pos_++];
+    KFFI_CHECK(v >= lo && v <= hi, ValueError) << "kffi.torch: call plan item " << what << " = "
+                                               << v << " is outside [" << lo << ", " << hi << "]";
+    return v;
+  }
+  bool AtEnd() const { return pos_ == static_cast<int64_t>(items_.size()); }
+
+ private:
+  const Array<int64_t>& items_;
+  int64_t pos_ = 0;
+};
+
+std::shared_ptr<Plan> ParsePlan(const std::string& name, int64_t num_schema_args,
+                                const Array<int64_t>& items) {
+  KFFI_CHECK(static_cast<int64_t>(items.size()) <= kMaxPlanItems, ValueError)
+      << "kffi.torch: the call plan has " << items.size() << " items (at most " << kMaxPlanItems
+      << ")";
+  auto plan = std::make_shared<Plan>();
+  plan->name = name;
+  plan->num_schema_args = num_schema_args;
+  PlanReader r(items);
+  int64_t n_params = r.Next("n_params", 0, 1024);
+  int64_t max_arg = num_schema_args - 1;
+  for (int64_t i = 0; i < n_params; ++i) {
+    int64_t source = r.Next("source", kArg, kNone);
+    int64_t value = r.Next("value", 0, 1024);
+    if (source == kArg) {
+      KFFI_CHECK(value <= max_arg, ValueError)
+          << "kffi.torch: the plan reads schema argument " << value << " of " << num_schema_args;
+    }
+    plan->params.emplace_back(source, value);
+  }
+  int64_t n_allocs = r.Next("n_allocs", 0, 1024);
+  for (int64_t k = 0; k < n_allocs; ++k) {
+    AllocSpec spec;
+    int64_t ndim = r.Next("ndim", 0, kMaxNdim);
+    int64_t n_dtypes = r.Next("n_dtypes", 0, 64);
+    for (int64_t j = 0; j < n_dtypes; ++j) {
+      spec.dtypes.push_back(UnpackDType(r.Next("dtype", 0, (int64_t{1} << 32) - 1)));
+    }
+    for (int64_t d = 0; d < ndim; ++d) {
+      int64_t arg = r.Next("dim source", -1, max_arg);
+      int64_t value = r.Next("dim value", 0, arg < 0 ? INT64_MAX : kMaxNdim - 1);
+      spec.dims.emplace_back(arg, value);
+    }
+    plan->allocs.push_back(std::move(spec));
+  }
+  for (const auto& p : plan->params) {
+    if (p.first == kAlloc) {
+      KFFI_CHECK(p.second < n_allocs, ValueError)
+          << "kffi.torch: the plan uses allocated output " << p.second << " of " << n_allocs;
+    }
+  }
+  plan->device_arg = r.Next("device_arg", -1, max_arg);
+  plan->ret_kind = r.Next("ret_kind", kRetNone, kRetBool);
+  plan->n_returns = r.Next("n_returns", 0, 1024);
+  KFFI_CHECK(r.AtEnd(), ValueError) << "kffi.torch: the call plan has trailing items";
+  return plan;
+}
+
+// ---- the kernel -------------------------------------------------------------------------------
+
+/// A tensor argument as kffi sees it: a borrowed DLTensor viewing the torch tensor.
+void FillDLTensor(const at::Tensor& t, const std::string& op, DLTensor* out) {
+  TORCH_CHECK_TYPE(t.layout() == c10::kStrided, "kffi.torch: ", op,
+                   " takes strided tensors, got layout ", t.layout());
+  out->data = t.data_ptr();
+  out->device = ToDL(t.device());
+  out->ndim = static_cast<int32_t>(t.dim());
+  out->dtype = ToDL(t.scalar_type());
+  out->shape = const_cast<int64_t*>(t.sizes().data());
+  out->strides = const_cast<int64_t*>(t.strides().data());
+  out->byte_offset = 0;
+}
+
+void DeleteKffiTensor(void* ctx) { delete static_cast<kffi::Tensor*>(ctx); }
+
+/// A returned kffi tensor as a torch tensor: the tensor the allocator made when it is one (same
+/// storage), else a view of the kffi tensor's memory that keeps it alive.
+at::Tensor ToTorch(const kffi::Tensor& t, const std::vector<at::Tensor>& allocated) {
+  const DLTensor* dl = t.GetDLTensorPtr();
+  char* data = static_cast<char*>(dl->data) + dl->byte_offset;
+  c10::IntArrayRef sizes(dl->shape, static_cast<size_t>(dl->ndim));
+  std::vector<int64_t> compact;
+  if (dl->strides == nullptr) {
+    compact.resize(static_cast<size_t>(dl->ndim));
+    int64_t s = 1;
+    for (int32_t i = dl->ndim - 1; i >= 0; --i) {
+      compact[static_cast<size_t>(i)] = s;
+      s *= dl->shape[i] > 0 ? dl->shape[i] : 1;
+    }
+  }
+  c10::IntArrayRef strides = dl->strides != nullptr
+                                 ? c10::IntArrayRef(dl->strides, static_cast<size_t>(dl->ndim))
+                                 : c10::IntArrayRef(compact);
+  c10::ScalarType scalar = FromDL(dl->dtype);
+  for (const at::Tensor& a : allocated) {
+    if (a.data_ptr() == data && a.sizes() == sizes && a.strides() == strides &&
+        a.scalar_type() == scalar) {
+      return a;
+    }
+  }
+  c10::Device device = FromDL(dl->device);
+  auto* keep = new kffi::Tensor(t);
+  return at::for_blob(data, sizes)
+      .strides(strides)
+      .context(keep, &DeleteKffiTensor)
+      .options(at::TensorOptions().dtype(scalar).device(device))
+      .target_device(device)
+      .make_tensor();
+}
+
+/// One op's call: converts the dispatcher's arguments, calls the kffi function, pushes results.
+class KffiCall {
+ public:
+  KffiCall(Function fn, std::shared_ptr<const Plan> plan)
+      : fn_(std::move(fn)), plan_(std::move(plan)) {}
+
+  const Plan& plan() const { return *plan_; }
+
+  void Run(torch::jit::Stack* stack) const {
+    const Plan& p = *plan_;
+    const int64_t n = p.num_schema_args;
+    TORCH_CHECK(static_cast<int64_t>(stack->size()) >= n, "kffi.torch: ", p.name, " got ",
+                stack->size(), " values on the stack, expected ", n);
+    c10::IValue* args = stack->data() + (stack->size() - static_cast<size_t>(n));
+
+    c10::Device device(c10::DeviceType::CPU);
+    if (p.device_arg >= 0 && args[p.device_arg].isTensor()) {
+      device = args[p.device_arg].toTensor().device();
+    }
+    std::vector<at::Tensor> allocated;
+    CallEnv env(device, &allocated);
+
+    // Allocated outputs first (their shapes read the arguments).
+    c10::SmallVector<at::Tensor, 2> outs;
+    for (const AllocSpec& spec : p.allocs) outs.push_back(Allocate(spec, args, device));
+
+    const size_t np = p.params.size();
+    c10::SmallVector<KFFIAny, 8> packed(np == 0 ? 1 : np);
+    c10::SmallVector<DLTensor, 8> dl(np == 0 ? 1 : np);
+    std::vector<Any> keep;  // lists converted to kffi arrays, alive for the call (rare)
+    for (size_t i = 0; i < np; ++i) {
+      KFFIAny& a = packed[i];
+      a.type_index = kKFFINone;
+      a.zero_padding = 0;
+      a.v_int64 = 0;
+      const auto [source, value] = p.params[i];
+      if (source == kNone) continue;
+      if (source == kStream) {
+        if (env.stream() != nullptr) {
+          a.type_index = kKFFIOpaquePtr;
+          a.v_ptr = env.stream();
+        }
+        continue;
+      }
+      if (source == kAlloc) {
+        FillDLTensor(outs[static_cast<size_t>(value)], p.name, &dl[i]);
+        a.type_index = kKFFIDLTensorPtr;
+        a.v_ptr = &dl[i];
+        continue;
+      }
+      Pack(args[value], &a, &dl[i], &keep);
+    }
+
+    Any result;
+    try {
+      result = fn_.CallPacked(packed.data(), static_cast<int32_t>(np));
+    } catch (const Error& e) {
+      RethrowAsTorch(e.kind(), e.message());
+    }
+
+    torch::jit::drop(*stack, n);
+    for (at::Tensor& t : outs) stack->emplace_back(std::move(t));
+    PushResult(result, allocated, stack);
+  }
+
+ private:
+  at::Tensor Allocate(const AllocSpec& spec, const c10::IValue* args,
+                      const c10::Device& device) const {
+    std::vector<int64_t> shape;
+    shape.reserve(spec.dims.size());
+    for (const auto& [arg, value] : spec.dims) {
+      if (arg < 0) {
+        shape.push_back(value);
+        continue;
+      }
+      TORCH_CHECK_VALUE(args[arg].isTensor(), "kffi.torch: ", plan_->name,
+                        ": the shape of an allocated output reads argument #", arg,
+                        ", which is None");
+      const at::Tensor& t = args[arg].toTensor();
+      TORCH_CHECK_VALUE(value < t.dim(), "kffi.torch: ", plan_->name,
+                        ": the shape of an allocated output reads dimension ", value,
+                        " of argument #", arg, ", which has ", t.dim(), " dimension(s)");
+      shape.push_back(t.size(value));
+    }
+    return at::empty(shape, at::TensorOptions().dtype(PickDType(spec, args)).device(device));
+  }
+
+  c10::ScalarType PickDType(const AllocSpec& spec, const c10::IValue* args) const {
+    if (spec.dtypes.size() == 1) return FromDL(spec.dtypes[0]);
+    for (int64_t i = 0; i < plan_->num_schema_args; ++i) {
+      if (!args[i].isTensor()) continue;
+      DLDataType t = ToDL(args[i].toTensor().scalar_type());
+      if (spec.dtypes.empty()) return FromDL(t);
+      for (DLDataType allowed : spec.dtypes) {
+        if (PackDType(allowed) == PackDType(t)) return FromDL(t);
+      }
+    }
+    // No argument has an allowed dtype: the contract's check reports the bad argument.
+    TORCH_CHECK_TYPE(!spec.dtypes.empty(), "kffi.torch: ", plan_->name,
+                     ": no tensor argument fixes the dtype of an allocated output");
+    return FromDL(spec.dtypes[0]);
+  }
+
+  void Pack(const c10::IValue& v, KFFIAny* a, DLTensor* dl, std::vector<Any>* keep) const {
+    if (v.isTensor()) {
+      FillDLTensor(v.toTensor(), plan_->name, dl);
+      a->type_index = kKFFIDLTensorPtr;
+      a->v_ptr = dl;
+    } else if (v.isNone()) {
+      a->type_index = kKFFINone;
+    } else if (v.isInt()) {
+      a->type_index = kKFFIInt;
+      a->v_int64 = v.toInt();
+    } else if (v.isSymInt()) {
+      a->type_index = kKFFIInt;
+      a->v_int64 = v.toSymInt().guard_int(__FILE__, __LINE__);
+    } else if (v.isDouble()) {
+      a->type_index = kKFFIFloat;
+      a->v_float64 = v.toDouble();
+    } else if (v.isBool()) {
+      a->type_index = kKFFIBool;
+      a->v_int64 = v.toBool() ? 1 : 0;
+    } else if (v.isString()) {
+      a->type_index = kKFFIRawStr;
+      a->v_c_str = v.toStringRef().c_str();
+    } else if (v.isIntList()) {
+      std::vector<int64_t> items = v.toIntVector();
+      keep->emplace_back(Array<int64_t>(items));
+      *a = *details::AnyUnsafe::Raw(keep->back());
+    } else if (v.isDoubleList()) {
+      std::vector<double> items = v.toDoubleVector();
+      keep->emplace_back(Array<double>(items));
+      *a = *details::AnyUnsafe::Raw(keep->back());
+    } else if (v.isBoolList()) {
+      std::vector<bool> items;
+      for (bool b : v.toBoolList()) items.push_back(b);
+      keep->emplace_back(Array<bool>(items.begin(), items.end()));
+      *a = *details::AnyUnsafe::Raw(keep->back());
+    } else {
+      TORCH_CHECK_TYPE(false, "kffi.torch: ", plan_->name, ": cannot pass a ", v.tagKind(),
+                       " to a kffi function");
+    }
+  }
+
+  void PushResult(const Any& result, const std::vector<at::Tensor>& allocated,
+                  torch::jit::Stack* stack) const {
+    const Plan& p = *plan_;
+    const char* what = "kffi.torch: ";  // the messages are built only when a check fails
+    switch (p.ret_kind) {
+      case kRetNone:
+        return;
+      case kRetTensor: {
+        auto t = result.as<kffi::Tensor>();
+        TORCH_CHECK_TYPE(t.has_value(), what, p.name, " returned ", result.GetTypeKey(),
+                         ", its contract declares a tensor");
+        stack->emplace_back(ToTorch(*t, allocated));
+        return;
+      }
+      case kRetTensors:
+      case kRetTensorList: {
+        auto arr = result.as<Array<Any>>();
+        TORCH_CHECK_TYPE(arr.has_value(), what, p.name, " returned ", result.GetTypeKey(),
+                         ", expected an Array of tensors");
+        if (p.ret_kind == kRetTensors) {
+          TORCH_CHECK_VALUE(static_cast<int64_t>(arr->size()) == p.n_returns, what, p.name,
+                            " returned ", arr->size(), " tensors, its contract declares ",
+                            p.n_returns);
+        }
+        std::vector<at::Tensor> ts;
+        for (const Any& item : *arr) {
+          auto t = item.as<kffi::Tensor>();
+          TORCH_CHECK_TYPE(t.has_value(), what, p.name, " returned an Array holding ",
+                           item.GetTypeKey(), ", expected tensors");
+          ts.push_back(ToTorch(*t, allocated));
+        }
+        if (p.ret_kind == kRetTensorList) {
+          stack->emplace_back(c10::List<at::Tensor>(ts));
+        } else {
+          for (at::Tensor& t : ts) stack->emplace_back(std::move(t));
+        }
+        return;
+      }
+      case kRetInt: {
+        auto v = result.as<int64_t>();
+        TORCH_CHECK_TYPE(v.has_value(), what, p.name, " returned ", result.GetTypeKey(),
+                         ", expected int");
+        stack->emplace_back(*v);
+        return;
+      }
+      case kRetFloat: {
+        auto v = result.as<double>();
+        TORCH_CHECK_TYPE(v.has_value(), what, p.name, " returned ", result.GetTypeKey(),
+                         ", expected float");
+        stack->emplace_back(*v);
+        return;
+      }
+      default: {
+        auto v = result.as<bool>();
+        TORCH_CHECK_TYPE(v.has_value(), what, p.name, " returned ", result.GetTypeKey(),
+                         ", expected bool");
+        stack->emplace_back(*v);
+        return;
+      }
+    }
+  }
+
+  Function fn_;
+  std::shared_ptr<const Plan> plan_;
+};
+
+// ---- kernels ----------------------------------------------------------------------------------
+
+/// The CPU and CUDA kernels: run the call.
+class BackendKernel final : public c10::OperatorKernel {
+ public:
+  explicit BackendKernel(std::shared_ptr<const KffiCall> call) : call_(std::move(call)) {}
+  void operator()(const c10::OperatorHandle&, c10::DispatchKeySet, torch::jit::Stack* stack) {
+    call_->Run(stack);
+  }
+
+ private:
+  std::shared_ptr<const KffiCall> call_;
+};
+
+/// The Autograd kernel of an op without an autograd rule. With grad mode on, an input that
+/// requires grad is an error (its gradient would silently be lost). Below it, plain CPU / CUDA
+/// calls run the kffi function at once (what a redispatch through ADInplaceOrView would reach,
+/// without two more boxed hops); anything else (fake tensors, functionalization, Python modes)
+/// is redispatched. Then the version counters of the tensors the op wrote are bumped, so
+/// autograd notices when a tensor saved for backward was changed.
+class NoRuleAutogradKernel final : public c10::OperatorKernel {
+ public:
+  NoRuleAutogradKernel(std::shared_ptr<const KffiCall> call, std::string mutated,
+                       std::vector<int64_t> written)
+      : call_(std::move(call)), mutated_(std::move(mutated)), written_(std::move(written)) {}
+
+  void operator()(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
+    const Plan& p = call_->plan();
+    const size_t n = static_cast<size_t>(p.num_schema_args);
+    TORCH_CHECK(stack->size() >= n, "kffi.torch: ", p.name, ": unexpected stack");
+    const c10::IValue* args = stack->data() + (stack->size() - n);
+    if (c10::GradMode::is_enabled()) {
+      for (size_t i = 0; i < n; ++i) {
+        if (args[i].isTensor() && args[i].toTensor().requires_grad()) RefuseGrad(op, i);
+      }
+    }
+    c10::SmallVector<at::Tensor, 4> written;  // the call pops the arguments
+    for (int64_t i : written_) {
+      if (args[i].isTensor()) written.push_back(args[i].toTensor());
+    }
+    const c10::DispatchKey next = (ks & c10::after_ADInplaceOrView_keyset).highestPriorityTypeId();
+    if (next == c10::DispatchKey::CPU || next == c10::DispatchKey::CUDA) {
+      at::AutoDispatchBelowADInplaceOrView guard;
+      call_->Run(stack);
+    } else {
+      at::AutoDispatchBelowAutograd guard;
+      op.redispatchBoxed(ks & c10::after_autograd_keyset, stack);
+    }
+    for (const at::Tensor& t : written) {
+      if (!t.is_inference()) t.unsafeGetTensorImpl()->bump_version();
+    }
+  }
+
+ private:
+  [[noreturn]] void RefuseGrad(const c10::OperatorHandle& op, size_t i) const {
+    const std::string& arg = op.schema().arguments().at(i).name();
+    const std::string& name = call_->plan().name;
+    if (!mutated_.empty()) {
+      TORCH_CHECK(false, "kffi.torch: ", name, " writes ", mutated_,
+                  " in place (declared mut) and torch cannot differentiate that, but its "
+                  "argument '",
+                  arg,
+                  "' requires grad. Call it under torch.no_grad() or with detached inputs, or "
+                  "register a functional op (kffi.torch.register_op(fn, name, allocate=...)) "
+                  "and give it a backward with kffi.torch.register_autograd.");
+    }
+    TORCH_CHECK(false, "kffi.torch: ", name, " has no autograd rule, but its argument '", arg,
+                "' requires grad. Give it a backward with kffi.torch.register_autograd, or "
+                "call it under torch.no_grad() or with detached inputs.");
+  }
+
+  std::shared_ptr<const KffiCall> call_;
+  std::string mutated_;
+  std::vector<int64_t> written_;
+};
+
+// ---- registration -----------------------------------------------------------------------------
+
+/// Registrations live until their unregister function is called; they are never destroyed at
+/// exit (the dispatcher may be gone by then).
+struct Registration {
+  std::mutex mu;
+  std::unique_ptr<torch::Library> lib;
+};
+
+Function MakeUnregister(std::unique_ptr<torch::Library> lib) {
+  auto* reg = new Registration();  // intentionally not freed at exit (see above)
+  reg->lib = std::move(lib);
+  return Function::FromTyped(
+      [reg]() {
+        std::lock_guard<std::mutex> lock(reg->mu);
+        bool had = reg->lib != nullptr;
+        reg->lib.reset();
+        return had;
+      },
+      "kffi.torch.unregister");
+}
+
+std::pair<std::string, std::string> SplitQualname(const std::string& qualname) {
+  size_t sep = qualname.find("::");
+  KFFI_CHECK(sep != std::string::npos && sep > 0 && sep + 2 < qualname.size(), ValueError)
+      << "kffi.torch: expected an op name \"namespace::name\", got \"" << qualname << "\"";
+  return {qualname.substr(0, sep), qualname.substr(sep + 2)};
+}
+
+std::unique_ptr<torch::Library> NewLibrary(const std::string& ns) {
+  return std::make_unique<torch::Library>(torch::Library::IMPL, ns, std::nullopt, __FILE__,
+                                          static_cast<uint32_t>(__LINE__));
+}
+
+/// Registers fn as the kernels of the op `qualname` (defined beforehand with num_schema_args
+/// arguments): CPU and CUDA, and the Autograd kernel for when it has no rule. `mutated` names
+/// the arguments it writes (comma-separated; empty: none), `written` their indices. Returns
+/// [unregister the backend kernels, unregister the Autograd kernel, register it again (returns
+/// a new unregister function)].
+Array<Function> RegisterOp(const std::string& qualname, Function fn, int64_t num_schema_args,
+                           Array<int64_t> plan_items, std::string mutated, Array<int64_t> written) {
+  auto [ns, name] = SplitQualname(qualname);
+  KFFI_CHECK(num_schema_args >= 0 && num_schema_args <= 1024, ValueError)
+      << "kffi.torch: num_schema_args = " << num_schema_args;
+  std::vector<int64_t> written_idx;
+  for (int64_t i : written) {
+    KFFI_CHECK(i >= 0 && i < num_schema_args, ValueError)
+        << "kffi.torch: written argument " << i << " of " << num_schema_args;
+    written_idx.push_back(i);
+  }
+  auto call = std::make_shared<const KffiCall>(std::move(fn),
+                                               ParsePlan(qualname, num_schema_args, plan_items));
+  auto backend = NewLibrary(ns);
+  for (c10::DispatchKey key : {c10::DispatchKey::CPU, c10::DispatchKey::CUDA}) {
+    backend->impl(name.c_str(), torch::dispatch(key, torch::CppFunction::makeFromBoxedFunctor(
+                                                         std::make_unique<BackendKernel>(call))));
+  }
+  auto register_autograd = [call, ns = ns, name = name, mutated, written_idx]() {
+    auto lib = NewLibrary(ns);
+    lib->impl(
+        name.c_str(),
+        torch::dispatch(c10::DispatchKey::Autograd,
+                        torch::CppFunction::makeFromBoxedFunctor(
+                            std::make_unique<NoRuleAutogradKernel>(call, mutated, written_idx))));
+    return MakeUnregister(std::move(lib));
+  };
+  Function unregister_autograd = register_autograd();
+  return Array<Function>{MakeUnregister(std::move(backend)), unregister_autograd,
+                         Function::FromTyped(register_autograd, "kffi.torch.reregister")};
+}
+
+/// The packed dtype (code | bits << 8 | lanes << 16) of a dtype name ("float32").
+int64_t PackedDType(const std::string& name) { return PackDType(StringToDataType(name)); }
+
+}  // namespace
+}  // namespace torchglue
+}  // namespace kffi
+
+KFFI_EXPORT_DOC(register_op, kffi::torchglue::RegisterOp,
+                "Registers a kffi function as the kernels of a torch op",
+                "qualname, fn, num_schema_args, plan, mutated, written");
+KFFI_EXPORT_DOC(packed_dtype, kffi::torchglue::PackedDType, "A dtype name as the plan's packed int",
+                "name");

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import keyword
 import operator
 from collections.abc import Mapping, Sequence
 
@@ -277,7 +278,7 @@ def _check_metadata(meta, where: str) -> dict:
         name = p.get("name")
         if name is None or name == "":
             continue  # unnamed: arg<i>
-        if not isinstance(name, str) or not name.isidentifier():
+        if not isinstance(name, str) or not name.isidentifier() or keyword.iskeyword(name):
             raise ValueError(
                 f"{where}: params[{i}] has name {name!r}, expected a Python identifier"
             )

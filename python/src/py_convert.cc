@@ -283,11 +283,46 @@ int MakeContainer(PyObject* obj, Kind kind, KFFIAny* out) {
   return rc;
 }
 
-/// A container argument failed to convert: an overflow of one of its elements names the
-/// argument (the element itself was converted without a position). Returns -1.
-int ContainerArgError(const CallContext* ctx, Py_ssize_t index) {
-  if (index < 0 || !PyErr_ExceptionMatches(PyExc_OverflowError)) return -1;
-  ChainError(PyExc_OverflowError, ArgLabel(ctx, index) + ": ", true);
+/// An argument whose conversion ran Python code that failed (__index__, __float__, a converter
+/// hook, an element of a container, a str that is no UTF-8): the error names the argument. The
+/// original's type stays for builtin exceptions (others become TypeError, the original as
+/// __cause__); a UnicodeError gets the label in its reason (its message is built from its
+/// fields); a RecursionError (kffi's nesting limit, or Python's) is relabelled unless a new
+/// exception cannot be made. Values without a position (index < 0) are left alone. Returns -1.
+KFFI_NOINLINE int LabelArgError(const CallContext* ctx, Py_ssize_t index) {
+  if (index < 0 || !PyErr_Occurred()) return -1;
+  const std::string label = ArgLabel(ctx, index);
+  if (PyErr_ExceptionMatches(PyExc_UnicodeError)) {
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    PyErr_NormalizeException(&type, &value, &tb);
+    PyRef reason(value != nullptr ? PyObject_GetAttrString(value, "reason") : nullptr);
+    PyRef labelled(reason ? PyUnicode_FromFormat("%S (%s)", reason.get(), label.c_str()) : nullptr);
+    if (!labelled || PyObject_SetAttrString(value, "reason", labelled.get()) != 0) PyErr_Clear();
+    PyErr_Restore(type, value, tb);
+    return -1;
+  }
+  if (PyErr_ExceptionMatches(PyExc_RecursionError)) {
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    PyErr_NormalizeException(&type, &value, &tb);
+    if (tb != nullptr && value != nullptr) PyException_SetTraceback(value, tb);
+    PyRef text(value != nullptr ? PyObject_Str(value) : nullptr);
+    PyRef msg(text ? PyUnicode_FromFormat("%s: %U", label.c_str(), text.get()) : nullptr);
+    PyRef exc(msg ? PyObject_CallOneArg(PyExc_RecursionError, msg.get()) : nullptr);
+    if (!exc) {
+      // At the recursion limit even a new exception may fail: the original goes on.
+      PyErr_Clear();
+      PyErr_Restore(type, value, tb);
+      return -1;
+    }
+    Py_XDECREF(type);
+    Py_XDECREF(tb);
+    PyException_SetCause(exc.get(), value);  // steals value
+    PyErr_SetObject(PyExc_RecursionError, exc.get());
+    return -1;
+  }
+  ChainError(PyExc_TypeError, label + ": ", /*keep_type=*/true);
   return -1;
 }
 
@@ -338,46 +373,46 @@ KFFI_NOINLINE int ConvertArgGeneral(PyObject* obj, KFFIAny* out, CallContext* ct
     case Kind::kIndex: {
       ctx->NotePythonRuns();
       PyRef i(PyNumber_Index(obj));
-      if (!i) return -1;
+      if (!i) return LabelArgError(ctx, index);
       return ConvertInt(i.get(), out, ctx, index);
     }
     case Kind::kFloatLike: {
       ctx->NotePythonRuns();
       double v = PyFloat_AsDouble(obj);
-      if (v == -1.0 && PyErr_Occurred()) return -1;
+      if (v == -1.0 && PyErr_Occurred()) return LabelArgError(ctx, index);
       SetPOD(out, kKFFIFloat);
       out->v_float64 = v;
       return 0;
     }
     case Kind::kStr:
-      return ConvertStr(obj, out, ctx);
+      return ConvertStr(obj, out, ctx) != 0 ? LabelArgError(ctx, index) : 0;
     case Kind::kBytes:
-      return ConvertBytes(obj, out, ctx);
+      return ConvertBytes(obj, out, ctx) != 0 ? LabelArgError(ctx, index) : 0;
     case Kind::kDType:
       ctx->NotePythonRuns();
-      return ConvertDType(obj, out);
+      return ConvertDType(obj, out) != 0 ? LabelArgError(ctx, index) : 0;
     case Kind::kDevice:
       ctx->NotePythonRuns();
-      return ConvertDevice(obj, out);
+      return ConvertDevice(obj, out) != 0 ? LabelArgError(ctx, index) : 0;
     case Kind::kStream:
       ctx->NotePythonRuns();
       return ConvertStream(obj, out, ctx, index);
     case Kind::kVoidPtr: {
       ctx->NotePythonRuns();
       PyRef value(PyObject_GetAttrString(obj, "value"));
-      if (!value) return -1;
+      if (!value) return LabelArgError(ctx, index);
       if (value.get() == Py_None) {
         SetNone(out);
         return 0;
       }
       SetPOD(out, kKFFIOpaquePtr);
       out->v_ptr = PyLong_AsVoidPtr(value.get());
-      return PyErr_Occurred() ? -1 : 0;
+      return PyErr_Occurred() ? LabelArgError(ctx, index) : 0;
     }
     case Kind::kSequence:
     case Kind::kMapping: {
       ctx->NotePythonRuns();
-      if (MakeContainer(obj, info->kind, out) != 0) return ContainerArgError(ctx, index);
+      if (MakeContainer(obj, info->kind, out) != 0) return LabelArgError(ctx, index);
       ctx->KeepAlive(*out);
       return 0;
     }

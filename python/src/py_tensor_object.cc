@@ -112,8 +112,18 @@ int ExchangeAllocator(DLTensor* prototype, DLManagedTensorVersioned** out, void*
     // The runtime's own layout check and byte count (kffi/tensor.h), then its allocation bound
     // (kffi/base.h): a shape whose size overflows is a ValueError naming it, before anything is
     // allocated. The buffer rounds up to whole 64-byte blocks, plus one.
-    details::CheckLayoutSizes(prototype->shape, nullptr, prototype->ndim, prototype->dtype,
-                              "kffi.Tensor's allocator");
+    try {
+      details::CheckLayoutSizes(prototype->shape, nullptr, prototype->ndim, prototype->dtype,
+                                "kffi.Tensor's allocator");
+    } catch (const Error&) {
+      // The runtime decides; the message is the extension's own for every impossible size.
+      std::string msg = "kffi.Tensor's allocator: a tensor of shape " + ShapeText(prototype) +
+                        " and dtype " + DTypeText(prototype->dtype) +
+                        " has an impossible size (a negative dimension, or a size in bytes that "
+                        "overflows int64)";
+      set_error(error_ctx, "ValueError", msg.c_str());
+      return -1;
+    }
     DLTensor compact = *prototype;
     compact.strides = nullptr;
     compact.byte_offset = 0;

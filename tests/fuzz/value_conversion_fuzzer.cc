@@ -265,7 +265,7 @@ KFFIAny FuzzAllocatedTensor(Input& in, Arena& a) {
   int64_t numel = 1;
   bool overflow = false;
   for (int64_t d : shape) overflow |= d >= 0 && kffi::details::MulOverflow(numel, d, &numel);
-  const bool allocatable = !overflow && numel <= 4096 && dtype.lanes <= 4;
+  const bool allocatable = !overflow && numel <= 64 && dtype.lanes <= 4;
   bool any_negative = false;
   for (int64_t d : shape) any_negative |= d < 0;
   if (!allocatable && !any_negative && !overflow) return Pod(kKFFINone, 0);

@@ -83,9 +83,12 @@ int KFFIAnyViewToOwnedAny(const KFFIAny* any_view, KFFIAny* out) {
     case kKFFIOpaquePtr:
     case kKFFIDataType:
     case kKFFIDevice:
+      // Plain values: the copy is the owned value, with the padding a stored value keeps (0).
+      result.zero_padding = 0;
+      break;
     case kKFFISmallStr:
     case kKFFISmallBytes:
-      break;  // plain values: the copy is the owned value
+      break;  // the padding word is the length
     case kKFFIRawStr:
       if (view.v_c_str == nullptr) {
         kffi::details::ThrowCApiError("ValueError",

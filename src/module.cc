@@ -24,26 +24,21 @@ namespace {
 
 using kffi::details::ByteArrayArg;
 using kffi::details::CheckOutArg;
+using kffi::details::HeaderDecRef;
+using kffi::details::HeaderDecWeakRef;
+using kffi::details::HeaderIncRef;
+using kffi::details::HeaderIncWeakRef;
 using kffi::details::kAbiVersionSymbol;
 using kffi::details::kExportPrefix;
 using kffi::details::kMetaPrefix;
 using kffi::details::kTvmExportPrefix;
 using kffi::details::NewRuntimeObject;
-using kffi::details::RuntimeDecRef;
-using kffi::details::RuntimeDecWeakRef;
-using kffi::details::RuntimeIncRef;
-using kffi::details::RuntimeIncWeakRef;
 using kffi::details::RuntimePayload;
+using kffi::details::SetNone;
 using kffi::details::ThrowCApiError;
 using kffi::details::TvmBridgeApi;
 
 constexpr const char kSystemLibName[] = "system_lib";
-
-void SetNone(KFFIAny* v) {
-  v->type_index = kKFFINone;
-  v->zero_padding = 0;
-  v->v_int64 = 0;
-}
 
 // One per library file for the life of the process. Libraries are never unloaded: a tensor or a
 // function made inside one may outlive every module reference, and its deleter is code there.
@@ -120,7 +115,7 @@ struct ModulePayload {
   ModulePayload(const ModulePayload&) = delete;
   ModulePayload& operator=(const ModulePayload&) = delete;
   ~ModulePayload() {
-    for (KFFIObject* m : imports) RuntimeDecRef(m);
+    for (KFFIObject* m : imports) HeaderDecRef(m);
   }
   bool is_system() const { return library->dl_handle == nullptr; }
 };
@@ -141,11 +136,11 @@ struct ModuleFunctionPayload {
 
   ModuleFunctionPayload(KFFISafeCallType entry, KFFISafeCallType sym, KFFIObject* mod)
       : cell{entry, nullptr}, symbol(sym), module(mod) {
-    RuntimeIncRef(module);
+    HeaderIncRef(module);
   }
   ModuleFunctionPayload(const ModuleFunctionPayload&) = delete;
   ModuleFunctionPayload& operator=(const ModuleFunctionPayload&) = delete;
-  ~ModuleFunctionPayload() { RuntimeDecRef(module); }
+  ~ModuleFunctionPayload() { HeaderDecRef(module); }
 };
 
 int CallModuleFunction(void* handle, const KFFIAny* args, int32_t num_args, KFFIAny* result) {
@@ -288,7 +283,7 @@ std::string CanonicalPath(const std::string& path) {
   const KFFIErrorCell* cell = KFFIErrorGetCellPtr(err);
   std::string kind(cell->kind.data, cell->kind.size);
   std::string message(cell->message.data, cell->message.size);
-  RuntimeDecRef(static_cast<KFFIObject*>(err));
+  HeaderDecRef(static_cast<KFFIObject*>(err));
   ThrowCApiError(std::move(kind), std::move(message));
 }
 
@@ -424,11 +419,11 @@ KFFIObject* AcquireModuleLocked(Library* lib) {
     KFFIObjectHandle live = nullptr;
     KFFIObjectWeakLock(lib->module_weak, &live);
     if (live != nullptr) return static_cast<KFFIObject*>(live);
-    RuntimeDecWeakRef(lib->module_weak);
+    HeaderDecWeakRef(lib->module_weak);
     lib->module_weak = nullptr;
   }
   KFFIObject* mod = NewRuntimeObject<ModulePayload>(kKFFIModule, lib);
-  RuntimeIncWeakRef(mod);
+  HeaderIncWeakRef(mod);
   lib->module_weak = mod;
   return mod;
 }
@@ -491,7 +486,7 @@ int KFFIModuleGetSystemLib(KFFIObjectHandle* out) {
     sys->library.names_known = true;
     sys->module = NewRuntimeObject<ModulePayload>(kKFFIModule, &sys->library);
   }
-  RuntimeIncRef(sys->module);
+  HeaderIncRef(sys->module);
   *out = sys->module;
   KFFI_CAPI_END();
 }
@@ -607,10 +602,31 @@ int KFFIModuleGetFunctionMetadata(KFFIObjectHandle mod, const KFFIByteArray* nam
   KFFIAny result;
   SetNone(&result);
   int rc = meta(nullptr, nullptr, 0, &result);
-  if (rc != 0) return rc;
+  if (rc != 0) {
+    // Library code: a failed call may still have left a value, or no error, or a code outside
+    // the protocol. The caller gets -1 with an error in the slot (or -2, a pending signal, as
+    // it came), and nothing leaks.
+    // The error is taken before the value is released: a deleter may call into kffi (e.g.
+    // Python code run by a release) and replace the thread's error.
+    KFFIObjectHandle err = nullptr;
+    KFFIErrorMoveFromRaised(&err);
+    if (result.type_index >= kKFFIStaticObjectBegin) HeaderDecRef(result.v_obj);
+    if ((err != nullptr && rc == -1) || rc == -2) {
+      if (err != nullptr) {
+        KFFIErrorSetRaised(err);
+        HeaderDecRef(static_cast<KFFIObject*>(err));
+      }
+      return rc;
+    }
+    if (err != nullptr) HeaderDecRef(static_cast<KFFIObject*>(err));
+    ThrowCApiError("RuntimeError", "The metadata symbol `" + std::string(kMetaPrefix) + n +
+                                       "` failed with code " + std::to_string(rc) +
+                                       (err != nullptr ? "" : " without raising an error") +
+                                       " (expected 0, or -1 with an error raised)");
+  }
   if (result.type_index != kKFFISmallStr && result.type_index != kKFFIStr) {
     std::string got = kffi::details::TypeKeyForMessage(result.type_index);
-    if (result.type_index >= kKFFIStaticObjectBegin) RuntimeDecRef(result.v_obj);
+    if (result.type_index >= kKFFIStaticObjectBegin) HeaderDecRef(result.v_obj);
     ThrowCApiError("TypeError", "The metadata symbol `" + std::string(kMetaPrefix) + n +
                                     "` returned `" + got + "`, expected a str");
   }
@@ -636,7 +652,7 @@ int KFFIModuleImport(KFFIObjectHandle mod, KFFIObjectHandle other) {
                                      "`: it would make an import cycle");
   }
   m->imports.reserve(m->imports.size() + 1);  // may throw; nothing changed yet
-  RuntimeIncRef(imported);
+  HeaderIncRef(imported);
   m->imports.push_back(imported);
   KFFI_CAPI_END();
 }

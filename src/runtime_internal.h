@@ -55,13 +55,9 @@ bool TypeIsSubtypeOf(int32_t type_index, int32_t base_index) noexcept;
 /// else a new owned Str (Bytes) object (string.cc). Throws on failure.
 void MakeStringAny(const char* data, size_t size, bool is_bytes, KFFIAny* out);
 
-// Reference counting: the protocol is implemented once, in kffi/object.h (HeaderIncRef, ...),
-// inline, so the runtime's own updates do not go through the exported symbols' PLT entries.
-// These older names stay for src/module.cc.
-inline void RuntimeIncRef(KFFIObject* obj) noexcept { HeaderIncRef(obj); }
-inline void RuntimeIncWeakRef(KFFIObject* obj) noexcept { HeaderIncWeakRef(obj); }
-inline void RuntimeDecRef(KFFIObject* obj) { HeaderDecRef(obj); }
-inline void RuntimeDecWeakRef(KFFIObject* obj) { HeaderDecWeakRef(obj); }
+// Reference counting: the protocol is implemented once, in kffi/object.h (HeaderIncRef,
+// HeaderDecRef, ...), inline, so the runtime's own updates do not go through the exported
+// symbols' PLT entries.
 
 // ---------------------------------------------------------------------------------------------
 // Objects made by the runtime: one allocation holding the 24-byte header and, right after it, a

@@ -179,8 +179,11 @@ inline AnyView::AnyView(const Any& v) noexcept : data_(reinterpret_cast<const KF
 
 namespace details {
 /// True for views that only the runtime can turn into owned values: borrowed kinds (copied or
-/// moved from), and objects passed with argument flags (tensor_flags), which a stored value
-/// never keeps (a read-only tensor argument becomes a read-only Tensor).
+/// moved from), objects passed with argument flags (tensor_flags), which a stored value never
+/// keeps (a read-only tensor argument becomes a read-only Tensor), and plain type indices that
+/// no value has (negative, or between kKFFISmallBytes and the objects), which the runtime
+/// refuses with a TypeError: such a value must never be stored (a map would even take index -1
+/// for one of its erased slots).
 KFFI_INLINE bool NeedsOwnedConversion(const KFFIAny& v) {
   switch (v.type_index) {
     case kKFFIRawStr:
@@ -189,7 +192,8 @@ KFFI_INLINE bool NeedsOwnedConversion(const KFFIAny& v) {
     case kKFFIDLTensorPtr:
       return true;
     default:
-      return v.type_index >= kKFFIStaticObjectBegin && v.zero_padding != 0;
+      if (v.type_index >= kKFFIStaticObjectBegin) return v.zero_padding != 0;
+      return static_cast<uint32_t>(v.type_index) > static_cast<uint32_t>(kKFFISmallBytes);
   }
 }
 }  // namespace details

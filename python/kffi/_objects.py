@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import keyword
 import operator
 from collections.abc import Mapping, Sequence
 
@@ -259,8 +260,44 @@ _PY_TYPE_NAMES = {
 }
 
 
+def _check_metadata(meta, where: str) -> dict:
+    """Validates the keys a reader relies on (unknown keys are ignored); ValueError naming the
+    function and the module otherwise, so a malformed library never fails with a bare
+    JSONDecodeError, KeyError or an error of inspect."""
+    if not isinstance(meta, dict):
+        raise ValueError(f"{where}: expected a JSON object, got {type(meta).__name__}")
+    params = meta.get("params", [])
+    if params is None:
+        params = []
+    if not isinstance(params, list):
+        raise ValueError(f"{where}: `params` must be a list, got {type(params).__name__}")
+    seen = set()
+    for i, p in enumerate(params):
+        if not isinstance(p, dict):
+            raise ValueError(f"{where}: params[{i}] must be an object, got {type(p).__name__}")
+        name = p.get("name")
+        if name is None or name == "":
+            continue  # unnamed: arg<i>
+        if not isinstance(name, str) or not name.isidentifier() or keyword.iskeyword(name):
+            raise ValueError(
+                f"{where}: params[{i}] has name {name!r}, expected a Python identifier"
+            )
+        if name in seen:
+            raise ValueError(f"{where}: params[{i}] repeats the parameter name {name!r}")
+        seen.add(name)
+        if "type" in p and not isinstance(p["type"], str):
+            raise ValueError(
+                f"{where}: params[{i}] (`{name}`) has type {p['type']!r}, expected a str"
+            )
+    for key in ("name", "doc", "return"):
+        if key in meta and meta[key] is not None and not isinstance(meta[key], str):
+            raise ValueError(f"{where}: `{key}` must be a str, got {type(meta[key]).__name__}")
+    return meta
+
+
 def _annotate(func: Function, meta: dict):
-    """Gives a function from a module its parameter names, signature and docstring."""
+    """Gives a function from a module its parameter names, signature and docstring (meta has
+    passed _check_metadata)."""
     params = meta.get("params") or []
     names = tuple(p.get("name") or f"arg{i}" for i, p in enumerate(params))
     func._param_names = names
@@ -289,12 +326,12 @@ def _annotate(func: Function, meta: dict):
         )
         for i, (n, p) in enumerate(zip(names, params))
     ]
-    ret = meta.get("return", inspect.Signature.empty)
+    ret = meta.get("return") or inspect.Signature.empty
     func.__signature__ = inspect.Signature(sig_params, return_annotation=ret)
     rendered = ", ".join(f"{n}: {p.get('type', 'Any')}" for n, p in zip(names, params))
     doc = meta.get("doc") or ""
-    func.__doc__ = f"{meta.get('name', '')}({rendered}) -> {ret}\n\n{doc}".rstrip()
-    func.__name__ = meta.get("name", "")
+    func.__doc__ = f"{meta.get('name') or ''}({rendered}) -> {ret}\n\n{doc}".rstrip()
+    func.__name__ = meta.get("name") or ""
     return func
 
 
@@ -312,9 +349,17 @@ class Module(Object):
         return _core._module_list_functions(self, True)
 
     def metadata(self, name: str) -> dict | None:
-        """The exported metadata of a function: params, return type, docstring."""
+        """The exported metadata of a function: params, return type, docstring. Malformed
+        metadata is a ValueError naming the function and the module."""
         text = _core._module_get_metadata(self, name)
-        return json.loads(text) if text else None
+        if not text:
+            return None
+        where = f"Malformed metadata of function `{name}` in module `{self.name}`"
+        try:
+            meta = json.loads(text)
+        except (ValueError, RecursionError) as e:
+            raise ValueError(f"{where}: not valid JSON ({e})") from e
+        return _check_metadata(meta, where)
 
     def get_function(self, name: str):
         """The function, or None when the module has no function of that name."""

@@ -285,12 +285,18 @@ def _str_list(value, what: str) -> list:
     if isinstance(value, (str, os.PathLike)):
         return [os.fspath(value)]
     try:
-        items = [os.fspath(v) for v in value]
+        items = list(value)
     except TypeError:
         raise TypeError(
             f"kffi.cpp: {what} must be a str or a list of str, got {type(value).__name__}"
         ) from None
-    return items
+    for i, v in enumerate(items):
+        if not isinstance(v, (str, os.PathLike)):
+            raise TypeError(
+                f"kffi.cpp: {what} must be a str or a list of str, got {type(v).__name__} "
+                f"{v!r} at index {i}"
+            )
+    return [os.fspath(v) for v in items]
 
 
 class _Plan:
@@ -338,8 +344,13 @@ class _Plan:
         self.hash = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
         if build_directory is None:
             self.dir = os.path.join(cache_dir(), f"{name}_{self.hash}")
-        else:
+        elif isinstance(build_directory, (str, os.PathLike)):
             self.dir = os.path.abspath(os.fspath(build_directory))
+        else:
+            raise TypeError(
+                "kffi.cpp: build_directory must be a str or an os.PathLike, got "
+                f"{type(build_directory).__name__}"
+            )
         # The hash is in the file name as well: the dynamic loader caches libraries by path, so a
         # rebuilt library in a caller's build_directory must not reuse an old path.
         self.output = os.path.join(self.dir, f"{name}_{self.hash}.so")

@@ -2,6 +2,7 @@
 #include <kffi/container/map.h>
 #include <kffi/type_traits.h>
 
+#include <cmath>
 #include <cstring>
 #include <new>
 #include <string>
@@ -164,9 +165,7 @@ PyObject* ModuleGetMetadata(PyObject*, PyObject* args) {
   KFFIByteArray n;
   if (m == nullptr || !StrArg(name, &n, "name")) return nullptr;
   KFFIAny out;
-  out.type_index = kKFFINone;
-  out.zero_padding = 0;
-  out.v_int64 = 0;
+  kffi::details::SetNone(&out);
   if (KFFIModuleGetFunctionMetadata(m, &n, &out) != 0) return RaiseFromKFFIError(-1);
   return AnyToPy(&out, nullptr);
 }
@@ -233,9 +232,8 @@ PyObject* SeqItems(PyObject*, PyObject* obj) {
     auto* items = static_cast<const KFFIAny*>(cell->data);
     values.reserve(static_cast<size_t>(cell->size));
     for (int64_t i = 0; i < cell->size; ++i) values.push_back(OwnedCopy(items[i]));
-  } catch (const std::exception& e) {
-    PyErr_SetString(PyExc_MemoryError, e.what());
-    return nullptr;
+  } catch (...) {
+    return RaiseFromCppException();
   }
   PyRef list(PyList_New(static_cast<Py_ssize_t>(values.size())));
   if (!list) return nullptr;
@@ -298,9 +296,8 @@ PyObject* MapItems(PyObject*, PyObject* obj) {
       const details::MapEntry& e = base->RawEntries()[i];
       pairs.emplace_back(OwnedCopy(e.key), OwnedCopy(e.value));
     }
-  } catch (const std::exception& e) {
-    PyErr_SetString(PyExc_MemoryError, e.what());
-    return nullptr;
+  } catch (...) {
+    return RaiseFromCppException();
   }
   PyRef list(PyList_New(static_cast<Py_ssize_t>(pairs.size())));
   if (!list) return nullptr;
@@ -316,10 +313,60 @@ PyObject* MapItems(PyObject*, PyObject* obj) {
   return list.release();
 }
 
+/// The stored numbers that Python's == makes equal to a number key of another kind (1 == 1.0 ==
+/// True, 0.0 == -0.0): each is looked up by hash too, so that a lookup stays O(1).
+int NumberAlternatives(const KFFIAny& k, KFFIAny* alts) {
+  int n = 0;
+  auto add = [&](int32_t index, uint64_t bits) {
+    details::SetPOD(&alts[n], index);
+    alts[n++].v_uint64 = bits;
+  };
+  auto add_float = [&](double d) {
+    KFFIAny v;
+    v.v_float64 = d;
+    add(kKFFIFloat, v.v_uint64);
+  };
+  switch (k.type_index) {
+    case kKFFIInt: {
+      const int64_t v = k.v_int64;
+      // Exactly representable as a double (|v| <= 2**53, or a multiple that rounds exactly).
+      const double d = static_cast<double>(v);
+      if (d >= -9223372036854775808.0 && d < 9223372036854775808.0 &&
+          static_cast<int64_t>(d) == v) {
+        add_float(d);
+        if (v == 0) add_float(-0.0);
+      }
+      if (v == 0 || v == 1) add(kKFFIBool, static_cast<uint64_t>(v));
+      break;
+    }
+    case kKFFIFloat: {
+      const double d = k.v_float64;
+      if (d >= -9223372036854775808.0 && d < 9223372036854775808.0 &&
+          static_cast<double>(static_cast<int64_t>(d)) == d) {
+        add(kKFFIInt, static_cast<uint64_t>(static_cast<int64_t>(d)));
+      }
+      if (d == 0.0) {
+        add(kKFFIBool, 0);
+        add_float(std::signbit(d) ? 0.0 : -0.0);
+      }
+      if (d == 1.0) add(kKFFIBool, 1);
+      break;
+    }
+    case kKFFIBool:
+      add(kKFFIInt, k.v_int64 != 0 ? 1 : 0);
+      add_float(k.v_int64 != 0 ? 1.0 : 0.0);
+      if (k.v_int64 == 0) add_float(-0.0);
+      break;
+    default:
+      break;
+  }
+  return n;
+}
+
 /// _map_get(obj, key, missing) -> the value of key, or missing. Keys of the kinds a Map stores by
-/// value (int, float, bool, None, str, bytes, kffi objects) are found by hash; others (e.g. a
-/// tuple, which becomes a new Array) and numbers that compare equal across types (1 == 1.0) fall
-/// back to comparing every key with Python's ==.
+/// value (int, float, bool, None, str, bytes, kffi objects) are found by hash, numbers under each
+/// kind Python's == equates them with (1 == 1.0 == True): O(1). Other keys (e.g. a tuple, which
+/// would become a new Array) are compared with every key by Python's ==.
 PyObject* MapGet(PyObject*, PyObject* args) {
   PyObject *obj, *key, *missing;
   if (!PyArg_ParseTuple(args, "OOO", &obj, &key, &missing)) return nullptr;
@@ -338,13 +385,31 @@ PyObject* MapGet(PyObject*, PyObject* args) {
                        kind == Kind::kObject;
   if (by_hash) {
     KFFIAny k;
-    if (PyToOwnedAny(key, &k) != 0) return nullptr;
-    Any owned = details::AnyUnsafe::FromOwnedRaw(k);
-    int64_t i = base->FindEntry(*details::AnyUnsafe::Raw(owned));
-    if (i >= 0) return AnyViewToPy(&base->RawEntries()[i].value);
-    if (kind != Kind::kInt && kind != Kind::kFloat && kind != Kind::kBool) {
-      return Py_NewRef(missing);
+    if (PyToOwnedAny(key, &k) != 0) {
+      // An int beyond int64 is no stored int; it can only equal a float key, exactly.
+      if (kind != Kind::kInt || !PyErr_ExceptionMatches(PyExc_OverflowError)) return nullptr;
+      PyErr_Clear();
+      double d = PyLong_AsDouble(key);
+      if (d == -1.0 && PyErr_Occurred()) {
+        PyErr_Clear();
+        return Py_NewRef(missing);  // beyond every double too
+      }
+      PyRef back(PyLong_FromDouble(d));
+      if (!back) return nullptr;
+      int exact = PyObject_RichCompareBool(back.get(), key, Py_EQ);
+      if (exact < 0) return nullptr;
+      if (!exact) return Py_NewRef(missing);
+      details::SetPOD(&k, kKFFIFloat);
+      k.v_float64 = d;
     }
+    Any owned = details::AnyUnsafe::FromOwnedRaw(k);
+    const KFFIAny& raw = *details::AnyUnsafe::Raw(owned);
+    int64_t i = base->FindEntry(raw);
+    KFFIAny alts[3];
+    const int nalts = i >= 0 ? 0 : NumberAlternatives(raw, alts);
+    for (int a = 0; a < nalts && i < 0; ++a) i = base->FindEntry(alts[a]);
+    if (i >= 0) return AnyViewToPy(&base->RawEntries()[i].value);
+    return Py_NewRef(missing);
   }
   // Compare by Python equality over a snapshot of the pairs (== may run any code).
   PyRef items(MapItems(nullptr, obj));

@@ -66,6 +66,49 @@ class PyRef {
   PyObject* o_ = nullptr;
 };
 
+/// Keeps the calling thread's pending Python exception aside while cleanup code runs (a deleter
+/// that calls into Python: a ctypes or cffi DLPack deleter, a finalizer reached through a kffi
+/// release), then puts it back, as CPython does around __del__. Python code run with an
+/// exception pending fails with SystemError, or clears the exception and leaves the caller
+/// returning NULL without one. An exception the cleanup itself leaves behind is reported as
+/// unraisable. Costs one load when nothing is pending; the caller must hold the GIL.
+class PendingErrorScope {
+ public:
+  PendingErrorScope() {
+    if (KFFI_UNLIKELY(PyErr_Occurred() != nullptr)) PyErr_Fetch(&type_, &value_, &tb_);
+  }
+  ~PendingErrorScope() {
+    if (type_ == nullptr) return;
+    if (PyErr_Occurred() != nullptr) PyErr_WriteUnraisable(nullptr);
+    PyErr_Restore(type_, value_, tb_);
+  }
+  PendingErrorScope(const PendingErrorScope&) = delete;
+  PendingErrorScope& operator=(const PendingErrorScope&) = delete;
+
+ private:
+  PyObject* type_ = nullptr;
+  PyObject* value_ = nullptr;
+  PyObject* tb_ = nullptr;
+};
+
+/// Drops one kffi reference with the GIL held. The last reference runs the object's deleter,
+/// which may be foreign code that calls into Python: see PendingErrorScope. A C++ exception a
+/// deleter threw (the runtime turns it into an error) is reported as unraisable, not left in the
+/// thread's kffi error slot for a later call to pick up.
+void ReleaseObject(KFFIObjectHandle h);
+
+/// Runs a foreign deleter (e.g. a DLPack producer's) with the pending Python exception kept
+/// aside when the calling thread holds the GIL (deleters run on any thread).
+template <typename F>
+void RunForeignCleanup(F&& cleanup) {
+  if (Py_IsInitialized() && PyGILState_Check()) {
+    PendingErrorScope keep;
+    cleanup();
+  } else {
+    cleanup();
+  }
+}
+
 // ---- the argument-conversion table (py_types.cc) ---------------------------------------------
 
 /// How values of one Python type convert. Decided the first time the type is seen.
@@ -385,6 +428,10 @@ int CallableToFunctionHandle(PyObject* callable, KFFIObjectHandle* out);
 PyObject* RaiseFromKFFIError(int code);
 /// Moves the current Python exception into the thread's kffi error slot.
 void SetKFFIErrorFromPython();
+/// Raises the C++ exception being handled (call inside catch (...)) as a Python exception, with
+/// the kind the one C++-exception table of kffi/error.h gives it (kffi::Error keeps its kind,
+/// std::bad_alloc is MemoryError, ...); returns NULL.
+PyObject* RaiseFromCppException();
 
 // ---- tensors (py_tensor.cc) -----------------------------------------------------------------
 /// Converts a tensor argument (info->kind is one of the tensor kinds, or kJaxTracer). Returns

@@ -20,8 +20,10 @@ CallContext::Extra* CallContext::GetExtra() {
 void CallContext::ReleaseExtra() {
   Extra* e = extra_;
   extra_ = nullptr;
+  // A failed call releases its temporaries with its error pending; their deleters may run
+  // Python code (a ctypes DLPack deleter), which must neither see nor replace that error.
   for (KFFIAny& v : e->keep_alive) {
-    if (v.type_index >= kKFFIStaticObjectBegin) KFFIObjectDecRef(v.v_obj);
+    if (v.type_index >= kKFFIStaticObjectBegin) ReleaseObject(v.v_obj);
   }
   for (DLTensor* t : e->tensors) delete t;
   for (int64_t* b : e->buffers) delete[] b;

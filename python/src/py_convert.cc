@@ -12,11 +12,11 @@ namespace py {
 
 namespace {
 
-void SetPOD(KFFIAny* out, int32_t index) {
-  out->type_index = index;
-  out->zero_padding = 0;
-  out->v_int64 = 0;
-}
+// Value headers are written through the public helpers of kffi/base.h (SetPOD, SetNone,
+// SetObject, SetSmallBytes): one place says what a well-formed KFFIAny is.
+using details::SetNone;
+using details::SetObject;
+using details::SetPOD;
 
 int SetOverflow(const CallContext* ctx, Py_ssize_t index) {
   std::string label = ArgLabel(ctx, index);
@@ -39,9 +39,7 @@ int ConvertInt(PyObject* obj, KFFIAny* out, const CallContext* ctx, Py_ssize_t i
 /// Stores the UTF-8 text s[0:n] of a str argument (held by the caller) into out.
 KFFI_INLINE int StoreStr(const char* s, Py_ssize_t n, KFFIAny* out, CallContext* ctx) {
   if (n <= 7) {
-    SetPOD(out, kKFFISmallStr);
-    out->small_str_len = static_cast<uint32_t>(n);
-    std::memcpy(out->v_bytes, s, static_cast<size_t>(n));
+    details::SetSmallBytes(out, kKFFISmallStr, s, static_cast<size_t>(n));
     return 0;
   }
   if (std::memchr(s, 0, static_cast<size_t>(n)) == nullptr) {
@@ -128,6 +126,7 @@ int ConvertDType(PyObject* obj, KFFIAny* out) {
   int64_t v[3];
   if (ConvertTupleOfInts(r.get(), v, 3, "dtype") != 0) return -1;
   SetPOD(out, kKFFIDataType);
+  out->v_int64 = 0;  // the dtype fills 4 of the 8 payload bytes
   out->v_dtype = DLDataType{static_cast<uint8_t>(v[0]), static_cast<uint8_t>(v[1]),
                             static_cast<uint16_t>(v[2])};
   return 0;
@@ -179,8 +178,7 @@ int MakeOpaque(PyObject* obj, KFFIAny* out) {
     RaiseFromKFFIError(-1);
     return -1;
   }
-  SetPOD(out, kKFFIOpaquePyObject);
-  out->v_obj = static_cast<KFFIObject*>(h);
+  SetObject(out, static_cast<KFFIObject*>(h));
   return 0;
 }
 
@@ -224,14 +222,17 @@ int MakeArray(PyObject* obj, KFFIAny* out) {
     values.reserve(static_cast<size_t>(n));
     for (Py_ssize_t i = 0; i < n; ++i) {
       KFFIAny v;
-      if (PyToOwnedAny(PyTuple_GET_ITEM(snap.get(), i), &v) != 0) return -1;
+      if (PyToOwnedAny(PyTuple_GET_ITEM(snap.get(), i), &v) != 0) {
+        PendingErrorScope keep;  // the elements converted so far go with the error pending
+        values.clear();
+        return -1;
+      }
       values.push_back(details::AnyUnsafe::FromOwnedRaw(v));
     }
     Array<Any> arr(values.begin(), values.end());
     TypeTraits<Array<Any>>::MoveToAny(std::move(arr), out);
-  } catch (const std::exception& e) {
-    PyErr_SetString(PyExc_RuntimeError, e.what());
-    return -1;
+  } catch (...) {
+    return (RaiseFromCppException(), -1);
   }
   return 0;
 }
@@ -253,15 +254,23 @@ int MakeMap(PyObject* obj, KFFIAny* out) {
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(items.get()); ++i) {
       PyObject* pair = PyList_GET_ITEM(items.get(), i);
       KFFIAny k, v;
-      if (PyToOwnedAny(PyTuple_GET_ITEM(pair, 0), &k) != 0) return -1;
+      if (PyToOwnedAny(PyTuple_GET_ITEM(pair, 0), &k) != 0) {
+        PendingErrorScope keep;  // the pairs converted so far go with the error pending
+        map.clear();
+        return -1;
+      }
       Any kk = details::AnyUnsafe::FromOwnedRaw(k);
-      if (PyToOwnedAny(PyTuple_GET_ITEM(pair, 1), &v) != 0) return -1;
+      if (PyToOwnedAny(PyTuple_GET_ITEM(pair, 1), &v) != 0) {
+        PendingErrorScope keep;
+        kk.reset();
+        map.clear();
+        return -1;
+      }
       map.Set(std::move(kk), details::AnyUnsafe::FromOwnedRaw(v));
     }
     TypeTraits<Map<Any, Any>>::MoveToAny(std::move(map), out);
-  } catch (const std::exception& e) {
-    PyErr_SetString(PyExc_RuntimeError, e.what());
-    return -1;
+  } catch (...) {
+    return (RaiseFromCppException(), -1);
   }
   return 0;
 }
@@ -274,11 +283,46 @@ int MakeContainer(PyObject* obj, Kind kind, KFFIAny* out) {
   return rc;
 }
 
-/// A container argument failed to convert: an overflow of one of its elements names the
-/// argument (the element itself was converted without a position). Returns -1.
-int ContainerArgError(const CallContext* ctx, Py_ssize_t index) {
-  if (index < 0 || !PyErr_ExceptionMatches(PyExc_OverflowError)) return -1;
-  ChainError(PyExc_OverflowError, ArgLabel(ctx, index) + ": ", true);
+/// An argument whose conversion ran Python code that failed (__index__, __float__, a converter
+/// hook, an element of a container, a str that is no UTF-8): the error names the argument. The
+/// original's type stays for builtin exceptions (others become TypeError, the original as
+/// __cause__); a UnicodeError gets the label in its reason (its message is built from its
+/// fields); a RecursionError (kffi's nesting limit, or Python's) is relabelled unless a new
+/// exception cannot be made. Values without a position (index < 0) are left alone. Returns -1.
+KFFI_NOINLINE int LabelArgError(const CallContext* ctx, Py_ssize_t index) {
+  if (index < 0 || !PyErr_Occurred()) return -1;
+  const std::string label = ArgLabel(ctx, index);
+  if (PyErr_ExceptionMatches(PyExc_UnicodeError)) {
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    PyErr_NormalizeException(&type, &value, &tb);
+    PyRef reason(value != nullptr ? PyObject_GetAttrString(value, "reason") : nullptr);
+    PyRef labelled(reason ? PyUnicode_FromFormat("%S (%s)", reason.get(), label.c_str()) : nullptr);
+    if (!labelled || PyObject_SetAttrString(value, "reason", labelled.get()) != 0) PyErr_Clear();
+    PyErr_Restore(type, value, tb);
+    return -1;
+  }
+  if (PyErr_ExceptionMatches(PyExc_RecursionError)) {
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    PyErr_NormalizeException(&type, &value, &tb);
+    if (tb != nullptr && value != nullptr) PyException_SetTraceback(value, tb);
+    PyRef text(value != nullptr ? PyObject_Str(value) : nullptr);
+    PyRef msg(text ? PyUnicode_FromFormat("%s: %U", label.c_str(), text.get()) : nullptr);
+    PyRef exc(msg ? PyObject_CallOneArg(PyExc_RecursionError, msg.get()) : nullptr);
+    if (!exc) {
+      // At the recursion limit even a new exception may fail: the original goes on.
+      PyErr_Clear();
+      PyErr_Restore(type, value, tb);
+      return -1;
+    }
+    Py_XDECREF(type);
+    Py_XDECREF(tb);
+    PyException_SetCause(exc.get(), value);  // steals value
+    PyErr_SetObject(PyExc_RecursionError, exc.get());
+    return -1;
+  }
+  ChainError(PyExc_TypeError, label + ": ", /*keep_type=*/true);
   return -1;
 }
 
@@ -304,7 +348,7 @@ KFFI_NOINLINE int ConvertArgGeneral(PyObject* obj, KFFIAny* out, CallContext* ct
       out->v_float64 = PyFloat_AS_DOUBLE(obj);
       return 0;
     case Kind::kNone:
-      SetPOD(out, kKFFINone);
+      SetNone(out);
       return 0;
     case Kind::kBool:
       SetPOD(out, kKFFIBool);
@@ -313,8 +357,7 @@ KFFI_NOINLINE int ConvertArgGeneral(PyObject* obj, KFFIAny* out, CallContext* ct
     case Kind::kObject: {
       KFFIObjectHandle h = reinterpret_cast<PyObjectHandle*>(obj)->handle;
       if (h == nullptr) return RaiseNullObject(tp, ctx, index);
-      SetPOD(out, static_cast<KFFIObject*>(h)->type_index);
-      out->v_obj = static_cast<KFFIObject*>(h);
+      SetObject(out, static_cast<KFFIObject*>(h));
       if (out->type_index == kKFFITensor) {
         out->tensor_flags = OwnedTensorFlags(h);
         // A kffi.Tensor handed straight back (e.g. echo) returns as the same Python object.
@@ -330,54 +373,53 @@ KFFI_NOINLINE int ConvertArgGeneral(PyObject* obj, KFFIAny* out, CallContext* ct
     case Kind::kIndex: {
       ctx->NotePythonRuns();
       PyRef i(PyNumber_Index(obj));
-      if (!i) return -1;
+      if (!i) return LabelArgError(ctx, index);
       return ConvertInt(i.get(), out, ctx, index);
     }
     case Kind::kFloatLike: {
       ctx->NotePythonRuns();
       double v = PyFloat_AsDouble(obj);
-      if (v == -1.0 && PyErr_Occurred()) return -1;
+      if (v == -1.0 && PyErr_Occurred()) return LabelArgError(ctx, index);
       SetPOD(out, kKFFIFloat);
       out->v_float64 = v;
       return 0;
     }
     case Kind::kStr:
-      return ConvertStr(obj, out, ctx);
+      return ConvertStr(obj, out, ctx) != 0 ? LabelArgError(ctx, index) : 0;
     case Kind::kBytes:
-      return ConvertBytes(obj, out, ctx);
+      return ConvertBytes(obj, out, ctx) != 0 ? LabelArgError(ctx, index) : 0;
     case Kind::kDType:
       ctx->NotePythonRuns();
-      return ConvertDType(obj, out);
+      return ConvertDType(obj, out) != 0 ? LabelArgError(ctx, index) : 0;
     case Kind::kDevice:
       ctx->NotePythonRuns();
-      return ConvertDevice(obj, out);
+      return ConvertDevice(obj, out) != 0 ? LabelArgError(ctx, index) : 0;
     case Kind::kStream:
       ctx->NotePythonRuns();
       return ConvertStream(obj, out, ctx, index);
     case Kind::kVoidPtr: {
       ctx->NotePythonRuns();
       PyRef value(PyObject_GetAttrString(obj, "value"));
-      if (!value) return -1;
+      if (!value) return LabelArgError(ctx, index);
       if (value.get() == Py_None) {
-        SetPOD(out, kKFFINone);
+        SetNone(out);
         return 0;
       }
       SetPOD(out, kKFFIOpaquePtr);
       out->v_ptr = PyLong_AsVoidPtr(value.get());
-      return PyErr_Occurred() ? -1 : 0;
+      return PyErr_Occurred() ? LabelArgError(ctx, index) : 0;
     }
     case Kind::kSequence:
     case Kind::kMapping: {
       ctx->NotePythonRuns();
-      if (MakeContainer(obj, info->kind, out) != 0) return ContainerArgError(ctx, index);
+      if (MakeContainer(obj, info->kind, out) != 0) return LabelArgError(ctx, index);
       ctx->KeepAlive(*out);
       return 0;
     }
     case Kind::kCallable: {
       KFFIObjectHandle h = nullptr;
       if (CallableToFunctionHandle(obj, &h) != 0) return -1;
-      SetPOD(out, kKFFIFunction);
-      out->v_obj = static_cast<KFFIObject*>(h);
+      SetObject(out, static_cast<KFFIObject*>(h));
       ctx->KeepAlive(*out);
       return 0;
     }
@@ -453,8 +495,7 @@ int PyToOwnedAny(PyObject* obj, KFFIAny* out) {
       // A borrowed tensor cannot outlive the call: take an owning reference through DLPack.
       KFFIObjectHandle h = nullptr;
       if (TensorToOwnedHandle(obj, &h) != 0) return -1;
-      SetPOD(out, kKFFITensor);
-      out->v_obj = static_cast<KFFIObject*>(h);
+      SetObject(out, static_cast<KFFIObject*>(h));
       return 0;
     }
     default:
@@ -479,19 +520,20 @@ PyObject* ArrayToTuple(KFFIObjectHandle arr, const CallContext* ctx, int depth) 
   auto* cell = static_cast<KFFISeqCell*>(KFFIObjectGetCellPtr(arr));
   PyRef tuple(PyTuple_New(static_cast<Py_ssize_t>(cell->size)));
   if (!tuple) {
-    KFFIObjectDecRef(arr);
+    ReleaseObject(arr);
     return nullptr;
   }
   auto* items = static_cast<const KFFIAny*>(cell->data);
   for (int64_t i = 0; i < cell->size; ++i) {
     KFFIAny owned;
     if (KFFIAnyViewToOwnedAny(&items[i], &owned) != 0) {
-      KFFIObjectDecRef(arr);
-      return RaiseFromKFFIError(-1);
+      RaiseFromKFFIError(-1);
+      ReleaseObject(arr);  // with the error pending: see PendingErrorScope
+      return nullptr;
     }
     PyObject* item = AnyToPyImpl(&owned, ctx, depth + 1);
     if (item == nullptr) {
-      KFFIObjectDecRef(arr);
+      ReleaseObject(arr);
       return nullptr;
     }
     PyTuple_SET_ITEM(tuple.get(), static_cast<Py_ssize_t>(i), item);

@@ -168,6 +168,19 @@ void SetKFFIErrorFromPython() {
   KFFIObjectDecRef(err);
 }
 
+PyObject* RaiseFromCppException() {
+  details::SetRaisedFromCurrentException();
+  return RaiseFromKFFIError(-1);
+}
+
+void ReleaseObject(KFFIObjectHandle h) {
+  PendingErrorScope keep;
+  if (KFFIObjectDecRef(h) != 0) {
+    RaiseFromKFFIError(-1);
+    PyErr_WriteUnraisable(nullptr);
+  }
+}
+
 /// _set_error_hooks(make_exception, describe_exception)
 PyObject* SetErrorHooks(PyObject*, PyObject* args) {
   PyObject *a, *b;

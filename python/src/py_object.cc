@@ -31,7 +31,9 @@ void ObjectDealloc(PyObject* self) {
   }
   KFFIObjectHandle h = o->handle;
   o->handle = nullptr;
-  if (h != nullptr) KFFIObjectDecRef(h);
+  // Deallocation often happens while an exception propagates (a frame's locals): the native
+  // deleter may be foreign code that calls into Python.
+  if (h != nullptr) ReleaseObject(h);
   tp->tp_free(self);
   Py_DECREF(tp);
 }
@@ -112,7 +114,7 @@ PyObject* ObjectRelease(PyObject* self, PyObject*) {
   auto* o = reinterpret_cast<PyObjectHandle*>(self);
   KFFIObjectHandle h = o->handle;
   o->handle = nullptr;
-  if (h != nullptr) KFFIObjectDecRef(h);
+  if (h != nullptr) ReleaseObject(h);
   Py_RETURN_NONE;
 }
 
@@ -600,7 +602,7 @@ bool RaiseIfReleased(PyObject* obj) {
 
 PyObject* WrapObject(KFFIObjectHandle owned) {
   if (g_state == nullptr) {
-    KFFIObjectDecRef(owned);
+    ReleaseObject(owned);
     PyErr_SetString(PyExc_RuntimeError, "kffi._core is gone");
     return nullptr;
   }
@@ -618,7 +620,7 @@ PyObject* WrapObject(KFFIObjectHandle owned) {
                                               : g_state->object_type;
   PyObject* self = tp->tp_alloc(tp, 0);
   if (self == nullptr) {
-    KFFIObjectDecRef(owned);
+    ReleaseObject(owned);
     return nullptr;
   }
   reinterpret_cast<PyObjectHandle*>(self)->handle = owned;

@@ -119,7 +119,7 @@ int CheckOwnedLayout(KFFIObjectHandle* h, const std::string& label) {
   const DLTensor* t = KFFITensorGetDLTensorPtr(*h);
   if (LayoutFits(t)) return 0;
   RaiseLayoutTooLarge(t, label);
-  KFFIObjectDecRef(*h);
+  ReleaseObject(*h);  // the producer's deleter runs with the ValueError kept aside
   *h = nullptr;
   return -1;
 }
@@ -264,6 +264,8 @@ int CheckTorchLazyView(PyObject* obj, const std::string& label) {
 void DLPackCapsuleDeleter(PyObject* cap) {
   if (PyCapsule_IsValid(cap, "dltensor")) {
     auto* mt = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(cap, "dltensor"));
+    // CPython may free an unused capsule while an exception is pending.
+    PendingErrorScope keep;
     if (mt != nullptr && mt->deleter != nullptr) mt->deleter(mt);
   }
 }
@@ -272,20 +274,53 @@ void DLPackVersionedCapsuleDeleter(PyObject* cap) {
   if (PyCapsule_IsValid(cap, "dltensor_versioned")) {
     auto* mt =
         static_cast<DLManagedTensorVersioned*>(PyCapsule_GetPointer(cap, "dltensor_versioned"));
+    PendingErrorScope keep;
     if (mt != nullptr && mt->deleter != nullptr) mt->deleter(mt);
   }
 }
 
 namespace {
 
-/// A pre-1.0 DLPack tensor seen as a versioned one, so that flags (read-only) can travel with it.
-struct VersionedWrapper {
+/// A producer's DLPack tensor (from __dlpack__) behind kffi's own deleter. The producer's deleter
+/// may be Python code (ctypes, cffi) and runs whenever the last reference goes, often while an
+/// exception is pending (a failed call releasing its arguments, a frame unwinding): it then runs
+/// with that exception kept aside (RunForeignCleanup). A pre-1.0 tensor also gains a flags word
+/// this way, so that read-only travels with it.
+struct GuardedDLPack {
   DLManagedTensorVersioned mt;
-  DLManagedTensor* inner;
+  DLManagedTensor* legacy = nullptr;
+  DLManagedTensorVersioned* versioned = nullptr;
+
   static void Delete(DLManagedTensorVersioned* self) {
-    auto* w = static_cast<VersionedWrapper*>(self->manager_ctx);
-    if (w->inner->deleter != nullptr) w->inner->deleter(w->inner);
-    delete w;
+    auto* g = static_cast<GuardedDLPack*>(self->manager_ctx);
+    RunForeignCleanup([g] {
+      if (g->legacy != nullptr && g->legacy->deleter != nullptr) g->legacy->deleter(g->legacy);
+      if (g->versioned != nullptr && g->versioned->deleter != nullptr) {
+        g->versioned->deleter(g->versioned);
+      }
+    });
+    delete g;
+  }
+  /// Imports legacy or versioned (one of them; moved in: its deleter runs exactly once, on
+  /// failure too). 0, or -1 with a Python error set.
+  static int Import(DLManagedTensor* legacy, DLManagedTensorVersioned* versioned, uint64_t flags,
+                    KFFIObjectHandle* out) {
+    auto* g = new (std::nothrow) GuardedDLPack();
+    if (g == nullptr) {
+      if (legacy != nullptr && legacy->deleter != nullptr) legacy->deleter(legacy);
+      if (versioned != nullptr && versioned->deleter != nullptr) versioned->deleter(versioned);
+      PyErr_NoMemory();
+      return -1;
+    }
+    g->legacy = legacy;
+    g->versioned = versioned;
+    g->mt.version = DLPackVersion{DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION};
+    g->mt.manager_ctx = g;
+    g->mt.deleter = Delete;
+    g->mt.flags = flags | (versioned != nullptr ? versioned->flags : 0);
+    g->mt.dl_tensor = legacy != nullptr ? legacy->dl_tensor : versioned->dl_tensor;
+    if (KFFITensorFromDLPackVersioned(&g->mt, 0, 0, out) != 0) return (RaiseFromKFFIError(-1), -1);
+    return 0;
   }
 };
 
@@ -310,36 +345,24 @@ int ImportViaDLPackProtocol(PyObject* obj, const TypeInfo* info, bool read_only,
   }
   if (!cap) return -1;
   read_only = read_only || (info->flags & kTypeReadOnly) != 0;
+  const uint64_t flags = read_only ? DLPACK_FLAG_BITMASK_READ_ONLY : 0;
   if (PyCapsule_IsValid(cap.get(), "dltensor_versioned")) {
     auto* mt = static_cast<DLManagedTensorVersioned*>(
         PyCapsule_GetPointer(cap.get(), "dltensor_versioned"));
     // Ownership moves to kffi even on failure (the runtime calls the deleter then).
     PyCapsule_SetName(cap.get(), "used_dltensor_versioned");
-    if (read_only) mt->flags |= DLPACK_FLAG_BITMASK_READ_ONLY;
-    if (KFFITensorFromDLPackVersioned(mt, 0, 0, out) != 0) return (RaiseFromKFFIError(-1), -1);
-    return 0;
+    if (mt->version.major != DLPACK_MAJOR_VERSION) {
+      // A layout this consumer cannot read past version and deleter: the runtime refuses it
+      // (and runs its deleter now, with no exception pending).
+      if (KFFITensorFromDLPackVersioned(mt, 0, 0, out) != 0) return (RaiseFromKFFIError(-1), -1);
+      return 0;
+    }
+    return GuardedDLPack::Import(nullptr, mt, flags, out);
   }
   if (PyCapsule_IsValid(cap.get(), "dltensor")) {
     auto* mt = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(cap.get(), "dltensor"));
     PyCapsule_SetName(cap.get(), "used_dltensor");
-    if (!read_only) {
-      if (KFFITensorFromDLPack(mt, 0, 0, out) != 0) return (RaiseFromKFFIError(-1), -1);
-      return 0;
-    }
-    auto* w = new (std::nothrow) VersionedWrapper();
-    if (w == nullptr) {
-      if (mt->deleter != nullptr) mt->deleter(mt);
-      PyErr_NoMemory();
-      return -1;
-    }
-    w->inner = mt;
-    w->mt.version = DLPackVersion{DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION};
-    w->mt.manager_ctx = w;
-    w->mt.deleter = VersionedWrapper::Delete;
-    w->mt.flags = DLPACK_FLAG_BITMASK_READ_ONLY;
-    w->mt.dl_tensor = mt->dl_tensor;
-    if (KFFITensorFromDLPackVersioned(&w->mt, 0, 0, out) != 0) return (RaiseFromKFFIError(-1), -1);
-    return 0;
+    return GuardedDLPack::Import(mt, nullptr, flags, out);
   }
   PyErr_Format(PyExc_TypeError, "%s.__dlpack__() did not return a DLPack capsule",
                Py_TYPE(obj)->tp_name);
@@ -386,16 +409,17 @@ int TensorImportError(PyObject* obj, const TypeInfo* info, const CallContext* ct
   return -1;
 }
 
+// Tensor arguments: the header through kffi/base.h's SetPOD/SetObject, then the argument flags
+// (the one field a stored value keeps zero).
 void SetTensorView(KFFIAny* out, DLTensor* t, uint32_t flags) {
-  out->type_index = kKFFIDLTensorPtr;
+  details::SetPOD(out, kKFFIDLTensorPtr);
   out->tensor_flags = flags;
   out->v_ptr = t;
 }
 
 void SetOwnedTensor(KFFIAny* out, KFFIObjectHandle h) {
-  out->type_index = kKFFITensor;
+  details::SetObject(out, static_cast<KFFIObject*>(h));
   out->tensor_flags = OwnedTensorFlags(h);
-  out->v_obj = static_cast<KFFIObject*>(h);
 }
 
 /// Reads a framework's current stream through its Python hook (CuPy); the stream object passed

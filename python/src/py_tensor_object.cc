@@ -1,8 +1,11 @@
 // python/src/py_tensor_object.cc: kffi.Tensor from Python: its layout for python/kffi, DLPack
 // capsules of it, and kffi.Tensor as a producer of the DLPack C exchange API (the allocator checks
 // every size).
+#include <kffi/tensor.h>
+
 #include <cstdlib>
 #include <new>
+#include <string>
 #include <vector>
 
 #include "py_common.h"
@@ -47,14 +50,13 @@ PyObject* TensorInfo(PyObject*, PyObject* obj) {
   if (t->strides != nullptr) {
     strides = PyRef(Int64Tuple(t->strides, t->ndim));
   } else {
-    // Compact strides; TensorSizesFit bounds every partial product.
-    std::vector<int64_t> s(static_cast<size_t>(t->ndim));
-    int64_t acc = 1;
-    for (int i = t->ndim - 1; i >= 0; --i) {
-      s[static_cast<size_t>(i)] = acc;
-      acc *= t->shape[i] > 0 ? t->shape[i] : 1;
+    // The runtime's compact strides (checked; TensorSizesFit already bounds them).
+    try {
+      StrideArray s = StrideArray::Compact(IntArrayView(t->shape, static_cast<size_t>(t->ndim)));
+      strides = PyRef(Int64Tuple(s.data(), t->ndim));
+    } catch (...) {
+      return RaiseFromCppException();
     }
-    strides = PyRef(Int64Tuple(s.data(), t->ndim));
   }
   if (!shape || !strides) return nullptr;
   return Py_BuildValue("(NOO(iii)(ii)KO)", PyLong_FromVoidPtr(t->data), shape.get(), strides.get(),
@@ -100,35 +102,53 @@ int ExchangeAllocator(DLTensor* prototype, DLManagedTensorVersioned** out, void*
     set_error(error_ctx, "RuntimeError", "kffi.Tensor's allocator only allocates CPU memory");
     return -1;
   }
-  DLTensor compact = *prototype;
-  compact.strides = nullptr;
-  compact.byte_offset = 0;
-  if (!TensorSizesFit(&compact)) {
-    std::string msg = "kffi.Tensor's allocator: a tensor of shape " + ShapeText(prototype) +
-                      " and dtype " + DTypeText(prototype->dtype) +
-                      " has an impossible size (a negative dimension, or a size in bytes that "
-                      "overflows int64)";
-    set_error(error_ctx, "ValueError", msg.c_str());
-    return -1;
-  }
   struct Holder {
     DLManagedTensorVersioned mt;
     std::vector<int64_t> shape;
   };
-  auto* holder = new (std::nothrow) Holder();
-  if (holder == nullptr) {
-    set_error(error_ctx, "MemoryError", "out of memory");
-    return -1;
-  }
-  holder->shape.assign(prototype->shape, prototype->shape + prototype->ndim);
-  // TensorSizesFit bounded numel * bits; round up to whole bytes, then to the 64-byte alignment.
-  uint64_t numel = 1;
-  for (int64_t d : holder->shape) numel *= static_cast<uint64_t>(d);
-  const uint64_t bytes = (numel * prototype->dtype.bits * prototype->dtype.lanes + 7) / 8;
-  void* data = std::aligned_alloc(64, static_cast<size_t>(((bytes + 63) / 64) * 64 + 64));
-  if (data == nullptr) {
+  Holder* holder = nullptr;
+  void* data = nullptr;
+  try {
+    // The runtime's own layout check and byte count (kffi/tensor.h), then its allocation bound
+    // (kffi/base.h): a shape whose size overflows is a ValueError naming it, before anything is
+    // allocated. The buffer rounds up to whole 64-byte blocks, plus one.
+    try {
+      details::CheckLayoutSizes(prototype->shape, nullptr, prototype->ndim, prototype->dtype,
+                                "kffi.Tensor's allocator");
+    } catch (const Error&) {
+      // The runtime decides; the message is the extension's own for every impossible size.
+      std::string msg = "kffi.Tensor's allocator: a tensor of shape " + ShapeText(prototype) +
+                        " and dtype " + DTypeText(prototype->dtype) +
+                        " has an impossible size (a negative dimension, or a size in bytes that "
+                        "overflows int64)";
+      set_error(error_ctx, "ValueError", msg.c_str());
+      return -1;
+    }
+    DLTensor compact = *prototype;
+    compact.strides = nullptr;
+    compact.byte_offset = 0;
+    const int64_t bytes = GetDataSize(compact);
+    const size_t blocks = static_cast<size_t>(bytes / 64) + (bytes % 64 != 0 ? 1 : 0) + 1;
+    size_t total = 0;
+    if (!details::AllocBytes(0, blocks, 64, &total)) {
+      details::ThrowAllocSizeError(blocks, 64);
+    }
+    holder = new Holder();
+    holder->shape.assign(prototype->shape, prototype->shape + prototype->ndim);
+    data = std::aligned_alloc(64, total);
+    if (data == nullptr) throw std::bad_alloc();
+  } catch (...) {
     delete holder;
-    set_error(error_ctx, "MemoryError", "out of memory");
+    // The one conversion from C++ exceptions to error kinds (kffi/error.h), read back here for
+    // the allocator's error callback.
+    details::SetRaisedFromCurrentException();
+    KFFIObjectHandle err = nullptr;
+    KFFIErrorMoveFromRaised(&err);
+    const KFFIErrorCell* cell = KFFIErrorGetCellPtr(err);
+    std::string kind(cell->kind.data, cell->kind.size);
+    std::string message(cell->message.data, cell->message.size);
+    KFFIObjectDecRef(err);
+    set_error(error_ctx, kind.c_str(), message.c_str());
     return -1;
   }
   DLManagedTensorVersioned& mt = holder->mt;

@@ -391,11 +391,11 @@ std::string CallStringSymbol(const LibraryState* lib, const std::string& symbol_
   auto sym = reinterpret_cast<KFFISafeCallType>(dlsym(lib->handle, symbol_name.c_str()));
   if (sym == nullptr) return std::string();
   KFFIAny result;
-  result.type_index = kKFFINone;
-  result.zero_padding = 0;
-  result.v_int64 = 0;
+  details::SetNone(&result);
   if (sym(nullptr, nullptr, 0, &result) != 0) {
     MoveErrorToKffi(lib->real);
+    // A failed call owns nothing it may have left in the result.
+    if (result.type_index >= kKFFIStaticObjectBegin) KFFIObjectDecRef(result.v_obj);
     details::ThrowRaisedError(-1);
   }
   if (result.type_index == kKFFISmallStr) {
@@ -417,9 +417,7 @@ std::string CallStringSymbol(const LibraryState* lib, const std::string& symbol_
 int GetMetadata(void* state, const char* name, KFFIAny* out) {
   try {
     auto* lib = static_cast<LibraryState*>(state);
-    out->type_index = kKFFINone;
-    out->zero_padding = 0;
-    out->v_int64 = 0;
+    details::SetNone(out);
     std::string n(name);
     std::string meta = CallStringSymbol(lib, details::kTvmMetadataPrefix + n);
     std::string doc = CallStringSymbol(lib, details::kTvmDocPrefix + n);
@@ -469,9 +467,7 @@ int ObjectFromAddress(void*, const KFFIAny* args, int32_t num_args, KFFIAny* res
     return -1;
   }
   auto* obj = reinterpret_cast<KFFIObject*>(static_cast<intptr_t>(args[0].v_int64));
-  result->type_index = obj->type_index;
-  result->zero_padding = 0;
-  result->v_obj = obj;
+  details::SetObject(result, obj);
   return 0;
 }
 

@@ -86,11 +86,7 @@ bool IsKffiCallable(KFFIObject* obj) {
   return obj->deleter == &details::RuntimePayloadDeleter<KffiCallable>;
 }
 
-void SetNone(KFFIAny* v) {
-  v->type_index = kKFFINone;
-  v->zero_padding = 0;
-  v->v_int64 = 0;
-}
+using details::SetNone;
 
 bool IsSeq(int32_t t) { return t == kKFFIArray || t == kKFFIList; }
 bool IsMap(int32_t t) { return t == kKFFIMap || t == kKFFIDict; }

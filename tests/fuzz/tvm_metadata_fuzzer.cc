@@ -16,9 +16,9 @@
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string text(reinterpret_cast<const char*>(data), size);
   // The same bytes as the whole document and as the embedded type_schema string.
-  std::string wrapped = "{\"type_schema\":\"";
-  kffi::details::AppendJsonEscaped(&wrapped, text);
-  wrapped += "\"}";
+  kffi::details::JsonWriter w;
+  w.BeginObject().Field("type_schema", text).EndObject();
+  std::string wrapped = w.Take();
   for (const std::string* input : {&text, &wrapped}) {
     std::string out, why;
     if (kffi::tvm_bridge::TryConvertMetadata("f", *input, "doc", &out, &why)) {

@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# scripts/ci_sanitizers.sh: CI's sanitizer and hardening steps (the ASan + UBSan run is
+# scripts/test.sh --sanitize). Each part builds in its own folder under build/ and prints its time.
+#
+#   bash scripts/ci_sanitizers.sh [part...]      parts: tsan hardened tidy pytsan (default: all)
+#
+#   tsan      the C++ tests under ThreadSanitizer (GCC, KFFI_ENABLE_TSAN).
+#   hardened  the C++ tests built by clang with KFFI_HARDENED (_GLIBCXX_ASSERTIONS,
+#             _FORTIFY_SOURCE=2, stack protector), as distributions build.
+#   tidy      scripts/clang_tidy.sh over the hardened build's compile database.
+#   pytsan    the Python thread tests against a TSan-built extension and libkffi (GCC's shared
+#             TSan runtime preloaded into an uninstrumented CPython: races inside kffi's code and
+#             between kffi and libc are reported; CPython's own accesses are not seen).
+#
+# Suppressions: scripts/tsan_suppressions.txt (each one justified there). Any report fails.
+set -euo pipefail
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+JOBS="${KFFI_JOBS:-$(nproc)}"
+PARTS=("$@")
+[ ${#PARTS[@]} -eq 0 ] && PARTS=(tsan hardened tidy pytsan)
+GEN=()
+command -v ninja >/dev/null 2>&1 && GEN=(-G Ninja)
+
+need=()
+command -v clang++ >/dev/null 2>&1 || need+=(clang)
+command -v clang-tidy >/dev/null 2>&1 || need+=(clang-tidy)
+if [ ${#need[@]} -gt 0 ]; then
+  SUDO=""
+  [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+bash "$ROOT/scripts/install_deps.sh"
+
+TSAN_SUPP="$ROOT/scripts/tsan_suppressions.txt"
+# halt_on_error: the first report fails the test that made it; second_deadlock_stack: both stacks
+# of a lock-order inversion.
+TSAN_ENV="halt_on_error=1 second_deadlock_stack=1 suppressions=$TSAN_SUPP"
+# Tests that cannot run under TSan: the TVM-FFI bridge tests load apache-tvm-ffi's prebuilt
+# libtvm_ffi.so (not instrumented; TSan aborts on its static TLS), and the out-of-tree example
+# build compiles a fresh project without the sanitizer runtime.
+TSAN_EXCLUDE='tvm_real|TvmBridge|examples_out_of_tree|example\.build_out_of_tree'
+
+declare -a SUMMARY=()
+timed() {
+  local name="$1"
+  shift
+  local t0
+  t0=$(date +%s)
+  echo "== $name"
+  "$@"
+  SUMMARY+=("$name: $(($(date +%s) - t0)) s")
+}
+
+part_tsan() {
+  local build="$ROOT/build/tsan"
+  # GCC: its TSan runtime is a shared library, so a test that replaces operator new (as
+  # test_object.cc does to count allocations) interposes it; clang's static runtime defines the
+  # same operators and the link fails (and clang 14's shared one crashes at start-up).
+  CC=gcc CXX=g++ cmake -S "$ROOT" -B "$build" "${GEN[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DKFFI_ENABLE_TSAN=ON -DKFFI_BUILD_EXAMPLES=OFF >/dev/null
+  cmake --build "$build" -j "$JOBS"
+  TSAN_OPTIONS="$TSAN_ENV" ctest --test-dir "$build" --output-on-failure -j "$JOBS" \
+    -E "$TSAN_EXCLUDE"
+}
+
+part_hardened() {
+  local build="$ROOT/build/hardened"
+  CC=clang CXX=clang++ cmake -S "$ROOT" -B "$build" "${GEN[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DKFFI_HARDENED=ON -DCMAKE_EXPORT_COMPILE_COMMANDS=ON >/dev/null
+  cmake --build "$build" -j "$JOBS"
+  ctest --test-dir "$build" --output-on-failure -j "$JOBS"
+}
+
+part_tidy() {
+  local build="$ROOT/build/hardened"
+  if [ ! -f "$build/compile_commands.json" ]; then
+    CC=clang CXX=clang++ cmake -S "$ROOT" -B "$build" "${GEN[@]}" \
+      -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKFFI_HARDENED=ON -DCMAKE_EXPORT_COMPILE_COMMANDS=ON \
+      >/dev/null
+  fi
+  bash "$ROOT/scripts/clang_tidy.sh" "$build"
+}
+
+part_pytsan() {
+  local build="$ROOT/build/pytsan"
+  local venv="$build/venv"
+  local runtime
+  runtime="$(gcc -print-file-name=libtsan.so)"
+  if [ ! -f "$runtime" ]; then
+    echo "pytsan: GCC's shared TSan runtime (libtsan.so) is missing" >&2
+    return 1
+  fi
+  mkdir -p "$build"
+  # A throwaway environment on top of the system's packages (numpy, pytest, torch, jax).
+  python3 -m venv --system-site-packages "$venv"
+  CC=gcc CXX=g++ "$venv/bin/python" -m pip install -q --no-build-isolation \
+    --config-settings=cmake.define.KFFI_ENABLE_TSAN=ON \
+    --config-settings=cmake.build-type=RelWithDebInfo \
+    --config-settings=build-dir="$build/wheel" "$ROOT"
+  # The kernel libraries the tests compile are not instrumented (kffi-config gives no TSan
+  # flags); their calls into libkffi are. Each test file runs in one process under TSan.
+  (cd "$ROOT" && LD_PRELOAD="$runtime" TSAN_OPTIONS="$TSAN_ENV" PATH="$venv/bin:$PATH" \
+    "$venv/bin/python" -m pytest -q -p no:cacheprovider tests/python/test_threads.py \
+    tests/python/test_cleanup_errors.py)
+}
+
+for p in "${PARTS[@]}"; do
+  case "$p" in
+    tsan | hardened | tidy | pytsan) timed "$p" "part_$p" ;;
+    *)
+      echo "unknown part: $p (tsan, hardened, tidy, pytsan)" >&2
+      exit 2
+      ;;
+  esac
+done
+printf '%s\n' "${SUMMARY[@]}"

@@ -1,0 +1,354 @@
+// tests/fuzz/metadata_json_fuzzer.cc: libFuzzer target for function metadata JSON, both ways.
+//
+// Writing: the metadata an export writes (kffi/export.h: ExportMetadataJson through the one
+// JsonWriter) for any name, parameter types, parameter names and docstring must be one valid JSON
+// object, checked by a strict reader here (RFC 8259 grammar: only the escapes it defines, no raw
+// control characters, nothing after the document), whose strings read back byte for byte.
+//
+// Reading: the runtime reads metadata from a library's `__kffi__meta_<name>` symbol
+// (KFFIModuleGetFunctionMetadata). A symbol registered in the system library here returns what
+// the input says: a str of any bytes, another kind of value (an int, an object), an error, a
+// failure that raises nothing, or a status code outside the protocol. The runtime must hand back
+// the str, or fail with a well-formed error that names the symbol, and leak nothing. The JSON
+// reader of TVM-FFI metadata has its own target (tvm_metadata_fuzzer.cc).
+#include <kffi/error.h>
+#include <kffi/export.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace {
+
+// ---- a strict JSON reader (only what the check needs) -----------------------------------------
+
+struct JsonValue {
+  enum Kind { kNull, kBool, kNumber, kString, kArray, kObject } kind = kNull;
+  std::string str;
+  std::vector<JsonValue> items;
+  std::vector<std::pair<std::string, JsonValue>> members;
+  const JsonValue* Get(const std::string& key) const {
+    for (const auto& m : members) {
+      if (m.first == key) return &m.second;
+    }
+    return nullptr;
+  }
+};
+
+class StrictReader {
+ public:
+  explicit StrictReader(const std::string& s) : s_(s) {}
+  bool Document(JsonValue* out) {
+    if (!Value(out, 0)) return false;
+    Space();
+    return pos_ == s_.size();
+  }
+
+ private:
+  void Space() {
+    while (pos_ < s_.size() &&
+           (s_[pos_] == ' ' || s_[pos_] == '\t' || s_[pos_] == '\n' || s_[pos_] == '\r')) {
+      ++pos_;
+    }
+  }
+  bool Literal(const char* word) {
+    size_t n = std::char_traits<char>::length(word);
+    if (s_.compare(pos_, n, word) != 0) return false;
+    pos_ += n;
+    return true;
+  }
+  static int Hex(char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+  }
+  bool String(std::string* out) {
+    if (pos_ >= s_.size() || s_[pos_] != '"') return false;
+    ++pos_;
+    while (pos_ < s_.size()) {
+      unsigned char c = static_cast<unsigned char>(s_[pos_++]);
+      if (c == '"') return true;
+      if (c < 0x20) return false;  // raw control characters are not JSON
+      if (c != '\\') {
+        *out += static_cast<char>(c);
+        continue;
+      }
+      if (pos_ >= s_.size()) return false;
+      char e = s_[pos_++];
+      switch (e) {
+        case '"':
+        case '\\':
+        case '/':
+          *out += e;
+          break;
+        case 'b':
+          *out += '\b';
+          break;
+        case 'f':
+          *out += '\f';
+          break;
+        case 'n':
+          *out += '\n';
+          break;
+        case 'r':
+          *out += '\r';
+          break;
+        case 't':
+          *out += '\t';
+          break;
+        case 'u': {
+          if (pos_ + 4 > s_.size()) return false;
+          int v = 0;
+          for (int i = 0; i < 4; ++i) {
+            int h = Hex(s_[pos_++]);
+            if (h < 0) return false;
+            v = v * 16 + h;
+          }
+          // The writer escapes only control characters this way: they read back as one byte.
+          if (v >= 0x80) return false;
+          *out += static_cast<char>(v);
+          break;
+        }
+        default:
+          return false;
+      }
+    }
+    return false;
+  }
+  bool Number() {
+    size_t start = pos_;
+    if (pos_ < s_.size() && s_[pos_] == '-') ++pos_;
+    while (pos_ < s_.size() &&
+           ((s_[pos_] >= '0' && s_[pos_] <= '9') || s_[pos_] == '.' || s_[pos_] == 'e' ||
+            s_[pos_] == 'E' || s_[pos_] == '+' || s_[pos_] == '-')) {
+      ++pos_;
+    }
+    return pos_ > start;
+  }
+  bool Value(JsonValue* out, int depth) {
+    if (depth > 16) return false;  // the writer nests three deep
+    Space();
+    if (pos_ >= s_.size()) return false;
+    char c = s_[pos_];
+    if (c == '{') {
+      out->kind = JsonValue::kObject;
+      ++pos_;
+      Space();
+      if (pos_ < s_.size() && s_[pos_] == '}') return ++pos_, true;
+      while (true) {
+        Space();
+        std::string key;
+        if (!String(&key)) return false;
+        Space();
+        if (pos_ >= s_.size() || s_[pos_++] != ':') return false;
+        out->members.emplace_back(std::move(key), JsonValue());
+        if (!Value(&out->members.back().second, depth + 1)) return false;
+        Space();
+        if (pos_ >= s_.size()) return false;
+        if (s_[pos_] == '}') return ++pos_, true;
+        if (s_[pos_++] != ',') return false;
+      }
+    }
+    if (c == '[') {
+      out->kind = JsonValue::kArray;
+      ++pos_;
+      Space();
+      if (pos_ < s_.size() && s_[pos_] == ']') return ++pos_, true;
+      while (true) {
+        out->items.emplace_back();
+        if (!Value(&out->items.back(), depth + 1)) return false;
+        Space();
+        if (pos_ >= s_.size()) return false;
+        if (s_[pos_] == ']') return ++pos_, true;
+        if (s_[pos_++] != ',') return false;
+      }
+    }
+    if (c == '"') {
+      out->kind = JsonValue::kString;
+      return String(&out->str);
+    }
+    if (Literal("null")) return true;
+    if (Literal("true") || Literal("false")) return out->kind = JsonValue::kBool, true;
+    out->kind = JsonValue::kNumber;
+    return Number();
+  }
+
+  const std::string& s_;
+  size_t pos_ = 0;
+};
+
+class Input {
+ public:
+  Input(const uint8_t* data, size_t size) : p_(data), n_(size) {}
+  uint8_t U8() {
+    if (n_ == 0) return 0;
+    --n_;
+    return *p_++;
+  }
+  std::string Bytes(size_t max) {
+    size_t len = U8() % (max + 1);
+    std::string s;
+    for (size_t i = 0; i < len && n_ > 0; ++i) s += static_cast<char>(U8());
+    return s;
+  }
+
+ private:
+  const uint8_t* p_;
+  size_t n_;
+};
+
+// ---- writing ----------------------------------------------------------------------------------
+
+void CheckWriter(Input& in) {
+  std::string name = in.Bytes(24);
+  std::vector<std::string> types(in.U8() % 5);
+  for (std::string& t : types) t = in.Bytes(16);
+  if (in.U8() % 4 == 0 && !types.empty()) types[0] = "Optional<" + types[0] + ">";
+  std::string return_type = in.Bytes(16);
+  std::string doc = in.Bytes(64);
+  std::string param_names = in.Bytes(40);
+  // The macros pass C strings: the text stops at its first NUL.
+  for (std::string* s : {&name, &doc, &param_names})
+    s->resize(std::char_traits<char>::length(s->c_str()));
+  std::string json = kffi::details::ExportMetadataJson(name.c_str(), types, return_type,
+                                                       doc.c_str(), param_names.c_str());
+  JsonValue v;
+  if (!StrictReader(json).Document(&v)) __builtin_trap();  // not valid JSON
+  if (v.kind != JsonValue::kObject) __builtin_trap();
+  const JsonValue* n = v.Get("name");
+  const JsonValue* params = v.Get("params");
+  const JsonValue* ret = v.Get("return");
+  const JsonValue* d = v.Get("doc");
+  if (n == nullptr || n->str != name || ret == nullptr || ret->str != return_type || d == nullptr ||
+      d->str != doc || params == nullptr || params->kind != JsonValue::kArray ||
+      params->items.size() != types.size()) {
+    __builtin_trap();  // a field did not read back as written
+  }
+  std::vector<std::string> names = kffi::details::SplitParamNames(param_names.c_str());
+  for (size_t i = 0; i < types.size(); ++i) {
+    const JsonValue& p = params->items[i];
+    const JsonValue* pn = p.Get("name");
+    const JsonValue* pt = p.Get("type");
+    if (pn == nullptr || pn->str != kffi::details::ParamName(names, i) || pt == nullptr ||
+        pt->str != types[i]) {
+      __builtin_trap();
+    }
+    const bool optional = types[i].compare(0, 9, "Optional<") == 0;
+    if ((p.Get("default") != nullptr) != optional) __builtin_trap();
+  }
+}
+
+// ---- reading ----------------------------------------------------------------------------------
+
+/// What the metadata symbol does on the next call.
+struct MetaBehaviour {
+  int what = 0;
+  std::string text;
+  int64_t code = 0;
+};
+MetaBehaviour g_meta;
+
+int FuzzFunctionSymbol(void*, const KFFIAny*, int32_t, KFFIAny*) { return 0; }
+
+int FuzzMetaSymbol(void*, const KFFIAny*, int32_t, KFFIAny* result) {
+  KFFIByteArray b{g_meta.text.data(), g_meta.text.size()};
+  switch (g_meta.what) {
+    case 0:  // a str (small or not)
+      return KFFIStringFromByteArray(&b, result);
+    case 1:  // bytes: not a str
+      return KFFIBytesFromByteArray(&b, result);
+    case 2:  // an int
+      kffi::details::SetPOD(result, kKFFIInt);
+      result->v_int64 = g_meta.code;
+      return 0;
+    case 3: {  // an error object as the value
+      KFFIObjectHandle e = nullptr;
+      KFFIByteArray kind{"ValueError", 10};
+      if (KFFIErrorCreate(&kind, &b, nullptr, &e) != 0) return -1;
+      kffi::details::SetObject(result, static_cast<KFFIObject*>(e));
+      return 0;
+    }
+    case 4:  // a raised error
+      KFFIErrorSetRaisedFromCStr("ValueError", g_meta.text.c_str());
+      return -1;
+    case 5:  // a failure that raised nothing
+      return -1;
+    case 6:  // a status outside the protocol, with a value left in the result
+      if (KFFIStringFromByteArray(&b, result) != 0) return -1;
+      return static_cast<int>(g_meta.code);
+    default:  // nothing: None
+      return 0;
+  }
+}
+
+KFFIObjectHandle SystemLib() {
+  static KFFIObjectHandle lib = [] {
+    if (KFFIModuleRegisterSystemLibSymbol("__kffi_fuzz_meta",
+                                          reinterpret_cast<void*>(&FuzzFunctionSymbol)) != 0 ||
+        KFFIModuleRegisterSystemLibSymbol("__kffi__meta_fuzz_meta",
+                                          reinterpret_cast<void*>(&FuzzMetaSymbol)) != 0) {
+      __builtin_trap();
+    }
+    KFFIObjectHandle m = nullptr;
+    if (KFFIModuleGetSystemLib(&m) != 0) __builtin_trap();
+    return m;
+  }();
+  return lib;
+}
+
+void CheckReader(Input& in) {
+  g_meta.what = in.U8() % 8;
+  g_meta.text = in.Bytes(48);
+  g_meta.code = static_cast<int8_t>(in.U8());
+  KFFIByteArray name{"fuzz_meta", 9};
+  KFFIAny out;
+  kffi::details::SetNone(&out);
+  int rc = KFFIModuleGetFunctionMetadata(SystemLib(), &name, &out);
+  if (rc == 0) {
+    if (g_meta.what == 0 || (g_meta.what == 6 && g_meta.code == 0)) {
+      // The str itself, whatever its bytes.
+      std::string_view got;
+      if (!kffi::details::ReadStrView(&out, &got) || got != g_meta.text) __builtin_trap();
+    } else if (out.type_index != kKFFINone) {
+      __builtin_trap();  // only a str or None comes back
+    }
+    if (out.type_index >= kKFFIStaticObjectBegin) KFFIObjectDecRef(out.v_obj);
+    return;
+  }
+  if (out.type_index != kKFFINone) __builtin_trap();  // a failure leaves no value
+  KFFIObjectHandle err = nullptr;
+  KFFIErrorMoveFromRaised(&err);
+  if (rc == -2 && g_meta.what == 6 && g_meta.code == -2) {
+    // A pending signal (the Python binding's -2) passes through as it came.
+    if (err != nullptr) KFFIObjectDecRef(err);
+    return;
+  }
+  if (rc != -1 || err == nullptr) __builtin_trap();  // a failure always raises
+  const KFFIErrorCell* cell = KFFIErrorGetCellPtr(err);
+  std::string kind(cell->kind.data, cell->kind.size);
+  std::string message(cell->message.data, cell->message.size);
+  KFFIObjectDecRef(err);
+  if (g_meta.what == 4) {
+    if (kind != "ValueError") __builtin_trap();  // the symbol's own error passes unchanged
+    return;
+  }
+  // Every other failure is the runtime's, naming the symbol.
+  if ((kind != "TypeError" && kind != "RuntimeError") ||
+      message.find("__kffi__meta_fuzz_meta") == std::string::npos) {
+    __builtin_trap();
+  }
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  Input in(data, size);
+  if (in.U8() % 2 == 0) {
+    CheckWriter(in);
+  } else {
+    CheckReader(in);
+  }
+  return 0;
+}

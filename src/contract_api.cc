@@ -68,6 +68,73 @@ std::string_view TextOf(const Plan& p, int32_t what, int32_t index) {
   }
 }
 
+// ---- the arguments of a function with stream parameters (KFFIContractExpandArgs) -------------
+
+/// After a passing run: the device of the first non-CPU tensor, else of the first tensor (CPU 0
+/// when there is none). Its current stream is what EnvStream parameters receive.
+DLDevice StreamDevice(const PlanLayout& p, const KFFIAny* const* frames) {
+  DLDevice first{kDLCPU, 0};
+  bool have_first = false;
+  for (size_t i = 0; i < static_cast<size_t>(p.num_ops); ++i) {
+    const Op& op = p.ops[i];
+    const KFFIAny* v = frames[op.frame] + op.index;
+    if (op.kind == kOpTuple && v->type_index == kKFFINone) i += static_cast<size_t>(op.skip);
+    const DLTensor* t = op.kind == kOpTensor ? TensorOf(v) : nullptr;
+    if (t == nullptr) continue;
+    if (t->device.device_type != kDLCPU) return t->device;
+    if (!have_first) first = t->device;
+    have_first = true;
+  }
+  return first;
+}
+
+/// A pointer argument as the function receives it: an opaque pointer, or None for NULL when
+/// null_as_none (a packed function; kffi passes null pointers as None).
+void SetPointerArg(KFFIAny* v, void* ptr, bool null_as_none) {
+  v->type_index = ptr == nullptr && null_as_none ? kKFFINone : kKFFIOpaquePtr;
+  v->zero_padding = 0;
+  v->v_int64 = 0;
+  v->v_ptr = ptr;
+}
+
+/// Rewrites the Stream arguments among the function's arguments as pointers: an int handle (a
+/// cudaStream_t as an integer) becomes the pointer with its bits, None becomes NULL. Out of line:
+/// only functions with a Stream parameter pay for it.
+void ConvertStreamArgs(const PlanLayout& p, KFFIAny* out, bool null_as_none) {
+  for (size_t j = 0; j < static_cast<size_t>(p.num_fn_params); ++j) {
+    if (p.fn_src[j] < 0 || !p.fn_stream[j]) continue;
+    const KFFIAny a = out[j];
+    void* ptr = a.type_index == kKFFIInt
+                    ? reinterpret_cast<void*>(static_cast<uintptr_t>(a.v_int64))
+                : a.type_index == kKFFIOpaquePtr ? a.v_ptr
+                                                 : nullptr;
+    SetPointerArg(&out[j], ptr, null_as_none);
+  }
+}
+
+/// The function's arguments (out has PlanLayout::num_fn_params slots): the call arguments, with the
+/// environment stream put in place of each EnvStream parameter, and each Stream argument as a
+/// pointer (ConvertStreamArgs). A typed C++ function gets an opaque pointer even when it is NULL
+/// (its void* parameter reads that without a conversion); a packed one gets None for NULL, as
+/// kffi passes null pointers. frames: a passing check's (frames[0]: the call arguments).
+void WriteFunctionArgs(const PlanLayout& p, const KFFIAny* const* frames, KFFIAny* out,
+                       bool null_as_none) {
+  const KFFIAny* args = frames[0];
+  void* stream = nullptr;
+  if (p.has_env_stream) {
+    const DLDevice dev = StreamDevice(p, frames);
+    stream = KFFIEnvGetStream(dev.device_type, dev.device_id);
+  }
+  for (size_t j = 0; j < static_cast<size_t>(p.num_fn_params); ++j) {
+    if (p.fn_src[j] >= 0) {
+      out[j] = args[p.fn_src[j]];
+    } else {
+      SetPointerArg(&out[j], stream, null_as_none);
+    }
+  }
+  if (p.has_stream) ConvertStreamArgs(p, out, null_as_none);
+}
+
 }  // namespace
 }  // namespace contract
 }  // namespace details
@@ -193,5 +260,16 @@ int KFFIContractGetOutputShape(KFFIObjectHandle contract, int64_t output, const 
   const std::vector<int64_t> shape = kffi::details::contract::OutputShape(p, output, values, bound);
   for (size_t i = 0; i < shape.size(); ++i) out_shape[i] = shape[i];  // at most kMaxNdim
   *out_ndim = static_cast<int32_t>(shape.size());
+  KFFI_CAPI_END();
+}
+
+int KFFIContractExpandArgs(KFFIObjectHandle contract, const KFFIAny* const* frames,
+                           int32_t null_as_none, KFFIAny* out) {
+  KFFI_CAPI_BEGIN();
+  const auto& p = PlanOf(contract, "KFFIContractExpandArgs");
+  if (frames == nullptr || out == nullptr) {
+    ThrowCApiError("ValueError", "KFFIContractExpandArgs: frames and out must not be NULL");
+  }
+  kffi::details::contract::WriteFunctionArgs(p.layout, frames, out, null_as_none != 0);
   KFFI_CAPI_END();
 }

@@ -53,9 +53,7 @@ class PlanBuilder {
              ops[k].index == static_cast<int32_t>(k) && ops[k].spec == static_cast<int32_t>(k)) {
         ++k;
       }
-      bool any_mut = false;
-      for (size_t j = 0; j < k; ++j) any_mut |= ops[j].mut != 0;
-      p_->layout.uniform_ndim = static_cast<uint8_t>(ops[0].simple + (any_mut ? 4 : 0));
+      p_->layout.uniform_ndim = ops[0].simple;
       p_->layout.uniform_count = static_cast<int32_t>(k);
     }
     for (const OutputAst& out : p_->ast.outputs) {

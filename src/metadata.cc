@@ -40,6 +40,31 @@ std::string ExportMetadataJson(const char* name, const std::vector<std::string>&
   return w.Take();
 }
 
+/// "name(a: int, arg1: str) -> None" (Signature<R, Args...>::Str's text).
+std::string FormatSignatureText(std::string_view name, const char* param_names,
+                                const std::vector<std::string>& types,
+                                std::string_view return_type) {
+  std::vector<std::string> names = SplitParamNames(param_names);
+  const bool named = names.size() == types.size();
+  std::string out = std::string(name) + "(";
+  for (size_t i = 0; i < types.size(); ++i) {
+    out += (i ? ", " : "") + (named && !names[i].empty() ? names[i] : DefaultParamName(i)) + ": " +
+           types[i];
+  }
+  return out + ") -> " + std::string(return_type);
+}
+
+/// The types of a C call as strings; ValueError for malformed arguments.
+std::vector<std::string> TypesArg(const KFFIByteArray* types, int32_t num, const char* fn) {
+  if (num < 0 || (num > 0 && types == nullptr)) {
+    ThrowCApiError("ValueError", std::string(fn) + ": invalid parameter types");
+  }
+  std::vector<std::string> out;
+  out.reserve(static_cast<size_t>(num));
+  for (int32_t i = 0; i < num; ++i) out.emplace_back(ByteArrayArg(&types[i], fn));
+  return out;
+}
+
 }  // namespace
 
 namespace contract {
@@ -167,17 +192,28 @@ extern "C" int KFFIExportGetMetadata(const char* name, const char* doc, const ch
                                      const KFFIByteArray* param_types, int32_t num_params,
                                      const KFFIByteArray* return_type, KFFIAny* out) {
   KFFI_CAPI_BEGIN();
-  if (name == nullptr || out == nullptr || num_params < 0 || return_type == nullptr ||
-      (num_params > 0 && param_types == nullptr)) {
-    kffi::details::ThrowCApiError("ValueError", "KFFIExportGetMetadata: invalid arguments");
-  }
-  std::vector<std::string> types;
-  types.reserve(static_cast<size_t>(num_params));
-  for (int32_t i = 0; i < num_params; ++i)
-    types.emplace_back(param_types[i].data, param_types[i].size);
-  const std::string json = kffi::details::ExportMetadataJson(
-      name, types, std::string_view(return_type->data, return_type->size), doc ? doc : "",
-      param_names ? param_names : "");
-  kffi::details::MakeStringAny(json.data(), json.size(), false, out);
+  using namespace kffi::details;  // NOLINT(google-build-using-namespace): the runtime's own
+  if (name == nullptr) ThrowCApiError("ValueError", "KFFIExportGetMetadata: name is NULL");
+  CheckOutArg(out, "KFFIExportGetMetadata: out");
+  const std::vector<std::string> types = TypesArg(param_types, num_params, "KFFIExportGetMetadata");
+  const std::string json =
+      ExportMetadataJson(name, types, ByteArrayArg(return_type, "KFFIExportGetMetadata"),
+                         doc ? doc : "", param_names ? param_names : "");
+  MakeStringAny(json.data(), json.size(), false, out);
+  KFFI_CAPI_END();
+}
+
+int KFFIFunctionFormatSignature(const char* name, const char* param_names,
+                                const KFFIByteArray* param_types, int32_t num_params,
+                                const KFFIByteArray* return_type, KFFIAny* out) {
+  KFFI_CAPI_BEGIN();
+  using namespace kffi::details;  // NOLINT(google-build-using-namespace): the runtime's own
+  if (name == nullptr) ThrowCApiError("ValueError", "KFFIFunctionFormatSignature: name is NULL");
+  CheckOutArg(out, "KFFIFunctionFormatSignature: out");
+  const std::string text =
+      FormatSignatureText(name, param_names ? param_names : "",
+                          TypesArg(param_types, num_params, "KFFIFunctionFormatSignature"),
+                          ByteArrayArg(return_type, "KFFIFunctionFormatSignature"));
+  MakeStringAny(text.data(), text.size(), false, out);
   KFFI_CAPI_END();
 }

@@ -462,6 +462,12 @@ KFFI_DLL int KFFIModuleGetName(KFFIObjectHandle mod, KFFIAny* out);
 KFFI_DLL int KFFIExportGetMetadata(const char* name, const char* doc, const char* param_names,
                                    const KFFIByteArray* param_types, int32_t num_params,
                                    const KFFIByteArray* return_type, KFFIAny* out);
+/** The signature of a typed function as messages show it: *out is an owned str
+ * "name(a: int, arg1: str) -> None". Arguments as KFFIExportGetMetadata's (parameter names given
+ * for all parameters or for none: unnamed ones are arg0, arg1, ...). */
+KFFI_DLL int KFFIFunctionFormatSignature(const char* name, const char* param_names,
+                                         const KFFIByteArray* param_types, int32_t num_params,
+                                         const KFFIByteArray* return_type, KFFIAny* out);
 /** Compiles the contract text (borrowed; grammar in kffi/contract.h) of the function name
  * (borrowed): *out is an owned contract object (type key "kffi.Contract") whose check plan is laid
  * out as plan_version (kffi/contract_plan.h's kPlanLayoutVersion) says. A malformed contract is a
@@ -490,6 +496,14 @@ KFFI_DLL int KFFIContractCheckSignature(KFFIObjectHandle contract, const KFFIByt
  * "env_stream" and "mutates" (kffi/contract.h). return_type and doc borrowed. */
 KFFI_DLL int KFFIContractGetMetadata(KFFIObjectHandle contract, const KFFIByteArray* return_type,
                                      const KFFIByteArray* doc, KFFIAny* out);
+/** The arguments of the function behind contract for a call whose check passed: out[i] for each
+ * function parameter (EnvStream ones included): the call argument, with the current environment
+ * stream (KFFIEnvGetStream of the first non-CPU tensor's device, else the first tensor's) in place
+ * of each EnvStream parameter and each Stream argument as an opaque pointer (an int handle's bits,
+ * None as NULL). A NULL pointer is None when null_as_none is nonzero. frames are the check's value
+ * frames (kffi/contract_details.h's RunState::frames; frames[0] the call arguments), borrowed. */
+KFFI_DLL int KFFIContractExpandArgs(KFFIObjectHandle contract, const KFFIAny* const* frames,
+                                    int32_t null_as_none, KFFIAny* out);
 /** Texts of a contract, for KFFIContractGetText's what: */
 #define kKFFIContractTextName 0        /* the function's name */
 #define kKFFIContractTextSource 1      /* the contract text */

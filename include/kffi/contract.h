@@ -88,17 +88,6 @@
 #include <utility>
 #include <vector>
 
-#if defined(__GNUC__) && !defined(_WIN32) && !defined(KFFI_BUILDING_RUNTIME)
-// Weak: a library built with these headers still loads in an older runtime, which lacks them
-// (ContractExport then reports that, instead of the loader failing on an unresolved symbol).
-extern "C" {
-__attribute__((weak)) int KFFIModuleReportLoadError(const KFFIByteArray* kind,
-                                                    const KFFIByteArray* message, int32_t* taken);
-__attribute__((weak)) int KFFIContractCreate(const KFFIByteArray* name, const KFFIByteArray* text,
-                                             int32_t plan_version, KFFIObjectHandle* out);
-}
-#endif
-
 namespace kffi {
 
 namespace details {
@@ -141,14 +130,6 @@ inline std::string TextOf(const ObjectPtr<Object>& contract, int32_t what, int32
 inline std::string TakeString(KFFIAny* s) {
   String str(String::FromOwnedAny(*s));
   return std::string(str.view());
-}
-
-/// Byte arrays over strings (borrowed: the strings must outlive them).
-inline std::vector<KFFIByteArray> ByteArraysOf(const std::vector<std::string>& v) {
-  std::vector<KFFIByteArray> out;
-  out.reserve(v.size());
-  for (const std::string& s : v) out.push_back(ToByteArray(s.data(), s.size()));
-  return out;
 }
 
 }  // namespace contract
@@ -325,7 +306,7 @@ class ContractFunctionObj : public FunctionObj {
         obj->Invoke(args, result, std::index_sequence_for<Args...>());
       } else {
         KFFIAny full[sizeof...(Args) == 0 ? 1 : sizeof...(Args)];
-        contract::ExpandArgs(plan, args, st, full, false);
+        contract::ExpandArgs(plan, st, full, false);
         obj->Invoke(full, result, std::index_sequence_for<Args...>());
       }
       return 0;
@@ -369,7 +350,7 @@ class ContractPackedObj : public FunctionObj {
         return inner->safe_call(ObjectUnsafe::Header(inner), args, num_args, result);
       }
       std::vector<KFFIAny> full(static_cast<size_t>(plan.num_fn_params));
-      contract::ExpandArgs(plan, args, st, full.data(), true);
+      contract::ExpandArgs(plan, st, full.data(), true);
       return inner->safe_call(ObjectUnsafe::Header(inner), full.data(),
                               static_cast<int32_t>(full.size()), result);
     } catch (...) {
@@ -385,13 +366,22 @@ class ContractPackedObj : public FunctionObj {
   FunctionSource source_;
 };
 
-/// The contract object type, parameter types and return type of a callable F.
+/// The contract object type and the C++ parameter and return types of a callable F.
 template <typename TypedObj>
 struct ContractObjOf;
 template <typename F, typename R, typename... Args>
 struct ContractObjOf<TypedFunctionObj<F, R, Args...>> {
   using type = ContractFunctionObj<F, R, Args...>;
-  static std::vector<std::string> ParamTypes() { return {TypeStrOf<Args>()...}; }
+  static constexpr size_t kArity = sizeof...(Args);
+  /// ValueError when the contract's parameters do not fit these C++ ones.
+  static void CheckSignature(const Contract& c) {
+    const std::string types[kArity + 1] = {TypeStrOf<Args>()..., ""};
+    KFFIByteArray arrays[kArity + 1];
+    for (size_t i = 0; i < kArity; ++i) arrays[i] = ToByteArray(types[i].data(), types[i].size());
+    if (KFFIContractCheckSignature(c.Handle(), arrays, static_cast<int32_t>(kArity)) != 0) {
+      ThrowRaisedError(-1);
+    }
+  }
   static std::string ReturnType() { return TypeStrOf<R>(); }
 };
 template <typename F>
@@ -402,12 +392,7 @@ using ContractInfo = ContractObjOf<typename CallableInfo<F>::template TypedObj<F
 template <typename F>
 ObjectPtr<typename ContractInfo<F>::type> MakeContractObj(F f, const Contract& c, const char* file,
                                                           int line) {
-  const std::vector<std::string> types = ContractInfo<F>::ParamTypes();
-  const std::vector<KFFIByteArray> arrays = contract::ByteArraysOf(types);
-  if (KFFIContractCheckSignature(c.Handle(), arrays.data(), static_cast<int32_t>(arrays.size())) !=
-      0) {
-    ThrowRaisedError(-1);
-  }
+  ContractInfo<F>::CheckSignature(c);
   return make_object<typename ContractInfo<F>::type>(std::move(f), c,
                                                      FunctionSource{c.name(), file, line});
 }

@@ -225,24 +225,12 @@ KFFI_INLINE bool SimpleTensorN(const PlanLayout& p, const TensorCheck& c, const 
   return bad == 0;
 }
 
-/// A tensor of a simple op (Op::simple, here its rank class): no call, so the caller's loop
-/// keeps its registers. Ranks 1 to 4 run unrolled code.
-KFFI_INLINE bool SimpleTensor(const PlanLayout& p, uint8_t simple, const TensorCheck& c,
-                              const DLTensor* t, RunState* st) {
-  switch (simple) {
-    case 1:
-      return SimpleTensorN<1>(p, c, t, st);
-    case 2:
-      return SimpleTensorN<2>(p, c, t, st);
-    case 3:
-      return SimpleTensorN<3>(p, c, t, st);
-    case 4:
-      return SimpleTensorN<4>(p, c, t, st);
-    default:
-      break;
-  }
+/// A tensor of a simple op (Op::simple): no call, so the caller's loop keeps its registers. (The
+/// unrolled per-rank code is UniformRun's, for the leading run of same-rank tensors that most
+/// contracts are.)
+KFFI_INLINE bool SimpleTensor(const PlanLayout& p, const TensorCheck& c, const DLTensor* t,
+                              RunState* st) {
   if (KFFI_UNLIKELY(HeadBits(c, t, st) != 0)) return false;  // before reading shape[ndim - 1]
-  // data(): a plan of 0-d tensors has no DimCheck at all (no &dims[0] of an empty vector).
   uint64_t bad = DimsBits<false>(p.dims + c.dims_begin, t->shape, c.ndim, st);
   if (c.check_strides) bad |= !RowMajorOk(t);
   return bad == 0;
@@ -341,19 +329,13 @@ KFFI_INLINE uint64_t HeadOf(const KFFIAny* v) {
 
 /// The leading PlanLayout::uniform_count arguments, all simple tensors of rank kNdim: true when
 /// every one is a DLTensor* that passes. False sends the call to the general loop (from the start).
-/// kMut: one of them is `mut`, so the read-only flag is read with the type.
-template <int kNdim, bool kMut>
+/// The type and, for a `mut` parameter, the read-only flag are checked in one compare.
+template <int kNdim>
 KFFI_INLINE bool UniformRun(const PlanLayout& p, const KFFIAny* args, RunState* st) {
   const TensorCheck* checks = p.tensors;
   const int32_t n = p.uniform_count;
   for (int32_t i = 0; i < n; ++i) {
-    if (kMut) {  // the type and the read-only flag of a `mut` parameter in one compare
-      if (KFFI_UNLIKELY((HeadOf(args + i) & checks[i].arg_mask) != kKFFIDLTensorPtr)) {
-        return false;
-      }
-    } else if (KFFI_UNLIKELY(args[i].type_index != kKFFIDLTensorPtr)) {
-      return false;
-    }
+    if (KFFI_UNLIKELY((HeadOf(args + i) & checks[i].arg_mask) != kKFFIDLTensorPtr)) return false;
     const auto* t = static_cast<const DLTensor*>(args[i].v_ptr);
     if (KFFI_UNLIKELY(!SimpleTensorN<kNdim>(p, checks[i], t, st))) return false;
   }
@@ -375,28 +357,16 @@ KFFI_INLINE bool FastRun(const PlanLayout& p, const KFFIAny* args, int32_t num_a
   bool uniform = false;
   switch (p.uniform_ndim) {
     case 1:
-      uniform = UniformRun<1, false>(p, args, st);
+      uniform = UniformRun<1>(p, args, st);
       break;
     case 2:
-      uniform = UniformRun<2, false>(p, args, st);
+      uniform = UniformRun<2>(p, args, st);
       break;
     case 3:
-      uniform = UniformRun<3, false>(p, args, st);
+      uniform = UniformRun<3>(p, args, st);
       break;
     case 4:
-      uniform = UniformRun<4, false>(p, args, st);
-      break;
-    case 5:
-      uniform = UniformRun<1, true>(p, args, st);
-      break;
-    case 6:
-      uniform = UniformRun<2, true>(p, args, st);
-      break;
-    case 7:
-      uniform = UniformRun<3, true>(p, args, st);
-      break;
-    case 8:
-      uniform = UniformRun<4, true>(p, args, st);
+      uniform = UniformRun<4>(p, args, st);
       break;
     default:
       break;
@@ -415,7 +385,7 @@ KFFI_INLINE bool FastRun(const PlanLayout& p, const KFFIAny* args, int32_t num_a
     } else {
       return GeneralRun(p, st, i);
     }
-    if (KFFI_UNLIKELY(!SimpleTensor(p, op.simple, p.tensors[op.spec], t, st))) {
+    if (KFFI_UNLIKELY(!SimpleTensor(p, p.tensors[op.spec], t, st))) {
       st->failed_op = static_cast<int32_t>(i);
       return false;
     }
@@ -437,68 +407,15 @@ KFFI_INLINE void Run(const PlanLayout& p, const KFFIAny* args, int32_t num_args,
   if (KFFI_UNLIKELY(!FastRun(p, args, num_args, st))) ThrowCheckFailure(p, args, num_args);
 }
 
-/// After a passing run: the device of the first non-CPU tensor, else of the first tensor (CPU 0
-/// when there is none). Its current stream is what EnvStream parameters receive.
-inline DLDevice StreamDevice(const PlanLayout& p, const RunState& st) {
-  DLDevice first{kDLCPU, 0};
-  bool have_first = false;
-  for (size_t i = 0; i < static_cast<size_t>(p.num_ops); ++i) {
-    const Op& op = p.ops[i];
-    const KFFIAny* v = st.frames[op.frame] + op.index;
-    if (op.kind == kOpTuple && v->type_index == kKFFINone) i += static_cast<size_t>(op.skip);
-    const DLTensor* t = op.kind == kOpTensor ? TensorOf(v) : nullptr;
-    if (t == nullptr) continue;
-    if (t->device.device_type != kDLCPU) return t->device;
-    if (!have_first) first = t->device;
-    have_first = true;
+/// The function's arguments after a passing run (out has PlanLayout::num_fn_params slots): the
+/// call arguments, with the environment stream in place of each EnvStream parameter and each
+/// Stream argument as a pointer. The runtime writes them (KFFIContractExpandArgs): only functions
+/// with a stream parameter pay for it. null_as_none: a packed function gets None for NULL (as kffi
+/// passes null pointers), a typed C++ function an opaque pointer even when it is NULL.
+inline void ExpandArgs(const PlanLayout& p, const RunState& st, KFFIAny* out, bool null_as_none) {
+  if (KFFIContractExpandArgs(p.contract, st.frames, null_as_none ? 1 : 0, out) != 0) {
+    ThrowRaisedError(-1);
   }
-  return first;
-}
-
-/// A pointer argument as the function receives it: an opaque pointer, or None for NULL when
-/// null_as_none (a packed function; kffi passes null pointers as None).
-KFFI_INLINE void SetPointerArg(KFFIAny* v, void* ptr, bool null_as_none) {
-  v->type_index = ptr == nullptr && null_as_none ? kKFFINone : kKFFIOpaquePtr;
-  v->zero_padding = 0;
-  v->v_int64 = 0;
-  v->v_ptr = ptr;
-}
-
-/// Rewrites the Stream arguments among the function's arguments as pointers: an int handle (a
-/// cudaStream_t as an integer) becomes the pointer with its bits, None becomes NULL. Out of line:
-/// only functions with a Stream parameter pay for it.
-KFFI_NOINLINE inline void ConvertStreamArgs(const PlanLayout& p, KFFIAny* out, bool null_as_none) {
-  for (size_t j = 0; j < static_cast<size_t>(p.num_fn_params); ++j) {
-    if (p.fn_src[j] < 0 || !p.fn_stream[j]) continue;
-    const KFFIAny a = out[j];
-    void* ptr = a.type_index == kKFFIInt
-                    ? reinterpret_cast<void*>(static_cast<uintptr_t>(a.v_int64))
-                : a.type_index == kKFFIOpaquePtr ? a.v_ptr
-                                                 : nullptr;
-    SetPointerArg(&out[j], ptr, null_as_none);
-  }
-}
-
-/// The function's arguments (out has PlanLayout::num_fn_params slots): the call arguments, with the
-/// environment stream put in place of each EnvStream parameter, and each Stream argument as a
-/// pointer (ConvertStreamArgs). A typed C++ function gets an opaque pointer even when it is NULL
-/// (its void* parameter reads that without a conversion); a packed one gets None for NULL, as
-/// kffi passes null pointers.
-inline void ExpandArgs(const PlanLayout& p, const KFFIAny* args, const RunState& st, KFFIAny* out,
-                       bool null_as_none) {
-  void* stream = nullptr;
-  if (p.has_env_stream) {
-    const DLDevice dev = StreamDevice(p, st);
-    stream = KFFIEnvGetStream(dev.device_type, dev.device_id);
-  }
-  for (size_t j = 0; j < static_cast<size_t>(p.num_fn_params); ++j) {
-    if (p.fn_src[j] >= 0) {
-      out[j] = args[p.fn_src[j]];
-    } else {
-      SetPointerArg(&out[j], stream, null_as_none);
-    }
-  }
-  if (p.has_stream) ConvertStreamArgs(p, out, null_as_none);
 }
 
 }  // namespace contract

@@ -17,6 +17,38 @@
 #include <cstddef>
 #include <cstdint>
 
+#if defined(__GNUC__) && !defined(_WIN32) && !defined(KFFI_BUILDING_RUNTIME)
+// Weak: a library built with these headers still loads in an older runtime, which lacks the
+// contract compiler (the contract export then reports that, instead of the loader failing on an
+// unresolved symbol, or a -z now library failing to open at all).
+extern "C" {
+__attribute__((weak)) int KFFIModuleReportLoadError(const KFFIByteArray* kind,
+                                                    const KFFIByteArray* message, int32_t* taken);
+__attribute__((weak)) int KFFIContractCreate(const KFFIByteArray* name, const KFFIByteArray* text,
+                                             int32_t plan_version, KFFIObjectHandle* out);
+__attribute__((weak)) const void* KFFIContractGetPlan(KFFIObjectHandle contract);
+__attribute__((weak)) int KFFIContractExplain(KFFIObjectHandle contract, const KFFIAny* args,
+                                              int32_t num_args, int32_t* out_check,
+                                              int32_t* out_op);
+__attribute__((weak)) int KFFIContractExpandArgs(KFFIObjectHandle contract,
+                                                 const KFFIAny* const* frames, int32_t null_as_none,
+                                                 KFFIAny* out);
+__attribute__((weak)) int KFFIContractCheckSignature(KFFIObjectHandle contract,
+                                                     const KFFIByteArray* param_types,
+                                                     int32_t num_params);
+__attribute__((weak)) int KFFIContractGetMetadata(KFFIObjectHandle contract,
+                                                  const KFFIByteArray* return_type,
+                                                  const KFFIByteArray* doc, KFFIAny* out);
+__attribute__((weak)) int KFFIContractGetText(KFFIObjectHandle contract, int32_t what,
+                                              int32_t index, KFFIByteArray* out);
+__attribute__((weak)) int KFFIContractFindSymbol(KFFIObjectHandle contract,
+                                                 const KFFIByteArray* symbol, int32_t* out_slot);
+__attribute__((weak)) int KFFIContractGetOutputShape(KFFIObjectHandle contract, int64_t output,
+                                                     const int64_t* values, uint64_t bound,
+                                                     int64_t* out_shape, int32_t* out_ndim);
+}
+#endif
+
 namespace kffi {
 namespace details {
 namespace contract {
@@ -53,7 +85,7 @@ enum RefMode : uint8_t { kRefSet, kRefCompare, kRefDynamic };
 struct Op {
   uint8_t kind;
   uint8_t simple;     // a required call argument of a tensor whose check makes no call: its
-                      // ndim when 1 to 4 (unrolled checks), 5 for other ranks, else 0
+                      // ndim when 1 to 4 (UniformRun's unrolled checks), 5 for other ranks, else 0
   uint8_t optional;   // None is accepted
   uint8_t frame;      // where the value lives: 0 the call arguments, else a tuple's elements
   uint8_t out_frame;  // tuple: the frame that receives its elements
@@ -149,9 +181,7 @@ struct PlanLayout {
   int32_t num_symbols;
   int32_t num_outputs;
   /// 1 to 4 when the leading uniform_count ops are call arguments in order, each a simple tensor
-  /// of that rank (Op::simple) with tensors[i] its check: FastRun runs them without reading ops;
-  /// 5 to 8 (the rank + 4) when one of them is `mut` (its read-only flag is checked), so that a
-  /// run without `mut` costs nothing for the flag.
+  /// of that rank (Op::simple) with tensors[i] its check: FastRun runs them without reading ops.
   int32_t uniform_count;
   uint8_t uniform_ndim;
   uint8_t has_env_stream;

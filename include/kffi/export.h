@@ -52,8 +52,14 @@ struct ExportSignature;
 template <typename C, typename R, typename... Args>
 struct ExportSignature<TypedFunctionObj<C, R, Args...>> {
   static constexpr size_t kArity = sizeof...(Args);
-  static std::vector<std::string> ParamTypes() { return {TypeStrOf<Args>()...}; }
-  static std::string ReturnType() { return TypeStrOf<R>(); }
+  /// The metadata of the export (KFFIExportGetMetadata writes it from the types' names).
+  static int Metadata(const char* name, const char* doc, const char* param_names, KFFIAny* result) {
+    const std::string types[kArity + 1] = {TypeStrOf<Args>()..., TypeStrOf<R>()};
+    KFFIByteArray arrays[kArity + 1];
+    for (size_t i = 0; i <= kArity; ++i) arrays[i] = ToByteArray(types[i].data(), types[i].size());
+    return KFFIExportGetMetadata(name, doc, param_names, arrays, static_cast<int32_t>(kArity),
+                                 &arrays[kArity], result);
+  }
 };
 
 /// How many comma-separated names a list holds ("" and "  " hold none).
@@ -117,14 +123,7 @@ int ExportedMetadata(const char* name, const char* doc, const char* param_names,
                                       "` needs a kffi runtime of version 0.3 or later");
     }
 #endif
-    const std::vector<std::string> types = Sig::ParamTypes();
-    const std::string ret = Sig::ReturnType();
-    KFFIByteArray arrays[Sig::kArity == 0 ? 1 : Sig::kArity];
-    for (size_t i = 0; i < types.size(); ++i)
-      arrays[i] = ToByteArray(types[i].data(), types[i].size());
-    KFFIByteArray r = ToByteArray(ret.data(), ret.size());
-    return KFFIExportGetMetadata(name, doc, param_names, arrays, static_cast<int32_t>(Sig::kArity),
-                                 &r, result);
+    return Sig::Metadata(name, doc, param_names, result);
   } catch (...) {
     SetRaisedFromCurrentException();
     return -1;

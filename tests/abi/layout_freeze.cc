@@ -117,11 +117,15 @@ KFFI_ABI_SIGNATURE(KFFIModuleGetName, int (*)(Handle, KFFIAny*));
 KFFI_ABI_SIGNATURE(KFFIExportGetMetadata,
                    int (*)(const char*, const char*, const char*, const ByteArray*, int32_t,
                            const ByteArray*, KFFIAny*));
+KFFI_ABI_SIGNATURE(KFFIFunctionFormatSignature, int (*)(const char*, const char*, const ByteArray*,
+                                                        int32_t, const ByteArray*, KFFIAny*));
 KFFI_ABI_SIGNATURE(KFFIContractCreate,
                    int (*)(const ByteArray*, const ByteArray*, int32_t, Handle*));
 KFFI_ABI_SIGNATURE(KFFIContractGetPlan, const void* (*)(Handle));
 KFFI_ABI_SIGNATURE(KFFIContractExplain,
                    int (*)(Handle, const KFFIAny*, int32_t, int32_t*, int32_t*));
+KFFI_ABI_SIGNATURE(KFFIContractExpandArgs,
+                   int (*)(Handle, const KFFIAny* const*, int32_t, KFFIAny*));
 KFFI_ABI_SIGNATURE(KFFIContractCheckSignature, int (*)(Handle, const ByteArray*, int32_t));
 KFFI_ABI_SIGNATURE(KFFIContractGetMetadata,
                    int (*)(Handle, const ByteArray*, const ByteArray*, KFFIAny*));

@@ -181,6 +181,16 @@ const void* KFFIContractGetPlan(KFFIObjectHandle contract) {
   }
 }
 
+int32_t KFFIContractCheckFrom(const void* plan, void* state, int32_t first_op) {
+  namespace c = kffi::details::contract;
+  // No error to raise: the plan and state come from the kernel's own check, as it made them.
+  c::RunState* st = static_cast<c::RunState*>(state);
+  if (c::GeneralRun(*static_cast<const c::PlanLayout*>(plan), st, static_cast<size_t>(first_op))) {
+    return -1;
+  }
+  return st->failed_op;
+}
+
 int KFFIContractExplain(KFFIObjectHandle contract, const KFFIAny* args, int32_t num_args,
                         int32_t* out_check, int32_t* out_op) {
   KFFI_CAPI_BEGIN();

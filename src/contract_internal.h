@@ -197,6 +197,26 @@ struct Plan {
 /// is left for the owner to set.
 std::unique_ptr<Plan> MakePlan(std::string_view name, std::string_view text);
 
+// ---- the checks kernels do not inline (contract_check.cc) -----------------------------------
+// Shared by KFFIContractCheckFrom (the rest of a kernel's check) and the explaining run.
+
+/// Mismatch bits of n shape or stride entries, any of which may bind under an Optional.
+uint64_t DynamicDimsBits(const DimCheck* d, const int64_t* v, int32_t n, RunState* st);
+/// The strides (compact row-major ones in buf, of kMaxNdim entries, when the tensor has NULL
+/// strides).
+const int64_t* StridesOf(const DLTensor* t, int64_t* buf);
+/// Whether the tensor is compact in the layout's dimension order.
+bool LayoutOk(const PlanLayout& p, const TensorCheck& c, const DLTensor* t, const int64_t* strides);
+/// Any tensor against its check.
+bool FastTensor(const PlanLayout& p, const TensorCheck& c, const DLTensor* t, RunState* st);
+/// A scalar, tuple or optional value (anything but a present tensor); advances *i past the
+/// elements of a None tuple.
+bool FastOther(const PlanLayout& p, const Op& op, const KFFIAny* v, RunState* st, size_t* i);
+/// Whether a tensor argument is read-only while its parameter is `mut`.
+bool WritableMissing(const Op& op, const KFFIAny* v);
+/// Whether the values of ops [first, end) pass every check; on failure st->failed_op is the op.
+bool GeneralRun(const PlanLayout& p, RunState* st, size_t first);
+
 // ---- checks, messages and metadata (contract_explain.cc, metadata.cc) ------------------------
 
 /// What the explaining run found: the first failed check, where, and its message.

@@ -478,6 +478,12 @@ KFFI_DLL int KFFIContractCreate(const KFFIByteArray* name, const KFFIByteArray* 
 /** The check plan of contract (borrowed), valid while the contract lives; NULL (error raised) when
  * contract is not one. */
 KFFI_DLL const void* KFFIContractGetPlan(KFFIObjectHandle contract);
+/** Runs the checks of ops [first_op, end) of a check plan (KFFIContractGetPlan's, borrowed) over a
+ * call whose state (kffi/contract_plan.h's RunState, the kernel's inline check's) holds the checks
+ * so far: the part of a check that kernels do not inline (scalars, tuples, optionals, strided
+ * layouts, ...). Returns the index of the first op that fails, or -1 when all pass; raises
+ * nothing. */
+KFFI_DLL int32_t KFFIContractCheckFrom(const void* plan, void* state, int32_t first_op);
 /** Runs the explaining check over a call's arguments (borrowed), check by check in catalogue
  * order. When a check fails it returns -1 with that check's error raised (TypeError or ValueError,
  * the message of kffi/contract.h's catalogue) and, where given, *out_check (kffi/contract_plan.h's

@@ -126,6 +126,22 @@ inline std::string TextOf(const ObjectPtr<Object>& contract, int32_t what, int32
   return std::string(out.data, out.size);
 }
 
+/// Whether a C++ parameter of type T takes, as it is, every value that a contract lets through
+/// for it: a TensorView (its contract type can only be a tensor, which the check passes as a
+/// DLTensor* or a Tensor object, both TensorView's own) and a void* (an EnvStream or Stream
+/// parameter, an opaque pointer once ExpandArgs wrote the function's arguments). Functions whose
+/// parameters all are need no conversion code for the call.
+template <typename T>
+constexpr bool kTakesCheckedAsIs =
+    std::is_same_v<std::remove_cv_t<std::remove_reference_t<T>>, TensorView> ||
+    std::is_same_v<std::remove_cv_t<std::remove_reference_t<T>>, void*>;
+
+/// The value of a checked argument for a parameter of type T (kTakesCheckedAsIs<T>).
+template <typename T>
+KFFI_INLINE std::remove_cv_t<std::remove_reference_t<T>> Unchecked(const KFFIAny* v) {
+  return TypeTraits<std::remove_cv_t<std::remove_reference_t<T>>>::CopyFromAnyViewAfterCheck(v);
+}
+
 /// Moves a str the runtime returned into a std::string.
 inline std::string TakeString(KFFIAny* s) {
   String str(String::FromOwnedAny(*s));
@@ -323,7 +339,17 @@ class ContractFunctionObj : public FunctionObj {
  private:
   template <size_t... I>
   KFFI_INLINE void Invoke(const KFFIAny* args, KFFIAny* result, std::index_sequence<I...> seq) {
-    InvokeUnpacked<R, Args...>(callable_, args, result, this, seq);
+    if constexpr ((contract::kTakesCheckedAsIs<Args> && ...)) {
+      // Every argument is one its parameter takes as it is: no conversion path to compile.
+      (void)seq;
+      if constexpr (std::is_void_v<R>) {
+        callable_(contract::Unchecked<Args>(&args[I])...);
+      } else {
+        TypeTraitsNoCR<R>::MoveToAny(callable_(contract::Unchecked<Args>(&args[I])...), result);
+      }
+    } else {
+      InvokeUnpacked<R, Args...>(callable_, args, result, this, seq);
+    }
   }
 
   TCallable callable_;

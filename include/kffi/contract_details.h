@@ -1,21 +1,22 @@
 // include/kffi/contract_details.h: the per-call check of a contract: the plan (contract_plan.h)
 // run inline before the function, and the arguments the function receives.
 //
-// Only the check of a passing call lives here, compiled into each kernel: FastRun folds the
-// checks of a tensor into a few compares and only says whether everything passed. When it fails,
-// the runtime runs the plan again from scratch, check by check in catalogue order, and raises the
-// first failure with its message (KFFIContractExplain, src/contract_explain.cc). Both accept
-// exactly the same arguments: the predicates they share (BindBits, LayoutOk, StridesOf,
-// FastOther, WritableMissing) are the ones below, and tests/cpp/test_contract_fuzz.cc and the
-// fuzzer tests/fuzz/contract_fuzzer.cc hold the two runs to agreeing on every input.
+// Only the common path of a passing call's check is compiled into each kernel: FastRun folds the
+// checks of a tensor into a few compares (the leading run of same-rank tensors unrolled) and only
+// says whether everything passed. At the first op that is not a simple tensor (a scalar, a tuple,
+// an optional, a strided or ordered layout, ...) it hands the rest to the runtime in one call
+// (KFFIContractCheckFrom, src/contract_check.cc). When a check fails, the runtime runs the plan
+// again from scratch, check by check in catalogue order, and raises the first failure with its
+// message (KFFIContractExplain, src/contract_explain.cc). Both runs accept exactly the same
+// arguments: they share their predicates (BindBits here, the others in src/contract_check.cc), and
+// tests/cpp/test_contract_fuzz.cc and the fuzzer tests/fuzz/contract_fuzzer.cc hold them to
+// agreeing on every input.
 #ifndef KFFI_CONTRACT_DETAILS_H_
 #define KFFI_CONTRACT_DETAILS_H_
 
 #include <kffi/contract_plan.h>
 #include <kffi/tensor.h>
 
-#include <cfloat>
-#include <cmath>
 #include <cstring>
 
 // Unrolls the short per-dimension loops. nvcc's front end does not know the pragma (and would
@@ -29,18 +30,6 @@
 namespace kffi {
 namespace details {
 namespace contract {
-
-/// Per-call scratch. Only the members a passing call reads start initialised: the arrays (and
-/// failed_op) are written before they are read, so a call does not pay for clearing them.
-struct RunState {
-  const KFFIAny* frames[kMaxFrames];
-  int64_t values[kMaxSymbols];
-  int32_t site[kMaxSymbols];  // explaining run: the DimCheck that bound each symbol
-  uint64_t bound = 0;         // symbols bound so far (fast run: by kDimBindOrMatch only)
-  int32_t device_op = -1;     // the op of the first tensor seen, once a dynamic one is checked
-  int32_t device_id = 0;      // the device index all tensors share
-  int32_t failed_op;          // set by FastRun when it fails: the op it stopped at (-1: count)
-};
 
 // ---- the checks ----------------------------------------------------------------------------
 static_assert(kKFFITensorFlagReadOnly == 1, "the fast run shifts Op::mut into the flag's place");
@@ -84,43 +73,6 @@ KFFI_INLINE uint64_t DimsBits(const DimCheck* d, const int64_t* v, int32_t n, Ru
   for (int32_t i = 0; i < n; ++i) bad |= DimBits<kDynamic>(d[i], v[i], st);
   return bad;
 }
-KFFI_NOINLINE inline uint64_t DynamicDimsBits(const DimCheck* d, const int64_t* v, int32_t n,
-                                              RunState* st) {
-  return DimsBits<true>(d, v, n, st);
-}
-
-/// The strides (compact row-major ones in buf when the tensor has NULL strides).
-KFFI_INLINE const int64_t* StridesOf(const DLTensor* t, int64_t* buf) {
-  if (t->strides != nullptr) return t->strides;
-  uint64_t acc = 1;
-  for (int32_t i = t->ndim; i-- > 0;) {
-    buf[i] = static_cast<int64_t>(acc);
-    acc *= static_cast<uint64_t>(t->shape[i] > 1 ? t->shape[i] : 1);
-  }
-  return buf;
-}
-
-/// Whether the tensor is compact in the layout's dimension order. Dimensions of size 1 may have
-/// any stride, and a tensor without elements has every layout (as in PyTorch). NULL strides are
-/// compact row-major by definition (DLPack), whatever the shape holds: both runs ask this one
-/// function, so they agree even on shapes with negative sizes.
-inline bool LayoutOk(const PlanLayout& p, const TensorCheck& c, const DLTensor* t,
-                     const int64_t* strides) {
-  if (t->strides == nullptr && c.layout == kLayoutRowMajor) return true;
-  const int32_t* order = c.layout == kLayoutOrdered ? p.orders + c.order_begin : nullptr;
-  uint64_t expected = 1;
-  bool ok = true;
-  bool empty = false;
-  for (int32_t k = c.ndim; k-- > 0;) {
-    const int32_t d = order != nullptr ? order[k] : k;
-    const int64_t size = t->shape[d];
-    ok &= size == 1 || static_cast<uint64_t>(strides[d]) == expected;
-    empty |= size == 0;
-    expected *= static_cast<uint64_t>(size);
-  }
-  return ok || empty;
-}
-
 /// Mismatch bits of strides against compact row-major for shape sh (0: compact). Dimensions of
 /// size 1 may have any stride; whether the tensor is empty (every layout fits) is only asked
 /// after a mismatch. Unrolled where ndim is a constant.
@@ -143,40 +95,6 @@ KFFI_INLINE uint64_t RowMajorBitsOf(const int64_t* sh, const int64_t* strides, i
 /// The common `contiguous` check, in place: NULL strides, or compact row-major ones.
 KFFI_INLINE bool RowMajorOk(const DLTensor* t) {
   return t->strides == nullptr || RowMajorBitsOf(t->shape, t->strides, t->ndim) == 0;
-}
-
-/// The stride checks; false when one fails.
-KFFI_NOINLINE inline bool StridesOk(const PlanLayout& p, const TensorCheck& c, const DLTensor* t,
-                                    RunState* st) {
-  // NULL strides are compact row-major (DLPack).
-  if (t->strides == nullptr && c.layout != kLayoutOrdered && !c.has_strides) return true;
-  int64_t buf[kMaxNdim];
-  const int64_t* strides = StridesOf(t, buf);
-  if (c.layout != kLayoutAny && !LayoutOk(p, c, t, strides)) return false;
-  return !c.has_strides || DynamicDimsBits(p.dims + c.strides_begin, strides, c.ndim, st) == 0;
-}
-
-/// The rarer tensor checks, out of line: device type or dtype alternatives, and a device index
-/// reference that an Optional tensor may have set.
-KFFI_NOINLINE inline uint64_t ExtraBits(const PlanLayout& p, const TensorCheck& c,
-                                        const DLTensor* t, RunState* st) {
-  uint64_t bad = 0;
-  if (c.device_mask != 0 && c.device_type == 0) {
-    const uint32_t dt = static_cast<uint32_t>(t->device.device_type);
-    bad |= dt >= 64 || ((c.device_mask >> dt) & 1) == 0;
-  }
-  if (c.num_dtypes > 2) {
-    const uint32_t dtype = DtypeBits(t->dtype);
-    bool found = false;
-    for (uint16_t i = 0; i < c.num_dtypes; ++i) found |= p.dtypes[c.dtype_begin + i] == dtype;
-    bad |= !found;
-  }
-  if (c.ref == kRefDynamic) {
-    if (st->device_op >= 0) bad |= static_cast<uint32_t>(t->device.device_id ^ st->device_id);
-    st->device_op = 0;
-    st->device_id = t->device.device_id;
-  }
-  return bad;
 }
 
 /// The checks of a tensor that run without any call: align, byte_offset, ndim and one or two
@@ -236,90 +154,6 @@ KFFI_INLINE bool SimpleTensor(const PlanLayout& p, const TensorCheck& c, const D
   return bad == 0;
 }
 
-/// Any tensor.
-inline bool FastTensor(const PlanLayout& p, const TensorCheck& c, const DLTensor* t, RunState* st) {
-  uint64_t bad = HeadBits(c, t, st);
-  if (c.extra) bad |= ExtraBits(p, c, t, st);
-  if (bad != 0) return false;  // before reading shape[ndim - 1]
-  if (!c.dynamic_dims) {
-    bad = DimsBits<false>(p.dims + c.dims_begin, t->shape, c.ndim, st);
-  } else {
-    bad = DynamicDimsBits(p.dims + c.dims_begin, t->shape, c.ndim, st);
-  }
-  if (c.check_strides) {
-    bad |= c.layout == kLayoutRowMajor && !c.has_strides ? !RowMajorOk(t) : !StridesOk(p, c, t, st);
-  }
-  return bad == 0;
-}
-
-/// A scalar, tuple or optional value (anything but a present tensor); advances *i past the
-/// elements of a None tuple.
-inline bool FastOther(const PlanLayout& p, const Op& op, const KFFIAny* v, RunState* st,
-                      size_t* i) {
-  const int32_t type = v->type_index;
-  if (op.optional && type == kKFFINone) {
-    if (op.kind == kOpTuple) *i += static_cast<size_t>(op.skip);
-    return true;
-  }
-  switch (op.kind) {
-    case kOpTensor:
-      return false;  // not a tensor
-    case kOpInt: {
-      const ScalarCheck& s = p.scalars[op.spec];
-      return (type == kKFFIInt || type == kKFFIBool) &&
-             (s.range == kRangeNone || (v->v_int64 >= s.int_lo && v->v_int64 <= s.int_hi));
-    }
-    case kOpFloat: {
-      if (type != kKFFIFloat && type != kKFFIInt && type != kKFFIBool) return false;
-      const ScalarCheck& s = p.scalars[op.spec];
-      const double x = type == kKFFIFloat ? v->v_float64 : static_cast<double>(v->v_int64);
-      if (s.range == kRangeExplicit) return x >= s.float_lo && x <= s.float_hi;
-      return s.range == kRangeNone || !(std::fabs(x) > FLT_MAX && std::isfinite(x));
-    }
-    case kOpBool:
-      return type == kKFFIBool || type == kKFFIInt;
-    case kOpStream:
-      return type == kKFFIOpaquePtr || type == kKFFIInt || type == kKFFINone;
-    default: {  // kOpTuple
-      if (type != kKFFIArray && type != kKFFIList) return false;
-      auto* cell = static_cast<const KFFISeqCell*>(KFFIObjectGetCellPtr(v->v_obj));
-      st->frames[op.out_frame] = static_cast<const KFFIAny*>(cell->data);
-      return cell->size == op.spec;
-    }
-  }
-}
-
-/// Whether a tensor argument is read-only while its parameter is `mut` (tensor_flags is only
-/// meaningful on a tensor; a tuple element's stored value has 0 there).
-KFFI_INLINE bool WritableMissing(const Op& op, const KFFIAny* v) {
-  return op.mut != 0 && (v->tensor_flags & kKFFITensorFlagReadOnly) != 0;
-}
-
-/// Whether the values of ops [first, end) pass every check: any op, any value. On failure,
-/// st->failed_op is the op that failed.
-KFFI_NOINLINE inline bool GeneralRun(const PlanLayout& p, RunState* st, size_t first) {
-  const Op* ops = p.ops;
-  const size_t n = static_cast<size_t>(p.num_ops);
-  for (size_t i = first; i < n; ++i) {
-    const Op& op = ops[i];
-    const KFFIAny* v = st->frames[op.frame] + op.index;
-    const DLTensor* t = nullptr;
-    if (KFFI_LIKELY(op.kind == kOpTensor)) t = TensorOf(v);
-    bool ok;
-    const size_t at = i;
-    if (KFFI_LIKELY(t != nullptr)) {
-      ok = !WritableMissing(op, v) && FastTensor(p, p.tensors[op.spec], t, st);
-    } else {
-      ok = FastOther(p, op, v, st, &i);
-    }
-    if (KFFI_UNLIKELY(!ok)) {
-      st->failed_op = static_cast<int32_t>(at);
-      return false;
-    }
-  }
-  return true;
-}
-
 /// The first 8 bytes of a value: type_index, then tensor_flags (for a tensor argument).
 KFFI_INLINE uint64_t HeadOf(const KFFIAny* v) {
   uint64_t head;
@@ -344,7 +178,7 @@ KFFI_INLINE bool UniformRun(const PlanLayout& p, const KFFIAny* args, RunState* 
 
 /// Whether the call arguments pass every check. The loop handles the common ops (a call argument
 /// that is a tensor with a plain check, Op::simple) without making any call, so that everything
-/// stays in registers; at the first other op it hands the rest to GeneralRun.
+/// stays in registers; at the first other op it hands the rest to the runtime.
 KFFI_INLINE bool FastRun(const PlanLayout& p, const KFFIAny* args, int32_t num_args, RunState* st) {
   if (KFFI_UNLIKELY(num_args != p.num_args)) {
     st->failed_op = -1;
@@ -383,7 +217,10 @@ KFFI_INLINE bool FastRun(const PlanLayout& p, const KFFIAny* args, int32_t num_a
     } else if (op.simple && head == kKFFITensor) {
       t = KFFITensorGetDLTensorPtr(v->v_obj);
     } else {
-      return GeneralRun(p, st, i);
+      // Anything else (a scalar, a tuple, an optional, a strided or ordered layout, ...): the
+      // runtime checks the rest of the ops, in one call.
+      st->failed_op = KFFIContractCheckFrom(&p, st, static_cast<int32_t>(i));
+      return st->failed_op < 0;
     }
     if (KFFI_UNLIKELY(!SimpleTensor(p, p.tensors[op.spec], t, st))) {
       st->failed_op = static_cast<int32_t>(i);

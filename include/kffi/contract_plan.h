@@ -27,6 +27,8 @@ __attribute__((weak)) int KFFIModuleReportLoadError(const KFFIByteArray* kind,
 __attribute__((weak)) int KFFIContractCreate(const KFFIByteArray* name, const KFFIByteArray* text,
                                              int32_t plan_version, KFFIObjectHandle* out);
 __attribute__((weak)) const void* KFFIContractGetPlan(KFFIObjectHandle contract);
+__attribute__((weak)) int32_t KFFIContractCheckFrom(const void* plan, void* state,
+                                                    int32_t first_op);
 __attribute__((weak)) int KFFIContractExplain(KFFIObjectHandle contract, const KFFIAny* args,
                                               int32_t num_args, int32_t* out_check,
                                               int32_t* out_op);
@@ -187,6 +189,19 @@ struct PlanLayout {
   uint8_t has_env_stream;
   uint8_t has_stream;    // a Stream parameter (its argument is converted to a pointer)
   uint8_t needs_expand;  // has_env_stream || has_stream: ExpandArgs runs before the call
+};
+
+/// Per-call scratch of a check (the kernel's and the runtime's share it: part of the layout). Only
+/// the members a passing call reads start initialised: the arrays (and failed_op) are written
+/// before they are read, so a call does not pay for clearing them.
+struct RunState {
+  const KFFIAny* frames[kMaxFrames];
+  int64_t values[kMaxSymbols];
+  int32_t site[kMaxSymbols];  // explaining run: the DimCheck that bound each symbol
+  uint64_t bound = 0;         // symbols bound so far (fast run: by kDimBindOrMatch only)
+  int32_t device_op = -1;     // the op of the first tensor seen, once a dynamic one is checked
+  int32_t device_id = 0;      // the device index all tensors share
+  int32_t failed_op;          // set by FastRun when it fails: the op it stopped at (-1: count)
 };
 
 /// The bits of a dtype as the plan compares them.

@@ -122,6 +122,7 @@ KFFI_ABI_SIGNATURE(KFFIFunctionFormatSignature, int (*)(const char*, const char*
 KFFI_ABI_SIGNATURE(KFFIContractCreate,
                    int (*)(const ByteArray*, const ByteArray*, int32_t, Handle*));
 KFFI_ABI_SIGNATURE(KFFIContractGetPlan, const void* (*)(Handle));
+KFFI_ABI_SIGNATURE(KFFIContractCheckFrom, int32_t (*)(const void*, void*, int32_t));
 KFFI_ABI_SIGNATURE(KFFIContractExplain,
                    int (*)(Handle, const KFFIAny*, int32_t, int32_t*, int32_t*));
 KFFI_ABI_SIGNATURE(KFFIContractExpandArgs,

@@ -453,6 +453,94 @@ KFFI_DLL int KFFIModuleGetName(KFFIObjectHandle mod, KFFIAny* out);
  * in 0.3. */
 KFFI_DLL int KFFIModuleLoadObject(const KFFIByteArray* path, KFFIObjectHandle* out);
 
+/* ---------------------------------------------------------------------------------------------
+ * Export metadata and contracts (added in 0.3). The runtime writes the metadata JSON of exports
+ * and compiles contracts (parser, check planner, messages), so that kernel libraries carry only
+ * the per-call check: they read a compiled contract's check plan in the layout that
+ * kffi/contract_plan.h fixes (versioned there; not part of this header's freeze). The export
+ * macros reference these functions weakly: a library built with newer headers reports a clear
+ * error in an older runtime instead of failing to resolve them.
+ * ------------------------------------------------------------------------------------------- */
+
+/** The metadata of a plain export (KFFI_EXPORT*): *out is an owned str holding JSON {"name",
+ * "params": [{"name", "type"}], "return", "doc"}. name, doc and param_names are NUL-terminated
+ * (param_names comma separated, "" or fewer names than parameters: arg0, arg1, ...);
+ * param_types[num_params] and return_type are the C++ types as kffi spells them ("Tensor",
+ * "Optional<float>": such a parameter gets "default": null). All borrowed. */
+KFFI_DLL int KFFIExportGetMetadata(const char* name, const char* doc, const char* param_names,
+                                   const KFFIByteArray* param_types, int32_t num_params,
+                                   const KFFIByteArray* return_type, KFFIAny* out);
+/** The signature of a typed function as messages show it: *out is an owned str
+ * "name(a: int, arg1: str) -> None". Arguments as KFFIExportGetMetadata's (parameter names given
+ * for all parameters or for none: unnamed ones are arg0, arg1, ...). */
+KFFI_DLL int KFFIFunctionFormatSignature(const char* name, const char* param_names,
+                                         const KFFIByteArray* param_types, int32_t num_params,
+                                         const KFFIByteArray* return_type, KFFIAny* out);
+/** Compiles the contract text (borrowed; grammar in kffi/contract.h) of the function name
+ * (borrowed): *out is an owned contract object (type key "kffi.Contract") whose check plan is laid
+ * out as plan_version (kffi/contract_plan.h's kPlanLayoutVersion) says. A malformed contract is a
+ * ValueError "Invalid contract for `name` at column N: ..."; a plan_version this runtime does not
+ * build is a RuntimeError. */
+KFFI_DLL int KFFIContractCreate(const KFFIByteArray* name, const KFFIByteArray* text,
+                                int32_t plan_version, KFFIObjectHandle* out);
+/** The check plan of contract (borrowed), valid while the contract lives; NULL (error raised) when
+ * contract is not one. */
+KFFI_DLL const void* KFFIContractGetPlan(KFFIObjectHandle contract);
+/** Runs the checks of ops [first_op, end) of a check plan (KFFIContractGetPlan's, borrowed) over a
+ * call whose state (kffi/contract_plan.h's RunState, the kernel's inline check's) holds the checks
+ * so far: the part of a check that kernels do not inline (scalars, tuples, optionals, strided
+ * layouts, ...). Returns the index of the first op that fails, or -1 when all pass; raises
+ * nothing. */
+KFFI_DLL int32_t KFFIContractCheckFrom(const void* plan, void* state, int32_t first_op);
+/** Runs the explaining check over a call's arguments (borrowed), check by check in catalogue
+ * order. When a check fails it returns -1 with that check's error raised (TypeError or ValueError,
+ * the message of kffi/contract.h's catalogue) and, where given, *out_check (kffi/contract_plan.h's
+ * Check number) and *out_op (the op that failed, -1 for the argument count) set. When every check
+ * passes it returns 0 with *out_check = 0, except with out_check NULL (a kernel whose inline check
+ * failed asks why): then it raises an InternalError, as the two checks disagree. */
+KFFI_DLL int KFFIContractExplain(KFFIObjectHandle contract, const KFFIAny* args, int32_t num_args,
+                                 int32_t* out_check, int32_t* out_op);
+/** Checks that a C++ function whose parameter types (borrowed; spelled as kffi spells them, one
+ * per contract parameter, EnvStream ones included) can take what contract lets through; a
+ * ValueError "Invalid contract for `name`: ..." otherwise. */
+KFFI_DLL int KFFIContractCheckSignature(KFFIObjectHandle contract, const KFFIByteArray* param_types,
+                                        int32_t num_params);
+/** The metadata of an export with this contract: *out is an owned str holding the JSON of a plain
+ * export's keys plus "contract", the parameters' structured fields, "outputs", "symbols",
+ * "env_stream" and "mutates" (kffi/contract.h). return_type and doc borrowed. */
+KFFI_DLL int KFFIContractGetMetadata(KFFIObjectHandle contract, const KFFIByteArray* return_type,
+                                     const KFFIByteArray* doc, KFFIAny* out);
+/** The arguments of the function behind contract for a call whose check passed: out[i] for each
+ * function parameter (EnvStream ones included): the call argument, with the current environment
+ * stream (KFFIEnvGetStream of the first non-CPU tensor's device, else the first tensor's) in place
+ * of each EnvStream parameter and each Stream argument as an opaque pointer (an int handle's bits,
+ * None as NULL). A NULL pointer is None when null_as_none is nonzero. frames are the check's value
+ * frames (kffi/contract_details.h's RunState::frames; frames[0] the call arguments), borrowed. */
+KFFI_DLL int KFFIContractExpandArgs(KFFIObjectHandle contract, const KFFIAny* const* frames,
+                                    int32_t null_as_none, KFFIAny* out);
+/** Texts of a contract, for KFFIContractGetText's what: */
+#define kKFFIContractTextName 0        /* the function's name */
+#define kKFFIContractTextSource 1      /* the contract text */
+#define kKFFIContractTextSignature 2   /* "name(a: Tensor([n], float32), s: int32)" */
+#define kKFFIContractTextParamName 3   /* call parameter #index's name */
+#define kKFFIContractTextParamType 4   /* call parameter #index's type as written */
+#define kKFFIContractTextOutputDtype 5 /* output #index's dtype as written ("float16|bfloat16") */
+#define kKFFIContractTextSymbol 6      /* the name of symbol slot #index */
+/** *out points at a text of contract (valid while the contract lives; not NUL-terminated).
+ * An index out of range is an IndexError. */
+KFFI_DLL int KFFIContractGetText(KFFIObjectHandle contract, int32_t what, int32_t index,
+                                 KFFIByteArray* out);
+/** *out_slot is the slot of the symbol named symbol (borrowed), or -1 when the contract binds no
+ * such symbol. */
+KFFI_DLL int KFFIContractFindSymbol(KFFIObjectHandle contract, const KFFIByteArray* symbol,
+                                    int32_t* out_slot);
+/** The shape of output #output from symbol values (values[slot] for each slot whose bit is set in
+ * bound): out_shape (room for 32 dimensions) and *out_ndim. An unbound symbol, a division by zero
+ * or an int64 overflow is a ValueError, an output that does not exist an IndexError. */
+KFFI_DLL int KFFIContractGetOutputShape(KFFIObjectHandle contract, int64_t output,
+                                        const int64_t* values, uint64_t bound, int64_t* out_shape,
+                                        int32_t* out_ndim);
+
 #ifdef __cplusplus
 }  // extern "C"
 #endif

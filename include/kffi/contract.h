@@ -1,6 +1,6 @@
 // include/kffi/contract.h: contracts: a declared signature whose check plan runs before a function.
 //
-// A contract says what a function accepts, in text (grammar in contract_parser.h):
+// A contract says what a function accepts, in text (the grammar follows):
 //   "x: Tensor([n, m], float16|bfloat16, device=cuda, align=16, contiguous),
 //    y: Tensor([n, m], float32, mut), scale: float[0.0, 1.0], stream: EnvStream
 //    -> Tensor([n * 2, m], float32); n: int32 % 16"
@@ -19,6 +19,31 @@
 // from an opaque pointer, an int (a raw handle) or None (NULL, the default stream). Outputs are
 // declared for framework integration (Contract::OutputShapes, the metadata's "outputs").
 //
+// The grammar (whitespace is free; commas inside brackets and parentheses never split):
+//   contract := [param {"," param}] ["->" output {"," output}] [";" symbol {"," symbol}]
+//   param    := NAME ":" type
+//   type     := "Tensor" "(" "[" [dim {"," dim}] "]" "," dtypes {"," option} ")"
+//             | scalar ["[" number "," number "]"]        (an inclusive range, finite)
+//             | "Optional" "[" type "]" | "Tuple" "[" type {"," type} "]"
+//             | "Stream" | "EnvStream"
+//   scalar   := "int" | "int32" | "int64" | "float" | "float32" | "float64" | "bool"
+//   dim      := INT | NAME                                 (a literal or a symbol)
+//   dtypes   := "*" | DTYPE {"|" DTYPE}                    (standard names: float32, int8x4, ...)
+//   option   := "device" "=" DEVICE {"|" DEVICE} | "align" "=" INT | "offset0" | "contiguous"
+//             | "row_major" | "col_major" | "stride_order" "=" "(" INT {"," INT} ")"
+//             | "strides" "=" "[" dim {"," dim} "]" | "mut"
+//   output   := [NAME ":"] "Tensor" "(" "[" [expr {"," expr}] "]" "," dtypes {"," option} ")"
+//   expr     := integer expression of INT and NAME with + - * // % unary - and parentheses
+//   symbol   := NAME [":" ("int32" | "int64")] ["%" INT]
+// `mut` is not allowed on outputs or inside a Tuple (stored tuple elements carry no read-only
+// flag). Limits (contract_plan.h): the text is at most 64 KiB, Optional/Tuple nest at most 16 deep,
+// parentheses and unary minus at most 32, a tensor has at most 32 dimensions, a contract at most
+// 64 symbols.
+//
+// Where it runs: the runtime (libkffi) parses and plans a contract once, when the library loads
+// (KFFIContractCreate), writes its metadata and explains failed checks; the kernel runs the plan
+// inline on every call (contract_details.h, in the layout of contract_plan.h).
+//
 // The message catalogue (the parameter first, then what was expected and what was received, then
 // the signature once; `k` is the argument's position, a tuple element says "in argument #k"):
 //   count        TypeError   f: expected 2 arguments, got 1 (`f(a: ..., b: ...)`)
@@ -27,10 +52,12 @@
 //                            x[1]: expected Tensor, got int (in argument #0 of `SIG`)
 //   writable     ValueError  y: expected a writable tensor (the parameter is declared `mut`),
 //                            got a read-only tensor (argument #0 of `SIG`)
-//   alignment    ValueError  a: expected data aligned to 16 bytes, got data aligned to 4 bytes
-//   (...) device index ValueError  b.device.index: expected 0 (as a.device.index), got 1 (...) ndim
-//   ValueError  x.ndim: expected 2, got 3 (...) device type  ValueError  x.device: expected cuda,
-//   got cpu (...) dtype        ValueError  x.dtype: expected float16|bfloat16, got float32 (...)
+//   alignment    ValueError  a: expected data aligned to 16 bytes, got data aligned to 4
+//                            bytes (...)
+//   device index ValueError  b.device.index: expected 0 (as a.device.index), got 1 (...)
+//   ndim         ValueError  x.ndim: expected 2, got 3 (...)
+//   device type  ValueError  x.device: expected cuda, got cpu (...)
+//   dtype        ValueError  x.dtype: expected float16|bfloat16, got float32 (...)
 //   byte_offset  ValueError  x.byte_offset: expected 0, got 64 (...)
 //   literal dim  ValueError  x.shape[0]: expected 2, got 3 (...)
 //   width        ValueError  a.shape[0]: expected n in int32 range [-2147483648, 2147483647],
@@ -55,7 +82,6 @@
 #include <kffi/function.h>
 
 #include <initializer_list>
-#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -67,204 +93,59 @@ namespace kffi {
 namespace details {
 namespace contract {
 
-[[noreturn]] KFFI_NOINLINE inline void ThrowInvalidContract(std::string_view name,
-                                                            std::string_view text,
-                                                            const SyntaxError& e) {
-  std::string msg = "Invalid contract for `" + std::string(name) + "` at column " +
-                    std::to_string(e.pos + 1) + ": " + e.what;
-  // The text and a caret under the column: an excerpt of at most 60 bytes before it and 20
-  // after, so that a long (or hostile) text keeps the message short.
-  const size_t pos = e.pos < text.size() ? e.pos : text.size();
-  const size_t from = pos > 60 ? pos - 60 : 0;
-  std::string_view excerpt = text.substr(from, pos - from + 20);
-  if (excerpt.find('\n') == std::string_view::npos) {
-    const std::string head = from > 0 ? "..." : "";
-    const std::string tail = from + excerpt.size() < text.size() ? "..." : "";
-    msg += "\n  " + head + std::string(excerpt) + tail + "\n  " +
-           std::string(head.size() + pos - from, ' ') + "^";
+/// A compiled contract: parsed and planned by the runtime (KFFIContractCreate), which keeps it
+/// until *out is released. Throws the runtime's error (ValueError for a malformed contract).
+inline ObjectPtr<Object> Compile(std::string_view name, std::string_view text) {
+#if defined(__GNUC__) && !defined(_WIN32) && !defined(KFFI_BUILDING_RUNTIME)
+  if (&KFFIContractCreate == nullptr) {
+    throw Error("RuntimeError", "Cannot compile the contract of `" + std::string(name) +
+                                    "`: the kffi runtime in this process is older than 0.3 and "
+                                    "has no contract compiler (KFFIContractCreate)");
   }
-  throw Error("ValueError", msg);
+#endif
+  KFFIByteArray n = ToByteArray(name.data(), name.size());
+  KFFIByteArray t = ToByteArray(text.data(), text.size());
+  KFFIObjectHandle h = nullptr;
+  if (KFFIContractCreate(&n, &t, kPlanLayoutVersion, &h) != 0) ThrowRaisedError(-1);
+  return ObjectUnsafe::FromOwnedHandle<Object>(h);
 }
 
-/// Parses and plans; a malformed contract is a ValueError naming the column.
-inline std::shared_ptr<const Plan> MakePlan(std::string_view name, std::string_view text) {
-  auto plan = std::make_shared<Plan>();
-  plan->name = std::string(name);
-  plan->text = std::string(text);
-  try {
-    plan->ast = Parser(plan->text).Parse();
-    PlanBuilder(plan.get()).Build();
-  } catch (const SyntaxError& e) {
-    ThrowInvalidContract(name, text, e);
-  }
-  return plan;
+/// The plan of a compiled contract.
+inline const PlanLayout* PlanOf(const ObjectPtr<Object>& contract) {
+  const void* p = KFFIContractGetPlan(ObjectUnsafe::GetHandle(contract));
+  if (p == nullptr) ThrowRaisedError(-1);
+  return static_cast<const PlanLayout*>(p);
 }
 
-/// Whether a C++ parameter type (its TypeStr) can receive values of a contract type.
-inline bool CppTypeFits(const TypeAst& t, std::string_view cpp, bool outer = true) {
-  auto starts = [&](std::string_view prefix) { return cpp.substr(0, prefix.size()) == prefix; };
-  if (cpp == Sv("Any")) return true;
-  // An Optional C++ parameter takes any value of the contract type; a plain one no None.
-  if (outer && starts("Optional<") && cpp.back() == '>') {
-    return CppTypeFits(t, cpp.substr(9, cpp.size() - 10), false);
+/// A text of a compiled contract (kKFFIContractText*).
+inline std::string TextOf(const ObjectPtr<Object>& contract, int32_t what, int32_t index = 0) {
+  KFFIByteArray out{nullptr, 0};
+  if (KFFIContractGetText(ObjectUnsafe::GetHandle(contract), what, index, &out) != 0) {
+    ThrowRaisedError(-1);
   }
-  if (outer && t.optional) return false;
-  switch (t.kind) {
-    case Kind::kTensor:
-      return cpp == Sv("Tensor");
-    case Kind::kInt:
-      return starts("int") || starts("uint");
-    case Kind::kFloat:
-      return cpp == Sv("float") || cpp == Sv("float32");
-    case Kind::kBool:
-      return cpp == Sv("bool");
-    case Kind::kTuple:
-      return starts("Tuple<") || starts("Array<") || starts("List<");
-    default:  // kStream, kEnvStream
-      return cpp == Sv("void*");
-  }
+  return std::string(out.data, out.size);
 }
 
-/// Checks that the C++ function can take what the contract lets through.
-inline void CheckCppSignature(const Plan& p, const std::vector<std::string>& cpp) {
-  auto fail = [&](const std::string& why) {
-    throw Error("ValueError", "Invalid contract for `" + p.name + "`: " + why);
-  };
-  if (cpp.size() != p.fn_src.size()) {
-    fail("it declares " + std::to_string(p.fn_src.size()) +
-         " parameters (EnvStream included) but the C++ function takes " +
-         std::to_string(cpp.size()));
-  }
-  for (size_t i = 0; i < cpp.size(); ++i) {
-    const ParamAst& param = p.ast.params[i];
-    if (!CppTypeFits(param.type, cpp[i])) {
-      fail("parameter #" + std::to_string(i) + " `" + param.text +
-           "` cannot be passed to the C++ parameter of type `" + cpp[i] + "`");
-    }
-  }
+/// Whether a C++ parameter of type T takes, as it is, every value that a contract lets through
+/// for it: a TensorView (its contract type can only be a tensor, which the check passes as a
+/// DLTensor* or a Tensor object, both TensorView's own) and a void* (an EnvStream or Stream
+/// parameter, an opaque pointer once ExpandArgs wrote the function's arguments). Functions whose
+/// parameters all are need no conversion code for the call.
+template <typename T>
+constexpr bool kTakesCheckedAsIs =
+    std::is_same_v<std::remove_cv_t<std::remove_reference_t<T>>, TensorView> ||
+    std::is_same_v<std::remove_cv_t<std::remove_reference_t<T>>, void*>;
+
+/// The value of a checked argument for a parameter of type T (kTakesCheckedAsIs<T>).
+template <typename T>
+KFFI_INLINE std::remove_cv_t<std::remove_reference_t<T>> Unchecked(const KFFIAny* v) {
+  return TypeTraits<std::remove_cv_t<std::remove_reference_t<T>>>::CopyFromAnyViewAfterCheck(v);
 }
 
-/// Evaluates an output-shape expression (reverse Polish notation) with a stack: the one
-/// evaluator of contract shapes. value_of(symbol) gives a bound symbol's value or nullopt; a
-/// problem (an unbound symbol, a division by zero, an int64 overflow) is a ValueError whose
-/// message starts with `what`.
-template <typename ValueOf>
-int64_t EvalRpn(const std::vector<RpnToken>& rpn, const ValueOf& value_of,
-                const std::string& what) {
-  auto fail = [&](const std::string& why) { KFFI_THROW(ValueError) << what << why; };
-  std::vector<int64_t> stack;
-  stack.reserve(rpn.size());
-  for (const RpnToken& t : rpn) {
-    if (t.op == RpnToken::kLit) {
-      stack.push_back(t.value);
-      continue;
-    }
-    if (t.op == RpnToken::kSym) {
-      std::optional<int64_t> v = value_of(t.symbol);
-      if (!v.has_value()) fail("symbol `" + t.symbol + "` is not bound");
-      stack.push_back(*v);
-      continue;
-    }
-    const size_t arity = t.op == RpnToken::kNeg ? 1 : 2;
-    if (stack.size() < arity) fail("malformed expression");  // the parser never makes one
-    const int64_t c = stack.back();
-    if (t.op == RpnToken::kNeg) {
-      if (c == INT64_MIN) fail("int64 overflow");
-      stack.back() = -c;
-      continue;
-    }
-    stack.pop_back();
-    const int64_t a = stack.back();
-    int64_t r = 0;
-    bool overflow = false;
-    switch (t.op) {
-      case RpnToken::kAdd:
-        overflow = __builtin_add_overflow(a, c, &r);
-        break;
-      case RpnToken::kSub:
-        overflow = __builtin_sub_overflow(a, c, &r);
-        break;
-      case RpnToken::kMul:
-        overflow = __builtin_mul_overflow(a, c, &r);
-        break;
-      default:  // floor division and modulo, as Python's // and %
-        if (c == 0) fail(t.op == RpnToken::kMod ? "modulo by zero" : "division by zero");
-        if (a == INT64_MIN && c == -1) {
-          if (t.op == RpnToken::kFloorDiv) fail("int64 overflow");
-          r = 0;
-          break;
-        }
-        r = t.op == RpnToken::kFloorDiv ? a / c : a % c;
-        if (a % c != 0 && ((a < 0) != (c < 0))) r += t.op == RpnToken::kFloorDiv ? -1 : c;
-    }
-    if (overflow) fail("int64 overflow");
-    stack.back() = r;
-  }
-  if (stack.size() != 1) fail("malformed expression");
-  return stack.back();
-}
-
-/// The "kind" of a contract type in metadata.
-inline const char* KindName(Kind k) {
-  switch (k) {
-    case Kind::kTensor:
-      return "tensor";
-    case Kind::kInt:
-      return "int";
-    case Kind::kFloat:
-      return "float";
-    case Kind::kBool:
-      return "bool";
-    case Kind::kTuple:
-      return "tuple";
-    default:
-      return "stream";
-  }
-}
-
-/// A type's structured fields in metadata: kind, optional, and per kind: a tensor's shape (ints
-/// and symbol names), dtypes (names; empty: any), device (its text, e.g. "cuda" or "cpu|cuda";
-/// null: any) and mutable; a scalar's range ([lo, hi], when declared); a tuple's elems (each
-/// with "type" and these fields). Optional and Stream parameters take None: "default": null.
-inline void WriteTypeFields(JsonWriter* w, const TypeAst& t) {
-  w->Field("kind", KindName(t.kind)).Key("optional").Bool(t.optional);
-  if (t.optional || t.kind == Kind::kStream) w->Key("default").Null();
-  if (t.kind == Kind::kTensor) {
-    const TensorAst& ts = t.tensor;
-    w->Key("shape").BeginArray();
-    for (const DimAst& d : ts.shape) {
-      if (d.is_symbol) {
-        w->String(d.symbol);
-      } else {
-        w->Int(d.literal);
-      }
-    }
-    w->EndArray().Key("dtypes").BeginArray();
-    for (DLDataType dt : ts.dtypes) w->String(DataTypeToString(dt));
-    w->EndArray().Key("device");
-    if (ts.device_text.empty()) {
-      w->Null();
-    } else {
-      w->String(ts.device_text);
-    }
-    w->Key("mutable").Bool(ts.mut);
-  } else if (t.has_range) {
-    w->Key("range").BeginArray();
-    if (t.kind == Kind::kInt) {
-      w->Int(t.int_lo).Int(t.int_hi);
-    } else {
-      w->Double(t.float_lo).Double(t.float_hi);
-    }
-    w->EndArray();
-  } else if (t.kind == Kind::kTuple) {
-    w->Key("elems").BeginArray();
-    for (const TypeAst& e : t.elems) {  // nesting is bounded by the parser (kMaxTypeDepth)
-      w->BeginObject().Field("type", e.text);
-      WriteTypeFields(w, e);
-      w->EndObject();
-    }
-    w->EndArray();
-  }
+/// Moves a str the runtime returned into a std::string.
+inline std::string TakeString(KFFIAny* s) {
+  String str(String::FromOwnedAny(*s));
+  return std::string(str.view());
 }
 
 }  // namespace contract
@@ -276,16 +157,17 @@ class ContractBindings {
  public:
   /// The symbol's value, or nullopt when it is unbound (e.g. only in a None optional tensor).
   std::optional<int64_t> Get(std::string_view symbol) const {
-    int32_t slot = plan_->SlotOf(symbol);
+    int32_t slot = SlotOf(symbol);
     if (slot < 0 || ((bound_ >> slot) & 1) == 0) return std::nullopt;
     return values_[static_cast<size_t>(slot)];
   }
   /// Sets a symbol; a name the contract does not bind is a KeyError.
   void Set(std::string_view symbol, int64_t value) {
-    int32_t slot = plan_->SlotOf(symbol);
+    int32_t slot = SlotOf(symbol);
     if (slot < 0) {
-      KFFI_THROW(KeyError) << "The contract of `" << plan_->name << "` has no symbol `" << symbol
-                           << "`";
+      KFFI_THROW(KeyError) << "The contract of `"
+                           << details::contract::TextOf(contract_, kKFFIContractTextName)
+                           << "` has no symbol `" << symbol << "`";
     }
     values_[static_cast<size_t>(slot)] = value;
     bound_ |= UINT64_C(1) << slot;
@@ -293,9 +175,17 @@ class ContractBindings {
 
  private:
   friend class Contract;
-  explicit ContractBindings(std::shared_ptr<const details::contract::Plan> plan)
-      : plan_(std::move(plan)), values_(plan_->symbols.size(), 0) {}
-  std::shared_ptr<const details::contract::Plan> plan_;
+  ContractBindings(ObjectPtr<Object> contract, size_t num_symbols)
+      : contract_(std::move(contract)), values_(num_symbols, 0) {}
+  int32_t SlotOf(std::string_view symbol) const {
+    KFFIByteArray s = details::ToByteArray(symbol.data(), symbol.size());
+    int32_t slot = -1;
+    if (KFFIContractFindSymbol(details::ObjectUnsafe::GetHandle(contract_), &s, &slot) != 0) {
+      details::ThrowRaisedError(-1);
+    }
+    return slot;
+  }
+  ObjectPtr<Object> contract_;
   std::vector<int64_t> values_;
   uint64_t bound_ = 0;
 };
@@ -306,36 +196,36 @@ class Contract {
   /// Parses text for the function `name`; a malformed contract is a ValueError:
   /// "Invalid contract for `scale` at column 17: expected `]`" (then the text and a caret).
   static Contract Parse(std::string_view name, std::string_view text) {
-    return Contract(details::contract::MakePlan(name, text));
+    return Contract(details::contract::Compile(name, text));
   }
 
-  const std::string& name() const { return plan_->name; }
-  const std::string& text() const { return plan_->text; }
+  std::string name() const { return Text(kKFFIContractTextName); }
+  std::string text() const { return Text(kKFFIContractTextSource); }
   /// The call signature as messages show it: `name(a: Tensor([n], float32), s: int32)`.
-  const std::string& signature() const { return plan_->signature; }
+  std::string signature() const { return Text(kKFFIContractTextSignature); }
   /// Number of call arguments (EnvStream parameters are not arguments).
   int32_t num_args() const { return plan_->num_args; }
   /// Names and types (as written) of the call parameters.
   std::vector<std::pair<std::string, std::string>> params() const {
     std::vector<std::pair<std::string, std::string>> out;
-    for (size_t i : plan_->call_params) {
-      out.emplace_back(plan_->ast.params[i].name, plan_->ast.params[i].type_text);
+    for (int32_t i = 0; i < plan_->num_args; ++i) {
+      out.emplace_back(Text(kKFFIContractTextParamName, i), Text(kKFFIContractTextParamType, i));
     }
     return out;
   }
-  size_t num_outputs() const { return plan_->ast.outputs.size(); }
+  size_t num_outputs() const { return static_cast<size_t>(plan_->num_outputs); }
 
   /// Checks packed arguments (borrowed) as a call would; throws the first failure, else returns
   /// the symbols' values.
   ContractBindings Check(const KFFIAny* args, int32_t num_args) const {
     details::contract::RunState st;
     details::contract::Run(*plan_, args, num_args, &st);
-    ContractBindings out(plan_);
+    ContractBindings out(obj_, static_cast<size_t>(plan_->num_symbols));
     const uint64_t bound = st.bound | plan_->static_bound;
-    for (size_t i = 0; i < plan_->symbols.size(); ++i) {
+    for (size_t i = 0; i < out.values_.size(); ++i) {
       if ((bound >> i) & 1) out.values_[i] = st.values[i];
     }
-    out.bound_ = st.bound | plan_->static_bound;
+    out.bound_ = bound;
     return out;
   }
   /// Check with C++ values (passed as borrowed views).
@@ -346,26 +236,21 @@ class Contract {
   }
   /// Bindings given by hand: Bind({{"n", 4}, {"m", 8}}).
   ContractBindings Bind(std::initializer_list<std::pair<std::string_view, int64_t>> values) const {
-    ContractBindings out(plan_);
+    ContractBindings out(obj_, static_cast<size_t>(plan_->num_symbols));
     for (const auto& kv : values) out.Set(kv.first, kv.second);
     return out;
   }
 
   /// The shape of output i from the symbols; ValueError for an unbound symbol, a division by
-  /// zero or an int64 overflow.
+  /// zero or an int64 overflow (IndexError for an output that does not exist).
   std::vector<int64_t> OutputShape(size_t i, const ContractBindings& b) const {
-    if (i >= num_outputs()) {
-      KFFI_THROW(IndexError) << "Output #" << i << " out of range: `" << name() << "` declares "
-                             << num_outputs() << " outputs";
+    int64_t dims[details::contract::kMaxNdim];
+    int32_t ndim = 0;
+    if (KFFIContractGetOutputShape(Handle(), static_cast<int64_t>(i), b.values_.data(), b.bound_,
+                                   dims, &ndim) != 0) {
+      details::ThrowRaisedError(-1);
     }
-    const std::string what =
-        "Cannot evaluate the shape of output #" + std::to_string(i) + " of `" + name() + "`: ";
-    auto value_of = [&b](const std::string& symbol) { return b.Get(symbol); };
-    std::vector<int64_t> out;
-    for (const auto& rpn : plan_->ast.outputs[i].tensor.shape_rpn) {
-      out.push_back(details::contract::EvalRpn(rpn, value_of, what));
-    }
-    return out;
+    return std::vector<int64_t>(dims, dims + ndim);
   }
   std::vector<std::vector<int64_t>> OutputShapes(const ContractBindings& b) const {
     std::vector<std::vector<int64_t>> out;
@@ -373,65 +258,26 @@ class Contract {
     return out;
   }
   /// The dtype of output i as written ("float32", or alternatives "float16|bfloat16").
-  const std::string& OutputDtype(size_t i) const {
-    return plan_->ast.outputs.at(i).tensor.dtype_text;
+  std::string OutputDtype(size_t i) const {
+    return Text(kKFFIContractTextOutputDtype, static_cast<int32_t>(i));
   }
 
   /// The export metadata: {"name", "params": [{"name", "type", "kind", "optional", ...}],
   /// "return", "doc", "contract", "outputs": [{"name", "type", "shape": [expr...], "shape_rpn":
   /// [[token...]...], "dtype"}], "symbols": [{"name", "width", "divisibility"}], "env_stream",
-  /// "mutates": [param...]}. A param's structured fields are WriteTypeFields's; an output's
-  /// shape_rpn has one token list per dimension: ints, symbol names and the operators "+", "-",
-  /// "*", "//", "%" (Python's semantics) and "neg".
+  /// "mutates": [param...]}. A param's structured fields: "kind" ("tensor", "int", "float",
+  /// "bool", "tuple", "stream"), "optional", and per kind: a tensor's "shape" (ints and symbol
+  /// names), "dtypes" (names; empty: any), "device" (its text, e.g. "cuda" or "cpu|cuda"; null:
+  /// any) and "mutable"; a scalar's "range" ([lo, hi], when declared); a tuple's "elems" (each
+  /// with "type" and these fields). Optional and Stream parameters take None: "default": null.
+  /// An output's shape_rpn has one token list per dimension: ints, symbol names and the
+  /// operators "+", "-", "*", "//", "%" (Python's semantics) and "neg".
   std::string MetadataJson(const std::string& return_type, const std::string& doc) const {
-    using details::contract::RpnToken;
-    const auto& p = *plan_;
-    details::JsonWriter w;
-    w.BeginObject().Field("name", p.name).Key("params").BeginArray();
-    for (size_t i : p.call_params) {
-      const details::contract::ParamAst& param = p.ast.params[i];
-      w.BeginObject().Field("name", param.name).Field("type", param.type_text);
-      details::contract::WriteTypeFields(&w, param.type);
-      w.EndObject();
-    }
-    w.EndArray().Field("return", return_type).Field("doc", doc).Field("contract", p.text);
-    w.Key("outputs").BeginArray();
-    for (const details::contract::OutputAst& o : p.ast.outputs) {
-      w.BeginObject().Field("name", o.name).Field("type", o.type_text).Key("shape").BeginArray();
-      for (const std::string& text : o.tensor.shape_texts) w.String(text);
-      w.EndArray().Key("shape_rpn").BeginArray();
-      for (const auto& rpn : o.tensor.shape_rpn) {
-        w.BeginArray();
-        for (const RpnToken& t : rpn) {
-          if (t.op == RpnToken::kLit) {
-            w.Int(t.value);
-          } else if (t.op == RpnToken::kSym) {
-            w.String(t.symbol);
-          } else {
-            w.String(details::contract::RpnOpName(t.op));
-          }
-        }
-        w.EndArray();
-      }
-      w.EndArray().Field("dtype", o.tensor.dtype_text).EndObject();
-    }
-    w.EndArray().Key("symbols").BeginArray();
-    for (const details::contract::SymbolInfo& sym : p.symbols) {
-      w.BeginObject()
-          .Field("name", sym.name)
-          .Field("width", sym.bits == 32 ? "int32" : "int64")
-          .Key("divisibility")
-          .Int(sym.divisibility)
-          .EndObject();
-    }
-    w.EndArray().Key("env_stream").Bool(p.has_env_stream).Key("mutates").BeginArray();
-    for (size_t i : p.call_params) {
-      const details::contract::TypeAst& t = p.ast.params[i].type;
-      if (t.kind == details::contract::Kind::kTensor && t.tensor.mut)
-        w.String(p.ast.params[i].name);
-    }
-    w.EndArray().EndObject();
-    return w.Take();
+    KFFIByteArray r = details::ToByteArray(return_type.data(), return_type.size());
+    KFFIByteArray d = details::ToByteArray(doc.data(), doc.size());
+    KFFIAny out;
+    if (KFFIContractGetMetadata(Handle(), &r, &d, &out) != 0) details::ThrowRaisedError(-1);
+    return details::contract::TakeString(&out);
   }
 
   /// A function that checks each call against this contract, then calls f with the arguments
@@ -439,13 +285,21 @@ class Contract {
   inline Function Wrap(Function f, const char* file = __builtin_FILE(),
                        int line = __builtin_LINE()) const;
 
-  /// The plan (for the function objects).
-  const std::shared_ptr<const details::contract::Plan>& plan() const { return plan_; }
+  /// The check plan (for the function objects), valid while this contract lives.
+  const details::contract::PlanLayout* plan() const { return plan_; }
+  /// The runtime's contract object (borrowed).
+  KFFIObjectHandle Handle() const { return details::ObjectUnsafe::GetHandle(obj_); }
+  const ObjectPtr<Object>& object() const { return obj_; }
 
  private:
-  explicit Contract(std::shared_ptr<const details::contract::Plan> plan) : plan_(std::move(plan)) {}
+  explicit Contract(ObjectPtr<Object> obj)
+      : obj_(std::move(obj)), plan_(details::contract::PlanOf(obj_)) {}
+  std::string Text(int32_t what, int32_t index = 0) const {
+    return details::contract::TextOf(obj_, what, index);
+  }
 
-  std::shared_ptr<const details::contract::Plan> plan_;
+  ObjectPtr<Object> obj_;
+  const details::contract::PlanLayout* plan_;
 };
 
 namespace details {
@@ -454,21 +308,21 @@ namespace details {
 template <typename TCallable, typename R, typename... Args>
 class ContractFunctionObj : public FunctionObj {
  public:
-  ContractFunctionObj(TCallable f, std::shared_ptr<const contract::Plan> plan, FunctionSource src)
-      : callable_(std::move(f)), plan_(std::move(plan)), source_(std::move(src)) {
+  ContractFunctionObj(TCallable f, const Contract& c, FunctionSource src)
+      : callable_(std::move(f)), contract_(c.object()), plan_(c.plan()), source_(std::move(src)) {
     safe_call = &SafeCall;
   }
   static int SafeCall(void* self, const KFFIAny* args, int32_t num_args, KFFIAny* result) {
     auto* obj = static_cast<ContractFunctionObj*>(static_cast<Object*>(self));
     try {
-      const contract::Plan& plan = *obj->plan_;
+      const contract::PlanLayout& plan = *obj->plan_;
       contract::RunState st;
       contract::Run(plan, args, num_args, &st);
       if (KFFI_LIKELY(!plan.needs_expand)) {
         obj->Invoke(args, result, std::index_sequence_for<Args...>());
       } else {
         KFFIAny full[sizeof...(Args) == 0 ? 1 : sizeof...(Args)];
-        contract::ExpandArgs(plan, args, st, full, false);
+        contract::ExpandArgs(plan, st, full, false);
         obj->Invoke(full, result, std::index_sequence_for<Args...>());
       }
       return 0;
@@ -478,38 +332,51 @@ class ContractFunctionObj : public FunctionObj {
     }
   }
   /// For the (unexpected) case that the C++ parameter cannot take a value the contract let pass.
-  std::string SignatureStr() const { return plan_->signature; }
+  std::string SignatureStr() const {
+    return contract::TextOf(contract_, kKFFIContractTextSignature);
+  }
 
  private:
   template <size_t... I>
   KFFI_INLINE void Invoke(const KFFIAny* args, KFFIAny* result, std::index_sequence<I...> seq) {
-    InvokeUnpacked<R, Args...>(callable_, args, result, this, seq);
+    if constexpr ((contract::kTakesCheckedAsIs<Args> && ...)) {
+      // Every argument is one its parameter takes as it is: no conversion path to compile.
+      (void)seq;
+      if constexpr (std::is_void_v<R>) {
+        callable_(contract::Unchecked<Args>(&args[I])...);
+      } else {
+        TypeTraitsNoCR<R>::MoveToAny(callable_(contract::Unchecked<Args>(&args[I])...), result);
+      }
+    } else {
+      InvokeUnpacked<R, Args...>(callable_, args, result, this, seq);
+    }
   }
 
   TCallable callable_;
-  std::shared_ptr<const contract::Plan> plan_;
+  ObjectPtr<Object> contract_;
+  const contract::PlanLayout* plan_;  // contract_'s
   FunctionSource source_;
 };
 
 /// A packed Function behind a contract (Contract::Wrap).
 class ContractPackedObj : public FunctionObj {
  public:
-  ContractPackedObj(Function inner, std::shared_ptr<const contract::Plan> plan, FunctionSource src)
-      : inner_(std::move(inner)), plan_(std::move(plan)), source_(std::move(src)) {
+  ContractPackedObj(Function inner, const Contract& c, FunctionSource src)
+      : inner_(std::move(inner)), contract_(c.object()), plan_(c.plan()), source_(std::move(src)) {
     safe_call = &SafeCall;
   }
   static int SafeCall(void* self, const KFFIAny* args, int32_t num_args, KFFIAny* result) {
     auto* obj = static_cast<ContractPackedObj*>(static_cast<Object*>(self));
     const FunctionObj* inner = obj->inner_.get();
     try {
-      const contract::Plan& plan = *obj->plan_;
+      const contract::PlanLayout& plan = *obj->plan_;
       contract::RunState st;
       contract::Run(plan, args, num_args, &st);
       if (!plan.needs_expand) {
         return inner->safe_call(ObjectUnsafe::Header(inner), args, num_args, result);
       }
-      std::vector<KFFIAny> full(plan.fn_src.size());
-      contract::ExpandArgs(plan, args, st, full.data(), true);
+      std::vector<KFFIAny> full(static_cast<size_t>(plan.num_fn_params));
+      contract::ExpandArgs(plan, st, full.data(), true);
       return inner->safe_call(ObjectUnsafe::Header(inner), full.data(),
                               static_cast<int32_t>(full.size()), result);
     } catch (...) {
@@ -520,17 +387,27 @@ class ContractPackedObj : public FunctionObj {
 
  private:
   Function inner_;
-  std::shared_ptr<const contract::Plan> plan_;
+  ObjectPtr<Object> contract_;
+  const contract::PlanLayout* plan_;  // contract_'s
   FunctionSource source_;
 };
 
-/// The contract object type, parameter types and return type of a callable F.
+/// The contract object type and the C++ parameter and return types of a callable F.
 template <typename TypedObj>
 struct ContractObjOf;
 template <typename F, typename R, typename... Args>
 struct ContractObjOf<TypedFunctionObj<F, R, Args...>> {
   using type = ContractFunctionObj<F, R, Args...>;
-  static std::vector<std::string> ParamTypes() { return {TypeStrOf<Args>()...}; }
+  static constexpr size_t kArity = sizeof...(Args);
+  /// ValueError when the contract's parameters do not fit these C++ ones.
+  static void CheckSignature(const Contract& c) {
+    const std::string types[kArity + 1] = {TypeStrOf<Args>()..., ""};
+    KFFIByteArray arrays[kArity + 1];
+    for (size_t i = 0; i < kArity; ++i) arrays[i] = ToByteArray(types[i].data(), types[i].size());
+    if (KFFIContractCheckSignature(c.Handle(), arrays, static_cast<int32_t>(kArity)) != 0) {
+      ThrowRaisedError(-1);
+    }
+  }
   static std::string ReturnType() { return TypeStrOf<R>(); }
 };
 template <typename F>
@@ -541,23 +418,16 @@ using ContractInfo = ContractObjOf<typename CallableInfo<F>::template TypedObj<F
 template <typename F>
 ObjectPtr<typename ContractInfo<F>::type> MakeContractObj(F f, const Contract& c, const char* file,
                                                           int line) {
-  contract::CheckCppSignature(*c.plan(), ContractInfo<F>::ParamTypes());
-  return make_object<typename ContractInfo<F>::type>(std::move(f), c.plan(),
+  ContractInfo<F>::CheckSignature(c);
+  return make_object<typename ContractInfo<F>::type>(std::move(f), c,
                                                      FunctionSource{c.name(), file, line});
 }
-
-#if defined(__GNUC__) && !defined(_WIN32)
-// Weak: a library built with these headers still loads in a 0.1 runtime, which lacks it.
-extern "C" __attribute__((weak)) int KFFIModuleReportLoadError(const KFFIByteArray* kind,
-                                                               const KFFIByteArray* message,
-                                                               int32_t* taken);
-#endif
 
 /// Hands a problem found while the library loads to the module loader, so that
 /// Module::Load fails with it (when a load is in progress on this thread; the export raises it
 /// on every call either way).
 inline void ReportLoadError(const std::string& kind, const std::string& message) noexcept {
-#if defined(__GNUC__) && !defined(_WIN32)
+#if defined(__GNUC__) && !defined(_WIN32) && !defined(KFFI_BUILDING_RUNTIME)
   if (&KFFIModuleReportLoadError == nullptr) return;
 #endif
   KFFIByteArray k{kind.data(), kind.size()};
@@ -579,11 +449,11 @@ class ContractExport {
   using Obj = typename ContractInfo<F>::type;
   ContractExport(F f, const char* name, const char* text, const char* doc, const char* file,
                  int line) noexcept
-      : source_{name, file, line} {
+      : source_{name, file, line}, doc_(doc) {
     try {
       Contract c = Contract::Parse(name, text);
       ObjectPtr<Obj> p = MakeContractObj(std::move(f), c, file, line);
-      json_ = c.MetadataJson(ContractInfo<F>::ReturnType(), doc);
+      contract_ = c.Handle();
       obj_ = static_cast<Obj*>(static_cast<Object*>(ObjectUnsafe::MoveToHandle(std::move(p))));
     } catch (const Error& e) {
       kind_ = e.kind();
@@ -600,11 +470,14 @@ class ContractExport {
     }
     return RaiseStored();
   }
+  /// The metadata, written by the runtime from the compiled contract.
   int Metadata(KFFIAny* result) noexcept {
     if (obj_ == nullptr) return RaiseStored();
     try {
-      TypeTraits<String>::MoveToAny(String(json_), result);
-      return 0;
+      const std::string ret = ContractInfo<F>::ReturnType();
+      KFFIByteArray r = ToByteArray(ret.data(), ret.size());
+      KFFIByteArray d = ToByteArray(doc_, std::strlen(doc_));
+      return KFFIContractGetMetadata(contract_, &r, &d, result);
     } catch (...) {
       SetRaisedFromCurrentException();
       return -1;
@@ -622,8 +495,9 @@ class ContractExport {
   }
 
   FunctionSource source_;
-  Obj* obj_ = nullptr;  // never released: the library is never unloaded
-  std::string json_;
+  const char* doc_;
+  Obj* obj_ = nullptr;                   // never released: the library is never unloaded
+  KFFIObjectHandle contract_ = nullptr;  // obj_'s contract (obj_ keeps it)
   std::string kind_;
   std::string message_;
 };
@@ -639,7 +513,7 @@ ContractExport<F>* MakeContractExport(F f, const char* name, const char* text, c
 
 inline Function Contract::Wrap(Function f, const char* file, int line) const {
   return Function(make_object<details::ContractPackedObj>(
-      std::move(f), plan_, details::FunctionSource{plan_->name, file, line}));
+      std::move(f), *this, details::FunctionSource{name(), file, line}));
 }
 
 /// A Function that checks every call against `contract` (see the top of this file) and then

@@ -1,18 +1,23 @@
-// include/kffi/contract_details.h: running a check plan: the fast check of every call, and the
-// explaining one that builds the message of the first failure.
+// include/kffi/contract_details.h: the per-call check of a contract: the plan (contract_plan.h)
+// run inline before the function, and the arguments the function receives.
+//
+// Only the common path of a passing call's check is compiled into each kernel: FastRun folds the
+// checks of a tensor into a few compares (the leading run of same-rank tensors unrolled) and only
+// says whether everything passed. At the first op that is not a simple tensor (a scalar, a tuple,
+// an optional, a strided or ordered layout, ...) it hands the rest to the runtime in one call
+// (KFFIContractCheckFrom, src/contract_check.cc). When a check fails, the runtime runs the plan
+// again from scratch, check by check in catalogue order, and raises the first failure with its
+// message (KFFIContractExplain, src/contract_explain.cc). Both runs accept exactly the same
+// arguments: they share their predicates (BindBits here, the others in src/contract_check.cc), and
+// tests/cpp/test_contract_fuzz.cc and the fuzzer tests/fuzz/contract_fuzzer.cc hold them to
+// agreeing on every input.
 #ifndef KFFI_CONTRACT_DETAILS_H_
 #define KFFI_CONTRACT_DETAILS_H_
 
 #include <kffi/contract_plan.h>
-#include <kffi/export.h>
 #include <kffi/tensor.h>
 
-#include <cfloat>
-#include <cmath>
-#include <cstdio>
 #include <cstring>
-#include <string>
-#include <vector>
 
 // Unrolls the short per-dimension loops. nvcc's front end does not know the pragma (and would
 // warn at every include); its host compiler unrolls constant-trip loops at -O2 anyway.
@@ -26,110 +31,10 @@ namespace kffi {
 namespace details {
 namespace contract {
 
-/// Per-call scratch. Only the members a passing call reads start initialised: the arrays (and
-/// failed_op) are written before they are read, so a call does not pay for clearing them.
-struct RunState {
-  const KFFIAny* frames[kMaxFrames];
-  int64_t values[kMaxSymbols];
-  int32_t site[kMaxSymbols];  // explaining mode: the DimCheck that bound each symbol
-  uint64_t bound = 0;         // symbols bound so far (fast mode: by kDimBindOrMatch only)
-  int32_t device_op = -1;     // the op of the first tensor seen, once a dynamic one is checked
-  int32_t device_id = 0;      // the device index all tensors share
-  int32_t failed_op;          // set by FastRun when it fails: the op it stopped at (-1: count)
-};
-
-/// What the explaining run found: the first failed check, where, and its message.
-enum class Check : uint8_t {
-  kNone,         // every check passed
-  kCount,        // the number of arguments
-  kType,         // the value's type (also: a tuple's length)
-  kWritable,     // a read-only tensor given to a `mut` parameter
-  kAlign,        // data + byte_offset alignment
-  kDeviceIndex,  // the device index all tensors share
-  kNdim,
-  kDeviceType,
-  kDtype,
-  kByteOffset,  // offset0
-  kShape,       // a shape entry: literal, symbol width, divisibility or match
-  kLayout,      // contiguous, col_major, stride_order
-  kStrides,     // a symbolic or literal strides entry
-  kRange,       // a scalar's range (explicit or its width)
-};
-
-struct Failure {
-  Check check = Check::kNone;
-  int32_t op = -1;      // the op whose check failed (-1: the argument count)
-  int32_t blamed = -1;  // the op the message names first (a `mut` side of a conflict)
-  const char* kind = "InternalError";
-  std::string message;
-};
-
-// ---- messages (cold: built only when a check fails) -----------------------------------------
-// Every message names the parameter (or its field) first, then what was expected and what was
-// received, and ends with the signature once: "b.shape[0]: expected n = 128 (as a.shape[0]),
-// got 126 (argument #1 of `add_one(a: Tensor([n], float32), b: Tensor([n], float32))`)".
-
-inline std::string Ints(const int64_t* v, int32_t n) {
-  std::string out = "[";
-  for (int32_t i = 0; i < n; ++i) out += (i ? ", " : "") + std::to_string(v[i]);
-  return out + "]";
-}
-
-/// Fills f: "<subject>: expected <expected>, got <got> (argument #k of `sig`)".
-KFFI_NOINLINE inline void Describe(const Plan& p, Failure* f, Check check, const char* kind,
-                                   int32_t op, int32_t blamed, const std::string& subject,
-                                   const std::string& expected, const std::string& got) {
-  f->check = check;
-  f->op = op;
-  f->blamed = blamed;
-  f->kind = kind;
-  f->message = subject + ": expected " + expected + ", got " + got + " (" +
-               p.op_info[static_cast<size_t>(blamed)].context + " of `" + p.signature + "`)";
-}
-
-/// The argument count.
-KFFI_NOINLINE inline void DescribeCount(const Plan& p, Failure* f, int32_t got) {
-  f->check = Check::kCount;
-  f->kind = "TypeError";
-  f->message = p.name + ": expected " + std::to_string(p.num_args) + " argument" +
-               (p.num_args == 1 ? "" : "s") + ", got " + std::to_string(got) + " (`" + p.signature +
-               "`)";
-}
-
-KFFI_NOINLINE inline void DescribeType(const Plan& p, Failure* f, size_t op, const KFFIAny* v) {
-  std::string got = AnyTypeStr(v);
-  if (p.ops[op].kind == kOpTuple && (v->type_index == kKFFIArray || v->type_index == kKFFIList)) {
-    int64_t n = static_cast<const KFFISeqCell*>(KFFIObjectGetCellPtr(v->v_obj))->size;
-    got += " of " + std::to_string(n) + " element" + (n == 1 ? "" : "s");
-  }
-  const int32_t i = static_cast<int32_t>(op);
-  Describe(p, f, Check::kType, "TypeError", i, i, p.op_info[op].subject, p.op_info[op].expected,
-           got);
-}
-
-/// A conflict between the op that set a value (ref_op, ref_name) and the op that differs from it
-/// (op, name): the message starts with the `mut` side when only one side is `mut` (the function
-/// writes it, so the inputs are more likely right), else with the later one.
-KFFI_NOINLINE inline void DescribeConflict(const Plan& p, Failure* f, Check check, int32_t op,
-                                           const std::string& name, int64_t value, int32_t ref_op,
-                                           const std::string& ref_name, int64_t ref_value,
-                                           const std::string& symbol) {
-  const bool blame_ref =
-      p.op_info[static_cast<size_t>(ref_op)].mut && !p.op_info[static_cast<size_t>(op)].mut;
-  const std::string& subject = blame_ref ? ref_name : name;
-  const std::string& other = blame_ref ? name : ref_name;
-  const std::string sym = symbol.empty() ? "" : symbol + " = ";
-  Describe(p, f, check, "ValueError", op, blame_ref ? ref_op : op, subject,
-           sym + std::to_string(blame_ref ? value : ref_value) + " (as " + other + ")",
-           std::to_string(blame_ref ? ref_value : value));
-}
-
 // ---- the checks ----------------------------------------------------------------------------
 static_assert(kKFFITensorFlagReadOnly == 1, "the fast run shifts Op::mut into the flag's place");
-// FastRun is the hot path: it folds the checks of a tensor into a few compares and only says
-// whether everything passed. When it fails, ExplainRun runs the plan again from scratch, check by
-// check in catalogue order, and throws the first failure with its message. Both accept exactly
-// the same arguments.
+// FastRun is the hot path (see the top of this file); the functions it shares with the
+// runtime's explaining run say so.
 
 KFFI_INLINE const DLTensor* TensorOf(const KFFIAny* v) {
   if (KFFI_LIKELY(v->type_index == kKFFIDLTensorPtr)) return static_cast<const DLTensor*>(v->v_ptr);
@@ -168,43 +73,6 @@ KFFI_INLINE uint64_t DimsBits(const DimCheck* d, const int64_t* v, int32_t n, Ru
   for (int32_t i = 0; i < n; ++i) bad |= DimBits<kDynamic>(d[i], v[i], st);
   return bad;
 }
-KFFI_NOINLINE inline uint64_t DynamicDimsBits(const DimCheck* d, const int64_t* v, int32_t n,
-                                              RunState* st) {
-  return DimsBits<true>(d, v, n, st);
-}
-
-/// The strides (compact row-major ones in buf when the tensor has NULL strides).
-KFFI_INLINE const int64_t* StridesOf(const DLTensor* t, int64_t* buf) {
-  if (t->strides != nullptr) return t->strides;
-  uint64_t acc = 1;
-  for (int32_t i = t->ndim; i-- > 0;) {
-    buf[i] = static_cast<int64_t>(acc);
-    acc *= static_cast<uint64_t>(t->shape[i] > 1 ? t->shape[i] : 1);
-  }
-  return buf;
-}
-
-/// Whether the tensor is compact in the layout's dimension order. Dimensions of size 1 may have
-/// any stride, and a tensor without elements has every layout (as in PyTorch). NULL strides are
-/// compact row-major by definition (DLPack), whatever the shape holds: both runs ask this one
-/// function, so they agree even on shapes with negative sizes.
-inline bool LayoutOk(const Plan& p, const TensorCheck& c, const DLTensor* t,
-                     const int64_t* strides) {
-  if (t->strides == nullptr && c.layout == kLayoutRowMajor) return true;
-  const int32_t* order = c.layout == kLayoutOrdered ? p.orders.data() + c.order_begin : nullptr;
-  uint64_t expected = 1;
-  bool ok = true;
-  bool empty = false;
-  for (int32_t k = c.ndim; k-- > 0;) {
-    const int32_t d = order != nullptr ? order[k] : k;
-    const int64_t size = t->shape[d];
-    ok &= size == 1 || static_cast<uint64_t>(strides[d]) == expected;
-    empty |= size == 0;
-    expected *= static_cast<uint64_t>(size);
-  }
-  return ok || empty;
-}
-
 /// Mismatch bits of strides against compact row-major for shape sh (0: compact). Dimensions of
 /// size 1 may have any stride; whether the tensor is empty (every layout fits) is only asked
 /// after a mismatch. Unrolled where ndim is a constant.
@@ -227,41 +95,6 @@ KFFI_INLINE uint64_t RowMajorBitsOf(const int64_t* sh, const int64_t* strides, i
 /// The common `contiguous` check, in place: NULL strides, or compact row-major ones.
 KFFI_INLINE bool RowMajorOk(const DLTensor* t) {
   return t->strides == nullptr || RowMajorBitsOf(t->shape, t->strides, t->ndim) == 0;
-}
-
-/// The stride checks; false when one fails.
-KFFI_NOINLINE inline bool StridesOk(const Plan& p, const TensorCheck& c, const DLTensor* t,
-                                    RunState* st) {
-  // NULL strides are compact row-major (DLPack).
-  if (t->strides == nullptr && c.layout != kLayoutOrdered && !c.has_strides) return true;
-  int64_t buf[kMaxNdim];
-  const int64_t* strides = StridesOf(t, buf);
-  if (c.layout != kLayoutAny && !LayoutOk(p, c, t, strides)) return false;
-  return !c.has_strides ||
-         DynamicDimsBits(p.dims.data() + c.strides_begin, strides, c.ndim, st) == 0;
-}
-
-/// The rarer tensor checks, out of line: device type or dtype alternatives, and a device index
-/// reference that an Optional tensor may have set.
-KFFI_NOINLINE inline uint64_t ExtraBits(const Plan& p, const TensorCheck& c, const DLTensor* t,
-                                        RunState* st) {
-  uint64_t bad = 0;
-  if (c.device_mask != 0 && c.device_type == 0) {
-    const uint32_t dt = static_cast<uint32_t>(t->device.device_type);
-    bad |= dt >= 64 || ((c.device_mask >> dt) & 1) == 0;
-  }
-  if (c.num_dtypes > 2) {
-    const uint32_t dtype = DtypeBits(t->dtype);
-    bool found = false;
-    for (uint16_t i = 0; i < c.num_dtypes; ++i) found |= p.dtypes[c.dtype_begin + i] == dtype;
-    bad |= !found;
-  }
-  if (c.ref == kRefDynamic) {
-    if (st->device_op >= 0) bad |= static_cast<uint32_t>(t->device.device_id ^ st->device_id);
-    st->device_op = 0;
-    st->device_id = t->device.device_id;
-  }
-  return bad;
 }
 
 /// The checks of a tensor that run without any call: align, byte_offset, ndim and one or two
@@ -296,10 +129,10 @@ KFFI_INLINE uint64_t RowMajorBits(const DLTensor* t, const int64_t* sh) {
 /// SimpleTensor for kNdim dimensions (the plan's ndim): straight-line code, no loops. The shape
 /// is read once into locals (stores to the symbol values could otherwise alias it).
 template <int kNdim>
-KFFI_INLINE bool SimpleTensorN(const Plan& p, const TensorCheck& c, const DLTensor* t,
+KFFI_INLINE bool SimpleTensorN(const PlanLayout& p, const TensorCheck& c, const DLTensor* t,
                                RunState* st) {
   if (KFFI_UNLIKELY(HeadBits(c, t, st) != 0)) return false;  // ndim checked: shape is readable
-  const DimCheck* d = p.dims.data() + c.dims_begin;
+  const DimCheck* d = p.dims + c.dims_begin;
   int64_t sh[kNdim];
   KFFI_CONTRACT_UNROLL_
   for (int i = 0; i < kNdim; ++i) sh[i] = t->shape[i];
@@ -310,110 +143,15 @@ KFFI_INLINE bool SimpleTensorN(const Plan& p, const TensorCheck& c, const DLTens
   return bad == 0;
 }
 
-/// A tensor of a simple op (Op::simple, here its rank class): no call, so the caller's loop
-/// keeps its registers. Ranks 1 to 4 run unrolled code.
-KFFI_INLINE bool SimpleTensor(const Plan& p, uint8_t simple, const TensorCheck& c,
-                              const DLTensor* t, RunState* st) {
-  switch (simple) {
-    case 1:
-      return SimpleTensorN<1>(p, c, t, st);
-    case 2:
-      return SimpleTensorN<2>(p, c, t, st);
-    case 3:
-      return SimpleTensorN<3>(p, c, t, st);
-    case 4:
-      return SimpleTensorN<4>(p, c, t, st);
-    default:
-      break;
-  }
+/// A tensor of a simple op (Op::simple): no call, so the caller's loop keeps its registers. (The
+/// unrolled per-rank code is UniformRun's, for the leading run of same-rank tensors that most
+/// contracts are.)
+KFFI_INLINE bool SimpleTensor(const PlanLayout& p, const TensorCheck& c, const DLTensor* t,
+                              RunState* st) {
   if (KFFI_UNLIKELY(HeadBits(c, t, st) != 0)) return false;  // before reading shape[ndim - 1]
-  // data(): a plan of 0-d tensors has no DimCheck at all (no &dims[0] of an empty vector).
-  uint64_t bad = DimsBits<false>(p.dims.data() + c.dims_begin, t->shape, c.ndim, st);
+  uint64_t bad = DimsBits<false>(p.dims + c.dims_begin, t->shape, c.ndim, st);
   if (c.check_strides) bad |= !RowMajorOk(t);
   return bad == 0;
-}
-
-/// Any tensor.
-inline bool FastTensor(const Plan& p, const TensorCheck& c, const DLTensor* t, RunState* st) {
-  uint64_t bad = HeadBits(c, t, st);
-  if (c.extra) bad |= ExtraBits(p, c, t, st);
-  if (bad != 0) return false;  // before reading shape[ndim - 1]
-  if (!c.dynamic_dims) {
-    bad = DimsBits<false>(p.dims.data() + c.dims_begin, t->shape, c.ndim, st);
-  } else {
-    bad = DynamicDimsBits(p.dims.data() + c.dims_begin, t->shape, c.ndim, st);
-  }
-  if (c.check_strides) {
-    bad |= c.layout == kLayoutRowMajor && !c.has_strides ? !RowMajorOk(t) : !StridesOk(p, c, t, st);
-  }
-  return bad == 0;
-}
-
-/// A scalar, tuple or optional value (anything but a present tensor); advances *i past the
-/// elements of a None tuple.
-inline bool FastOther(const Plan& p, const Op& op, const KFFIAny* v, RunState* st, size_t* i) {
-  const int32_t type = v->type_index;
-  if (op.optional && type == kKFFINone) {
-    if (op.kind == kOpTuple) *i += static_cast<size_t>(op.skip);
-    return true;
-  }
-  switch (op.kind) {
-    case kOpTensor:
-      return false;  // not a tensor
-    case kOpInt: {
-      const ScalarCheck& s = p.scalars[op.spec];
-      return (type == kKFFIInt || type == kKFFIBool) &&
-             (s.range == kRangeNone || (v->v_int64 >= s.int_lo && v->v_int64 <= s.int_hi));
-    }
-    case kOpFloat: {
-      if (type != kKFFIFloat && type != kKFFIInt && type != kKFFIBool) return false;
-      const ScalarCheck& s = p.scalars[op.spec];
-      const double x = type == kKFFIFloat ? v->v_float64 : static_cast<double>(v->v_int64);
-      if (s.range == kRangeExplicit) return x >= s.float_lo && x <= s.float_hi;
-      return s.range == kRangeNone || !(std::fabs(x) > FLT_MAX && std::isfinite(x));
-    }
-    case kOpBool:
-      return type == kKFFIBool || type == kKFFIInt;
-    case kOpStream:
-      return type == kKFFIOpaquePtr || type == kKFFIInt || type == kKFFINone;
-    default: {  // kOpTuple
-      if (type != kKFFIArray && type != kKFFIList) return false;
-      auto* cell = static_cast<const KFFISeqCell*>(KFFIObjectGetCellPtr(v->v_obj));
-      st->frames[op.out_frame] = static_cast<const KFFIAny*>(cell->data);
-      return cell->size == op.spec;
-    }
-  }
-}
-
-/// Whether a tensor argument is read-only while its parameter is `mut` (tensor_flags is only
-/// meaningful on a tensor; a tuple element's stored value has 0 there).
-KFFI_INLINE bool WritableMissing(const Op& op, const KFFIAny* v) {
-  return op.mut != 0 && (v->tensor_flags & kKFFITensorFlagReadOnly) != 0;
-}
-
-/// Whether the values of ops [first, end) pass every check: any op, any value. On failure,
-/// st->failed_op is the op that failed.
-KFFI_NOINLINE inline bool GeneralRun(const Plan& p, RunState* st, size_t first) {
-  const Op* ops = p.ops.data();
-  const size_t n = p.ops.size();
-  for (size_t i = first; i < n; ++i) {
-    const Op& op = ops[i];
-    const KFFIAny* v = st->frames[op.frame] + op.index;
-    const DLTensor* t = nullptr;
-    if (KFFI_LIKELY(op.kind == kOpTensor)) t = TensorOf(v);
-    bool ok;
-    const size_t at = i;
-    if (KFFI_LIKELY(t != nullptr)) {
-      ok = !WritableMissing(op, v) && FastTensor(p, p.tensors[op.spec], t, st);
-    } else {
-      ok = FastOther(p, op, v, st, &i);
-    }
-    if (KFFI_UNLIKELY(!ok)) {
-      st->failed_op = static_cast<int32_t>(at);
-      return false;
-    }
-  }
-  return true;
 }
 
 /// The first 8 bytes of a value: type_index, then tensor_flags (for a tensor argument).
@@ -423,21 +161,15 @@ KFFI_INLINE uint64_t HeadOf(const KFFIAny* v) {
   return head;
 }
 
-/// The leading Plan::uniform_count arguments, all simple tensors of rank kNdim: true when every
-/// one is a DLTensor* that passes. False sends the call to the general loop (from the start).
-/// kMut: one of them is `mut`, so the read-only flag is read with the type.
-template <int kNdim, bool kMut>
-KFFI_INLINE bool UniformRun(const Plan& p, const KFFIAny* args, RunState* st) {
-  const TensorCheck* checks = p.tensors.data();
+/// The leading PlanLayout::uniform_count arguments, all simple tensors of rank kNdim: true when
+/// every one is a DLTensor* that passes. False sends the call to the general loop (from the start).
+/// The type and, for a `mut` parameter, the read-only flag are checked in one compare.
+template <int kNdim>
+KFFI_INLINE bool UniformRun(const PlanLayout& p, const KFFIAny* args, RunState* st) {
+  const TensorCheck* checks = p.tensors;
   const int32_t n = p.uniform_count;
   for (int32_t i = 0; i < n; ++i) {
-    if (kMut) {  // the type and the read-only flag of a `mut` parameter in one compare
-      if (KFFI_UNLIKELY((HeadOf(args + i) & checks[i].arg_mask) != kKFFIDLTensorPtr)) {
-        return false;
-      }
-    } else if (KFFI_UNLIKELY(args[i].type_index != kKFFIDLTensorPtr)) {
-      return false;
-    }
+    if (KFFI_UNLIKELY((HeadOf(args + i) & checks[i].arg_mask) != kKFFIDLTensorPtr)) return false;
     const auto* t = static_cast<const DLTensor*>(args[i].v_ptr);
     if (KFFI_UNLIKELY(!SimpleTensorN<kNdim>(p, checks[i], t, st))) return false;
   }
@@ -446,41 +178,29 @@ KFFI_INLINE bool UniformRun(const Plan& p, const KFFIAny* args, RunState* st) {
 
 /// Whether the call arguments pass every check. The loop handles the common ops (a call argument
 /// that is a tensor with a plain check, Op::simple) without making any call, so that everything
-/// stays in registers; at the first other op it hands the rest to GeneralRun.
-KFFI_INLINE bool FastRun(const Plan& p, const KFFIAny* args, int32_t num_args, RunState* st) {
+/// stays in registers; at the first other op it hands the rest to the runtime.
+KFFI_INLINE bool FastRun(const PlanLayout& p, const KFFIAny* args, int32_t num_args, RunState* st) {
   if (KFFI_UNLIKELY(num_args != p.num_args)) {
     st->failed_op = -1;
     return false;
   }
   st->frames[0] = args;
-  const Op* ops = p.ops.data();
-  const size_t n = p.ops.size();
+  const Op* ops = p.ops;
+  const size_t n = static_cast<size_t>(p.num_ops);
   size_t first = 0;
   bool uniform = false;
   switch (p.uniform_ndim) {
     case 1:
-      uniform = UniformRun<1, false>(p, args, st);
+      uniform = UniformRun<1>(p, args, st);
       break;
     case 2:
-      uniform = UniformRun<2, false>(p, args, st);
+      uniform = UniformRun<2>(p, args, st);
       break;
     case 3:
-      uniform = UniformRun<3, false>(p, args, st);
+      uniform = UniformRun<3>(p, args, st);
       break;
     case 4:
-      uniform = UniformRun<4, false>(p, args, st);
-      break;
-    case 5:
-      uniform = UniformRun<1, true>(p, args, st);
-      break;
-    case 6:
-      uniform = UniformRun<2, true>(p, args, st);
-      break;
-    case 7:
-      uniform = UniformRun<3, true>(p, args, st);
-      break;
-    case 8:
-      uniform = UniformRun<4, true>(p, args, st);
+      uniform = UniformRun<4>(p, args, st);
       break;
     default:
       break;
@@ -497,9 +217,12 @@ KFFI_INLINE bool FastRun(const Plan& p, const KFFIAny* args, int32_t num_args, R
     } else if (op.simple && head == kKFFITensor) {
       t = KFFITensorGetDLTensorPtr(v->v_obj);
     } else {
-      return GeneralRun(p, st, i);
+      // Anything else (a scalar, a tuple, an optional, a strided or ordered layout, ...): the
+      // runtime checks the rest of the ops, in one call.
+      st->failed_op = KFFIContractCheckFrom(&p, st, static_cast<int32_t>(i));
+      return st->failed_op < 0;
     }
-    if (KFFI_UNLIKELY(!SimpleTensor(p, op.simple, p.tensors[op.spec], t, st))) {
+    if (KFFI_UNLIKELY(!SimpleTensor(p, p.tensors[op.spec], t, st))) {
       st->failed_op = static_cast<int32_t>(i);
       return false;
     }
@@ -507,256 +230,29 @@ KFFI_INLINE bool FastRun(const Plan& p, const KFFIAny* args, int32_t num_args, R
   return true;
 }
 
-// ---- the explaining run (cold) ----------------------------------------------------------------
-// It runs the checks one by one in catalogue order and stops at the first failure, which it
-// describes. The predicates are the fast run's (BindBits, LayoutOk, StridesOf, FastOther), so the
-// two agree on every input: tests/cpp/test_contract_fuzz.cc holds them to it.
-
-class Explainer {
- public:
-  Explainer(const Plan& p, Failure* f) : p_(p), f_(f) {}
-
-  /// Fills the Failure of the first failed check; false when every check passes.
-  bool Run(const KFFIAny* args, int32_t num_args) {
-    if (num_args != p_.num_args) {
-      DescribeCount(p_, f_, num_args);
-      return true;
-    }
-    st_.frames[0] = args;
-    for (size_t i = 0; i < p_.ops.size(); ++i) {
-      const Op& op = p_.ops[i];
-      const KFFIAny* v = st_.frames[op.frame] + op.index;
-      const DLTensor* t = op.kind == kOpTensor ? TensorOf(v) : nullptr;
-      if (t != nullptr) {
-        if (Tensor(i, op, v, t)) return true;
-        continue;
-      }
-      const size_t at = i;
-      if (FastOther(p_, op, v, &st_, &i)) continue;
-      const bool typed = op.kind == kOpInt ? v->type_index == kKFFIInt || v->type_index == kKFFIBool
-                         : op.kind == kOpFloat
-                             ? v->type_index == kKFFIFloat || v->type_index == kKFFIInt ||
-                                   v->type_index == kKFFIBool
-                             : false;
-      if (!typed) {
-        DescribeType(p_, f_, at, v);
-      } else {
-        Range(at, v);
-      }
-      return true;
-    }
-    return false;
-  }
-
- private:
-  void Fail(Check check, size_t op, const std::string& subject, const std::string& expected,
-            const std::string& got) {
-    const int32_t i = static_cast<int32_t>(op);
-    Describe(p_, f_, check, "ValueError", i, i, subject, expected, got);
-  }
-
-  void Range(size_t op, const KFFIAny* v) {
-    const TypeAst& t = *p_.op_info[op].type;
-    std::string range = t.has_range            ? "range " + t.range_text
-                        : t.kind == Kind::kInt ? "int32 range [-2147483648, 2147483647]"
-                                               : "float32 range [" + FormatDouble(-FLT_MAX) + ", " +
-                                                     FormatDouble(FLT_MAX) + "]";
-    Fail(Check::kRange, op, p_.op_info[op].subject, "a value in " + range,
-         v->type_index == kKFFIFloat ? FormatDouble(v->v_float64)
-         : t.kind == Kind::kFloat    ? FormatDouble(static_cast<double>(v->v_int64))
-                                     : std::to_string(v->v_int64));
-  }
-
-  /// The shape or stride entries [first, first + n) against their checks.
-  bool Dims(size_t op, size_t first, const int64_t* v, int32_t n, Check check) {
-    for (int32_t i = 0; i < n; ++i) {
-      const size_t di = first + static_cast<size_t>(i);
-      const DimCheck& d = p_.dims[di];
-      const std::string& name = p_.dim_names[di];
-      const std::string& sym = d.mode == kDimLiteral ? name : p_.symbols[d.slot].name;
-      const bool bound = d.mode == kDimBindOrMatch && ((st_.bound >> d.slot) & 1) != 0;
-      if (d.mode == kDimLiteral) {
-        if (v[i] != d.value) {
-          Fail(check, op, name, std::to_string(d.value), std::to_string(v[i]));
-          return true;
-        }
-      } else if (d.mode == kDimMatch || bound) {
-        if (v[i] != st_.values[d.slot]) {
-          const size_t ref = static_cast<size_t>(st_.site[d.slot]);
-          DescribeConflict(p_, f_, check, static_cast<int32_t>(op), name, v[i], p_.dim_ops[ref],
-                           p_.dim_names[ref], st_.values[d.slot], sym);
-          return true;
-        }
-      } else {
-        if (d.int32_mask != 0 && v[i] != static_cast<int32_t>(v[i])) {
-          Fail(check, op, name, sym + " in int32 range [-2147483648, 2147483647]",
-               std::to_string(v[i]));
-          return true;
-        }
-        if (BindBits(d, v[i]) != 0) {
-          Fail(check, op, name,
-               sym + " divisible by " + std::to_string(p_.symbols[d.slot].divisibility),
-               std::to_string(v[i]));
-          return true;
-        }
-        st_.values[d.slot] = v[i];
-        st_.site[d.slot] = static_cast<int32_t>(di);
-        st_.bound |= UINT64_C(1) << d.slot;
-      }
-    }
-    return false;
-  }
-
-  bool Tensor(size_t op, const Op& o, const KFFIAny* v, const DLTensor* t) {
-    const TensorCheck& c = p_.tensors[o.spec];
-    const TensorAst& ts = p_.op_info[op].type->tensor;
-    const std::string& x = p_.op_info[op].subject;
-    if (WritableMissing(o, v)) {
-      Fail(Check::kWritable, op, x, "a writable tensor (the parameter is declared `mut`)",
-           "a read-only tensor");
-      return true;
-    }
-    const uint64_t first = reinterpret_cast<uintptr_t>(t->data) + t->byte_offset;
-    if ((first & c.align_mask) != 0) {
-      Fail(Check::kAlign, op, x, "data aligned to " + std::to_string(ts.align) + " bytes",
-           "data aligned to " + std::to_string(first & (0 - first)) + " bytes");
-      return true;
-    }
-    if (st_.device_op < 0) {
-      st_.device_op = static_cast<int32_t>(op);
-      st_.device_id = t->device.device_id;
-    } else if (t->device.device_id != st_.device_id) {
-      const std::string ref = p_.op_info[static_cast<size_t>(st_.device_op)].subject;
-      DescribeConflict(p_, f_, Check::kDeviceIndex, static_cast<int32_t>(op), x + ".device.index",
-                       t->device.device_id, st_.device_op, ref + ".device.index", st_.device_id,
-                       "");
-      return true;
-    }
-    if (t->ndim != c.ndim) {
-      Fail(Check::kNdim, op, x + ".ndim", std::to_string(c.ndim), std::to_string(t->ndim));
-      return true;
-    }
-    const uint32_t dt = static_cast<uint32_t>(t->device.device_type);
-    if (c.device_mask != 0 && (dt >= 64 || ((c.device_mask >> dt) & 1) == 0)) {
-      Fail(Check::kDeviceType, op, x + ".device", ts.device_text,
-           DeviceTypeName(t->device.device_type));
-      return true;
-    }
-    const uint32_t dtype = DtypeBits(t->dtype);
-    bool dtype_ok = c.num_dtypes == 0 || (c.num_dtypes == 1 && dtype == c.dtype);
-    for (uint16_t i = 0; c.num_dtypes > 1 && i < c.num_dtypes; ++i) {
-      dtype_ok |= p_.dtypes[c.dtype_begin + i] == dtype;
-    }
-    if (!dtype_ok) {
-      Fail(Check::kDtype, op, x + ".dtype", ts.dtype_text, DataTypeToString(t->dtype));
-      return true;
-    }
-    if (c.offset0 && t->byte_offset != 0) {
-      Fail(Check::kByteOffset, op, x + ".byte_offset", "0", std::to_string(t->byte_offset));
-      return true;
-    }
-    if (Dims(op, c.dims_begin, t->shape, c.ndim, Check::kShape)) return true;
-    if (c.layout == kLayoutAny && !c.has_strides) return false;
-    int64_t buf[kMaxNdim];
-    const int64_t* strides = StridesOf(t, buf);
-    if (c.layout != kLayoutAny && !LayoutOk(p_, c, t, strides)) {
-      Fail(Check::kLayout, op, x + ".strides", ts.layout_text,
-           Ints(strides, t->ndim) + " for shape " + Ints(t->shape, t->ndim));
-      return true;
-    }
-    return c.has_strides && Dims(op, c.strides_begin, strides, c.ndim, Check::kStrides);
-  }
-
-  const Plan& p_;
-  Failure* f_;
-  RunState st_;
-};
-
-/// The first failed check of a call (Check::kNone when every check passes).
-KFFI_NOINLINE inline Failure Explain(const Plan& p, const KFFIAny* args, int32_t num_args) {
-  Failure f;
-  Explainer(p, &f).Run(args, num_args);
-  return f;
-}
-
-/// Throws the first failure; after FastRun failed there is one, so finding none is a bug.
-[[noreturn]] KFFI_NOINLINE inline void ExplainRun(const Plan& p, const KFFIAny* args,
-                                                  int32_t num_args) {
-  Failure f = Explain(p, args, num_args);
-  if (f.check == Check::kNone) {
-    throw Error("InternalError", "The contract check of `" + p.name +
-                                     "` failed, but no check explains why (a bug in kffi)");
-  }
-  throw Error(f.kind, f.message);
+/// Raises the first failed check of a call whose FastRun failed: the runtime explains it
+/// (KFFIContractExplain) and the error is thrown here, so that the caller's handler adds its
+/// frame as for any error. Cold: only failing calls get here.
+[[noreturn]] KFFI_NOINLINE inline void ThrowCheckFailure(const PlanLayout& p, const KFFIAny* args,
+                                                         int32_t num_args) {
+  KFFIContractExplain(p.contract, args, num_args, nullptr, nullptr);
+  ThrowRaisedError(-1);
 }
 
 /// Checks the call arguments; throws the catalogue's error for the first failed check.
-KFFI_INLINE void Run(const Plan& p, const KFFIAny* args, int32_t num_args, RunState* st) {
-  if (KFFI_UNLIKELY(!FastRun(p, args, num_args, st))) ExplainRun(p, args, num_args);
+KFFI_INLINE void Run(const PlanLayout& p, const KFFIAny* args, int32_t num_args, RunState* st) {
+  if (KFFI_UNLIKELY(!FastRun(p, args, num_args, st))) ThrowCheckFailure(p, args, num_args);
 }
 
-/// After a passing run: the device of the first non-CPU tensor, else of the first tensor (CPU 0
-/// when there is none). Its current stream is what EnvStream parameters receive.
-inline DLDevice StreamDevice(const Plan& p, const RunState& st) {
-  DLDevice first{kDLCPU, 0};
-  bool have_first = false;
-  for (size_t i = 0; i < p.ops.size(); ++i) {
-    const Op& op = p.ops[i];
-    const KFFIAny* v = st.frames[op.frame] + op.index;
-    if (op.kind == kOpTuple && v->type_index == kKFFINone) i += static_cast<size_t>(op.skip);
-    const DLTensor* t = op.kind == kOpTensor ? TensorOf(v) : nullptr;
-    if (t == nullptr) continue;
-    if (t->device.device_type != kDLCPU) return t->device;
-    if (!have_first) first = t->device;
-    have_first = true;
+/// The function's arguments after a passing run (out has PlanLayout::num_fn_params slots): the
+/// call arguments, with the environment stream in place of each EnvStream parameter and each
+/// Stream argument as a pointer. The runtime writes them (KFFIContractExpandArgs): only functions
+/// with a stream parameter pay for it. null_as_none: a packed function gets None for NULL (as kffi
+/// passes null pointers), a typed C++ function an opaque pointer even when it is NULL.
+inline void ExpandArgs(const PlanLayout& p, const RunState& st, KFFIAny* out, bool null_as_none) {
+  if (KFFIContractExpandArgs(p.contract, st.frames, null_as_none ? 1 : 0, out) != 0) {
+    ThrowRaisedError(-1);
   }
-  return first;
-}
-
-/// A pointer argument as the function receives it: an opaque pointer, or None for NULL when
-/// null_as_none (a packed function; kffi passes null pointers as None).
-KFFI_INLINE void SetPointerArg(KFFIAny* v, void* ptr, bool null_as_none) {
-  v->type_index = ptr == nullptr && null_as_none ? kKFFINone : kKFFIOpaquePtr;
-  v->zero_padding = 0;
-  v->v_int64 = 0;
-  v->v_ptr = ptr;
-}
-
-/// Rewrites the Stream arguments among the function's arguments as pointers: an int handle (a
-/// cudaStream_t as an integer) becomes the pointer with its bits, None becomes NULL. Out of line:
-/// only functions with a Stream parameter pay for it.
-KFFI_NOINLINE inline void ConvertStreamArgs(const Plan& p, KFFIAny* out, bool null_as_none) {
-  for (size_t j = 0; j < p.fn_src.size(); ++j) {
-    if (p.fn_src[j] < 0 || !p.fn_stream[j]) continue;
-    const KFFIAny a = out[j];
-    void* ptr = a.type_index == kKFFIInt
-                    ? reinterpret_cast<void*>(static_cast<uintptr_t>(a.v_int64))
-                : a.type_index == kKFFIOpaquePtr ? a.v_ptr
-                                                 : nullptr;
-    SetPointerArg(&out[j], ptr, null_as_none);
-  }
-}
-
-/// The function's arguments (out has Plan::fn_src.size() slots): the call arguments, with the
-/// environment stream put in place of each EnvStream parameter, and each Stream argument as a
-/// pointer (ConvertStreamArgs). A typed C++ function gets an opaque pointer even when it is NULL
-/// (its void* parameter reads that without a conversion); a packed one gets None for NULL, as
-/// kffi passes null pointers.
-inline void ExpandArgs(const Plan& p, const KFFIAny* args, const RunState& st, KFFIAny* out,
-                       bool null_as_none) {
-  void* stream = nullptr;
-  if (p.has_env_stream) {
-    const DLDevice dev = StreamDevice(p, st);
-    stream = KFFIEnvGetStream(dev.device_type, dev.device_id);
-  }
-  for (size_t j = 0; j < p.fn_src.size(); ++j) {
-    if (p.fn_src[j] >= 0) {
-      out[j] = args[p.fn_src[j]];
-    } else {
-      SetPointerArg(&out[j], stream, null_as_none);
-    }
-  }
-  if (p.has_stream) ConvertStreamArgs(p, out, null_as_none);
 }
 
 }  // namespace contract

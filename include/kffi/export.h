@@ -5,6 +5,7 @@
 //                        the safe-call convention of c_api.h, called with handle == NULL.
 //   __kffi__meta_<name>  same signature, no arguments: returns (owned) a str of JSON
 //                        {"name":..., "params":[{"name":..., "type":...}], "return":..., "doc":...}
+//                        (written by the runtime: KFFIExportGetMetadata)
 //   __kffi__abi_version  const uint32_t: the KFFI_ABI_VERSION the library was compiled against.
 //                        Emitted by the export macros (weak, one per library), not by the include:
 //                        a program that only loads modules carries none.
@@ -18,12 +19,18 @@
 #include <kffi/function.h>
 
 #include <cstdio>
-#include <cstdlib>
 #include <string>
-#include <string_view>
 #include <type_traits>
 #include <utility>
 #include <vector>
+
+#if defined(__GNUC__) && !defined(_WIN32) && !defined(KFFI_BUILDING_RUNTIME)
+// Weak: a library built with these headers still loads in an older runtime, which lacks it (the
+// metadata query then raises an error saying so).
+extern "C" __attribute__((weak)) int KFFIExportGetMetadata(
+    const char* name, const char* doc, const char* param_names, const KFFIByteArray* param_types,
+    int32_t num_params, const KFFIByteArray* return_type, KFFIAny* out);
+#endif
 
 namespace kffi {
 namespace details {
@@ -39,114 +46,20 @@ struct AbiVersionRecord {
 };
 #endif
 
-/// A double with the fewest digits that read back the same value, as Python's repr writes it
-/// (1.0, not 1; 1e+300).
-inline std::string FormatDouble(double v) {
-  char buf[40];
-  for (int prec = 1; prec <= 17; ++prec) {
-    std::snprintf(buf, sizeof(buf), "%.*g", prec, v);
-    if (std::strtod(buf, nullptr) == v) break;
-  }
-  std::string s(buf);
-  if (s.find_first_of(".eni") == std::string::npos) s += ".0";
-  return s;
-}
-
-/// A minimal JSON writer (the one of kffi's headers: export and contract metadata). Commas come
-/// by themselves; strings are escaped, with bytes >= 0x80 passed through (UTF-8 stays UTF-8).
-class JsonWriter {
- public:
-  JsonWriter& BeginObject() { return Open('{'); }
-  JsonWriter& EndObject() { return Close('}'); }
-  JsonWriter& BeginArray() { return Open('['); }
-  JsonWriter& EndArray() { return Close(']'); }
-  /// A key; its value comes next.
-  JsonWriter& Key(std::string_view key) {
-    String(key);
-    out_ += ':';
-    comma_ = false;
-    return *this;
-  }
-  JsonWriter& String(std::string_view s) {
-    Sep();
-    out_ += '"';
-    for (unsigned char c : s) {
-      switch (c) {
-        case '"':
-          out_ += "\\\"";
-          break;
-        case '\\':
-          out_ += "\\\\";
-          break;
-        case '\n':
-          out_ += "\\n";
-          break;
-        case '\r':
-          out_ += "\\r";
-          break;
-        case '\t':
-          out_ += "\\t";
-          break;
-        default:
-          if (c < 0x20) {
-            char buf[8];
-            std::snprintf(buf, sizeof(buf), "\\u%04x", c);
-            out_ += buf;
-          } else {
-            out_ += static_cast<char>(c);
-          }
-      }
-    }
-    out_ += '"';
-    return *this;
-  }
-  JsonWriter& Int(int64_t v) { return Raw(std::to_string(v)); }
-  /// A finite double (FormatDouble: 1.0, not 1, so that readers see a float).
-  JsonWriter& Double(double v) { return Raw(FormatDouble(v)); }
-  JsonWriter& Bool(bool v) { return Raw(v ? "true" : "false"); }
-  JsonWriter& Null() { return Raw("null"); }
-  JsonWriter& Field(std::string_view key, std::string_view value) { return Key(key).String(value); }
-  std::string Take() { return std::move(out_); }
-
- private:
-  void Sep() {
-    if (comma_) out_ += ',';
-    comma_ = true;
-  }
-  JsonWriter& Raw(std::string_view text) {
-    Sep();
-    out_ += text;
-    return *this;
-  }
-  JsonWriter& Open(char c) {
-    Sep();
-    out_ += c;
-    comma_ = false;
-    return *this;
-  }
-  JsonWriter& Close(char c) {
-    out_ += c;
-    comma_ = true;
-    return *this;
-  }
-
-  std::string out_;
-  bool comma_ = false;
-};
-
-/// The name of parameter i: the given one, else arg<i>.
-inline std::string ParamName(const std::vector<std::string>& names, size_t i) {
-  return i < names.size() && !names[i].empty() ? names[i] : "arg" + std::to_string(i);
-}
-
 /// The parameter and return types of an exported function, read from its typed function object.
 template <typename Obj>
 struct ExportSignature;
 template <typename C, typename R, typename... Args>
 struct ExportSignature<TypedFunctionObj<C, R, Args...>> {
   static constexpr size_t kArity = sizeof...(Args);
-  static std::vector<std::string> ParamTypes() { return {TypeStrOf<Args>()...}; }
-  static std::string ReturnType() { return TypeStrOf<R>(); }
+  /// The metadata of the export (KFFIExportGetMetadata writes it from the types' names).
+  static int Metadata(const char* name, const char* doc, const char* param_names, KFFIAny* result) {
+    const std::string types[kArity + 1] = {TypeStrOf<Args>()..., TypeStrOf<R>()};
+    KFFIByteArray arrays[kArity + 1];
+    for (size_t i = 0; i <= kArity; ++i) arrays[i] = ToByteArray(types[i].data(), types[i].size());
+    return KFFIExportGetMetadata(name, doc, param_names, arrays, static_cast<int32_t>(kArity),
+                                 &arrays[kArity], result);
+  }
 };
 
 /// How many comma-separated names a list holds ("" and "  " hold none).
@@ -196,33 +109,21 @@ KFFI_INLINE int CallExported(const char* name, const char* param_names, const ch
   }
 }
 
-/// The metadata JSON of an export: {"name", "params": [{"name", "type"}], "return", "doc"}.
-/// Parameters without a given name are called arg0, arg1, ...; an Optional<T> parameter has
-/// "default": null.
-inline std::string ExportMetadataJson(const char* name, const std::vector<std::string>& types,
-                                      const std::string& return_type, const char* doc,
-                                      const char* param_names) {
-  std::vector<std::string> names = SplitParamNames(param_names);
-  JsonWriter w;
-  w.BeginObject().Field("name", name).Key("params").BeginArray();
-  for (size_t i = 0; i < types.size(); ++i) {
-    w.BeginObject().Field("name", ParamName(names, i)).Field("type", types[i]);
-    if (types[i].compare(0, 9, "Optional<") == 0) w.Key("default").Null();
-    w.EndObject();
-  }
-  w.EndArray().Field("return", return_type).Field("doc", doc).EndObject();
-  return w.Take();
-}
-
-/// The body of `__kffi__meta_<name>`.
+/// The body of `__kffi__meta_<name>`: the runtime writes the JSON {"name", "params": [{"name",
+/// "type"}], "return", "doc"} (KFFIExportGetMetadata); parameters without a given name are called
+/// arg0, arg1, ...; an Optional<T> parameter has "default": null.
 template <typename ObjPtr>
 int ExportedMetadata(const char* name, const char* doc, const char* param_names,
                      KFFIAny* result) noexcept {
   using Sig = ExportSignature<std::remove_pointer_t<ObjPtr>>;
   try {
-    String json(ExportMetadataJson(name, Sig::ParamTypes(), Sig::ReturnType(), doc, param_names));
-    TypeTraits<String>::MoveToAny(std::move(json), result);
-    return 0;
+#if defined(__GNUC__) && !defined(_WIN32) && !defined(KFFI_BUILDING_RUNTIME)
+    if (&KFFIExportGetMetadata == nullptr) {
+      throw Error("RuntimeError", std::string("The metadata of `") + name +
+                                      "` needs a kffi runtime of version 0.3 or later");
+    }
+#endif
+    return Sig::Metadata(name, doc, param_names, result);
   } catch (...) {
     SetRaisedFromCurrentException();
     return -1;

@@ -10,6 +10,13 @@
 #include <utility>
 #include <vector>
 
+#if defined(__GNUC__) && !defined(_WIN32) && !defined(KFFI_BUILDING_RUNTIME)
+// Weak: a library built with these headers still loads in an older runtime (FormatSignature).
+extern "C" __attribute__((weak)) int KFFIFunctionFormatSignature(
+    const char* name, const char* param_names, const KFFIByteArray* param_types, int32_t num_params,
+    const KFFIByteArray* return_type, KFFIAny* out);
+#endif
+
 namespace kffi {
 namespace details {
 
@@ -51,21 +58,38 @@ inline std::vector<std::string> SplitParamNames(const char* names) {
 /// The name of parameter i when none was given: "arg0", "arg1", ...
 inline std::string DefaultParamName(size_t i) { return "arg" + std::to_string(i); }
 
+/// "name(a: int, arg1: str) -> None" from a function's name, its parameter names (comma
+/// separated, as KFFI_EXPORT_DOC takes them; unnamed ones are argN) and the spellings of its
+/// parameter types and return type (types[num_params]). The runtime writes it
+/// (KFFIFunctionFormatSignature), so that no kernel compiles the formatting; a runtime older than
+/// 0.3 lacks it, and then the name alone stands for the signature.
+inline std::string FormatSignature(const std::string& name, const char* param_names,
+                                   const KFFIByteArray* types, size_t num_params) {
+#if defined(__GNUC__) && !defined(_WIN32) && !defined(KFFI_BUILDING_RUNTIME)
+  if (&KFFIFunctionFormatSignature == nullptr) return name;
+#endif
+  KFFIAny out;
+  SetNone(&out);
+  if (KFFIFunctionFormatSignature(name.c_str(), param_names, types,
+                                  static_cast<int32_t>(num_params), &types[num_params],
+                                  &out) != 0) {
+    ThrowRaisedError(-1);
+  }
+  String s(String::FromOwnedAny(out));
+  return std::string(s.view());
+}
+
 template <typename R, typename... Args>
 struct Signature {
   /// "name(arg0: int, arg1: str) -> None", or with param_names (comma separated, one per
   /// parameter, as KFFI_EXPORT_DOC takes them) "name(a: int, b: str) -> None". Parameters
   /// without a name are argN everywhere (messages, metadata, Python keywords).
   static std::string Str(const std::string& name, const char* param_names = "") {
-    std::vector<std::string> names = SplitParamNames(param_names);
-    const bool named = names.size() == sizeof...(Args);
-    std::string out = name + "(";
-    size_t i = 0;
-    ((out += (i ? ", " : "") + (named && !names[i].empty() ? names[i] : DefaultParamName(i)) +
-             ": " + TypeStrOf<Args>(),
-      ++i),
-     ...);
-    return out + ") -> " + TypeStrOf<R>();
+    constexpr size_t kArity = sizeof...(Args);
+    const std::string types[kArity + 1] = {TypeStrOf<Args>()..., TypeStrOf<R>()};
+    KFFIByteArray arrays[kArity + 1];
+    for (size_t i = 0; i <= kArity; ++i) arrays[i] = ToByteArray(types[i].data(), types[i].size());
+    return FormatSignature(name, param_names, arrays, kArity);
   }
 };
 

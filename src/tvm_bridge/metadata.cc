@@ -1,12 +1,12 @@
 // src/tvm_bridge/metadata.cc: TVM-FFI function metadata (type schema JSON, docstring) -> kffi's.
 #include <kffi/error.h>
-#include <kffi/export.h>
 
 #include <cstdlib>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "../json_writer.h"
 #include "bridge_internal.h"
 
 namespace kffi {

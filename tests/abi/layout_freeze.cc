@@ -114,6 +114,32 @@ KFFI_ABI_SIGNATURE(KFFIModuleGetFunctionMetadata, int (*)(Handle, const ByteArra
 KFFI_ABI_SIGNATURE(KFFIModuleImport, int (*)(Handle, Handle));
 KFFI_ABI_SIGNATURE(KFFIModuleGetName, int (*)(Handle, KFFIAny*));
 KFFI_ABI_SIGNATURE(KFFIModuleLoadObject, int (*)(const ByteArray*, Handle*));
+// Export metadata and contracts (added in 0.3).
+KFFI_ABI_SIGNATURE(KFFIExportGetMetadata,
+                   int (*)(const char*, const char*, const char*, const ByteArray*, int32_t,
+                           const ByteArray*, KFFIAny*));
+KFFI_ABI_SIGNATURE(KFFIFunctionFormatSignature, int (*)(const char*, const char*, const ByteArray*,
+                                                        int32_t, const ByteArray*, KFFIAny*));
+KFFI_ABI_SIGNATURE(KFFIContractCreate,
+                   int (*)(const ByteArray*, const ByteArray*, int32_t, Handle*));
+KFFI_ABI_SIGNATURE(KFFIContractGetPlan, const void* (*)(Handle));
+KFFI_ABI_SIGNATURE(KFFIContractCheckFrom, int32_t (*)(const void*, void*, int32_t));
+KFFI_ABI_SIGNATURE(KFFIContractExplain,
+                   int (*)(Handle, const KFFIAny*, int32_t, int32_t*, int32_t*));
+KFFI_ABI_SIGNATURE(KFFIContractExpandArgs,
+                   int (*)(Handle, const KFFIAny* const*, int32_t, KFFIAny*));
+KFFI_ABI_SIGNATURE(KFFIContractCheckSignature, int (*)(Handle, const ByteArray*, int32_t));
+KFFI_ABI_SIGNATURE(KFFIContractGetMetadata,
+                   int (*)(Handle, const ByteArray*, const ByteArray*, KFFIAny*));
+KFFI_ABI_SIGNATURE(KFFIContractGetText, int (*)(Handle, int32_t, int32_t, ByteArray*));
+KFFI_ABI_SIGNATURE(KFFIContractFindSymbol, int (*)(Handle, const ByteArray*, int32_t*));
+KFFI_ABI_SIGNATURE(KFFIContractGetOutputShape,
+                   int (*)(Handle, int64_t, const int64_t*, uint64_t, int64_t*, int32_t*));
+static_assert(kKFFIContractTextName == 0 && kKFFIContractTextSource == 1 &&
+                  kKFFIContractTextSignature == 2 && kKFFIContractTextParamName == 3 &&
+                  kKFFIContractTextParamType == 4 && kKFFIContractTextOutputDtype == 5 &&
+                  kKFFIContractTextSymbol == 6,
+              "contract text numbers changed");
 
 }  // namespace
 

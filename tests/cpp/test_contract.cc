@@ -115,14 +115,17 @@ TEST(Contract, AConflictWithAMutParameterBlamesTheMutSide) {
   EXPECT_EQ(ErrorOf([&] { f(TensorView(out), TensorView(x)); }),
             "ValueError: out.shape[1]: expected m = 5 (as x.shape[1]), got 6" + Arg(0, sig));
   EXPECT_EQ(ErrorOf([&] { f(TensorView(out), TensorView(x6)); }), "no error");
-  kffi::details::contract::Failure fail = kffi::details::contract::Explain(
-      *Contract::Parse("f", text).plan(),
-      reinterpret_cast<const KFFIAny*>(
-          std::vector<kffi::AnyView>{TensorView(out), TensorView(x)}.data()),
-      2);
-  EXPECT_EQ(fail.check, kffi::details::contract::Check::kShape);
-  EXPECT_EQ(fail.op, 1);
-  EXPECT_EQ(fail.blamed, 0);
+  // The runtime's explaining check: the failing op is x's (#1), the check a shape entry.
+  Contract contract = Contract::Parse("f", text);
+  const std::vector<kffi::AnyView> args{TensorView(out), TensorView(x)};
+  int32_t check = -1, op = -1;
+  EXPECT_EQ(KFFIContractExplain(contract.Handle(), reinterpret_cast<const KFFIAny*>(args.data()), 2,
+                                &check, &op),
+            -1);
+  EXPECT_EQ(ErrorOf([] { kffi::details::ThrowRaisedError(-1); }),
+            "ValueError: out.shape[1]: expected m = 5 (as x.shape[1]), got 6" + Arg(0, sig));
+  EXPECT_EQ(check, static_cast<int32_t>(kffi::details::contract::Check::kShape));
+  EXPECT_EQ(op, 1);
   // Without `mut`, the later side is named (the first one set the value), with both values.
   const std::string plain = "out: Tensor([n, m], float32), x: Tensor([n, m], float32)";
   Function g = kffi::FunctionWithContract(Nop2, "g", plain);

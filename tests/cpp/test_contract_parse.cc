@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "contract_test_util.h"
+#include "json_writer.h"  // src/: the one JSON writer
 
 namespace {
 

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "json_writer.h"  // src/: the one JSON writer (libkffi and libkffi_tvm)
 #include "test_util.h"
 
 namespace {

@@ -1,36 +1,10 @@
-// include/kffi/contract_parser.h: the contract grammar: tokens, parser and syntax tree.
-//
-// The grammar (whitespace is free; commas inside brackets and parentheses never split):
-//   contract := [param {"," param}] ["->" output {"," output}] [";" symbol {"," symbol}]
-//   param    := NAME ":" type
-//   type     := "Tensor" "(" "[" [dim {"," dim}] "]" "," dtypes {"," option} ")"
-//             | scalar ["[" number "," number "]"]        (an inclusive range, finite)
-//             | "Optional" "[" type "]" | "Tuple" "[" type {"," type} "]"
-//             | "Stream" | "EnvStream"
-//   scalar   := "int" | "int32" | "int64" | "float" | "float32" | "float64" | "bool"
-//   dim      := INT | NAME                                 (a literal or a symbol)
-//   dtypes   := "*" | DTYPE {"|" DTYPE}                    (standard names: float32, int8x4, ...)
-//   option   := "device" "=" DEVICE {"|" DEVICE} | "align" "=" INT | "offset0" | "contiguous"
-//             | "row_major" | "col_major" | "stride_order" "=" "(" INT {"," INT} ")"
-//             | "strides" "=" "[" dim {"," dim} "]" | "mut"
-//   output   := [NAME ":"] "Tensor" "(" "[" [expr {"," expr}] "]" "," dtypes {"," option} ")"
-//   expr     := integer expression of INT and NAME with + - * // % unary - and parentheses
-//   symbol   := NAME [":" ("int32" | "int64")] ["%" INT]
-// `mut` marks a tensor parameter the function writes (a read-only argument is refused); it is not
-// allowed on outputs or inside a Tuple (stored tuple elements carry no read-only flag). `Stream`
-// is an explicit stream argument (an opaque pointer, an int handle or None); `EnvStream` is no
-// call argument (see contract.h).
+// src/contract_parser.cc: the contract grammar (documented in include/kffi/contract.h): tokens
+// and a recursive-descent parser into the syntax tree of contract_internal.h.
 //
 // Limits (so that a hostile library fails to load instead of exhausting the stack): the text is at
 // most kMaxContractBytes long, Optional/Tuple nest at most kMaxTypeDepth deep, and parentheses and
 // unary minus nest at most kMaxExprDepth deep. Output expressions are kept in reverse Polish
 // notation (OutputAst's shape_rpn) and evaluated with a stack, never recursively.
-#ifndef KFFI_CONTRACT_PARSER_H_
-#define KFFI_CONTRACT_PARSER_H_
-
-#include <kffi/dtype.h>
-#include <kffi/error.h>
-
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -39,28 +13,12 @@
 #include <utility>
 #include <vector>
 
+#include "contract_internal.h"
+
 namespace kffi {
 namespace details {
 namespace contract {
-
-// Literals are compared as string_view on both sides: kffi::String's comparisons would make a
-// string_view == "literal" ambiguous inside namespace kffi.
-using Sv = std::string_view;
-
-/// Longest contract text accepted (bytes).
-constexpr size_t kMaxContractBytes = 65536;
-/// Most dimensions a contract tensor can have (the ndim of a DLTensor is not bounded).
-constexpr size_t kMaxNdim = 32;
-/// Deepest nesting of Optional/Tuple types.
-constexpr int kMaxTypeDepth = 16;
-/// Deepest nesting of parentheses and unary minus in an output expression.
-constexpr int kMaxExprDepth = 32;
-
-/// A syntax error: the byte offset in the text (0-based) and what was expected there.
-struct SyntaxError {
-  size_t pos;
-  std::string what;
-};
+namespace {
 
 enum class TokKind : uint8_t { kEnd, kName, kInt, kFloat, kPunct };
 
@@ -70,13 +28,11 @@ struct Token {
   size_t pos;
 };
 
-inline bool IsNameStart(char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
-}
-inline bool IsDigit(char c) { return c >= '0' && c <= '9'; }
-inline bool IsNameChar(char c) { return IsNameStart(c) || IsDigit(c); }
+bool IsNameStart(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; }
+bool IsDigit(char c) { return c >= '0' && c <= '9'; }
+bool IsNameChar(char c) { return IsNameStart(c) || IsDigit(c); }
 
-inline std::vector<Token> Tokenize(std::string_view s) {
+std::vector<Token> Tokenize(std::string_view s) {
   std::vector<Token> out;
   size_t i = 0;
   const size_t n = s.size();
@@ -119,108 +75,11 @@ inline std::vector<Token> Tokenize(std::string_view s) {
   return out;
 }
 
-enum class Kind : uint8_t { kTensor, kInt, kFloat, kBool, kTuple, kStream, kEnvStream };
-
-/// A dimension or stride entry: an integer literal or a symbol.
-struct DimAst {
-  bool is_symbol = false;
-  int64_t literal = 0;
-  std::string symbol;
-  size_t pos = 0;
-};
-
-/// One token of an output-shape expression in reverse Polish notation: a literal, a symbol, or an
-/// operator applied to the values on top of the stack (kNeg takes one, the others two).
-struct RpnToken {
-  enum Op : uint8_t { kLit, kSym, kAdd, kSub, kMul, kFloorDiv, kMod, kNeg };
-  Op op;
-  int64_t value = 0;
-  std::string symbol;
-  size_t pos = 0;
-};
-
-/// The operator's spelling in metadata ("+", "-", "*", "//", "%", "neg").
-inline const char* RpnOpName(RpnToken::Op op) {
-  switch (op) {
-    case RpnToken::kAdd:
-      return "+";
-    case RpnToken::kSub:
-      return "-";
-    case RpnToken::kMul:
-      return "*";
-    case RpnToken::kFloorDiv:
-      return "//";
-    case RpnToken::kMod:
-      return "%";
-    default:
-      return "neg";
-  }
-}
-
-struct TensorAst {
-  std::vector<DimAst> shape;                     // inputs
-  std::vector<std::vector<RpnToken>> shape_rpn;  // outputs: each expression in RPN
-  std::vector<std::string> shape_texts;          // outputs: each expression as written
-  std::vector<DLDataType> dtypes;                // empty: any
-  std::string dtype_text;                        // "float32", "float16|bfloat16", "*"
-  std::vector<int32_t> device_types;             // empty: any
-  std::string device_text;                       // "cuda", "cpu|cuda"
-  int64_t align = 0;                             // bytes; 0: unchecked
-  bool offset0 = false;
-  bool mut = false;             // the function writes it: read-only arguments are refused
-  bool compact = false;         // compact, dims laid out in `order`
-  std::vector<int32_t> order;   // dims from outermost to innermost
-  std::string layout_text;      // "contiguous", "col_major", "stride_order=(1,0)", ...
-  std::vector<DimAst> strides;  // empty: unchecked
-  size_t strides_pos = 0;
-};
-
-struct TypeAst {
-  Kind kind = Kind::kInt;
-  bool optional = false;
-  std::string name;  // the keyword: "Tensor", "int32", "Tuple", ...
-  int bits = 64;     // scalars: int32/float32 are 32
-  bool has_range = false;
-  int64_t int_lo = 0, int_hi = 0;
-  double float_lo = 0, float_hi = 0;
-  std::string range_text;  // "[0, 1024]" as written
-  std::string text;        // the whole type as written: "Optional[Tensor([n], float32)]"
-  TensorAst tensor;
-  std::vector<TypeAst> elems;  // Tuple
-  size_t pos = 0;
-};
-
-struct ParamAst {
-  std::string name;
-  TypeAst type;
-  std::string text;       // "a: Tensor([n], float32)" as written
-  std::string type_text;  // "Tensor([n], float32)"
-  size_t pos = 0;
-};
-
-struct OutputAst {
-  std::string name;
-  std::string text;
-  std::string type_text;
-  TensorAst tensor;
-};
-
-struct SymbolDecl {
-  std::string name;
-  int bits = 64;
-  int64_t divisibility = 1;
-  size_t pos = 0;
-};
-
-struct ContractAst {
-  std::vector<ParamAst> params;
-  std::vector<OutputAst> outputs;
-  std::vector<SymbolDecl> symbols;
-};
+}  // namespace
 
 /// Whether a parsed dtype is one a tensor can have: the standard widths of each code (no
 /// `float23` or `int3`, which the runtime's generic parser would take).
-inline bool IsStandardDtype(DLDataType t) {
+bool IsStandardDtype(DLDataType t) {
   if (t.lanes == 0) return false;
   switch (t.code) {
     case kDLInt:
@@ -246,7 +105,7 @@ inline bool IsStandardDtype(DLDataType t) {
 
 /// Standard dtype names; others (e.g. "int8x4", "float8_e3m4") go to the runtime's parser and
 /// must be standard (IsStandardDtype) and spelled as the runtime prints them.
-inline bool LookupDtype(std::string_view s, DLDataType* out) {
+bool LookupDtype(std::string_view s, DLDataType* out) {
   static const struct {
     const char* name;
     DLDataType dtype;
@@ -286,12 +145,14 @@ inline bool LookupDtype(std::string_view s, DLDataType* out) {
 }
 
 /// Device type names as DeviceTypeName spells them; -1 when unknown.
-inline int32_t LookupDeviceType(std::string_view s) {
+int32_t LookupDeviceType(std::string_view s) {
   for (int32_t t = 1; t < 64; ++t) {
     if (s == Sv(DeviceTypeName(t))) return t;
   }
   return -1;
 }
+
+namespace {
 
 /// Recursive descent over the tokens; throws SyntaxError at the first problem. The recursion is
 /// bounded: types by kMaxTypeDepth, expressions by kMaxExprDepth.
@@ -734,8 +595,10 @@ class Parser {
   ContractAst ast_;
 };
 
+}  // namespace
+
+ContractAst ParseContract(std::string_view text) { return Parser(text).Parse(); }
+
 }  // namespace contract
 }  // namespace details
 }  // namespace kffi
-
-#endif  // KFFI_CONTRACT_PARSER_H_

@@ -31,14 +31,13 @@ int64_t Fine(int64_t x) { return x; }
 // A well-formed export: the library carries the ABI record and loads.
 KFFI_EXPORT_DOC(fine, Fine, "Returns x.", "x");
 
-#define BAD_METADATA(NAME, TEXT)                                                        \
-  extern "C" KFFI_DLL_EXPORT int __kffi_##NAME(void*, const KFFIAny*, int32_t,          \
-                                               KFFIAny* result) {                       \
-    return ReturnOne(result);                                                           \
-  }                                                                                     \
-  extern "C" KFFI_DLL_EXPORT int __kffi__meta_##NAME(void*, const KFFIAny*, int32_t,    \
-                                                     KFFIAny* result) {                 \
-    return ReturnText(TEXT, result);                                                    \
+#define BAD_METADATA(NAME, TEXT)                                                                  \
+  extern "C" KFFI_DLL_EXPORT int __kffi_##NAME(void*, const KFFIAny*, int32_t, KFFIAny* result) { \
+    return ReturnOne(result);                                                                     \
+  }                                                                                               \
+  extern "C" KFFI_DLL_EXPORT int __kffi__meta_##NAME(void*, const KFFIAny*, int32_t,              \
+                                                     KFFIAny* result) {                           \
+    return ReturnText(TEXT, result);                                                              \
   }
 
 BAD_METADATA(not_json, "{\"name\": \"not_json\", \"params\": [")
@@ -59,8 +58,7 @@ BAD_METADATA(doc_not_str, "{\"name\": \"doc_not_str\", \"params\": [], \"doc\": 
 BAD_METADATA(deep_json, DeepJson())
 
 // A metadata symbol that returns an int instead of JSON text.
-extern "C" KFFI_DLL_EXPORT int __kffi_meta_is_int(void*, const KFFIAny*, int32_t,
-                                                  KFFIAny* result) {
+extern "C" KFFI_DLL_EXPORT int __kffi_meta_is_int(void*, const KFFIAny*, int32_t, KFFIAny* result) {
   return ReturnOne(result);
 }
 extern "C" KFFI_DLL_EXPORT int __kffi__meta_meta_is_int(void*, const KFFIAny*, int32_t,

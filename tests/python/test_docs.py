@@ -161,7 +161,11 @@ PAGE_RUNNER = r"""
 import json, os, subprocess, sys, traceback
 
 blocks, gpu, missing = json.load(open(sys.argv[1]))
-namespace = {"__name__": "__docs__"}
+import types
+# A real module, so that tools which import a function's module by name (dynamo) find it.
+page_module = types.ModuleType("__docs__")
+sys.modules["__docs__"] = page_module
+namespace = page_module.__dict__
 sys.path.insert(0, os.getcwd())
 ran = 0
 

@@ -380,8 +380,10 @@ std::string ArgLabel(const CallContext* ctx, Py_ssize_t index, const char* type_
 /// original's message, with the original as __cause__. The original is kept unchanged when it is
 /// a MemoryError, RecursionError or KeyboardInterrupt, or when making the new one fails (str()
 /// of the original may raise: then its type name stands in for its message). keep_type: raise
-/// the original's own type when it is a builtin exception class.
-void ChainError(PyObject* new_type, const std::string& prefix, bool keep_type);
+/// the original's own type when it is a builtin exception class. append_text false: prefix is a
+/// whole message, and the original's text is left to __cause__.
+void ChainError(PyObject* new_type, const std::string& prefix, bool keep_type,
+                bool append_text = true);
 
 // ---- conversion (py_convert.cc) -------------------------------------------------------------
 /// Containers nest at most this deep when converted (either way); deeper is a RecursionError.

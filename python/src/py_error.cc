@@ -47,7 +47,7 @@ std::string ArgLabel(const CallContext* ctx, Py_ssize_t index, const char* type_
   return s;
 }
 
-void ChainError(PyObject* new_type, const std::string& prefix, bool keep_type) {
+void ChainError(PyObject* new_type, const std::string& prefix, bool keep_type, bool append_text) {
   PyObject *type, *value, *tb;
   PyErr_Fetch(&type, &value, &tb);
   if (type == nullptr) {
@@ -68,7 +68,8 @@ void ChainError(PyObject* new_type, const std::string& prefix, bool keep_type) {
   PyObject* cls = keep_type && IsBuiltinException(type) ? type : new_type;
   std::string msg = prefix;
   // The original's text, if it has one: its __str__ may raise (then its type name stands in).
-  PyRef text(PyObject_Str(value));
+  // A prefix that is a whole sentence leaves the original to __cause__ alone.
+  PyRef text(append_text ? PyObject_Str(value) : PyUnicode_FromString(""));
   const char* utf8 = text ? PyUnicode_AsUTF8(text.get()) : nullptr;
   if (utf8 != nullptr) {
     msg += utf8;

@@ -380,7 +380,7 @@ int TensorImportError(PyObject* obj, const TypeInfo* info, const CallContext* ct
                where + "a JAX tracer (" + Py_TYPE(obj)->tp_name +
                    ") cannot be passed to a kffi function called eagerly inside jax.jit, "
                    "jax.grad or jax.vmap; call the function through kffi.jax.call(...) instead",
-               false);
+               false, /*append_text=*/false);
     return -1;
   }
   if (info->flags & kTypeTorch) {
@@ -396,7 +396,7 @@ int TensorImportError(PyObject* obj, const TypeInfo* info, const CallContext* ct
                      "a torch tensor on the meta device has no memory to pass to a kernel "
                      "(use a tensor on a real device; kffi.compile takes fake tensors for "
                      "shapes alone)",
-                 false);
+                 false, /*append_text=*/false);
       return -1;
     }
   }

@@ -111,6 +111,7 @@ def test_torch_meta_tensor_is_a_clear_error_naming_the_argument(tensor_kernels):
     ) as info:
         tensor_kernels.describe(torch.empty(3, device="meta"))
     assert info.value.__cause__ is not None  # torch's own message, chained
+    assert str(info.value).endswith("shapes alone)")  # not followed by torch's text and frames
 
 
 def test_jax_tracer_in_an_eager_call_says_to_use_kffi_jax_call(tensor_kernels):
@@ -123,6 +124,7 @@ def test_jax_tracer_in_an_eager_call_says_to_use_kffi_jax_call(tensor_kernels):
         jax.jit(lambda a: tensor_kernels.describe(a))(jnp.ones(3))
     assert info.value.__cause__ is not None
     assert "_error_repr" not in str(info.value)
+    assert str(info.value).endswith("kffi.jax.call(...) instead")  # JAX's text is the __cause__
 
 
 # ---- stream parameters -----------------------------------------------------------------------------

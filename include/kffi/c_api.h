@@ -534,9 +534,10 @@ KFFI_DLL int KFFIContractGetText(KFFIObjectHandle contract, int32_t what, int32_
  * such symbol. */
 KFFI_DLL int KFFIContractFindSymbol(KFFIObjectHandle contract, const KFFIByteArray* symbol,
                                     int32_t* out_slot);
-/** The shape of output #output from symbol values (values[slot] for each slot whose bit is set in
- * bound): out_shape (room for 32 dimensions) and *out_ndim. An unbound symbol, a division by zero
- * or an int64 overflow is a ValueError, an output that does not exist an IndexError. */
+/** The shape of the output at index output, from symbol values (values[slot] for each slot whose
+ * bit is set in bound): out_shape (room for 32 dimensions) and *out_ndim. An unbound symbol, a
+ * division by zero or an int64 overflow is a ValueError, an output that does not exist an
+ * IndexError. */
 KFFI_DLL int KFFIContractGetOutputShape(KFFIObjectHandle contract, int64_t output,
                                         const int64_t* values, uint64_t bound, int64_t* out_shape,
                                         int32_t* out_ndim);

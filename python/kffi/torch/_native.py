@@ -78,9 +78,31 @@ def _torch_flags(torch) -> list:
     ]
 
 
+def _loaded_libstdcxx():
+    """The path of the libstdc++ shared object this process runs (torch's), or None."""
+    try:
+        with open("/proc/self/maps") as f:
+            for line in f:
+                path = line.split(maxsplit=5)[-1].strip()
+                if os.path.basename(path).startswith("libstdc++.so"):
+                    return path
+    except OSError:
+        pass
+    return None
+
+
 def _torch_ldflags() -> list:
     libdir = _torch_dirs()[2]
-    return [f"-L{libdir}", f"-Wl,-rpath,{libdir}", "-lc10", "-ltorch_cpu"]
+    flags = [f"-L{libdir}", f"-Wl,-rpath,{libdir}", "-lc10", "-ltorch_cpu"]
+    # The glue passes C++ objects to and from libtorch (strings, streams, c10 errors), so it must
+    # use the very libstdc++ torch does. A toolchain whose own library directory holds only
+    # libstdc++.a (one in /opt with CXX set to it, say) links a private copy: its streams then
+    # fail on the locale state of the shared one (an error message cut at its first number, or a
+    # crash). Naming the loaded shared object first binds every libstdc++ symbol to it.
+    libstdcxx = _loaded_libstdcxx()
+    if libstdcxx is not None:
+        flags.insert(0, libstdcxx)
+    return flags
 
 
 def eager_maker():

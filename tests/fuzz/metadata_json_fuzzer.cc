@@ -1,9 +1,9 @@
 // tests/fuzz/metadata_json_fuzzer.cc: libFuzzer target for function metadata JSON, both ways.
 //
-// Writing: the metadata an export writes (kffi/export.h: ExportMetadataJson through the one
-// JsonWriter) for any name, parameter types, parameter names and docstring must be one valid JSON
-// object, checked by a strict reader here (RFC 8259 grammar: only the escapes it defines, no raw
-// control characters, nothing after the document), whose strings read back byte for byte.
+// Writing: the metadata an export writes (KFFIExportGetMetadata, the runtime's one JsonWriter) for
+// any name, parameter types, parameter names and docstring must be one valid JSON object, checked
+// by a strict reader here (RFC 8259 grammar: only the escapes it defines, no raw control
+// characters, nothing after the document), whose strings read back byte for byte.
 //
 // Reading: the runtime reads metadata from a library's `__kffi__meta_<name>` symbol
 // (KFFIModuleGetFunctionMetadata). A symbol registered in the system library here returns what
@@ -212,8 +212,19 @@ void CheckWriter(Input& in) {
   // The macros pass C strings: the text stops at its first NUL.
   for (std::string* s : {&name, &doc, &param_names})
     s->resize(std::char_traits<char>::length(s->c_str()));
-  std::string json = kffi::details::ExportMetadataJson(name.c_str(), types, return_type,
-                                                       doc.c_str(), param_names.c_str());
+  // Through the C API the export macros call (KFFIExportGetMetadata).
+  std::vector<KFFIByteArray> type_arrays;
+  for (const std::string& t : types) type_arrays.push_back({t.data(), t.size()});
+  KFFIByteArray ret_array{return_type.data(), return_type.size()};
+  KFFIAny out{};
+  if (KFFIExportGetMetadata(name.c_str(), doc.c_str(), param_names.c_str(), type_arrays.data(),
+                            static_cast<int32_t>(types.size()), &ret_array, &out) != 0) {
+    __builtin_trap();  // any bytes make metadata
+  }
+  std::string_view view;
+  if (!kffi::details::ReadStrView(&out, &view)) __builtin_trap();
+  std::string json(view);
+  if (out.type_index >= kKFFIStaticObjectBegin) KFFIObjectDecRef(out.v_obj);
   JsonValue v;
   if (!StrictReader(json).Document(&v)) __builtin_trap();  // not valid JSON
   if (v.kind != JsonValue::kObject) __builtin_trap();
@@ -231,8 +242,9 @@ void CheckWriter(Input& in) {
     const JsonValue& p = params->items[i];
     const JsonValue* pn = p.Get("name");
     const JsonValue* pt = p.Get("type");
-    if (pn == nullptr || pn->str != kffi::details::ParamName(names, i) || pt == nullptr ||
-        pt->str != types[i]) {
+    const std::string want_name =
+        i < names.size() && !names[i].empty() ? names[i] : kffi::details::DefaultParamName(i);
+    if (pn == nullptr || pn->str != want_name || pt == nullptr || pt->str != types[i]) {
       __builtin_trap();
     }
     const bool optional = types[i].compare(0, 9, "Optional<") == 0;

@@ -284,7 +284,7 @@ std::string CanonicalPath(const std::string& path) {
   std::string kind(cell->kind.data, cell->kind.size);
   std::string message(cell->message.data, cell->message.size);
   HeaderDecRef(static_cast<KFFIObject*>(err));
-  ThrowCApiError(std::move(kind), std::move(message));
+  ThrowCApiError(kind, message);
 }
 
 // libkffi_tvm, opened once, the first time a TVM-FFI library is loaded. It lives next to the

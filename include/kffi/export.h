@@ -35,11 +35,13 @@ extern "C" __attribute__((weak)) int KFFIExportGetMetadata(
 namespace kffi {
 namespace details {
 
-#if !defined(_WIN32)
+#if !defined(_WIN32) && !defined(KFFI_NO_ABI_VERSION_SYMBOL)
 /// The library's `__kffi__abi_version` record: the ABI version it was compiled against, which the
 /// loader reads from the file before opening it. An inline variable under the C name: it is
 /// emitted only into libraries whose export macros refer to it (KFFI_ABI_VERSION_RECORD_), once
 /// per library (a weak or unique definition, whichever the compiler gives inline variables).
+/// Not declared at all under KFFI_NO_ABI_VERSION_SYMBOL: a library that defines the symbol itself
+/// would otherwise share the name with this unused declaration, and clang then emits neither.
 struct AbiVersionRecord {
   static inline const uint32_t value __asm__("__kffi__abi_version")
       __attribute__((visibility("default"))) = KFFI_ABI_VERSION;

@@ -27,8 +27,9 @@ struct TypeTraits<std::variant<Ts...>> {
     std::visit([r](const auto& x) { TypeTraitsNoCR<decltype(x)>::CopyToAnyView(x, r); }, v);
   }
   static void MoveToAny(std::variant<Ts...> v, KFFIAny* r) {
-    std::visit([r](auto&& x) { TypeTraitsNoCR<decltype(x)>::MoveToAny(std::move(x), r); },
-               std::move(v));
+    std::visit(
+        [r](auto&& x) { TypeTraitsNoCR<decltype(x)>::MoveToAny(std::forward<decltype(x)>(x), r); },
+        std::move(v));
   }
   /// Stored exactly as one of the alternatives.
   static bool CheckAnyStrict(const KFFIAny* s) {

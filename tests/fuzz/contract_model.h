@@ -16,6 +16,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "contract_internal.h"  // src/: the syntax tree and the explaining check
@@ -390,8 +391,19 @@ class Generator {
     for (int64_t& d : shape) d = d < 0 ? 0 : d;  // the allocator takes valid layouts only
     for (int64_t& d : strides) d = d < 0 ? 0 : d;
     if (Mutate()) shape.push_back(2), strides.push_back(1);
-    owned_.push_back(
-        kffi::Tensor::FromNDAllocStrided(NoopAlloc(), shape, strides, Dtype(ts), Device(ts)));
+    const DLDataType dtype = Dtype(ts);
+    const DLDevice device = Device(ts);
+    Any t;
+    try {
+      t = kffi::Tensor::FromNDAllocStrided(NoopAlloc(), shape, strides, dtype, device);
+    } catch (const kffi::Error&) {
+      // A literal dimension so large that the tensor's span overflows (the allocator refuses it,
+      // rightly): the same tensor with small dimensions, which the check then refuses.
+      for (int64_t& d : shape) d = d > 64 ? 64 : d;
+      for (int64_t& d : strides) d = d > 64 ? 64 : d;
+      t = kffi::Tensor::FromNDAllocStrided(NoopAlloc(), shape, strides, dtype, device);
+    }
+    owned_.push_back(std::move(t));
     KFFIAny v = *reinterpret_cast<const KFFIAny*>(&owned_.back());
     if (top && Mutate()) v.tensor_flags = kKFFITensorFlagReadOnly;
     return v;

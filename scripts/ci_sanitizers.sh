@@ -21,9 +21,15 @@ PARTS=("$@")
 GEN=()
 command -v ninja >/dev/null 2>&1 && GEN=(-G Ninja)
 
+# clang only for the parts that build with it (tsan and pytsan use GCC's runtime).
 need=()
-command -v clang++ >/dev/null 2>&1 || need+=(clang)
-command -v clang-tidy >/dev/null 2>&1 || need+=(clang-tidy)
+parts=" ${PARTS[*]} "
+if [[ "$parts" == *" hardened "* || "$parts" == *" tidy "* ]]; then
+  command -v clang++ >/dev/null 2>&1 || need+=(clang)
+fi
+if [[ "$parts" == *" tidy "* ]]; then
+  command -v clang-tidy >/dev/null 2>&1 || need+=(clang-tidy)
+fi
 if [ ${#need[@]} -gt 0 ]; then
   SUDO=""
   [ "$(id -u)" -ne 0 ] && SUDO="sudo"

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # scripts/test.sh: builds everything and runs all tests (ABI, C++, examples).
-#   --sanitize   build and run the C++ tests with AddressSanitizer + UndefinedBehaviorSanitizer
+#   --sanitize   build and run the C++ tests with AddressSanitizer + UndefinedBehaviorSanitizer,
+#                hardened as distributions build (KFFI_HARDENED: _GLIBCXX_ASSERTIONS, so an
+#                out-of-range operator[] on a standard container aborts the test)
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 JOBS="${KFFI_JOBS:-$(nproc)}"
@@ -13,7 +15,7 @@ command -v ninja >/dev/null 2>&1 && GEN=(-G Ninja)
 if [ "${1:-}" = "--sanitize" ]; then
   BUILD="${KFFI_BUILD_DIR:-$ROOT/build/asan}"
   cmake -S "$ROOT" -B "$BUILD" "${GEN[@]}" -DCMAKE_BUILD_TYPE=Debug -DKFFI_ENABLE_ASAN=ON \
-    -DKFFI_ENABLE_UBSAN=ON -DKFFI_BUILD_EXAMPLES=OFF >/dev/null
+    -DKFFI_ENABLE_UBSAN=ON -DKFFI_HARDENED=ON -DKFFI_BUILD_EXAMPLES=OFF >/dev/null
   cmake --build "$BUILD" -j "$JOBS"
   # Leak checking is on: every test must release what it allocates.
   ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \

@@ -36,8 +36,10 @@ struct Rng {
     state ^= state << 17;
     return state % n;
   }
-  int64_t Range(int64_t lo, int64_t hi) {
-    return lo + static_cast<int64_t>((*this)(static_cast<uint64_t>(hi - lo + 1)));
+  int64_t Range(int64_t lo, int64_t hi) {  // no overflow, whatever the range
+    const uint64_t span = static_cast<uint64_t>(hi) - static_cast<uint64_t>(lo) + 1;
+    return static_cast<int64_t>(static_cast<uint64_t>(lo) +
+                                (span == 0 ? (*this)(UINT64_MAX) : (*this)(span)));
   }
 };
 

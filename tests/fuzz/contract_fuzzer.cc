@@ -47,8 +47,11 @@ class ByteRng {
     }
     return v % n;
   }
+  /// Uniform in [lo, hi], computed without overflow (a contract's range may span all of int64).
   int64_t Range(int64_t lo, int64_t hi) {
-    return lo + static_cast<int64_t>((*this)(static_cast<uint64_t>(hi - lo + 1)));
+    const uint64_t span = static_cast<uint64_t>(hi) - static_cast<uint64_t>(lo) + 1;
+    const uint64_t r = span == 0 ? (*this)(UINT64_MAX) : (*this)(span);
+    return static_cast<int64_t>(static_cast<uint64_t>(lo) + r);
   }
 
  private:

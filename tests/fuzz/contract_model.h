@@ -168,11 +168,11 @@ class Reference {
     std::vector<int64_t> strides(n);
     if (t->strides != nullptr) {
       for (size_t i = 0; i < n; ++i) strides[i] = t->strides[i];
-    } else {  // compact row-major; sizes below 1 count as 1
-      int64_t acc = 1;
+    } else {  // compact row-major; sizes below 1 count as 1; wrapping as the runtime's
+      uint64_t acc = 1;
       for (size_t i = n; i-- > 0;) {
-        strides[i] = acc;
-        acc *= t->shape[i] > 1 ? t->shape[i] : 1;
+        strides[i] = static_cast<int64_t>(acc);
+        acc *= static_cast<uint64_t>(t->shape[i] > 1 ? t->shape[i] : 1);
       }
     }
     if (ts.compact) {
@@ -256,7 +256,9 @@ class Generator {
     for (const c::SymbolDecl& d : ast_.symbols) {
       if (d.name == name) div = d.divisibility;
     }
-    return symbols_[name] = div * rng_.Range(0, 3) + (div == 1 ? 1 : 0);
+    int64_t value;
+    if (__builtin_mul_overflow(div, rng_.Range(0, 3), &value)) value = div;  // a huge divisor
+    return symbols_[name] = value + (div == 1 ? 1 : 0);
   }
   int64_t Entry(const c::DimAst& d) { return d.is_symbol ? Symbol(d.symbol) : d.literal; }
 
@@ -266,11 +268,11 @@ class Generator {
     for (const c::DimAst& d : ts.shape) shape->push_back(Entry(d));
     const size_t n = shape->size();
     strides->assign(n, 0);
-    int64_t acc = 1;
+    uint64_t acc = 1;  // wrapping, as the runtime's compact strides (huge literal dimensions)
     for (size_t k = n; k-- > 0;) {  // compact in the layout's order (identity when none)
       const size_t d = ts.compact ? static_cast<size_t>(ts.order[k]) : k;
-      (*strides)[d] = acc;
-      acc *= (*shape)[d] > 1 ? (*shape)[d] : 1;
+      (*strides)[d] = static_cast<int64_t>(acc);
+      acc *= static_cast<uint64_t>((*shape)[d] > 1 ? (*shape)[d] : 1);
     }
     if (!ts.strides.empty()) {
       for (size_t i = 0; i < n; ++i) (*strides)[i] = Entry(ts.strides[i]);
@@ -304,7 +306,10 @@ class Generator {
         v.v_int64 = t.has_range ? rng_.Range(t.int_lo, t.int_hi) : rng_.Range(-5, 5);
         if (v.type_index == kKFFIBool) v.v_int64 &= 1;
         if (Mutate()) {
-          const int64_t odd[] = {t.int_hi + 1, t.int_lo - 1, int64_t{INT32_MAX} + 1, INT64_MIN};
+          // Just outside the range (wrapping at the ends of int64), and int32's and int64's edges.
+          const int64_t odd[] = {static_cast<int64_t>(static_cast<uint64_t>(t.int_hi) + 1),
+                                 static_cast<int64_t>(static_cast<uint64_t>(t.int_lo) - 1),
+                                 int64_t{INT32_MAX} + 1, INT64_MIN};
           v.v_int64 = odd[rng_(4)];
         }
         return v;

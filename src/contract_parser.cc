@@ -103,37 +103,9 @@ bool IsStandardDtype(DLDataType t) {
   }
 }
 
-/// Standard dtype names; others (e.g. "int8x4", "float8_e3m4") go to the runtime's parser and
-/// must be standard (IsStandardDtype) and spelled as the runtime prints them.
+/// A dtype as the runtime spells it (StringToDataType, the one name table: "float32", "int8x4",
+/// "float8_e4m3fn"), and only a standard one (IsStandardDtype): "float23" is no dtype here.
 bool LookupDtype(std::string_view s, DLDataType* out) {
-  static const struct {
-    const char* name;
-    DLDataType dtype;
-  } kTable[] = {{"bool", dtypes::bool_},
-                {"int8", dtypes::int8},
-                {"int16", dtypes::int16},
-                {"int32", dtypes::int32},
-                {"int64", dtypes::int64},
-                {"uint8", dtypes::uint8},
-                {"uint16", dtypes::uint16},
-                {"uint32", dtypes::uint32},
-                {"uint64", dtypes::uint64},
-                {"float16", dtypes::float16},
-                {"float32", dtypes::float32},
-                {"float64", dtypes::float64},
-                {"bfloat16", dtypes::bfloat16},
-                {"float8_e4m3fn", dtypes::float8_e4m3fn},
-                {"float8_e5m2", dtypes::float8_e5m2},
-                {"float8_e4m3fnuz", dtypes::float8_e4m3fnuz},
-                {"float8_e5m2fnuz", dtypes::float8_e5m2fnuz},
-                {"float8_e8m0fnu", dtypes::float8_e8m0fnu},
-                {"float4_e2m1fn", dtypes::float4_e2m1fn}};
-  for (const auto& e : kTable) {
-    if (s == Sv(e.name)) {
-      *out = e.dtype;
-      return true;
-    }
-  }
   try {
     DLDataType t = StringToDataType(s);
     if (!IsStandardDtype(t) || Sv(DataTypeToString(t)) != s) return false;

@@ -402,10 +402,11 @@ class Generator {
     try {
       t = kffi::Tensor::FromNDAllocStrided(NoopAlloc(), shape, strides, dtype, device);
     } catch (const kffi::Error&) {
-      // A literal dimension so large that the tensor's span overflows (the allocator refuses it,
-      // rightly): the same tensor with small dimensions, which the check then refuses.
-      for (int64_t& d : shape) d = d > 64 ? 64 : d;
-      for (int64_t& d : strides) d = d > 64 ? 64 : d;
+      // Dimensions whose product or span overflows int64 (the allocator refuses them, rightly;
+      // huge literals, or many small dimensions): the same rank with sizes and strides of at most
+      // 1, which the check then judges.
+      for (int64_t& d : shape) d = d > 1 ? 1 : d;
+      for (int64_t& d : strides) d = d > 1 ? 1 : d;
       t = kffi::Tensor::FromNDAllocStrided(NoopAlloc(), shape, strides, dtype, device);
     }
     owned_.push_back(std::move(t));

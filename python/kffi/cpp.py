@@ -11,7 +11,8 @@ same key at once take turns on a lock file (``fcntl.flock``) and the library app
 rename, so none ever loads a half-written file.
 
 Environment: ``CXX`` (C++ compiler, default ``c++``), ``KFFI_NVCC`` / ``CUDA_HOME`` (nvcc),
-``KFFI_CUDA_ARCH`` (e.g. ``90``, ``8.0;9.0a``, ``90+PTX``; default: nvcc's own),
+``KFFI_CUDA_ARCH`` (e.g. ``90``, ``8.0;9.0a``, ``90+PTX``; default: the architectures of the GPUs
+on this machine, as NVML reports them, else nvcc's own),
 ``KFFI_CACHE_DIR``, ``KFFI_BUILD_QUIET=1`` (no progress lines).
 """
 
@@ -140,12 +141,15 @@ def _resolve(exe: str) -> str | None:
     return os.path.realpath(found) if found else None
 
 
-def _compiler_version(argv: tuple, path: str) -> str:
-    """`<compiler> --version`, remembered on disk by the executable's identity (path, size,
-    mtime, inode), so that a cache hit in a fresh process starts no compiler at all. (A launcher
-    such as ccache, or a script that runs another nvcc, is identified by its own file.)"""
+def _compiler_output(argv: tuple, path: str, option: str) -> str | None:
+    """`<compiler> <option>` (None when it fails), remembered on disk by the executable's
+    identity (path, size, mtime, inode), so that a cache hit in a fresh process starts no
+    compiler at all. (A launcher such as ccache, or a script that runs another nvcc, is
+    identified by its own file.)"""
     st = os.stat(path)
     ident = f"{shlex.join(argv)}\0{path}\0{st.st_size}\0{st.st_mtime_ns}\0{st.st_ino}"
+    if option != "--version":  # the memo of --version keeps its name from before
+        ident += f"\0{option}"
     memo = os.path.join(
         cache_dir(), ".compilers", hashlib.sha256(ident.encode()).hexdigest()[:24] + ".txt"
     )
@@ -154,11 +158,19 @@ def _compiler_version(argv: tuple, path: str) -> str:
             return f.read()
     except OSError:
         pass
-    proc = _run([*argv, "--version"])
+    proc = _run([*argv, option])
     if proc.returncode != 0:
-        raise BuildError("<compiler check>", [*argv, "--version"], proc.stdout, proc.returncode, "")
+        return None
     _write_atomic(memo, proc.stdout)
     return proc.stdout
+
+
+def _compiler_version(argv: tuple, path: str) -> str:
+    out = _compiler_output(argv, path, "--version")
+    if out is None:
+        proc = _run([*argv, "--version"])
+        raise BuildError("<compiler check>", [*argv, "--version"], proc.stdout, proc.returncode, "")
+    return out
 
 
 @functools.cache
@@ -203,10 +215,66 @@ def nvcc_available() -> bool:
     return _resolve(_nvcc_path()) is not None
 
 
-def _cuda_arch_flags() -> list:
-    """-gencode flags from $KFFI_CUDA_ARCH ("90", "9.0", "sm_90a", "80;90+PTX"); [] = nvcc's
-    default architecture."""
+def _gencode(arch: str, ptx: bool = False) -> list:
+    flags = [f"-gencode=arch=compute_{arch},code=sm_{arch}"]
+    if ptx:
+        flags.append(f"-gencode=arch=compute_{arch},code=compute_{arch}")
+    return flags
+
+
+@functools.cache
+def _machine_gpu_archs() -> tuple:
+    """The compute capabilities ("90", "80", ...) of the NVIDIA GPUs on this machine, ascending;
+    () without a driver or a GPU. Read through NVML (libnvidia-ml), not the CUDA driver API:
+    cuInit would create driver state in this process, and a process forked after it cannot use
+    CUDA (multiprocessing's default start method on Linux). All GPUs count, visible or not: a
+    library built for each of them runs wherever CUDA_VISIBLE_DEVICES points later."""
+    import ctypes
+
+    try:
+        nvml = ctypes.CDLL("libnvidia-ml.so.1")
+    except OSError:
+        return ()
+    if nvml.nvmlInit_v2() != 0:
+        return ()
+    try:
+        count = ctypes.c_uint(0)
+        if nvml.nvmlDeviceGetCount_v2(ctypes.byref(count)) != 0:
+            return ()
+        archs = set()
+        for i in range(count.value):
+            handle = ctypes.c_void_p()
+            major, minor = ctypes.c_int(0), ctypes.c_int(0)
+            if (
+                nvml.nvmlDeviceGetHandleByIndex_v2(i, ctypes.byref(handle)) == 0
+                and nvml.nvmlDeviceGetCudaComputeCapability(
+                    handle, ctypes.byref(major), ctypes.byref(minor)
+                )
+                == 0
+                and major.value > 0
+            ):
+                archs.add(major.value * 10 + minor.value)
+        return tuple(str(a) for a in sorted(archs))
+    finally:
+        nvml.nvmlShutdown()
+
+
+def _nvcc_gpu_codes(nvcc: _Compiler) -> tuple:
+    """The real architectures ("75", "90", ...) nvcc generates code for (--list-gpu-code),
+    ascending; () when it cannot say (an old nvcc)."""
+    out = _compiler_output(nvcc.argv, nvcc.path, "--list-gpu-code") or ""
+    codes = {int(m.group(1)) for m in re.finditer(r"^sm_(\d{2,3})\s*$", out, re.MULTILINE)}
+    return tuple(str(c) for c in sorted(codes))
+
+
+def _cuda_arch_flags(nvcc: _Compiler | None = None) -> list:
+    """-gencode flags from $KFFI_CUDA_ARCH ("90", "9.0", "sm_90a", "80;90+PTX"). Unset: native code
+    for each GPU architecture of this machine that nvcc supports (so nothing is JIT-compiled from
+    PTX at load, and the kernels are the ones the hardware runs best; PTX of nvcc's newest
+    architecture is added for a GPU newer than nvcc). [] = nvcc's default (no GPU found)."""
     spec = os.environ.get("KFFI_CUDA_ARCH", "").strip()
+    if not spec:
+        return _machine_arch_flags(nvcc)
     flags = []
     for item in re.split(r"[;,\s]+", spec):
         if not item:
@@ -218,9 +286,21 @@ def _cuda_arch_flags() -> list:
             raise ValueError(
                 f"KFFI_CUDA_ARCH: cannot read {item!r} (expected e.g. 90, 9.0, sm_90a or 90+PTX)"
             )
-        flags.append(f"-gencode=arch=compute_{arch},code=sm_{arch}")
-        if ptx:
-            flags.append(f"-gencode=arch=compute_{arch},code=compute_{arch}")
+        flags += _gencode(arch, ptx)
+    return flags
+
+
+def _machine_arch_flags(nvcc: _Compiler | None) -> list:
+    gpus = _machine_gpu_archs()
+    codes = _nvcc_gpu_codes(nvcc or _nvcc()) if gpus else ()
+    if not codes:
+        return []  # no GPU, or nvcc cannot list its architectures: nvcc's default
+    flags = []
+    for arch in gpus:
+        if arch in codes:
+            flags += _gencode(arch)
+    if int(gpus[-1]) > int(codes[-1]):  # a GPU newer than nvcc: its newest PTX, JIT-compiled
+        flags.append(f"-gencode=arch=compute_{codes[-1]},code=compute_{codes[-1]}")
     return flags
 
 
@@ -324,7 +404,7 @@ class _Plan:
         self.cuda = any(s.is_cuda for s in sources)
         self.cxx = _cxx()
         self.nvcc = _nvcc() if self.cuda else None
-        self.arch_flags = _cuda_arch_flags() if self.cuda else []
+        self.arch_flags = _cuda_arch_flags(self.nvcc) if self.cuda else []
         key = {
             "schema": _KEY_SCHEMA,
             "name": name,

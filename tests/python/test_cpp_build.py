@@ -371,7 +371,56 @@ def test_cuda_arch_flags_from_environment(monkeypatch):
     with pytest.raises(ValueError, match="KFFI_CUDA_ARCH: cannot read 'volta'"):
         kffi.cpp._cuda_arch_flags()
     monkeypatch.delenv("KFFI_CUDA_ARCH")
-    assert kffi.cpp._cuda_arch_flags() == []
+    monkeypatch.setattr(kffi.cpp, "_machine_gpu_archs", lambda: ())
+    assert kffi.cpp._cuda_arch_flags() == []  # no GPU: nvcc's default
+
+
+def test_cuda_arch_defaults_to_the_machines_gpus(monkeypatch):
+    """Without KFFI_CUDA_ARCH, CUDA code is built for the GPUs present (an H100 ran kernels built
+    for nvcc's default sm_75 from JIT-compiled PTX, measurably slower per launch in CUDA graphs),
+    each architecture once, PTX added only for a GPU newer than nvcc."""
+    monkeypatch.delenv("KFFI_CUDA_ARCH", raising=False)
+    nvcc = kffi.cpp._Compiler(("nvcc",), "/usr/bin/nvcc", "release 13.0")
+    monkeypatch.setattr(kffi.cpp, "_nvcc_gpu_codes", lambda c: ("75", "80", "90", "100", "120"))
+    monkeypatch.setattr(kffi.cpp, "_machine_gpu_archs", lambda: ("80", "90"))
+    assert kffi.cpp._cuda_arch_flags(nvcc) == [
+        "-gencode=arch=compute_80,code=sm_80",
+        "-gencode=arch=compute_90,code=sm_90",
+    ]
+    monkeypatch.setattr(kffi.cpp, "_machine_gpu_archs", lambda: ("90", "130"))
+    assert kffi.cpp._cuda_arch_flags(nvcc) == [
+        "-gencode=arch=compute_90,code=sm_90",
+        "-gencode=arch=compute_120,code=compute_120",
+    ]
+    monkeypatch.setattr(kffi.cpp, "_nvcc_gpu_codes", lambda c: ())  # an nvcc that cannot say
+    assert kffi.cpp._cuda_arch_flags(nvcc) == []
+    monkeypatch.setenv("KFFI_CUDA_ARCH", "86")  # the variable still decides
+    assert kffi.cpp._cuda_arch_flags(nvcc) == ["-gencode=arch=compute_86,code=sm_86"]
+
+
+def test_gpu_codes_of_the_nvcc_in_use(tmp_path, monkeypatch):
+    """nvcc --list-gpu-code is read once per compiler file, and remembered on disk."""
+    monkeypatch.setenv("KFFI_CACHE_DIR", str(tmp_path / "cache"))
+    calls = tmp_path / "calls"
+    fake = tmp_path / "nvcc"
+    fake.write_text(
+        "#!/bin/sh\n"
+        f'echo "$@" >> {calls}\n'
+        'if [ "$1" = --list-gpu-code ]; then printf "sm_90\\nsm_100\\nsm_75\\n"; exit 0; fi\n'
+        "exit 1\n"
+    )
+    fake.chmod(0o755)
+    nvcc = kffi.cpp._Compiler((str(fake),), str(fake), "fake")
+    assert kffi.cpp._nvcc_gpu_codes(nvcc) == ("75", "90", "100")
+    assert kffi.cpp._nvcc_gpu_codes(nvcc) == ("75", "90", "100")
+    assert calls.read_text().splitlines() == ["--list-gpu-code"]
+
+
+def test_machine_gpu_archs_without_a_driver_is_empty_or_real():
+    archs = kffi.cpp._machine_gpu_archs()
+    assert isinstance(archs, tuple)
+    assert all(a.isdigit() and int(a) >= 30 for a in archs)
+    assert list(archs) == sorted(archs, key=int)
 
 
 CUDA_SRC = r"""

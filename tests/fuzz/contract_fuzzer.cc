@@ -20,11 +20,13 @@
 #include <string_view>
 #include <vector>
 
+#include "../cpp/contract_test_util.h"
 #include "contract_model.h"
 
 namespace {
 
 namespace c = kffi::details::contract;
+using kffi_test::ErrorOf;
 
 /// The generator's randomness, read from the input; a xorshift seeded by what was read takes
 /// over when the bytes run out (so a short input still makes whole calls).
@@ -59,16 +61,6 @@ class ByteRng {
   size_t n_;
   uint64_t state_ = 88172645463325252ull;
 };
-
-template <typename F>
-std::string ErrorOf(F&& f) {
-  try {
-    f();
-  } catch (const kffi::Error& e) {
-    return e.kind() + ": " + e.message();
-  }
-  return "no error";
-}
 
 [[noreturn]] void Fail(std::string_view text, const std::string& why) {
   std::fprintf(stderr, "contract_fuzzer: %.*s\n  contract: %.*s\n", static_cast<int>(why.size()),

@@ -14,40 +14,40 @@ from typing import ClassVar
 import numpy as np
 
 
-class _DLDevice(ctypes.Structure):
+class DLDevice(ctypes.Structure):
     _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
 
 
-class _DLDataType(ctypes.Structure):
+class DLDataType(ctypes.Structure):
     _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
 
 
-class _DLTensor(ctypes.Structure):
+class DLTensor(ctypes.Structure):
     _fields_ = [
         ("data", ctypes.c_void_p),
-        ("device", _DLDevice),
+        ("device", DLDevice),
         ("ndim", ctypes.c_int32),
-        ("dtype", _DLDataType),
+        ("dtype", DLDataType),
         ("shape", ctypes.POINTER(ctypes.c_int64)),
         ("strides", ctypes.POINTER(ctypes.c_int64)),
         ("byte_offset", ctypes.c_uint64),
     ]
 
 
-class _DLManagedTensor(ctypes.Structure):
+class DLManagedTensor(ctypes.Structure):
     pass
 
 
-_DELETER = ctypes.CFUNCTYPE(None, ctypes.POINTER(_DLManagedTensor))
-_DLManagedTensor._fields_ = [
-    ("dl_tensor", _DLTensor),
+DLPACK_DELETER = ctypes.CFUNCTYPE(None, ctypes.POINTER(DLManagedTensor))
+DLManagedTensor._fields_ = [
+    ("dl_tensor", DLTensor),
     ("manager_ctx", ctypes.c_void_p),
-    ("deleter", _DELETER),
+    ("deleter", DLPACK_DELETER),
 ]
 
-_PyCapsule_New = ctypes.pythonapi.PyCapsule_New
-_PyCapsule_New.restype = ctypes.py_object
-_PyCapsule_New.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+capsule_new = ctypes.pythonapi.PyCapsule_New
+capsule_new.restype = ctypes.py_object
+capsule_new.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
 
 _DTYPES = {"float32": (2, 32), "float16": (2, 16), "float64": (2, 64), "int32": (0, 32)}
 
@@ -64,15 +64,17 @@ class FakeDeviceTensor:
         self._host = np.zeros(max(n, 1) + 16, dtype=np.float64)
         self._shape = (ctypes.c_int64 * 1)(n)
         code, bits = _DTYPES[dtype]
-        m = _DLManagedTensor()
+        m = DLManagedTensor()
         m.dl_tensor.data = self._host.ctypes.data + offset
-        m.dl_tensor.device = _DLDevice(*device)
+        m.dl_tensor.device = DLDevice(*device)
         m.dl_tensor.ndim = 1
-        m.dl_tensor.dtype = _DLDataType(code, bits, 1)
+        m.dl_tensor.dtype = DLDataType(code, bits, 1)
         m.dl_tensor.shape = self._shape
         m.dl_tensor.strides = None
         m.dl_tensor.byte_offset = 0
-        m.deleter = _DELETER()  # NULL: nothing to free (and no Python code to run in a deleter)
+        m.deleter = (
+            DLPACK_DELETER()
+        )  # NULL: nothing to free (and no Python code to run in a deleter)
         self._managed = m
         self._device = device
         FakeDeviceTensor._alive.append(self)
@@ -81,4 +83,4 @@ class FakeDeviceTensor:
         return self._device
 
     def __dlpack__(self, stream=None, **kwargs):
-        return _PyCapsule_New(ctypes.addressof(self._managed), b"dltensor", None)
+        return capsule_new(ctypes.addressof(self._managed), b"dltensor", None)

@@ -113,8 +113,8 @@ class TypedFunctionObj : public FunctionObj {
       if (KFFI_UNLIKELY(num_args != static_cast<int32_t>(sizeof...(Args)))) {
         FailCount(name, param_names, num_args);
       }
-      const Named named{name, param_names};
-      InvokeUnpacked<R, Args...>(f, args, result, &named, std::index_sequence_for<Args...>());
+      InvokeUnpacked<R, Args...>(f, args, result, Named{name, param_names},
+                                 std::index_sequence_for<Args...>());
       return 0;
     } catch (...) {
       SetRaisedLeaving(name, file, line);

@@ -146,14 +146,38 @@ struct ArgUnpacker {
   }
 };
 
+/// A callable held by reference, passed by value (a stateful functor is not copied).
+template <typename F>
+struct FnRef {
+  F* f;
+  template <typename... A>
+  decltype(auto) operator()(A&&... a) const {
+    return (*f)(std::forward<A>(a)...);
+  }
+};
+
+/// What names the function in messages (it has SignatureStr()): given as a pointer, or by value.
+template <typename Obj>
+const auto* NamerPtr(const Obj& obj) {
+  if constexpr (std::is_pointer_v<Obj>) {
+    return obj;
+  } else {
+    return &obj;
+  }
+}
+
 /// The slow path of InvokeUnpacked: some argument needs a conversion (or is wrong). The values
 /// are converted into a tuple, whose braced initialisation runs strictly left to right, so the
 /// first bad argument is the one reported on every compiler (a function call's arguments are
 /// evaluated in an unspecified order: GCC goes right to left).
+///
+/// f and obj come by value (a function pointer, an empty lambda, a FnRef; a pointer or a small
+/// name record): the fast path then stores nothing to memory for a slow path it rarely takes.
 template <typename R, typename... Args, typename F, typename Obj, size_t... I>
-KFFI_NOINLINE void InvokeConverted(F& f, const KFFIAny* args, KFFIAny* result, const Obj* obj,
+KFFI_NOINLINE void InvokeConverted(F f, const KFFIAny* args, KFFIAny* result, Obj obj,
                                    std::index_sequence<I...>) {
-  std::tuple<typename ArgUnpacker<Args>::T...> values{ArgUnpacker<Args>::Unpack(args, I, obj)...};
+  const auto* namer = NamerPtr(obj);
+  std::tuple<typename ArgUnpacker<Args>::T...> values{ArgUnpacker<Args>::Unpack(args, I, namer)...};
   if constexpr (std::is_void_v<R>) {
     f(std::move(std::get<I>(values))...);
   } else {
@@ -162,11 +186,11 @@ KFFI_NOINLINE void InvokeConverted(F& f, const KFFIAny* args, KFFIAny* result, c
 }
 
 /// Unpacks args as Args... and calls f; a non-void result is moved into *result. obj names the
-/// function in messages (it provides SignatureStr()). The fast path checks every argument first
-/// (left to right) and then reads them: reads cannot fail, so their order does not matter, and
-/// the call costs what checking and reading each argument costs.
+/// function in messages (it, or what it points to, provides SignatureStr()). The fast path checks
+/// every argument first (left to right) and then reads them: reads cannot fail, so their order does
+/// not matter, and the call costs what checking and reading each argument costs.
 template <typename R, typename... Args, typename F, typename Obj, size_t... I>
-KFFI_INLINE void InvokeUnpacked(F& f, const KFFIAny* args, KFFIAny* result, const Obj* obj,
+KFFI_INLINE void InvokeUnpacked(F& f, const KFFIAny* args, KFFIAny* result, Obj obj,
                                 std::index_sequence<I...> seq) {
   if constexpr (sizeof...(Args) == 0) {
     (void)args;
@@ -184,8 +208,10 @@ KFFI_INLINE void InvokeUnpacked(F& f, const KFFIAny* args, KFFIAny* result, cons
       TypeTraitsNoCR<R>::MoveToAny(
           f(ArgUnpacker<Args>::Traits::CopyFromAnyViewAfterCheck(&args[I])...), result);
     }
-  } else {
+  } else if constexpr (std::is_pointer_v<F> || std::is_empty_v<F>) {
     InvokeConverted<R, Args...>(f, args, result, obj, seq);
+  } else {
+    InvokeConverted<R, Args...>(FnRef<F>{&f}, args, result, obj, seq);
   }
 }
 

@@ -35,11 +35,21 @@ struct PyFunction {
   /// Default values of the trailing parameters (tuple, aligned to the end of param_names), or
   /// NULL: a call may leave those out.
   PyObject* defaults;
-  /// Release the GIL during the native call: 1 yes, 0 no, -1 follow the global default.
+  /// Release the GIL during the native call: 1 yes, 0 no, -1 follow the global default. Read and
+  /// written with relaxed atomics (ReleasesGil, SetReleaseGil): on a free-threaded CPython another
+  /// thread may set it during a call.
   int release_gil;
   /// The function cell's safe_call, read once (a cell never changes): one load fewer per call.
   KFFISafeCallType safe_call;
 };
+
+/// The function's own release_gil setting (1, 0, or -1: follow the global default).
+inline int ReleaseGilSetting(const PyFunction* f) {
+  return __atomic_load_n(&f->release_gil, __ATOMIC_RELAXED);
+}
+inline void SetReleaseGilSetting(PyFunction* f, int v) {
+  __atomic_store_n(&f->release_gil, v, __ATOMIC_RELAXED);
+}
 
 /// A reference that Py_XDECREFs on scope exit.
 class PyRef {

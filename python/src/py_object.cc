@@ -17,6 +17,14 @@ bool DefaultReleaseGil() {
   return g_state->default_release_gil.load(std::memory_order_relaxed) != 0;
 }
 
+// Whether a call of f detaches from the interpreter (releases the GIL) around the native code.
+// On a free-threaded CPython there is no GIL to serialise calls; detaching still lets a
+// stop-the-world pause (the garbage collector's) proceed while native code runs.
+KFFI_INLINE bool ReleasesGil(const PyFunction* f) {
+  const int v = ReleaseGilSetting(f);
+  return v < 0 ? DefaultReleaseGil() : v != 0;
+}
+
 // ---- kffi.Object ------------------------------------------------------------------------------
 
 void ObjectDealloc(PyObject* self) {
@@ -225,7 +233,7 @@ KFFI_NOINLINE PyObject* RaiseReleasedFunction() {
 /// The native call itself, with the GIL released or not as the function says.
 KFFI_INLINE int InvokeSafeCall(PyFunction* f, KFFIObject* h, const KFFIAny* packed,
                                Py_ssize_t nargs, KFFIAny* result) {
-  if (f->release_gil < 0 ? DefaultReleaseGil() : f->release_gil != 0) {
+  if (ReleasesGil(f)) {
     PyThreadState* ts = PyEval_SaveThread();
     const int rc = f->safe_call(h, packed, static_cast<int32_t>(nargs), result);
     PyEval_RestoreThread(ts);
@@ -386,7 +394,7 @@ PyObject* FunctionVectorcall(PyObject* self, PyObject* const* args, size_t nargs
       if (nargs == 0) {
         void* h = f->base.handle;
         if (KFFI_UNLIKELY(h == nullptr)) return RaiseReleasedFunction();
-        if (f->release_gil < 0 ? DefaultReleaseGil() : f->release_gil != 0) {
+        if (ReleasesGil(f)) {
           return CallFunctionNoArgsReleased(f, h);
         }
         return CallFunctionNoArgsHeld(f, h);
@@ -435,19 +443,20 @@ PyObject* FunctionDescrGet(PyObject* self, PyObject*, PyObject*) {
 
 PyObject* FunctionGetReleaseGil(PyObject* self, void*) {
   auto* f = reinterpret_cast<PyFunction*>(self);
-  if (f->release_gil < 0) Py_RETURN_NONE;
-  return PyBool_FromLong(f->release_gil);
+  const int v = ReleaseGilSetting(f);
+  if (v < 0) Py_RETURN_NONE;
+  return PyBool_FromLong(v);
 }
 
 int FunctionSetReleaseGil(PyObject* self, PyObject* value, void*) {
   auto* f = reinterpret_cast<PyFunction*>(self);
   if (value == nullptr || value == Py_None) {
-    f->release_gil = -1;
+    SetReleaseGilSetting(f, -1);
     return 0;
   }
   int v = PyObject_IsTrue(value);
   if (v < 0) return -1;
-  f->release_gil = v;
+  SetReleaseGilSetting(f, v);
   return 0;
 }
 
@@ -487,7 +496,9 @@ int FunctionSetDefaults(PyObject* self, PyObject* value, void*) {
 
 PyGetSetDef kFunctionGetSet[] = {
     {"release_gil", FunctionGetReleaseGil, FunctionSetReleaseGil,
-     "Release the GIL during native calls (None: follow kffi.set_default_release_gil).", nullptr},
+     "Release the GIL during native calls (None: follow kffi.set_default_release_gil). On a "
+     "free-threaded CPython calls never serialise; False keeps the thread attached.",
+     nullptr},
     {"_param_names", FunctionGetParamNames, FunctionSetParamNames,
      "Parameter names used for keyword arguments.", nullptr},
     {"_param_defaults", FunctionGetDefaults, FunctionSetDefaults,

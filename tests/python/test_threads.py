@@ -3,6 +3,10 @@ code), results stay correct under concurrency, and the per-function / global opt
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import sysconfig
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -12,6 +16,17 @@ import pytest
 
 THREADS = 8
 SLEEP = 0.2  # seconds each native call sleeps
+# A free-threaded CPython (3.13t and later) runs without a GIL: no setting serialises calls there.
+GIL_ENABLED = getattr(sys, "_is_gil_enabled", lambda: True)()
+
+
+def assert_serialised_unless_free_threaded(slept, wall):
+    if GIL_ENABLED:
+        # Holding the GIL, no two calls can overlap: the wall time is at least their sum.
+        assert wall >= sum(slept) * 0.95, (wall, sum(slept))
+    else:
+        # No GIL to hold: the calls overlap whatever release_gil says.
+        assert wall < sum(slept) / 2, (wall, sum(slept))
 
 
 def run_concurrently(fn, n=THREADS):
@@ -45,8 +60,7 @@ def test_release_gil_opt_out_per_function_serialises_calls(t):
     sleep.release_gil = False
     assert sleep.release_gil is False
     slept, wall = run_concurrently(lambda i: sleep(SLEEP / 4))
-    # Holding the GIL, no two calls can overlap: the wall time is at least their sum.
-    assert wall >= sum(slept) * 0.95, (wall, sum(slept))
+    assert_serialised_unless_free_threaded(slept, wall)
 
 
 def test_release_gil_setting_is_per_function_object(t):
@@ -63,7 +77,7 @@ def test_set_default_release_gil_false_serialises_calls(t, restore_default_relea
     kffi.set_default_release_gil(False)
     assert kffi.get_default_release_gil() is False
     slept, wall = run_concurrently(lambda i: sleep(SLEEP / 4))
-    assert wall >= sum(slept) * 0.95, (wall, sum(slept))
+    assert_serialised_unless_free_threaded(slept, wall)
 
 
 def test_per_function_true_wins_over_default_false(t, restore_default_release_gil):
@@ -189,3 +203,18 @@ def test_use_stream_restores_after_an_exception(t):
         with kffi.use_stream(0x30, device="cuda:0"):
             raise RuntimeError("inside")
     assert t.get_stream(2, 0) == 0
+
+
+@pytest.mark.skipif(
+    not sysconfig.get_config_var("Py_GIL_DISABLED"), reason="needs a free-threaded CPython"
+)
+def test_importing_kffi_keeps_the_gil_disabled():
+    """The extension declares Py_mod_gil = Py_MOD_GIL_NOT_USED: a free-threaded interpreter that
+    imports it keeps running without a GIL (it would re-enable the GIL, with a RuntimeWarning,
+    for an extension that does not)."""
+    code = (
+        "import sys, kffi, kffi.cpp, kffi.contract\n"
+        "assert not sys._is_gil_enabled(), 'importing kffi enabled the GIL'\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "PYTHON_GIL"}
+    subprocess.run([sys.executable, "-W", "error::RuntimeWarning", "-c", code], check=True, env=env)

@@ -146,6 +146,7 @@ from .contract import (  # noqa: E402
     fake_tensor,
     sym_int,
 )
+from ._with_contract import with_contract  # noqa: E402
 
 __all__ += [
     "Bool",
@@ -158,6 +159,7 @@ __all__ += [
     "cpp",
     "fake_stream",
     "fake_tensor",
+    "with_contract",
     "load_object",
     "stubgen",
     "sym_int",

@@ -368,6 +368,8 @@ class Module(Object):
             meta = self.metadata(name)
             if meta:
                 _annotate(f, meta)
+            else:  # no metadata (e.g. a TVM-FFI export without it): the name at least
+                f.__name__ = name
         return f
 
     def import_module(self, other: Module):

@@ -1,5 +1,6 @@
 // python/src/core_module.cc: the kffi._core extension module: registry, modules, helpers.
 #include <kffi/container/map.h>
+#include <kffi/contract.h>
 #include <kffi/type_traits.h>
 
 #include <cmath>
@@ -168,6 +169,42 @@ PyObject* ModuleGetMetadata(PyObject*, PyObject* args) {
   kffi::details::SetNone(&out);
   if (KFFIModuleGetFunctionMetadata(m, &n, &out) != 0) return RaiseFromKFFIError(-1);
   return AnyToPy(&out, nullptr);
+}
+
+// kffi.with_contract's native half: fn (a kffi.Function, borrowed) wrapped in a Function that
+// checks every call against the contract text before calling fn (Contract::Wrap), and the
+// metadata of that contract (as an export with it would carry). Returns (function, metadata str).
+// The name, text and doc point into Python str objects; nothing here runs Python code.
+PyObject* ContractWrap(PyObject*, PyObject* args) {
+  PyObject *fn, *name, *text, *doc;
+  if (!PyArg_ParseTuple(args, "OOOO", &fn, &name, &text, &doc)) return nullptr;
+  KFFIObjectHandle f = HandleOfType(fn, kKFFIFunction, "kffi.Function");
+  KFFIByteArray n, t, d;
+  if (f == nullptr || !StrArg(name, &n, "name") || !StrArg(text, &t, "contract") ||
+      !StrArg(doc, &d, "doc")) {
+    return nullptr;
+  }
+  KFFIAny wrapped, meta;
+  details::SetNone(&wrapped);
+  details::SetNone(&meta);
+  try {
+    Contract c =
+        Contract::Parse(std::string_view(n.data, n.size), std::string_view(t.data, t.size));
+    Function inner(details::ObjectUnsafe::FromBorrowedHandle<FunctionObj>(f));
+    Any w = c.Wrap(std::move(inner), "kffi.with_contract", 0);
+    const KFFIByteArray none = details::ToByteArray("None", 4);
+    if (KFFIContractGetMetadata(details::ObjectUnsafe::GetHandle(c.object()), &none, &d, &meta) !=
+        0) {
+      return RaiseFromKFFIError(-1);
+    }
+    wrapped = details::AnyUnsafe::MoveToOwnedRaw(std::move(w));
+  } catch (...) {
+    return RaiseFromCppException();
+  }
+  PyRef py_meta(AnyToPy(&meta, nullptr));
+  PyRef py_fn(AnyToPy(&wrapped, nullptr));
+  if (!py_meta || !py_fn) return nullptr;
+  return PyTuple_Pack(2, py_fn.get(), py_meta.get());
 }
 
 PyObject* ModuleImport(PyObject*, PyObject* args) {
@@ -501,6 +538,7 @@ PyMethodDef kMethods[] = {{"get_global_func", GetGlobalFunc, METH_O, nullptr},
                           {"_module_list_functions", ModuleListFunctions, METH_VARARGS, nullptr},
                           {"_module_get_metadata", ModuleGetMetadata, METH_VARARGS, nullptr},
                           {"_module_import", ModuleImport, METH_VARARGS, nullptr},
+                          {"_contract_wrap", ContractWrap, METH_VARARGS, nullptr},
                           {"_module_name", ModuleName, METH_O, nullptr},
                           {"_dtype_from_str", DTypeFromStr, METH_O, nullptr},
                           {"_dtype_to_str", DTypeToStr, METH_VARARGS, nullptr},

@@ -287,3 +287,89 @@ def test_gpu_numpy_on_cpu_still_refused(cute):
     _cuda()
     with pytest.raises(ValueError, match="expected device_type=cuda"):
         _fn(cute, "add_one", "")(np.zeros(4, np.float32), np.zeros(4, np.float32))
+
+
+# ---- kffi.with_contract: CuTe DSL exports as torch ops and in jax.jit ----------------------------
+
+
+def _with_contract(cute, flavour):
+    n = kffi.sym_int("n")
+    return kffi.with_contract(
+        _fn(cute, "add_one", flavour),
+        kffi.fake_tensor("float32", (n,)),
+        kffi.fake_tensor("float32", (n,), mut=True),
+        param_names=["a", "b"],
+        device="cuda",
+        name=f"cute_add_one{flavour}",
+    )
+
+
+@pytest.mark.parametrize("flavour", FLAVOURS)
+def test_with_contract_checks_before_the_dsl(cute, flavour):
+    f = _with_contract(cute, flavour)
+    assert f._metadata["mutates"] == ["b"]
+    with pytest.raises(ValueError, match=r"a\.device: expected cuda, got cpu") as e:
+        f(np.zeros(8, np.float32), np.zeros(8, np.float32))
+    assert "cute_add_one" in str(e.value)
+
+
+@pytest.mark.parametrize("flavour", FLAVOURS)
+def test_gpu_with_contract_in_torch_compile_fullgraph(cute, flavour):
+    """The wave's end state, torch half: a CuTe DSL export made a torch op with nothing written
+    per kernel (its contract from fakes; mutates_args and the fake implementation from it) runs
+    inside torch.compile(fullgraph=True), also under CUDA graphs (reduce-overhead)."""
+    torch = _cuda()
+    import kffi.torch
+
+    kffi.torch.register_op(_with_contract(cute, flavour), f"cute_test::add_one{flavour}")
+    op = getattr(torch.ops.cute_test, f"add_one{flavour}")
+
+    def model(x):
+        y = torch.empty_like(x)
+        op(x * 2, y)
+        return y + 1
+
+    x = torch.arange(4096, dtype=torch.float32, device="cuda")
+    for mode in ("default", "reduce-overhead"):
+        torch._dynamo.reset()
+        compiled = torch.compile(model, fullgraph=True, mode=mode)
+        for _ in range(3):  # reduce-overhead records, then replays its graph
+            out = compiled(x)
+        torch.cuda.synchronize()
+        assert torch.equal(out, x * 2 + 2), mode
+
+
+JAX_CUTE_SCRIPT = textwrap.dedent("""
+    import os, sys
+    os.environ["XLA_PYTHON_CLIENT_PREALLOCATE"] = "false"
+    import jax, jax.numpy as jnp, kffi, kffi.jax
+    if jax.default_backend() != "gpu":
+        print("no jax gpu"); sys.exit(0)
+    n = kffi.sym_int("n")
+    f = kffi.with_contract(
+        kffi.load_module(sys.argv[1]).add_one,
+        kffi.fake_tensor("float32", (n,)), kffi.fake_tensor("float32", (n,), mut=True),
+        param_names=["a", "b"], device="cuda")
+    step = jax.jit(lambda x: kffi.jax.call(f, x * 2, jnp.zeros_like(x)) + 1)
+    x = jnp.arange(4096, dtype=jnp.float32)
+    assert bool((step(x) == x * 2 + 2).all())
+    print("jax ok")
+""")
+
+
+def test_gpu_with_contract_in_jax_jit(cute, cute_dir):
+    """The end state, JAX half: the same CuTe export, with the same contract, inside jax.jit."""
+    _cuda()
+    pytest.importorskip("jax")
+    manifest = json.loads((cute_dir / "manifest.json").read_text())
+    lib = cute_dir / manifest["libraries"]["add_one"]
+    proc = subprocess.run(
+        [sys.executable, "-c", JAX_CUTE_SCRIPT, str(lib)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    if "no jax gpu" in proc.stdout:
+        pytest.skip("JAX has no GPU backend here")
+    assert "jax ok" in proc.stdout

@@ -48,6 +48,10 @@ def main(path):
         import torch
     except ImportError:
         torch = None
+    if not hasattr(torch, "Tensor"):
+        # Without torch installed, `import torch` finds this script's neighbour examples/torch
+        # (the script's folder comes first on sys.path) as an empty namespace package.
+        torch = None
     if torch is not None:
         for dt in (torch.float32, torch.float16, torch.bfloat16):
             tx = torch.arange(6, dtype=dt)

@@ -226,6 +226,40 @@ int KFFIContractCheckSignature(KFFIObjectHandle contract, const KFFIByteArray* p
   KFFI_CAPI_END();
 }
 
+int KFFIContractExportCreate(const KFFIByteArray* name, const KFFIByteArray* text,
+                             const KFFIByteArray* param_types, int32_t num_params,
+                             int32_t plan_version, KFFIObjectHandle* out) {
+  if (out == nullptr) {
+    KFFIErrorSetRaisedFromCStr("ValueError", "KFFIContractExportCreate: out is NULL");
+    return -1;
+  }
+  *out = nullptr;
+  KFFIObjectHandle contract = nullptr;
+  int rc = KFFIContractCreate(name, text, plan_version, &contract);
+  if (rc == 0) {
+    rc = KFFIContractCheckSignature(contract, param_types, num_params);
+    if (rc != 0) KFFIObjectDecRef(contract);
+  }
+  if (rc == 0) {
+    *out = contract;
+    return 0;
+  }
+  // Reported to the loader (a no-op outside a load), then raised again for the caller to keep.
+  KFFIObjectHandle err = nullptr;
+  KFFIErrorMoveFromRaised(&err);
+  if (err == nullptr) return -1;
+  const KFFIErrorCell* cell = KFFIErrorGetCellPtr(err);
+  int32_t taken = 0;
+  if (KFFIModuleReportLoadError(&cell->kind, &cell->message, &taken) != 0) {
+    KFFIObjectHandle ignored = nullptr;
+    KFFIErrorMoveFromRaised(&ignored);
+    if (ignored != nullptr) KFFIObjectDecRef(ignored);
+  }
+  KFFIErrorSetRaised(err);
+  KFFIObjectDecRef(err);
+  return -1;
+}
+
 int KFFIContractGetMetadata(KFFIObjectHandle contract, const KFFIByteArray* return_type,
                             const KFFIByteArray* doc, KFFIAny* out) {
   KFFI_CAPI_BEGIN();

@@ -72,31 +72,137 @@ def run_benchmarks(build_dir, repetitions, name="kffi_bench_call"):
     return {name: statistics.median(times) for name, times in runs.items()}
 
 
+CXXFLAGS = ["-std=c++17", "-O2", "-fPIC", "-fvisibility=hidden"]
+
+# The same kernels written for apache-tvm-ffi, the anchor of the build-time rows (its headers
+# come with the apache-tvm-ffi wheel; the rows are left out where it is not installed).
+TVM_EXPORT_UNIT = """#include <tvm/ffi/function.h>
+namespace {
+int64_t AddOne(int64_t x) { return x + 1; }
+}  // namespace
+TVM_FFI_DLL_EXPORT_TYPED_FUNC(add_one, AddOne);
+"""
+KERNEL = """
+void add_one({T} x, {T} y) {{
+  const float* a = static_cast<const float*>(x.data_ptr());
+  float* b = static_cast<float*>(y.data_ptr());
+  for (int64_t i = 0; i < x.numel(); ++i) b[i] = a[i] + 1.0f;
+}}
+"""
+TVM_TENSOR_UNIT = (
+    "#include <tvm/ffi/container/tensor.h>\n#include <tvm/ffi/function.h>\n"
+    + KERNEL.format(T="tvm::ffi::TensorView")
+    + "TVM_FFI_DLL_EXPORT_TYPED_FUNC(add_one, add_one);\n"
+)
+# The cold JIT build of the same add_one: kffi.compile (with a contract) and
+# tvm_ffi.cpp.load_inline, each in a fresh process with a fresh build directory.
+KFFI_JIT = f"""import tempfile, kffi
+src = {KERNEL.format(T="kffi::TensorView")!r}
+with tempfile.TemporaryDirectory() as d:
+    n = kffi.sym_int("n")
+    kffi.compile(src, "add_one", kffi.fake_tensor("float32", [n]),
+                 kffi.fake_tensor("float32", [n], mut=True),
+                 options={{"build_directory": d, "quiet": True}})
+"""
+TVM_JIT = f"""import tempfile, tvm_ffi.cpp
+src = {KERNEL.format(T="tvm::ffi::TensorView")!r}
+with tempfile.TemporaryDirectory() as d:
+    tvm_ffi.cpp.load_inline("add_one", cpp_sources=src, functions=["add_one"], build_directory=d)
+"""
+
+
+def tvm_include_dirs():
+    """apache-tvm-ffi's include directories, or None where it is not installed."""
+    try:
+        import tvm_ffi.libinfo as info
+    except Exception:  # any failure to import means no anchor
+        return None
+    dirs = [info.find_include_path()]
+    if hasattr(info, "find_dlpack_include_path"):
+        dirs.append(info.find_dlpack_include_path())
+    return dirs
+
+
+def timed(cmd):
+    t0 = time.perf_counter()
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return time.perf_counter() - t0
+
+
+def paired(cmd_a, cmd_b, repeats):
+    """Medians of A's and B's seconds and of the ratio A/B taken pair by pair (A and B run in
+    turn, so that a machine whose speed drifts moves both sides of a pair alike)."""
+    ta, tb, ratios = [], [], []
+    for _ in range(repeats):
+        a = timed(cmd_a)
+        b = timed(cmd_b)
+        ta.append(a)
+        tb.append(b)
+        ratios.append(a / b)
+    return statistics.median(ta), statistics.median(tb), statistics.median(ratios)
+
+
 def compile_time(repeats):
     """Median seconds to compile compile_unit.cc the way a kernel author would (-O2 -fPIC)."""
     src = os.path.join(ROOT, "bench", "cpp", "compile_unit.cc")
     times = []
     with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "unit.o")
         for _ in range(repeats):
-            t0 = time.perf_counter()
-            subprocess.run(
-                [
-                    "g++",
-                    "-std=c++17",
-                    "-O2",
-                    "-fPIC",
-                    "-fvisibility=hidden",
-                    "-I",
-                    os.path.join(ROOT, "include"),
-                    "-c",
-                    src,
-                    "-o",
-                    os.path.join(tmp, "unit.o"),
-                ],
-                check=True,
+            times.append(
+                timed(["g++", *CXXFLAGS, "-I", os.path.join(ROOT, "include"), "-c", src, "-o", out])
             )
-            times.append(time.perf_counter() - t0)
     return statistics.median(times)
+
+
+def row(label, result, goal):
+    ta, tb, ratio = result
+    status = "PASS" if ratio <= goal else "MISS"
+    print(f"{label:<28}{ta:>10.3f}{tb:>11.3f}{ratio:>8.2f}  <= {goal} {status}")
+    return {
+        "case": label,
+        "kffi_s": ta,
+        "tvm_ffi_s": tb,
+        "ratio": ratio,
+        "goal": goal,
+        "status": status,
+    }
+
+
+def build_time_rows(repeats, jit_repeats):
+    """kffi against apache-tvm-ffi, in paired runs: the export TU, the contract TU (against
+    tvm-ffi's export of the same TensorView kernel) and the cold JIT build (issue 14's goals)."""
+    inc = tvm_include_dirs()
+    if inc is None:
+        print("\nbuild time against apache-tvm-ffi: skipped (tvm_ffi is not installed)")
+        return []
+    rows = []
+    print(f"\n{'build time (paired runs)':<28}{'kffi s':>10}{'tvm-ffi s':>11}{'ratio':>8}  goal")
+    with tempfile.TemporaryDirectory() as tmp:
+        units = []
+        for name, text in [("tvm_export.cc", TVM_EXPORT_UNIT), ("tvm_tensor.cc", TVM_TENSOR_UNIT)]:
+            path = os.path.join(tmp, name)
+            with open(path, "w") as f:
+                f.write(text)
+            units.append(path)
+        kinc = ["-I", os.path.join(ROOT, "include")]
+        tinc = [arg for d in inc for arg in ("-I", d)]
+        out = ["-c", "-o", os.path.join(tmp, "unit.o")]
+        for label, kffi_unit, tvm_unit, goal in [
+            ("export TU", "compile_unit.cc", units[0], 0.5),
+            ("contract TU", "compile_unit_contract.cc", units[1], 0.6),
+        ]:
+            a = ["g++", *CXXFLAGS, *kinc, os.path.join(ROOT, "bench", "cpp", kffi_unit), *out]
+            b = ["g++", *CXXFLAGS, *tinc, tvm_unit, *out]
+            rows.append(row(label, paired(a, b, repeats), goal))
+        if jit_repeats > 0:
+            a = [sys.executable, "-c", KFFI_JIT]
+            b = [sys.executable, "-c", TVM_JIT]
+            try:
+                rows.append(row("kffi.compile cold build", paired(a, b, jit_repeats), 0.5))
+            except subprocess.CalledProcessError as e:
+                print(f"{'kffi.compile cold build':<28}failed ({e}); is kffi installed?")
+    return rows
 
 
 def main():
@@ -104,6 +210,8 @@ def main():
     ap.add_argument("--build-dir", default=os.path.join(ROOT, "build", "bench"))
     ap.add_argument("--out", default=os.path.join(ROOT, "build", "bench_cpp.json"))
     ap.add_argument("--repetitions", type=int, default=10)
+    ap.add_argument("--compile-repeats", type=int, default=7, help="pairs per build-time row")
+    ap.add_argument("--jit-repeats", type=int, default=3, help="0 leaves the JIT row out")
     args = ap.parse_args()
     build(args.build_dir)
     med = run_benchmarks(args.build_dir, args.repetitions)
@@ -182,6 +290,7 @@ def main():
         f"\ncompile time of a TU that includes the function header and exports one typed "
         f"function: {ct:.3f} s (goal < 1.0 s; TVM-FFI reports ~1.2 s, pybind11 ~2.2 s)"
     )
+    build_rows = build_time_rows(args.compile_repeats, args.jit_repeats)
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     with open(args.out, "w") as f:
         json.dump(
@@ -189,6 +298,7 @@ def main():
                 "calls": rows,
                 "contracts": contract_rows,
                 "compile_time_s": ct,
+                "build_time_vs_tvm_ffi": build_rows,
                 "medians_ns": med,
                 "contract_medians_ns": cmed,
                 "aot_header_entry": aot_rows,

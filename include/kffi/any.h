@@ -4,7 +4,6 @@
 
 #include <kffi/type_traits.h>
 
-#include <functional>
 #include <optional>
 #include <string>
 #include <utility>

@@ -505,6 +505,14 @@ KFFI_DLL int KFFIContractExplain(KFFIObjectHandle contract, const KFFIAny* args,
  * ValueError "Invalid contract for `name`: ..." otherwise. */
 KFFI_DLL int KFFIContractCheckSignature(KFFIObjectHandle contract, const KFFIByteArray* param_types,
                                         int32_t num_params);
+/** What KFFI_EXPORT_CONTRACT does once, when its library loads: compiles the contract (as
+ * KFFIContractCreate) and checks it against the C++ parameter types (as
+ * KFFIContractCheckSignature), so that the kernel compiles one call. On failure it returns -1 with
+ * the error raised, *out NULL, and the error also reported to the module loader
+ * (KFFIModuleReportLoadError), which then fails the load in progress on this thread. */
+KFFI_DLL int KFFIContractExportCreate(const KFFIByteArray* name, const KFFIByteArray* text,
+                                      const KFFIByteArray* param_types, int32_t num_params,
+                                      int32_t plan_version, KFFIObjectHandle* out);
 /** The metadata of an export with this contract: *out is an owned str holding the JSON of a plain
  * export's keys plus "contract", the parameters' structured fields, "outputs", "symbols",
  * "env_stream" and "mutates" (kffi/contract.h). return_type and doc borrowed. */

@@ -136,6 +136,16 @@ constexpr bool kTakesCheckedAsIs =
     std::is_same_v<std::remove_cv_t<std::remove_reference_t<T>>, TensorView> ||
     std::is_same_v<std::remove_cv_t<std::remove_reference_t<T>>, void*>;
 
+/// The name TypeStrOf<T>() gives a kTakesCheckedAsIs<T> parameter type, as a constant.
+template <typename T>
+constexpr KFFIByteArray AsIsTypeName() {
+  if constexpr (std::is_same_v<std::remove_cv_t<std::remove_reference_t<T>>, TensorView>) {
+    return KFFIByteArray{"Tensor", 6};
+  } else {
+    return KFFIByteArray{"void*", 5};
+  }
+}
+
 /// The value of a checked argument for a parameter of type T (kTakesCheckedAsIs<T>).
 template <typename T>
 KFFI_INLINE std::remove_cv_t<std::remove_reference_t<T>> Unchecked(const KFFIAny* v) {
@@ -423,90 +433,160 @@ ObjectPtr<typename ContractInfo<F>::type> MakeContractObj(F f, const Contract& c
                                                      FunctionSource{c.name(), file, line});
 }
 
-/// Hands a problem found while the library loads to the module loader, so that
-/// Module::Load fails with it (when a load is in progress on this thread; the export raises it
-/// on every call either way).
-inline void ReportLoadError(const std::string& kind, const std::string& message) noexcept {
-#if defined(__GNUC__) && !defined(_WIN32) && !defined(KFFI_BUILDING_RUNTIME)
-  if (&KFFIModuleReportLoadError == nullptr) return;
-#endif
-  KFFIByteArray k{kind.data(), kind.size()};
-  KFFIByteArray m{message.data(), message.size()};
-  int32_t taken = 0;
-  if (KFFIModuleReportLoadError(&k, &m, &taken) != 0) {
-    KFFIObjectHandle err = nullptr;
-    KFFIErrorMoveFromRaised(&err);
-    if (err != nullptr) KFFIObjectDecRef(err);
-  }
-}
-
-/// What KFFI_EXPORT_CONTRACT keeps for one export, built at load time: the function, or the
-/// error that a malformed contract made (reported to the module loader, which fails the load, and
-/// raised by every call and by the metadata query).
+/// What KFFI_EXPORT_CONTRACT keeps for one export, built at load time: the function and its
+/// compiled contract, or the error that a malformed contract made (the runtime reports it to the
+/// module loader, which fails the load; every call and the metadata query raise it). Everything
+/// but the call's inline check goes through the C API: the runtime compiles the contract, checks
+/// it against the C++ parameters, explains failed checks and writes the metadata, so that a kernel
+/// compiles no message, no Error and no contract code of its own.
 template <typename F>
-class ContractExport {
+class ContractExport;
+template <typename F, typename R, typename... Args>
+class ContractExport<TypedFunctionObj<F, R, Args...>> {
  public:
-  using Obj = typename ContractInfo<F>::type;
   ContractExport(F f, const char* name, const char* text, const char* doc, const char* file,
                  int line) noexcept
-      : source_{name, file, line}, doc_(doc) {
-    try {
-      Contract c = Contract::Parse(name, text);
-      ObjectPtr<Obj> p = MakeContractObj(std::move(f), c, file, line);
-      contract_ = c.Handle();
-      obj_ = static_cast<Obj*>(static_cast<Object*>(ObjectUnsafe::MoveToHandle(std::move(p))));
-    } catch (const Error& e) {
-      kind_ = e.kind();
-      message_ = e.message();
-    } catch (const std::exception& e) {
-      kind_ = "InternalError";
-      message_ = e.what();
-    }
-    if (obj_ == nullptr) ReportLoadError(kind_, message_);
+      : fn_(std::move(f)), name_(name), doc_(doc), file_(file), line_(line) {
+    Create(text);
   }
   KFFI_INLINE int Call(const KFFIAny* args, int32_t num_args, KFFIAny* result) noexcept {
-    if (KFFI_LIKELY(obj_ != nullptr)) {
-      return Obj::SafeCall(static_cast<Object*>(obj_), args, num_args, result);
+    const contract::PlanLayout* plan = plan_;
+    if (KFFI_UNLIKELY(plan == nullptr)) return RaiseStored();
+    contract::RunState st;
+    if (KFFI_UNLIKELY(!contract::FastRun(*plan, args, num_args, &st))) {
+      return RaiseCheckFailure(args, num_args);
     }
-    return RaiseStored();
-  }
-  /// The metadata, written by the runtime from the compiled contract.
-  int Metadata(KFFIAny* result) noexcept {
-    if (obj_ == nullptr) return RaiseStored();
     try {
-      const std::string ret = ContractInfo<F>::ReturnType();
-      KFFIByteArray r = ToByteArray(ret.data(), ret.size());
-      KFFIByteArray d = ToByteArray(doc_, std::strlen(doc_));
-      return KFFIContractGetMetadata(contract_, &r, &d, result);
+      if (KFFI_LIKELY(!plan->needs_expand)) {
+        Invoke(args, result, std::index_sequence_for<Args...>());
+      } else {
+        KFFIAny full[sizeof...(Args) == 0 ? 1 : sizeof...(Args)];
+        if (KFFIContractExpandArgs(contract_, st.frames, 0, full) != 0) {
+          return RaisedLeaving(name_, file_, line_);
+        }
+        Invoke(full, result, std::index_sequence_for<Args...>());
+      }
+      return 0;
     } catch (...) {
-      SetRaisedFromCurrentException();
+      SetRaisedLeaving(name_, file_, line_);
       return -1;
     }
   }
-
- private:
-  KFFI_NOINLINE int RaiseStored() noexcept {
-    try {
-      throw Error(kind_, message_);
-    } catch (...) {
-      SetRaisedLeaving(source_);
+  /// The metadata, written by the runtime from the compiled contract.
+  int Metadata(KFFIAny* result) noexcept {
+    if (plan_ == nullptr) return RaiseStored();
+    const KFFIByteArray d = ToByteArray(doc_, std::strlen(doc_));
+    if constexpr (std::is_void_v<R>) {
+      const KFFIByteArray r{"None", 4};
+      return KFFIContractGetMetadata(contract_, &r, &d, result);
+    } else {
+      try {
+        const std::string ret = TypeStrOf<R>();
+        KFFIByteArray r = ToByteArray(ret.data(), ret.size());
+        return KFFIContractGetMetadata(contract_, &r, &d, result);
+      } catch (...) {
+        SetRaisedFromCurrentException();
+        return -1;
+      }
     }
-    return -1;
+  }
+  /// For the (unexpected) case that the C++ parameter cannot take a value the contract let pass.
+  std::string SignatureStr() const {
+    KFFIByteArray out{nullptr, 0};
+    if (KFFIContractGetText(contract_, kKFFIContractTextSignature, 0, &out) != 0) {
+      ThrowRaisedError(-1);
+    }
+    return std::string(out.data, out.size);
   }
 
-  FunctionSource source_;
+ private:
+  KFFI_NOINLINE void Create(const char* text) noexcept {
+#if defined(__GNUC__) && !defined(_WIN32) && !defined(KFFI_BUILDING_RUNTIME)
+    if (&KFFIContractExportCreate == nullptr) {
+      KFFIErrorSetRaisedFromCStr("RuntimeError",
+                                 "Cannot compile a contract: the kffi runtime in this process is "
+                                 "older than this library's headers (no KFFIContractExportCreate)");
+      KFFIErrorMoveFromRaised(&error_);
+      return;
+    }
+#endif
+    if constexpr ((contract::kTakesCheckedAsIs<Args> && ...)) {
+      // Their names are constants: no string is built.
+      const KFFIByteArray types[sizeof...(Args) + 1] = {contract::AsIsTypeName<Args>()..., {"", 0}};
+      CreateWith(text, types);
+    } else {
+      try {
+        const std::string types[sizeof...(Args) + 1] = {TypeStrOf<Args>()..., ""};
+        KFFIByteArray arrays[sizeof...(Args) + 1];
+        for (size_t i = 0; i < sizeof...(Args); ++i) {
+          arrays[i] = ToByteArray(types[i].data(), types[i].size());
+        }
+        CreateWith(text, arrays);
+      } catch (...) {
+        SetRaisedFromCurrentException();
+        KFFIErrorMoveFromRaised(&error_);
+      }
+    }
+  }
+  /// Compiles the contract for parameters of these type names (as TypeStrOf spells them).
+  void CreateWith(const char* text, const KFFIByteArray* types) noexcept {
+    KFFIByteArray n = ToByteArray(name_, std::strlen(name_));
+    KFFIByteArray t = ToByteArray(text, std::strlen(text));
+    if (KFFIContractExportCreate(&n, &t, types, static_cast<int32_t>(sizeof...(Args)),
+                                 contract::kPlanLayoutVersion, &contract_) == 0) {
+      plan_ = static_cast<const contract::PlanLayout*>(KFFIContractGetPlan(contract_));
+      if (plan_ != nullptr) return;
+    }
+    KFFIErrorMoveFromRaised(&error_);
+  }
+  template <size_t... I>
+  KFFI_INLINE void Invoke(const KFFIAny* args, KFFIAny* result, std::index_sequence<I...> seq) {
+    if constexpr ((contract::kTakesCheckedAsIs<Args> && ...)) {
+      // Every argument is one its parameter takes as it is: no conversion path to compile.
+      (void)seq;
+      if constexpr (std::is_void_v<R>) {
+        fn_(contract::Unchecked<Args>(&args[I])...);
+      } else {
+        TypeTraitsNoCR<R>::MoveToAny(fn_(contract::Unchecked<Args>(&args[I])...), result);
+      }
+    } else {
+      InvokeUnpacked<R, Args...>(fn_, args, result, this, seq);
+    }
+  }
+  /// A failed inline check: the runtime explains it (raises the catalogue's error).
+  KFFI_NOINLINE int RaiseCheckFailure(const KFFIAny* args, int32_t num_args) noexcept {
+    KFFIContractExplain(contract_, args, num_args, nullptr, nullptr);
+    return RaisedLeaving(name_, file_, line_);
+  }
+  /// Raises a fresh copy of the load-time error (each raise gets its own backtrace).
+  KFFI_NOINLINE int RaiseStored() noexcept {
+    if (error_ != nullptr) {
+      const KFFIErrorCell* cell = KFFIErrorGetCellPtr(error_);
+      const KFFIByteArray no_frames{"", 0};
+      KFFIObjectHandle copy = nullptr;
+      if (KFFIErrorCreate(&cell->kind, &cell->message, &no_frames, &copy) == 0) {
+        KFFIErrorSetRaised(copy);
+        KFFIObjectDecRef(copy);
+      }
+    }
+    return RaisedLeaving(name_, file_, line_);
+  }
+
+  F fn_;
+  const char* name_;
   const char* doc_;
-  Obj* obj_ = nullptr;                   // never released: the library is never unloaded
-  KFFIObjectHandle contract_ = nullptr;  // obj_'s contract (obj_ keeps it)
-  std::string kind_;
-  std::string message_;
+  const char* file_;
+  int line_;
+  const contract::PlanLayout* plan_ = nullptr;  // contract_'s; null when the contract failed
+  KFFIObjectHandle contract_ = nullptr;         // never released: the library is never unloaded
+  KFFIObjectHandle error_ = nullptr;            // the load-time error when plan_ is null
 };
 
 /// Never freed, like the objects of KFFI_EXPORT (no exit-time destructor racing a call).
 template <typename F>
-ContractExport<F>* MakeContractExport(F f, const char* name, const char* text, const char* doc,
-                                      const char* file, int line) {
-  return new ContractExport<F>(std::move(f), name, text, doc, file, line);
+ContractExport<ExportedObj<F>>* MakeContractExport(F f, const char* name, const char* text,
+                                                   const char* doc, const char* file, int line) {
+  return new ContractExport<ExportedObj<F>>(std::move(f), name, text, doc, file, line);
 }
 
 }  // namespace details

@@ -22,8 +22,6 @@
 // contract compiler (the contract export then reports that, instead of the loader failing on an
 // unresolved symbol, or a -z now library failing to open at all).
 extern "C" {
-__attribute__((weak)) int KFFIModuleReportLoadError(const KFFIByteArray* kind,
-                                                    const KFFIByteArray* message, int32_t* taken);
 __attribute__((weak)) int KFFIContractCreate(const KFFIByteArray* name, const KFFIByteArray* text,
                                              int32_t plan_version, KFFIObjectHandle* out);
 __attribute__((weak)) const void* KFFIContractGetPlan(KFFIObjectHandle contract);
@@ -38,6 +36,11 @@ __attribute__((weak)) int KFFIContractExpandArgs(KFFIObjectHandle contract,
 __attribute__((weak)) int KFFIContractCheckSignature(KFFIObjectHandle contract,
                                                      const KFFIByteArray* param_types,
                                                      int32_t num_params);
+__attribute__((weak)) int KFFIContractExportCreate(const KFFIByteArray* name,
+                                                   const KFFIByteArray* text,
+                                                   const KFFIByteArray* param_types,
+                                                   int32_t num_params, int32_t plan_version,
+                                                   KFFIObjectHandle* out);
 __attribute__((weak)) int KFFIContractGetMetadata(KFFIObjectHandle contract,
                                                   const KFFIByteArray* return_type,
                                                   const KFFIByteArray* doc, KFFIAny* out);

@@ -71,8 +71,15 @@ class Error : public ObjectRef, public std::exception {
   const KFFIErrorCell* cell() const {
     return static_cast<const ErrorObj*>(static_cast<const Object*>(data_.get()));
   }
+  // std::string's member functions, not its operator+ templates: the members are compiled once
+  // in the standard library, the templates again in every kernel.
   void InitWhat() {
-    if (data_) what_ = kind() + ": " + message();
+    if (!data_) return;
+    const KFFIErrorCell* c = cell();
+    what_.reserve(c->kind.size + 2 + c->message.size);
+    what_.append(c->kind.data, c->kind.size)
+        .append(": ", 2)
+        .append(c->message.data, c->message.size);
   }
   std::string what_;
 };
@@ -179,8 +186,11 @@ inline void SetRaisedFromCurrentException() noexcept {
   KFFIObjectHandle h = nullptr;
   KFFIErrorMoveFromRaised(&h);
   if (h == nullptr) {
-    throw Error("InternalError",
-                "a call failed with code " + std::to_string(code) + " but raised no error");
+    char c[16];
+    std::snprintf(c, sizeof(c), "%d", code);
+    const char* parts[] = {"a call failed with code ", c, " but raised no error"};
+    KFFIErrorSetRaisedFromCStrParts("InternalError", parts, 3);
+    KFFIErrorMoveFromRaised(&h);
   }
   throw Error(ObjectUnsafe::FromOwnedHandle<Object>(h));
 }
@@ -203,8 +213,15 @@ inline int32_t GetOrAllocTypeIndex(const char* type_key, int32_t static_index, i
 
 inline std::string TypeIndexToKey(int32_t type_index) {
   const KFFITypeInfo* info = KFFIGetTypeInfo(type_index);
-  if (info == nullptr) return "<unknown type " + std::to_string(type_index) + ">";
-  return std::string(info->type_key.data, info->type_key.size);
+  std::string out;
+  if (info == nullptr) {
+    char buf[48];
+    out.append(buf, static_cast<size_t>(std::snprintf(buf, sizeof(buf), "<unknown type %d>",
+                                                      static_cast<int>(type_index))));
+  } else {
+    out.append(info->type_key.data, info->type_key.size);
+  }
+  return out;
 }
 
 }  // namespace details

@@ -118,13 +118,15 @@ template <typename ObjPtr>
 int ExportedMetadata(const char* name, const char* doc, const char* param_names,
                      KFFIAny* result) noexcept {
   using Sig = ExportSignature<std::remove_pointer_t<ObjPtr>>;
-  try {
 #if defined(__GNUC__) && !defined(_WIN32) && !defined(KFFI_BUILDING_RUNTIME)
-    if (&KFFIExportGetMetadata == nullptr) {
-      throw Error("RuntimeError", std::string("The metadata of `") + name +
-                                      "` needs a kffi runtime of version 0.3 or later");
-    }
+  if (&KFFIExportGetMetadata == nullptr) {
+    const char* parts[] = {"The metadata of `", name,
+                           "` needs a kffi runtime of version 0.3 or later"};
+    KFFIErrorSetRaisedFromCStrParts("RuntimeError", parts, 3);
+    return -1;
+  }
 #endif
+  try {
     return Sig::Metadata(name, doc, param_names, result);
   } catch (...) {
     SetRaisedFromCurrentException();

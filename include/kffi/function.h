@@ -45,17 +45,23 @@ struct FunctionSource {
   int line;
 };
 
-/// Puts the exception being handled into the error slot, adding the frame of the function it
-/// leaves (so backtraces grow by one frame per boundary crossed).
-inline void SetRaisedLeaving(const char* name, const char* file, int line) noexcept {
-  SetRaisedFromCurrentException();
+/// Adds the frame of the function it leaves to the raised error (so backtraces grow by one frame
+/// per boundary crossed); returns -1, the failed call's code. For errors raised through the C API.
+inline int RaisedLeaving(const char* name, const char* file, int line) noexcept {
   KFFIObjectHandle err = nullptr;
   KFFIErrorMoveFromRaised(&err);
-  if (err == nullptr) return;
+  if (err == nullptr) return -1;
   const KFFIByteArray* frame = KFFIBacktrace(file, line, name, 1);
   KFFIErrorGetCellPtr(err)->update_backtrace(err, frame, kKFFIBacktraceUpdateModeAppend);
   KFFIErrorSetRaised(err);
   KFFIObjectDecRef(err);
+  return -1;
+}
+/// Puts the exception being handled into the error slot, adding the frame of the function it
+/// leaves.
+inline void SetRaisedLeaving(const char* name, const char* file, int line) noexcept {
+  SetRaisedFromCurrentException();
+  RaisedLeaving(name, file, line);
 }
 inline void SetRaisedLeaving(const FunctionSource& src) noexcept {
   SetRaisedLeaving(src.name.c_str(), src.file, src.line);

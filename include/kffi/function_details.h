@@ -95,18 +95,58 @@ struct Signature {
 
 // Argument errors carry no frame of their own: the frame of the function being called is added
 // when the error leaves it, which is the one a user needs.
+// Their messages are put together by the runtime from parts (KFFIErrorSetRaisedFromCStrParts),
+// so that a kernel compiles no string concatenation for them.
 [[noreturn]] KFFI_NOINLINE inline void ThrowArgCountError(const std::string& sig, size_t expected,
                                                           int32_t got) {
-  throw Error("TypeError", "Mismatched number of arguments when calling: `" + sig + "`. Expected " +
-                               std::to_string(expected) + " but got " + std::to_string(got));
+  char e[24];
+  char g[16];
+  std::snprintf(e, sizeof(e), "%zu", expected);
+  std::snprintf(g, sizeof(g), "%d", static_cast<int>(got));
+  const char* parts[] = {"Mismatched number of arguments when calling: `",
+                         sig.c_str(),
+                         "`. Expected ",
+                         e,
+                         " but got ",
+                         g};
+  KFFIErrorSetRaisedFromCStrParts("TypeError", parts, 6);
+  ThrowRaisedError(-1);
 }
 
 [[noreturn]] KFFI_NOINLINE inline void ThrowArgTypeError(const std::string& sig, size_t index,
                                                          const std::string& expected,
                                                          const std::string& got) {
-  throw Error("TypeError", "Mismatched type on argument #" + std::to_string(index) +
-                               " when calling: `" + sig + "`. Expected `" + expected +
-                               "` but got `" + got + "`");
+  char i[24];
+  std::snprintf(i, sizeof(i), "%zu", index);
+  const char* parts[] = {"Mismatched type on argument #",
+                         i,
+                         " when calling: `",
+                         sig.c_str(),
+                         "`. Expected `",
+                         expected.c_str(),
+                         "` but got `",
+                         got.c_str(),
+                         "`"};
+  KFFIErrorSetRaisedFromCStrParts("TypeError", parts, 9);
+  ThrowRaisedError(-1);
+}
+
+/// Raises e again, its message prefixed with the argument it was about (kind and backtrace kept).
+[[noreturn]] KFFI_NOINLINE inline void ThrowInvalidArgument(const Error& e, size_t index,
+                                                            const std::string& sig) {
+  const KFFIErrorCell* cell = KFFIErrorGetCellPtr(ObjectUnsafe::GetHandle(ObjectRefData(e)));
+  char i[24];
+  std::snprintf(i, sizeof(i), "%zu", index);
+  const std::string_view message(cell->message.data, cell->message.size);
+  const std::string_view backtrace(cell->backtrace.data, cell->backtrace.size);
+  throw Error(std::string(cell->kind.data, cell->kind.size),
+              std::string("Invalid argument #")
+                  .append(i)
+                  .append(" when calling: `")
+                  .append(sig)
+                  .append("`. ")
+                  .append(message),
+              std::string(backtrace));
 }
 
 [[noreturn]] KFFI_NOINLINE inline void ThrowNullFunction() {
@@ -136,10 +176,7 @@ struct ArgUnpacker {
       v = Traits::TryCastFromAnyView(&args[i]);
     } catch (const Error& e) {
       // A conversion that parses (e.g. a dtype string) failed: say which argument it was.
-      throw Error(e.kind(),
-                  "Invalid argument #" + std::to_string(i) + " when calling: `" +
-                      obj->SignatureStr() + "`. " + e.message(),
-                  e.backtrace());
+      ThrowInvalidArgument(e, i, obj->SignatureStr());
     }
     if (v.has_value()) return std::move(*v);
     ThrowArgTypeError(obj->SignatureStr(), i, Traits::TypeStr(), MismatchTypeInfo<T>(&args[i]));

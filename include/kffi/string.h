@@ -4,7 +4,6 @@
 
 #include <kffi/object.h>
 
-#include <functional>
 #include <string>
 #include <string_view>
 

@@ -6,9 +6,11 @@
 #include <kffi/dtype.h>
 
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <initializer_list>
+#include <new>
 #include <optional>
 #include <string>
 #include <type_traits>
@@ -86,10 +88,26 @@ inline std::string KFFIToErrorString(IntArrayView v) {
 
 namespace details {
 /// ValueError "<what>: shape [..] is too large: <why>" (cold).
+/// The message is put together in C buffers and raised by the runtime, not built as std::string:
+/// every kernel that reads numel() compiles this path, and string code is what makes kernel builds
+/// slow.
 [[noreturn]] KFFI_NOINLINE inline void ThrowLayoutTooLarge(const char* what, IntArrayView shape,
                                                            const char* why) {
-  throw Error("ValueError",
-              std::string(what) + ": shape " + KFFIToErrorString(shape) + " is too large: " + why);
+  const size_t cap = shape.size() * 22 + 3;  // "[", ", " and up to 20 characters a size, "]"
+  char* dims = static_cast<char*>(std::malloc(cap));
+  if (dims == nullptr) throw std::bad_alloc();
+  size_t n = 0;
+  dims[n++] = '[';
+  for (size_t i = 0; i < shape.size(); ++i) {
+    n += static_cast<size_t>(std::snprintf(dims + n, cap - n, i == 0 ? "%lld" : ", %lld",
+                                           static_cast<long long>(shape[i])));
+  }
+  dims[n++] = ']';
+  dims[n] = '\0';
+  const char* parts[] = {what, ": shape ", dims, " is too large: ", why};
+  KFFIErrorSetRaisedFromCStrParts("ValueError", parts, 5);
+  std::free(dims);
+  ThrowRaisedError(-1);
 }
 }  // namespace details
 

@@ -129,6 +129,8 @@ KFFI_ABI_SIGNATURE(KFFIContractExplain,
 KFFI_ABI_SIGNATURE(KFFIContractExpandArgs,
                    int (*)(Handle, const KFFIAny* const*, int32_t, KFFIAny*));
 KFFI_ABI_SIGNATURE(KFFIContractCheckSignature, int (*)(Handle, const ByteArray*, int32_t));
+KFFI_ABI_SIGNATURE(KFFIContractExportCreate, int (*)(const ByteArray*, const ByteArray*,
+                                                     const ByteArray*, int32_t, int32_t, Handle*));
 KFFI_ABI_SIGNATURE(KFFIContractGetMetadata,
                    int (*)(Handle, const ByteArray*, const ByteArray*, KFFIAny*));
 KFFI_ABI_SIGNATURE(KFFIContractGetText, int (*)(Handle, int32_t, int32_t, ByteArray*));

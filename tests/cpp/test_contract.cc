@@ -484,6 +484,46 @@ TEST(Contract, MustFitTheCppParameters) {
             "no error");
 }
 
+// What KFFI_EXPORT_CONTRACT calls when its library loads: the contract compiled and checked
+// against the C++ parameter types in one call, its plan ready to run; failures raised.
+TEST(Contract, ExportCreateCompilesAndChecksInOneCall) {
+  auto create = [](const char* text, std::vector<KFFIByteArray> types, KFFIObjectHandle* out) {
+    KFFIByteArray n{"f", 1};
+    KFFIByteArray t{text, std::char_traits<char>::length(text)};
+    return KFFIContractExportCreate(&n, &t, types.data(), static_cast<int32_t>(types.size()),
+                                    kffi::details::contract::kPlanLayoutVersion, out);
+  };
+  auto raised = [] {
+    KFFIObjectHandle err = nullptr;
+    KFFIErrorMoveFromRaised(&err);
+    if (err == nullptr) return std::string("no error");
+    kffi::Error e(kffi::details::ObjectUnsafe::FromOwnedHandle<kffi::Object>(err));
+    return std::string(e.what());
+  };
+  const KFFIByteArray tensor{"Tensor", 6};
+  KFFIObjectHandle c = nullptr;
+  ASSERT_EQ(create("a: Tensor([n], float32), b: Tensor([n], float32)", {tensor, tensor}, &c), 0);
+  ASSERT_NE(c, nullptr);
+  const auto* plan =
+      static_cast<const kffi::details::contract::PlanLayout*>(KFFIContractGetPlan(c));
+  ASSERT_NE(plan, nullptr);
+  EXPECT_EQ(plan->num_args, 2);
+  EXPECT_EQ(plan->contract, c);
+  KFFIObjectDecRef(c);
+
+  c = reinterpret_cast<KFFIObjectHandle>(&c);  // overwritten on failure too
+  EXPECT_EQ(create("a: Tensor([n], float32), b: int", {tensor, tensor}, &c), -1);
+  EXPECT_EQ(c, nullptr);
+  EXPECT_EQ(raised(),
+            "ValueError: Invalid contract for `f`: parameter #1 `b: int` cannot be passed to the "
+            "C++ parameter of type `Tensor`");
+  EXPECT_EQ(create("a: Tensor([n], float32", {tensor}, &c), -1);
+  EXPECT_EQ(c, nullptr);
+  EXPECT_NE(raised().find("ValueError: Invalid contract for `f` at column"), std::string::npos);
+  EXPECT_EQ(create("a: Tensor([n], float32)", {tensor}, nullptr), -1);
+  EXPECT_EQ(raised(), "ValueError: KFFIContractExportCreate: out is NULL");
+}
+
 TEST(Contract, WrapsAPackedFunction) {
   Function inner = Function::FromPacked([](kffi::PackedArgs args, Any* rv) {
     *rv = static_cast<int64_t>(args.size()) * 10 + (args[1].is_none() ? 1 : 0);

@@ -67,6 +67,26 @@ def test_mutation_bumps_the_version_of_saved_tensors(tk, ns):
         z.backward()
 
 
+def test_version_counters_count_the_written_tensors_only(tk, ns):
+    # scale_into(y mut, x, alpha): each successful call bumps y's version once, never x's; a
+    # call the contract refuses bumps nothing; inference tensors (no version counter) work.
+    op = kffi.torch.register_op(fresh(tk, "scale_into"), f"{ns}::scale_into")
+    y = torch.ones(3, dtype=torch.float64)
+    x = torch.full((3,), 2.0, dtype=torch.float64)
+    v_y, v_x = y._version, x._version
+    op.default(y, x, 3.0)  # the dispatcher's kernel
+    op.default(y, x, 3.0)
+    assert (y._version - v_y, x._version - v_x) == (2, 0)
+    assert y.tolist() == [6.0, 6.0, 6.0]
+    with pytest.raises(ValueError, match="scale_into"):
+        op.default(y, torch.ones(4, dtype=torch.float64), 3.0)
+    assert y._version - v_y == 2
+    with torch.inference_mode():
+        yi = torch.ones(3, dtype=torch.float64)
+        op.default(yi, torch.ones(3, dtype=torch.float64), 5.0)
+        assert yi.tolist() == [5.0, 5.0, 5.0]
+
+
 def test_kffi_backward_gradcheck(tk, ns):
     op = kffi.torch.register_op(fresh(tk, "square"), f"{ns}::square")
     kffi.torch.register_autograd(op, backward=fresh(tk, "square_bwd"))

@@ -103,11 +103,28 @@ const DTypePair kDTypes[] = {
     {c10::ScalarType::Float8_e8m0fnu, {kDLFloat8_e8m0fnu, 8, 1}},
 };
 
-DLDataType ToDL(c10::ScalarType s) {
-  for (const DTypePair& p : kDTypes) {
-    if (p.scalar == s) return p.dl;
+// kDTypes indexed by ScalarType (the per-call direction; code 0xff: none): one look-up per
+// tensor argument instead of a scan.
+constexpr size_t kNumScalarTypes = static_cast<size_t>(c10::ScalarType::NumOptions);
+struct DLByScalar {
+  DLDataType dl[kNumScalarTypes];
+  DLByScalar() {
+    for (DLDataType& t : dl) t = DLDataType{0xff, 0, 0};
+    for (const DTypePair& p : kDTypes) dl[static_cast<size_t>(p.scalar)] = p.dl;
   }
+};
+const DLByScalar kDLByScalar;
+
+[[noreturn]] C10_NOINLINE void RefuseDType(c10::ScalarType s) {
   TORCH_CHECK_TYPE(false, "kffi.torch: dtype ", c10::toString(s), " has no DLPack equivalent");
+}
+
+inline DLDataType ToDL(c10::ScalarType s) {
+  const size_t i = static_cast<size_t>(s);
+  if (C10_LIKELY(i < kNumScalarTypes) && C10_LIKELY(kDLByScalar.dl[i].code != 0xff)) {
+    return kDLByScalar.dl[i];
+  }
+  RefuseDType(s);
 }
 
 c10::ScalarType FromDL(DLDataType t) {
@@ -118,7 +135,7 @@ c10::ScalarType FromDL(DLDataType t) {
                    int(t.bits), ", lanes ", int(t.lanes), ") has no torch equivalent");
 }
 
-DLDevice ToDL(const c10::Device& d) {
+inline DLDevice ToDL(const c10::Device& d) {
   switch (d.type()) {
     case c10::DeviceType::CPU:
       return DLDevice{kDLCPU, 0};
@@ -155,6 +172,15 @@ c10::Device FromDL(DLDevice d) {
   if (kind == "IndexError") TORCH_CHECK_INDEX(false, message);
   if (kind == "NotImplementedError") TORCH_CHECK_NOT_IMPLEMENTED(false, message);
   TORCH_CHECK(false, kind, ": ", message);
+}
+
+/// The error a safe call that returned rc raised, as the matching torch error.
+[[noreturn]] C10_NOINLINE void RethrowRaised(int rc) {
+  try {
+    details::ThrowRaisedError(rc);
+  } catch (const Error& e) {
+    RethrowAsTorch(e.kind(), e.message());
+  }
 }
 
 // ---- the environment allocator: torch tensors for what the callee allocates --------------------
@@ -210,17 +236,18 @@ int TorchAlloc(DLTensor* proto, DLManagedTensorVersioned** out, void* error_ctx,
   return -1;
 }
 
-/// Sets the environment (allocator; stream and current device for CUDA) for one call.
+/// Sets the environment (allocator; stream and current device for CUDA) for one call. The
+/// thread-local slot is looked up once (a call through __tls_get_addr in a dlopen'ed library).
 class CallEnv {
  public:
-  CallEnv(const c10::Device& device, std::vector<at::Tensor>* allocated) {
-    prev_allocated_ = tls_allocated;
-    tls_allocated = allocated;
+  CallEnv(const c10::Device* cuda, std::vector<at::Tensor>* allocated)
+      : slot_(&tls_allocated), prev_allocated_(*slot_) {
+    *slot_ = allocated;
     KFFIEnvSetTensorAllocator(&TorchAlloc, 0, &prev_alloc_);
-    if (device.is_cuda()) {
-      guard_.reset_device(device);
-      dl_ = ToDL(device);
-      c10::Stream s = c10::impl::getDeviceGuardImpl(device.type())->getStream(device);
+    if (cuda != nullptr) {
+      guard_.reset_device(*cuda);
+      dl_ = ToDL(*cuda);
+      c10::Stream s = c10::impl::getDeviceGuardImpl(cuda->type())->getStream(*cuda);
       stream_ = s.native_handle();
       KFFIEnvSetStream(dl_.device_type, dl_.device_id, stream_, &prev_stream_);
       stream_set_ = true;
@@ -229,7 +256,7 @@ class CallEnv {
   ~CallEnv() {
     if (stream_set_) KFFIEnvSetStream(dl_.device_type, dl_.device_id, prev_stream_, nullptr);
     KFFIEnvSetTensorAllocator(prev_alloc_, 0, nullptr);
-    tls_allocated = prev_allocated_;
+    *slot_ = prev_allocated_;
   }
   CallEnv(const CallEnv&) = delete;
   CallEnv& operator=(const CallEnv&) = delete;
@@ -237,8 +264,9 @@ class CallEnv {
   void* stream() const { return stream_; }
 
  private:
+  std::vector<at::Tensor>** slot_;
+  std::vector<at::Tensor>* prev_allocated_;
   c10::OptionalDeviceGuard guard_;
-  std::vector<at::Tensor>* prev_allocated_ = nullptr;
   DLPackManagedTensorAllocator prev_alloc_ = nullptr;
   DLDevice dl_{kDLCPU, 0};
   void* stream_ = nullptr;
@@ -331,16 +359,21 @@ std::shared_ptr<Plan> ParsePlan(const std::string& name, int64_t num_schema_args
 
 // ---- the kernel -------------------------------------------------------------------------------
 
-/// A tensor argument as kffi sees it: a borrowed DLTensor viewing the torch tensor.
-void FillDLTensor(const at::Tensor& t, const std::string& op, DLTensor* out) {
-  TORCH_CHECK_TYPE(t.layout() == c10::kStrided, "kffi.torch: ", op,
-                   " takes strided tensors, got layout ", t.layout());
-  out->data = t.data_ptr();
-  out->device = ToDL(t.device());
-  out->ndim = static_cast<int32_t>(t.dim());
-  out->dtype = ToDL(t.scalar_type());
-  out->shape = const_cast<int64_t*>(t.sizes().data());
-  out->strides = const_cast<int64_t*>(t.strides().data());
+[[noreturn]] C10_NOINLINE void RefuseLayout(const at::Tensor& t, const std::string& op) {
+  TORCH_CHECK_TYPE(false, "kffi.torch: ", op, " takes strided tensors, got layout ", t.layout());
+}
+
+/// A tensor argument as kffi sees it: a borrowed DLTensor viewing the torch tensor (shape and
+/// strides point into the TensorImpl's own arrays).
+inline void FillDLTensor(const at::Tensor& t, const std::string& op, DLTensor* out) {
+  const c10::TensorImpl* impl = t.unsafeGetTensorImpl();
+  if (C10_UNLIKELY(impl->layout() != c10::kStrided)) RefuseLayout(t, op);
+  out->data = t.data_ptr();  // the mutable pointer: copy-on-write storage is materialized
+  out->device = ToDL(impl->device());
+  out->ndim = static_cast<int32_t>(impl->dim());
+  out->dtype = ToDL(impl->dtype().toScalarType());
+  out->shape = const_cast<int64_t*>(impl->sizes().data());
+  out->strides = const_cast<int64_t*>(impl->strides().data());
   out->byte_offset = 0;
 }
 
@@ -384,24 +417,28 @@ at::Tensor ToTorch(const kffi::Tensor& t, const std::vector<at::Tensor>& allocat
 /// One op's call: converts the dispatcher's arguments, calls the kffi function, pushes results.
 class KffiCall {
  public:
-  KffiCall(Function fn, std::shared_ptr<const Plan> plan)
-      : fn_(std::move(fn)), plan_(std::move(plan)) {}
+  KffiCall(Function fn, std::shared_ptr<const Plan> plan, std::vector<int64_t> written)
+      : fn_(std::move(fn)), plan_(std::move(plan)), written_(std::move(written)) {
+    KFFI_CHECK(fn_.get() != nullptr, ValueError)
+        << "kffi.torch: " << plan_->name << ": the function is null";
+  }
 
   const Plan& plan() const { return *plan_; }
 
-  void Run(torch::jit::Stack* stack) const {
+  /// Runs the call on the schema arguments at the top of the stack and replaces them with the
+  /// results. bump: bump the version counters of the arguments the op writes, after the call.
+  void Run(torch::jit::Stack* stack, bool bump) const {
     const Plan& p = *plan_;
-    const int64_t n = p.num_schema_args;
-    TORCH_CHECK(static_cast<int64_t>(stack->size()) >= n, "kffi.torch: ", p.name, " got ",
-                stack->size(), " values on the stack, expected ", n);
-    c10::IValue* args = stack->data() + (stack->size() - static_cast<size_t>(n));
+    const size_t n = static_cast<size_t>(p.num_schema_args);
+    TORCH_CHECK(stack->size() >= n, "kffi.torch: ", p.name, " got ", stack->size(),
+                " values on the stack, expected ", n);
+    c10::IValue* args = stack->data() + (stack->size() - n);
 
-    c10::Device device(c10::DeviceType::CPU);
-    if (p.device_arg >= 0 && args[p.device_arg].isTensor()) {
-      device = args[p.device_arg].toTensor().device();
-    }
+    const bool has_device_arg = p.device_arg >= 0 && args[p.device_arg].isTensor();
+    const c10::Device device =
+        has_device_arg ? args[p.device_arg].toTensor().device() : c10::Device(c10::DeviceType::CPU);
     std::vector<at::Tensor> allocated;
-    CallEnv env(device, &allocated);
+    CallEnv env(device.is_cuda() ? &device : nullptr, &allocated);
 
     // Allocated outputs first (their shapes read the arguments).
     c10::SmallVector<at::Tensor, 2> outs;
@@ -417,34 +454,48 @@ class KffiCall {
       a.zero_padding = 0;
       a.v_int64 = 0;
       const auto [source, value] = p.params[i];
-      if (source == kNone) continue;
-      if (source == kStream) {
+      if (C10_LIKELY(source == kArg)) {
+        const c10::IValue& v = args[value];
+        if (C10_LIKELY(v.isTensor())) {
+          FillDLTensor(v.toTensor(), p.name, &dl[i]);
+          a.type_index = kKFFIDLTensorPtr;
+          a.v_ptr = &dl[i];
+        } else {
+          Pack(v, &a, &keep);
+        }
+      } else if (source == kStream) {
         if (env.stream() != nullptr) {
           a.type_index = kKFFIOpaquePtr;
           a.v_ptr = env.stream();
         }
-        continue;
-      }
-      if (source == kAlloc) {
+      } else if (source == kAlloc) {
         FillDLTensor(outs[static_cast<size_t>(value)], p.name, &dl[i]);
         a.type_index = kKFFIDLTensorPtr;
         a.v_ptr = &dl[i];
-        continue;
       }
-      Pack(args[value], &a, &dl[i], &keep);
     }
 
+    // The safe call itself (what Function::CallPacked does), with its error turned into torch's.
     Any result;
-    try {
-      result = fn_.CallPacked(packed.data(), static_cast<int32_t>(np));
-    } catch (const Error& e) {
-      RethrowAsTorch(e.kind(), e.message());
-    }
+    const FunctionObj* f = fn_.get();
+    int rc = f->safe_call(details::ObjectUnsafe::Header(f), packed.data(), static_cast<int32_t>(np),
+                          details::AnyUnsafe::RawMut(result));
+    if (C10_UNLIKELY(rc != 0)) RethrowRaised(rc);
 
+    if (bump) {
+      for (int64_t i : written_) {
+        if (!args[i].isTensor()) continue;
+        c10::TensorImpl* impl = args[i].unsafeToTensorImpl();
+        if (!impl->is_inference()) impl->bump_version();
+      }
+    }
     torch::jit::drop(*stack, n);
     for (at::Tensor& t : outs) stack->emplace_back(std::move(t));
-    PushResult(result, allocated, stack);
+    if (p.ret_kind != kRetNone) PushResult(result, allocated, stack);
   }
+
+  /// The schema arguments the op writes (their version counters are bumped after a call).
+  const std::vector<int64_t>& written() const { return written_; }
 
  private:
   at::Tensor Allocate(const AllocSpec& spec, const c10::IValue* args,
@@ -484,12 +535,9 @@ class KffiCall {
     return FromDL(spec.dtypes[0]);
   }
 
-  void Pack(const c10::IValue& v, KFFIAny* a, DLTensor* dl, std::vector<Any>* keep) const {
-    if (v.isTensor()) {
-      FillDLTensor(v.toTensor(), plan_->name, dl);
-      a->type_index = kKFFIDLTensorPtr;
-      a->v_ptr = dl;
-    } else if (v.isNone()) {
+  /// A schema argument that is not a tensor.
+  void Pack(const c10::IValue& v, KFFIAny* a, std::vector<Any>* keep) const {
+    if (v.isNone()) {
       a->type_index = kKFFINone;
     } else if (v.isInt()) {
       a->type_index = kKFFIInt;
@@ -589,6 +637,7 @@ class KffiCall {
 
   Function fn_;
   std::shared_ptr<const Plan> plan_;
+  std::vector<int64_t> written_;
 };
 
 // ---- kernels ----------------------------------------------------------------------------------
@@ -598,7 +647,7 @@ class BackendKernel final : public c10::OperatorKernel {
  public:
   explicit BackendKernel(std::shared_ptr<const KffiCall> call) : call_(std::move(call)) {}
   void operator()(const c10::OperatorHandle&, c10::DispatchKeySet, torch::jit::Stack* stack) {
-    call_->Run(stack);
+    call_->Run(stack, /*bump=*/false);  // below Autograd: the Autograd kernel bumps
   }
 
  private:
@@ -613,9 +662,8 @@ class BackendKernel final : public c10::OperatorKernel {
 /// autograd notices when a tensor saved for backward was changed.
 class NoRuleAutogradKernel final : public c10::OperatorKernel {
  public:
-  NoRuleAutogradKernel(std::shared_ptr<const KffiCall> call, std::string mutated,
-                       std::vector<int64_t> written)
-      : call_(std::move(call)), mutated_(std::move(mutated)), written_(std::move(written)) {}
+  NoRuleAutogradKernel(std::shared_ptr<const KffiCall> call, std::string mutated)
+      : call_(std::move(call)), mutated_(std::move(mutated)) {}
 
   void operator()(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
     const Plan& p = call_->plan();
@@ -624,18 +672,23 @@ class NoRuleAutogradKernel final : public c10::OperatorKernel {
     const c10::IValue* args = stack->data() + (stack->size() - n);
     if (c10::GradMode::is_enabled()) {
       for (size_t i = 0; i < n; ++i) {
-        if (args[i].isTensor() && args[i].toTensor().requires_grad()) RefuseGrad(op, i);
+        if (!args[i].isTensor()) continue;
+        // A tensor without autograd metadata does not require grad (no call needed to know).
+        const c10::TensorImpl* impl = args[i].unsafeToTensorImpl();
+        if (impl->autograd_meta() != nullptr && impl->requires_grad()) RefuseGrad(op, i);
       }
     }
+    const c10::DispatchKey next = (ks & c10::after_ADInplaceOrView_keyset).highestPriorityTypeId();
+    if (C10_LIKELY(next == c10::DispatchKey::CPU || next == c10::DispatchKey::CUDA)) {
+      at::AutoDispatchBelowADInplaceOrView guard;
+      call_->Run(stack, /*bump=*/true);
+      return;
+    }
     c10::SmallVector<at::Tensor, 4> written;  // the call pops the arguments
-    for (int64_t i : written_) {
+    for (int64_t i : call_->written()) {
       if (args[i].isTensor()) written.push_back(args[i].toTensor());
     }
-    const c10::DispatchKey next = (ks & c10::after_ADInplaceOrView_keyset).highestPriorityTypeId();
-    if (next == c10::DispatchKey::CPU || next == c10::DispatchKey::CUDA) {
-      at::AutoDispatchBelowADInplaceOrView guard;
-      call_->Run(stack);
-    } else {
+    {
       at::AutoDispatchBelowAutograd guard;
       op.redispatchBoxed(ks & c10::after_autograd_keyset, stack);
     }
@@ -664,7 +717,6 @@ class NoRuleAutogradKernel final : public c10::OperatorKernel {
 
   std::shared_ptr<const KffiCall> call_;
   std::string mutated_;
-  std::vector<int64_t> written_;
 };
 
 // ---- registration -----------------------------------------------------------------------------
@@ -717,20 +769,19 @@ Array<Function> RegisterOp(const std::string& qualname, Function fn, int64_t num
         << "kffi.torch: written argument " << i << " of " << num_schema_args;
     written_idx.push_back(i);
   }
-  auto call = std::make_shared<const KffiCall>(std::move(fn),
-                                               ParsePlan(qualname, num_schema_args, plan_items));
+  auto call = std::make_shared<const KffiCall>(
+      std::move(fn), ParsePlan(qualname, num_schema_args, plan_items), std::move(written_idx));
   auto backend = NewLibrary(ns);
   for (c10::DispatchKey key : {c10::DispatchKey::CPU, c10::DispatchKey::CUDA}) {
     backend->impl(name.c_str(), torch::dispatch(key, torch::CppFunction::makeFromBoxedFunctor(
                                                          std::make_unique<BackendKernel>(call))));
   }
-  auto register_autograd = [call, ns = ns, name = name, mutated, written_idx]() {
+  auto register_autograd = [call, ns = ns, name = name, mutated]() {
     auto lib = NewLibrary(ns);
-    lib->impl(
-        name.c_str(),
-        torch::dispatch(c10::DispatchKey::Autograd,
-                        torch::CppFunction::makeFromBoxedFunctor(
-                            std::make_unique<NoRuleAutogradKernel>(call, mutated, written_idx))));
+    lib->impl(name.c_str(),
+              torch::dispatch(c10::DispatchKey::Autograd,
+                              torch::CppFunction::makeFromBoxedFunctor(
+                                  std::make_unique<NoRuleAutogradKernel>(call, mutated))));
     return MakeUnregister(std::move(lib));
   };
   Function unregister_autograd = register_autograd();

@@ -71,6 +71,9 @@ def _torch_flags(torch) -> list:
     return [
         "-std=c++20",  # torch's headers need it (later -std flags win)
         "-O2",
+        # torch's debug-only internal asserts off, as in torch's own build: with them, c10's
+        # inline helpers (DispatchKeySet tests, IValue accessors) stay calls on every op call.
+        "-DNDEBUG",
         f"-D_GLIBCXX_USE_CXX11_ABI={abi}",
         f'-DKFFI_TORCH_VERSION="{torch.__version__}"',
         f'-DKFFI_TORCH_HEADERS="{_headers_digest(include)}"',

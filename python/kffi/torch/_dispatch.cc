@@ -237,26 +237,24 @@ int TorchAlloc(DLTensor* proto, DLManagedTensorVersioned** out, void* error_ctx,
 }
 
 /// Sets the environment (allocator; stream and current device for CUDA) for one call. The
-/// thread-local slot is looked up once (a call through __tls_get_addr in a dlopen'ed library).
+/// allocator's list of the tensors it made is set only for calls that can return tensors (the
+/// thread-local slot costs a call through __tls_get_addr in a dlopen'ed library); without one,
+/// a nested call's allocations are kept by the enclosing call's list, if any, until it ends.
 class CallEnv {
  public:
-  CallEnv(const c10::Device* cuda, std::vector<at::Tensor>* allocated)
-      : slot_(&tls_allocated), prev_allocated_(*slot_) {
-    *slot_ = allocated;
-    KFFIEnvSetTensorAllocator(&TorchAlloc, 0, &prev_alloc_);
-    if (cuda != nullptr) {
-      guard_.reset_device(*cuda);
-      dl_ = ToDL(*cuda);
-      c10::Stream s = c10::impl::getDeviceGuardImpl(cuda->type())->getStream(*cuda);
-      stream_ = s.native_handle();
-      KFFIEnvSetStream(dl_.device_type, dl_.device_id, stream_, &prev_stream_);
-      stream_set_ = true;
+  CallEnv(const c10::Device* cuda, std::vector<at::Tensor>* allocated) {
+    if (allocated != nullptr) {
+      slot_ = &tls_allocated;
+      prev_allocated_ = *slot_;
+      *slot_ = allocated;
     }
+    KFFIEnvSetTensorAllocator(&TorchAlloc, 0, &prev_alloc_);
+    if (cuda != nullptr) EnterDevice(*cuda);
   }
   ~CallEnv() {
     if (stream_set_) KFFIEnvSetStream(dl_.device_type, dl_.device_id, prev_stream_, nullptr);
     KFFIEnvSetTensorAllocator(prev_alloc_, 0, nullptr);
-    *slot_ = prev_allocated_;
+    if (slot_ != nullptr) *slot_ = prev_allocated_;
   }
   CallEnv(const CallEnv&) = delete;
   CallEnv& operator=(const CallEnv&) = delete;
@@ -264,8 +262,17 @@ class CallEnv {
   void* stream() const { return stream_; }
 
  private:
-  std::vector<at::Tensor>** slot_;
-  std::vector<at::Tensor>* prev_allocated_;
+  C10_NOINLINE void EnterDevice(const c10::Device& device) {
+    guard_.reset_device(device);
+    dl_ = ToDL(device);
+    c10::Stream s = c10::impl::getDeviceGuardImpl(device.type())->getStream(device);
+    stream_ = s.native_handle();
+    KFFIEnvSetStream(dl_.device_type, dl_.device_id, stream_, &prev_stream_);
+    stream_set_ = true;
+  }
+
+  std::vector<at::Tensor>** slot_ = nullptr;
+  std::vector<at::Tensor>* prev_allocated_ = nullptr;
   c10::OptionalDeviceGuard guard_;
   DLPackManagedTensorAllocator prev_alloc_ = nullptr;
   DLDevice dl_{kDLCPU, 0};
@@ -281,13 +288,17 @@ struct AllocSpec {
   std::vector<DLDataType> dtypes;
 };
 
+// The fields a call reads come first, and the kernel holds its plan in place: a call touches a
+// few adjacent cache lines (measurable when Python runs between calls and evicts them).
 struct Plan {
-  std::vector<std::pair<int64_t, int64_t>> params;
-  std::vector<AllocSpec> allocs;
+  int64_t num_schema_args = 0;
   int64_t device_arg = -1;
   int64_t ret_kind = kRetNone;
+  bool returns_tensors = false;  // kRetTensor, kRetTensors, kRetTensorList
+  c10::SmallVector<std::pair<int32_t, int32_t>, 8> params;  // (source, value)
+  c10::SmallVector<int32_t, 4> written;                     // schema arguments the op writes
+  std::vector<AllocSpec> allocs;
   int64_t n_returns = 0;
-  int64_t num_schema_args = 0;
   std::string name;
 };
 
@@ -327,7 +338,7 @@ std::shared_ptr<Plan> ParsePlan(const std::string& name, int64_t num_schema_args
       KFFI_CHECK(value <= max_arg, ValueError)
           << "kffi.torch: the plan reads schema argument " << value << " of " << num_schema_args;
     }
-    plan->params.emplace_back(source, value);
+    plan->params.emplace_back(static_cast<int32_t>(source), static_cast<int32_t>(value));
   }
   int64_t n_allocs = r.Next("n_allocs", 0, 1024);
   for (int64_t k = 0; k < n_allocs; ++k) {
@@ -353,6 +364,8 @@ std::shared_ptr<Plan> ParsePlan(const std::string& name, int64_t num_schema_args
   plan->device_arg = r.Next("device_arg", -1, max_arg);
   plan->ret_kind = r.Next("ret_kind", kRetNone, kRetBool);
   plan->n_returns = r.Next("n_returns", 0, 1024);
+  plan->returns_tensors = plan->ret_kind == kRetTensor || plan->ret_kind == kRetTensors ||
+                          plan->ret_kind == kRetTensorList;
   KFFI_CHECK(r.AtEnd(), ValueError) << "kffi.torch: the call plan has trailing items";
   return plan;
 }
@@ -417,18 +430,17 @@ at::Tensor ToTorch(const kffi::Tensor& t, const std::vector<at::Tensor>& allocat
 /// One op's call: converts the dispatcher's arguments, calls the kffi function, pushes results.
 class KffiCall {
  public:
-  KffiCall(Function fn, std::shared_ptr<const Plan> plan, std::vector<int64_t> written)
-      : fn_(std::move(fn)), plan_(std::move(plan)), written_(std::move(written)) {
+  KffiCall(Function fn, Plan&& plan) : fn_(std::move(fn)), plan_(std::move(plan)) {
     KFFI_CHECK(fn_.get() != nullptr, ValueError)
-        << "kffi.torch: " << plan_->name << ": the function is null";
+        << "kffi.torch: " << plan_.name << ": the function is null";
   }
 
-  const Plan& plan() const { return *plan_; }
+  const Plan& plan() const { return plan_; }
 
   /// Runs the call on the schema arguments at the top of the stack and replaces them with the
   /// results. bump: bump the version counters of the arguments the op writes, after the call.
   void Run(torch::jit::Stack* stack, bool bump) const {
-    const Plan& p = *plan_;
+    const Plan& p = plan_;
     const size_t n = static_cast<size_t>(p.num_schema_args);
     TORCH_CHECK(stack->size() >= n, "kffi.torch: ", p.name, " got ", stack->size(),
                 " values on the stack, expected ", n);
@@ -438,7 +450,7 @@ class KffiCall {
     const c10::Device device =
         has_device_arg ? args[p.device_arg].toTensor().device() : c10::Device(c10::DeviceType::CPU);
     std::vector<at::Tensor> allocated;
-    CallEnv env(device.is_cuda() ? &device : nullptr, &allocated);
+    CallEnv env(device.is_cuda() ? &device : nullptr, p.returns_tensors ? &allocated : nullptr);
 
     // Allocated outputs first (their shapes read the arguments).
     c10::SmallVector<at::Tensor, 2> outs;
@@ -483,7 +495,7 @@ class KffiCall {
     if (C10_UNLIKELY(rc != 0)) RethrowRaised(rc);
 
     if (bump) {
-      for (int64_t i : written_) {
+      for (int32_t i : p.written) {
         if (!args[i].isTensor()) continue;
         c10::TensorImpl* impl = args[i].unsafeToTensorImpl();
         if (!impl->is_inference()) impl->bump_version();
@@ -494,12 +506,9 @@ class KffiCall {
     if (p.ret_kind != kRetNone) PushResult(result, allocated, stack);
   }
 
-  /// The schema arguments the op writes (their version counters are bumped after a call).
-  const std::vector<int64_t>& written() const { return written_; }
-
  private:
-  at::Tensor Allocate(const AllocSpec& spec, const c10::IValue* args,
-                      const c10::Device& device) const {
+  C10_NOINLINE at::Tensor Allocate(const AllocSpec& spec, const c10::IValue* args,
+                                   const c10::Device& device) const {
     std::vector<int64_t> shape;
     shape.reserve(spec.dims.size());
     for (const auto& [arg, value] : spec.dims) {
@@ -507,11 +516,11 @@ class KffiCall {
         shape.push_back(value);
         continue;
       }
-      TORCH_CHECK_VALUE(args[arg].isTensor(), "kffi.torch: ", plan_->name,
+      TORCH_CHECK_VALUE(args[arg].isTensor(), "kffi.torch: ", plan_.name,
                         ": the shape of an allocated output reads argument #", arg,
                         ", which is None");
       const at::Tensor& t = args[arg].toTensor();
-      TORCH_CHECK_VALUE(value < t.dim(), "kffi.torch: ", plan_->name,
+      TORCH_CHECK_VALUE(value < t.dim(), "kffi.torch: ", plan_.name,
                         ": the shape of an allocated output reads dimension ", value,
                         " of argument #", arg, ", which has ", t.dim(), " dimension(s)");
       shape.push_back(t.size(value));
@@ -521,7 +530,7 @@ class KffiCall {
 
   c10::ScalarType PickDType(const AllocSpec& spec, const c10::IValue* args) const {
     if (spec.dtypes.size() == 1) return FromDL(spec.dtypes[0]);
-    for (int64_t i = 0; i < plan_->num_schema_args; ++i) {
+    for (int64_t i = 0; i < plan_.num_schema_args; ++i) {
       if (!args[i].isTensor()) continue;
       DLDataType t = ToDL(args[i].toTensor().scalar_type());
       if (spec.dtypes.empty()) return FromDL(t);
@@ -530,13 +539,13 @@ class KffiCall {
       }
     }
     // No argument has an allowed dtype: the contract's check reports the bad argument.
-    TORCH_CHECK_TYPE(!spec.dtypes.empty(), "kffi.torch: ", plan_->name,
+    TORCH_CHECK_TYPE(!spec.dtypes.empty(), "kffi.torch: ", plan_.name,
                      ": no tensor argument fixes the dtype of an allocated output");
     return FromDL(spec.dtypes[0]);
   }
 
   /// A schema argument that is not a tensor.
-  void Pack(const c10::IValue& v, KFFIAny* a, std::vector<Any>* keep) const {
+  C10_NOINLINE void Pack(const c10::IValue& v, KFFIAny* a, std::vector<Any>* keep) const {
     if (v.isNone()) {
       a->type_index = kKFFINone;
     } else if (v.isInt()) {
@@ -568,14 +577,14 @@ class KffiCall {
       keep->emplace_back(Array<bool>(items.begin(), items.end()));
       *a = *details::AnyUnsafe::Raw(keep->back());
     } else {
-      TORCH_CHECK_TYPE(false, "kffi.torch: ", plan_->name, ": cannot pass a ", v.tagKind(),
+      TORCH_CHECK_TYPE(false, "kffi.torch: ", plan_.name, ": cannot pass a ", v.tagKind(),
                        " to a kffi function");
     }
   }
 
-  void PushResult(const Any& result, const std::vector<at::Tensor>& allocated,
-                  torch::jit::Stack* stack) const {
-    const Plan& p = *plan_;
+  C10_NOINLINE void PushResult(const Any& result, const std::vector<at::Tensor>& allocated,
+                               torch::jit::Stack* stack) const {
+    const Plan& p = plan_;
     const char* what = "kffi.torch: ";  // the messages are built only when a check fails
     switch (p.ret_kind) {
       case kRetNone:
@@ -636,8 +645,7 @@ class KffiCall {
   }
 
   Function fn_;
-  std::shared_ptr<const Plan> plan_;
-  std::vector<int64_t> written_;
+  Plan plan_;
 };
 
 // ---- kernels ----------------------------------------------------------------------------------
@@ -685,7 +693,7 @@ class NoRuleAutogradKernel final : public c10::OperatorKernel {
       return;
     }
     c10::SmallVector<at::Tensor, 4> written;  // the call pops the arguments
-    for (int64_t i : call_->written()) {
+    for (int32_t i : call_->plan().written) {
       if (args[i].isTensor()) written.push_back(args[i].toTensor());
     }
     {
@@ -763,14 +771,13 @@ Array<Function> RegisterOp(const std::string& qualname, Function fn, int64_t num
   auto [ns, name] = SplitQualname(qualname);
   KFFI_CHECK(num_schema_args >= 0 && num_schema_args <= 1024, ValueError)
       << "kffi.torch: num_schema_args = " << num_schema_args;
-  std::vector<int64_t> written_idx;
+  std::shared_ptr<Plan> plan = ParsePlan(qualname, num_schema_args, plan_items);
   for (int64_t i : written) {
     KFFI_CHECK(i >= 0 && i < num_schema_args, ValueError)
         << "kffi.torch: written argument " << i << " of " << num_schema_args;
-    written_idx.push_back(i);
+    plan->written.push_back(static_cast<int32_t>(i));
   }
-  auto call = std::make_shared<const KffiCall>(
-      std::move(fn), ParsePlan(qualname, num_schema_args, plan_items), std::move(written_idx));
+  auto call = std::make_shared<const KffiCall>(std::move(fn), std::move(*plan));
   auto backend = NewLibrary(ns);
   for (c10::DispatchKey key : {c10::DispatchKey::CPU, c10::DispatchKey::CUDA}) {
     backend->impl(name.c_str(), torch::dispatch(key, torch::CppFunction::makeFromBoxedFunctor(

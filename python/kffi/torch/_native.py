@@ -30,6 +30,7 @@ _TORCH_HEADERS = (
     "ATen/PythonTorchFunctionTLS.h",  # _eager.cc
     "c10/core/impl/TorchDispatchModeTLS.h",
     "c10/core/impl/LocalDispatchKeySet.h",
+    "torch/csrc/autograd/python_variable.h",  # _eager.cc
 )
 
 _lock = threading.Lock()
@@ -150,7 +151,7 @@ def _build_eager():
         )
         return "unavailable"
     make.restype = ctypes.py_object
-    make.argtypes = [ctypes.py_object] * 5 + [ctypes.c_int, ctypes.py_object]
+    make.argtypes = [ctypes.py_object] * 5 + [ctypes.c_int, ctypes.py_object, ctypes.py_object]
     return make
 
 

@@ -263,10 +263,12 @@ class CallEnv {
 
  private:
   C10_NOINLINE void EnterDevice(const c10::Device& device) {
-    guard_.reset_device(device);
+    const c10::impl::DeviceGuardImplInterface* impl = c10::impl::getDeviceGuardImpl(device.type());
+    // A device guard only when the call's device is not the current one: one query instead of a
+    // query, a set and a restore that checks the device's context (driver calls) per call.
+    if (impl->getDevice() != device) guard_.reset_device(device);
     dl_ = ToDL(device);
-    c10::Stream s = c10::impl::getDeviceGuardImpl(device.type())->getStream(device);
-    stream_ = s.native_handle();
+    stream_ = impl->getStream(device).native_handle();
     KFFIEnvSetStream(dl_.device_type, dl_.device_id, stream_, &prev_stream_);
     stream_set_ = true;
   }

@@ -57,14 +57,40 @@ def test_mutating_op_refuses_inputs_that_require_grad(tk, ns):
     assert y.tolist() == [2.0, 4.0, 6.0]
 
 
-def test_mutation_bumps_the_version_of_saved_tensors(tk, ns):
+@pytest.mark.parametrize("path", ["default", "eager"])
+def test_mutation_bumps_the_version_of_saved_tensors(tk, ns, path):
     op = kffi.torch.register_op(fresh(tk, "scale_into"), f"{ns}::scale_into")
+    call = op.default if path == "default" else op
     w = f64(1.0, 2.0)
     y = torch.ones(2, dtype=torch.float64)
     z = (w * y).sum()  # saves y for backward
-    op.default(y, torch.ones(2, dtype=torch.float64), 3.0)  # rewrites y in place
+    call(y, torch.ones(2, dtype=torch.float64), 3.0)  # rewrites y in place
     with pytest.raises(RuntimeError, match="modified by an inplace operation"):
         z.backward()
+
+
+def test_version_counters_count_the_written_tensors_only(tk, ns):
+    # scale_into(y mut, x, factor): each successful call bumps y's version once, never x's; a
+    # call the contract refuses bumps nothing; inference tensors (no version counter) work.
+    op = kffi.torch.register_op(fresh(tk, "scale_into"), f"{ns}::scale_into")
+    y = torch.ones(3, dtype=torch.float64)
+    x = torch.full((3,), 2.0, dtype=torch.float64)
+    v_y, v_x = y._version, x._version
+    op.default(y, x, 3.0)  # the dispatcher's kernel
+    op(y, x, 3.0)  # the eager gate (C), straight to kffi
+    op(y, x=x, factor=3.0)  # keyword arguments: the eager gate in Python
+    assert (y._version - v_y, x._version - v_x) == (3, 0)
+    assert y.tolist() == [6.0, 6.0, 6.0]
+    with pytest.raises(ValueError, match="scale_into"):
+        op.default(y, torch.ones(4, dtype=torch.float64), 3.0)
+    with pytest.raises(ValueError, match="scale_into"):
+        op(y, torch.ones(4, dtype=torch.float64), 3.0)
+    assert y._version - v_y == 3
+    with torch.inference_mode():
+        yi = torch.ones(3, dtype=torch.float64)
+        op.default(yi, torch.ones(3, dtype=torch.float64), 5.0)
+        op(yi, torch.ones(3, dtype=torch.float64), factor=5.0)
+        assert yi.tolist() == [5.0, 5.0, 5.0]
 
 
 def test_kffi_backward_gradcheck(tk, ns):

@@ -103,11 +103,28 @@ const DTypePair kDTypes[] = {
     {c10::ScalarType::Float8_e8m0fnu, {kDLFloat8_e8m0fnu, 8, 1}},
 };
 
-DLDataType ToDL(c10::ScalarType s) {
-  for (const DTypePair& p : kDTypes) {
-    if (p.scalar == s) return p.dl;
+// kDTypes indexed by ScalarType (the per-call direction; code 0xff: none): one look-up per
+// tensor argument instead of a scan.
+constexpr size_t kNumScalarTypes = static_cast<size_t>(c10::ScalarType::NumOptions);
+struct DLByScalar {
+  DLDataType dl[kNumScalarTypes];
+  DLByScalar() {
+    for (DLDataType& t : dl) t = DLDataType{0xff, 0, 0};
+    for (const DTypePair& p : kDTypes) dl[static_cast<size_t>(p.scalar)] = p.dl;
   }
+};
+const DLByScalar kDLByScalar;
+
+[[noreturn]] C10_NOINLINE void RefuseDType(c10::ScalarType s) {
   TORCH_CHECK_TYPE(false, "kffi.torch: dtype ", c10::toString(s), " has no DLPack equivalent");
+}
+
+inline DLDataType ToDL(c10::ScalarType s) {
+  const size_t i = static_cast<size_t>(s);
+  if (C10_LIKELY(i < kNumScalarTypes) && C10_LIKELY(kDLByScalar.dl[i].code != 0xff)) {
+    return kDLByScalar.dl[i];
+  }
+  RefuseDType(s);
 }
 
 c10::ScalarType FromDL(DLDataType t) {
@@ -118,7 +135,7 @@ c10::ScalarType FromDL(DLDataType t) {
                    int(t.bits), ", lanes ", int(t.lanes), ") has no torch equivalent");
 }
 
-DLDevice ToDL(const c10::Device& d) {
+inline DLDevice ToDL(const c10::Device& d) {
   switch (d.type()) {
     case c10::DeviceType::CPU:
       return DLDevice{kDLCPU, 0};
@@ -155,6 +172,15 @@ c10::Device FromDL(DLDevice d) {
   if (kind == "IndexError") TORCH_CHECK_INDEX(false, message);
   if (kind == "NotImplementedError") TORCH_CHECK_NOT_IMPLEMENTED(false, message);
   TORCH_CHECK(false, kind, ": ", message);
+}
+
+/// The error a safe call that returned rc raised, as the matching torch error.
+[[noreturn]] C10_NOINLINE void RethrowRaised(int rc) {
+  try {
+    details::ThrowRaisedError(rc);
+  } catch (const Error& e) {
+    RethrowAsTorch(e.kind(), e.message());
+  }
 }
 
 // ---- the environment allocator: torch tensors for what the callee allocates --------------------
@@ -210,26 +236,25 @@ int TorchAlloc(DLTensor* proto, DLManagedTensorVersioned** out, void* error_ctx,
   return -1;
 }
 
-/// Sets the environment (allocator; stream and current device for CUDA) for one call.
+/// Sets the environment (allocator; stream and current device for CUDA) for one call. The
+/// allocator's list of the tensors it made is set only for calls that can return tensors (the
+/// thread-local slot costs a call through __tls_get_addr in a dlopen'ed library); without one,
+/// a nested call's allocations are kept by the enclosing call's list, if any, until it ends.
 class CallEnv {
  public:
-  CallEnv(const c10::Device& device, std::vector<at::Tensor>* allocated) {
-    prev_allocated_ = tls_allocated;
-    tls_allocated = allocated;
-    KFFIEnvSetTensorAllocator(&TorchAlloc, 0, &prev_alloc_);
-    if (device.is_cuda()) {
-      guard_.reset_device(device);
-      dl_ = ToDL(device);
-      c10::Stream s = c10::impl::getDeviceGuardImpl(device.type())->getStream(device);
-      stream_ = s.native_handle();
-      KFFIEnvSetStream(dl_.device_type, dl_.device_id, stream_, &prev_stream_);
-      stream_set_ = true;
+  CallEnv(const c10::Device* cuda, std::vector<at::Tensor>* allocated) {
+    if (allocated != nullptr) {
+      slot_ = &tls_allocated;
+      prev_allocated_ = *slot_;
+      *slot_ = allocated;
     }
+    KFFIEnvSetTensorAllocator(&TorchAlloc, 0, &prev_alloc_);
+    if (cuda != nullptr) EnterDevice(*cuda);
   }
   ~CallEnv() {
     if (stream_set_) KFFIEnvSetStream(dl_.device_type, dl_.device_id, prev_stream_, nullptr);
     KFFIEnvSetTensorAllocator(prev_alloc_, 0, nullptr);
-    tls_allocated = prev_allocated_;
+    if (slot_ != nullptr) *slot_ = prev_allocated_;
   }
   CallEnv(const CallEnv&) = delete;
   CallEnv& operator=(const CallEnv&) = delete;
@@ -237,8 +262,20 @@ class CallEnv {
   void* stream() const { return stream_; }
 
  private:
-  c10::OptionalDeviceGuard guard_;
+  C10_NOINLINE void EnterDevice(const c10::Device& device) {
+    const c10::impl::DeviceGuardImplInterface* impl = c10::impl::getDeviceGuardImpl(device.type());
+    // A device guard only when the call's device is not the current one: one query instead of a
+    // query, a set and a restore that checks the device's context (driver calls) per call.
+    if (impl->getDevice() != device) guard_.reset_device(device);
+    dl_ = ToDL(device);
+    stream_ = impl->getStream(device).native_handle();
+    KFFIEnvSetStream(dl_.device_type, dl_.device_id, stream_, &prev_stream_);
+    stream_set_ = true;
+  }
+
+  std::vector<at::Tensor>** slot_ = nullptr;
   std::vector<at::Tensor>* prev_allocated_ = nullptr;
+  c10::OptionalDeviceGuard guard_;
   DLPackManagedTensorAllocator prev_alloc_ = nullptr;
   DLDevice dl_{kDLCPU, 0};
   void* stream_ = nullptr;
@@ -253,13 +290,17 @@ struct AllocSpec {
   std::vector<DLDataType> dtypes;
 };
 
+// The fields a call reads come first, and the kernel holds its plan in place: a call touches a
+// few adjacent cache lines (measurable when Python runs between calls and evicts them).
 struct Plan {
-  std::vector<std::pair<int64_t, int64_t>> params;
-  std::vector<AllocSpec> allocs;
+  int64_t num_schema_args = 0;
   int64_t device_arg = -1;
   int64_t ret_kind = kRetNone;
+  bool returns_tensors = false;  // kRetTensor, kRetTensors, kRetTensorList
+  c10::SmallVector<std::pair<int32_t, int32_t>, 8> params;  // (source, value)
+  c10::SmallVector<int32_t, 4> written;                     // schema arguments the op writes
+  std::vector<AllocSpec> allocs;
   int64_t n_returns = 0;
-  int64_t num_schema_args = 0;
   std::string name;
 };
 
@@ -299,7 +340,7 @@ std::shared_ptr<Plan> ParsePlan(const std::string& name, int64_t num_schema_args
       KFFI_CHECK(value <= max_arg, ValueError)
           << "kffi.torch: the plan reads schema argument " << value << " of " << num_schema_args;
     }
-    plan->params.emplace_back(source, value);
+    plan->params.emplace_back(static_cast<int32_t>(source), static_cast<int32_t>(value));
   }
   int64_t n_allocs = r.Next("n_allocs", 0, 1024);
   for (int64_t k = 0; k < n_allocs; ++k) {
@@ -325,22 +366,29 @@ std::shared_ptr<Plan> ParsePlan(const std::string& name, int64_t num_schema_args
   plan->device_arg = r.Next("device_arg", -1, max_arg);
   plan->ret_kind = r.Next("ret_kind", kRetNone, kRetBool);
   plan->n_returns = r.Next("n_returns", 0, 1024);
+  plan->returns_tensors = plan->ret_kind == kRetTensor || plan->ret_kind == kRetTensors ||
+                          plan->ret_kind == kRetTensorList;
   KFFI_CHECK(r.AtEnd(), ValueError) << "kffi.torch: the call plan has trailing items";
   return plan;
 }
 
 // ---- the kernel -------------------------------------------------------------------------------
 
-/// A tensor argument as kffi sees it: a borrowed DLTensor viewing the torch tensor.
-void FillDLTensor(const at::Tensor& t, const std::string& op, DLTensor* out) {
-  TORCH_CHECK_TYPE(t.layout() == c10::kStrided, "kffi.torch: ", op,
-                   " takes strided tensors, got layout ", t.layout());
-  out->data = t.data_ptr();
-  out->device = ToDL(t.device());
-  out->ndim = static_cast<int32_t>(t.dim());
-  out->dtype = ToDL(t.scalar_type());
-  out->shape = const_cast<int64_t*>(t.sizes().data());
-  out->strides = const_cast<int64_t*>(t.strides().data());
+[[noreturn]] C10_NOINLINE void RefuseLayout(const at::Tensor& t, const std::string& op) {
+  TORCH_CHECK_TYPE(false, "kffi.torch: ", op, " takes strided tensors, got layout ", t.layout());
+}
+
+/// A tensor argument as kffi sees it: a borrowed DLTensor viewing the torch tensor (shape and
+/// strides point into the TensorImpl's own arrays).
+inline void FillDLTensor(const at::Tensor& t, const std::string& op, DLTensor* out) {
+  const c10::TensorImpl* impl = t.unsafeGetTensorImpl();
+  if (C10_UNLIKELY(impl->layout() != c10::kStrided)) RefuseLayout(t, op);
+  out->data = t.data_ptr();  // the mutable pointer: copy-on-write storage is materialized
+  out->device = ToDL(impl->device());
+  out->ndim = static_cast<int32_t>(impl->dim());
+  out->dtype = ToDL(impl->dtype().toScalarType());
+  out->shape = const_cast<int64_t*>(impl->sizes().data());
+  out->strides = const_cast<int64_t*>(impl->strides().data());
   out->byte_offset = 0;
 }
 
@@ -384,24 +432,27 @@ at::Tensor ToTorch(const kffi::Tensor& t, const std::vector<at::Tensor>& allocat
 /// One op's call: converts the dispatcher's arguments, calls the kffi function, pushes results.
 class KffiCall {
  public:
-  KffiCall(Function fn, std::shared_ptr<const Plan> plan)
-      : fn_(std::move(fn)), plan_(std::move(plan)) {}
+  KffiCall(Function fn, Plan&& plan) : fn_(std::move(fn)), plan_(std::move(plan)) {
+    KFFI_CHECK(fn_.get() != nullptr, ValueError)
+        << "kffi.torch: " << plan_.name << ": the function is null";
+  }
 
-  const Plan& plan() const { return *plan_; }
+  const Plan& plan() const { return plan_; }
 
-  void Run(torch::jit::Stack* stack) const {
-    const Plan& p = *plan_;
-    const int64_t n = p.num_schema_args;
-    TORCH_CHECK(static_cast<int64_t>(stack->size()) >= n, "kffi.torch: ", p.name, " got ",
-                stack->size(), " values on the stack, expected ", n);
-    c10::IValue* args = stack->data() + (stack->size() - static_cast<size_t>(n));
+  /// Runs the call on the schema arguments at the top of the stack and replaces them with the
+  /// results. bump: bump the version counters of the arguments the op writes, after the call.
+  void Run(torch::jit::Stack* stack, bool bump) const {
+    const Plan& p = plan_;
+    const size_t n = static_cast<size_t>(p.num_schema_args);
+    TORCH_CHECK(stack->size() >= n, "kffi.torch: ", p.name, " got ", stack->size(),
+                " values on the stack, expected ", n);
+    c10::IValue* args = stack->data() + (stack->size() - n);
 
-    c10::Device device(c10::DeviceType::CPU);
-    if (p.device_arg >= 0 && args[p.device_arg].isTensor()) {
-      device = args[p.device_arg].toTensor().device();
-    }
+    const bool has_device_arg = p.device_arg >= 0 && args[p.device_arg].isTensor();
+    const c10::Device device =
+        has_device_arg ? args[p.device_arg].toTensor().device() : c10::Device(c10::DeviceType::CPU);
     std::vector<at::Tensor> allocated;
-    CallEnv env(device, &allocated);
+    CallEnv env(device.is_cuda() ? &device : nullptr, p.returns_tensors ? &allocated : nullptr);
 
     // Allocated outputs first (their shapes read the arguments).
     c10::SmallVector<at::Tensor, 2> outs;
@@ -417,38 +468,49 @@ class KffiCall {
       a.zero_padding = 0;
       a.v_int64 = 0;
       const auto [source, value] = p.params[i];
-      if (source == kNone) continue;
-      if (source == kStream) {
+      if (C10_LIKELY(source == kArg)) {
+        const c10::IValue& v = args[value];
+        if (C10_LIKELY(v.isTensor())) {
+          FillDLTensor(v.toTensor(), p.name, &dl[i]);
+          a.type_index = kKFFIDLTensorPtr;
+          a.v_ptr = &dl[i];
+        } else {
+          Pack(v, &a, &keep);
+        }
+      } else if (source == kStream) {
         if (env.stream() != nullptr) {
           a.type_index = kKFFIOpaquePtr;
           a.v_ptr = env.stream();
         }
-        continue;
-      }
-      if (source == kAlloc) {
+      } else if (source == kAlloc) {
         FillDLTensor(outs[static_cast<size_t>(value)], p.name, &dl[i]);
         a.type_index = kKFFIDLTensorPtr;
         a.v_ptr = &dl[i];
-        continue;
       }
-      Pack(args[value], &a, &dl[i], &keep);
     }
 
+    // The safe call itself (what Function::CallPacked does), with its error turned into torch's.
     Any result;
-    try {
-      result = fn_.CallPacked(packed.data(), static_cast<int32_t>(np));
-    } catch (const Error& e) {
-      RethrowAsTorch(e.kind(), e.message());
-    }
+    const FunctionObj* f = fn_.get();
+    int rc = f->safe_call(details::ObjectUnsafe::Header(f), packed.data(), static_cast<int32_t>(np),
+                          details::AnyUnsafe::RawMut(result));
+    if (C10_UNLIKELY(rc != 0)) RethrowRaised(rc);
 
+    if (bump) {
+      for (int32_t i : p.written) {
+        if (!args[i].isTensor()) continue;
+        c10::TensorImpl* impl = args[i].unsafeToTensorImpl();
+        if (!impl->is_inference()) impl->bump_version();
+      }
+    }
     torch::jit::drop(*stack, n);
     for (at::Tensor& t : outs) stack->emplace_back(std::move(t));
-    PushResult(result, allocated, stack);
+    if (p.ret_kind != kRetNone) PushResult(result, allocated, stack);
   }
 
  private:
-  at::Tensor Allocate(const AllocSpec& spec, const c10::IValue* args,
-                      const c10::Device& device) const {
+  C10_NOINLINE at::Tensor Allocate(const AllocSpec& spec, const c10::IValue* args,
+                                   const c10::Device& device) const {
     std::vector<int64_t> shape;
     shape.reserve(spec.dims.size());
     for (const auto& [arg, value] : spec.dims) {
@@ -456,11 +518,11 @@ class KffiCall {
         shape.push_back(value);
         continue;
       }
-      TORCH_CHECK_VALUE(args[arg].isTensor(), "kffi.torch: ", plan_->name,
+      TORCH_CHECK_VALUE(args[arg].isTensor(), "kffi.torch: ", plan_.name,
                         ": the shape of an allocated output reads argument #", arg,
                         ", which is None");
       const at::Tensor& t = args[arg].toTensor();
-      TORCH_CHECK_VALUE(value < t.dim(), "kffi.torch: ", plan_->name,
+      TORCH_CHECK_VALUE(value < t.dim(), "kffi.torch: ", plan_.name,
                         ": the shape of an allocated output reads dimension ", value,
                         " of argument #", arg, ", which has ", t.dim(), " dimension(s)");
       shape.push_back(t.size(value));
@@ -470,7 +532,7 @@ class KffiCall {
 
   c10::ScalarType PickDType(const AllocSpec& spec, const c10::IValue* args) const {
     if (spec.dtypes.size() == 1) return FromDL(spec.dtypes[0]);
-    for (int64_t i = 0; i < plan_->num_schema_args; ++i) {
+    for (int64_t i = 0; i < plan_.num_schema_args; ++i) {
       if (!args[i].isTensor()) continue;
       DLDataType t = ToDL(args[i].toTensor().scalar_type());
       if (spec.dtypes.empty()) return FromDL(t);
@@ -479,17 +541,14 @@ class KffiCall {
       }
     }
     // No argument has an allowed dtype: the contract's check reports the bad argument.
-    TORCH_CHECK_TYPE(!spec.dtypes.empty(), "kffi.torch: ", plan_->name,
+    TORCH_CHECK_TYPE(!spec.dtypes.empty(), "kffi.torch: ", plan_.name,
                      ": no tensor argument fixes the dtype of an allocated output");
     return FromDL(spec.dtypes[0]);
   }
 
-  void Pack(const c10::IValue& v, KFFIAny* a, DLTensor* dl, std::vector<Any>* keep) const {
-    if (v.isTensor()) {
-      FillDLTensor(v.toTensor(), plan_->name, dl);
-      a->type_index = kKFFIDLTensorPtr;
-      a->v_ptr = dl;
-    } else if (v.isNone()) {
+  /// A schema argument that is not a tensor.
+  C10_NOINLINE void Pack(const c10::IValue& v, KFFIAny* a, std::vector<Any>* keep) const {
+    if (v.isNone()) {
       a->type_index = kKFFINone;
     } else if (v.isInt()) {
       a->type_index = kKFFIInt;
@@ -520,14 +579,14 @@ class KffiCall {
       keep->emplace_back(Array<bool>(items.begin(), items.end()));
       *a = *details::AnyUnsafe::Raw(keep->back());
     } else {
-      TORCH_CHECK_TYPE(false, "kffi.torch: ", plan_->name, ": cannot pass a ", v.tagKind(),
+      TORCH_CHECK_TYPE(false, "kffi.torch: ", plan_.name, ": cannot pass a ", v.tagKind(),
                        " to a kffi function");
     }
   }
 
-  void PushResult(const Any& result, const std::vector<at::Tensor>& allocated,
-                  torch::jit::Stack* stack) const {
-    const Plan& p = *plan_;
+  C10_NOINLINE void PushResult(const Any& result, const std::vector<at::Tensor>& allocated,
+                               torch::jit::Stack* stack) const {
+    const Plan& p = plan_;
     const char* what = "kffi.torch: ";  // the messages are built only when a check fails
     switch (p.ret_kind) {
       case kRetNone:
@@ -588,7 +647,7 @@ class KffiCall {
   }
 
   Function fn_;
-  std::shared_ptr<const Plan> plan_;
+  Plan plan_;
 };
 
 // ---- kernels ----------------------------------------------------------------------------------
@@ -598,7 +657,7 @@ class BackendKernel final : public c10::OperatorKernel {
  public:
   explicit BackendKernel(std::shared_ptr<const KffiCall> call) : call_(std::move(call)) {}
   void operator()(const c10::OperatorHandle&, c10::DispatchKeySet, torch::jit::Stack* stack) {
-    call_->Run(stack);
+    call_->Run(stack, /*bump=*/false);  // below Autograd: the Autograd kernel bumps
   }
 
  private:
@@ -613,9 +672,8 @@ class BackendKernel final : public c10::OperatorKernel {
 /// autograd notices when a tensor saved for backward was changed.
 class NoRuleAutogradKernel final : public c10::OperatorKernel {
  public:
-  NoRuleAutogradKernel(std::shared_ptr<const KffiCall> call, std::string mutated,
-                       std::vector<int64_t> written)
-      : call_(std::move(call)), mutated_(std::move(mutated)), written_(std::move(written)) {}
+  NoRuleAutogradKernel(std::shared_ptr<const KffiCall> call, std::string mutated)
+      : call_(std::move(call)), mutated_(std::move(mutated)) {}
 
   void operator()(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
     const Plan& p = call_->plan();
@@ -624,18 +682,23 @@ class NoRuleAutogradKernel final : public c10::OperatorKernel {
     const c10::IValue* args = stack->data() + (stack->size() - n);
     if (c10::GradMode::is_enabled()) {
       for (size_t i = 0; i < n; ++i) {
-        if (args[i].isTensor() && args[i].toTensor().requires_grad()) RefuseGrad(op, i);
+        if (!args[i].isTensor()) continue;
+        // A tensor without autograd metadata does not require grad (no call needed to know).
+        const c10::TensorImpl* impl = args[i].unsafeToTensorImpl();
+        if (impl->autograd_meta() != nullptr && impl->requires_grad()) RefuseGrad(op, i);
       }
     }
+    const c10::DispatchKey next = (ks & c10::after_ADInplaceOrView_keyset).highestPriorityTypeId();
+    if (C10_LIKELY(next == c10::DispatchKey::CPU || next == c10::DispatchKey::CUDA)) {
+      at::AutoDispatchBelowADInplaceOrView guard;
+      call_->Run(stack, /*bump=*/true);
+      return;
+    }
     c10::SmallVector<at::Tensor, 4> written;  // the call pops the arguments
-    for (int64_t i : written_) {
+    for (int32_t i : call_->plan().written) {
       if (args[i].isTensor()) written.push_back(args[i].toTensor());
     }
-    const c10::DispatchKey next = (ks & c10::after_ADInplaceOrView_keyset).highestPriorityTypeId();
-    if (next == c10::DispatchKey::CPU || next == c10::DispatchKey::CUDA) {
-      at::AutoDispatchBelowADInplaceOrView guard;
-      call_->Run(stack);
-    } else {
+    {
       at::AutoDispatchBelowAutograd guard;
       op.redispatchBoxed(ks & c10::after_autograd_keyset, stack);
     }
@@ -664,7 +727,6 @@ class NoRuleAutogradKernel final : public c10::OperatorKernel {
 
   std::shared_ptr<const KffiCall> call_;
   std::string mutated_;
-  std::vector<int64_t> written_;
 };
 
 // ---- registration -----------------------------------------------------------------------------
@@ -711,26 +773,24 @@ Array<Function> RegisterOp(const std::string& qualname, Function fn, int64_t num
   auto [ns, name] = SplitQualname(qualname);
   KFFI_CHECK(num_schema_args >= 0 && num_schema_args <= 1024, ValueError)
       << "kffi.torch: num_schema_args = " << num_schema_args;
-  std::vector<int64_t> written_idx;
+  std::shared_ptr<Plan> plan = ParsePlan(qualname, num_schema_args, plan_items);
   for (int64_t i : written) {
     KFFI_CHECK(i >= 0 && i < num_schema_args, ValueError)
         << "kffi.torch: written argument " << i << " of " << num_schema_args;
-    written_idx.push_back(i);
+    plan->written.push_back(static_cast<int32_t>(i));
   }
-  auto call = std::make_shared<const KffiCall>(std::move(fn),
-                                               ParsePlan(qualname, num_schema_args, plan_items));
+  auto call = std::make_shared<const KffiCall>(std::move(fn), std::move(*plan));
   auto backend = NewLibrary(ns);
   for (c10::DispatchKey key : {c10::DispatchKey::CPU, c10::DispatchKey::CUDA}) {
     backend->impl(name.c_str(), torch::dispatch(key, torch::CppFunction::makeFromBoxedFunctor(
                                                          std::make_unique<BackendKernel>(call))));
   }
-  auto register_autograd = [call, ns = ns, name = name, mutated, written_idx]() {
+  auto register_autograd = [call, ns = ns, name = name, mutated]() {
     auto lib = NewLibrary(ns);
-    lib->impl(
-        name.c_str(),
-        torch::dispatch(c10::DispatchKey::Autograd,
-                        torch::CppFunction::makeFromBoxedFunctor(
-                            std::make_unique<NoRuleAutogradKernel>(call, mutated, written_idx))));
+    lib->impl(name.c_str(),
+              torch::dispatch(c10::DispatchKey::Autograd,
+                              torch::CppFunction::makeFromBoxedFunctor(
+                                  std::make_unique<NoRuleAutogradKernel>(call, mutated))));
     return MakeUnregister(std::move(lib));
   };
   Function unregister_autograd = register_autograd();

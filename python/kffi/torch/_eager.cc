@@ -7,7 +7,8 @@
 // argument is exactly a torch.Tensor (no subclass, no FakeTensor) and, with grad mode on, none
 // requires grad. Otherwise the call goes to the op (the OpOverload), as it does for keyword
 // arguments (through the Python path). These are the Python gate's checks in kffi/torch/_op.py,
-// read from torch's thread-local state directly instead of through five Python calls.
+// read from torch's thread-local state directly instead of through five Python calls. After
+// a call the tensors the op writes get new versions, as through the dispatcher.
 //
 // Loaded with ctypes.PyDLL (it needs the GIL); kffi_torch_make_eager returns the callable.
 #include <ATen/PythonTorchFunctionTLS.h>
@@ -15,7 +16,8 @@
 #include <c10/core/GradMode.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
 #include <c10/core/impl/TorchDispatchModeTLS.h>
-#include <structmember.h>  // T_PYSSIZET, READONLY before Python 3.12
+#include <structmember.h>                         // T_PYSSIZET, READONLY before Python 3.12
+#include <torch/csrc/autograd/python_variable.h>  // THPVariable_Unpack (inline)
 
 #include <cstdint>
 #include <vector>
@@ -39,6 +41,7 @@ struct EagerCall {
   PyObject* tensor;   // torch.Tensor
   PyObject* missing;  // the TypeError message when the function returns None for a tensor
   std::vector<Py_ssize_t>* tensor_pos;
+  std::vector<Py_ssize_t>* written_pos;  // the tensors the op writes (`mut`)
   int ret_kind;
 };
 
@@ -73,6 +76,14 @@ PyObject* Call(PyObject* self_obj, PyObject* const* args, size_t nargsf, PyObjec
   }
   PyObject* out = PyObject_Vectorcall(self->fn, args, nargsf, nullptr);
   if (out == nullptr) return nullptr;
+  // What the op wrote gets a new version, as the dispatcher's kernel does: autograd then notices
+  // a tensor it saved for backward was changed. (The gate let only exact torch.Tensors or None
+  // through; inference tensors have no version counter.)
+  for (Py_ssize_t pos : *self->written_pos) {
+    if (pos >= n || args[pos] == Py_None) continue;
+    c10::TensorImpl* impl = THPVariable_Unpack(args[pos]).unsafeGetTensorImpl();
+    if (!impl->is_inference()) impl->bump_version();
+  }
   switch (self->ret_kind) {
     case kRetNone:
       Py_DECREF(out);
@@ -107,6 +118,8 @@ void Dealloc(PyObject* self_obj) {
   Py_CLEAR(self->missing);
   delete self->tensor_pos;
   self->tensor_pos = nullptr;
+  delete self->written_pos;
+  self->written_pos = nullptr;
   Py_TYPE(self_obj)->tp_free(self_obj);
 }
 
@@ -159,23 +172,9 @@ PyTypeObject* Type() {
 
 }  // namespace
 
-/// A callable that runs an op's eager calls (see the file comment): fn (the kffi function), op
-/// (the OpOverload), slow (called with keyword arguments), tensor (torch.Tensor), positions (a
-/// tuple of the tensor arguments' positions), ret_kind (0 none, 1 one value, 2 a tuple, 3 a
-/// list), missing (the message when fn returns None for an op that returns a value). Returns a
-/// new reference, or NULL with a Python exception set.
-extern "C" __attribute__((visibility("default"))) PyObject* kffi_torch_make_eager(
-    PyObject* fn, PyObject* op, PyObject* slow, PyObject* tensor, PyObject* positions, int ret_kind,
-    PyObject* missing) {
-  if (g_requires_grad == nullptr) {
-    g_requires_grad = PyUnicode_InternFromString("requires_grad");
-    if (g_requires_grad == nullptr) return nullptr;
-  }
-  if (!PyTuple_Check(positions) || !PyType_Check(tensor) || !PyUnicode_Check(missing) ||
-      ret_kind < kRetNone || ret_kind > kRetLast) {
-    PyErr_SetString(PyExc_TypeError, "kffi_torch_make_eager: bad arguments");
-    return nullptr;
-  }
+/// The increasing non-negative positions in a tuple of ints, or nullptr with a Python exception
+/// set.
+static std::vector<Py_ssize_t>* Positions(PyObject* positions) {
   auto* pos = new std::vector<Py_ssize_t>();
   for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(positions); ++i) {
     Py_ssize_t p = PyLong_AsSsize_t(PyTuple_GET_ITEM(positions, i));
@@ -186,14 +185,49 @@ extern "C" __attribute__((visibility("default"))) PyObject* kffi_torch_make_eage
     }
     pos->push_back(p);
   }
-  PyTypeObject* type = Type();
-  if (type == nullptr) {
+  return pos;
+}
+
+/// A callable that runs an op's eager calls (see the file comment): fn (the kffi function), op
+/// (the OpOverload), slow (called with keyword arguments), tensor (torch.Tensor), positions (a
+/// tuple of the tensor arguments' positions), ret_kind (0 none, 1 one value, 2 a tuple, 3 a
+/// list), missing (the message when fn returns None for an op that returns a value), written (a
+/// tuple of the positions of the tensors the op writes: their versions are bumped after a call).
+/// Returns a new reference, or NULL with a Python exception set.
+extern "C" __attribute__((visibility("default"))) PyObject* kffi_torch_make_eager(
+    PyObject* fn, PyObject* op, PyObject* slow, PyObject* tensor, PyObject* positions, int ret_kind,
+    PyObject* missing, PyObject* written) {
+  if (g_requires_grad == nullptr) {
+    g_requires_grad = PyUnicode_InternFromString("requires_grad");
+    if (g_requires_grad == nullptr) return nullptr;
+  }
+  if (!PyTuple_Check(positions) || !PyTuple_Check(written) || !PyType_Check(tensor) ||
+      !PyUnicode_Check(missing) || ret_kind < kRetNone || ret_kind > kRetLast) {
+    PyErr_SetString(PyExc_TypeError, "kffi_torch_make_eager: bad arguments");
+    return nullptr;
+  }
+  std::vector<Py_ssize_t>* pos = Positions(positions);
+  if (pos == nullptr) return nullptr;
+  std::vector<Py_ssize_t>* written_pos = Positions(written);
+  if (written_pos == nullptr) {
     delete pos;
     return nullptr;
   }
-  auto* self = PyObject_GC_New(EagerCall, type);
+  for (Py_ssize_t w : *written_pos) {  // a written argument is a tensor argument
+    bool found = false;
+    for (Py_ssize_t p : *pos) found = found || p == w;
+    if (!found) {
+      delete pos;
+      delete written_pos;
+      PyErr_SetString(PyExc_ValueError, "written positions must be tensor positions");
+      return nullptr;
+    }
+  }
+  PyTypeObject* type = Type();
+  auto* self = type == nullptr ? nullptr : PyObject_GC_New(EagerCall, type);
   if (self == nullptr) {
     delete pos;
+    delete written_pos;
     return nullptr;
   }
   self->vectorcall = &Call;
@@ -208,6 +242,7 @@ extern "C" __attribute__((visibility("default"))) PyObject* kffi_torch_make_eage
   self->tensor = tensor;
   self->missing = missing;
   self->tensor_pos = pos;
+  self->written_pos = written_pos;
   // Scalar results (int, float, bool) are returned as they are: kRetTensor's rule.
   self->ret_kind = ret_kind > kRetTensorList ? kRetTensor : ret_kind;
   PyObject_GC_Track(reinterpret_cast<PyObject*>(self));

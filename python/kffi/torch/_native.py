@@ -30,6 +30,7 @@ _TORCH_HEADERS = (
     "ATen/PythonTorchFunctionTLS.h",  # _eager.cc
     "c10/core/impl/TorchDispatchModeTLS.h",
     "c10/core/impl/LocalDispatchKeySet.h",
+    "torch/csrc/autograd/python_variable.h",  # _eager.cc
 )
 
 _lock = threading.Lock()
@@ -71,6 +72,9 @@ def _torch_flags(torch) -> list:
     return [
         "-std=c++20",  # torch's headers need it (later -std flags win)
         "-O2",
+        # torch's debug-only internal asserts off, as in torch's own build: with them, c10's
+        # inline helpers (DispatchKeySet tests, IValue accessors) stay calls on every op call.
+        "-DNDEBUG",
         f"-D_GLIBCXX_USE_CXX11_ABI={abi}",
         f'-DKFFI_TORCH_VERSION="{torch.__version__}"',
         f'-DKFFI_TORCH_HEADERS="{_headers_digest(include)}"',
@@ -147,7 +151,7 @@ def _build_eager():
         )
         return "unavailable"
     make.restype = ctypes.py_object
-    make.argtypes = [ctypes.py_object] * 5 + [ctypes.c_int, ctypes.py_object]
+    make.argtypes = [ctypes.py_object] * 5 + [ctypes.c_int, ctypes.py_object, ctypes.py_object]
     return make
 
 

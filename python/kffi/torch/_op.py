@@ -35,6 +35,7 @@ _dispatch_modes = torch._C._len_torch_dispatch_stack
 _function_modes = torch._C._len_torch_function_stack
 _functorch_layer = torch._C._functorch.peek_interpreter_stack
 _grad_enabled = torch._C.is_grad_enabled
+_increment_version = torch.autograd.graph.increment_version
 
 
 def _torch_dtype(name: str):
@@ -80,6 +81,8 @@ class TorchOp:
         self._names = tuple(p.name for p in args)
         self._tensor_pos = tuple(i for i, p in enumerate(args) if p.kind == "tensor")
         self._tensor_names = frozenset(args[i].name for i in self._tensor_pos)
+        # The tensors the op writes: a direct call bumps their versions, as the dispatcher does.
+        self._written_pos = tuple(i for i, p in enumerate(args) if p.mutable)
         self._direct = sig.direct
         self._ret_kind = sig.ret_kind
         self.__name__ = sig.qualname.split("::")[1]
@@ -96,6 +99,7 @@ class TorchOp:
                 self._tensor_pos,
                 self._ret_kind,
                 self._missing_message(),
+                self._written_pos,
             )
 
     def __repr__(self):
@@ -132,6 +136,7 @@ class TorchOp:
                         return self.default(*args, **kwargs)
         if self._direct:
             out = self.fn(*args, **kwargs)
+            self._bump_written(args, kwargs)
             kind = self._ret_kind
             if kind == RET_NONE:
                 return None
@@ -141,6 +146,14 @@ class TorchOp:
                 return out
             return list(out) if kind == RET_TENSOR_LIST else tuple(out)
         return self._call_planned(args, kwargs)
+
+    def _bump_written(self, args, kwargs):
+        """New versions for the tensors a direct call wrote (autograd checks saved tensors')."""
+        n = len(args)
+        for i in self._written_pos:
+            t = args[i] if i < n else kwargs.get(self._names[i])
+            if t is not None:
+                _increment_version(t)  # not for inference tensors (they have no counter)
 
     def _missing_message(self) -> str:
         return (

@@ -183,9 +183,8 @@ class BadEq:
         raise TypeError("BadEq.__eq__ refused")
 
 
-_capsule_new = ctypes.pythonapi.PyCapsule_New
-_capsule_new.restype = ctypes.py_object
-_capsule_new.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+from dlpack_util import capsule_new as _capsule_new
+
 _KEEP: list = []
 
 

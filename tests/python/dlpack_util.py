@@ -46,7 +46,7 @@ class DLManagedTensorVersioned(ctypes.Structure):
 
 # A prototype of our own: ctypes.pythonapi.PyCapsule_New is shared, and other packages (jax)
 # set its argtypes to theirs.
-_PyCapsule_New = ctypes.PYFUNCTYPE(
+capsule_new = ctypes.PYFUNCTYPE(
     ctypes.py_object, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p
 )(("PyCapsule_New", ctypes.pythonapi))
 
@@ -81,4 +81,4 @@ class Producer:
         t.shape = self.shape
         t.strides = self.strides if self.strides is not None else None
         self.made.append(mt)
-        return _PyCapsule_New(ctypes.addressof(mt), b"dltensor_versioned", None)
+        return capsule_new(ctypes.addressof(mt), b"dltensor_versioned", None)

@@ -45,9 +45,9 @@ DLManagedTensor._fields_ = [
     ("deleter", DLPACK_DELETER),
 ]
 
-capsule_new = ctypes.pythonapi.PyCapsule_New
-capsule_new.restype = ctypes.py_object
-capsule_new.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+# PyCapsule_New through a prototype of our own (ctypes.pythonapi's is shared: tvm_ffi sets its
+# argtypes to others).
+from dlpack_util import capsule_new
 
 _DTYPES = {"float32": (2, 32), "float16": (2, 16), "float64": (2, 64), "int32": (0, 32)}
 

@@ -133,6 +133,7 @@ __all__ = [
 # (kffi.cpp) and contracts declared with fake arguments (kffi.compile): these import the names
 # above, so they come after them.
 from . import _tvm, cpp  # noqa: E402
+from ._with_contract import with_contract  # noqa: E402
 from .aot import load_object  # noqa: E402
 from .contract import (  # noqa: E402
     Bool,
@@ -146,7 +147,6 @@ from .contract import (  # noqa: E402
     fake_tensor,
     sym_int,
 )
-from ._with_contract import with_contract  # noqa: E402
 
 __all__ += [
     "Bool",
@@ -159,10 +159,10 @@ __all__ += [
     "cpp",
     "fake_stream",
     "fake_tensor",
-    "with_contract",
     "load_object",
     "stubgen",
     "sym_int",
+    "with_contract",
 ]
 
 

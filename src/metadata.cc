@@ -11,6 +11,7 @@
 
 #include "contract_internal.h"
 #include "json_writer.h"
+#include "param_names.h"
 #include "runtime_internal.h"
 
 namespace kffi {

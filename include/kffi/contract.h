@@ -449,11 +449,13 @@ class ContractExport<TypedFunctionObj<F, R, Args...>> {
       : fn_(std::move(f)), name_(name), doc_(doc), file_(file), line_(line) {
     Create(text);
   }
+  /// kRanks: the uniform ranks FastRun compiles (contract::RanksIn of the contract text).
+  template <unsigned kRanks = contract::kAllRanks>
   KFFI_INLINE int Call(const KFFIAny* args, int32_t num_args, KFFIAny* result) noexcept {
     const contract::PlanLayout* plan = plan_;
     if (KFFI_UNLIKELY(plan == nullptr)) return RaiseStored();
     contract::RunState st;
-    if (KFFI_UNLIKELY(!contract::FastRun(*plan, args, num_args, &st))) {
+    if (KFFI_UNLIKELY(!contract::FastRun<kRanks>(*plan, args, num_args, &st))) {
       return RaiseCheckFailure(args, num_args);
     }
     try {
@@ -582,6 +584,11 @@ class ContractExport<TypedFunctionObj<F, R, Args...>> {
   KFFIObjectHandle error_ = nullptr;            // the load-time error when plan_ is null
 };
 
+/// The uniform ranks an export's FastRun compiles, from its contract text (Text::get<>()); a
+/// name without `contract` in it, which is a parameter of the macros below.
+template <typename Text>
+constexpr unsigned kContractRanksOf = contract::RanksOf<Text>::value;
+
 /// Never freed, like the objects of KFFI_EXPORT (no exit-time destructor racing a call).
 template <typename F>
 ContractExport<ExportedObj<F>>* MakeContractExport(F f, const char* name, const char* text,
@@ -632,6 +639,13 @@ Function FunctionWithContract(F f, std::string_view name, std::string_view contr
   static_assert(#name[0] != '_', "KFFI_EXPORT_CONTRACT: names starting with '_' are reserved");    \
   KFFI_ABI_VERSION_RECORD_(name);                                                                  \
   static auto kffi_export_fn_##name() { return fn; }                                               \
+  /* The text, for the ranks FastRun compiles (a constant only when contract is a literal). */     \
+  struct kffi_contract_text_##name {                                                               \
+    template <int = 0>                                                                             \
+    static constexpr const char* get() {                                                           \
+      return contract;                                                                             \
+    }                                                                                              \
+  };                                                                                               \
   static auto* kffi_contract_export_##name() {                                                     \
     static auto* const state = ::kffi::details::MakeContractExport(                                \
         kffi_export_fn_##name(), #name, contract, doc, __FILE__, __LINE__);                        \
@@ -641,7 +655,9 @@ Function FunctionWithContract(F f, std::string_view name, std::string_view contr
   [[maybe_unused]] static auto* const kffi_contract_loaded_##name = kffi_contract_export_##name(); \
   extern "C" KFFI_DLL_EXPORT int __kffi_##name(void*, const KFFIAny* args, int32_t num_args,       \
                                                KFFIAny* result) {                                  \
-    return kffi_contract_export_##name()->Call(args, num_args, result);                            \
+    return kffi_contract_export_##name()                                                           \
+        ->Call<::kffi::details::kContractRanksOf<kffi_contract_text_##name>>(args, num_args,       \
+                                                                             result);              \
   }                                                                                                \
   extern "C" KFFI_DLL_EXPORT int __kffi__meta_##name(void*, const KFFIAny*, int32_t,               \
                                                      KFFIAny* result) {                            \

@@ -18,6 +18,7 @@
 #include <kffi/tensor.h>
 
 #include <cstring>
+#include <type_traits>
 
 // Unrolls the short per-dimension loops. nvcc's front end does not know the pragma (and would
 // warn at every include); its host compiler unrolls constant-trip loops at -O2 anyway.
@@ -176,9 +177,60 @@ KFFI_INLINE bool UniformRun(const PlanLayout& p, const KFFIAny* args, RunState* 
   return true;
 }
 
+/// Bit r set: FastRun compiles UniformRun<r> (r = 1..4); kAllRanks: all of them.
+constexpr unsigned kAllRanks = 0x1eu;
+
+/// The ranks a plan of contract text s can have as its uniform_ndim, as bits (see kAllRanks): the
+/// number of entries of every bracketed list in s (a shape `[n, m]` has as many entries as its
+/// tensor has dimensions). A superset: ranges and other lists only add bits, and text it cannot
+/// follow gives kAllRanks. A missing bit would only send that plan's tensors through the general
+/// loop of FastRun (slower, never wrong).
+constexpr unsigned RanksIn(const char* s) {
+  constexpr int kMaxDepth = 8;
+  int count[kMaxDepth] = {};      // entries ended so far, per open bracket
+  bool nonempty[kMaxDepth] = {};  // whether the current entry has any text
+  int depth = 0;
+  unsigned mask = 0;
+  for (; *s != '\0'; ++s) {
+    const char c = *s;
+    if (c == '[') {
+      if (depth == kMaxDepth) return kAllRanks;
+      if (depth > 0) nonempty[depth - 1] = true;
+      count[depth] = 0;
+      nonempty[depth] = false;
+      ++depth;
+    } else if (c == ']') {
+      if (depth == 0) return kAllRanks;
+      --depth;
+      const int n = count[depth] + (nonempty[depth] ? 1 : 0);
+      if (n >= 1 && n <= 4) mask |= 1u << n;
+    } else if (depth > 0 && c == ',') {
+      if (nonempty[depth - 1]) ++count[depth - 1];
+      nonempty[depth - 1] = false;
+    } else if (depth > 0 && c != ' ' && c != '\t' && c != '\n' && c != '\r') {
+      nonempty[depth - 1] = true;
+    }
+  }
+  return depth == 0 ? mask : kAllRanks;
+}
+
+/// RanksIn(Text::get<>()) when that is a constant expression (the contract text of
+/// KFFI_EXPORT_CONTRACT is a string literal), kAllRanks otherwise (text built at run time).
+template <typename Text, typename = void>
+struct RanksOf {
+  static constexpr unsigned value = kAllRanks;
+};
+template <typename Text>
+struct RanksOf<Text, std::enable_if_t<(RanksIn(Text::template get<>()), true)>> {
+  static constexpr unsigned value = RanksIn(Text::template get<>());
+};
+
 /// Whether the call arguments pass every check. The loop handles the common ops (a call argument
 /// that is a tensor with a plain check, Op::simple) without making any call, so that everything
-/// stays in registers; at the first other op it hands the rest to the runtime.
+/// stays in registers; at the first other op it hands the rest to the runtime. kRanks (RanksIn)
+/// names the uniform ranks worth compiling: an export compiles only its contract's, which keeps a
+/// kernel's build shorter.
+template <unsigned kRanks = kAllRanks>
 KFFI_INLINE bool FastRun(const PlanLayout& p, const KFFIAny* args, int32_t num_args, RunState* st) {
   if (KFFI_UNLIKELY(num_args != p.num_args)) {
     st->failed_op = -1;
@@ -191,16 +243,16 @@ KFFI_INLINE bool FastRun(const PlanLayout& p, const KFFIAny* args, int32_t num_a
   bool uniform = false;
   switch (p.uniform_ndim) {
     case 1:
-      uniform = UniformRun<1>(p, args, st);
+      if constexpr ((kRanks & (1u << 1)) != 0) uniform = UniformRun<1>(p, args, st);
       break;
     case 2:
-      uniform = UniformRun<2>(p, args, st);
+      if constexpr ((kRanks & (1u << 2)) != 0) uniform = UniformRun<2>(p, args, st);
       break;
     case 3:
-      uniform = UniformRun<3>(p, args, st);
+      if constexpr ((kRanks & (1u << 3)) != 0) uniform = UniformRun<3>(p, args, st);
       break;
     case 4:
-      uniform = UniformRun<4>(p, args, st);
+      if constexpr ((kRanks & (1u << 4)) != 0) uniform = UniformRun<4>(p, args, st);
       break;
     default:
       break;

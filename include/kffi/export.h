@@ -22,7 +22,6 @@
 #include <string>
 #include <type_traits>
 #include <utility>
-#include <vector>
 
 #if defined(__GNUC__) && !defined(_WIN32) && !defined(KFFI_BUILDING_RUNTIME)
 // Weak: a library built with these headers still loads in an older runtime, which lacks it (the

@@ -9,7 +9,6 @@
 #include <string>
 #include <string_view>
 #include <utility>
-#include <vector>
 
 namespace kffi {
 
@@ -244,11 +243,14 @@ class Function : public ObjectRef {
     if (KFFIFunctionRemoveGlobal(&n, &removed) != 0) details::ThrowRaisedError(-1);
     return removed != 0;
   }
-  /// All global names, sorted.
-  static std::vector<std::string> ListGlobalNames() {
-    std::vector<std::string> out;
+  /// All global names, sorted, in a container of strings the caller names
+  /// (`Function::ListGlobalNames<std::vector<std::string>>()`): a template, so that this header
+  /// does not cost every kernel the compile time of <vector>.
+  template <typename Container>
+  static Container ListGlobalNames() {
+    Container out;
     auto visit = [](void* ctx, const KFFIByteArray* name) -> int {
-      static_cast<std::vector<std::string>*>(ctx)->emplace_back(name->data, name->size);
+      static_cast<Container*>(ctx)->emplace_back(name->data, name->size);
       return 0;
     };
     if (KFFIFunctionListGlobalNames(visit, &out) != 0) details::ThrowRaisedError(-1);

@@ -6,9 +6,7 @@
 
 #include <cstdio>
 #include <string>
-#include <tuple>
 #include <utility>
-#include <vector>
 
 #if defined(__GNUC__) && !defined(_WIN32) && !defined(KFFI_BUILDING_RUNTIME)
 // Weak: a library built with these headers still loads in an older runtime (FormatSignature).
@@ -31,28 +29,6 @@ inline std::string TypeStrOf() {
   } else {
     return TypeTraitsNoCR<T>::TypeStr();
   }
-}
-
-/// Splits "a, b ,c" into {"a", "b", "c"}; "" (or only blanks) gives no names.
-inline std::vector<std::string> SplitParamNames(const char* names) {
-  std::vector<std::string> out;
-  if (names == nullptr) return out;
-  std::string cur;
-  bool any = false;
-  for (const char* p = names;; ++p) {
-    if (*p == ',' || *p == '\0') {
-      size_t b = cur.find_first_not_of(' ');
-      size_t e = cur.find_last_not_of(' ');
-      out.push_back(b == std::string::npos ? std::string() : cur.substr(b, e - b + 1));
-      any |= b != std::string::npos;
-      cur.clear();
-      if (*p == '\0') break;
-    } else {
-      cur += *p;
-    }
-  }
-  if (!any) out.clear();
-  return out;
 }
 
 /// The name of parameter i when none was given: "arg0", "arg1", ...
@@ -203,8 +179,20 @@ const auto* NamerPtr(const Obj& obj) {
   }
 }
 
+/// One converted argument of InvokeConverted (ArgSlot), and all of them (ArgValues): an aggregate
+/// whose bases are initialised in order, as a std::tuple's elements would be, without the
+/// compile time of <tuple> in every kernel.
+template <size_t I, typename T>
+struct ArgSlot {
+  T v;
+};
+template <typename Seq, typename... T>
+struct ArgValues;
+template <size_t... I, typename... T>
+struct ArgValues<std::index_sequence<I...>, T...> : ArgSlot<I, T>... {};
+
 /// The slow path of InvokeUnpacked: some argument needs a conversion (or is wrong). The values
-/// are converted into a tuple, whose braced initialisation runs strictly left to right, so the
+/// are converted into an ArgValues, whose braced initialisation runs strictly left to right, so the
 /// first bad argument is the one reported on every compiler (a function call's arguments are
 /// evaluated in an unspecified order: GCC goes right to left).
 ///
@@ -214,11 +202,13 @@ template <typename R, typename... Args, typename F, typename Obj, size_t... I>
 KFFI_NOINLINE void InvokeConverted(F f, const KFFIAny* args, KFFIAny* result, Obj obj,
                                    std::index_sequence<I...>) {
   const auto* namer = NamerPtr(obj);
-  std::tuple<typename ArgUnpacker<Args>::T...> values{ArgUnpacker<Args>::Unpack(args, I, namer)...};
+  ArgValues<std::index_sequence<I...>, typename ArgUnpacker<Args>::T...> values{
+      {ArgUnpacker<Args>::Unpack(args, I, namer)}...};
   if constexpr (std::is_void_v<R>) {
-    f(std::move(std::get<I>(values))...);
+    f(std::move(static_cast<ArgSlot<I, typename ArgUnpacker<Args>::T>&>(values).v)...);
   } else {
-    TypeTraitsNoCR<R>::MoveToAny(f(std::move(std::get<I>(values))...), result);
+    TypeTraitsNoCR<R>::MoveToAny(
+        f(std::move(static_cast<ArgSlot<I, typename ArgUnpacker<Args>::T>&>(values).v)...), result);
   }
 }
 

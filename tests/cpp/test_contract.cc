@@ -536,3 +536,20 @@ TEST(Contract, WrapsAPackedFunction) {
 }
 
 }  // namespace
+
+// The ranks an export's inline check compiles come from its contract text: every bracketed list's
+// entry count (a superset of the plan's uniform rank), and all ranks for text it cannot follow.
+TEST(ContractRanks, FromTheText) {
+  using kffi::details::contract::kAllRanks;
+  using kffi::details::contract::RanksIn;
+  static_assert(RanksIn("x: f32[n] cpu; y: f32[n] cpu mut") == (1u << 1));
+  static_assert(RanksIn("a: Tensor([m, k], float32); b: f16[k, n, 3]") == ((1u << 2) | (1u << 3)));
+  static_assert(RanksIn("x: f32[ a , b , c , d ]; y: f32[a,b,c,d,e]") == (1u << 4));
+  static_assert(RanksIn("n: int32[0, 8]; x: f32[n]") == ((1u << 1) | (1u << 2)));
+  static_assert(RanksIn("x: Optional[f32[n, m]]") == ((1u << 1) | (1u << 2)));
+  static_assert(RanksIn("x: f32[]; n: int") == 0);
+  static_assert(RanksIn("x: f32[n") == kAllRanks);
+  static_assert(RanksIn("x: f32]n[") == kAllRanks);
+  static_assert(RanksIn("[[[[[[[[[n]]]]]]]]]") == kAllRanks);
+  EXPECT_EQ(RanksIn("x: f32[n, m]; y: f32[m]"), (1u << 1) | (1u << 2));
+}

@@ -356,7 +356,7 @@ TEST(GlobalFunction, RegistryKeepsTheFunctionAlive) {
 }
 
 TEST(GlobalFunction, ListGlobalNamesIsSortedAndComplete) {
-  std::vector<std::string> names = Function::ListGlobalNames();
+  std::vector<std::string> names = Function::ListGlobalNames<std::vector<std::string>>();
   EXPECT_TRUE(std::is_sorted(names.begin(), names.end()));
   for (const char* expected :
        {"testing.echo", "testing.nop", "testing.add_one", "testing.raise_error", "testing.apply",

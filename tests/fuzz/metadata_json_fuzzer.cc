@@ -19,6 +19,8 @@
 #include <string>
 #include <vector>
 
+#include "param_names.h"
+
 namespace {
 
 // ---- a strict JSON reader (only what the check needs) -----------------------------------------

@@ -315,6 +315,27 @@ class Contract {
 namespace details {
 
 /// A typed function behind a contract: runs the plan, then unpacks the arguments as usual.
+namespace contract {
+/// Calls f with arguments whose contract check passed: as they are when every parameter takes its
+/// argument unconverted (then no conversion path is compiled), else through InvokeUnpacked (obj
+/// names the function in the error of a conversion the contract let through).
+template <typename R, typename... Args, typename F, typename Obj, size_t... I>
+KFFI_INLINE void InvokeChecked(F& f, const KFFIAny* args, KFFIAny* result, Obj obj,
+                               std::index_sequence<I...> seq) {
+  if constexpr ((kTakesCheckedAsIs<Args> && ...)) {
+    (void)seq;
+    (void)obj;
+    if constexpr (std::is_void_v<R>) {
+      f(Unchecked<Args>(&args[I])...);
+    } else {
+      TypeTraitsNoCR<R>::MoveToAny(f(Unchecked<Args>(&args[I])...), result);
+    }
+  } else {
+    InvokeUnpacked<R, Args...>(f, args, result, obj, seq);
+  }
+}
+}  // namespace contract
+
 template <typename TCallable, typename R, typename... Args>
 class ContractFunctionObj : public FunctionObj {
  public:
@@ -349,17 +370,7 @@ class ContractFunctionObj : public FunctionObj {
  private:
   template <size_t... I>
   KFFI_INLINE void Invoke(const KFFIAny* args, KFFIAny* result, std::index_sequence<I...> seq) {
-    if constexpr ((contract::kTakesCheckedAsIs<Args> && ...)) {
-      // Every argument is one its parameter takes as it is: no conversion path to compile.
-      (void)seq;
-      if constexpr (std::is_void_v<R>) {
-        callable_(contract::Unchecked<Args>(&args[I])...);
-      } else {
-        TypeTraitsNoCR<R>::MoveToAny(callable_(contract::Unchecked<Args>(&args[I])...), result);
-      }
-    } else {
-      InvokeUnpacked<R, Args...>(callable_, args, result, this, seq);
-    }
+    contract::InvokeChecked<R, Args...>(callable_, args, result, this, seq);
   }
 
   TCallable callable_;
@@ -543,17 +554,7 @@ class ContractExport<TypedFunctionObj<F, R, Args...>> {
   }
   template <size_t... I>
   KFFI_INLINE void Invoke(const KFFIAny* args, KFFIAny* result, std::index_sequence<I...> seq) {
-    if constexpr ((contract::kTakesCheckedAsIs<Args> && ...)) {
-      // Every argument is one its parameter takes as it is: no conversion path to compile.
-      (void)seq;
-      if constexpr (std::is_void_v<R>) {
-        fn_(contract::Unchecked<Args>(&args[I])...);
-      } else {
-        TypeTraitsNoCR<R>::MoveToAny(fn_(contract::Unchecked<Args>(&args[I])...), result);
-      }
-    } else {
-      InvokeUnpacked<R, Args...>(fn_, args, result, this, seq);
-    }
+    contract::InvokeChecked<R, Args...>(fn_, args, result, this, seq);
   }
   /// A failed inline check: the runtime explains it (raises the catalogue's error).
   KFFI_NOINLINE int RaiseCheckFailure(const KFFIAny* args, int32_t num_args) noexcept {

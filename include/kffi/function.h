@@ -245,7 +245,7 @@ class Function : public ObjectRef {
   }
   /// All global names, sorted, in a container of strings the caller names
   /// (`Function::ListGlobalNames<std::vector<std::string>>()`): a template, so that this header
-  /// does not cost every kernel the compile time of <vector>.
+  /// does not cost every kernel the compile time of `<vector>`.
   template <typename Container>
   static Container ListGlobalNames() {
     Container out;

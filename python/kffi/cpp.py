@@ -141,11 +141,11 @@ def _resolve(exe: str) -> str | None:
     return os.path.realpath(found) if found else None
 
 
-def _compiler_output(argv: tuple, path: str, option: str) -> str | None:
-    """`<compiler> <option>` (None when it fails), remembered on disk by the executable's
-    identity (path, size, mtime, inode), so that a cache hit in a fresh process starts no
-    compiler at all. (A launcher such as ccache, or a script that runs another nvcc, is
-    identified by its own file.)"""
+def _compiler_output(argv: tuple, path: str, option: str, required: bool = False) -> str | None:
+    """`<compiler> <option>`, remembered on disk by the executable's identity (path, size, mtime,
+    inode), so that a cache hit in a fresh process starts no compiler at all. (A launcher such as
+    ccache, or a script that runs another nvcc, is identified by its own file.) When the command
+    fails: None, or a BuildError when required."""
     st = os.stat(path)
     ident = f"{shlex.join(argv)}\0{path}\0{st.st_size}\0{st.st_mtime_ns}\0{st.st_ino}"
     if option != "--version":  # the memo of --version keeps its name from before
@@ -160,22 +160,16 @@ def _compiler_output(argv: tuple, path: str, option: str) -> str | None:
         pass
     proc = _run([*argv, option])
     if proc.returncode != 0:
+        if required:
+            raise BuildError("<compiler check>", [*argv, option], proc.stdout, proc.returncode, "")
         return None
     _write_atomic(memo, proc.stdout)
     return proc.stdout
 
 
-def _compiler_version(argv: tuple, path: str) -> str:
-    out = _compiler_output(argv, path, "--version")
-    if out is None:
-        proc = _run([*argv, "--version"])
-        raise BuildError("<compiler check>", [*argv, "--version"], proc.stdout, proc.returncode, "")
-    return out
-
-
 @functools.cache
 def _compiler_cached(argv: tuple, path: str, size: int, mtime_ns: int) -> _Compiler:
-    return _Compiler(argv, path, _compiler_version(argv, path))
+    return _Compiler(argv, path, _compiler_output(argv, path, "--version", required=True))
 
 
 def _compiler_from(argv: tuple, what: str, hint: str) -> _Compiler:

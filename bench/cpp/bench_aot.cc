@@ -27,14 +27,12 @@ void BenchAotNop();
 
 // As generated (kffi.aot.render_header).
 inline int64_t aot_add3(int64_t a, int64_t b, int64_t c) {
-  return kffi::Module::InvokeExternC(reinterpret_cast<void*>(&__kffi_aot_add3), a, b, c)
-      .cast<int64_t>();
+  return kffi::Module::InvokeSafeCall<&__kffi_aot_add3>(a, b, c).cast<int64_t>();
 }
 inline int64_t aot_ndim3(kffi::TensorView a, kffi::TensorView b, kffi::TensorView c) {
-  return kffi::Module::InvokeExternC(reinterpret_cast<void*>(&__kffi_aot_ndim3), a, b, c)
-      .cast<int64_t>();
+  return kffi::Module::InvokeSafeCall<&__kffi_aot_ndim3>(a, b, c).cast<int64_t>();
 }
-inline void aot_nop() { kffi::Module::InvokeExternC(reinterpret_cast<void*>(&__kffi_aot_nop)); }
+inline void aot_nop() { kffi::Module::InvokeSafeCall<&__kffi_aot_nop>(); }
 
 namespace {
 

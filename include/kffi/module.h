@@ -134,18 +134,30 @@ class Module : public ObjectRef {
   template <typename... Args>
   static Any InvokeExternC(void* symbol, Args&&... args) {
     if (symbol == nullptr) KFFI_THROW(ValueError) << "InvokeExternC: the symbol is NULL";
+    return CallSafe(reinterpret_cast<KFFISafeCallType>(symbol), std::forward<Args>(args)...);
+  }
+
+  /// InvokeExternC of a safe-call symbol named at compile time (`InvokeSafeCall<&__kffi_scale>`),
+  /// as generated headers call their export: a direct call, which link-time optimisation can
+  /// inline together with the export's argument unpacking.
+  template <KFFISafeCallType kSymbol, typename... Args>
+  static Any InvokeSafeCall(Args&&... args) {
+    return CallSafe(kSymbol, std::forward<Args>(args)...);
+  }
+
+ private:
+  template <typename... Args>
+  static Any CallSafe(KFFISafeCallType symbol, Args&&... args) {
     constexpr size_t kNum = sizeof...(Args);
     KFFIAny packed[kNum == 0 ? 1 : kNum];
     if constexpr (kNum == 0) details::SetNone(&packed[0]);  // never read; keeps it initialised
     details::PackArgs(packed, std::forward<Args>(args)...);
     Any rv;
-    int rc = reinterpret_cast<KFFISafeCallType>(symbol)(nullptr, packed, static_cast<int32_t>(kNum),
-                                                        details::AnyUnsafe::RawMut(rv));
+    int rc = symbol(nullptr, packed, static_cast<int32_t>(kNum), details::AnyUnsafe::RawMut(rv));
     if (KFFI_UNLIKELY(rc != 0)) details::ThrowRaisedError(rc);
     return rv;
   }
 
- private:
   KFFIObjectHandle handle() const {
     return details::ObjectUnsafe::GetHandle(details::ObjectRefData(*this));
   }

@@ -403,7 +403,7 @@ def render_header(meta: dict, object_name: str) -> str:
         cpp_params.append(f"{ctype} {p['name']}" + (f" = {default}" if default else ""))
     ret = cpp_type(parse_type(meta.get("return", "None")), result=True)
     args = ", ".join(p["name"] for p in params)
-    call = f"kffi::Module::InvokeExternC(reinterpret_cast<void*>(&__kffi_{name}){', ' if args else ''}{args})"
+    call = f"kffi::Module::InvokeSafeCall<&__kffi_{name}>({args})"
     body = f"  {call};" if ret == "void" else f"  return {call}.cast<{ret}>();"
     contract = meta.get("contract")
     doc = (meta.get("doc") or "").strip()
@@ -452,9 +452,14 @@ def render_header(meta: dict, object_name: str) -> str:
         lines.append(f"/// Contract: {contract}")
     lines += [
         "/// Throws kffi::Error (TypeError, ValueError, ...) when the arguments do not fit.",
+        "/// (It has the kernel's name and parameters; its namespace keeps its symbol apart from",
+        "/// the kernel's own, so a program that also has the kernel never calls it unchecked.)",
+        "namespace kffi::aot {",
         f"inline {ret} {name}({', '.join(cpp_params)}) {{",
         body,
         "}",
+        "}  // namespace kffi::aot",
+        f"using kffi::aot::{name};",
         "#endif /* __cplusplus */",
         "",
         f"#endif /* {guard} */",

@@ -81,6 +81,23 @@ TEST(AotStatic, SafeCallSymbolsLinkDirectly) {
   EXPECT_NE(e.message().find("b_add_ints(a: int, b: int)"), std::string::npos) << e.message();
 }
 
+TEST(AotStatic, TypedEntryPointsCallTheSafeCall) {
+  // What a generated header's entry point is: a direct call of the named safe-call symbol.
+  EXPECT_EQ(Module::InvokeSafeCall<&__kffi_a_add_ints>(40, 2).cast<int64_t>(), 42);
+  EXPECT_EQ(Module::InvokeSafeCall<&__kffi_b_add_ints>(int64_t{-1}, 1).cast<int64_t>(), 0);
+  kffi::Error count = CatchError([] { Module::InvokeSafeCall<&__kffi_a_add_ints>(1); });
+  EXPECT_EQ(count.kind(), "TypeError");
+  EXPECT_NE(count.message().find("a_add_ints(a: int, b: int)"), std::string::npos)
+      << count.message();
+  kffi::Error type = CatchError([] { Module::InvokeSafeCall<&__kffi_b_add_ints>(1, "two"); });
+  EXPECT_EQ(type.kind(), "TypeError");
+  EXPECT_NE(type.message().find("argument #1 when calling: `b_add_ints(a: int, b: int) -> int`. "
+                                "Expected `int` but got `str`"),
+            std::string::npos)
+      << type.message();
+}
+
+#ifndef KFFI_AOT_LTO  // Module::LoadObject needs objects with machine code
 TEST(AotLoadObject, LinksCachesAndLoads) {
   Module mod = Module::LoadObject(KFFI_AOT_OBJECT);
   EXPECT_EQ(mod.GetFunctionRequired("a_add_ints")(7, 8).cast<int64_t>(), 15);
@@ -144,5 +161,7 @@ TEST(AotLoadObject, ALinkFailureNamesTheCommandAndOutput) {
       << e.message();
   EXPECT_NE(e.message().find("Command: false -shared -o "), std::string::npos) << e.message();
 }
+
+#endif  // KFFI_AOT_LTO
 
 }  // namespace

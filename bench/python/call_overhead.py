@@ -568,7 +568,8 @@ FIXED = "fixed"  # bindings whose GIL policy cannot be chosen: measured once per
 
 DESCRIBE = {
     "kffi": "kffi.load_module(lib built with kffi-config, KFFI_EXPORT); params int64_t, "
-    "kffi::String, kffi::TensorView (NumPy: direct field read; torch: DLPack C exchange "
+    "kffi::String, kffi::TensorView (NumPy: direct field read; torch: kffi.torch's direct "
+    "read of the TensorImpl, or with --torch-import exchange torch's DLPack C exchange "
     "API; CUDA stream picked up automatically, read with KFFIEnvGetStream). "
     "GIL held: f.release_gil=False; released: kffi default.",
     "tvm-ffi": "tvm_ffi.load_module(lib built with tvm-ffi-config, TVM_FFI_DLL_EXPORT_TYPED_FUNC); "
@@ -748,10 +749,19 @@ def setup_bindings(args):
             rel.release_gil = True
             add("kffi", case, "held", held)
             add("kffi", case, "released", rel)
+        torch_import = "exchange"
+        if args.torch_import == "kffi.torch":
+            import kffi.torch
+
+            if kffi.torch.fast_tensor_import():
+                torch_import = "kffi.torch"
+            else:
+                log("  ! kffi.torch's tensor import is unavailable; kffi uses the exchange API")
         info["kffi"] = {
             "version": kffi.__version__,
             "path": os.path.dirname(kffi.__file__),
             "default_release_gil": kffi.get_default_release_gil(),
+            "torch_import": torch_import,
         }
     elif "kffi" in errors:
         skipped["kffi"] = errors["kffi"]
@@ -1295,6 +1305,13 @@ def main(argv=None):
         help="skip the torch C++ extension (torch.ops C++ kernel, torch+pyb11)",
     )
     ap.add_argument("--no-cuda", action="store_true", help="skip the CUDA case")
+    ap.add_argument(
+        "--torch-import",
+        choices=["kffi.torch", "exchange"],
+        default="kffi.torch",
+        help="how kffi reads torch tensors: kffi.torch's direct read (kffi.torch."
+        "fast_tensor_import, on where kffi.torch is set up) or torch's DLPack exchange API",
+    )
     ap.add_argument(
         "--skip",
         nargs="*",

@@ -262,6 +262,10 @@ struct State {
   std::atomic<PyObject*> static_classes[kStaticClasses] = {};
   std::mutex dyn_classes_mutex;
   std::vector<std::pair<int32_t, PyObject*>> dyn_classes;
+  /// _override_exchange_api: types publishing exchange_from convert through exchange_to (whose
+  /// capsule is kept in retired: the table's entries point into it for the module's life).
+  std::atomic<const DLPackExchangeAPI*> exchange_from{nullptr};
+  std::atomic<const DLPackExchangeAPI*> exchange_to{nullptr};
   /// Sets a hook (new reference stolen), retiring the previous one.
   void SetHook(Hook h, PyObject* value);
 };
@@ -419,6 +423,8 @@ int PyToOwnedAny(PyObject* obj, KFFIAny* out);
 /// _core._set_converter_hooks(classify, to_dtype, to_device, make_dtype, make_device,
 /// make_voidp, to_stream)
 PyObject* SetConverterHooks(PyObject* self, PyObject* args);
+/// _core._override_exchange_api(original, replacement): two "dlpack_exchange_api" capsules.
+PyObject* OverrideExchangeAPI(PyObject* self, PyObject* args);
 
 // ---- objects (py_object.cc) -----------------------------------------------------------------
 /// Wraps an owned object handle in the Python class registered for its type (steals).

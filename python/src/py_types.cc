@@ -143,6 +143,25 @@ const DLPackExchangeAPI* ExchangeAPIOf(PyTypeObject* tp) {
       api->managed_tensor_from_py_object_no_sync == nullptr) {
     return nullptr;
   }
+  // exchange_to is stored before exchange_from (OverrideExchangeAPI).
+  if (api == g_state->exchange_from.load(std::memory_order_acquire)) {
+    return g_state->exchange_to.load(std::memory_order_relaxed);
+  }
+  return api;
+}
+
+const DLPackExchangeAPI* ExchangeAPIOfCapsule(PyObject* cap, const char* what) {
+  const DLPackExchangeAPI* api =
+      PyCapsule_IsValid(cap, "dlpack_exchange_api")
+          ? static_cast<const DLPackExchangeAPI*>(PyCapsule_GetPointer(cap, "dlpack_exchange_api"))
+          : nullptr;
+  if (api == nullptr || api->header.version.major != DLPACK_MAJOR_VERSION) {
+    PyErr_Format(PyExc_TypeError,
+                 "_override_exchange_api: %s is a \"dlpack_exchange_api\" capsule of DLPack %d, "
+                 "got %.200s",
+                 what, DLPACK_MAJOR_VERSION, Py_TYPE(cap)->tp_name);
+    return nullptr;
+  }
   return api;
 }
 
@@ -265,6 +284,41 @@ PyObject* SetConverterHooks(PyObject*, PyObject* args) {
     g_state->SetHook(slots[i], values[i]);
   }
   // Types classified before the hooks decide again.
+  g_state->types.Reset();
+  InsertBuiltins(&g_state->types);
+  Py_RETURN_NONE;
+}
+
+/// _override_exchange_api(original, replacement): from now on, types whose DLPack C exchange API
+/// is original convert their values through replacement (kffi.torch's import of torch.Tensor
+/// without torch's Python-binding layer). The replacement capsule is kept for the module's life.
+PyObject* OverrideExchangeAPI(PyObject*, PyObject* args) {
+  PyObject *original, *replacement;
+  if (!PyArg_ParseTuple(args, "OO", &original, &replacement)) return nullptr;
+  const DLPackExchangeAPI* from = ExchangeAPIOfCapsule(original, "original");
+  if (from == nullptr) return nullptr;
+  const DLPackExchangeAPI* to = ExchangeAPIOfCapsule(replacement, "replacement");
+  if (to == nullptr) return nullptr;
+  if (to->dltensor_from_py_object_no_sync == nullptr &&
+      to->managed_tensor_from_py_object_no_sync == nullptr) {
+    PyErr_SetString(PyExc_ValueError,
+                    "_override_exchange_api: the replacement imports no tensors (both "
+                    "dltensor_from_py_object_no_sync and managed_tensor_from_py_object_no_sync "
+                    "are NULL)");
+    return nullptr;
+  }
+  const DLPackExchangeAPI* current = g_state->exchange_from.load(std::memory_order_acquire);
+  if (current != nullptr && current != from) {
+    PyErr_SetString(PyExc_ValueError,
+                    "_override_exchange_api: another framework's exchange API is already "
+                    "overridden");
+    return nullptr;
+  }
+  Py_INCREF(replacement);
+  g_state->retired.push_back(replacement);
+  g_state->exchange_to.store(to, std::memory_order_relaxed);
+  g_state->exchange_from.store(from, std::memory_order_release);
+  // Types classified before decide again (readers of the old table finish with old entries).
   g_state->types.Reset();
   InsertBuiltins(&g_state->types);
   Py_RETURN_NONE;

@@ -42,6 +42,8 @@
 #include <utility>
 #include <vector>
 
+#include "_torch_dlpack.h"
+
 namespace kffi {
 namespace torchglue {
 namespace {
@@ -74,57 +76,14 @@ DLDataType UnpackDType(int64_t v) {
   return t;
 }
 
-struct DTypePair {
-  c10::ScalarType scalar;
-  DLDataType dl;
-};
-
-const DTypePair kDTypes[] = {
-    {c10::ScalarType::Float, {kDLFloat, 32, 1}},
-    {c10::ScalarType::Double, {kDLFloat, 64, 1}},
-    {c10::ScalarType::Half, {kDLFloat, 16, 1}},
-    {c10::ScalarType::BFloat16, {kDLBfloat, 16, 1}},
-    {c10::ScalarType::Long, {kDLInt, 64, 1}},
-    {c10::ScalarType::Int, {kDLInt, 32, 1}},
-    {c10::ScalarType::Short, {kDLInt, 16, 1}},
-    {c10::ScalarType::Char, {kDLInt, 8, 1}},
-    {c10::ScalarType::Byte, {kDLUInt, 8, 1}},
-    {c10::ScalarType::UInt16, {kDLUInt, 16, 1}},
-    {c10::ScalarType::UInt32, {kDLUInt, 32, 1}},
-    {c10::ScalarType::UInt64, {kDLUInt, 64, 1}},
-    {c10::ScalarType::Bool, {kDLBool, 8, 1}},
-    {c10::ScalarType::ComplexHalf, {kDLComplex, 32, 1}},
-    {c10::ScalarType::ComplexFloat, {kDLComplex, 64, 1}},
-    {c10::ScalarType::ComplexDouble, {kDLComplex, 128, 1}},
-    {c10::ScalarType::Float8_e4m3fn, {kDLFloat8_e4m3fn, 8, 1}},
-    {c10::ScalarType::Float8_e5m2, {kDLFloat8_e5m2, 8, 1}},
-    {c10::ScalarType::Float8_e4m3fnuz, {kDLFloat8_e4m3fnuz, 8, 1}},
-    {c10::ScalarType::Float8_e5m2fnuz, {kDLFloat8_e5m2fnuz, 8, 1}},
-    {c10::ScalarType::Float8_e8m0fnu, {kDLFloat8_e8m0fnu, 8, 1}},
-};
-
-// kDTypes indexed by ScalarType (the per-call direction; code 0xff: none): one look-up per
-// tensor argument instead of a scan.
-constexpr size_t kNumScalarTypes = static_cast<size_t>(c10::ScalarType::NumOptions);
-struct DLByScalar {
-  DLDataType dl[kNumScalarTypes];
-  DLByScalar() {
-    for (DLDataType& t : dl) t = DLDataType{0xff, 0, 0};
-    for (const DTypePair& p : kDTypes) dl[static_cast<size_t>(p.scalar)] = p.dl;
-  }
-};
-const DLByScalar kDLByScalar;
-
 [[noreturn]] C10_NOINLINE void RefuseDType(c10::ScalarType s) {
   TORCH_CHECK_TYPE(false, "kffi.torch: dtype ", c10::toString(s), " has no DLPack equivalent");
 }
 
 inline DLDataType ToDL(c10::ScalarType s) {
-  const size_t i = static_cast<size_t>(s);
-  if (C10_LIKELY(i < kNumScalarTypes) && C10_LIKELY(kDLByScalar.dl[i].code != 0xff)) {
-    return kDLByScalar.dl[i];
-  }
-  RefuseDType(s);
+  DLDataType t;
+  if (C10_UNLIKELY(!DLDTypeOf(s, &t))) RefuseDType(s);
+  return t;
 }
 
 c10::ScalarType FromDL(DLDataType t) {
@@ -135,16 +94,15 @@ c10::ScalarType FromDL(DLDataType t) {
                    int(t.bits), ", lanes ", int(t.lanes), ") has no torch equivalent");
 }
 
+[[noreturn]] C10_NOINLINE void RefuseDevice(const c10::Device& d) {
+  TORCH_CHECK_TYPE(false, "kffi.torch: tensors on ", d.str(),
+                   " are not supported (CPU and CUDA are)");
+}
+
 inline DLDevice ToDL(const c10::Device& d) {
-  switch (d.type()) {
-    case c10::DeviceType::CPU:
-      return DLDevice{kDLCPU, 0};
-    case c10::DeviceType::CUDA:
-      return DLDevice{kDLCUDA, static_cast<int32_t>(d.index() < 0 ? 0 : d.index())};
-    default:
-      TORCH_CHECK_TYPE(false, "kffi.torch: tensors on ", d.str(),
-                       " are not supported (CPU and CUDA are)");
-  }
+  DLDevice out;
+  if (C10_UNLIKELY(!DLDeviceOf(d, &out))) RefuseDevice(d);
+  return out;
 }
 
 c10::Device FromDL(DLDevice d) {
@@ -381,15 +339,11 @@ std::shared_ptr<Plan> ParsePlan(const std::string& name, int64_t num_schema_args
 /// A tensor argument as kffi sees it: a borrowed DLTensor viewing the torch tensor (shape and
 /// strides point into the TensorImpl's own arrays).
 inline void FillDLTensor(const at::Tensor& t, const std::string& op, DLTensor* out) {
+  if (C10_LIKELY(ViewAsDLTensor(t, out))) return;
   const c10::TensorImpl* impl = t.unsafeGetTensorImpl();
-  if (C10_UNLIKELY(impl->layout() != c10::kStrided)) RefuseLayout(t, op);
-  out->data = t.data_ptr();  // the mutable pointer: copy-on-write storage is materialized
-  out->device = ToDL(impl->device());
-  out->ndim = static_cast<int32_t>(impl->dim());
-  out->dtype = ToDL(impl->dtype().toScalarType());
-  out->shape = const_cast<int64_t*>(impl->sizes().data());
-  out->strides = const_cast<int64_t*>(impl->strides().data());
-  out->byte_offset = 0;
+  if (impl->layout() != c10::kStrided) RefuseLayout(t, op);
+  ToDL(impl->device());                // throws for the device
+  ToDL(impl->dtype().toScalarType());  // or for the dtype
 }
 
 void DeleteKffiTensor(void* ctx) { delete static_cast<kffi::Tensor*>(ctx); }

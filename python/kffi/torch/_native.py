@@ -35,7 +35,9 @@ _TORCH_HEADERS = (
 
 _lock = threading.Lock()
 _module = None
-_EAGER_SOURCE = os.path.join(_HERE, "_eager.cc")
+_EAGER_SOURCES = [os.path.join(_HERE, "_eager.cc"), os.path.join(_HERE, "_import.cc")]
+# kffi's own header the glue sources include (its digest keys the builds too).
+_GLUE_HEADER = os.path.join(_HERE, "_torch_dlpack.h")
 _eager = None  # the make function, or the reason it is unavailable (str)
 
 
@@ -66,6 +68,11 @@ def _headers_digest(include: str) -> str:
     return h.hexdigest()[:24]
 
 
+def _file_digest(path: str) -> str:
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()[:24]
+
+
 def _torch_flags(torch) -> list:
     include = _torch_dirs()[0]
     abi = int(getattr(torch._C, "_GLIBCXX_USE_CXX11_ABI", 1))
@@ -78,6 +85,7 @@ def _torch_flags(torch) -> list:
         f"-D_GLIBCXX_USE_CXX11_ABI={abi}",
         f'-DKFFI_TORCH_VERSION="{torch.__version__}"',
         f'-DKFFI_TORCH_HEADERS="{_headers_digest(include)}"',
+        f'-DKFFI_TORCH_GLUE_HEADER="{_file_digest(_GLUE_HEADER)}"',
         "-Wno-unused-parameter",
     ]
 
@@ -109,50 +117,100 @@ def _torch_ldflags() -> list:
     return flags
 
 
-def eager_maker():
-    """kffi_torch_make_eager from _eager.cc (built on first use: a few seconds), or None when
-    it cannot be built here (no Python headers): eager calls then take the Python gate."""
-    global _eager
-    if _eager is None:
-        with _lock:
-            if _eager is None:
-                _eager = _build_eager()
-    return _eager if callable(_eager) else None
-
-
-def _build_eager():
-    import ctypes
+def _eager_plan():
     import sysconfig
-    import warnings
 
     import torch
 
     paths = sysconfig.get_paths()
     py_includes = sorted({paths["include"], paths.get("platinclude", paths["include"])})
-    flags = _torch_flags(torch) + [f'-DKFFI_PYTHON="{sys.version}"']
+    return _cpp._plan_from_files(
+        "kffi_torch_eager",
+        _EAGER_SOURCES,
+        _torch_flags(torch) + [f'-DKFFI_PYTHON="{sys.version}"'],
+        None,
+        _torch_ldflags(),
+        py_includes + _torch_dirs()[1],
+        None,
+    )
+
+
+def _eager_lib(build: bool = True):
+    """The library of _eager.cc and _import.cc (ctypes.PyDLL; built on first use: a few seconds),
+    or None when it cannot be built here (no Python headers) or, with build=False, is not built
+    yet. Thread safe."""
+    global _eager
+    if _eager is None:
+        with _lock:
+            if _eager is None:
+                plan = _eager_plan()
+                if not build and not os.path.exists(plan.output):
+                    return None
+                _eager = _load_eager(plan)
+    return _eager if not isinstance(_eager, str) else None
+
+
+def _load_eager(plan):
+    import ctypes
+    import warnings
+
     try:
-        path = _cpp.build(
-            "kffi_torch_eager",
-            [_EAGER_SOURCE],
-            extra_cflags=flags,
-            extra_ldflags=_torch_ldflags(),
-            extra_include_paths=py_includes + _torch_dirs()[1],
-            quiet=True,
-        )
-        lib = ctypes.PyDLL(path)
+        lib = ctypes.PyDLL(_cpp._build(plan, False, True))
         make = lib.kffi_torch_make_eager
+        exchange = lib.kffi_torch_exchange_api
     except (_cpp.BuildError, OSError, AttributeError) as e:
         warnings.warn(
-            f"kffi.torch: eager op calls take the Python path, which costs more per call: the "
-            f"C gate (python/kffi/torch/_eager.cc) did not build or load: "
+            f"kffi.torch: eager op calls take the Python path, and torch tensors the DLPack "
+            f"exchange API, which cost more per call: the C gate (python/kffi/torch/_eager.cc, "
+            f"_import.cc) did not build or load: "
             f"{str(e).splitlines()[0] if str(e) else type(e).__name__}",
             RuntimeWarning,
-            stacklevel=3,
+            stacklevel=4,
         )
         return "unavailable"
     make.restype = ctypes.py_object
     make.argtypes = [ctypes.py_object] * 5 + [ctypes.c_int, ctypes.py_object, ctypes.py_object]
-    return make
+    exchange.restype = ctypes.py_object
+    exchange.argtypes = [ctypes.py_object, ctypes.py_object]
+    return lib
+
+
+def eager_maker():
+    """kffi_torch_make_eager from _eager.cc, or None when it cannot be built here: eager calls
+    then take the Python gate. Installs the tensor import too (install_tensor_import)."""
+    lib = _eager_lib()
+    if lib is None:
+        return None
+    install_tensor_import(build=False)
+    return lib.kffi_torch_make_eager
+
+
+_import_installed = False
+
+
+def install_tensor_import(build: bool = True) -> bool:
+    """Makes kffi calls import torch.Tensor arguments with _import.cc (the TensorImpl's fields,
+    read directly) instead of torch's DLPack exchange API; the same DLTensors, for less. With
+    build=False, only when the library is built already. Returns whether it is installed."""
+    global _import_installed
+    if _import_installed:
+        return True
+    lib = _eager_lib(build)
+    if lib is None:
+        return False
+    import torch
+
+    from .. import _core
+
+    original = getattr(torch.Tensor, "__dlpack_c_exchange_api__", None)
+    if original is None:  # a torch without the exchange API: kffi uses __dlpack__
+        return False
+    with _lock:
+        if not _import_installed:
+            replacement = lib.kffi_torch_exchange_api(original, torch._C.TensorBase)
+            _core._override_exchange_api(original, replacement)
+            _import_installed = True
+    return True
 
 
 def glue():

@@ -214,7 +214,8 @@ def test_header_types_and_entry_point_text():
     # bench/cpp/bench_aot.cc times this exact entry point.
     assert (
         "inline int64_t aot_add3(int64_t a, int64_t b, int64_t c) {\n"
-        "  return kffi::Module::InvokeSafeCall<&__kffi_aot_add3>(a, b, c).cast<int64_t>();\n}" in header
+        "  return kffi::Module::InvokeSafeCall<&__kffi_aot_add3>(a, b, c).cast<int64_t>();\n}"
+        in header
     )
     meta = {
         "name": "mixed",

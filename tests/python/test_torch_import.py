@@ -86,6 +86,13 @@ def _cases():
             dtypes.append(getattr(torch, name))
     for dt in dtypes:
         cases[f"dtype {dt}"] = torch.zeros(2, 3, dtype=dt)
+    if torch.cuda.is_available():
+        last = torch.cuda.device_count() - 1
+        cuda = torch.arange(12.0, device="cuda").reshape(3, 4)
+        cases["cuda"] = cuda
+        cases["cuda transposed slice"] = cuda.t()[1:]
+        cases["cuda half"] = cuda.half()
+        cases[f"cuda:{last}"] = torch.ones(5, device=f"cuda:{last}")
     return cases
 
 

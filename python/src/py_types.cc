@@ -128,21 +128,29 @@ int TypeTable::Traverse(visitproc visit, void* arg) const {
 
 namespace {
 
+// The API in a "dlpack_exchange_api" capsule of this DLPack major version, or NULL.
+const DLPackExchangeAPI* ApiInCapsule(PyObject* cap) {
+  if (!PyCapsule_IsValid(cap, "dlpack_exchange_api")) return nullptr;
+  auto* api =
+      static_cast<const DLPackExchangeAPI*>(PyCapsule_GetPointer(cap, "dlpack_exchange_api"));
+  if (api == nullptr || api->header.version.major != DLPACK_MAJOR_VERSION) return nullptr;
+  return api;
+}
+
+bool ImportsTensors(const DLPackExchangeAPI* api) {
+  return api->dltensor_from_py_object_no_sync != nullptr ||
+         api->managed_tensor_from_py_object_no_sync != nullptr;
+}
+
 const DLPackExchangeAPI* ExchangeAPIOf(PyTypeObject* tp) {
   PyRef cap(PyObject_GetAttrString(reinterpret_cast<PyObject*>(tp), "__dlpack_c_exchange_api__"));
   if (!cap) {
     PyErr_Clear();
     return nullptr;
   }
-  if (!PyCapsule_IsValid(cap.get(), "dlpack_exchange_api")) return nullptr;
-  auto* api =
-      static_cast<const DLPackExchangeAPI*>(PyCapsule_GetPointer(cap.get(), "dlpack_exchange_api"));
   // The capsule lives on the type, which the table keeps alive.
-  if (api == nullptr || api->header.version.major != DLPACK_MAJOR_VERSION) return nullptr;
-  if (api->dltensor_from_py_object_no_sync == nullptr &&
-      api->managed_tensor_from_py_object_no_sync == nullptr) {
-    return nullptr;
-  }
+  const DLPackExchangeAPI* api = ApiInCapsule(cap.get());
+  if (api == nullptr || !ImportsTensors(api)) return nullptr;
   // exchange_to is stored before exchange_from (OverrideExchangeAPI).
   if (api == g_state->exchange_from.load(std::memory_order_acquire)) {
     return g_state->exchange_to.load(std::memory_order_relaxed);
@@ -151,16 +159,12 @@ const DLPackExchangeAPI* ExchangeAPIOf(PyTypeObject* tp) {
 }
 
 const DLPackExchangeAPI* ExchangeAPIOfCapsule(PyObject* cap, const char* what) {
-  const DLPackExchangeAPI* api =
-      PyCapsule_IsValid(cap, "dlpack_exchange_api")
-          ? static_cast<const DLPackExchangeAPI*>(PyCapsule_GetPointer(cap, "dlpack_exchange_api"))
-          : nullptr;
-  if (api == nullptr || api->header.version.major != DLPACK_MAJOR_VERSION) {
+  const DLPackExchangeAPI* api = ApiInCapsule(cap);
+  if (api == nullptr) {
     PyErr_Format(PyExc_TypeError,
                  "_override_exchange_api: %s is a \"dlpack_exchange_api\" capsule of DLPack %d, "
                  "got %.200s",
                  what, DLPACK_MAJOR_VERSION, Py_TYPE(cap)->tp_name);
-    return nullptr;
   }
   return api;
 }
@@ -258,6 +262,13 @@ void InsertBuiltins(TypeTable* table) {
   }
 }
 
+// Empties the table (readers of the old one finish with its entries) for types to be classified
+// again, with the builtins back in.
+void Reclassify() {
+  g_state->types.Reset();
+  InsertBuiltins(&g_state->types);
+}
+
 }  // namespace
 
 const TypeInfo* TypeInfoOf(PyTypeObject* tp) {
@@ -283,9 +294,7 @@ PyObject* SetConverterHooks(PyObject*, PyObject* args) {
     Py_INCREF(values[i]);
     g_state->SetHook(slots[i], values[i]);
   }
-  // Types classified before the hooks decide again.
-  g_state->types.Reset();
-  InsertBuiltins(&g_state->types);
+  Reclassify();  // types classified before the hooks decide again
   Py_RETURN_NONE;
 }
 
@@ -299,8 +308,7 @@ PyObject* OverrideExchangeAPI(PyObject*, PyObject* args) {
   if (from == nullptr) return nullptr;
   const DLPackExchangeAPI* to = ExchangeAPIOfCapsule(replacement, "replacement");
   if (to == nullptr) return nullptr;
-  if (to->dltensor_from_py_object_no_sync == nullptr &&
-      to->managed_tensor_from_py_object_no_sync == nullptr) {
+  if (!ImportsTensors(to)) {
     PyErr_SetString(PyExc_ValueError,
                     "_override_exchange_api: the replacement imports no tensors (both "
                     "dltensor_from_py_object_no_sync and managed_tensor_from_py_object_no_sync "
@@ -318,9 +326,7 @@ PyObject* OverrideExchangeAPI(PyObject*, PyObject* args) {
   g_state->retired.push_back(replacement);
   g_state->exchange_to.store(to, std::memory_order_relaxed);
   g_state->exchange_from.store(from, std::memory_order_release);
-  // Types classified before decide again (readers of the old table finish with old entries).
-  g_state->types.Reset();
-  InsertBuiltins(&g_state->types);
+  Reclassify();  // torch.Tensor, if classified already, takes the replacement
   Py_RETURN_NONE;
 }
 

@@ -174,3 +174,24 @@ def test_importing_kffi_torch_turns_it_on_when_built(imports):
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["True"]
+
+
+def test_override_refuses_what_is_no_exchange_api(imports):
+    from kffi import _core
+
+    original = torch.Tensor.__dlpack_c_exchange_api__
+    with pytest.raises(
+        TypeError, match=r'replacement is a "dlpack_exchange_api" capsule of DLPack 1, got int'
+    ):
+        _core._override_exchange_api(original, 3)
+    with pytest.raises(
+        TypeError, match=r'original is a "dlpack_exchange_api" capsule of DLPack 1, got str'
+    ):
+        _core._override_exchange_api("x", original)
+    # Overriding the same API again is allowed, another framework's is not.
+    from kffi.torch import _native
+
+    again = _native._eager_lib().kffi_torch_exchange_api(original, torch._C.TensorBase)
+    assert _core._override_exchange_api(original, again) is None
+    with pytest.raises(ValueError, match="another framework's exchange API is already overridden"):
+        _core._override_exchange_api(kffi.Tensor.__dlpack_c_exchange_api__, again)

@@ -38,7 +38,7 @@ _module = None
 _EAGER_SOURCES = [os.path.join(_HERE, "_eager.cc"), os.path.join(_HERE, "_import.cc")]
 # kffi's own header the glue sources include (its digest keys the builds too).
 _GLUE_HEADER = os.path.join(_HERE, "_torch_dlpack.h")
-_eager = None  # the make function, or the reason it is unavailable (str)
+_eager = None  # the loaded library of _EAGER_SOURCES, or why it is unavailable (str)
 
 
 def _torch_dirs():

@@ -245,6 +245,11 @@ ElfExports ReadFrom(const ByteSource& src) {
       }
       continue;
     }
+    // Mangled names of tvm::ffi entities contain "N3tvm3ffi" (nested-name), function-local
+    // statics included ("_ZZN3tvm3ffi...", guards "_ZGVZN3tvm3ffi...").
+    if (bind == kBindGnuUnique && name.find("N3tvm3ffi") != std::string_view::npos) {
+      out.tvm_shared_statics = true;
+    }
     // Only definitions that dlsym can see: global-ish, default or protected visibility.
     if (bind != kBindGlobal && bind != kBindWeak && bind != kBindGnuUnique) continue;
     if (visibility != kVisibilityDefault && visibility != kVisibilityProtected) continue;

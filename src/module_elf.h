@@ -50,6 +50,10 @@ struct ElfExports {
   bool tvm_library_bin = false;
   /// TVM-FFI runtime functions the library needs (undefined, non-weak `TVMFFI*`), sorted.
   std::vector<std::string> tvm_imports;
+  /// Whether it defines GNU unique symbols in namespace tvm::ffi: the type-index statics of
+  /// apache-tvm-ffi's C++ headers, which the dynamic loader shares with every library of the
+  /// process, libtvm_ffi included (docs/tvm_ffi.md, "Which runtime a library runs on").
+  bool tvm_shared_statics = false;
   /// DT_NEEDED entries, in file order.
   std::vector<std::string> needed;
 };

@@ -19,7 +19,7 @@ namespace details {
 struct ElfExports;
 
 /// Bumped whenever TvmBridgeApi or its meaning changes.
-constexpr uint32_t kTvmBridgeApiVersion = 1;
+constexpr uint32_t kTvmBridgeApiVersion = 2;  // 2: ElfExports::tvm_shared_statics
 /// File name of the bridge library, found next to libkffi.
 constexpr const char kTvmBridgeLibraryName[] = "libkffi_tvm.so";
 /// The one symbol libkffi looks up in it: `const TvmBridgeApi* KFFITvmBridgeGetApi(void)`.

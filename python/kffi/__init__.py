@@ -63,12 +63,7 @@ def load_module(path) -> Module:
         raise ValueError(f"Cannot load module: the path {path!r} contains a NUL byte")
     if not _os.path.exists(path):
         raise FileNotFoundError(f"Cannot load kffi module: no such file {path!r}")
-    try:
-        return _core.load_module(_os.path.abspath(path))
-    except RuntimeError as e:
-        # A TVM-FFI library linked with -ltvm_ffi: load an installed apache-tvm-ffi and retry.
-        if not _tvm.preload_runtime_for(e):
-            raise
+    _tvm.note_installed_runtime()
     return _core.load_module(_os.path.abspath(path))
 
 

@@ -54,6 +54,8 @@ def _bridge() -> ctypes.CDLL:
             lib.KFFITvmExportObject.restype = ctypes.c_int
             lib.KFFITvmRealRuntimeLoaded.argtypes = []
             lib.KFFITvmRealRuntimeLoaded.restype = ctypes.c_int
+            lib.KFFITvmSetInstalledRuntime.argtypes = [ctypes.c_char_p]
+            lib.KFFITvmSetInstalledRuntime.restype = None
             _lib = lib
         return _lib
 
@@ -114,18 +116,27 @@ Map.__tvm_ffi_value__ = _map_value  # Dict inherits it
 Dict.__tvm_ffi_value__ = _map_value
 
 
-def preload_runtime_for(error: BaseException) -> bool:
-    """After a load failed because the library needs libtvm_ffi.so and the dynamic loader cannot
-    find it: loads apache-tvm-ffi's libtvm_ffi (RTLD_GLOBAL, as ``import tvm_ffi`` does) when that
-    package is installed, and returns True so that the load can be tried again."""
-    if "linked against libtvm_ffi.so" not in str(error):
-        return False
-    spec = importlib.util.find_spec("tvm_ffi")
-    if spec is None or not spec.submodule_search_locations:
-        return False
-    for folder in spec.submodule_search_locations:
-        path = os.path.join(folder, "lib", "libtvm_ffi.so")
-        if os.path.exists(path):
-            ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
-            return True
-    return False
+_runtime_noted = False
+
+
+def note_installed_runtime() -> None:
+    """Tells kffi's loader (once) where the installed apache-tvm-ffi's libtvm_ffi.so is, so that a
+    TVM-FFI library that must run on it finds it without ``import tvm_ffi``: one linked with
+    -ltvm_ffi that the dynamic loader cannot resolve, and one built with apache-tvm-ffi's C++
+    headers, whose process-wide type-index statics must hold apache-tvm-ffi's numbers
+    (docs/tvm_ffi.md, "Which runtime a library runs on"). Nothing is loaded here. Skipped when
+    KFFI_TVM_RUNTIME is set (the loader reads it) or apache-tvm-ffi is not installed."""
+    global _runtime_noted
+    if _runtime_noted:
+        return
+    path = None
+    if not os.environ.get("KFFI_TVM_RUNTIME"):
+        spec = importlib.util.find_spec("tvm_ffi")
+        for folder in (spec.submodule_search_locations or []) if spec else []:
+            candidate = os.path.join(folder, "lib", "libtvm_ffi.so")
+            if os.path.exists(candidate):
+                path = candidate
+                break
+    if path is not None:
+        _bridge().KFFITvmSetInstalledRuntime(os.fsencode(path))
+    _runtime_noted = True  # set last: a concurrent first load may note it twice, never not at all

@@ -4,8 +4,13 @@
 //   1. a libtvm_ffi already in the process (loaded by `import tvm_ffi`, or as another library's
 //      dependency): it is promoted to RTLD_GLOBAL if needed and the library binds to it, so one
 //      runtime serves everyone and nothing is shadowed;
-//   2. a libtvm_ffi the library itself names (DT_NEEDED), which dlopen pulls in;
-//   3. otherwise this library's shim, on kffi's runtime. The shim is never made global (that
+//   2. a libtvm_ffi the library itself names (DT_NEEDED), which dlopen pulls in, else the
+//      installed one (below);
+//   3. the installed apache-tvm-ffi's libtvm_ffi, loaded global, for a library that defines
+//      tvm::ffi GNU unique statics (type indices the dynamic loader shares process-wide: bound to
+//      the shim it would fill them with kffi's numbers, which a libtvm_ffi loaded later adopts);
+//      "installed" is KFFI_TVM_RUNTIME=<path>, else the path kffi's Python package registered;
+//   4. otherwise this library's shim, on kffi's runtime. The shim is never made global (that
 //      would interpose every TVM-FFI library loaded later, libtvm_ffi itself included): the
 //      library is opened as the dependency of a small generated "stub" object that also depends
 //      on the shim, which puts the shim in the library's own lookup scope only.
@@ -312,6 +317,50 @@ const RealRuntime* BoundRuntime(void* handle, const ElfExports& elf) {
   return nullptr;
 }
 
+// The path of an installed apache-tvm-ffi's libtvm_ffi (kffi/_tvm.py registers it, a C++ program
+// may name it in KFFI_TVM_RUNTIME); "shim" there means never load one.
+struct InstalledRuntime {
+  std::mutex mutex;
+  std::string path;
+  static InstalledRuntime* Get() {
+    static InstalledRuntime* r = new InstalledRuntime();
+    return r;
+  }
+};
+
+constexpr const char kRuntimeEnv[] = "KFFI_TVM_RUNTIME";
+
+// The installed runtime, loaded RTLD_GLOBAL (as `import tvm_ffi` loads it), so that the library
+// about to be opened binds to it; NULL when none is known or KFFI_TVM_RUNTIME=shim.
+const RealRuntime* LoadInstalledRuntime(const std::string& library_path) {
+  std::string runtime;
+  const char* env = std::getenv(kRuntimeEnv);
+  if (env != nullptr && env[0] != '\0') {
+    runtime = env;
+  } else {
+    InstalledRuntime* installed = InstalledRuntime::Get();
+    std::lock_guard<std::mutex> lock(installed->mutex);
+    runtime = installed->path;
+  }
+  if (runtime.empty() || runtime == "shim") return nullptr;
+  dlerror();
+  if (dlopen(runtime.c_str(), RTLD_NOW | RTLD_GLOBAL) == nullptr) {
+    Refuse(library_path,
+           std::string("it needs apache-tvm-ffi's runtime, and `") + runtime + "` (" +
+               (env != nullptr && env[0] != '\0' ? kRuntimeEnv : "installed") +
+               ") does not load: " + DlErrorText() + ". Set " + kRuntimeEnv +
+               "=shim to run the libraries that do not link libtvm_ffi on kffi's runtime "
+               "instead");
+  }
+  const RealRuntime* real = FindLoadedRealRuntime(true);
+  if (real == nullptr) {
+    Refuse(library_path, std::string("`") + runtime + "` loaded but is not a TVM-FFI runtime (" +
+                             kRuntimeEnv +
+                             " must name apache-tvm-ffi's libtvm_ffi.so, or be shim)");
+  }
+  return real;
+}
+
 void* OpenLibraryOrThrow(const std::string& path, const ElfExports& elf) {
   if (elf.tvm_library_bin) {
     Refuse(path,
@@ -323,6 +372,9 @@ void* OpenLibraryOrThrow(const std::string& path, const ElfExports& elf) {
   const bool needs_tvm = NeedsTvmRuntime(elf);
   const bool imports_tvm = !elf.tvm_imports.empty();
   const RealRuntime* real = imports_tvm || needs_tvm ? FindLoadedRealRuntime(true) : nullptr;
+  if (real == nullptr && imports_tvm && !needs_tvm && elf.tvm_shared_statics) {
+    real = LoadInstalledRuntime(path);
+  }
   dlerror();
   if (real != nullptr || needs_tvm || !imports_tvm) {
     // RTLD_NOW: every TVMFFI* reference binds now, to one runtime, and a missing symbol is a
@@ -331,12 +383,18 @@ void* OpenLibraryOrThrow(const std::string& path, const ElfExports& elf) {
     if (handle != nullptr) return handle;
     std::string why = DlErrorText();
     if (needs_tvm && real == nullptr && why.find(kTvmSoname) != std::string::npos) {
+      // The dynamic loader cannot find the libtvm_ffi the library names: the installed one, once
+      // loaded, matches its DT_NEEDED by soname.
+      if (LoadInstalledRuntime(path) != nullptr) {
+        if (void* handle2 = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL)) return handle2;
+        Refuse(path, "not a loadable shared library: " + DlErrorText());
+      }
       Refuse(path,
              "it was linked against libtvm_ffi.so (-ltvm_ffi), which is neither loaded nor "
              "found by the dynamic loader (" +
                  why +
-                 "). Import tvm_ffi first, or link the "
-                 "library without libtvm_ffi so that kffi provides the TVM-FFI runtime itself");
+                 "). Import tvm_ffi first, set KFFI_TVM_RUNTIME to its libtvm_ffi.so, or link "
+                 "the library without libtvm_ffi so that kffi provides the TVM-FFI runtime itself");
     }
     Refuse(path, "not a loadable shared library: " + why);
   }
@@ -507,6 +565,14 @@ extern "C" {
 __attribute__((visibility("default"))) const kffi::details::TvmBridgeApi* KFFITvmBridgeGetApi(
     void) {
   return &kffi::tvm_bridge::kApi;
+}
+
+/// For kffi/_tvm.py: the path of the installed apache-tvm-ffi's libtvm_ffi.so, loaded (global)
+/// when a library must run on it and none is loaded yet (KFFI_TVM_RUNTIME, when set, wins).
+__attribute__((visibility("default"))) void KFFITvmSetInstalledRuntime(const char* path) {
+  kffi::tvm_bridge::InstalledRuntime* installed = kffi::tvm_bridge::InstalledRuntime::Get();
+  std::lock_guard<std::mutex> lock(installed->mutex);
+  installed->path = path != nullptr ? path : "";
 }
 
 /// For kffi/_tvm.py: whether a libtvm_ffi is loaded (1) or not (0).

@@ -221,9 +221,29 @@ TEST(TvmBridge, LinkedLibraryWithoutAReachableRuntimeIsExplained) {
                              "loaded nor found by the dynamic loader"),
             std::string::npos)
       << e.message();
-  EXPECT_NE(e.message().find("Import tvm_ffi first, or link the library without libtvm_ffi"),
-            std::string::npos);
+  EXPECT_NE(e.message().find("Import tvm_ffi first, set KFFI_TVM_RUNTIME to its libtvm_ffi.so, "
+                             "or link the library without libtvm_ffi"),
+            std::string::npos)
+      << e.message();
   EXPECT_FALSE(LibTvmFfiMapped());
+}
+
+TEST(TvmBridge, RuntimeNamedByTheEnvironmentThatDoesNotLoadIsExplained) {
+  SKIP_WITHOUT_TVM_LIBS();
+  // KFFI_TVM_RUNTIME names the libtvm_ffi to load when a library needs one and none is loaded.
+  ASSERT_EQ(setenv("KFFI_TVM_RUNTIME", "/nonexistent/libtvm_ffi.so", 1), 0);
+  Error e = CatchError([] { Module::Load(KFFI_TEST_TVM_TESTLIB_NORPATH); });
+  unsetenv("KFFI_TVM_RUNTIME");
+  EXPECT_EQ(e.kind(), "RuntimeError");
+  EXPECT_NE(e.message().find("needs apache-tvm-ffi's runtime, and `/nonexistent/libtvm_ffi.so` "
+                             "(KFFI_TVM_RUNTIME) does not load"),
+            std::string::npos)
+      << e.message();
+  EXPECT_NE(e.message().find("KFFI_TVM_RUNTIME=shim"), std::string::npos) << e.message();
+  EXPECT_FALSE(LibTvmFfiMapped());
+  // The process goes on: the library is refused the same way again, and others still load.
+  EXPECT_EQ(CatchError([] { Module::Load(KFFI_TEST_TVM_TESTLIB_NORPATH); }).kind(), "RuntimeError");
+  EXPECT_EQ(TestLib().GetFunctionRequired("add_int")(2, 3).cast<int64_t>(), 5);
 }
 
 TEST(TvmBridge, ForeignModuleObjectsAreRefusedByTheModuleApi) {

@@ -1,9 +1,9 @@
 """tests/python/test_tvm_bridge.py: libraries built for the TVM-FFI ABI, loaded through kffi.
 
 The cases of tvm_bridge_cases.py run three ways:
-- "shim": the library built without -ltvm_ffi, in a subprocess that never loads libtvm_ffi, so
-  its TVM-FFI imports bind to kffi's own runtime (checked: libtvm_ffi is not mapped, before and
-  after);
+- "shim": the library built without -ltvm_ffi, in a subprocess that never loads libtvm_ffi
+  (KFFI_TVM_RUNTIME=shim, as in a process without apache-tvm-ffi installed), so its TVM-FFI
+  imports bind to kffi's own runtime (checked: libtvm_ffi is not mapped, before and after);
 - "tvm_ffi": the same library in this process after `import tvm_ffi`, so it binds to
   apache-tvm-ffi's runtime;
 - "linked": the library built with -ltvm_ffi (a DT_NEEDED entry) in this process.
@@ -27,6 +27,11 @@ pytestmark = pytest.mark.skipif(
 )
 
 CASE_NAMES = sorted(tvm_bridge_cases.CASES)
+
+# A child process whose TVM-FFI libraries run on kffi's shim even though apache-tvm-ffi is
+# installed (without it, kffi would load the installed runtime for tvm_testlib: it defines
+# apache-tvm-ffi's shared type-index statics).
+SHIM_ENV = {**os.environ, "KFFI_TVM_RUNTIME": "shim"}
 
 
 @pytest.fixture(scope="session")
@@ -69,7 +74,12 @@ def shim_run(tvm_testlib_paths):
     here = os.path.dirname(os.path.abspath(__file__))
     code = _SHIM_SCRIPT.format(here=here, path=str(tvm_testlib_paths["unlinked"]))
     proc = subprocess.run(
-        [sys.executable, "-c", code], check=False, capture_output=True, text=True, timeout=300
+        [sys.executable, "-c", code],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=SHIM_ENV,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -172,6 +182,11 @@ def test_gpu_shim_library_sees_torchs_current_stream(tvm_testlib_paths):
         print("ok")
     """)
     proc = subprocess.run(
-        [sys.executable, "-c", code], check=False, capture_output=True, text=True, timeout=300
+        [sys.executable, "-c", code],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=SHIM_ENV,
     )
     assert proc.returncode == 0 and proc.stdout.strip().endswith("ok"), proc.stderr

@@ -1,9 +1,10 @@
 """tests/python/test_tvm_coexistence.py: kffi, apache-tvm-ffi and torch in one process.
 
 Each scenario runs in a fresh interpreter because the order in which the runtimes arrive matters
-(a TVM-FFI library loaded before `import tvm_ffi` is bound to kffi's shim, one loaded after is
-bound to apache-tvm-ffi) and because the point is that nothing aborts: the test checks the exit
-status as well as the results.
+and because the point is that nothing aborts: the test checks the exit status as well as the
+results. Where apache-tvm-ffi is installed, a library built with its C++ headers (tvm_testlib)
+runs on it even before `import tvm_ffi` (kffi loads the installed runtime); scenarios that mix
+kffi's shim and apache-tvm-ffi in one process opt in to the shim with KFFI_TVM_RUNTIME=shim.
 """
 
 from __future__ import annotations
@@ -34,12 +35,21 @@ def libs():
     }
 
 
-def run(code: str, **paths) -> str:
-    """Runs code in a fresh interpreter; returns its stdout (fails the test on a crash)."""
+def run(code: str, runtime: str | None = None, **paths) -> str:
+    """Runs code in a fresh interpreter (KFFI_TVM_RUNTIME=runtime when given, unset otherwise);
+    returns its stdout (fails the test on a crash)."""
     prelude = f"import sys\nsys.path.insert(0, {HERE!r})\n"
     body = prelude + textwrap.dedent(code).format(**paths)
+    env = {k: v for k, v in os.environ.items() if k != "KFFI_TVM_RUNTIME"}
+    if runtime is not None:
+        env["KFFI_TVM_RUNTIME"] = runtime
     proc = subprocess.run(
-        [sys.executable, "-c", body], check=False, capture_output=True, text=True, timeout=300
+        [sys.executable, "-c", body],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
     )
     assert proc.returncode == 0, f"exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
     return proc.stdout
@@ -75,6 +85,7 @@ def test_interleaved_calls_in_both_directions(libs):
         assert theirs.tensor_sum(t) == 3.0
         print("ok", shim_mod.add_int(1, 1), real_mod.add_int(2, 2))
     """,
+        runtime="shim",
         **libs,
     )
     assert out.strip().splitlines()[-1] == "ok 2 4"
@@ -139,6 +150,7 @@ def test_global_registrations_do_not_collide(libs):
         assert tvm_ffi.get_global_func("tvm_testlib.square", allow_missing=True) is None
         print("ok")
     """,
+        runtime="shim",
         **libs,
     )
     assert out.strip().splitlines()[-1] == "ok"
@@ -165,6 +177,7 @@ def test_colliding_registration_fails_the_load_not_the_process(libs):
             pass
         print("ok")
     """,
+        runtime="shim",  # kffi's registry; on apache-tvm-ffi's, its own rules apply
         **libs,
     )
     assert out.strip().splitlines()[-1] == "ok"
@@ -260,3 +273,90 @@ def test_jax_tvm_ffi_accepts_a_kffi_function(libs):
         **libs,
     )
     assert out.strip().splitlines()[-1] == "ok"
+
+
+def test_library_with_shared_type_statics_runs_on_the_installed_runtime(libs):
+    """A library built with apache-tvm-ffi's C++ headers defines GNU unique type-index statics.
+    Loaded before `import tvm_ffi`, after kffi registered dynamic types of its own (a torch op
+    here), it used to bind to kffi's shim and fill them with kffi's numbers; the later
+    `import tvm_ffi` then stopped the process ("type_depth == parent->type_depth + 1", exit 255).
+    kffi now loads the installed runtime for it first, so the numbers are apache-tvm-ffi's."""
+    pytest.importorskip("torch")
+    import kffi.cpp
+
+    torch_kernels = kffi.cpp.build(
+        "kffi_test_torch_kernels", [os.path.join(HERE, "torch_kernels.cc")], quiet=True
+    )
+    out = run(
+        """
+        import torch, kffi, kffi.torch, tvm_libs
+        tk = kffi.load_module({torch_kernels!r})
+        op = kffi.torch.register_op(tk.scale_into, "coexist_statics::scale_into")
+        y = torch.empty(3)
+        op(y, torch.arange(3, dtype=torch.float32), 2.0)
+        assert y.tolist() == [0.0, 2.0, 4.0]
+        mod = kffi.load_module({unlinked!r})
+        assert tvm_libs.libtvm_ffi_mapped() and "tvm_ffi" not in sys.modules
+        assert mod.add_int(2, 3) == 5
+        import tvm_ffi
+        # Its registrations are apache-tvm-ffi's, and the runtime works on.
+        assert tvm_ffi.get_global_func("tvm_testlib.square")(3) == 9
+        theirs = tvm_ffi.load_module({linked!r})
+        assert theirs.add_int(4, 5) == 9 and mod.add_int(1, 1) == 2
+        print("ok")
+    """,
+        torch_kernels=str(torch_kernels),
+        **libs,
+    )
+    assert out.strip().splitlines()[-1] == "ok"
+
+
+def test_kffi_tvm_runtime_shim_keeps_such_a_library_on_kffi(libs):
+    out = run(
+        """
+        import kffi, tvm_libs
+        mod = kffi.load_module({unlinked!r})
+        assert mod.add_int(2, 3) == 5
+        assert kffi.get_global_func("tvm_testlib.square")(4) == 16
+        assert not tvm_libs.libtvm_ffi_mapped()
+        print("ok")
+    """,
+        runtime="shim",
+        **libs,
+    )
+    assert out.strip().splitlines()[-1] == "ok"
+
+
+def test_kffi_tvm_runtime_names_the_runtime_for_the_loader(libs):
+    """The C++ loader reads KFFI_TVM_RUNTIME itself (kffi's Python package does not register a
+    path then): a path loads that runtime, a bad one is a clear error and the process goes on."""
+    runtime = os.path.join(tvm_libs.tvm_ffi_dir(), "lib", "libtvm_ffi.so")
+    out = run(
+        """
+        import kffi, tvm_libs
+        mod = kffi.load_module({unlinked!r})
+        assert tvm_libs.libtvm_ffi_mapped() and mod.add_int(1, 2) == 3
+        print("ok")
+    """,
+        runtime=runtime,
+        **libs,
+    )
+    assert out.strip().splitlines()[-1] == "ok"
+    out = run(
+        """
+        import kffi, tvm_libs
+        try:
+            kffi.load_module({unlinked!r})
+        except RuntimeError as e:
+            message = str(e)
+        else:
+            raise AssertionError("loaded")
+        assert "needs apache-tvm-ffi's runtime" in message, message
+        assert "/nonexistent/libtvm_ffi.so" in message and "KFFI_TVM_RUNTIME=shim" in message
+        assert not tvm_libs.libtvm_ffi_mapped()
+        print("ok", kffi.to_kffi(lambda v: v + 1)(1))
+    """,
+        runtime="/nonexistent/libtvm_ffi.so",
+        **libs,
+    )
+    assert out.strip().splitlines()[-1] == "ok 2"

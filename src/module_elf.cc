@@ -135,9 +135,17 @@ void SortUnique(std::vector<std::string>* v) {
   v->erase(std::unique(v->begin(), v->end()), v->end());
 }
 
-// DT_NEEDED entries from the dynamic section (its sh_link names its string table).
-bool ReadNeeded(const ByteSource& src, const std::vector<Elf64Section>& sections,
-                std::vector<std::string>* out) {
+// What the dynamic section says: DT_NEEDED, and where the relocation tables lie.
+struct DynamicInfo {
+  bool present = false;
+  bool has_rel = false;  // a DT_REL table (not used on the machines whose slots are read)
+  uint64_t symtab = 0, rela = 0, rela_size = 0, rela_ent = 0, jmprel = 0, pltrel_size = 0;
+  int64_t pltrel = 0;
+};
+
+// Reads the dynamic section (its sh_link names its string table).
+bool ReadDynamic(const ByteSource& src, const std::vector<Elf64Section>& sections,
+                 std::vector<std::string>* needed, DynamicInfo* info) {
   for (const Elf64Section& sec : sections) {
     if (sec.type != kSectionDynamic) continue;
     if (sec.link >= sections.size() || sec.size % sizeof(Elf64Dyn) != 0) return false;
@@ -145,18 +153,124 @@ bool ReadNeeded(const ByteSource& src, const std::vector<Elf64Section>& sections
     if (!ReadSectionBytes(src, sec, &raw) || !ReadSectionBytes(src, sections[sec.link], &names)) {
       return false;
     }
+    info->present = true;
     for (size_t off = 0; off + sizeof(Elf64Dyn) <= raw.size(); off += sizeof(Elf64Dyn)) {
       Elf64Dyn d;
       std::memcpy(&d, raw.data() + off, sizeof(d));
-      if (d.tag == kDynNull) break;
-      if (d.tag != kDynNeeded) continue;
-      std::string_view name;
-      if (!NameAt(names, d.val, &name)) return false;
-      out->emplace_back(name);
+      switch (d.tag) {
+        case kDynNull:
+          return true;
+        case kDynNeeded: {
+          std::string_view name;
+          if (!NameAt(names, d.val, &name)) return false;
+          needed->emplace_back(name);
+          break;
+        }
+        case kDynSymTab:
+          info->symtab = d.val;
+          break;
+        case kDynRela:
+          info->rela = d.val;
+          break;
+        case kDynRelaSz:
+          info->rela_size = d.val;
+          break;
+        case kDynRelaEnt:
+          info->rela_ent = d.val;
+          break;
+        case kDynJmpRel:
+          info->jmprel = d.val;
+          break;
+        case kDynPltRelSz:
+          info->pltrel_size = d.val;
+          break;
+        case kDynPltRel:
+          info->pltrel = static_cast<int64_t>(d.val);
+          break;
+        case kDynRel:
+        case kDynRelSz:
+          info->has_rel = info->has_rel || d.val != 0;
+          break;
+        default:
+          break;
+      }
     }
     return true;
   }
   return true;  // no dynamic section: nothing needed
+}
+
+// Whether a relocation of this type and addend stores exactly a symbol's address in a slot.
+bool IsPlainSlot(uint16_t machine, uint32_t type, int64_t addend) {
+  if (addend != 0) return false;
+  switch (machine) {
+    case 62:  // x86-64: R_X86_64_64, R_X86_64_GLOB_DAT, R_X86_64_JUMP_SLOT
+      return type == 1 || type == 6 || type == 7;
+    case 183:  // AArch64: R_AARCH64_ABS64, R_AARCH64_GLOB_DAT, R_AARCH64_JUMP_SLOT
+      return type == 257 || type == 1025 || type == 1026;
+    default:
+      return false;
+  }
+}
+
+// Appends the relocations of the RELA table at image address [vaddr, vaddr + size) that refer to
+// undefined TVMFFI* symbols. False when the table is not wholly inside one section's bytes in
+// the file, or refers to a symbol past the table.
+bool ReadRelaTable(const ByteSource& src, const std::vector<Elf64Section>& sections, uint64_t vaddr,
+                   uint64_t size, uint16_t machine, const std::string& symbols,
+                   const std::string& names, std::vector<ElfImportSlot>* out) {
+  if (size == 0) return true;
+  if (size % sizeof(Elf64Rela) != 0 || size > kMaxTableBytes) return false;
+  const Elf64Section* home = nullptr;
+  for (const Elf64Section& sec : sections) {
+    if (sec.type == kSectionNoBits || sec.size == 0 || vaddr < sec.addr) continue;
+    if (vaddr - sec.addr <= sec.size && size <= sec.size - (vaddr - sec.addr)) {
+      home = &sec;
+      break;
+    }
+  }
+  if (home == nullptr || !src.Contains(home->offset, vaddr - home->addr)) return false;
+  const uint64_t offset = home->offset + (vaddr - home->addr);  // inside the file: no overflow
+  std::string raw(size, '\0');
+  if (!src.Read(offset, raw.data(), size)) return false;
+  const size_t num_symbols = symbols.size() / sizeof(Elf64Symbol);
+  for (size_t off = 0; off < raw.size(); off += sizeof(Elf64Rela)) {
+    Elf64Rela r;
+    std::memcpy(&r, raw.data() + off, sizeof(r));
+    const uint64_t index = r.info >> 32;
+    if (index == 0) continue;  // relative relocations name no symbol
+    if (index >= num_symbols) return false;
+    Elf64Symbol sym;
+    std::memcpy(&sym, symbols.data() + index * sizeof(Elf64Symbol), sizeof(sym));
+    std::string_view name;
+    if (sym.shndx != kSectionIndexUndef || !NameAt(names, sym.name, &name) ||
+        !StartsWith(name, kTvmRuntimePrefix)) {
+      continue;
+    }
+    const auto type = static_cast<uint32_t>(r.info & 0xffffffffu);
+    out->push_back(
+        ElfImportSlot{std::string(name), r.offset, IsPlainSlot(machine, type, r.addend)});
+  }
+  return true;
+}
+
+// Reads out->tvm_import_slots; sets tvm_import_slots_complete when nothing was left unread.
+void ReadImportSlots(const ByteSource& src, const std::vector<Elf64Section>& sections,
+                     const DynamicInfo& dyn, const Elf64Section& dynsym, uint16_t machine,
+                     const std::string& symbols, const std::string& names, ElfExports* out) {
+  if (!dyn.present || dyn.has_rel) return;
+  const bool any = dyn.rela_size != 0 || dyn.pltrel_size != 0;
+  if (any && dyn.symtab != dynsym.addr) return;
+  if (dyn.rela_size != 0 && dyn.rela_ent != sizeof(Elf64Rela)) return;
+  if (dyn.pltrel_size != 0 && dyn.pltrel != kDynRela) return;
+  if (!ReadRelaTable(src, sections, dyn.rela, dyn.rela_size, machine, symbols, names,
+                     &out->tvm_import_slots) ||
+      !ReadRelaTable(src, sections, dyn.jmprel, dyn.pltrel_size, machine, symbols, names,
+                     &out->tvm_import_slots)) {
+    out->tvm_import_slots.clear();
+    return;
+  }
+  out->tvm_import_slots_complete = true;
 }
 
 ElfExports ReadFrom(const ByteSource& src) {
@@ -223,7 +337,8 @@ ElfExports ReadFrom(const ByteSource& src) {
     out.problem = "malformed ELF file: the dynamic symbol table lies outside the file";
     return out;
   }
-  if (!ReadNeeded(src, sections, &out.needed)) {
+  DynamicInfo dyn;
+  if (!ReadDynamic(src, sections, &out.needed, &dyn)) {
     out.problem = "malformed ELF file: bad dynamic section";
     return out;
   }
@@ -282,6 +397,9 @@ ElfExports ReadFrom(const ByteSource& src) {
   SortUnique(&out.functions);
   SortUnique(&out.tvm_functions);
   SortUnique(&out.tvm_imports);
+  if (!out.tvm_imports.empty()) {
+    ReadImportSlots(src, sections, dyn, *dynsym, eh.machine, raw_symbols, names, &out);
+  }
   return out;
 }
 

@@ -23,6 +23,17 @@ constexpr const char kTvmLibraryBinSymbol[] = "__tvm_ffi__library_bin";
 /// Functions of the TVM-FFI C runtime that such libraries import.
 constexpr const char kTvmRuntimePrefix[] = "TVMFFI";
 
+/// A dynamic relocation that stores the address of an imported function in the loaded image.
+struct ElfImportSlot {
+  std::string symbol;
+  /// r_offset: where the relocation writes, relative to the load address.
+  uint64_t offset = 0;
+  /// Whether it stores exactly the symbol's address in a pointer-sized slot (GLOB_DAT, JUMP_SLOT,
+  /// or a 64-bit absolute relocation with addend 0, on x86-64 and AArch64): only such a slot can
+  /// be redirected by storing another address.
+  bool plain = false;
+};
+
 /// What the dynamic symbol table (and the dynamic section) of a library file says. Read from the
 /// file rather than from a loaded image because dlopen cannot enumerate symbols, and because
 /// reading first lets the loader refuse a library before any of its code runs.
@@ -56,6 +67,13 @@ struct ElfExports {
   bool tvm_shared_statics = false;
   /// DT_NEEDED entries, in file order.
   std::vector<std::string> needed;
+  /// The dynamic relocations against those imports, in file order (what the TVM-FFI bridge
+  /// redirects, src/tvm_bridge/rebind.cc). Complete only when tvm_import_slots_complete.
+  std::vector<ElfImportSlot> tvm_import_slots;
+  /// Whether every relocation the dynamic loader applies was read: the dynamic section's
+  /// DT_RELA and DT_JMPREL tables (RELA form, indexing the dynamic symbol table) lie in the file,
+  /// and there is no DT_REL table.
+  bool tvm_import_slots_complete = false;
 };
 
 /// Reads the library at path. A path that is not a regular file (a FIFO, a directory, a device)
@@ -149,6 +167,19 @@ constexpr int64_t kDynStrTab = 5;
 constexpr int64_t kDynSymTab = 6;
 constexpr int64_t kDynStrSz = 10;
 constexpr int64_t kDynSymEnt = 11;
+constexpr int64_t kDynPltRelSz = 2;
+constexpr int64_t kDynRela = 7;
+constexpr int64_t kDynRelaSz = 8;
+constexpr int64_t kDynRelaEnt = 9;
+constexpr int64_t kDynRel = 17;
+constexpr int64_t kDynRelSz = 18;
+constexpr int64_t kDynPltRel = 20;
+constexpr int64_t kDynJmpRel = 23;
+struct Elf64Rela {
+  uint64_t offset;
+  uint64_t info;  // symbol index << 32 | type
+  int64_t addend;
+};
 
 }  // namespace details
 }  // namespace kffi

@@ -14,9 +14,9 @@ three ways in one process, interleaved:
 and, in a child process that never imports tvm_ffi, the library bound to kffi's own shim against
 the native export again ("bridged (shim)"). Cases: no arguments; three NumPy arrays; three torch
 CPU tensors; and "noop (env reader)": the no-op of tests/tvm_libs/tvm_testlib.cc, a library that
-imports TVMFFIEnvGetStream and TVMFFIEnvTensorAlloc, so that the bridge copies kffi's allocator into
-apache-tvm-ffi's environment around each call (the cost a library that can allocate pays; one
-that cannot, pays nothing for it). Where CUDA exists, a GPU row: the CuTe DSL add_one (tests/cute_dsl) with two CUDA
+imports TVMFFIEnvGetStream and TVMFFIEnvTensorAlloc, whose allocator imports the bridge redirects
+to its forwarders at load, so that each call marks the thread (the cost a library that can
+allocate pays; one that cannot, pays nothing for it). Where CUDA exists, a GPU row: the CuTe DSL add_one (tests/cute_dsl) with two CUDA
 tensors, call plus launch, through kffi and through tvm_ffi (KFFI_CUTE_ARTIFACTS or a local
 nvidia-cutlass-dsl provides the kernel).
 

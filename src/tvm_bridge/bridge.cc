@@ -107,6 +107,7 @@ const RealRuntime* RuntimeForHandle(void* handle) {
             Resolve(handle, "TVMFFIErrorSetRaised", &r->error_set_raised) &&
             Resolve(handle, "TVMFFIFunctionSetGlobal", &r->function_set_global);
   if (!ok) return nullptr;
+  Resolve(handle, "TVMFFIEnvTensorAlloc", &r->env_tensor_alloc);
   const RealRuntime* out = r.get();
   all->by_base.emplace(base, std::move(r));
   return out;
@@ -263,18 +264,21 @@ bool IsKnownDependency(const std::string& needed) {
   return false;
 }
 
+// Whether the library's own code is all that can read the environment on its behalf.
+bool OnlyKnownDependencies(const ElfExports& elf) {
+  return std::all_of(elf.needed.begin(), elf.needed.end(), IsKnownDependency);
+}
+
 // What of the environment a library's code can read: its own TVMFFIEnv* imports, or everything
 // when it depends on a library of its own (which may read it for it).
 unsigned EnvUseOf(const ElfExports& elf) {
+  if (!OnlyKnownDependencies(elf)) return kEnvAll;
   unsigned use = 0;
   for (const std::string& name : elf.tvm_imports) {
     if (name == "TVMFFIEnvGetStream") use |= kEnvStream;
     if (name == "TVMFFIEnvTensorAlloc" || name == "TVMFFIEnvGetDLPackManagedTensorAllocator") {
       use |= kEnvAllocator;
     }
-  }
-  for (const std::string& dep : elf.needed) {
-    if (!IsKnownDependency(dep)) return kEnvAll;
   }
   return use;
 }
@@ -417,6 +421,12 @@ int OpenLibrary(const char* path, const ElfExports* elf, void** out_handle, void
     state->handle = OpenLibraryOrThrow(state->path, *elf);
     state->real = BoundRuntime(state->handle, *elf);
     state->env_use = EnvUseOf(*elf);
+    // Where the library's own imports are all that reads the allocator, they read it through
+    // forwarders, so that calls need not copy it (rebind.cc).
+    if (state->real != nullptr && (state->env_use & kEnvAllocator) != 0 &&
+        OnlyKnownDependencies(*elf) && RebindEnvAllocator(state->handle, *elf, state->real)) {
+      state->env_use = (state->env_use & ~kEnvAllocator) | kEnvAllocatorRebound;
+    }
     if (elf->tvm_library_ctx && state->real == nullptr) {
       // The context slot identifies the library to TVMFFIEnvModLookupFromImports; the shim's
       // lookup does not read it, but a non-null value is what the library expects.

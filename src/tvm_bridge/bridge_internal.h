@@ -8,6 +8,8 @@
 #include <string_view>
 #include <vector>
 
+#include "../module_elf.h"
+
 namespace kffi {
 namespace tvm_bridge {
 
@@ -22,6 +24,7 @@ struct RealRuntime {
   int (*env_set_allocator)(DLPackManagedTensorAllocator, int,
                            DLPackManagedTensorAllocator*) = nullptr;
   DLPackManagedTensorAllocator (*env_get_allocator)(void) = nullptr;
+  int (*env_tensor_alloc)(DLTensor*, KFFIObjectHandle*) = nullptr;  // NULL in a runtime lacking it
   void (*error_move_from_raised)(KFFIObjectHandle*) = nullptr;
   void (*error_set_raised)(KFFIObjectHandle) = nullptr;
   int (*function_set_global)(const KFFIByteArray*, KFFIObjectHandle, int) = nullptr;
@@ -47,7 +50,29 @@ enum EnvUse : unsigned {
   kEnvStream = 1,     // imports TVMFFIEnvGetStream
   kEnvAllocator = 2,  // imports TVMFFIEnvTensorAlloc or ...GetDLPackManagedTensorAllocator
   kEnvAll = 3,
+  // The library's allocator imports are redirected to kffi's forwarders (RebindEnvAllocator):
+  // a call only marks the thread instead of copying the allocator.
+  kEnvAllocatorRebound = 4,
 };
+
+/// One imported function to redirect (RedirectImports).
+struct Redirect {
+  const char* symbol;
+  const void* original;     // the function the dynamic loader bound the slots to
+  const void* replacement;  // what they get
+};
+
+/// Points every slot of the loaded library (handle, read as elf) that holds symbol's address at
+/// replacement, for each redirect; all or nothing (rebind.cc says when it refuses). Returns
+/// whether the library now calls the replacements.
+bool RedirectImports(void* handle, const details::ElfExports& elf,
+                     const std::vector<Redirect>& redirects);
+
+/// Redirects the library's imports of TVMFFIEnvTensorAlloc and
+/// TVMFFIEnvGetDLPackManagedTensorAllocator (bound to real) to forwarders that give kffi's
+/// allocator inside calls kffi makes with kEnvAllocatorRebound, and real's elsewhere. False when
+/// it cannot (the library then keeps kEnvAllocator).
+bool RebindEnvAllocator(void* handle, const details::ElfExports& elf, const RealRuntime* real);
 
 /// A kffi Function (owned) calling call(handle, ...), a function of code bound to real: kffi's
 /// callers get the environment stream and allocator copied into real's environment (as env_use

@@ -6,7 +6,8 @@
 //     moved to the slot the caller reads (the error object itself crosses, kind, message and
 //     backtrace intact);
 //   - the environment stream and tensor allocator are per runtime: the caller's are copied into
-//     the callee's runtime for the call and restored after it;
+//     the callee's runtime for the call and restored after it, except the allocator of a library
+//     whose imports of it were redirected at load (rebind.cc), which a thread mark selects;
 //   - Map and Dict objects have different layouts in the two ABIs, so neither crosses (a clear
 //     TypeError instead of a misread); Arrays and Lists are checked for them inside;
 //   - Function arguments and results are wrapped so that the rules above hold for calls made
@@ -16,6 +17,7 @@
 #include <kffi/c_api.h>
 #include <kffi/tensor.h>
 
+#include <atomic>
 #include <string>
 #include <unordered_set>
 #include <utility>
@@ -182,8 +184,39 @@ int KffiDefaultAllocator(DLTensor* prototype, DLManagedTensorVersioned** out, vo
   return -1;
 }
 
+// kffi's allocator as a TVM-FFI runtime should see it: kffi's rule when none is set.
+DLPackManagedTensorAllocator KffiAllocatorForForeign() {
+  DLPackManagedTensorAllocator alloc = KFFIEnvGetTensorAllocator();
+  return alloc != nullptr ? alloc : &KffiDefaultAllocator;
+}
+
+// How many calls kffi makes into libraries with redirected allocator imports are running on this
+// thread (the forwarders below give kffi's allocator while it is not 0), and the runtime those
+// imports were bound to (one per process: RebindEnvAllocator refuses a second).
+thread_local unsigned t_rebound_calls = 0;
+std::atomic<const RealRuntime*> g_rebound_real{nullptr};
+
+// The redirected TVMFFIEnvGetDLPackManagedTensorAllocator.
+DLPackManagedTensorAllocator ForwardGetAllocator() {
+  if (t_rebound_calls != 0) return KffiAllocatorForForeign();
+  return g_rebound_real.load(std::memory_order_acquire)->env_get_allocator();
+}
+
+// The redirected TVMFFIEnvTensorAlloc: the runtime makes the tensor (its object, its rules), from
+// kffi's allocator inside kffi's calls. Only an allocation pays for the copy.
+int ForwardTensorAlloc(DLTensor* prototype, KFFIObjectHandle* out) {
+  const RealRuntime* real = g_rebound_real.load(std::memory_order_acquire);
+  if (t_rebound_calls == 0) return real->env_tensor_alloc(prototype, out);
+  DLPackManagedTensorAllocator prev = nullptr;
+  if (real->env_set_allocator(KffiAllocatorForForeign(), 0, &prev) != 0) return -1;
+  int rc = real->env_tensor_alloc(prototype, out);
+  real->env_set_allocator(prev, 0, nullptr);
+  return rc;
+}
+
 // kffi's environment (stream of the first device tensor's device, allocator) copied into a
-// TVM-FFI runtime's for one call.
+// TVM-FFI runtime's for one call; with kEnvAllocatorRebound the allocator is not copied but the
+// thread marked.
 class ToRealEnv {
  public:
   ToRealEnv(const RealRuntime* real, unsigned env_use, const KFFIAny* args, int32_t n)
@@ -194,12 +227,15 @@ class ToRealEnv {
                             KFFIEnvGetStream(dev_.device_type, dev_.device_id), &prev_stream_);
     }
     if ((env_use & kEnvAllocator) != 0) {
-      DLPackManagedTensorAllocator alloc = KFFIEnvGetTensorAllocator();
-      has_alloc_ = real_->env_set_allocator(alloc != nullptr ? alloc : &KffiDefaultAllocator, 0,
-                                            &prev_alloc_) == 0;
+      has_alloc_ = real_->env_set_allocator(KffiAllocatorForForeign(), 0, &prev_alloc_) == 0;
+    }
+    if ((env_use & kEnvAllocatorRebound) != 0) {
+      mark_ = &t_rebound_calls;  // one thread-local lookup, not two
+      ++*mark_;
     }
   }
   ~ToRealEnv() {
+    if (mark_ != nullptr) --*mark_;
     if (has_alloc_) real_->env_set_allocator(prev_alloc_, 0, nullptr);
     if (has_dev_) real_->env_set_stream(dev_.device_type, dev_.device_id, prev_stream_, nullptr);
   }
@@ -212,6 +248,7 @@ class ToRealEnv {
   bool has_dev_ = false;
   void* prev_stream_ = nullptr;
   bool has_alloc_ = false;
+  unsigned* mark_ = nullptr;
   DLPackManagedTensorAllocator prev_alloc_ = nullptr;
 };
 
@@ -432,6 +469,19 @@ int KffiEntry(void* self, const KFFIAny* args, int32_t num_args, KFFIAny* result
 }
 
 }  // namespace
+
+bool RebindEnvAllocator(void* handle, const details::ElfExports& elf, const RealRuntime* real) {
+  if (real->env_tensor_alloc == nullptr) return false;
+  const RealRuntime* bound = nullptr;
+  if (!g_rebound_real.compare_exchange_strong(bound, real) && bound != real) return false;
+  return RedirectImports(
+      handle, elf,
+      {Redirect{"TVMFFIEnvTensorAlloc", reinterpret_cast<const void*>(real->env_tensor_alloc),
+                reinterpret_cast<const void*>(&ForwardTensorAlloc)},
+       Redirect{"TVMFFIEnvGetDLPackManagedTensorAllocator",
+                reinterpret_cast<const void*>(real->env_get_allocator),
+                reinterpret_cast<const void*>(&ForwardGetAllocator)}});
+}
 
 void RaiseFor(const RealRuntime* real, const char* kind, const std::string& message) {
   KFFIErrorSetRaisedFromCStr(kind, message.c_str());

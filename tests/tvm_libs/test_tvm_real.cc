@@ -20,6 +20,10 @@ extern "C" {
 void* TVMFFIEnvGetStream(int32_t device_type, int32_t device_id);
 int TVMFFIEnvSetStream(int32_t device_type, int32_t device_id, void* stream, void** prev);
 int TVMFFIFunctionGetGlobal(const KFFIByteArray* name, KFFIObjectHandle* out);
+int TVMFFIEnvSetDLPackManagedTensorAllocator(DLPackManagedTensorAllocator allocator,
+                                             int write_to_global_context,
+                                             DLPackManagedTensorAllocator* opt_out_original);
+DLPackManagedTensorAllocator TVMFFIEnvGetDLPackManagedTensorAllocator(void);
 void TVMFFIErrorMoveFromRaised(KFFIObjectHandle* out);
 int TVMFFIFunctionCall(KFFIObjectHandle func, KFFIAny* args, int32_t num_args, KFFIAny* result);
 }
@@ -100,6 +104,99 @@ TEST(TvmReal, AllocationFollowsKffisRules) {
   KFFIEnvSetTensorAllocator(nullptr, 0, nullptr);
   EXPECT_EQ(e.kind(), "MemoryError");
   EXPECT_NE(e.message().find("refused by kffi's allocator"), std::string::npos) << e.message();
+}
+
+int RefusingAllocator(DLTensor*, DLManagedTensorVersioned**, void* ctx,
+                      void (*set_error)(void*, const char*, const char*)) {
+  set_error(ctx, "MemoryError", "refused");
+  return -1;
+}
+int OtherRefusingAllocator(DLTensor*, DLManagedTensorVersioned**, void* ctx,
+                           void (*set_error)(void*, const char*, const char*)) {
+  set_error(ctx, "MemoryError", "refused too");
+  return -1;
+}
+
+std::string ObjectFileOf(int64_t address) {
+  Dl_info info;
+  if (dladdr(reinterpret_cast<void*>(static_cast<intptr_t>(address)), &info) == 0 ||
+      info.dli_fname == nullptr) {
+    return "?";
+  }
+  return info.dli_fname;
+}
+
+// kffi's allocator is what the library reads in kffi's calls, apache-tvm-ffi's is what it reads
+// in any other call, and apache-tvm-ffi's environment is left alone during kffi's calls: the
+// library's allocator imports go through kffi's forwarders rather than a per-call copy.
+void CheckAllocatorRouting(const std::string& path) {
+  Module mod = Module::Load(path);
+  // The library's own slot for TVMFFIEnvTensorAlloc points into kffi's bridge.
+  const int64_t seen_alloc = mod.GetFunctionRequired("env_tensor_alloc_address")().cast<int64_t>();
+  EXPECT_NE(ObjectFileOf(seen_alloc).find("kffi_tvm"), std::string::npos)
+      << ObjectFileOf(seen_alloc);
+
+  DLPackManagedTensorAllocator tvm_prev = nullptr;
+  ASSERT_EQ(TVMFFIEnvSetDLPackManagedTensorAllocator(&OtherRefusingAllocator, 0, &tvm_prev), 0);
+  KFFIEnvSetTensorAllocator(&RefusingAllocator, 0, nullptr);
+  // A kffi call reads kffi's allocator (a direct call of the import: the PLT slot) ...
+  EXPECT_EQ(mod.GetFunctionRequired("env_allocator")().cast<int64_t>(),
+            reinterpret_cast<intptr_t>(&RefusingAllocator));
+  Error e = CatchError([&] { mod.GetFunctionRequired("iota")(4); });
+  EXPECT_EQ(e.message(), "refused");
+  // ... while apache-tvm-ffi's own environment keeps its allocator, even inside the call.
+  int64_t inside = 0;
+  Function probe = Function::FromTyped([&](int64_t x) {
+    inside = reinterpret_cast<intptr_t>(TVMFFIEnvGetDLPackManagedTensorAllocator());
+    return x;
+  });
+  EXPECT_EQ(mod.GetFunctionRequired("call_twice")(probe, 1).cast<int64_t>(), 1);
+  EXPECT_EQ(inside, reinterpret_cast<intptr_t>(&OtherRefusingAllocator));
+
+  // The same exports called as tvm_ffi calls them read apache-tvm-ffi's allocator.
+  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_NOLOAD);
+  ASSERT_NE(handle, nullptr);
+  auto direct = reinterpret_cast<KFFISafeCallType>(dlsym(handle, "__tvm_ffi_env_allocator"));
+  ASSERT_NE(direct, nullptr);
+  KFFIAny result{};
+  ASSERT_EQ(direct(nullptr, nullptr, 0, &result), 0);
+  EXPECT_EQ(result.v_int64, reinterpret_cast<intptr_t>(&OtherRefusingAllocator));
+  auto iota = reinterpret_cast<KFFISafeCallType>(dlsym(handle, "__tvm_ffi_iota"));
+  ASSERT_NE(iota, nullptr);
+  KFFIAny n{};
+  n.type_index = kKFFIInt;
+  n.v_int64 = 4;
+  EXPECT_EQ(iota(nullptr, &n, 1, &result), -1);
+  KFFIObjectHandle err = nullptr;
+  TVMFFIErrorMoveFromRaised(&err);
+  ASSERT_NE(err, nullptr);
+  const auto* cell = static_cast<const KFFIErrorCell*>(KFFIObjectGetCellPtr(err));
+  EXPECT_EQ(std::string(cell->message.data, cell->message.size), "refused too");
+  KFFIObjectDecRef(err);
+  dlclose(handle);
+
+  // With no kffi allocator, kffi's rule holds in kffi's calls whatever apache-tvm-ffi has.
+  KFFIEnvSetTensorAllocator(nullptr, 0, nullptr);
+  kffi::Tensor t = mod.GetFunctionRequired("iota")(3).cast<kffi::Tensor>();
+  const float* p = static_cast<const float*>(t.data_ptr());
+  EXPECT_EQ(std::vector<float>(p, p + 3), (std::vector<float>{0, 1, 2}));
+  EXPECT_NE(ObjectFileOf(mod.GetFunctionRequired("env_allocator")().cast<int64_t>())
+                .find("kffi_tvm"),
+            std::string::npos);
+  TVMFFIEnvSetDLPackManagedTensorAllocator(tvm_prev, 0, nullptr);
+}
+
+TEST(TvmReal, AllocatorImportsReadKffisAllocatorOnlyInKffisCalls) {
+  // Linked with -z now: every slot is bound at load and read-only (RELRO) afterwards.
+  CheckAllocatorRouting(KFFI_TEST_TVM_TESTLIB_LINKED);
+}
+
+TEST(TvmReal, LazilyBoundLibraryIsRoutedToo) {
+  // Opened lazily first (as a framework may): its PLT slots are not yet bound when kffi loads it.
+  void* early = dlopen(KFFI_TEST_TVM_TESTLIB, RTLD_LAZY | RTLD_LOCAL);
+  ASSERT_NE(early, nullptr) << dlerror();
+  CheckAllocatorRouting(KFFI_TEST_TVM_TESTLIB);
+  dlclose(early);
 }
 
 TEST(TvmReal, KffiCallbacksRaiseIntoTheLibrarysRuntime) {

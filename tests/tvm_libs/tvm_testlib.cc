@@ -72,6 +72,17 @@ ffi::Tensor Iota(int64_t n) {
   return t;
 }
 
+// The allocator the environment holds, as an integer (a direct call: the PLT slot).
+int64_t EnvAllocator() {
+  return static_cast<int64_t>(
+      reinterpret_cast<intptr_t>(TVMFFIEnvGetDLPackManagedTensorAllocator()));
+}
+
+// The address of TVMFFIEnvTensorAlloc as this library sees it (its GOT slot).
+int64_t EnvTensorAllocAddress() {
+  return static_cast<int64_t>(reinterpret_cast<intptr_t>(&TVMFFIEnvTensorAlloc));
+}
+
 // The stream the environment holds for a device, as an integer.
 int64_t EnvStream(int32_t device_type, int32_t device_id) {
   return static_cast<int64_t>(
@@ -123,6 +134,8 @@ TVM_FFI_DLL_EXPORT_TYPED_FUNC_DOC(add_one, "y = x + 1 for 1-d float32 tensors.")
 TVM_FFI_DLL_EXPORT_TYPED_FUNC(tensor_sum, TensorSum);
 TVM_FFI_DLL_EXPORT_TYPED_FUNC(iota, Iota);
 TVM_FFI_DLL_EXPORT_TYPED_FUNC(env_stream, EnvStream);
+TVM_FFI_DLL_EXPORT_TYPED_FUNC(env_allocator, EnvAllocator);
+TVM_FFI_DLL_EXPORT_TYPED_FUNC(env_tensor_alloc_address, EnvTensorAllocAddress);
 TVM_FFI_DLL_EXPORT_TYPED_FUNC(stream_of, StreamOf);
 TVM_FFI_DLL_EXPORT_TYPED_FUNC(call_twice, CallTwice);
 TVM_FFI_DLL_EXPORT_TYPED_FUNC(make_adder, MakeAdder);

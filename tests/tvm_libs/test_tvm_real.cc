@@ -180,9 +180,9 @@ void CheckAllocatorRouting(const std::string& path) {
   kffi::Tensor t = mod.GetFunctionRequired("iota")(3).cast<kffi::Tensor>();
   const float* p = static_cast<const float*>(t.data_ptr());
   EXPECT_EQ(std::vector<float>(p, p + 3), (std::vector<float>{0, 1, 2}));
-  EXPECT_NE(ObjectFileOf(mod.GetFunctionRequired("env_allocator")().cast<int64_t>())
-                .find("kffi_tvm"),
-            std::string::npos);
+  EXPECT_NE(
+      ObjectFileOf(mod.GetFunctionRequired("env_allocator")().cast<int64_t>()).find("kffi_tvm"),
+      std::string::npos);
   TVMFFIEnvSetDLPackManagedTensorAllocator(tvm_prev, 0, nullptr);
 }
 

@@ -394,12 +394,20 @@ int ArgsToKffi(const RealRuntime* real, const KFFIAny* args, int32_t n, std::vec
   return 0;
 }
 
-int CallForeign(ForeignCallable* f, const KFFIAny* args, int32_t n, KFFIAny* result) {
-  if (__builtin_expect(!AnyNeedsCare(args, n), 1)) return f->call(f->handle, args, n, result);
+// The call with arguments that need care (ArgsToForeign), kept out of the entries' fast path.
+__attribute__((noinline)) int CallForeignWithCare(ForeignCallable* f, const KFFIAny* args,
+                                                  int32_t n, KFFIAny* result) {
   std::vector<KFFIAny> copy;
   Temps temps;
   if (ArgsToForeign(f, args, n, &copy, &temps) != 0) return -1;
   return f->call(f->handle, copy.data(), n, result);
+}
+
+// Inlined into both entries: one indirect call between kffi's caller and the export.
+inline __attribute__((always_inline)) int CallForeign(ForeignCallable* f, const KFFIAny* args,
+                                                      int32_t n, KFFIAny* result) {
+  if (__builtin_expect(!AnyNeedsCare(args, n), 1)) return f->call(f->handle, args, n, result);
+  return CallForeignWithCare(f, args, n, result);
 }
 
 // Bound to the shim: kffi's error slot and environment are the library's.

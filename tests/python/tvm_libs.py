@@ -45,9 +45,13 @@ def _digest(parts: list[bytes]) -> str:
     return h.hexdigest()[:16]
 
 
-def build(name: str, linked: bool, source: Path | None = None, rpath: bool = True) -> Path:
+def build(
+    name: str, linked: bool, source: Path | None = None, rpath: bool = True, release: bool = False
+) -> Path:
     """Builds tests/tvm_libs/<name>.cc (or source) once per content; returns the library's path.
-    rpath=False leaves a linked library without the rpath that lets the loader find libtvm_ffi."""
+    rpath=False leaves a linked library without the rpath that lets the loader find libtvm_ffi.
+    release=True builds with -O3 -DNDEBUG (the flags of a benchmark's native anchor) instead of
+    the tests' quick -O1."""
     tvm = tvm_ffi_dir()
     if tvm is None:
         raise RuntimeError("apache-tvm-ffi is not installed")
@@ -56,7 +60,7 @@ def build(name: str, linked: bool, source: Path | None = None, rpath: bool = Tru
     dlpack = tvm / "3rdparty" / "dlpack" / "include"
     flags = [
         "-std=c++17",
-        "-O1",
+        *(["-O3", "-DNDEBUG"] if release else ["-O1"]),
         "-fPIC",
         "-shared",
         f"-I{include}",
@@ -74,6 +78,7 @@ def build(name: str, linked: bool, source: Path | None = None, rpath: bool = Tru
         + [str(h).encode() + str(h.stat().st_mtime_ns).encode() for h in headers]
     )
     flavour = ("linked" if rpath else "linked-norpath") if linked else "unlinked"
+    flavour += "-release" if release else ""
     out = _cache_dir() / f"lib{name}-{flavour}-{key}.so"
     if out.exists():
         return out

@@ -214,13 +214,29 @@ int ForwardTensorAlloc(DLTensor* prototype, KFFIObjectHandle* out) {
   return rc;
 }
 
+// Marks the thread for the forwarders while it lives (when on): one thread-local lookup.
+class ThreadMark {
+ public:
+  explicit ThreadMark(bool on) : mark_(on ? &t_rebound_calls : nullptr) {
+    if (mark_ != nullptr) ++*mark_;
+  }
+  ~ThreadMark() {
+    if (mark_ != nullptr) --*mark_;
+  }
+  ThreadMark(const ThreadMark&) = delete;
+  ThreadMark& operator=(const ThreadMark&) = delete;
+
+ private:
+  unsigned* mark_;
+};
+
 // kffi's environment (stream of the first device tensor's device, allocator) copied into a
 // TVM-FFI runtime's for one call; with kEnvAllocatorRebound the allocator is not copied but the
 // thread marked.
 class ToRealEnv {
  public:
   ToRealEnv(const RealRuntime* real, unsigned env_use, const KFFIAny* args, int32_t n)
-      : real_(real) {
+      : real_(real), mark_((env_use & kEnvAllocatorRebound) != 0) {
     if ((env_use & kEnvStream) != 0 && FirstDevice(args, n, &dev_)) {
       has_dev_ = true;
       real_->env_set_stream(dev_.device_type, dev_.device_id,
@@ -229,13 +245,8 @@ class ToRealEnv {
     if ((env_use & kEnvAllocator) != 0) {
       has_alloc_ = real_->env_set_allocator(KffiAllocatorForForeign(), 0, &prev_alloc_) == 0;
     }
-    if ((env_use & kEnvAllocatorRebound) != 0) {
-      mark_ = &t_rebound_calls;  // one thread-local lookup, not two
-      ++*mark_;
-    }
   }
   ~ToRealEnv() {
-    if (mark_ != nullptr) --*mark_;
     if (has_alloc_) real_->env_set_allocator(prev_alloc_, 0, nullptr);
     if (has_dev_) real_->env_set_stream(dev_.device_type, dev_.device_id, prev_stream_, nullptr);
   }
@@ -248,7 +259,7 @@ class ToRealEnv {
   bool has_dev_ = false;
   void* prev_stream_ = nullptr;
   bool has_alloc_ = false;
-  unsigned* mark_ = nullptr;
+  ThreadMark mark_;
   DLPackManagedTensorAllocator prev_alloc_ = nullptr;
 };
 
@@ -428,9 +439,17 @@ int ForeignShimEntry(void* self, const KFFIAny* args, int32_t num_args, KFFIAny*
 int ForeignRealEntry(void* self, const KFFIAny* args, int32_t num_args, KFFIAny* result) {
   try {
     auto* f = RuntimePayload<ForeignCallable>(self);
+    const unsigned use = f->env_use;
+    DLDevice dev;
     int rc;
-    {
-      ToRealEnv env(f->real, f->env_use, args, num_args);
+    if (__builtin_expect((use & kEnvAllocator) == 0 &&
+                             ((use & kEnvStream) == 0 || !FirstDevice(args, num_args, &dev)),
+                         1)) {
+      // Nothing to copy (the common case: no device tensor, allocator imports redirected).
+      ThreadMark mark((use & kEnvAllocatorRebound) != 0);
+      rc = CallForeign(f, args, num_args, result);
+    } else {
+      ToRealEnv env(f->real, use, args, num_args);
       rc = CallForeign(f, args, num_args, result);
     }
     if (rc != 0) {

@@ -231,6 +231,7 @@ bool ReadRelaTable(const ByteSource& src, const std::vector<Elf64Section>& secti
   }
   if (home == nullptr || !src.Contains(home->offset, vaddr - home->addr)) return false;
   const uint64_t offset = home->offset + (vaddr - home->addr);  // inside the file: no overflow
+  if (!src.Contains(offset, size)) return false;                // before allocating for it
   std::string raw(size, '\0');
   if (!src.Read(offset, raw.data(), size)) return false;
   const size_t num_symbols = symbols.size() / sizeof(Elf64Symbol);

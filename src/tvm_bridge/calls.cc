@@ -17,6 +17,7 @@
 #include <kffi/c_api.h>
 #include <kffi/tensor.h>
 
+#include <algorithm>
 #include <atomic>
 #include <string>
 #include <unordered_set>
@@ -230,6 +231,20 @@ class ThreadMark {
   unsigned* mark_;
 };
 
+// Clears the thread's mark while it lives (a callback into kffi), restoring it after.
+class MarkSuspension {
+ public:
+  MarkSuspension() : mark_(&t_rebound_calls), saved_(*mark_) { *mark_ = 0; }
+  ~MarkSuspension() { *mark_ = saved_; }
+  MarkSuspension(const MarkSuspension&) = delete;
+  MarkSuspension& operator=(const MarkSuspension&) = delete;
+  bool was_marked() const { return saved_ != 0; }
+
+ private:
+  unsigned* mark_;
+  unsigned saved_;
+};
+
 // kffi's environment (stream of the first device tensor's device, allocator) copied into a
 // TVM-FFI runtime's for one call; with kEnvAllocatorRebound the allocator is not copied but the
 // thread marked.
@@ -266,13 +281,14 @@ class ToRealEnv {
 // The other way: a TVM-FFI runtime's environment copied into kffi's.
 class FromRealEnv {
  public:
-  FromRealEnv(const RealRuntime* real, const KFFIAny* args, int32_t n) {
+  FromRealEnv(const RealRuntime* real, const KFFIAny* args, int32_t n, bool copy_allocator) {
     if (real == nullptr) return;
     if (FirstDevice(args, n, &dev_)) {
       has_dev_ = KFFIEnvSetStream(dev_.device_type, dev_.device_id,
                                   real->env_get_stream(dev_.device_type, dev_.device_id),
                                   &prev_stream_) == 0;
     }
+    if (!copy_allocator) return;
     DLPackManagedTensorAllocator alloc = real->env_get_allocator();
     if (alloc != nullptr && alloc != &KffiDefaultAllocator) {
       has_alloc_ = KFFIEnvSetTensorAllocator(alloc, 0, &prev_alloc_) == 0;
@@ -442,14 +458,17 @@ int ForeignRealEntry(void* self, const KFFIAny* args, int32_t num_args, KFFIAny*
     const unsigned use = f->env_use;
     DLDevice dev;
     int rc;
-    if (__builtin_expect((use & kEnvAllocator) == 0 &&
+    if (__builtin_expect((use & kEnvAllocator) == 0 && !AnyNeedsCare(args, num_args) &&
                              ((use & kEnvStream) == 0 || !FirstDevice(args, num_args, &dev)),
                          1)) {
       // Nothing to copy (the common case: no device tensor, allocator imports redirected).
       ThreadMark mark((use & kEnvAllocatorRebound) != 0);
-      rc = CallForeign(f, args, num_args, result);
+      rc = f->call(f->handle, args, num_args, result);
     } else {
-      ToRealEnv env(f->real, use, args, num_args);
+      // Function arguments may be other libraries' code, which reads apache-tvm-ffi's
+      // environment rather than forwarders: with them, the allocator is copied as well.
+      const unsigned copy = (use & kEnvAllocatorRebound) != 0 ? use | kEnvAllocator : use;
+      ToRealEnv env(f->real, copy, args, num_args);
       rc = CallForeign(f, args, num_args, result);
     }
     if (rc != 0) {
@@ -473,7 +492,11 @@ int KffiCall(KffiCallable* a, const KFFIAny* args, int32_t num_args, KFFIAny* re
       if (ArgsToKffi(a->real, args, num_args, &copy, &temps) != 0) return -1;
       call_args = copy.data();
     }
-    FromRealEnv env(a->real, args, num_args);
+    // Called back from inside kffi's call of a library with redirected allocator imports: kffi's
+    // environment is already the caller's (apache-tvm-ffi's was never set to it), and code the
+    // callback reaches calls as any TVM-FFI caller does, unmarked.
+    MarkSuspension suspended;
+    FromRealEnv env(a->real, args, num_args, /*copy_allocator=*/!suspended.was_marked());
     rc = KFFIFunctionCall(a->func, call_args, num_args, result);
   }
   if (rc != 0) {
@@ -498,16 +521,25 @@ int KffiEntry(void* self, const KFFIAny* args, int32_t num_args, KFFIAny* result
 }  // namespace
 
 bool RebindEnvAllocator(void* handle, const details::ElfExports& elf, const RealRuntime* real) {
-  if (real->env_tensor_alloc == nullptr) return false;
+  // A library that sets the allocator itself would read it back through the forwarders and get
+  // kffi's, not what it set: it keeps the copy.
+  if (real->env_tensor_alloc == nullptr ||
+      std::binary_search(elf.tvm_imports.begin(), elf.tvm_imports.end(),
+                         "TVMFFIEnvSetDLPackManagedTensorAllocator")) {
+    return false;
+  }
+  // Claimed before any slot is written: a thread calling through a fresh slot finds it.
   const RealRuntime* bound = nullptr;
   if (!g_rebound_real.compare_exchange_strong(bound, real) && bound != real) return false;
-  return RedirectImports(
+  const RedirectResult r = RedirectImports(
       handle, elf,
       {Redirect{"TVMFFIEnvTensorAlloc", reinterpret_cast<const void*>(real->env_tensor_alloc),
                 reinterpret_cast<const void*>(&ForwardTensorAlloc)},
        Redirect{"TVMFFIEnvGetDLPackManagedTensorAllocator",
                 reinterpret_cast<const void*>(real->env_get_allocator),
                 reinterpret_cast<const void*>(&ForwardGetAllocator)}});
+  // Never unclaimed, even when refused: another library's forwarders may already rely on it.
+  return r == RedirectResult::kRedirected;
 }
 
 void RaiseFor(const RealRuntime* real, const char* kind, const std::string& message) {

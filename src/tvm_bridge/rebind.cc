@@ -12,10 +12,14 @@
 //   - the file's dynamic relocations were all read and every one against the symbol is a plain
 //     pointer slot (module_elf.h), on a machine whose slot kinds are known;
 //   - every slot lies inside a writable segment of the loaded library, aligned;
-//   - every slot holds what the loader put there: the runtime's function, the forwarder (loaded
-//     before), or an address inside the library itself (a lazy PLT slot not yet resolved).
+//   - every slot holds the runtime's function or the forwarder (loaded before). A lazy PLT slot
+//     not yet resolved (a library someone else opened with RTLD_LAZY) is refused: the lazy
+//     resolver of a thread already inside the library could overwrite the forwarder later.
 // Slots in the RELRO range, read-only after loading, are made writable for the store and read-only
-// again, the page exactly as the dynamic loader protects it.
+// again, the page exactly as the dynamic loader protects it. Everything is checked before the
+// first store; should a store still fail (mprotect refused), the slots already written stay
+// redirected, which is harmless: an unmarked thread's forwarders call the runtime's functions,
+// and the library keeps the per-call copy.
 #include <dlfcn.h>
 #include <link.h>
 #include <sys/mman.h>
@@ -43,7 +47,6 @@ struct Image {
   const char* name = nullptr;
   bool found = false;
   std::vector<Range> writable;  // PT_LOAD with PF_W
-  std::vector<Range> all;       // every PT_LOAD
   Range relro;                  // PT_GNU_RELRO (empty when absent)
 };
 
@@ -59,7 +62,6 @@ int CollectImage(struct dl_phdr_info* info, size_t, void* data) {
     if (begin < image->base || ph.p_memsz > UINTPTR_MAX - begin) return 1;  // malformed: found
     const Range r{begin, begin + ph.p_memsz};
     if (ph.p_type == PT_LOAD) {
-      image->all.push_back(r);
       if ((ph.p_flags & PF_W) != 0) image->writable.push_back(r);
     } else if (ph.p_type == PT_GNU_RELRO) {
       image->relro = r;
@@ -87,24 +89,25 @@ bool Store(const Image& image, uintptr_t slot, const void* value) {
   auto* p = reinterpret_cast<void*>(page);
   if (protected_page && mprotect(p, page_size, PROT_READ | PROT_WRITE) != 0) return false;
   __atomic_store_n(reinterpret_cast<const void**>(slot), value, __ATOMIC_RELEASE);
+  // Should this fail, the page merely stays writable, as it was before the loader protected it.
   if (protected_page) mprotect(p, page_size, PROT_READ);
   return true;
 }
 
 }  // namespace
 
-bool RedirectImports(void* handle, const details::ElfExports& elf,
-                     const std::vector<Redirect>& redirects) {
-  if (!elf.tvm_import_slots_complete) return false;
+RedirectResult RedirectImports(void* handle, const details::ElfExports& elf,
+                               const std::vector<Redirect>& redirects) {
+  if (!elf.tvm_import_slots_complete) return RedirectResult::kRefused;
   struct link_map* map = nullptr;
   if (dlinfo(handle, RTLD_DI_LINKMAP, &map) != 0 || map == nullptr || map->l_name == nullptr) {
-    return false;
+    return RedirectResult::kRefused;
   }
   Image image;
   image.base = map->l_addr;
   image.name = map->l_name;
   dl_iterate_phdr(&CollectImage, &image);
-  if (!image.found || image.writable.empty()) return false;
+  if (!image.found || image.writable.empty()) return RedirectResult::kRefused;
 
   // First check every slot, then write: nothing changes unless everything can.
   struct Write {
@@ -115,23 +118,26 @@ bool RedirectImports(void* handle, const details::ElfExports& elf,
   for (const Redirect& r : redirects) {
     for (const details::ElfImportSlot& s : elf.tvm_import_slots) {
       if (s.symbol != r.symbol) continue;
-      if (!s.plain || s.offset > UINTPTR_MAX - image.base) return false;
+      if (!s.plain || s.offset > UINTPTR_MAX - image.base) return RedirectResult::kRefused;
       const uintptr_t slot = image.base + s.offset;
-      if (slot % alignof(void*) != 0 || !InAny(image.writable, slot, sizeof(void*))) return false;
+      if (slot % alignof(void*) != 0 || !InAny(image.writable, slot, sizeof(void*))) {
+        return RedirectResult::kRefused;
+      }
       const void* now =
           __atomic_load_n(reinterpret_cast<const void* const*>(slot), __ATOMIC_ACQUIRE);
-      const bool lazy = InAny(image.all, reinterpret_cast<uintptr_t>(now), 1);
-      if (now != r.original && now != r.replacement && !lazy) return false;
+      if (now != r.original && now != r.replacement) return RedirectResult::kRefused;
       if (now != r.replacement) writes.push_back(Write{slot, r.replacement});
     }
   }
   // One redirection at a time, so that two threads never race on a page's protection.
   static std::mutex* mutex = new std::mutex();
   std::lock_guard<std::mutex> lock(*mutex);
-  for (const Write& w : writes) {
-    if (!Store(image, w.slot, w.value)) return false;
+  for (size_t i = 0; i < writes.size(); ++i) {
+    if (!Store(image, writes[i].slot, writes[i].value)) {
+      return i == 0 ? RedirectResult::kRefused : RedirectResult::kPartial;
+    }
   }
-  return true;
+  return RedirectResult::kRedirected;
 }
 
 }  // namespace tvm_bridge

@@ -126,44 +126,78 @@ std::string ObjectFileOf(int64_t address) {
   return info.dli_fname;
 }
 
-// kffi's allocator is what the library reads in kffi's calls, apache-tvm-ffi's is what it reads
-// in any other call, and apache-tvm-ffi's environment is left alone during kffi's calls: the
-// library's allocator imports go through kffi's forwarders rather than a per-call copy.
-void CheckAllocatorRouting(const std::string& path) {
+int ThirdAllocator(DLTensor*, DLManagedTensorVersioned**, void* ctx,
+                   void (*set_error)(void*, const char*, const char*)) {
+  set_error(ctx, "MemoryError", "third");
+  return -1;
+}
+
+// Calls the export `__tvm_ffi_<name>` of the loaded library at path as tvm_ffi does (no kffi in
+// between) with no arguments; the int result.
+int64_t CallDirectly(const std::string& path, const char* name) {
+  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_NOLOAD);
+  EXPECT_NE(handle, nullptr);
+  if (handle == nullptr) return -1;
+  auto fn =
+      reinterpret_cast<KFFISafeCallType>(dlsym(handle, (std::string("__tvm_ffi_") + name).c_str()));
+  KFFIAny result{};
+  const int rc = fn != nullptr ? fn(nullptr, nullptr, 0, &result) : -1;
+  dlclose(handle);
+  EXPECT_EQ(rc, 0) << name;
+  return result.v_int64;
+}
+
+int64_t AsInt(DLPackManagedTensorAllocator a) { return reinterpret_cast<intptr_t>(a); }
+
+// kffi's allocator is what the library reads in kffi's calls (and callbacks see it), and
+// apache-tvm-ffi's is what it reads in any other call. redirected: the library's allocator
+// imports go through kffi's forwarders, so apache-tvm-ffi's environment is left alone during
+// kffi's plain calls; otherwise kffi's allocator is copied into it for each call.
+void CheckAllocatorRouting(const std::string& path, bool redirected) {
   Module mod = Module::Load(path);
-  // The library's own slot for TVMFFIEnvTensorAlloc points into kffi's bridge.
+  // Where the library's own slot for TVMFFIEnvTensorAlloc points.
   const int64_t seen_alloc = mod.GetFunctionRequired("env_tensor_alloc_address")().cast<int64_t>();
-  EXPECT_NE(ObjectFileOf(seen_alloc).find("kffi_tvm"), std::string::npos)
+  EXPECT_EQ(ObjectFileOf(seen_alloc).find("kffi_tvm") != std::string::npos, redirected)
       << ObjectFileOf(seen_alloc);
 
   DLPackManagedTensorAllocator tvm_prev = nullptr;
   ASSERT_EQ(TVMFFIEnvSetDLPackManagedTensorAllocator(&OtherRefusingAllocator, 0, &tvm_prev), 0);
   KFFIEnvSetTensorAllocator(&RefusingAllocator, 0, nullptr);
   // A kffi call reads kffi's allocator (a direct call of the import: the PLT slot) ...
-  EXPECT_EQ(mod.GetFunctionRequired("env_allocator")().cast<int64_t>(),
-            reinterpret_cast<intptr_t>(&RefusingAllocator));
+  EXPECT_EQ(mod.GetFunctionRequired("env_allocator")().cast<int64_t>(), AsInt(&RefusingAllocator));
   Error e = CatchError([&] { mod.GetFunctionRequired("iota")(4); });
   EXPECT_EQ(e.message(), "refused");
-  // ... while apache-tvm-ffi's own environment keeps its allocator, even inside the call.
-  int64_t inside = 0;
+  // ... and apache-tvm-ffi's environment holds its own allocator during the call when redirected.
+  EXPECT_EQ(mod.GetFunctionRequired("runtime_env_allocator")().cast<int64_t>(),
+            redirected ? AsInt(&OtherRefusingAllocator) : AsInt(&RefusingAllocator));
+
+  // A kffi callback made by the library keeps kffi's allocator, and its own calls follow the
+  // rules above: through kffi, kffi's; as a TVM-FFI caller, what that runtime holds.
+  int64_t callback_kffi = 0, callback_nested = 0, callback_direct = 0;
+  std::string nested_error;
   Function probe = Function::FromTyped([&](int64_t x) {
-    inside = reinterpret_cast<intptr_t>(TVMFFIEnvGetDLPackManagedTensorAllocator());
+    callback_kffi = AsInt(KFFIEnvGetTensorAllocator());
+    callback_nested = mod.GetFunctionRequired("env_allocator")().cast<int64_t>();
+    nested_error = CatchError([&] { mod.GetFunctionRequired("iota")(2); }).message();
+    DLPackManagedTensorAllocator saved = nullptr;
+    TVMFFIEnvSetDLPackManagedTensorAllocator(&ThirdAllocator, 0, &saved);
+    callback_direct = CallDirectly(path, "env_allocator");
+    TVMFFIEnvSetDLPackManagedTensorAllocator(saved, 0, nullptr);
     return x;
   });
   EXPECT_EQ(mod.GetFunctionRequired("call_twice")(probe, 1).cast<int64_t>(), 1);
-  EXPECT_EQ(inside, reinterpret_cast<intptr_t>(&OtherRefusingAllocator));
+  EXPECT_EQ(callback_kffi, AsInt(&RefusingAllocator));
+  EXPECT_EQ(callback_nested, AsInt(&RefusingAllocator));
+  EXPECT_EQ(nested_error, "refused");
+  EXPECT_EQ(callback_direct, AsInt(&ThirdAllocator));
 
   // The same exports called as tvm_ffi calls them read apache-tvm-ffi's allocator.
+  EXPECT_EQ(CallDirectly(path, "env_allocator"), AsInt(&OtherRefusingAllocator));
   void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_NOLOAD);
   ASSERT_NE(handle, nullptr);
-  auto direct = reinterpret_cast<KFFISafeCallType>(dlsym(handle, "__tvm_ffi_env_allocator"));
-  ASSERT_NE(direct, nullptr);
-  KFFIAny result{};
-  ASSERT_EQ(direct(nullptr, nullptr, 0, &result), 0);
-  EXPECT_EQ(result.v_int64, reinterpret_cast<intptr_t>(&OtherRefusingAllocator));
   auto iota = reinterpret_cast<KFFISafeCallType>(dlsym(handle, "__tvm_ffi_iota"));
   ASSERT_NE(iota, nullptr);
-  KFFIAny n{};
+  KFFIAny n{}, result{};
   n.type_index = kKFFIInt;
   n.v_int64 = 4;
   EXPECT_EQ(iota(nullptr, &n, 1, &result), -1);
@@ -188,15 +222,21 @@ void CheckAllocatorRouting(const std::string& path) {
 
 TEST(TvmReal, AllocatorImportsReadKffisAllocatorOnlyInKffisCalls) {
   // Linked with -z now: every slot is bound at load and read-only (RELRO) afterwards.
-  CheckAllocatorRouting(KFFI_TEST_TVM_TESTLIB_LINKED);
+  CheckAllocatorRouting(KFFI_TEST_TVM_TESTLIB_LINKED, /*redirected=*/true);
 }
 
-TEST(TvmReal, LazilyBoundLibraryIsRoutedToo) {
-  // Opened lazily first (as a framework may): its PLT slots are not yet bound when kffi loads it.
+TEST(TvmReal, LibraryWithUnboundSlotsKeepsThePerCallCopy) {
+  // Opened lazily first (as a framework may): its PLT slots are not yet bound when kffi loads it,
+  // and a lazy resolver could undo a redirection, so kffi copies the allocator per call instead.
   void* early = dlopen(KFFI_TEST_TVM_TESTLIB, RTLD_LAZY | RTLD_LOCAL);
   ASSERT_NE(early, nullptr) << dlerror();
-  CheckAllocatorRouting(KFFI_TEST_TVM_TESTLIB);
+  CheckAllocatorRouting(KFFI_TEST_TVM_TESTLIB, /*redirected=*/false);
   dlclose(early);
+}
+
+TEST(TvmReal, LibraryLoadedByKffiFirstIsRedirected) {
+  // Opened by kffi (RTLD_NOW) first: every slot is bound, partial RELRO.
+  CheckAllocatorRouting(KFFI_TEST_TVM_TESTLIB, /*redirected=*/true);
 }
 
 TEST(TvmReal, KffiCallbacksRaiseIntoTheLibrarysRuntime) {

@@ -1,6 +1,7 @@
 // tests/tvm_libs/tvm_testlib.cc: a library written against apache-tvm-ffi's headers only, as
 // TVM-FFI kernel libraries are. kffi's C++ and Python tests load it through kffi, built both with
 // -ltvm_ffi (DT_NEEDED) and without (TVMFFI* imports left for the loader to bind).
+#include <dlfcn.h>
 #include <tvm/ffi/container/tensor.h>
 #include <tvm/ffi/extra/c_env_api.h>
 #include <tvm/ffi/reflection/registry.h>
@@ -78,6 +79,15 @@ int64_t EnvAllocator() {
       reinterpret_cast<intptr_t>(TVMFFIEnvGetDLPackManagedTensorAllocator()));
 }
 
+// The allocator apache-tvm-ffi's environment holds, read past this library's own slots (as other
+// code in the process reads it). Looked up by name so that a library bound to kffi's shim loads.
+int64_t RuntimeEnvAllocator() {
+  using Getter = DLPackManagedTensorAllocator (*)();
+  auto get =
+      reinterpret_cast<Getter>(dlsym(RTLD_DEFAULT, "TVMFFIEnvGetDLPackManagedTensorAllocator"));
+  return get == nullptr ? 0 : static_cast<int64_t>(reinterpret_cast<intptr_t>(get()));
+}
+
 // The address of TVMFFIEnvTensorAlloc as this library sees it (its GOT slot).
 int64_t EnvTensorAllocAddress() {
   return static_cast<int64_t>(reinterpret_cast<intptr_t>(&TVMFFIEnvTensorAlloc));
@@ -135,6 +145,7 @@ TVM_FFI_DLL_EXPORT_TYPED_FUNC(tensor_sum, TensorSum);
 TVM_FFI_DLL_EXPORT_TYPED_FUNC(iota, Iota);
 TVM_FFI_DLL_EXPORT_TYPED_FUNC(env_stream, EnvStream);
 TVM_FFI_DLL_EXPORT_TYPED_FUNC(env_allocator, EnvAllocator);
+TVM_FFI_DLL_EXPORT_TYPED_FUNC(runtime_env_allocator, RuntimeEnvAllocator);
 TVM_FFI_DLL_EXPORT_TYPED_FUNC(env_tensor_alloc_address, EnvTensorAllocAddress);
 TVM_FFI_DLL_EXPORT_TYPED_FUNC(stream_of, StreamOf);
 TVM_FFI_DLL_EXPORT_TYPED_FUNC(call_twice, CallTwice);

@@ -242,20 +242,12 @@ struct LibraryState {
 
 // Dependencies known not to read the TVM-FFI environment on a library's behalf.
 bool IsKnownDependency(const std::string& needed) {
-  static const char* const kPrefixes[] = {"libc.so",
-                                          "libm.so",
-                                          "libdl.so",
-                                          "libpthread.so",
-                                          "librt.so",
-                                          "ld-linux",
-                                          "libgcc_s",
-                                          "libstdc++",
-                                          "libc++",
-                                          "libtvm_ffi.so",
-                                          "libcute_dsl_runtime",
-                                          "libcuda.so",
-                                          "libcudart",
-                                          "libkffi"};
+  static const char* const kPrefixes[] = {"libc.so", "libm.so", "libdl.so", "libpthread.so",
+                                          "librt.so", "ld-linux", "libgcc_s", "libstdc++", "libc++",
+                                          "libtvm_ffi.so", "libcute_dsl_runtime", "libcuda.so",
+                                          "libcudart", "libkffi",
+                                          // sanitizer runtimes of an instrumented build
+                                          "libasan", "libubsan", "libtsan", "liblsan", "libhwasan"};
   const std::string base =
       needed.substr(needed.rfind('/') == std::string::npos ? 0 : needed.rfind('/') + 1);
   for (const char* p : kPrefixes) {

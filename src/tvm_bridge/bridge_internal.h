@@ -62,16 +62,11 @@ struct Redirect {
   const void* replacement;  // what they get
 };
 
-enum class RedirectResult {
-  kRedirected,  // the library now calls the replacements
-  kRefused,     // nothing was written (rebind.cc says when)
-  kPartial,     // a store failed after others were made
-};
-
 /// Points every slot of the loaded library (handle, read as elf) that holds symbol's address at
-/// replacement, for each redirect.
-RedirectResult RedirectImports(void* handle, const details::ElfExports& elf,
-                               const std::vector<Redirect>& redirects);
+/// replacement, for each redirect. Returns whether the library now calls the replacements
+/// (rebind.cc says when it refuses).
+bool RedirectImports(void* handle, const details::ElfExports& elf,
+                     const std::vector<Redirect>& redirects);
 
 /// Redirects the library's imports of TVMFFIEnvTensorAlloc and
 /// TVMFFIEnvGetDLPackManagedTensorAllocator (bound to real) to forwarders that give kffi's

@@ -528,18 +528,17 @@ bool RebindEnvAllocator(void* handle, const details::ElfExports& elf, const Real
                          "TVMFFIEnvSetDLPackManagedTensorAllocator")) {
     return false;
   }
-  // Claimed before any slot is written: a thread calling through a fresh slot finds it.
+  // Claimed before any slot is written, so that a thread calling through a fresh slot finds it,
+  // and never given up, even when refused: another library's forwarders may rely on it.
   const RealRuntime* bound = nullptr;
   if (!g_rebound_real.compare_exchange_strong(bound, real) && bound != real) return false;
-  const RedirectResult r = RedirectImports(
+  return RedirectImports(
       handle, elf,
       {Redirect{"TVMFFIEnvTensorAlloc", reinterpret_cast<const void*>(real->env_tensor_alloc),
                 reinterpret_cast<const void*>(&ForwardTensorAlloc)},
        Redirect{"TVMFFIEnvGetDLPackManagedTensorAllocator",
                 reinterpret_cast<const void*>(real->env_get_allocator),
                 reinterpret_cast<const void*>(&ForwardGetAllocator)}});
-  // Never unclaimed, even when refused: another library's forwarders may already rely on it.
-  return r == RedirectResult::kRedirected;
 }
 
 void RaiseFor(const RealRuntime* real, const char* kind, const std::string& message) {

@@ -96,18 +96,18 @@ bool Store(const Image& image, uintptr_t slot, const void* value) {
 
 }  // namespace
 
-RedirectResult RedirectImports(void* handle, const details::ElfExports& elf,
-                               const std::vector<Redirect>& redirects) {
-  if (!elf.tvm_import_slots_complete) return RedirectResult::kRefused;
+bool RedirectImports(void* handle, const details::ElfExports& elf,
+                     const std::vector<Redirect>& redirects) {
+  if (!elf.tvm_import_slots_complete) return false;
   struct link_map* map = nullptr;
   if (dlinfo(handle, RTLD_DI_LINKMAP, &map) != 0 || map == nullptr || map->l_name == nullptr) {
-    return RedirectResult::kRefused;
+    return false;
   }
   Image image;
   image.base = map->l_addr;
   image.name = map->l_name;
   dl_iterate_phdr(&CollectImage, &image);
-  if (!image.found || image.writable.empty()) return RedirectResult::kRefused;
+  if (!image.found || image.writable.empty()) return false;
 
   // First check every slot, then write: nothing changes unless everything can.
   struct Write {
@@ -118,26 +118,24 @@ RedirectResult RedirectImports(void* handle, const details::ElfExports& elf,
   for (const Redirect& r : redirects) {
     for (const details::ElfImportSlot& s : elf.tvm_import_slots) {
       if (s.symbol != r.symbol) continue;
-      if (!s.plain || s.offset > UINTPTR_MAX - image.base) return RedirectResult::kRefused;
+      if (!s.plain || s.offset > UINTPTR_MAX - image.base) return false;
       const uintptr_t slot = image.base + s.offset;
       if (slot % alignof(void*) != 0 || !InAny(image.writable, slot, sizeof(void*))) {
-        return RedirectResult::kRefused;
+        return false;
       }
       const void* now =
           __atomic_load_n(reinterpret_cast<const void* const*>(slot), __ATOMIC_ACQUIRE);
-      if (now != r.original && now != r.replacement) return RedirectResult::kRefused;
+      if (now != r.original && now != r.replacement) return false;
       if (now != r.replacement) writes.push_back(Write{slot, r.replacement});
     }
   }
   // One redirection at a time, so that two threads never race on a page's protection.
   static std::mutex* mutex = new std::mutex();
   std::lock_guard<std::mutex> lock(*mutex);
-  for (size_t i = 0; i < writes.size(); ++i) {
-    if (!Store(image, writes[i].slot, writes[i].value)) {
-      return i == 0 ? RedirectResult::kRefused : RedirectResult::kPartial;
-    }
+  for (const Write& w : writes) {
+    if (!Store(image, w.slot, w.value)) return false;
   }
-  return RedirectResult::kRedirected;
+  return true;
 }
 
 }  // namespace tvm_bridge

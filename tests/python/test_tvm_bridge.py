@@ -34,6 +34,18 @@ CASE_NAMES = sorted(tvm_bridge_cases.CASES)
 SHIM_ENV = {**os.environ, "KFFI_TVM_RUNTIME": "shim"}
 
 
+def run_on_shim(code: str) -> subprocess.CompletedProcess:
+    """Runs code in a fresh interpreter where TVM-FFI libraries bind to kffi's shim."""
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=SHIM_ENV,
+    )
+
+
 @pytest.fixture(scope="session")
 def tvm_testlib_paths():
     return {
@@ -73,14 +85,7 @@ _SHIM_SCRIPT = textwrap.dedent("""
 def shim_run(tvm_testlib_paths):
     here = os.path.dirname(os.path.abspath(__file__))
     code = _SHIM_SCRIPT.format(here=here, path=str(tvm_testlib_paths["unlinked"]))
-    proc = subprocess.run(
-        [sys.executable, "-c", code],
-        check=False,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=SHIM_ENV,
-    )
+    proc = run_on_shim(code)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
@@ -181,12 +186,5 @@ def test_gpu_shim_library_sees_torchs_current_stream(tvm_testlib_paths):
         assert not tvm_libs.libtvm_ffi_mapped()
         print("ok")
     """)
-    proc = subprocess.run(
-        [sys.executable, "-c", code],
-        check=False,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=SHIM_ENV,
-    )
+    proc = run_on_shim(code)
     assert proc.returncode == 0 and proc.stdout.strip().endswith("ok"), proc.stderr

@@ -13,6 +13,7 @@
 
 #include "contract_internal.h"
 #include "json_writer.h"
+#include "runtime_internal.h"
 
 namespace kffi {
 namespace details {
@@ -37,21 +38,22 @@ void Describe(const Plan& p, Failure* f, Check check, const char* kind, int32_t 
   f->op = op;
   f->blamed = blamed;
   f->kind = kind;
-  f->message = subject + ": expected " + expected + ", got " + got + " (" +
-               p.op_info[static_cast<size_t>(blamed)].context + " of `" + p.signature + "`)";
+  f->message = ArgumentMessage(subject, expected, got,
+                               p.op_info[static_cast<size_t>(blamed)].context, p.signature);
 }
 
 /// The argument count.
 void DescribeCount(const Plan& p, Failure* f, int32_t got) {
   f->check = Check::kCount;
   f->kind = "TypeError";
-  f->message = p.name + ": expected " + std::to_string(p.layout.num_args) + " argument" +
-               (p.layout.num_args == 1 ? "" : "s") + ", got " + std::to_string(got) + " (`" +
-               p.signature + "`)";
+  f->message = ArgumentMessage(
+      p.name,
+      std::to_string(p.layout.num_args) + (p.layout.num_args == 1 ? " argument" : " arguments"),
+      std::to_string(got), "", p.signature);
 }
 
 void DescribeType(const Plan& p, Failure* f, size_t op, const KFFIAny* v) {
-  std::string got = AnyTypeStr(v);
+  std::string got = ArgumentTypeName(v);
   if (p.ops[op].kind == kOpTuple && (v->type_index == kKFFIArray || v->type_index == kKFFIList)) {
     int64_t n = static_cast<const KFFISeqCell*>(KFFIObjectGetCellPtr(v->v_obj))->size;
     got += " of " + std::to_string(n) + " element" + (n == 1 ? "" : "s");
@@ -237,7 +239,13 @@ class Explainer {
   RunState st_;
 };
 
-/// Whether a C++ parameter type (its TypeStr) can receive values of a contract type.
+/// The C++ parameter types that may write their tensor (kffi::TensorView, DLTensor*) say so in
+/// their TypeStr.
+constexpr std::string_view kWritableTensor = "Tensor(mut)";
+
+/// Whether a C++ parameter type (its TypeStr) can receive values of a contract type. A C++ type
+/// that may write a tensor needs a `mut` contract tensor (the contract lets read-only memory reach
+/// the others); a read-only one (ConstTensorView, an owned Tensor) takes either.
 bool CppTypeFits(const TypeAst& t, std::string_view cpp, bool outer = true) {
   auto starts = [&](std::string_view prefix) { return cpp.substr(0, prefix.size()) == prefix; };
   if (cpp == Sv("Any")) return true;
@@ -248,15 +256,16 @@ bool CppTypeFits(const TypeAst& t, std::string_view cpp, bool outer = true) {
   if (outer && t.optional) return false;
   switch (t.kind) {
     case Kind::kTensor:
-      return cpp == Sv("Tensor");
+      return cpp == Sv("Tensor") || (cpp == kWritableTensor && t.tensor.mut);
     case Kind::kInt:
       return starts("int") || starts("uint");
     case Kind::kFloat:
       return cpp == Sv("float") || cpp == Sv("float32");
     case Kind::kBool:
       return cpp == Sv("bool");
-    case Kind::kTuple:
-      return starts("Tuple<") || starts("Array<") || starts("List<");
+    case Kind::kTuple:  // elements are never `mut`
+      return (starts("Tuple<") || starts("Array<") || starts("List<")) &&
+             cpp.find(kWritableTensor) == std::string_view::npos;
     default:  // kStream, kEnvStream
       return cpp == Sv("void*");
   }
@@ -281,6 +290,15 @@ void CheckCppSignature(const Plan& p, const std::vector<std::string>& cpp) {
   }
   for (size_t i = 0; i < cpp.size(); ++i) {
     const ParamAst& param = p.ast.params[i];
+    const size_t writable = cpp[i].find(kWritableTensor);
+    if (writable != std::string::npos && !CppTypeFits(param.type, cpp[i]) &&
+        CppTypeFits(param.type,
+                    std::string(cpp[i]).replace(writable, kWritableTensor.size(), "Tensor"))) {
+      fail("parameter #" + std::to_string(i) + " `" + param.text +
+           "` is read-only (not `mut`), but its C++ type (kffi::TensorView or DLTensor*) may "
+           "write it: declare it kffi::ConstTensorView (or const DLTensor*) if the function "
+           "only reads it, or mark it `mut`");
+    }
     if (!CppTypeFits(param.type, cpp[i])) {
       fail("parameter #" + std::to_string(i) + " `" + param.text +
            "` cannot be passed to the C++ parameter of type `" + cpp[i] + "`");

@@ -1,5 +1,6 @@
 // src/error.cc: Error objects, the thread-local raised-error slot and backtrace frames.
 #include <kffi/c_api.h>
+#include <kffi/type_traits.h>
 
 #include <cstring>
 #include <exception>
@@ -164,6 +165,32 @@ void KFFIErrorSetRaisedFromCStrParts(const char* kind, const char** message_part
     kffi::details::SetRaisedCApiError(CStrOr(kind, "RuntimeError"), message);
   } catch (...) {
     RaiseOutOfMemory();
+  }
+}
+
+void KFFIErrorSetRaisedArgument(const char* kind, const char* subject, const char* expected,
+                                const char* got, const KFFIAny* arg, int32_t index,
+                                const char* signature) {
+  try {
+    std::string got_text;
+    if (got == nullptr) {
+      got_text = kffi::details::ArgumentTypeName(arg);
+    } else {
+      got_text = got;
+      // "Array[index 2: str]" of a Python list reads "list[index 2: str]".
+      const std::string ours = arg != nullptr ? kffi::details::AnyTypeStr(arg) : std::string();
+      if (!ours.empty() && got_text.compare(0, ours.size(), ours) == 0) {
+        got_text.replace(0, ours.size(), kffi::details::ArgumentTypeName(arg));
+      }
+    }
+    const std::string context = index >= 0 ? "argument #" + std::to_string(index) : "";
+    kffi::details::SetRaisedCApiError(
+        kind != nullptr ? kind : "ValueError",
+        kffi::details::ArgumentMessage(subject != nullptr ? subject : "argument",
+                                       expected != nullptr ? expected : "", got_text, context,
+                                       signature != nullptr ? signature : ""));
+  } catch (...) {
+    kffi::details::SetRaisedCApiError("MemoryError", "out of memory while raising an error");
   }
 }
 

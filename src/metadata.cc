@@ -25,16 +25,23 @@ std::string ParamName(const std::vector<std::string>& names, size_t i) {
 
 /// The metadata JSON of an export: {"name", "params": [{"name", "type"}], "return", "doc"}.
 /// Parameters without a given name are called arg0, arg1, ...; an Optional<T> parameter has
-/// "default": null.
+/// "default": null. A tensor parameter the function may write (kffi::TensorView, DLTensor*: its
+/// C++ type string says `Tensor(mut)`) is written with the type `Tensor` and "mutable": true, the
+/// key contract metadata uses for `mut` tensors, so that every reader asks one question.
 std::string ExportMetadataJson(const char* name, const std::vector<std::string>& types,
                                std::string_view return_type, const char* doc,
                                const char* param_names) {
+  static constexpr std::string_view kWritable = "Tensor(mut)";
   std::vector<std::string> names = SplitParamNames(param_names);
   JsonWriter w;
   w.BeginObject().Field("name", name).Key("params").BeginArray();
   for (size_t i = 0; i < types.size(); ++i) {
-    w.BeginObject().Field("name", ParamName(names, i)).Field("type", types[i]);
-    if (types[i].compare(0, 9, "Optional<") == 0) w.Key("default").Null();
+    std::string type = types[i];
+    const size_t writable = type.find(kWritable);
+    if (writable != std::string::npos) type.replace(writable, kWritable.size(), "Tensor");
+    w.BeginObject().Field("name", ParamName(names, i)).Field("type", type);
+    if (type.compare(0, 9, "Optional<") == 0) w.Key("default").Null();
+    if (writable != std::string::npos) w.Key("mutable").Bool(true);
     w.EndObject();
   }
   w.EndArray().Field("return", return_type).Field("doc", doc).EndObject();

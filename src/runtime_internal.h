@@ -44,6 +44,16 @@ inline int HandleCApiException() noexcept {
   return -1;
 }
 
+/// kffi's one format of argument errors (argument_error.cc): "<subject>: expected <expected>,
+/// got <got> (<context> of `<signature>`)"; no "expected ..., got" when expected is empty (got is
+/// the whole text), no "<context> of " when context is empty, no parenthesis without a signature.
+std::string ArgumentMessage(std::string_view subject, std::string_view expected,
+                            std::string_view got, std::string_view context,
+                            std::string_view signature);
+/// The name of an argument value's type for messages: as its caller passed it when a language
+/// binding knows (KFFIErrorSetArgumentTypeNamer), else kffi's (int, str, Array, Tensor, ...).
+std::string ArgumentTypeName(const KFFIAny* arg);
+
 /// The registered type key of a type index, or `type_index=N` when unknown (type_registry.cc).
 /// Meant for error messages.
 std::string TypeKeyForMessage(int32_t type_index);

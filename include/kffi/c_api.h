@@ -307,6 +307,24 @@ KFFI_DLL void KFFIErrorSetRaisedFromCStr(const char* kind, const char* message);
  * generated code can share string pieces. */
 KFFI_DLL void KFFIErrorSetRaisedFromCStrParts(const char* kind, const char** message_parts,
                                               int32_t num_parts);
+/** Raises an error about an argument in kffi's one format of argument errors:
+ *   "<subject>: expected <expected>, got <got> (argument #<index> of `<signature>`)"
+ * subject names the parameter or a part of it ("x", "x.dtype", "x.shape[0]"). The parenthesis
+ * is " (`<signature>`)" when index < 0, and left out when signature is NULL (a check inside the
+ * function, which knows the parameter's name only). got NULL: the type of *arg is named as the
+ * caller passed it when a language binding can say (KFFIErrorSetArgumentTypeNamer: a Python
+ * list is `list`, not Array), else as kffi calls it; a got that starts with kffi's name of *arg's
+ * type ("Array[index 2: str]") gets the caller's name in its place. expected NULL: got is the
+ * whole text after "<subject>: ". kind NULL is "ValueError"; all strings and arg (may be NULL)
+ * are borrowed. */
+KFFI_DLL void KFFIErrorSetRaisedArgument(const char* kind, const char* subject,
+                                         const char* expected, const char* got, const KFFIAny* arg,
+                                         int32_t index, const char* signature);
+/** Installs the hook that names the type of an argument value as its caller passed it (NULL
+ * removes it); the hook returns NULL for a value it did not make. It runs on error paths only,
+ * on the thread of the failed call. The previous hook goes to *opt_out_prev when not NULL. */
+KFFI_DLL void KFFIErrorSetArgumentTypeNamer(const char* (*namer)(const KFFIAny* arg),
+                                            const char* (**opt_out_prev)(const KFFIAny* arg));
 /** Raises an existing error object (borrowed: the slot takes its own reference). */
 KFFI_DLL void KFFIErrorSetRaised(KFFIObjectHandle error);
 /** Moves the raised error out of the thread's slot: *out owned, or NULL when none is raised. */
@@ -399,6 +417,16 @@ KFFI_DLL DLPackManagedTensorAllocator KFFIEnvGetTensorAllocator(void);
 KFFI_DLL int KFFIEnvCheckSignals(void);
 /** Installs the signal hook (NULL removes it); the previous one goes to *opt_out_prev. */
 KFFI_DLL void KFFIEnvSetCheckSignalsHook(int (*hook)(void), int (**opt_out_prev)(void));
+/** Makes a device current on the calling thread for a call's duration, when it is not current
+ * already: for kDLCUDA, the primary context of CUDA device device_id (the context CUDA's runtime,
+ * PyTorch, JAX and CuPy use), through the CUDA driver, which must already be loaded in the
+ * process (no CUDA memory exists otherwise: then nothing changes). Other device types change
+ * nothing. *out_restore receives what KFFIEnvRestoreDevice needs: NULL when nothing changed.
+ * A device index that does not exist is a ValueError. Exports call it for the first CUDA tensor
+ * argument (kffi/function.h); costs one query of the current context when already current. */
+KFFI_DLL int KFFIEnvEnterDevice(int32_t device_type, int32_t device_id, void** out_restore);
+/** Restores what KFFIEnvEnterDevice changed (restore NULL: nothing). Never fails. */
+KFFI_DLL void KFFIEnvRestoreDevice(int32_t device_type, void* restore);
 
 /* ---------------------------------------------------------------------------------------------
  * Modules: kernel libraries (shared objects exporting `__kffi_<name>` safe-call symbols, built

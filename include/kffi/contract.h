@@ -71,7 +71,7 @@
 // the function writes when only one of them is `mut` (out: Tensor([n], float32, mut) given the
 // wrong size is blamed, not the input it disagrees with), else the later one.
 //
-//   void Scale(kffi::TensorView y, kffi::TensorView x, double factor);
+//   void Scale(kffi::TensorView y, kffi::ConstTensorView x, double factor);
 //   KFFI_EXPORT_CONTRACT(scale, Scale, "y: Tensor([n], float32, mut), x: Tensor([n], float32), "
 //                                      "factor: float");
 #ifndef KFFI_CONTRACT_H_
@@ -127,19 +127,25 @@ inline std::string TextOf(const ObjectPtr<Object>& contract, int32_t what, int32
 }
 
 /// Whether a C++ parameter of type T takes, as it is, every value that a contract lets through
-/// for it: a TensorView (its contract type can only be a tensor, which the check passes as a
-/// DLTensor* or a Tensor object, both TensorView's own) and a void* (an EnvStream or Stream
-/// parameter, an opaque pointer once ExpandArgs wrote the function's arguments). Functions whose
-/// parameters all are need no conversion code for the call.
+/// for it: a TensorView or ConstTensorView (its contract type can only be a tensor, which the
+/// check passes as a DLTensor* or a Tensor object, both theirs; a TensorView only for a `mut`
+/// tensor, which the check refuses read-only: CheckCppSignature holds the two to that) and a
+/// void* (an EnvStream or Stream parameter, an opaque pointer once ExpandArgs wrote the
+/// function's arguments). Functions whose parameters all are need no conversion code for the
+/// call.
 template <typename T>
 constexpr bool kTakesCheckedAsIs =
     std::is_same_v<std::remove_cv_t<std::remove_reference_t<T>>, TensorView> ||
+    std::is_same_v<std::remove_cv_t<std::remove_reference_t<T>>, ConstTensorView> ||
     std::is_same_v<std::remove_cv_t<std::remove_reference_t<T>>, void*>;
 
 /// The name TypeStrOf<T>() gives a kTakesCheckedAsIs<T> parameter type, as a constant.
 template <typename T>
 constexpr KFFIByteArray AsIsTypeName() {
-  if constexpr (std::is_same_v<std::remove_cv_t<std::remove_reference_t<T>>, TensorView>) {
+  using U = std::remove_cv_t<std::remove_reference_t<T>>;
+  if constexpr (std::is_same_v<U, TensorView>) {
+    return KFFIByteArray{"Tensor(mut)", 11};
+  } else if constexpr (std::is_same_v<U, ConstTensorView>) {
     return KFFIByteArray{"Tensor", 6};
   } else {
     return KFFIByteArray{"void*", 5};
@@ -150,6 +156,19 @@ constexpr KFFIByteArray AsIsTypeName() {
 template <typename T>
 KFFI_INLINE std::remove_cv_t<std::remove_reference_t<T>> Unchecked(const KFFIAny* v) {
   return TypeTraits<std::remove_cv_t<std::remove_reference_t<T>>>::CopyFromAnyViewAfterCheck(v);
+}
+
+/// The name of call parameter i of a compiled contract (argN when it has no such parameter).
+inline std::string ParamNameOf(const ObjectPtr<Object>& contract, size_t i) {
+  KFFIByteArray out{nullptr, 0};
+  if (KFFIContractGetText(ObjectUnsafe::GetHandle(contract), kKFFIContractTextParamName,
+                          static_cast<int32_t>(i), &out) != 0) {
+    KFFIObjectHandle ignored = nullptr;
+    KFFIErrorMoveFromRaised(&ignored);
+    KFFIObjectDecRef(ignored);
+    return DefaultParamName(i);
+  }
+  return std::string(out.data, out.size);
 }
 
 /// Moves a str the runtime returned into a std::string.
@@ -349,11 +368,14 @@ class ContractFunctionObj : public FunctionObj {
       const contract::PlanLayout& plan = *obj->plan_;
       contract::RunState st;
       contract::Run(plan, args, num_args, &st);
+      DeviceRestore device;
       if (KFFI_LIKELY(!plan.needs_expand)) {
+        EnterCallDevice<TCallable, Args...>(args, &device, std::index_sequence_for<Args...>());
         obj->Invoke(args, result, std::index_sequence_for<Args...>());
       } else {
         KFFIAny full[sizeof...(Args) == 0 ? 1 : sizeof...(Args)];
         contract::ExpandArgs(plan, st, full, false);
+        EnterCallDevice<TCallable, Args...>(full, &device, std::index_sequence_for<Args...>());
         obj->Invoke(full, result, std::index_sequence_for<Args...>());
       }
       return 0;
@@ -366,6 +388,7 @@ class ContractFunctionObj : public FunctionObj {
   std::string SignatureStr() const {
     return contract::TextOf(contract_, kKFFIContractTextSignature);
   }
+  std::string ParamNameAt(size_t i) const { return contract::ParamNameOf(contract_, i); }
 
  private:
   template <size_t... I>
@@ -393,6 +416,10 @@ class ContractPackedObj : public FunctionObj {
       const contract::PlanLayout& plan = *obj->plan_;
       contract::RunState st;
       contract::Run(plan, args, num_args, &st);
+      // The wrapped function may come from another runtime (a TVM-FFI export): the checked
+      // call runs on the device of its first CUDA tensor, as a typed kffi function does.
+      DeviceRestore device;
+      EnterArgsDevice(args, num_args, &device);
       if (!plan.needs_expand) {
         return inner->safe_call(ObjectUnsafe::Header(inner), args, num_args, result);
       }
@@ -470,13 +497,16 @@ class ContractExport<TypedFunctionObj<F, R, Args...>> {
       return RaiseCheckFailure(args, num_args);
     }
     try {
+      DeviceRestore device;
       if (KFFI_LIKELY(!plan->needs_expand)) {
+        EnterCallDevice<F, Args...>(args, &device, std::index_sequence_for<Args...>());
         Invoke(args, result, std::index_sequence_for<Args...>());
       } else {
         KFFIAny full[sizeof...(Args) == 0 ? 1 : sizeof...(Args)];
         if (KFFIContractExpandArgs(contract_, st.frames, 0, full) != 0) {
           return RaisedLeaving(name_, file_, line_);
         }
+        EnterCallDevice<F, Args...>(full, &device, std::index_sequence_for<Args...>());
         Invoke(full, result, std::index_sequence_for<Args...>());
       }
       return 0;
@@ -510,6 +540,9 @@ class ContractExport<TypedFunctionObj<F, R, Args...>> {
       ThrowRaisedError(-1);
     }
     return std::string(out.data, out.size);
+  }
+  std::string ParamNameAt(size_t i) const {
+    return contract::ParamNameOf(ObjectUnsafe::FromBorrowedHandle<Object>(contract_), i);
   }
 
  private:
@@ -628,7 +661,7 @@ Function FunctionWithContract(F f, std::string_view name, std::string_view contr
 /// contract for `name` at column N: ..." (and, where the library was opened some other way,
 /// every call and the metadata query raise it). The metadata gets "contract", the parameters of
 /// the contract with their structured fields, "outputs", "symbols", "env_stream" and "mutates".
-///   void Scale(kffi::TensorView y, kffi::TensorView x, double factor);
+///   void Scale(kffi::TensorView y, kffi::ConstTensorView x, double factor);
 ///   KFFI_EXPORT_CONTRACT(scale, Scale,
 ///                        "y: Tensor([n], float32, mut), x: Tensor([n], float32), factor: float");
 #define KFFI_EXPORT_CONTRACT(name, fn, contract) KFFI_EXPORT_CONTRACT_DOC(name, fn, contract, "")

@@ -37,11 +37,7 @@ static_assert(kKFFITensorFlagReadOnly == 1, "the fast run shifts Op::mut into th
 // FastRun is the hot path (see the top of this file); the functions it shares with the
 // runtime's explaining run say so.
 
-KFFI_INLINE const DLTensor* TensorOf(const KFFIAny* v) {
-  if (KFFI_LIKELY(v->type_index == kKFFIDLTensorPtr)) return static_cast<const DLTensor*>(v->v_ptr);
-  if (IsTensorObjectValue(v)) return KFFITensorGetDLTensorPtr(v->v_obj);
-  return nullptr;
-}
+KFFI_INLINE const DLTensor* TensorOf(const KFFIAny* v) { return TensorValuePtr(v); }
 
 /// Mismatch bits of binding a symbol to v (0 when v passes its width and divisibility).
 KFFI_INLINE uint64_t BindBits(const DimCheck& d, int64_t v) {

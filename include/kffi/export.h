@@ -162,7 +162,7 @@ inline int RegisterSystemLibFunction(const char* symbol, void* fn, const char* m
 /// lambda) from this shared library as `__kffi_<name>`, with metadata `__kffi__meta_<name>`.
 /// Arguments are checked and converted as for kffi::Function::FromTyped; exceptions become the
 /// raised error. Use once per name per library, at namespace scope:
-///   void Scale(kffi::TensorView y, kffi::TensorView x, double factor);
+///   void Scale(kffi::TensorView y, kffi::ConstTensorView x, double factor);
 ///   KFFI_EXPORT(scale, Scale);
 #define KFFI_EXPORT(name, fn) KFFI_EXPORT_DOC(name, fn, "", "")
 

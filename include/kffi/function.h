@@ -118,6 +118,8 @@ class TypedFunctionObj : public FunctionObj {
       if (KFFI_UNLIKELY(num_args != static_cast<int32_t>(sizeof...(Args)))) {
         FailCount(name, param_names, num_args);
       }
+      DeviceRestore device;
+      EnterCallDevice<F, Args...>(args, &device, std::index_sequence_for<Args...>());
       InvokeUnpacked<R, Args...>(f, args, result, Named{name, param_names},
                                  std::index_sequence_for<Args...>());
       return 0;
@@ -130,7 +132,8 @@ class TypedFunctionObj : public FunctionObj {
   /// The wrong-count error, kept out of line so the call path stays small.
   [[noreturn]] KFFI_NOINLINE static void FailCount(const char* name, const char* param_names,
                                                    int32_t num_args) {
-    ThrowArgCountError(Signature<R, Args...>::Str(name, param_names), sizeof...(Args), num_args);
+    ThrowArgCountError(name, Signature<R, Args...>::Str(name, param_names), sizeof...(Args),
+                       num_args);
   }
   [[noreturn]] void FailCount(int32_t num_args) const {
     FailCount(source_.name.c_str(), "", num_args);
@@ -141,16 +144,36 @@ class TypedFunctionObj : public FunctionObj {
     const char* name;
     const char* param_names;
     std::string SignatureStr() const { return Signature<R, Args...>::Str(name, param_names); }
+    std::string ParamNameAt(size_t i) const { return ParamNameIn(param_names, i); }
   };
   /// Called only on a mismatch (cold): the full signature for the message.
   std::string SignatureStr() const { return Signature<R, Args...>::Str(source_.name); }
+  std::string ParamNameAt(size_t i) const { return DefaultParamName(i); }
 
  private:
   TCallable callable_;
   FunctionSource source_;
 };
 
+template <auto Fn, typename = decltype(Fn)>
+struct NoDeviceGuardFn;
+/// The callable kffi::NoDeviceGuard<Fn> names.
+template <auto Fn, typename R, typename... Args>
+struct NoDeviceGuardFn<Fn, R (*)(Args...)> {
+  static constexpr bool kNoDeviceGuard = true;
+  R operator()(Args... args) const { return Fn(std::forward<Args>(args)...); }
+};
+
 }  // namespace details
+
+/// The function Fn, called without kffi's device guard. A typed function (KFFI_EXPORT,
+/// KFFI_EXPORT_CONTRACT, Function::FromTyped) normally runs with the device of its first CUDA
+/// tensor argument current (the caller's device is restored after it), so that a kernel launched
+/// on the environment stream lands on the tensor's device. A function that picks devices itself
+/// (one reading tensors on several GPUs, say) opts out:
+///   KFFI_EXPORT(all_gather, kffi::NoDeviceGuard<AllGather>);
+template <auto Fn>
+inline constexpr details::NoDeviceGuardFn<Fn> NoDeviceGuard{};
 
 /// A callable value that crosses the ABI: made from C++ callables (packed or typed), from a C
 /// safe-call, or received from another library or language.

@@ -9,10 +9,17 @@
 #include <utility>
 
 #if defined(__GNUC__) && !defined(_WIN32) && !defined(KFFI_BUILDING_RUNTIME)
-// Weak: a library built with these headers still loads in an older runtime (FormatSignature).
+// Weak: a library built with these headers still loads in an older runtime (FormatSignature; a
+// runtime without the device guard runs calls on the caller's device, as before 0.4).
 extern "C" __attribute__((weak)) int KFFIFunctionFormatSignature(
     const char* name, const char* param_names, const KFFIByteArray* param_types, int32_t num_params,
     const KFFIByteArray* return_type, KFFIAny* out);
+extern "C" __attribute__((weak)) int KFFIEnvEnterDevice(int32_t device_type, int32_t device_id,
+                                                        void** out_restore);
+extern "C" __attribute__((weak)) void KFFIEnvRestoreDevice(int32_t device_type, void* restore);
+extern "C" __attribute__((weak)) void KFFIErrorSetRaisedArgument(
+    const char* kind, const char* subject, const char* expected, const char* got,
+    const KFFIAny* arg, int32_t index, const char* signature);
 #endif
 
 namespace kffi {
@@ -69,60 +76,88 @@ struct Signature {
   }
 };
 
+/// The name of parameter i in a comma-separated list of names (as KFFI_EXPORT_DOC takes them),
+/// or argN when the list gives none.
+inline std::string ParamNameIn(const char* param_names, size_t i) {
+  size_t k = 0;
+  const char* p = param_names != nullptr ? param_names : "";
+  while (*p != '\0') {
+    const char* end = p;
+    while (*end != '\0' && *end != ',') ++end;
+    if (k++ == i) {
+      while (p < end && *p == ' ') ++p;
+      const char* last = end;
+      while (last > p && last[-1] == ' ') --last;
+      if (last > p) return std::string(p, last);
+      break;
+    }
+    p = *end == ',' ? end + 1 : end;
+  }
+  return DefaultParamName(i);
+}
+
+/// Raises an argument error in kffi's one format (KFFIErrorSetRaisedArgument, c_api.h). A
+/// runtime older than 0.4 lacks it: the error then names the parameter only.
+KFFI_NOINLINE inline void RaiseArgumentError(const char* kind, const char* subject,
+                                             const char* expected, const char* got,
+                                             const KFFIAny* arg, int32_t index, const char* sig) {
+#if defined(__GNUC__) && !defined(_WIN32) && !defined(KFFI_BUILDING_RUNTIME)
+  if (&KFFIErrorSetRaisedArgument == nullptr) {
+    const char* parts[] = {"Invalid argument `", subject, "`"};
+    KFFIErrorSetRaisedFromCStrParts(kind != nullptr ? kind : "ValueError", parts, 3);
+    return;
+  }
+#endif
+  KFFIErrorSetRaisedArgument(kind, subject, expected, got, arg, index, sig);
+}
+
 // Argument errors carry no frame of their own: the frame of the function being called is added
-// when the error leaves it, which is the one a user needs.
-// Their messages are put together by the runtime from parts (KFFIErrorSetRaisedFromCStrParts),
-// so that a kernel compiles no string concatenation for them.
-[[noreturn]] KFFI_NOINLINE inline void ThrowArgCountError(const std::string& sig, size_t expected,
+// when the error leaves it, which is the one a user needs. The runtime writes them in kffi's one
+// format (KFFIErrorSetRaisedArgument: "<param>: expected <type>, got <type> (argument #k of
+// `<signature>`)"), so that a kernel compiles no message of its own.
+[[noreturn]] KFFI_NOINLINE inline void ThrowArgCountError(const std::string& name,
+                                                          const std::string& sig, size_t expected,
                                                           int32_t got) {
-  char e[24];
-  char g[16];
-  std::snprintf(e, sizeof(e), "%zu", expected);
-  std::snprintf(g, sizeof(g), "%d", static_cast<int>(got));
-  const char* parts[] = {"Mismatched number of arguments when calling: `",
-                         sig.c_str(),
-                         "`. Expected ",
-                         e,
-                         " but got ",
-                         g};
-  KFFIErrorSetRaisedFromCStrParts("TypeError", parts, 6);
+  const std::string want = std::to_string(expected) + (expected == 1 ? " argument" : " arguments");
+  const std::string have = std::to_string(got);
+  RaiseArgumentError("TypeError", name.c_str(), want.c_str(), have.c_str(), nullptr, -1,
+                     sig.c_str());
   ThrowRaisedError(-1);
 }
 
-[[noreturn]] KFFI_NOINLINE inline void ThrowArgTypeError(const std::string& sig, size_t index,
+/// TypeError: argument #index (a value of the wrong type) for parameter `param` of sig. got is
+/// the converter's description of the value; the runtime names its type as the caller passed it
+/// where it can (a Python list is `list`).
+[[noreturn]] KFFI_NOINLINE inline void ThrowArgTypeError(const std::string& sig,
+                                                         const std::string& param, size_t index,
                                                          const std::string& expected,
-                                                         const std::string& got) {
-  char i[24];
-  std::snprintf(i, sizeof(i), "%zu", index);
-  const char* parts[] = {"Mismatched type on argument #",
-                         i,
-                         " when calling: `",
-                         sig.c_str(),
-                         "`. Expected `",
-                         expected.c_str(),
-                         "` but got `",
-                         got.c_str(),
-                         "`"};
-  KFFIErrorSetRaisedFromCStrParts("TypeError", parts, 9);
+                                                         const std::string& got,
+                                                         const KFFIAny* arg) {
+  RaiseArgumentError("TypeError", param.c_str(), expected.c_str(), got.c_str(), arg,
+                     static_cast<int32_t>(index), sig.c_str());
   ThrowRaisedError(-1);
 }
 
-/// Raises e again, its message prefixed with the argument it was about (kind and backtrace kept).
-[[noreturn]] KFFI_NOINLINE inline void ThrowInvalidArgument(const Error& e, size_t index,
+/// Raises e again in the argument-error format for parameter `param` (argument #index of sig):
+/// "<param>: <e's message> (argument #k of `sig`)", kind and backtrace kept.
+[[noreturn]] KFFI_NOINLINE inline void ThrowInvalidArgument(const Error& e,
+                                                            const std::string& param, size_t index,
                                                             const std::string& sig) {
   const KFFIErrorCell* cell = KFFIErrorGetCellPtr(ObjectUnsafe::GetHandle(ObjectRefData(e)));
-  char i[24];
-  std::snprintf(i, sizeof(i), "%zu", index);
-  const std::string_view message(cell->message.data, cell->message.size);
-  const std::string_view backtrace(cell->backtrace.data, cell->backtrace.size);
-  throw Error(std::string(cell->kind.data, cell->kind.size),
-              std::string("Invalid argument #")
-                  .append(i)
-                  .append(" when calling: `")
-                  .append(sig)
-                  .append("`. ")
-                  .append(message),
-              std::string(backtrace));
+  const std::string kind(cell->kind.data, cell->kind.size);
+  const std::string message(cell->message.data, cell->message.size);
+  const std::string backtrace(cell->backtrace.data, cell->backtrace.size);
+  RaiseArgumentError(kind.c_str(), param.c_str(), nullptr, message.c_str(), nullptr,
+                     static_cast<int32_t>(index), sig.c_str());
+  KFFIObjectHandle h = nullptr;
+  KFFIErrorMoveFromRaised(&h);
+  if (h != nullptr && !backtrace.empty()) {
+    const KFFIByteArray b = ToByteArray(backtrace.data(), backtrace.size());
+    KFFIErrorGetCellPtr(h)->update_backtrace(h, &b, kKFFIBacktraceUpdateModeReplace);
+  }
+  KFFIErrorSetRaised(h);
+  KFFIObjectDecRef(h);
+  ThrowRaisedError(-1);
 }
 
 [[noreturn]] KFFI_NOINLINE inline void ThrowNullFunction() {
@@ -151,13 +186,91 @@ struct ArgUnpacker {
     try {
       v = Traits::TryCastFromAnyView(&args[i]);
     } catch (const Error& e) {
-      // A conversion that parses (e.g. a dtype string) failed: say which argument it was.
-      ThrowInvalidArgument(e, i, obj->SignatureStr());
+      // A conversion that parses (e.g. a dtype string) or refuses (read-only memory for a
+      // TensorView) failed: say which argument it was.
+      ThrowInvalidArgument(e, obj->ParamNameAt(i), i, obj->SignatureStr());
     }
     if (v.has_value()) return std::move(*v);
-    ThrowArgTypeError(obj->SignatureStr(), i, Traits::TypeStr(), MismatchTypeInfo<T>(&args[i]));
+    ThrowArgTypeError(obj->SignatureStr(), obj->ParamNameAt(i), i, Traits::TypeStr(),
+                      MismatchTypeInfo<T>(&args[i]), &args[i]);
   }
 };
+
+// ---- the device a call runs on ---------------------------------------------------------------
+// A typed call whose arguments include a CUDA tensor runs with that tensor's device current (the
+// first such tensor among the parameters that take tensors), and the caller's device is restored
+// after it, as a CUDA kernel launched on the environment stream needs. Functions that choose
+// devices themselves opt out: KFFI_EXPORT(name, kffi::NoDeviceGuard<Fn>).
+
+/// Restores, when the call ends, the device that EnterCudaDevice changed.
+struct DeviceRestore {
+  void* restore = nullptr;
+  DeviceRestore() = default;
+  DeviceRestore(const DeviceRestore&) = delete;
+  DeviceRestore& operator=(const DeviceRestore&) = delete;
+  ~DeviceRestore() {
+    if (KFFI_UNLIKELY(restore != nullptr)) KFFIEnvRestoreDevice(kDLCUDA, restore);
+  }
+};
+
+/// Makes t's CUDA device current for the call (the runtime compares with the current context
+/// first: nothing changes when it is current already).
+KFFI_NOINLINE inline void EnterCudaDevice(const DLTensor* t, DeviceRestore* r) {
+#if defined(__GNUC__) && !defined(_WIN32) && !defined(KFFI_BUILDING_RUNTIME)
+  if (&KFFIEnvEnterDevice == nullptr) return;
+#endif
+  if (KFFIEnvEnterDevice(kDLCUDA, t->device.device_id, &r->restore) != 0) ThrowRaisedError(-1);
+}
+
+/// The argument's tensor when parameter type T takes tensors and it is on a CUDA device.
+template <typename T>
+KFFI_INLINE const DLTensor* CudaArg(const KFFIAny* v) {
+  if constexpr (HasArgTensor<TypeTraitsNoCR<T>>::value) {
+    const DLTensor* t = TypeTraitsNoCR<T>::ArgTensor(v);
+    return t != nullptr && t->device.device_type == kDLCUDA ? t : nullptr;
+  } else {
+    (void)v;
+    return nullptr;
+  }
+}
+
+/// True for callables that opt out of the device guard (kffi::NoDeviceGuard).
+template <typename F, typename = void>
+struct OptsOutOfDeviceGuard : std::false_type {};
+template <typename F>
+struct OptsOutOfDeviceGuard<F, std::void_t<decltype(F::kNoDeviceGuard)>> : std::true_type {};
+
+/// Makes the device of the first CUDA tensor among the arguments current (see above); nothing is
+/// compiled for callables that opted out or take no tensor.
+template <typename F, typename... Args, size_t... I>
+KFFI_INLINE void EnterCallDevice(const KFFIAny* args, DeviceRestore* r, std::index_sequence<I...>) {
+  if constexpr (!OptsOutOfDeviceGuard<F>::value &&
+                (HasArgTensor<TypeTraitsNoCR<Args>>::value || ...)) {
+    const DLTensor* t = nullptr;
+    (void)(((t = CudaArg<Args>(&args[I])) != nullptr) || ...);
+    if (t != nullptr) EnterCudaDevice(t, r);
+  } else {
+    (void)args;
+    (void)r;
+  }
+}
+
+/// EnterCallDevice for arguments of unknown parameter types (a packed function behind a
+/// contract): the first CUDA tensor among all of them.
+inline void EnterArgsDevice(const KFFIAny* args, int32_t num_args, DeviceRestore* r) {
+  for (int32_t i = 0; i < num_args; ++i) {
+    const DLTensor* t = nullptr;
+    if (args[i].type_index == kKFFIDLTensorPtr) {
+      t = static_cast<const DLTensor*>(args[i].v_ptr);
+    } else if (args[i].type_index == kKFFITensor) {
+      t = KFFITensorGetDLTensorPtr(args[i].v_obj);
+    }
+    if (t != nullptr && t->device.device_type == kDLCUDA) {
+      EnterCudaDevice(t, r);
+      return;
+    }
+  }
+}
 
 /// A callable held by reference, passed by value (a stateful functor is not copied).
 template <typename F>

@@ -50,6 +50,12 @@ struct TypeTraits<std::optional<T>> {
     return std::optional<std::optional<T>>(std::in_place, std::move(*v));
   }
   static std::string TypeStr() { return "Optional<" + TypeTraits<T>::TypeStr() + ">"; }
+  /// An optional tensor parameter's tensor (NULL for None), for the device guard.
+  template <typename U = T,
+            typename = std::enable_if_t<details::HasArgTensor<TypeTraits<U>>::value>>
+  static const DLTensor* ArgTensor(const KFFIAny* s) {
+    return s->type_index == kKFFINone ? nullptr : TypeTraits<U>::ArgTensor(s);
+  }
   static std::string GetMismatchTypeInfo(const KFFIAny* s) {
     return details::MismatchTypeInfo<T>(s);
   }

@@ -1,15 +1,16 @@
-// include/kffi/tensor.h: Tensor (owning, reference counted), TensorView (borrowed) and DLPack.
+// include/kffi/tensor.h: Tensor (owning, reference counted), TensorView and ConstTensorView
+// (borrowed) and DLPack.
 #ifndef KFFI_TENSOR_H_
 #define KFFI_TENSOR_H_
 
 #include <kffi/any.h>
 #include <kffi/dtype.h>
+#include <kffi/tensor_layout.h>
 
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <initializer_list>
 #include <new>
 #include <optional>
 #include <string>
@@ -18,300 +19,17 @@
 #include <vector>
 
 namespace kffi {
-
-/// A borrowed run of int64 values (a shape or strides): like std::span<const int64_t>. It does not
-/// own what it points at; build it from a std::vector, a braced list `{2, 3}` or any container
-/// with data() and size(), and keep that alive while the view is used.
-class IntArrayView {
- public:
-  using value_type = int64_t;
-  using const_iterator = const int64_t*;
-  using iterator = const_iterator;
-
-  constexpr IntArrayView() noexcept = default;
-  constexpr IntArrayView(const int64_t* data, size_t size) noexcept : data_(data), size_(size) {}
-  // Borrowing a braced list's array is the point (as std::span does): it lives until the end of
-  // the full expression, which covers a call argument. GCC warns about it anyway.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Winit-list-lifetime"
-#endif
-  /// From a braced list; valid until the end of the full expression (fine for arguments).
-  IntArrayView(std::initializer_list<int64_t> values) noexcept  // NOLINT(*-explicit-constructor)
-      : data_(values.begin()), size_(values.size()) {}
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif
-  /// From any container of int64_t with contiguous storage (std::vector, std::array, Shape...).
-  template <typename C,
-            typename = std::enable_if_t<
-                std::is_convertible_v<decltype(std::declval<const C&>().data()), const int64_t*> &&
-                std::is_integral_v<decltype(std::declval<const C&>().size())> &&
-                !std::is_same_v<std::decay_t<C>, IntArrayView>>>
-  IntArrayView(const C& c) noexcept  // NOLINT(*-explicit-constructor)
-      : data_(c.data()), size_(static_cast<size_t>(c.size())) {}
-
-  constexpr const int64_t* data() const noexcept { return data_; }
-  constexpr size_t size() const noexcept { return size_; }
-  constexpr bool empty() const noexcept { return size_ == 0; }
-  constexpr const int64_t& operator[](size_t i) const noexcept { return data_[i]; }
-  constexpr const_iterator begin() const noexcept { return data_; }
-  constexpr const_iterator end() const noexcept { return data_ + size_; }
-  const int64_t& front() const noexcept { return data_[0]; }
-  const int64_t& back() const noexcept { return data_[size_ - 1]; }
-  /// An owned copy.
-  std::vector<int64_t> ToVector() const { return std::vector<int64_t>(begin(), end()); }
-
-  friend bool operator==(IntArrayView a, IntArrayView b) noexcept {
-    if (a.size_ != b.size_) return false;
-    for (size_t i = 0; i < a.size_; ++i) {
-      if (a.data_[i] != b.data_[i]) return false;
-    }
-    return true;
-  }
-  friend bool operator!=(IntArrayView a, IntArrayView b) noexcept { return !(a == b); }
-
- private:
-  const int64_t* data_ = nullptr;
-  size_t size_ = 0;
-};
-
-/// "[2, 3]": shapes and strides print readably in error messages (found by ADL).
-inline std::string KFFIToErrorString(IntArrayView v) {
-  std::string out = "[";
-  for (size_t i = 0; i < v.size(); ++i) {
-    if (i != 0) out += ", ";
-    out += std::to_string(v[i]);
-  }
-  return out + "]";
-}
-
-namespace details {
-/// ValueError "<what>: shape [..] is too large: <why>" (cold).
-/// The message is put together in C buffers and raised by the runtime, not built as std::string:
-/// every kernel that reads numel() compiles this path, and string code is what makes kernel builds
-/// slow.
-[[noreturn]] KFFI_NOINLINE inline void ThrowLayoutTooLarge(const char* what, IntArrayView shape,
-                                                           const char* why) {
-  const size_t cap = shape.size() * 22 + 3;  // "[", ", " and up to 20 characters a size, "]"
-  char* dims = static_cast<char*>(std::malloc(cap));
-  if (dims == nullptr) throw std::bad_alloc();
-  size_t n = 0;
-  dims[n++] = '[';
-  for (size_t i = 0; i < shape.size(); ++i) {
-    n += static_cast<size_t>(std::snprintf(dims + n, cap - n, i == 0 ? "%lld" : ", %lld",
-                                           static_cast<long long>(shape[i])));
-  }
-  dims[n++] = ']';
-  dims[n] = '\0';
-  const char* parts[] = {what, ": shape ", dims, " is too large: ", why};
-  KFFIErrorSetRaisedFromCStrParts("ValueError", parts, 5);
-  std::free(dims);
-  ThrowRaisedError(-1);
-}
-}  // namespace details
-
-/// The strides of a tensor: a view of DLTensor.strides when the tensor has them, or compact
-/// row-major strides computed into its own storage when DLTensor.strides is NULL (which DLPack
-/// allows for compact tensors). Iterate it or index it; it owns computed values, so do not keep an
-/// IntArrayView of a temporary one.
-class StrideArray {
- public:
-  static constexpr size_t kInlineSize = 8;
-
-  /// A view of existing strides.
-  StrideArray(const int64_t* data, size_t size) noexcept : data_(data), size_(size) {}
-  /// Compact row-major strides of shape (a dimension of size 0 counts as 1, as in PyTorch, so
-  /// that strides stay meaningful for empty tensors).
-  /// A shape whose strides do not fit in int64 is a ValueError naming it.
-  static StrideArray Compact(IntArrayView shape) {
-    StrideArray out(nullptr, shape.size());
-    int64_t* dst = out.InitOwned();
-    int64_t acc = 1;
-    for (size_t i = shape.size(); i-- > 0;) {
-      dst[i] = acc;
-      if (i == 0) break;  // the product of all sizes is no stride
-      if (KFFI_UNLIKELY(details::MulOverflow(acc, shape[i] > 1 ? shape[i] : 1, &acc))) {
-        details::ThrowLayoutTooLarge("Tensor strides", shape, "the strides overflow int64");
-      }
-    }
-    return out;
-  }
-  StrideArray(const StrideArray& other) : size_(other.size_) { CopyFrom(other); }
-  StrideArray& operator=(const StrideArray& other) {
-    if (this != &other) {
-      size_ = other.size_;
-      CopyFrom(other);
-    }
-    return *this;
-  }
-
-  const int64_t* data() const noexcept { return data_; }
-  size_t size() const noexcept { return size_; }
-  bool empty() const noexcept { return size_ == 0; }
-  const int64_t& operator[](size_t i) const noexcept { return data_[i]; }
-  const int64_t* begin() const noexcept { return data_; }
-  const int64_t* end() const noexcept { return data_ + size_; }
-  /// True when the values were computed (the tensor had NULL strides).
-  bool computed() const noexcept { return data_ == inline_ || !heap_.empty(); }
-  std::vector<int64_t> ToVector() const { return std::vector<int64_t>(begin(), end()); }
-  /// A view; valid while this StrideArray lives.
-  IntArrayView view() const noexcept { return IntArrayView(data_, size_); }
-
- private:
-  int64_t* InitOwned() {
-    if (size_ <= kInlineSize) {
-      data_ = inline_;
-      return inline_;
-    }
-    heap_.assign(size_, 0);
-    data_ = heap_.data();
-    return heap_.data();
-  }
-  void CopyFrom(const StrideArray& other) {
-    heap_.clear();
-    if (!other.computed()) {
-      data_ = other.data_;
-      return;
-    }
-    int64_t* dst = InitOwned();
-    if (size_ != 0) std::memcpy(dst, other.data_, size_ * sizeof(int64_t));
-  }
-
-  const int64_t* data_;
-  size_t size_;
-  int64_t inline_[kInlineSize];
-  std::vector<int64_t> heap_;
-};
-
-inline std::string KFFIToErrorString(const StrideArray& v) { return KFFIToErrorString(v.view()); }
-
-/// The most dimensions a tensor may have. DLPack sets no limit; this one keeps the layout that
-/// kffi copies small and every loop over dimensions short. NumPy allows 64.
-constexpr int32_t kMaxTensorNdim = 1024;
-
-/// *out = the bytes of memory that a tensor's elements span from its first element (see
-/// GetDataSize); false when the layout is invalid (a negative size) or a product, a sum or the
-/// size in bits overflows int64.
-inline bool TryGetDataSize(const DLTensor& t, int64_t* out) noexcept {
-  for (int32_t i = 0; i < t.ndim; ++i) {
-    if (t.shape[i] < 0) return false;
-  }
-  for (int32_t i = 0; i < t.ndim; ++i) {
-    if (t.shape[i] == 0) {
-      *out = 0;
-      return true;
-    }
-  }
-  int64_t extent = 1;
-  for (int32_t i = 0; i < t.ndim; ++i) {
-    if (t.strides == nullptr) {
-      if (details::MulOverflow(extent, t.shape[i], &extent)) return false;
-    } else if (t.strides[i] > 0) {
-      int64_t span = 0;
-      if (details::MulOverflow(t.shape[i] - 1, t.strides[i], &span) ||
-          details::AddOverflow(extent, span, &extent)) {
-        return false;
-      }
-    }
-  }
-  return TryDataTypeStorageBytes(t.dtype, extent, out);
-}
-
-/// Bytes of memory that a tensor's elements span from its first element: the packed size for a
-/// compact tensor, the extent reached by the strides otherwise (negative strides are not
-/// counted). An allocator's AllocData uses it to size the buffer. A size that does not fit (see
-/// TryGetDataSize) is a ValueError naming the shape.
-inline int64_t GetDataSize(const DLTensor& t) {
-  int64_t bytes = 0;
-  if (KFFI_UNLIKELY(!TryGetDataSize(t, &bytes))) {
-    details::ThrowLayoutTooLarge("Tensor", IntArrayView(t.shape, static_cast<size_t>(t.ndim)),
-                                 "its size in bits exceeds 2^63 - 1 (or a size is negative)");
-  }
-  return bytes;
-}
-
 namespace details {
 
-/// Maps a possibly negative dimension index into [0, ndim); IndexError otherwise.
-inline int32_t NormalizeDim(int64_t dim, int32_t ndim) {
-  if (KFFI_LIKELY(dim >= -static_cast<int64_t>(ndim) && dim < ndim)) {
-    return static_cast<int32_t>(dim < 0 ? dim + ndim : dim);
-  }
-  if (ndim == 0) {
-    KFFI_THROW(IndexError) << "Dimension out of range: the tensor has no dimensions (ndim=0), but "
-                           << "got dimension " << dim;
-  }
-  KFFI_THROW(IndexError) << "Dimension out of range (expected to be in range of [" << -ndim << ", "
-                         << ndim - 1 << "], but got " << dim << ")";
+/// ValueError: a mutable data<T>() of a tensor whose memory is read-only (cold).
+[[noreturn]] KFFI_NOINLINE inline void ThrowReadOnlyData() {
+  KFFI_THROW(ValueError) << "Cannot write through data<T>(): the tensor is read-only (use "
+                         << "const_data<T>() to read it)";
 }
 
-/// True when t is compact row-major; dimensions of size 1 may have any stride and a tensor
-/// without elements is contiguous (the PyTorch definition).
-inline bool IsContiguousLayout(const DLTensor& t) {
-  if (t.strides == nullptr) return true;
-  for (int32_t i = 0; i < t.ndim; ++i) {
-    if (t.shape[i] == 0) return true;
-  }
-  int64_t expected = 1;
-  bool overflowed = false;  // expected is past int64: no stride can match it
-  for (int32_t i = t.ndim; i-- > 0;) {
-    if (t.shape[i] == 1) continue;
-    if (overflowed || t.strides[i] != expected) return false;
-    overflowed = MulOverflow(expected, t.shape[i], &expected);
-  }
-  return true;
-}
-
-/// The sizes check of every layout kffi makes or imports: ndim in [0, kMaxTensorNdim], no
-/// negative size, the product of the sizes (0 counted as 1, so compact strides fit too) and the
-/// bytes the elements span (GetDataSize) fit in int64. A ValueError "<what>: ..." naming the
-/// shape otherwise. shape may be NULL only when ndim is 0; strides may be NULL (compact).
-inline void CheckLayoutSizes(const int64_t* shape, const int64_t* strides, int64_t ndim,
-                             DLDataType dtype, const char* what) {
-  if (KFFI_UNLIKELY(ndim < 0 || ndim > kMaxTensorNdim)) {
-    KFFI_THROW(ValueError) << what << ": ndim " << ndim << " is out of range (0 to "
-                           << kMaxTensorNdim << ")";
-  }
-  if (KFFI_UNLIKELY(ndim > 0 && shape == nullptr)) {
-    KFFI_THROW(ValueError) << what << ": ndim " << ndim << " with a NULL shape";
-  }
-  IntArrayView dims(shape, static_cast<size_t>(ndim));
-  int64_t span = 1;
-  for (int64_t d : dims) {
-    if (KFFI_UNLIKELY(d < 0)) KFFI_THROW(ValueError) << what << ": negative size in shape " << dims;
-    if (KFFI_UNLIKELY(MulOverflow(span, d > 1 ? d : 1, &span))) {
-      ThrowLayoutTooLarge(what, dims, "the number of elements overflows int64");
-    }
-  }
-  DLTensor t{};
-  t.ndim = static_cast<int32_t>(ndim);
-  t.shape = const_cast<int64_t*>(shape);
-  t.strides = const_cast<int64_t*>(strides);
-  t.dtype = dtype;
-  int64_t bytes = 0;
-  if (KFFI_UNLIKELY(!TryGetDataSize(t, &bytes))) {
-    ThrowLayoutTooLarge(what, dims,
-                        "the memory it spans overflows int64 (its size in bits exceeds 2^63 - 1)");
-  }
-}
-
-/// Rejects invalid or too large layouts and mismatched stride counts before anything is
-/// allocated (see CheckLayoutSizes).
-inline void CheckLayout(IntArrayView shape, const IntArrayView* strides, DLDataType dtype,
-                        const char* what) {
-  if (strides != nullptr) {
-    KFFI_CHECK(strides->size() == shape.size(), ValueError)
-        << what << ": shape " << shape << " has " << shape.size() << " dimensions but strides "
-        << *strides << " has " << strides->size();
-  }
-  CheckLayoutSizes(shape.data(), strides != nullptr ? strides->data() : nullptr,
-                   static_cast<int64_t>(shape.size()), dtype, what);
-}
-
-/// The accessors shared by Tensor and TensorView, written once over the DLTensor that
-/// Derived::GetDLTensorPtr() returns. Names follow at::Tensor (dim, sizes, size, stride, numel,
-/// is_contiguous) and DLPack (ndim, shape, byte_offset).
+/// The accessors shared by Tensor, TensorView and ConstTensorView, written once over the DLTensor
+/// that Derived::GetDLTensorPtr() returns. Names follow at::Tensor (dim, sizes, size, stride,
+/// numel, is_contiguous) and DLPack (ndim, shape, byte_offset).
 template <typename Derived>
 class TensorAccessors {
  public:
@@ -358,10 +76,16 @@ class TensorAccessors {
   }
   DLDataType dtype() const { return dl().dtype; }
   DLDevice device() const { return dl().device; }
-  /// DLTensor.data: the start of the allocation. The first element is at
-  /// static_cast<char*>(data_ptr()) + byte_offset(); byte_offset is 0 for tensors that kffi
-  /// allocates and for what PyTorch and NumPy export.
+  /// DLTensor.data: the start of the allocation, WITHOUT byte_offset. The first element is at
+  /// data<T>() (or const_data<T>()), which adds byte_offset: read elements through those.
+  /// byte_offset is 0 for what PyTorch and NumPy export, not for every DLPack producer.
   void* data_ptr() const { return dl().data; }
+  /// The first element, byte_offset included, for reading: `x.const_data<float>()[i]`.
+  template <typename T = void>
+  const T* const_data() const {
+    const DLTensor& t = dl();
+    return reinterpret_cast<const T*>(static_cast<const char*>(t.data) + t.byte_offset);
+  }
   /// Offset of the first element from data_ptr(), in bytes.
   uint64_t byte_offset() const { return dl().byte_offset; }
   /// Bytes of one element (sub-byte types round up to one).
@@ -512,6 +236,13 @@ class Tensor : public ObjectRef, public details::TensorAccessors<Tensor> {
   bool is_read_only() const { return (dlpack_flags() & DLPACK_FLAG_BITMASK_READ_ONLY) != 0; }
   /// True when the producer said it made a copy for us (DLPACK_FLAG_BITMASK_IS_COPIED).
   bool is_copied() const { return (dlpack_flags() & DLPACK_FLAG_BITMASK_IS_COPIED) != 0; }
+  /// The first element (DLTensor.data + byte_offset) as T*, for writing: `t.data<float>()[i]`.
+  /// A read-only tensor throws ValueError instead (read it with const_data<T>()).
+  template <typename T = void>
+  T* data() const {
+    if (KFFI_UNLIKELY(is_read_only())) details::ThrowReadOnlyData();
+    return const_cast<T*>(const_data<T>());
+  }
 
   /// Takes a pre-1.0 DLPack tensor (moved: its deleter runs exactly once, when the Tensor dies,
   /// or before this throws). require_alignment: bytes the first element must be aligned to (0 =
@@ -660,48 +391,102 @@ class Tensor : public ObjectRef, public details::TensorAccessors<Tensor> {
   }
 };
 
-/// A borrowed tensor: a pointer to a DLTensor owned elsewhere (a call argument, or a Tensor that
-/// outlives the view), and whether its memory may be written. Eight bytes, free to copy.
-/// Preferred for kernel parameters: it accepts both borrowed DLTensor* arguments (no reference
-/// counting) and Tensor objects. A view of an argument is read-only when the caller said so
-/// (KFFIAny.tensor_flags, e.g. a read-only NumPy array or a JAX array) or the Tensor object is;
-/// CheckWritable (tensor_checks.h) refuses to write such memory.
-class TensorView : public details::TensorAccessors<TensorView> {
+namespace details {
+/// What TensorView and ConstTensorView hold: a pointer to a DLTensor owned elsewhere and, in its
+/// lowest bit (free: a DLTensor is 8-byte aligned), whether its memory is read-only. One register
+/// wide on the call path.
+class BorrowedTensorBits {
  public:
-  /// Views t (borrowed; must outlive the view). t must not be NULL. A bare DLTensor carries no
-  /// read-only flag, so say it here when its memory must not be written.
-  explicit TensorView(const DLTensor* t, bool read_only = false) noexcept
-      : bits_(reinterpret_cast<uintptr_t>(t) | (read_only ? kReadOnlyBit : 0)) {}
-  /// Views a Tensor, which must outlive the view; read-only when the Tensor is.
-  TensorView(const Tensor& t) noexcept  // NOLINT(*-explicit-constructor)
-      : TensorView(t.GetDLTensorPtr(), t.is_read_only()) {}
-  /// A view of a temporary Tensor would dangle at once.
-  TensorView(Tensor&&) = delete;
-
   /// The viewed DLTensor (borrowed).
   const DLTensor* GetDLTensorPtr() const noexcept {
     return reinterpret_cast<const DLTensor*>(bits_ & ~kReadOnlyBit);
   }
   /// True when the memory must not be written through this view.
   bool is_read_only() const noexcept { return (bits_ & kReadOnlyBit) != 0; }
-  /// True when the memory may be written (the default for tensors without flags).
+  /// True when the memory may be written.
   bool is_writable() const noexcept { return (bits_ & kReadOnlyBit) == 0; }
 
- private:
-  // The read-only bit lives in the pointer's lowest bit, which a DLTensor's 8-byte alignment
-  // leaves free: the view stays one register wide on the call path.
+ protected:
   static constexpr uintptr_t kReadOnlyBit = 1;
   static_assert(alignof(DLTensor) > kReadOnlyBit, "the flag needs a free low pointer bit");
   static_assert(kKFFITensorFlagReadOnly == kReadOnlyBit, "tensor_flags bit 0 maps directly");
 
-  struct FromBits {};
-  TensorView(FromBits, uintptr_t bits) noexcept : bits_(bits) {}
-
+  explicit BorrowedTensorBits(uintptr_t bits) noexcept : bits_(bits) {}
+  static uintptr_t Pack(const DLTensor* t, bool read_only) noexcept {
+    return reinterpret_cast<uintptr_t>(t) | (read_only ? kReadOnlyBit : 0);
+  }
   uintptr_t bits_;
+};
+}  // namespace details
+
+/// A borrowed tensor the function may WRITE: a pointer to a DLTensor owned elsewhere (a call
+/// argument, or a Tensor that outlives the view). Eight bytes, free to copy. As a kernel
+/// parameter it takes borrowed DLTensor* arguments (no reference counting) and Tensor objects,
+/// and it refuses read-only memory (a read-only NumPy array, `bytes`, a JAX array, a DLPack
+/// tensor marked read-only) with a ValueError naming the parameter: the signature says the
+/// function may write it. Take a ConstTensorView for a tensor the function only reads; it
+/// accepts read-only memory, without a copy. In metadata and signatures this parameter type is
+/// `Tensor(mut)`.
+class TensorView : public details::BorrowedTensorBits, public details::TensorAccessors<TensorView> {
+ public:
+  /// Views t (borrowed; must outlive the view). t must not be NULL. A bare DLTensor carries no
+  /// read-only flag, so say it here when its memory must not be written (data<T>() then throws;
+  /// prefer a ConstTensorView for such memory).
+  explicit TensorView(const DLTensor* t, bool read_only = false) noexcept
+      : BorrowedTensorBits(Pack(t, read_only)) {}
+  /// Views a Tensor, which must outlive the view; read-only when the Tensor is.
+  TensorView(const Tensor& t) noexcept  // NOLINT(*-explicit-constructor)
+      : TensorView(t.GetDLTensorPtr(), t.is_read_only()) {}
+  /// A view of a temporary Tensor would dangle at once.
+  TensorView(Tensor&&) = delete;
+
+  /// The first element (DLTensor.data + byte_offset) as T*, for writing: `y.data<float>()[i]`.
+  /// A view made read-only by hand (the constructor's flag) throws ValueError instead.
+  template <typename T = void>
+  T* data() const {
+    if (KFFI_UNLIKELY(is_read_only())) details::ThrowReadOnlyData();
+    return const_cast<T*>(const_data<T>());
+  }
+
+ private:
+  struct FromBits {};
+  TensorView(FromBits, uintptr_t bits) noexcept : BorrowedTensorBits(bits) {}
   friend struct TypeTraits<TensorView>;
 };
 
+/// A borrowed tensor the function only READS: like TensorView, but it accepts read-only memory
+/// (a read-only NumPy array, `bytes`, a JAX array) without a copy, and its data<T>() is const.
+/// A TensorView or a Tensor converts to it. In metadata and signatures this parameter type is
+/// `Tensor`.
+class ConstTensorView : public details::BorrowedTensorBits,
+                        public details::TensorAccessors<ConstTensorView> {
+ public:
+  /// Views t (borrowed; must outlive the view). t must not be NULL.
+  explicit ConstTensorView(const DLTensor* t, bool read_only = false) noexcept
+      : BorrowedTensorBits(Pack(t, read_only)) {}
+  /// Views a Tensor, which must outlive the view (its read-only flag is kept).
+  ConstTensorView(const Tensor& t) noexcept  // NOLINT(*-explicit-constructor)
+      : ConstTensorView(t.GetDLTensorPtr(), t.is_read_only()) {}
+  /// A view of a temporary Tensor would dangle at once.
+  ConstTensorView(Tensor&&) = delete;
+  /// The same tensor (its read-only flag is kept).
+  ConstTensorView(const TensorView& t) noexcept  // NOLINT(*-explicit-constructor)
+      : ConstTensorView(t.GetDLTensorPtr(), t.is_read_only()) {}
+
+  /// The first element (DLTensor.data + byte_offset) as const T*: `x.data<float>()[i]`.
+  template <typename T = void>
+  const T* data() const {
+    return const_data<T>();
+  }
+
+ private:
+  struct FromBits {};
+  ConstTensorView(FromBits, uintptr_t bits) noexcept : BorrowedTensorBits(bits) {}
+  friend struct TypeTraits<ConstTensorView>;
+};
+
 static_assert(sizeof(TensorView) == sizeof(void*), "TensorView stays one pointer wide");
+static_assert(sizeof(ConstTensorView) == sizeof(void*), "ConstTensorView stays one pointer wide");
 
 namespace details {
 template <typename T>
@@ -716,17 +501,57 @@ KFFI_INLINE bool IsTensorObjectValue(const KFFIAny* s) {
   if (KFFI_LIKELY(s->type_index == kKFFITensor)) return true;
   return IsTensorSubclassValue(s);
 }
+/// The Tensor object a value holds (s must be one: IsTensorObjectValue).
+KFFI_INLINE const TensorObj* TensorObjectOf(const KFFIAny* s) {
+  return static_cast<const TensorObj*>(
+      static_cast<const Object*>(static_cast<const void*>(s->v_obj)));
+}
+/// The DLTensor of a tensor value (a DLTensor* argument or a Tensor object), else NULL.
+KFFI_INLINE const DLTensor* TensorValuePtr(const KFFIAny* s) {
+  if (KFFI_LIKELY(s->type_index == kKFFIDLTensorPtr)) return static_cast<const DLTensor*>(s->v_ptr);
+  if (IsTensorObjectValue(s)) return TensorObjectOf(s);
+  return nullptr;
+}
 /// True when the Tensor object s holds already says every flag s's tensor_flags asks for.
 inline bool TensorObjectHasFlags(const KFFIAny* s) {
-  const auto* obj =
-      static_cast<const TensorObj*>(static_cast<const Object*>(static_cast<const void*>(s->v_obj)));
   const uint64_t asked = s->tensor_flags & kKFFITensorFlagReadOnly;
-  return (obj->dlpack_flags() & asked) == asked;
+  return (TensorObjectOf(s)->dlpack_flags() & asked) == asked;
+}
+/// The borrowed-tensor bits of a tensor value (a DLTensor* argument or a Tensor object): the
+/// pointer, and read-only when the argument's flags or the object say so.
+KFFI_INLINE uintptr_t BorrowedBitsOf(const KFFIAny* s) {
+  const uintptr_t read_only = s->tensor_flags & kKFFITensorFlagReadOnly;
+  if (KFFI_LIKELY(s->type_index == kKFFIDLTensorPtr)) {
+    return reinterpret_cast<uintptr_t>(s->v_ptr) | read_only;
+  }
+  const TensorObj* obj = TensorObjectOf(s);
+  return reinterpret_cast<uintptr_t>(static_cast<const DLTensor*>(obj)) | read_only |
+         (obj->dlpack_flags() & DLPACK_FLAG_BITMASK_READ_ONLY);
+}
+/// True for a tensor value whose memory may be written: a DLTensor* argument without the
+/// read-only flag (one compare of the first eight bytes: the type index and the flags word), or
+/// a Tensor object that is not read-only and not passed read-only.
+KFFI_INLINE bool IsWritableTensorValue(const KFFIAny* s) {
+  uint64_t head;
+  std::memcpy(&head, s, sizeof(head));
+  constexpr uint64_t kWritablePtr = static_cast<uint32_t>(kKFFIDLTensorPtr);  // flags word 0
+  static_assert(offsetof(KFFIAny, type_index) == 0 && offsetof(KFFIAny, tensor_flags) == 4,
+                "the head compare reads the type index and the flags together");
+  if (KFFI_LIKELY(head == kWritablePtr)) return true;
+  return IsTensorObjectValue(s) && (BorrowedBitsOf(s) & kKFFITensorFlagReadOnly) == 0;
+}
+/// ValueError for read-only memory given to a parameter that may write it (the argument
+/// conversion prefixes the parameter).
+[[noreturn]] KFFI_NOINLINE inline void ThrowReadOnlyArgument() {
+  throw Error("ValueError",
+              "expected a writable tensor (the function may write it), got a read-only one "
+              "(a read-only array, bytes or a JAX array: pass a writable copy)");
 }
 }  // namespace details
 
 /// Tensor as a value: an owned Tensor object; only Tensor objects convert to it (a borrowed
-/// DLTensor* cannot be owned). A read-only argument (tensor_flags) arrives as a read-only Tensor.
+/// DLTensor* cannot be owned). A read-only argument (tensor_flags) arrives as a read-only Tensor
+/// (is_read_only(); its data<T>() throws), so a Tensor parameter takes read-only memory too.
 template <>
 struct TypeTraits<Tensor> {
   static constexpr bool convert_enabled = true;
@@ -758,11 +583,13 @@ struct TypeTraits<Tensor> {
     return std::nullopt;
   }
   static std::string TypeStr() { return "Tensor"; }
+  /// The argument's tensor, for the device guard (kffi/function_details.h).
+  static const DLTensor* ArgTensor(const KFFIAny* s) { return details::TensorValuePtr(s); }
 };
 
-/// TensorView as a value: from a borrowed DLTensor* argument or a Tensor object; passed on as a
-/// borrowed DLTensor* carrying its read-only flag. It cannot become an owned value (return a
-/// Tensor instead).
+/// TensorView as a value: from a writable borrowed DLTensor* argument or Tensor object (read-only
+/// memory is a ValueError); passed on as a borrowed DLTensor*. It cannot become an owned value
+/// (return a Tensor instead).
 template <>
 struct TypeTraits<TensorView> {
   static constexpr bool convert_enabled = true;
@@ -778,34 +605,57 @@ struct TypeTraits<TensorView> {
                   "return a kffi::Tensor");
   }
   KFFI_INLINE static bool CheckAnyStrict(const KFFIAny* s) {
-    return KFFI_LIKELY(s->type_index == kKFFIDLTensorPtr) || details::IsTensorObjectValue(s);
+    return details::IsWritableTensorValue(s);
   }
   KFFI_INLINE static TensorView CopyFromAnyViewAfterCheck(const KFFIAny* s) {
-    const uintptr_t read_only = s->tensor_flags & kKFFITensorFlagReadOnly;
-    if (KFFI_LIKELY(s->type_index == kKFFIDLTensorPtr)) {
-      return TensorView(TensorView::FromBits{}, reinterpret_cast<uintptr_t>(s->v_ptr) | read_only);
-    }
-    return FromTensorObject(s, read_only);
+    return TensorView(TensorView::FromBits{}, details::BorrowedBitsOf(s));
   }
   static std::optional<TensorView> TryCastFromAnyView(const KFFIAny* s) {
+    if (CheckAnyStrict(s)) return CopyFromAnyViewAfterCheck(s);
+    if (s->type_index == kKFFIDLTensorPtr || details::IsTensorObjectValue(s)) {
+      details::ThrowReadOnlyArgument();
+    }
+    return std::nullopt;
+  }
+  static std::string TypeStr() { return "Tensor(mut)"; }
+  /// The argument's tensor, for the device guard (kffi/function_details.h).
+  static const DLTensor* ArgTensor(const KFFIAny* s) { return details::TensorValuePtr(s); }
+};
+
+/// ConstTensorView as a value: from any borrowed DLTensor* argument or Tensor object, read-only
+/// ones included. Passed on as a borrowed DLTensor* carrying its read-only flag.
+template <>
+struct TypeTraits<ConstTensorView> {
+  static constexpr bool convert_enabled = true;
+  static void CopyToAnyView(const ConstTensorView& v, KFFIAny* r) {
+    details::SetPOD(r, kKFFIDLTensorPtr);
+    r->tensor_flags = v.is_read_only() ? kKFFITensorFlagReadOnly : 0;
+    r->v_ptr = const_cast<DLTensor*>(v.GetDLTensorPtr());
+  }
+  template <typename T = ConstTensorView>
+  static void MoveToAny(T, KFFIAny*) {
+    static_assert(details::kAlwaysFalse<T>,
+                  "a ConstTensorView is borrowed and cannot be returned or stored as an owned "
+                  "value; return a kffi::Tensor");
+  }
+  KFFI_INLINE static bool CheckAnyStrict(const KFFIAny* s) {
+    return KFFI_LIKELY(s->type_index == kKFFIDLTensorPtr) || details::IsTensorObjectValue(s);
+  }
+  KFFI_INLINE static ConstTensorView CopyFromAnyViewAfterCheck(const KFFIAny* s) {
+    return ConstTensorView(ConstTensorView::FromBits{}, details::BorrowedBitsOf(s));
+  }
+  static std::optional<ConstTensorView> TryCastFromAnyView(const KFFIAny* s) {
     if (CheckAnyStrict(s)) return CopyFromAnyViewAfterCheck(s);
     return std::nullopt;
   }
   static std::string TypeStr() { return "Tensor"; }
-
- private:
-  static TensorView FromTensorObject(const KFFIAny* s, uintptr_t read_only) {
-    const auto* obj = static_cast<const TensorObj*>(
-        static_cast<const Object*>(static_cast<const void*>(s->v_obj)));
-    read_only |= obj->dlpack_flags() & DLPACK_FLAG_BITMASK_READ_ONLY;
-    return TensorView(TensorView::FromBits{},
-                      reinterpret_cast<uintptr_t>(static_cast<const DLTensor*>(obj)) | read_only);
-  }
+  /// The argument's tensor, for the device guard (kffi/function_details.h).
+  static const DLTensor* ArgTensor(const KFFIAny* s) { return details::TensorValuePtr(s); }
 };
 
-/// DLTensor* as a parameter type, for C-style kernels: the same values TensorView accepts. A bare
-/// pointer cannot say that its memory is read-only: kernels that write a tensor should take a
-/// TensorView and call CheckWritable.
+/// DLTensor* as a parameter type, for C-style kernels: like TensorView, a function that takes a
+/// mutable pointer may write it, so read-only memory is refused (ValueError). Take a
+/// `const DLTensor*` for a tensor the function only reads.
 template <>
 struct TypeTraits<DLTensor*> {
   static constexpr bool convert_enabled = true;
@@ -819,10 +669,38 @@ struct TypeTraits<DLTensor*> {
         TypeTraits<TensorView>::CopyFromAnyViewAfterCheck(s).GetDLTensorPtr());
   }
   static std::optional<DLTensor*> TryCastFromAnyView(const KFFIAny* s) {
+    std::optional<TensorView> v = TypeTraits<TensorView>::TryCastFromAnyView(s);
+    if (v.has_value()) return const_cast<DLTensor*>(v->GetDLTensorPtr());
+    return std::nullopt;
+  }
+  static std::string TypeStr() { return "Tensor(mut)"; }
+  /// The argument's tensor, for the device guard (kffi/function_details.h).
+  static const DLTensor* ArgTensor(const KFFIAny* s) { return details::TensorValuePtr(s); }
+};
+
+/// const DLTensor* as a parameter type: a tensor a C-style kernel only reads (any memory,
+/// read-only included, like ConstTensorView).
+template <>
+struct TypeTraits<const DLTensor*> {
+  static constexpr bool convert_enabled = true;
+  static void CopyToAnyView(const DLTensor* const& v, KFFIAny* r) {
+    details::SetPOD(r, kKFFIDLTensorPtr);
+    r->tensor_flags = kKFFITensorFlagReadOnly;
+    r->v_ptr = const_cast<DLTensor*>(v);
+  }
+  static bool CheckAnyStrict(const KFFIAny* s) {
+    return TypeTraits<ConstTensorView>::CheckAnyStrict(s);
+  }
+  static const DLTensor* CopyFromAnyViewAfterCheck(const KFFIAny* s) {
+    return TypeTraits<ConstTensorView>::CopyFromAnyViewAfterCheck(s).GetDLTensorPtr();
+  }
+  static std::optional<const DLTensor*> TryCastFromAnyView(const KFFIAny* s) {
     if (CheckAnyStrict(s)) return CopyFromAnyViewAfterCheck(s);
     return std::nullopt;
   }
   static std::string TypeStr() { return "Tensor"; }
+  /// The argument's tensor, for the device guard (kffi/function_details.h).
+  static const DLTensor* ArgTensor(const KFFIAny* s) { return details::TensorValuePtr(s); }
 };
 
 }  // namespace kffi

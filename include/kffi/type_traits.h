@@ -74,6 +74,13 @@ inline std::string TypeKeyToStr(const char* key) {
   return s;
 }
 
+/// Parameter types that take a tensor: their TypeTraits have ArgTensor(v), the DLTensor of an
+/// argument (or NULL when it holds none). The device guard of typed calls reads them.
+template <typename Traits, typename = void>
+struct HasArgTensor : std::false_type {};
+template <typename Traits>
+struct HasArgTensor<Traits, std::void_t<decltype(Traits::ArgTensor(nullptr))>> : std::true_type {};
+
 /// What a converter says it received when a value does not fit; defaults to the type name.
 template <typename T, typename = void>
 struct HasMismatchInfo : std::false_type {};

@@ -95,6 +95,7 @@ PyObject* EnvGetStream(PyObject*, PyObject* args) {
 
 int InitEnv(PyObject*) {
   KFFIEnvSetCheckSignalsHook(CheckSignalsHook, nullptr);
+  KFFIErrorSetArgumentTypeNamer(&CallArgsScope::TypeNameOf, nullptr);
   return 0;
 }
 

@@ -47,6 +47,16 @@ std::string ArgLabel(const CallContext* ctx, Py_ssize_t index, const char* type_
   return s;
 }
 
+thread_local CallArgsScope* CallArgsScope::top_ = nullptr;
+
+const char* CallArgsScope::TypeNameOf(const KFFIAny* arg) noexcept {
+  // Runs inside the failed call, perhaps without the GIL: it reads only the type's name, which
+  // lives as long as the argument, which the caller holds.
+  const CallArgsScope* s = top_;
+  if (s == nullptr || arg < s->packed_ || arg >= s->packed_ + s->nargs_) return nullptr;
+  return Py_TYPE(s->args_[arg - s->packed_])->tp_name;
+}
+
 void ChainError(PyObject* new_type, const std::string& prefix, bool keep_type, bool append_text) {
   PyObject *type, *value, *tb;
   PyErr_Fetch(&type, &value, &tb);

@@ -255,45 +255,6 @@ KFFI_NOINLINE int InvokeWithEnv(PyFunction* f, KFFIObject* h, const KFFIAny* pac
   return InvokeSafeCall(f, h, packed, nargs, result);
 }
 
-/// A Python object carried by reference (OpaquePyObject) in a type mismatch the callee reported:
-/// the message names the object's Python type instead ("got `array.array`").
-void NameOpaqueArgument(const KFFIAny* packed, PyObject* const* args, Py_ssize_t nargs) {
-  if (!PyErr_ExceptionMatches(PyExc_TypeError)) return;
-  PyObject *type, *value, *tb;
-  PyErr_Fetch(&type, &value, &tb);
-  PyErr_NormalizeException(&type, &value, &tb);
-  PyRef exc_args(value != nullptr ? PyObject_GetAttrString(value, "args") : nullptr);
-  const char* text = nullptr;
-  if (exc_args && PyTuple_Check(exc_args.get()) && PyTuple_GET_SIZE(exc_args.get()) == 1 &&
-      PyUnicode_Check(PyTuple_GET_ITEM(exc_args.get(), 0))) {
-    text = PyUnicode_AsUTF8(PyTuple_GET_ITEM(exc_args.get(), 0));
-  }
-  PyErr_Clear();
-  if (text != nullptr) {
-    std::string msg(text);
-    const std::string opaque = "`OpaquePyObject`";
-    size_t at = msg.find("argument #");
-    size_t got = msg.rfind(opaque);
-    if (at != std::string::npos && got != std::string::npos) {
-      long index = std::strtol(msg.c_str() + at + 10, nullptr, 10);
-      if (index >= 0 && index < nargs && packed[index].type_index == kKFFIOpaquePyObject) {
-        msg.replace(got, opaque.size(),
-                    std::string("`") + Py_TYPE(args[index])->tp_name + "` (a Python object)");
-        PyRef new_args(Py_BuildValue("(s#)", msg.data(), static_cast<Py_ssize_t>(msg.size())));
-        if (!new_args || PyObject_SetAttrString(value, "args", new_args.get()) != 0) PyErr_Clear();
-      }
-    }
-  }
-  PyErr_Restore(type, value, tb);
-}
-
-KFFI_NOINLINE PyObject* RaiseCallError(int rc, const KFFIAny* packed, PyObject* const* args,
-                                       Py_ssize_t nargs) {
-  RaiseFromKFFIError(rc);
-  NameOpaqueArgument(packed, args, nargs);
-  return nullptr;
-}
-
 /// Converts the (positional) arguments into packed, calls the function and converts its result.
 inline PyObject* CallFunction(PyFunction* f, KFFIObject* h, PyObject* const* args, Py_ssize_t nargs,
                               KFFIAny* packed) {
@@ -302,6 +263,7 @@ inline PyObject* CallFunction(PyFunction* f, KFFIObject* h, PyObject* const* arg
   if (ConvertArgs(args, nargs, packed, &ctx) != 0) return nullptr;
   KFFIAny result;
   kffi::details::SetNone(&result);
+  CallArgsScope named(packed, args, nargs);  // the callee's messages name Python types
   int rc;
   if (KFFI_LIKELY(!ctx.has_device)) {
     rc = InvokeSafeCall(f, h, packed, nargs, &result);
@@ -310,7 +272,7 @@ inline PyObject* CallFunction(PyFunction* f, KFFIObject* h, PyObject* const* arg
     rc = InvokeWithEnv(f, h, packed, nargs, &result, ctx, &failed);
     if (failed) return nullptr;
   }
-  if (rc != 0) return RaiseCallError(rc, packed, args, nargs);
+  if (rc != 0) return RaiseFromKFFIError(rc);
   if (result.type_index == kKFFINone) Py_RETURN_NONE;  // the common case, as AnyToPy does
   return AnyToPy(&result, &ctx);
 }

@@ -48,7 +48,8 @@ struct FakeTensor {
     Rebind(o);
     return *this;
   }
-  operator kffi::TensorView() const { return kffi::TensorView(&t); }  // NOLINT
+  operator kffi::TensorView() const { return kffi::TensorView(&t); }            // NOLINT
+  operator kffi::ConstTensorView() const { return kffi::ConstTensorView(&t); }  // NOLINT
 
  private:
   void Rebind(const FakeTensor& o) {

@@ -1,7 +1,7 @@
 """examples/jax/jax_demo.py: C++ kernels inside jax.jit with kffi.jax.
 
 Builds two small CPU kernels with kffi.cpp.load_inline, then:
-  1. calls one inside jax.jit with kffi.jax.call (output shape given by out_shapes);
+  1. calls one inside jax.jit with kffi.jax.call (out_shapes names the output parameter y);
   2. registers it as an XLA FFI target and calls it with jax.ffi.ffi_call;
   3. makes it differentiable with a backward kernel (kffi.jax.primitive, vjp=...);
   4. batches it with jax.vmap.
@@ -43,7 +43,7 @@ def main():
     # 1. A kffi function as a JAX operation: eager, or traced by jax.jit.
     @jax.jit
     def f(a):
-        return kffi.jax.call(mod.square, a, out_shapes=like_x) + 1.0
+        return kffi.jax.call(mod.square, a, out_shapes={"y": like_x}) + 1.0
 
     print("square(x) + 1        ", f(x))
 
@@ -54,7 +54,7 @@ def main():
 
     # 3. Differentiable, with the backward pass another kernel.
     square = kffi.jax.primitive(
-        mod.square, out_shapes=like_x, vjp=(None, mod.square_bwd), vmap="sequential"
+        mod.square, out_shapes={"y": like_x}, vjp=(None, mod.square_bwd), vmap="sequential"
     )
     grad = jax.grad(lambda a: square(a).sum())(x)
     print("d/dx sum(square(x))  ", grad)

@@ -260,9 +260,20 @@ def _positive_int(value, what):
 
 class FakeTensor:
     """A fake tensor for kffi.compile: shape (ints and sym_ints), dtype(s), device,
-    alignment, layout. Holds no data. See :func:`fake_tensor`."""
+    alignment, layout (compact row-major unless told otherwise). Holds no data. See
+    :func:`fake_tensor`."""
 
-    __slots__ = ("align", "device", "dtypes", "layout", "mut", "offset0", "shape", "strides")
+    __slots__ = (
+        "align",
+        "device",
+        "dtypes",
+        "layout",
+        "layout_default",
+        "mut",
+        "offset0",
+        "shape",
+        "strides",
+    )
 
     def __init__(
         self,
@@ -304,7 +315,10 @@ class FakeTensor:
         if align is not None:
             _check_int64(align, "kffi.fake_tensor: align")
         self.align = align
-        self.layout = self._layout(stride_order, contiguous)
+        self.layout = self._layout(stride_order, contiguous, strides)
+        # Compact by default, as every kernel that indexes its data as contiguous assumes:
+        # nothing said about the layout (no contiguous=, stride_order= or strides=).
+        self.layout_default = stride_order is None and contiguous is None and strides is None
         self.device = self._device(device)
         if strides is not None:
             strides = tuple(
@@ -318,13 +332,20 @@ class FakeTensor:
         self.offset0 = bool(offset0)
         self.mut = bool(mut)
 
-    def _layout(self, stride_order, contiguous):
+    def _layout(self, stride_order, contiguous, strides):
+        if contiguous is not None and contiguous not in (True, False):
+            raise TypeError(
+                f"kffi.fake_tensor: contiguous is True, False (any strides) or None (compact "
+                f"unless stride_order= or strides= say otherwise), got {contiguous!r}"
+            )
         if stride_order is None:
+            if contiguous is None:  # the default: compact, unless strides are spelled out
+                return "contiguous" if strides is None else None
             return "contiguous" if contiguous else None
-        if contiguous:
+        if contiguous is not None:
             raise ValueError(
-                "kffi.fake_tensor: give contiguous=True or a stride_order, not both "
-                "(contiguous is stride_order='row_major')"
+                "kffi.fake_tensor: give contiguous= or a stride_order, not both "
+                "(contiguous=True is stride_order='row_major'; contiguous=False is any strides)"
             )
         if isinstance(stride_order, str):
             if stride_order not in ("row_major", "col_major"):
@@ -369,7 +390,9 @@ class FakeTensor:
             for s in d.symbols()
         ]
 
-    def render(self, names, default_device=None) -> str:
+    def render(self, names, default_device=None, output=False) -> str:
+        """The contract text. ``output``: a returned tensor, whose layout is what the function
+        allocates: the default compact layout is left unsaid there (nothing checks it)."""
         dims = ", ".join(d.render(names) if isinstance(d, _Expr) else str(d) for d in self.shape)
         parts = [f"[{dims}]", "|".join(self.dtypes)]
         device = self.device or default_device
@@ -379,7 +402,7 @@ class FakeTensor:
             parts.append(f"align={self.align}")
         if self.offset0:
             parts.append("offset0")
-        if self.layout:
+        if self.layout and not (output and self.layout_default):
             parts.append(self.layout)
         if self.strides is not None:
             parts.append(
@@ -421,10 +444,15 @@ def fake_tensor(
     ``dtype``: a name ("float32"), a torch/NumPy dtype, a tuple of alternatives, or None / "*"
     (any). ``shape``: ints and :func:`sym_int` s. ``align``: byte alignment of the first
     element (data pointer + byte_offset). ``device``: "cpu", "cuda", "any" or a tuple of them
-    (default: "cuda" for CUDA sources, else "cpu"). Layout: ``contiguous=True`` (compact
-    row-major), or ``stride_order`` = "row_major", "col_major" or the dimensions listed from the
-    outermost (largest stride) to the innermost, e.g. ``(1, 0)`` is column-major for 2-d (note:
-    CuTe's ``stride_order`` ranks each dimension instead). ``strides``: ints and sym_ints.
+    (default: "cuda" for CUDA sources, else "cpu"). Layout: compact row-major by default
+    (the contract says ``contiguous``; a strided view is refused), as a kernel that indexes its
+    data as contiguous needs. ``contiguous=False`` accepts any strides (the kernel reads
+    ``strides()`` itself). ``stride_order`` = "row_major", "col_major" or the dimensions listed
+    from the outermost (largest stride) to the innermost asks for another compact layout, e.g.
+    ``(1, 0)`` is column-major for 2-d (note: CuTe's ``stride_order`` ranks each dimension
+    instead). ``strides``: ints and sym_ints, the layout itself (add ``contiguous=True`` to
+    require compact as well). Like CuTe's ``make_fake_compact_tensor`` by default, and
+    ``make_fake_tensor`` with ``contiguous=False``.
     ``offset0``: byte_offset must be 0. ``mut``: the kernel writes this tensor; a read-only
     array (a NumPy array with ``writeable=False``, a JAX array) is refused with a ValueError
     naming the parameter (rendered as the option ``mut``).
@@ -653,7 +681,7 @@ class _OutputTensor:
         return self.tensor.symbols()
 
     def render(self, names, default_device=None) -> str:
-        return self.tensor.render(names, default_device)
+        return self.tensor.render(names, default_device, output=True)
 
 
 def _outputs_of(outputs):

@@ -126,7 +126,8 @@ def test_export_o_writes_an_object_and_its_header(objects):
     )
     assert "inline void add_one(kffi::TensorView a, kffi::TensorView b) {" in header
     contract = (
-        "a: Tensor([n0], float32, device=cpu), b: Tensor([n0], float32, device=cpu, mut); n0: int64"
+        "a: Tensor([n0], float32, device=cpu, contiguous), "
+        "b: Tensor([n0], float32, device=cpu, contiguous, mut); n0: int64"
     )
     assert f"/// Contract: {contract}" in header
     assert f" *   {contract}" in header
@@ -213,7 +214,7 @@ def test_cpp_app_links_two_objects_statically(objects):
     assert len(errors) == 2, out
     for line in errors:
         assert f"error: ValueError: {blame}" in line, line
-        assert "add_one(a: Tensor([n0], float32, device=cpu)" in line, line
+        assert "add_one(a: Tensor([n0], float32, device=cpu, contiguous)" in line, line
 
 
 C_PROGRAM = r"""
@@ -308,7 +309,7 @@ def test_embedded_interpreter_finds_the_linked_object_in_system_lib(objects):
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(sorted(paths)), PYTHONHOME=sys.base_prefix)
     out = _run([objects / "embed"], env=env).stdout.splitlines()
     assert out[0] == "functions: ['add_one']"
-    assert out[1].startswith("contract: a: Tensor([n0], float32, device=cpu), b: Tensor(")
+    assert out[1].startswith("contract: a: Tensor([n0], float32, device=cpu, contiguous), b: ")
     assert out[2] == "call: [1.0, 2.0, 3.0]"
     assert out[3].startswith("error: ValueError b.shape[0]: expected n0 = 3 (as a.shape[0]), got 2")
 

@@ -81,7 +81,10 @@ def test_stub_of_a_contract_export(axpy, tmp_path):
     assert "Optional<" not in text and "Optional[" not in text.split('"""')[0]
     assert "from kffi.typing import TensorLike" in text
     assert "    y = alpha * x + beta + k" in text
-    assert "    Contract: y: Tensor([n], float32, device=cpu, mut), x: Tensor([n], float32" in text
+    assert (
+        "    Contract: y: Tensor([n], float32, device=cpu, contiguous, mut), x: Tensor([n], float32"
+        in text
+    )
 
 
 def test_stub_of_plain_exports(plain_module):

@@ -39,7 +39,7 @@ def test_renders_the_seed_example_with_shared_symbol():
     b = kffi.fake_tensor("float32", (n,), device="any")
     assert (
         render(a, b, param_names=["a", "b"])
-        == "a: Tensor([n0], float32), b: Tensor([n0], float32); n0: int64"
+        == "a: Tensor([n0], float32, contiguous), b: Tensor([n0], float32, contiguous); n0: int64"
     )
 
 
@@ -51,7 +51,7 @@ def test_symbols_are_named_in_order_of_appearance_and_keep_given_names():
         param_names=["x", "y"],
     )
     assert text == (
-        "x: Tensor([m, n0], float16), y: Tensor([n1, n0], float16); "
+        "x: Tensor([m, n0], float16, contiguous), y: Tensor([n1, n0], float16, contiguous); "
         "m: int32, n0: int64, n1: int64 % 16"
     )
 
@@ -59,34 +59,35 @@ def test_symbols_are_named_in_order_of_appearance_and_keep_given_names():
 def test_auto_names_skip_names_already_taken():
     n, given = kffi.sym_int(), kffi.sym_int("n0")
     text = render(kffi.fake_tensor("int8", (given, n)), param_names=["n1"])
-    assert text == "n1: Tensor([n0, n2], int8); n0: int64, n2: int64"
+    assert text == "n1: Tensor([n0, n2], int8, contiguous); n0: int64, n2: int64"
 
 
 def test_default_parameter_names_and_device():
-    t = kffi.fake_tensor("float32", (4,))
+    t = kffi.fake_tensor("float32", (4,), contiguous=False)
     assert render(t, kffi.Int32) == "arg0: Tensor([4], float32), arg1: int32"
     assert render(t, default_device="cuda") == "arg0: Tensor([4], float32, device=cuda)"
     assert (
         render(kffi.fake_tensor("float32", (4,), device="cpu"), default_device="cuda")
-        == "arg0: Tensor([4], float32, device=cpu)"
+        == "arg0: Tensor([4], float32, device=cpu, contiguous)"
     )
     assert (
-        render(kffi.fake_tensor("float32", (4,), device=("cpu", "cuda")))
+        render(kffi.fake_tensor("float32", (4,), device=("cpu", "cuda"), contiguous=False))
         == "arg0: Tensor([4], float32, device=cpu|cuda)"
     )
     assert (
         render(kffi.fake_tensor("float32", (4,), device="any"), default_device="cuda")
-        == "arg0: Tensor([4], float32)"
+        == "arg0: Tensor([4], float32, contiguous)"
     )
 
 
 def test_dtypes_from_strings_numpy_torch_and_alternatives():
     torch = pytest.importorskip("torch")
     t = kffi.fake_tensor((np.float16, torch.bfloat16, "float32"), (2,))
-    assert render(t) == "arg0: Tensor([2], float16|bfloat16|float32)"
-    assert render(kffi.fake_tensor(np.dtype("int64"), (2,))) == "arg0: Tensor([2], int64)"
-    assert render(kffi.fake_tensor(None, (2,))) == "arg0: Tensor([2], *)"
-    assert render(kffi.fake_tensor("*", (2,))) == "arg0: Tensor([2], *)"
+    assert render(t) == "arg0: Tensor([2], float16|bfloat16|float32, contiguous)"
+    t = kffi.fake_tensor(np.dtype("int64"), (2,))
+    assert render(t) == "arg0: Tensor([2], int64, contiguous)"
+    assert render(kffi.fake_tensor(None, (2,))) == "arg0: Tensor([2], *, contiguous)"
+    assert render(kffi.fake_tensor("*", (2,))) == "arg0: Tensor([2], *, contiguous)"
 
 
 def test_tensor_options_in_grammar_order():
@@ -98,16 +99,25 @@ def test_tensor_options_in_grammar_order():
         "n0: int64, s: int64 % 8"
     )
     layouts = [
-        ({"contiguous": True}, "contiguous"),
-        ({"stride_order": "row_major"}, "row_major"),
-        ({"stride_order": "col_major"}, "col_major"),
-        ({"stride_order": (1, 0)}, "stride_order=(1,0)"),
+        ({}, ", contiguous"),  # compact row-major by default
+        ({"contiguous": True}, ", contiguous"),
+        ({"contiguous": False}, ""),  # any strides
+        ({"stride_order": "row_major"}, ", row_major"),
+        ({"stride_order": "col_major"}, ", col_major"),
+        ({"stride_order": (1, 0)}, ", stride_order=(1,0)"),
+        ({"strides": (3, 1)}, ", strides=[3, 1]"),  # the strides say it
+        ({"strides": (3, 1), "contiguous": True}, ", contiguous, strides=[3, 1]"),
     ]
     for kw, text in layouts:
         assert (
             render(kffi.fake_tensor("float32", (2, 3), **kw))
-            == f"arg0: Tensor([2, 3], float32, {text})"
+            == f"arg0: Tensor([2, 3], float32{text})"
         )
+    # An output's layout is what the function allocates: the default is left unsaid there.
+    out = kffi.fake_tensor("float32", (2,))
+    assert render(out, outputs=[out]) == (
+        "arg0: Tensor([2], float32, contiguous) -> Tensor([2], float32)"
+    )
 
 
 def test_scalars_optional_tuple_and_env_stream():
@@ -125,8 +135,8 @@ def test_scalars_optional_tuple_and_env_stream():
         param_names=["bias", "x", "k", "alpha", "stream", "i", "f", "b"],
     )
     assert text == (
-        "bias: Optional[Tensor([n0], float32)], "
-        "x: Tuple[Tensor([n0], float32), float32, Tuple[int64, bool]], "
+        "bias: Optional[Tensor([n0], float32, contiguous)], "
+        "x: Tuple[Tensor([n0], float32, contiguous), float32, Tuple[int64, bool]], "
         "k: int32[0, 1024], alpha: float64[-1.5, 2.0], stream: EnvStream, i: int, f: float, "
         "b: bool; n0: int64"
     )
@@ -140,7 +150,7 @@ def test_outputs_are_expressions_of_input_symbols():
         kffi.fake_tensor("int64", (n - (m - 1), 3 * n + 1, 7)),
     ]
     assert render(x, outputs=out, param_names=["x"]) == (
-        "x: Tensor([n, m], float32) -> Tensor([n * 2, (m + 1) // 2], float32), "
+        "x: Tensor([n, m], float32, contiguous) -> Tensor([n * 2, (m + 1) // 2], float32), "
         "Tensor([n - (m - 1), 3 * n + 1, 7], int64); n: int64, m: int64"
     )
 
@@ -151,7 +161,7 @@ def test_bad_declarations_are_clear_errors():
         kffi.fake_tensor("float32", (4,), align=12)
     with pytest.raises(ValueError, match="stride_order lists each dimension 0..1 once"):
         kffi.fake_tensor("float32", (4, 4), stride_order=(0, 0))
-    with pytest.raises(ValueError, match="contiguous=True or a stride_order, not both"):
+    with pytest.raises(ValueError, match="give contiguous= or a stride_order, not both"):
         kffi.fake_tensor("float32", (4, 4), stride_order="col_major", contiguous=True)
     with pytest.raises(ValueError, match="device is 'cpu', 'cuda', 'any'"):
         kffi.fake_tensor("float32", (4,), device="tpu")
@@ -211,7 +221,10 @@ void add_one(kffi::TensorView a, kffi::TensorView b) {
 }
 """
 
-ADD_SIG = "`add_one(a: Tensor([n0], float32, align=16), b: Tensor([n0], float32, align=16))`"
+ADD_SIG = (
+    "`add_one(a: Tensor([n0], float32, align=16, contiguous), "
+    "b: Tensor([n0], float32, align=16, contiguous))`"
+)
 
 # Tensors that NumPy cannot make: a byte_offset, or a CPU device index other than 0.
 ODD_TENSORS = r"""
@@ -299,7 +312,8 @@ def test_compiled_function_runs_on_numpy_and_keeps_contract(add_one):
     np.testing.assert_array_equal(b, a + 1)
     assert isinstance(add_one, kffi.Function)
     assert add_one.contract == (
-        "a: Tensor([n0], float32, align=16), b: Tensor([n0], float32, align=16); n0: int32 % 16"
+        "a: Tensor([n0], float32, align=16, contiguous), "
+        "b: Tensor([n0], float32, align=16, contiguous); n0: int32 % 16"
     )
     assert Path(add_one.library_path).is_file()
 
@@ -371,6 +385,50 @@ def test_int32_symbol_range(add_one):
     )
 
 
+STRIDED = r"""
+// b = a + 1, reading a through its stride (as a kernel for contiguous=False must).
+void add_one_strided(kffi::TensorView a, kffi::TensorView b) {
+  const float* x = static_cast<const float*>(a.data_ptr());
+  float* y = static_cast<float*>(b.data_ptr());
+  for (int64_t i = 0; i < a.numel(); ++i) y[i] = x[i * a.stride(0)] + 1.0f;
+}
+"""
+
+
+@needs_contracts
+def test_fake_tensors_are_compact_unless_they_opt_out(module_cache):
+    """Issue 23 item 4: a default fake tensor refuses a strided view with the contract's layout
+    message (the kernel would read a[:n] instead of a[::2]); contiguous=False accepts it."""
+    n = kffi.sym_int("n")
+    compact = kffi.compile(
+        ADD_ONE, "add_one", kffi.fake_tensor("float32", (n,)), kffi.fake_tensor("float32", (n,))
+    )
+    assert compact.contract == (
+        "a: Tensor([n], float32, device=cpu, contiguous), "
+        "b: Tensor([n], float32, device=cpu, contiguous); n: int64"
+    )
+    a = np.arange(32, dtype=np.float32)
+    b = np.zeros(16, np.float32)
+    kind, message = _message(lambda: compact(a[::2], b))
+    assert kind is ValueError  # the layout message: names a.strides, expected and received
+    assert "a.strides" in message and "expected contiguous, got [2]" in message, message
+    assert not b.any()  # the kernel never ran
+    kind, message = _message(lambda: compact(a[:16], np.zeros(32, np.float32)[::2]))
+    assert kind is ValueError and "b.strides" in message and "contiguous" in message, message
+    compact(a[:16], b)  # contiguous views pass
+    np.testing.assert_array_equal(b, np.arange(16) + 1)
+
+    any_strides = kffi.compile(
+        STRIDED,
+        "add_one_strided",
+        kffi.fake_tensor("float32", (n,), contiguous=False),
+        kffi.fake_tensor("float32", (n,)),
+    )
+    assert any_strides.contract.startswith("a: Tensor([n], float32, device=cpu), ")
+    any_strides(a[::2], b)
+    np.testing.assert_array_equal(b, np.arange(0, 32, 2) + 1)
+
+
 CATALOGUE = r"""
 void check_me(kffi::TensorView x, kffi::TensorView y) {}
 """
@@ -392,7 +450,7 @@ def check_me(module_cache):
 def test_tensor_field_messages_in_catalogue_order(check_me):
     sig = (
         "`check_me(x: Tensor([2, n], float32|float64, device=cpu, offset0, contiguous), "
-        "y: Tensor([n], float32, device=cuda))`"
+        "y: Tensor([n], float32, device=cuda, contiguous))`"
     )
     tail0, tail1 = f" (argument #0 of {sig})", f" (argument #1 of {sig})"
     y = np.zeros(5, np.float32)  # wrong device, but checked after x
@@ -437,8 +495,8 @@ def first(module_cache):
 @needs_contracts
 def test_byte_offset_and_device_index_messages(first, odd):
     sig = (
-        "`first(a: Tensor([n0], float32, device=cpu, offset0), "
-        "b: Tensor([n0], float32, device=cpu))`"
+        "`first(a: Tensor([n0], float32, device=cpu, offset0, contiguous), "
+        "b: Tensor([n0], float32, device=cpu, contiguous))`"
     )
     assert _message(lambda: first(odd(4, 0, 0), odd(4, 0, 64)))[0] is None
     assert _message(lambda: first(odd(4, 0, 64), odd(4, 0, 0))) == (
@@ -471,8 +529,8 @@ def many(module_cache):
         "many",
         kffi.Optional(kffi.fake_tensor("float32", (n,))),
         (
-            kffi.fake_tensor("float32", (m, n)),
-            kffi.fake_tensor("float32", (m, n), contiguous=True),
+            kffi.fake_tensor("float32", (m, n), contiguous=False),  # any strides
+            kffi.fake_tensor("float32", (m, n)),  # compact (the default)
             kffi.Float64,
         ),
         kffi.Int32.range(0, 1024),
@@ -485,7 +543,7 @@ def many(module_cache):
 
 
 MANY_SIG = (
-    "`many(bias: Optional[Tensor([n], float32, device=cpu)], pair: Tuple[Tensor([n0, n], "
+    "`many(bias: Optional[Tensor([n], float32, device=cpu, contiguous)], pair: Tuple[Tensor([n0, n], "
     "float32, device=cpu), Tensor([n0, n], float32, device=cpu, contiguous), float64], "
     "k: int32[0, 1024], flag: bool, scale: float32[0.0, 1.5])`"
 )
@@ -553,7 +611,7 @@ def test_metadata_has_contract_outputs_symbols_and_signature(many):
     assert meta["mutates"] == []
     assert meta["params"][0] == {
         "name": "bias",
-        "type": "Optional[Tensor([n], float32, device=cpu)]",
+        "type": "Optional[Tensor([n], float32, device=cpu, contiguous)]",
         "kind": "tensor",
         "optional": True,
         "default": None,
@@ -582,7 +640,7 @@ def test_metadata_has_contract_outputs_symbols_and_signature(many):
     ]
     assert meta["env_stream"] is True
     assert str(many.__signature__) == (
-        "(bias: 'Optional[Tensor([n], float32, device=cpu)]', pair: 'Tuple[Tensor([n0, n], "
+        "(bias: 'Optional[Tensor([n], float32, device=cpu, contiguous)]', pair: 'Tuple[Tensor([n0, n], "
         "float32, device=cpu), Tensor([n0, n], float32, device=cpu, contiguous), float64]', "
         "k: 'int32[0, 1024]', flag: 'bool', scale: 'float32[0.0, 1.5]') -> 'float'"
     )
@@ -693,9 +751,8 @@ def test_compile_cache_hit_in_a_fresh_process_starts_no_compiler(tmp_path):
     assert built["invocations"] >= 2  # --version and the compile and the link
     assert hit["invocations"] == 0
     assert (
-        hit["contract"]
-        == built["contract"]
-        == "a: Tensor([n0], float32, device=cpu), b: Tensor([n0], float32, device=cpu); n0: int64"
+        hit["contract"] == built["contract"] == "a: Tensor([n0], float32, device=cpu, contiguous), "
+        "b: Tensor([n0], float32, device=cpu, contiguous); n0: int64"
     )
     assert "kffi.cpp: building" in runs[0].stderr and "building" not in runs[1].stderr
     print(
@@ -772,16 +829,16 @@ def test_cuda_source_compiles_with_cuda_devices_by_default(module_cache):
         kffi.fake_stream(),
     )
     assert f.contract == (
-        "a: Tensor([n0], float32, device=cuda, align=16), "
-        "b: Tensor([n0], float32, device=cuda, align=16), stream: EnvStream; "
+        "a: Tensor([n0], float32, device=cuda, align=16, contiguous), "
+        "b: Tensor([n0], float32, device=cuda, align=16, contiguous), stream: EnvStream; "
         "n0: int64 % 4"
     )
     x = np.zeros(8, np.float32)
     assert _message(lambda: f(x, x)) == (
         ValueError,
         "a.device: expected cuda, got cpu (argument #0 of `add_one_cuda(a: Tensor([n0], "
-        "float32, device=cuda, align=16), b: Tensor([n0], float32, device=cuda, "
-        "align=16))`)",
+        "float32, device=cuda, align=16, contiguous), b: Tensor([n0], float32, device=cuda, "
+        "align=16, contiguous))`)",
     )
     try:
         import torch

@@ -58,14 +58,14 @@ def test_mut_streams_and_expressions_render():
         outputs=[kffi.fake_tensor("float32", (n % 4, -n, -(n - 1), 7 % (n + 1)))],
     )
     assert text == (
-        "y: Tensor([n], float32, mut), x: Tensor([n], float32), s: Stream, "
-        "env: EnvStream -> Tensor([n % 4, -n, -(n - 1), 7 % (n + 1)], float32); "
+        "y: Tensor([n], float32, contiguous, mut), x: Tensor([n], float32, contiguous), "
+        "s: Stream, env: EnvStream -> Tensor([n % 4, -n, -(n - 1), 7 % (n + 1)], float32); "
         "n: int64"
     )
     assert repr(kffi.fake_stream(env=False)) == "kffi.fake_stream(env=False)"
     assert (
         repr(kffi.fake_tensor("float32", (2,), mut=True))
-        == "kffi.fake_tensor(Tensor([2], float32, mut))"
+        == "kffi.fake_tensor(Tensor([2], float32, contiguous, mut))"
     )
 
 
@@ -239,7 +239,7 @@ def test_mut_parameter_writes_and_is_in_the_metadata(scale):
     assert meta["mutates"] == ["y"]
     assert meta["params"][0] == {
         "name": "y",
-        "type": "Tensor([n], float32, device=cpu, mut)",
+        "type": "Tensor([n], float32, device=cpu, contiguous, mut)",
         "kind": "tensor",
         "optional": False,
         "shape": ["n"],
@@ -267,8 +267,8 @@ def test_read_only_array_for_a_mut_parameter_is_a_value_error(scale):
     y = np.zeros(4, np.float32)
     y.flags.writeable = False
     sig = (
-        "`scale(y: Tensor([n], float32, device=cpu, mut), x: Tensor([n], float32, "
-        "device=cpu), factor: float64)`"
+        "`scale(y: Tensor([n], float32, device=cpu, contiguous, mut), x: Tensor([n], float32, "
+        "device=cpu, contiguous), factor: float64)`"
     )
     assert _message(lambda: scale(y, x, 2.0)) == (
         ValueError,
@@ -310,13 +310,13 @@ def with_stream(module_cache):
 @needs_contracts
 def test_explicit_stream_parameter_takes_ints_none_and_pointers(with_stream):
     assert with_stream.contract.startswith(
-        "x: Tensor([n, m], float32, device=cpu), stream: Stream -> Tensor(["
+        "x: Tensor([n, m], float32, device=cpu, contiguous), stream: Stream -> Tensor(["
     )
     x = np.zeros((1, 3), np.float32)
     assert with_stream(x, 0x1234) == 3000000 + 0x1234
     assert with_stream(x, None) == 3000000
     assert with_stream(x, ctypes.c_void_p(0x42)) == 3000000 + 0x42
-    sig = "`with_stream(x: Tensor([n, m], float32, device=cpu), stream: Stream)`"
+    sig = "`with_stream(x: Tensor([n, m], float32, device=cpu, contiguous), stream: Stream)`"
     assert _message(lambda: with_stream(x, "stream")) == (
         TypeError,
         f"stream: expected Stream (an opaque pointer, an int handle or None), got str "
@@ -441,8 +441,8 @@ def test_cuda_kernel_on_an_explicit_stream(module_cache):
         kffi.fake_stream(env=False),
     )
     assert f.contract == (
-        "a: Tensor([n0], float32, device=cuda), b: Tensor([n0], float32, "
-        "device=cuda, mut), stream: Stream; n0: int64"
+        "a: Tensor([n0], float32, device=cuda, contiguous), b: Tensor([n0], float32, "
+        "device=cuda, contiguous, mut), stream: Stream; n0: int64"
     )
     x = np.zeros(8, np.float32)
     assert _message(lambda: f(x, x, None))[1].startswith("a.device: expected cuda, got cpu")

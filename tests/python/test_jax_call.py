@@ -1,6 +1,7 @@
 """tests/python/test_jax_call.py: kffi.jax.call, the kffi_call primitive: eager and jit, output
 shapes from contracts (hand-built structured metadata; kffi.compile contracts once they carry
-it), out_shapes without a contract, attributes, aliases, caching, missing rules."""
+it), outputs named in out_shapes without a contract, binding order, refusals of JAX inputs for
+parameters the function may write, attributes, aliases, caching, missing rules."""
 
 from __future__ import annotations
 
@@ -23,28 +24,136 @@ def sds(shape, dtype=jnp.float32):
     return jax.ShapeDtypeStruct(shape, dtype)
 
 
-# ---- without a contract: out_shapes -------------------------------------------------------------
+# ---- without a contract: outputs named in out_shapes ---------------------------------------------
 
 
 def test_out_shapes_eager_and_jit(jk):
     x = jnp.arange(4, dtype=jnp.float32)
-    y = kffi.jax.call(jk.add_one, x, out_shapes=sds((4,)))
+    y = kffi.jax.call(jk.add_one, x, out_shapes={"y": sds((4,))})
     assert isinstance(y, jax.Array)
     np.testing.assert_array_equal(y, np.arange(4) + 1)
-    f = jax.jit(lambda a: kffi.jax.call(jk.add_one, a, out_shapes=sds(a.shape)) * 3)
+    f = jax.jit(lambda a: kffi.jax.call(jk.add_one, a, out_shapes={"y": sds(a.shape)}) * 3)
     np.testing.assert_array_equal(f(x), (np.arange(4) + 1) * 3)
 
 
-def test_outputs_go_to_unfilled_tensor_parameters(jk):
-    # scale_into(y, x, factor): y is left unfilled, so the result buffer goes there.
+def test_output_first_kernel_leaves_the_jax_input_unchanged(jk):
+    """Issue 23 item 3: scale_into(y, x, factor), the output first, called with the input
+    positionally. The positional array binds to x (y is named as the output): the result is
+    x * factor and the JAX input is unchanged, eagerly and under jit."""
+    x = jnp.arange(4, dtype=jnp.float32)
+    y = kffi.jax.call(jk.scale_into, x, factor=2.0, out_shapes={"y": sds((4,))})
+    np.testing.assert_array_equal(y, np.arange(4) * 2)
+    np.testing.assert_array_equal(x, np.arange(4))
+    f = jax.jit(lambda a: kffi.jax.call(jk.scale_into, a, 3.0, out_shapes={"y": sds(a.shape)}))
+    np.testing.assert_array_equal(f(x), np.arange(4) * 3)
+    np.testing.assert_array_equal(x, np.arange(4))
+    # By keyword, the same.
+    y = kffi.jax.call(jk.scale_into, x=x, factor=0.5, out_shapes={"y": sds((4,))})
+    np.testing.assert_array_equal(y, np.arange(4) * 0.5)
+
+
+def test_unnamed_outputs_are_refused_while_a_tensor_parameter_is_unfilled(jk):
+    """The exact call of the issue (an unnamed out_shapes, the input positional) used to bind x
+    to y and write the JAX input: it is refused before XLA runs, saying how to name outputs."""
+    x = jnp.arange(4, dtype=jnp.float32)
+    with pytest.raises(TypeError) as e:
+        kffi.jax.call(jk.scale_into, x, factor=2.0, out_shapes=sds((4,)))
+    assert str(e.value) == (
+        "kffi.jax: scale_into: name the outputs in out_shapes: without a contract, kffi cannot "
+        "tell which tensor parameters are outputs, and this call gives no array to 1 of them; "
+        "pass out_shapes={name: jax.ShapeDtypeStruct(shape, dtype), ...} naming the parameter "
+        "that receives each output, one of scale_into's tensor parameters ('y', 'x'); "
+        "positional arguments then bind, in order, to the parameters not named there (a "
+        "ShapeDtypeStruct alone is for tensors the function returns)"
+    )
+    np.testing.assert_array_equal(x, np.arange(4))
+    # Input first: refused the same way (kffi cannot tell the two conventions apart).
+    with pytest.raises(TypeError, match="add_one: name the outputs in out_shapes"):
+        jax.jit(lambda a: kffi.jax.call(jk.add_one, a, out_shapes=sds((4,))))(x)
+    with pytest.raises(TypeError, match="add_one has no contract declaring its outputs.*'x', 'y'"):
+        kffi.jax.call(jk.add_one, x)
+
+
+def test_positional_arguments_bind_in_order_to_the_parameters_not_named(jk):
+    """fma(a, b, c, scale, z): z named, a b c scale positional, in order."""
+    a = jnp.full((3,), 2.0, jnp.float32)
+    b = jnp.full((3,), 3.0, jnp.float32)
+    c = jnp.full((3,), 5.0, jnp.float32)
+    z = kffi.jax.call(jk.fma, a, b, c, 0.5, out_shapes={"z": sds((3,))})
+    np.testing.assert_array_equal(z, np.full(3, 2 * 3 + 5 * 0.5))
+    # fma_bwd(a, b, c, g, scale, da, db, dc): three outputs, a tuple in the order of the dict.
+    g = jnp.ones((3,), jnp.float32)
+    shapes = {"dc": sds((3,)), "da": sds((3,)), "db": sds((3,))}
+    dc, da, db = kffi.jax.call(jk.fma_bwd, a, b, c, g, scale=4.0, out_shapes=shapes)
+    np.testing.assert_array_equal(da, np.full(3, 3.0))
+    np.testing.assert_array_equal(db, np.full(3, 2.0))
+    np.testing.assert_array_equal(dc, np.full(3, 4.0))
+    with pytest.raises(TypeError) as e:
+        kffi.jax.call(jk.fma_bwd, a, b, c, g, scale=4.0, out_shapes={"da": sds((3,))})
+    assert str(e.value) == (
+        "kffi.jax: fma_bwd missing array for tensor parameter(s) 'db', 'dc' (name them in "
+        "out_shapes too if they are outputs); signature: fma_bwd(a: Tensor, b: Tensor, "
+        "c: Tensor, g: Tensor, scale: float, da: Tensor, db: Tensor, dc: Tensor)"
+    )
+
+
+def test_named_outputs_are_checked(jk):
+    x = jnp.ones((2,), jnp.float32)
+    with pytest.raises(
+        TypeError,
+        match=r"out_shapes names 'out', which is not a parameter of "
+        r"scale_into\(y: Tensor, x: Tensor, factor: float\)",
+    ):
+        kffi.jax.call(jk.scale_into, x, factor=2.0, out_shapes={"out": sds((2,))})
+    with pytest.raises(TypeError, match="out_shapes names 'factor', a float parameter"):
+        kffi.jax.call(jk.scale_into, x, x, out_shapes={"factor": sds((2,))})
+    with pytest.raises(TypeError) as e:
+        kffi.jax.call(jk.scale_into, x, 2.0, 3.0, out_shapes={"y": sds((2,))})
+    assert str(e.value) == (
+        "kffi.jax: scale_into takes 2 positional argument(s) (the outputs named in out_shapes, "
+        "'y', take none), got 3"
+    )
+    with pytest.raises(
+        TypeError,
+        match=r"'y' is an output \(named in out_shapes\); pass nothing for it, or an array",
+    ):
+        kffi.jax.call(jk.scale_into, x, factor=2.0, y=1.0, out_shapes={"y": sds((2,))})
+    with pytest.raises(
+        TypeError, match=r"parameter 'factor' is a float \(a static attribute\), got an array"
+    ):
+        kffi.jax.call(jk.scale_into, x, x, out_shapes={"y": sds((2,))})
+    with pytest.raises(TypeError, match=r"out_shapes\['y'\] have .shape and .dtype"):
+        kffi.jax.call(jk.scale_into, x, factor=2.0, out_shapes={"y": (2,)})
+    with pytest.raises(ValueError, match="scale_into: out_shapes names no output"):
+        kffi.jax.call(jk.scale_into, x, factor=2.0, out_shapes={})
+    with pytest.raises(TypeError) as e:  # no metadata: its layout is inputs, then outputs
+        kffi.jax.call(jk.probe, x, out_shapes={"y": sds((2,))})
+    assert "probe has no parameter names (no metadata), so out_shapes cannot name its" in str(
+        e.value
+    )
+
+
+def test_named_output_given_an_array_is_updated_in_place(jk):
+    """An array given by keyword for a named output is its initial value: the input is aliased
+    to the output (XLA hands the kernel a buffer of its own), and the JAX array is unchanged."""
     x = jnp.arange(3, dtype=jnp.float32)
-    y = kffi.jax.call(jk.scale_into, x=x, factor=2.0, out_shapes=sds((3,)))
-    np.testing.assert_array_equal(y, np.arange(3) * 2)
+    y = kffi.jax.call(jk.add_inplace, x=x, value=5.0, out_shapes={"x": sds((3,))})
+    np.testing.assert_array_equal(y, np.arange(3) + 5)
+    np.testing.assert_array_equal(x, np.arange(3))
+    f = jax.jit(lambda a: kffi.jax.call(jk.add_inplace, 1.0, x=a, out_shapes={"x": sds((3,))}))
+    np.testing.assert_array_equal(f(x), np.arange(3) + 1)
+    np.testing.assert_array_equal(x, np.arange(3))
+    with pytest.raises(ValueError) as e:
+        kffi.jax.call(jk.add_inplace, x=x, value=5.0, out_shapes={"x": sds((4,))})
+    assert str(e.value) == (
+        "kffi.jax: add_inplace: the array given for output 'x' is float32[3], but out_shapes "
+        "declares float32[4]"
+    )
 
 
-def test_allocating_kernel_returns_jax_arrays(jk):
+def test_outputs_that_the_function_returns(jk):
     """Item 3: a kernel that allocates its outputs, called on JAX arrays, gives JAX arrays (the
-    kernel writes XLA's result buffer in place)."""
+    kernel writes XLA's result buffer in place). Unnamed out_shapes: the returned tensors."""
     x = jnp.arange(5, dtype=jnp.float32)
     y = kffi.jax.call(jk.alloc_plus_one, x, out_shapes=sds((5,)))
     assert isinstance(y, jax.Array) and y.devices() == x.devices()
@@ -52,8 +161,11 @@ def test_allocating_kernel_returns_jax_arrays(jk):
     a, b = kffi.jax.call(jk.alloc_two, x, out_shapes=(sds((5,)), sds((5,))))
     np.testing.assert_array_equal(a, np.arange(5) + 1)
     np.testing.assert_array_equal(b, np.arange(5) * 2)
-    outs = kffi.jax.call(jk.alloc_two, x, out_shapes={"inc": sds((5,)), "dbl": sds((5,))})
-    assert set(outs) == {"inc", "dbl"}  # the pytree of out_shapes comes back
+    outs = kffi.jax.call(jk.alloc_two, x, out_shapes=[sds((5,)), {"dbl": sds((5,))}])
+    assert isinstance(outs, list) and set(outs[1]) == {"dbl"}  # the pytree comes back
+    np.testing.assert_array_equal(outs[1]["dbl"], np.arange(5) * 2)
+    with pytest.raises(TypeError, match="out_shapes names 'inc', which is not a parameter"):
+        kffi.jax.call(jk.alloc_two, x, out_shapes={"inc": sds((5,)), "dbl": sds((5,))})
 
 
 def test_direct_eager_call_with_jax_arrays_returns_jax_arrays(jk):
@@ -89,9 +201,9 @@ def test_attributes_positional_keyword_and_widened_floats(jk):
 def test_attributes_must_be_static(jk):
     x = jnp.ones((2,), jnp.float32)
     with pytest.raises(TypeError) as e:
-        jax.jit(lambda a, f: kffi.jax.call(jk.scale_into, x=a, factor=f, out_shapes=sds((2,))))(
-            x, 2.0
-        )
+        jax.jit(
+            lambda a, f: kffi.jax.call(jk.scale_into, x=a, factor=f, out_shapes={"y": sds((2,))})
+        )(x, 2.0)
     assert "must be a static value, got a traced value" in str(e.value)
     with pytest.raises(TypeError, match="cannot pass dict"):
         kffi.jax.call(jk.probe, x, d={}, out_shapes=sds((2,)))
@@ -106,13 +218,17 @@ def test_out_shapes_required_without_contract(jk):
     assert "add_one has no contract declaring its outputs" in str(e.value)
     assert "pass out_shapes=jax.ShapeDtypeStruct" in str(e.value)
     with pytest.raises(TypeError, match="missing argument 'factor'"):
-        kffi.jax.call(jk.scale_into, x=x, out_shapes=sds((2,)))
+        kffi.jax.call(jk.scale_into, x=x, out_shapes={"y": sds((2,))})
     with pytest.raises(TypeError, match="got an unexpected keyword argument 'z'"):
-        kffi.jax.call(jk.add_one, x, z=1, out_shapes=sds((2,)))
-    with pytest.raises(TypeError, match="only 0 tensor parameter\\(s\\) are left"):
+        kffi.jax.call(jk.add_one, x, z=1, out_shapes={"y": sds((2,))})
+    with pytest.raises(TypeError) as e:
         kffi.jax.call(jk.returns_nothing, x, out_shapes=sds((2,)))
+    assert str(e.value).startswith(
+        "kffi.jax: returns_nothing: out_shapes gives 1 output(s) to be returned, but "
+        "returns_nothing returns nothing; pass out_shapes={name: "
+    )
     with pytest.raises(TypeError, match="out_shapes leaves have .shape and .dtype"):
-        kffi.jax.call(jk.add_one, x, out_shapes=[3])
+        kffi.jax.call(jk.alloc_plus_one, x, out_shapes=[3])
     with pytest.raises(TypeError, match="expected a kffi.Function, got function"):
         kffi.jax.call(lambda a: a, x)
 
@@ -143,7 +259,7 @@ def test_explicit_arg_spec_and_aliases(jk):
 def test_kernel_errors_reach_python(jk):
     x = jnp.ones((2,), jnp.float32)
     with pytest.raises(jax.errors.JaxRuntimeError, match="ValueError: from call"):
-        kffi.jax.call(jk.fail, x, message="from call", out_shapes=sds((2,)))
+        kffi.jax.call(jk.fail, x, message="from call", out_shapes={"y": sds((2,))})
 
 
 # ---- with a contract (hand-built structured metadata) ------------------------------------------
@@ -307,11 +423,11 @@ def compiled_twice():
 
 def test_compiled_kernel_inside_jit(compiled_twice):
     x = jnp.arange(8, dtype=jnp.float32)
-    f = jax.jit(lambda a: kffi.jax.call(compiled_twice, a, out_shapes=sds(a.shape)) + 1)
+    f = jax.jit(lambda a: kffi.jax.call(compiled_twice, a, out_shapes={"y": sds(a.shape)}) + 1)
     np.testing.assert_array_equal(f(x), np.arange(8) * 2 + 1)
     # The contract's own checks still run inside XLA; their message reaches Python.
     with pytest.raises(jax.errors.JaxRuntimeError) as e:
-        kffi.jax.call(compiled_twice, x, out_shapes=sds((3,)))
+        kffi.jax.call(compiled_twice, x, out_shapes={"y": sds((3,))})
     assert "ValueError" in str(e.value) and "y.shape[0]" in str(e.value)
 
 
@@ -355,6 +471,123 @@ kffi::Tensor twice_alloc(kffi::TensorView x) {
     )
     y = jax.jit(lambda a: kffi.jax.call(g, a))(x)
     np.testing.assert_array_equal(y, np.repeat(np.arange(5), 2))
+
+
+# ---- parameters the function may write (metadata "mutable": true) ------------------------------
+
+WRITER_SRC = r"""
+void scale_out(kffi::TensorView y, kffi::TensorView x, double factor) {
+  const float* a = static_cast<const float*>(x.data_ptr());
+  float* b = static_cast<float*>(y.data_ptr());
+  for (int64_t i = 0; i < x.numel(); ++i) b[i] = static_cast<float>(a[i] * factor);
+}
+void bump(kffi::TensorView x, double value) {
+  float* a = static_cast<float*>(x.data_ptr());
+  for (int64_t i = 0; i < x.numel(); ++i) a[i] += static_cast<float>(value);
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def writers():
+    """Contract functions (kffi.compile) whose metadata marks their `mut` tensors mutable."""
+    n = kffi.sym_int("n")
+    scale_out = kffi.compile(
+        WRITER_SRC,
+        "scale_out",
+        kffi.fake_tensor("float32", (n,), mut=True),
+        kffi.fake_tensor("float32", (n,)),
+        kffi.Float64,
+        options={"quiet": True},
+    )
+    bump = kffi.compile(
+        WRITER_SRC,
+        "bump",
+        kffi.fake_tensor("float32", (n,), mut=True),
+        kffi.Float64,
+        options={"quiet": True},
+    )
+    assert [p.get("mutable") for p in scale_out._metadata["params"]] == [True, False, None]
+    return scale_out, bump
+
+
+def test_contract_output_first_binds_the_input_and_leaves_it_unchanged(writers):
+    scale_out, _ = writers
+    x = jnp.arange(4, dtype=jnp.float32)
+    np.testing.assert_array_equal(kffi.jax.call(scale_out, x, 2.0), np.arange(4) * 2)
+    f = jax.jit(lambda a: kffi.jax.call(scale_out, a, factor=3.0))
+    np.testing.assert_array_equal(f(x), np.arange(4) * 3)
+    np.testing.assert_array_equal(x, np.arange(4))
+
+
+def test_a_jax_input_for_a_mutable_parameter_is_refused_at_trace_time(writers):
+    """A JAX input that would land on a parameter the function writes is refused, naming the
+    parameter, before XLA runs anything (jax.jit(...).lower traces and lowers only)."""
+    scale_out, bump = writers
+    x = jnp.arange(4, dtype=jnp.float32)
+    # out_shapes naming x: the positional array binds to y, which the function writes.
+    with pytest.raises(ValueError) as e:
+        kffi.jax.call(scale_out, x, factor=2.0, out_shapes={"x": sds((4,))})
+    assert str(e.value) == (
+        "kffi.jax: scale_out: parameter 'y' may be written by the function (its metadata marks "
+        "it mutable), so it cannot take a JAX input array: JAX arrays are immutable and XLA "
+        "may share their buffers. Make it an output (out_shapes={'y': "
+        "jax.ShapeDtypeStruct(shape, dtype)}, with y=array to start from an array's values), "
+        "alias its input to an output (input_output_aliases), or, if the function only reads "
+        "it, declare it read-only (kffi::ConstTensorView in C++, no `mut` in a contract)"
+    )
+    # An explicit arg_spec giving y an input: the same refusal, under jit at trace time.
+    with pytest.raises(ValueError, match="scale_out: parameter 'y' may be written"):
+        jax.jit(
+            lambda a: kffi.jax.call(
+                scale_out,
+                a,
+                factor=2.0,
+                out_shapes=sds((4,)),
+                arg_spec=["args", "rets", "attrs.factor"],
+            )
+        ).lower(x)
+    with pytest.raises(ValueError, match="bump: parameter 'x' may be written"):
+        kffi.jax.call(bump, x, 1.0, out_shapes=sds((4,)), arg_spec=["args", "attrs.value"])
+    np.testing.assert_array_equal(x, np.arange(4))
+
+
+def test_aliased_inputs_are_still_written(writers):
+    """An input aliased to an output may reach a mutable parameter: XLA hands the function the
+    output's buffer (a copy where the input lives on), and the result holds what it wrote."""
+    scale_out, bump = writers
+    x = jnp.arange(4, dtype=jnp.float32)
+    # The contract's in-place call: x given for the `mut` parameter, aliased to the output.
+    np.testing.assert_array_equal(kffi.jax.call(bump, x, 1.0), np.arange(4) + 1)
+    # y (mutable) takes input 0, aliased to output 0: XLA gives both the one buffer, which
+    # starts as x and ends as y = 2 x.
+    y = kffi.jax.call(
+        scale_out,
+        x,
+        factor=2.0,
+        out_shapes=sds((4,)),
+        arg_spec=["args", "rets", "attrs.factor"],
+        input_output_aliases={0: 0},
+    )
+    np.testing.assert_array_equal(y, np.arange(4) * 2)
+    z = jax.jit(lambda a: kffi.jax.call(bump, x=a, value=3.0, out_shapes={"x": sds((4,))}))(x)
+    np.testing.assert_array_equal(z, np.arange(4) + 3)
+    w = kffi.jax.call(scale_out, x, 2.0, y=jnp.zeros(4, jnp.float32), out_shapes={"y": sds((4,))})
+    np.testing.assert_array_equal(w, np.arange(4) * 2)
+    np.testing.assert_array_equal(x, np.arange(4))
+    with pytest.raises(ValueError, match="input 0 is aliased twice"):
+        kffi.jax.call(
+            bump, x=x, value=1.0, out_shapes={"x": sds((4,))}, input_output_aliases={0: 0}
+        )
+    with pytest.raises(ValueError, match="input_output_aliases \\{0: 1\\}: the call has 1 input"):
+        kffi.jax.call(
+            bump,
+            x,
+            value=1.0,
+            out_shapes=sds((4,)),
+            arg_spec=["args", "attrs.value"],
+            input_output_aliases={0: 1},
+        )
 
 
 # ---- caching and threads ----------------------------------------------------------------------

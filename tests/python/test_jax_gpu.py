@@ -205,7 +205,9 @@ def test_call_on_gpu_arrays_returns_gpu_arrays(gk):
     y = kffi.jax.call(gk.alloc_plus_one, x, out_shapes=sds(x))
     assert isinstance(y, jax.Array) and y.devices() == x.devices()
     np.testing.assert_array_equal(y, np.arange(10) + 1)
-    z = jax.jit(lambda a: kffi.jax.call(gk.add_one, a, out_shapes=sds(a), allow_cuda_graph=True))(x)
+    z = jax.jit(
+        lambda a: kffi.jax.call(gk.add_one, a, out_shapes={"y": sds(a)}, allow_cuda_graph=True)
+    )(x)
     np.testing.assert_array_equal(z, np.arange(10) + 1)
 
 

@@ -37,7 +37,9 @@ X = np.array([[0.5, -1.25, 2.0], [3.0, 0.75, -0.5]], np.float32)
 
 def test_vjp_from_kffi_functions_matches_numerical_gradient(jk):
     op = kffi.jax.primitive(
-        jk.square, out_shapes=jax.ShapeDtypeStruct(X.shape, jnp.float32), vjp=(None, jk.square_bwd)
+        jk.square,
+        out_shapes={"y": jax.ShapeDtypeStruct(X.shape, jnp.float32)},
+        vjp=(None, jk.square_bwd),  # square_bwd(x, g, dx): dx, left unfilled, is the output
     )
     x = jnp.asarray(X)
     np.testing.assert_array_equal(op(x), X * X)
@@ -51,7 +53,7 @@ def test_vjp_from_kffi_functions_matches_numerical_gradient(jk):
 
 
 def test_vjp_with_several_inputs_and_a_static_parameter(jk):
-    out = jax.ShapeDtypeStruct(X.shape, jnp.float32)
+    out = {"z": jax.ShapeDtypeStruct(X.shape, jnp.float32)}
     op = kffi.jax.primitive(jk.fma, out_shapes=out, vjp=(None, jk.fma_bwd))
     a, b, c = jnp.asarray(X), jnp.asarray(X[::-1].copy()), jnp.asarray(X * 3)
     np.testing.assert_allclose(op(a, b, c, scale=0.5), X * X[::-1] + X * 1.5)
@@ -83,7 +85,7 @@ def test_vjp_with_a_forward_kernel_keeping_residuals(jk):
             ],
         ),
     )
-    op = kffi.jax.primitive(jk.square, out_shapes=shape, vjp=(fwd_op, jk.mul_bwd))
+    op = kffi.jax.primitive(jk.square, out_shapes={"y": shape}, vjp=(fwd_op, jk.mul_bwd))
     x = jnp.asarray(X)
     g = jax.jit(jax.grad(lambda a: (op(a) ** 2).sum()))(x)
     np.testing.assert_allclose(g, 4 * X**3, rtol=1e-5)
@@ -93,20 +95,20 @@ def test_vjp_with_python_rules_calling_kffi(jk):
     shape = jax.ShapeDtypeStruct(X.shape, jnp.float32)
 
     def fwd(a):
-        y = kffi.jax.call(jk.square, a, out_shapes=shape)
+        y = kffi.jax.call(jk.square, a, out_shapes={"y": shape})
         return y, (a,)
 
     def bwd(res, g):
         (a,) = res
-        return (kffi.jax.call(jk.square_bwd, a, g, out_shapes=shape),)
+        return (kffi.jax.call(jk.square_bwd, a, g, out_shapes={"dx": shape}),)
 
-    op = kffi.jax.primitive(jk.square, out_shapes=shape, vjp=(fwd, bwd))
+    op = kffi.jax.primitive(jk.square, out_shapes={"y": shape}, vjp=(fwd, bwd))
     np.testing.assert_allclose(jax.grad(lambda a: op(a).sum())(jnp.asarray(X)), 2 * X)
 
 
 def test_jvp_from_a_kffi_function_gives_forward_and_reverse_mode(jk):
     shape = jax.ShapeDtypeStruct(X.shape, jnp.float32)
-    op = kffi.jax.primitive(jk.square, out_shapes=shape, jvp=jk.square_jvp)
+    op = kffi.jax.primitive(jk.square, out_shapes={"y": shape}, jvp=jk.square_jvp)
     x = jnp.asarray(X)
     t = jnp.ones_like(x)
     y, dy = jax.jvp(op, (x,), (t,))
@@ -117,14 +119,14 @@ def test_jvp_from_a_kffi_function_gives_forward_and_reverse_mode(jk):
     assert "square_jvp cannot be transposed: JAX sees a kffi call as opaque" in str(e.value)
     # A jvp rule of JAX operations (linear in the tangents) serves reverse mode as well.
     op2 = kffi.jax.primitive(
-        jk.square, out_shapes=shape, jvp=lambda p, t: (op(p[0]), 2 * p[0] * t[0])
+        jk.square, out_shapes={"y": shape}, jvp=lambda p, t: (op(p[0]), 2 * p[0] * t[0])
     )
     np.testing.assert_allclose(jax.grad(lambda a: op2(a).sum())(x), 2 * X)
 
 
 def test_vmap_sequential_and_custom_rule(jk):
     shape = jax.ShapeDtypeStruct((3,), jnp.float32)
-    seq = kffi.jax.primitive(jk.square, out_shapes=shape, vmap="sequential")
+    seq = kffi.jax.primitive(jk.square, out_shapes={"y": shape}, vmap="sequential")
     xs = jnp.asarray(X)
     np.testing.assert_array_equal(jax.vmap(seq)(xs), X * X)
     np.testing.assert_array_equal(jax.jit(jax.vmap(seq, in_axes=1))(xs.T.copy()), X * X)
@@ -134,9 +136,9 @@ def test_vmap_sequential_and_custom_rule(jk):
     def rule(args, dims, **params):  # the kernel is elementwise: call it once on the batch
         calls.append(dims)
         (a,) = args
-        return [kffi.jax.call(jk.square, a, out_shapes=sds(a))], [dims[0]]
+        return [kffi.jax.call(jk.square, a, out_shapes={"y": sds(a)})], [dims[0]]
 
-    batched = kffi.jax.primitive(jk.square, out_shapes=shape, vmap=rule)
+    batched = kffi.jax.primitive(jk.square, out_shapes={"y": shape}, vmap=rule)
     np.testing.assert_array_equal(jax.vmap(batched)(xs), X * X)
     assert calls == [(0,)]
 
@@ -144,7 +146,7 @@ def test_vmap_sequential_and_custom_rule(jk):
 def test_vmap_applies_inside_vjp_rules(jk):
     shape = jax.ShapeDtypeStruct((3,), jnp.float32)
     op = kffi.jax.primitive(
-        jk.square, out_shapes=shape, vjp=(None, jk.square_bwd), vmap="sequential"
+        jk.square, out_shapes={"y": shape}, vjp=(None, jk.square_bwd), vmap="sequential"
     )
     g = jax.vmap(jax.grad(lambda a: op(a).sum()))(jnp.asarray(X))
     np.testing.assert_allclose(g, 2 * X)
@@ -170,7 +172,7 @@ def test_contract_function_as_op(jk):
 
 def test_rules_are_required_and_checked(jk):
     shape = jax.ShapeDtypeStruct((3,), jnp.float32)
-    plain = kffi.jax.primitive(jk.square, out_shapes=shape)
+    plain = kffi.jax.primitive(jk.square, out_shapes={"y": shape})
     x = jnp.ones((3,), jnp.float32)
     with pytest.raises(NotImplementedError, match="square has no differentiation rule"):
         jax.grad(lambda a: plain(a).sum())(x)

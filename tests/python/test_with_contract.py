@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import tvm_libs
 
-SIG = "`add_one(x: Tensor([n], float32), y: Tensor([n], float32, mut))`"
+SIG = "`add_one(x: Tensor([n], float32, contiguous), y: Tensor([n], float32, contiguous, mut))`"
 
 
 @pytest.fixture(scope="module")
@@ -64,16 +64,47 @@ def test_a_broken_contract_stops_the_call(checked):
         checked(x, ro)
 
 
+def test_fake_tensors_are_compact_unless_they_opt_out(add_one):
+    """The export indexes its data as contiguous: a strided view is refused before it runs (it
+    would read x[:4] for x[::2]); a fake tensor with contiguous=False lets one through."""
+    n = kffi.sym_int("n")
+    compact = kffi.with_contract(
+        add_one,
+        kffi.fake_tensor("float32", (n,)),
+        kffi.fake_tensor("float32", (n,), mut=True),
+        param_names=["x", "y"],
+    )
+    x = np.arange(8, dtype=np.float32)
+    y = np.zeros(4, np.float32)
+    with pytest.raises(ValueError) as e:
+        compact(x[::2], y)
+    assert "x.strides" in str(e.value) and "expected contiguous, got [2]" in str(e.value)
+    with pytest.raises(ValueError, match=r"y\.strides"):
+        compact(x[:4], np.zeros(8, np.float32)[::2])
+    assert not y.any()  # the function never ran
+    any_layout = kffi.with_contract(
+        add_one,
+        kffi.fake_tensor("float32", (n,), contiguous=False),
+        kffi.fake_tensor("float32", (n,), mut=True),
+        param_names=["x", "y"],
+    )
+    assert any_layout.contract.startswith("x: Tensor([n], float32), y: ")
+    any_layout(x[::2], y)  # accepted: the contract no longer speaks for the layout
+    assert y.any()
+
+
 def test_metadata_signature_and_docs(add_one, checked):
     meta = checked._metadata
     assert meta["name"] == "add_one"
     assert meta["mutates"] == ["y"]
     assert [p["name"] for p in meta["params"]] == ["x", "y"]
     assert meta["params"][1]["shape"] == ["n"] and meta["params"][1]["mutable"] is True
-    assert checked.contract == "x: Tensor([n], float32), y: Tensor([n], float32, mut); n: int64"
+    assert checked.contract == (
+        "x: Tensor([n], float32, contiguous), y: Tensor([n], float32, contiguous, mut); n: int64"
+    )
     assert list(inspect.signature(checked).parameters) == ["x", "y"]
     assert checked.__doc__.startswith(
-        "add_one(x: Tensor([n], float32), y: Tensor([n], float32, mut))"
+        "add_one(x: Tensor([n], float32, contiguous), y: Tensor([n], float32, contiguous, mut))"
     )
     assert checked.wrapped is add_one
 

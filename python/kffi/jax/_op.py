@@ -15,7 +15,9 @@ import threading
 import jax
 
 from .. import Function
-from ._primitive import _bind, _is_array, _plan_for
+from ._bind import is_array as _is_array
+from ._bind import rule_out_shapes
+from ._primitive import _bind, _plan_for
 
 __all__ = ["Op", "primitive"]
 
@@ -88,8 +90,12 @@ class Op:
         return _bind(plan, operands, attrs)
 
     def _call_rule(self, rule, args, params, out_shapes=None):
-        """Runs a rule given as a kffi function (a plain call) or as a Python function."""
+        """Runs a rule given as a kffi function (a plain call) or as a Python function. A kffi
+        rule without a contract takes its inputs first: the tensor parameters they leave
+        unfilled receive the outputs (named for kffi.jax.call), else it returns them."""
         if isinstance(rule, Function):
+            if out_shapes is not None:
+                out_shapes = rule_out_shapes(rule, len(args), set(params), out_shapes)
             return self._call(
                 rule, args, params, out_shapes=out_shapes, arg_spec=None, input_output_aliases=None
             )

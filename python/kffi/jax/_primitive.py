@@ -10,7 +10,6 @@ platform), once, and emits the custom call. Eager calls run the primitive throug
 from __future__ import annotations
 
 import itertools
-import re
 import threading
 from functools import partial
 
@@ -22,12 +21,13 @@ from jax import tree_util
 from jax.interpreters import ad, batching, mlir
 
 from .. import Function, _abstract
+from . import _bind as bind
 from ._ffi import parse_arg_spec, register_ffi_target
 
 try:  # public names first; jax moves internals between releases
-    from jax.core import ShapedArray, Tracer
+    from jax.core import ShapedArray
 except ImportError:  # pragma: no cover (newer jax)
-    from jax._src.core import ShapedArray, Tracer
+    from jax._src.core import ShapedArray
 
 try:  # the eager path: run one primitive through XLA
     from jax.interpreters.xla import apply_primitive as _apply_primitive
@@ -40,57 +40,6 @@ kffi_call_p = jax.extend.core.Primitive("kffi_call")
 kffi_call_p.multiple_results = True
 
 _OPTION_NAMES = ("out_shapes", "input_output_aliases", "arg_spec", "allow_cuda_graph")
-
-
-# ---------------------------------------------------------------------------------------------
-# Values: which arguments are arrays (XLA operands), which are static attributes.
-# ---------------------------------------------------------------------------------------------
-
-
-def _is_array(x) -> bool:
-    return isinstance(x, (jax.Array, np.ndarray, Tracer)) or hasattr(x, "__jax_array__")
-
-
-def _attr_value(name: str, value):
-    """A hashable static value for attribute ``name``: int, float, bool, str, or a tuple
-    ("array", dtype name, values) for sequences and 1-d arrays."""
-    if isinstance(value, Tracer):
-        raise TypeError(
-            f"kffi.jax: parameter {name!r} is a scalar attribute and must be a "
-            f"static value, got a traced value; pass a Python or NumPy scalar (or "
-            f"make it a tensor parameter)"
-        )
-    if isinstance(value, (bool, np.bool_)):
-        return bool(value)
-    if isinstance(value, (int, np.integer)):
-        v = int(value)
-        if not -(2**63) <= v < 2**63:
-            raise OverflowError(f"kffi.jax: attribute {name!r} = {v} does not fit int64")
-        return v
-    if isinstance(value, (float, np.floating)) or type(value).__name__ == "bfloat16":
-        return float(value)  # float16 and bfloat16 widen exactly; attributes travel as float64
-    if isinstance(value, str):
-        return value
-    if isinstance(value, (tuple, list, np.ndarray)):
-        arr = np.asarray(value)
-        if arr.ndim != 1:
-            raise ValueError(f"kffi.jax: attribute {name!r}: arrays are 1-d, got shape {arr.shape}")
-        if arr.dtype == np.bool_:
-            kind = "bool"
-        elif np.issubdtype(arr.dtype, np.integer):
-            kind = "int64"
-        elif np.issubdtype(arr.dtype, np.floating) or arr.size == 0:
-            kind = "float64"
-        else:
-            raise TypeError(
-                f"kffi.jax: attribute {name!r}: cannot pass an array of "
-                f"{arr.dtype} (ints, floats or bools)"
-            )
-        return ("array", kind, tuple(arr.astype(kind).tolist()))
-    raise TypeError(
-        f"kffi.jax: attribute {name!r}: cannot pass {type(value).__name__} "
-        f"{value!r} to XLA (int, float, bool, str, or a 1-d sequence of them)"
-    )
 
 
 def _mlir_attr(value):
@@ -108,16 +57,6 @@ def _mlir_attr(value):
 # ---------------------------------------------------------------------------------------------
 # Plans.
 # ---------------------------------------------------------------------------------------------
-
-
-def _metadata(fn):
-    meta = getattr(fn, "_metadata", None)
-    return meta if isinstance(meta, dict) else None
-
-
-def _fn_name(fn) -> str:
-    name = getattr(fn, "__name__", None) or (_metadata(fn) or {}).get("name") or "fn"
-    return re.sub(r"[^A-Za-z0-9_]", "_", str(name))[:48] or "fn"
 
 
 _target_counter = itertools.count()
@@ -153,7 +92,7 @@ class CallPlan:
         self.out_tree = out_tree
         self.fixed_outs = fixed_outs  # tuple of (shape, dtype) when given by out_shapes
         self.vmap = vmap
-        self.label = label or _fn_name(fn)
+        self.label = label or bind.fn_name(fn)
         self._targets = {}
         self._avals = {}
         self._lock = threading.Lock()
@@ -248,214 +187,38 @@ def _check_input_dtypes(meta, dtypes, label):
 
 
 # ---------------------------------------------------------------------------------------------
-# Building a plan from a call's arguments.
+# Building a plan from a call's arguments (the layouts: _bind.py).
 # ---------------------------------------------------------------------------------------------
-
-
-def _is_tensor_type(type_text) -> bool:
-    return isinstance(type_text, str) and type_text.startswith(("Tensor", "DLTensor"))
-
-
-def _default_of(p):
-    """(has_default, value) of a parameter: Optional parameters default to None."""
-    if "default" in p:
-        return True, p["default"]
-    if p.get("optional"):
-        return True, None
-    return False, None
-
-
-def _bind_contract(fn, meta, args, kwargs):
-    """(operands, input_names, arg_spec, attrs, aliases) for a function with a structured
-    contract. Tensor parameters declared ``mut`` are outputs; given them all (as many arrays as
-    tensor parameters), they are updated in place (each input aliased to its output)."""
-    params = meta.get("params") or []
-    label = meta.get("name") or _fn_name(fn)
-    mutates = set(meta.get("mutates") or [])
-    is_tensor = [p.get("kind") == "tensor" for p in params]
-    is_mut = [
-        t and (p.get("mutable") or p.get("name") in mutates) for t, p in zip(is_tensor, params)
-    ]
-    given_arrays = sum(_is_array(a) for a in args) + sum(_is_array(v) for v in kwargs.values())
-    n_tensor, n_mut = sum(is_tensor), sum(is_mut)
-    # More arrays than the non-mut tensor parameters take: the mut ones are given too.
-    inplace = bool(n_mut) and n_tensor - n_mut < given_arrays <= n_tensor
-    if given_arrays > n_tensor or (given_arrays > n_tensor - n_mut and not inplace):
-        raise TypeError(
-            f"kffi.jax: {label} takes {n_tensor - n_mut} input array(s)"
-            + (f" (or {n_tensor}, to update its mut parameters in place)" if n_mut else "")
-            + f", got {given_arrays}; signature: {_signature(meta)}"
-        )
-    names = [p.get("name") or f"arg{i}" for i, p in enumerate(params)]
-    fillable = [
-        i for i, p in enumerate(params) if p.get("kind") != "stream" and (inplace or not is_mut[i])
-    ]
-    values = {}
-    if len(args) > len(fillable):
-        raise TypeError(
-            f"kffi.jax: {label} takes {len(fillable)} argument(s), got {len(args)}; "
-            f"signature: {_signature(meta)}"
-        )
-    for i, a in zip(fillable, args):
-        values[i] = a
-    for k, v in kwargs.items():
-        if k not in names:
-            raise TypeError(
-                f"kffi.jax: {label} got an unexpected keyword argument {k!r}; "
-                f"signature: {_signature(meta)}"
-            )
-        i = names.index(k)
-        if i not in fillable:
-            raise TypeError(
-                f"kffi.jax: {label}: {k!r} is an output (declared mut); its array is made by XLA"
-            )
-        if i in values:
-            raise TypeError(f"kffi.jax: {label} got multiple values for argument {k!r}")
-        values[i] = v
-    operands, input_names, spec, attrs, aliases = [], [], [], [], []
-    out_index = 0
-    for i, p in enumerate(params):
-        kind = p.get("kind")
-        if kind == "stream":
-            spec.append("stream")
-            continue
-        if is_mut[i]:
-            if inplace:
-                if i not in values:
-                    raise TypeError(f"kffi.jax: {label} missing array for {names[i]!r}")
-                aliases.append((len(operands), out_index))
-                operands.append(values[i])
-                input_names.append(names[i])
-            spec.append(f"rets.{out_index}")
-            out_index += 1
-            continue
-        if i not in values:
-            has_default, default = _default_of(p)
-            if not has_default:
-                raise TypeError(
-                    f"kffi.jax: {label} missing argument {names[i]!r}; signature: "
-                    f"{_signature(meta)}"
-                )
-            if default is None:
-                spec.append("none")
-                continue
-            values[i] = default
-        v = values[i]
-        if is_tensor[i]:
-            if not _is_array(v):
-                raise TypeError(
-                    f"kffi.jax: {label}: parameter {names[i]!r} is a tensor, got {type(v).__name__}"
-                )
-            spec.append(f"args.{len(operands)}")
-            operands.append(v)
-            input_names.append(names[i])
-        else:
-            if _is_array(v):
-                raise TypeError(
-                    f"kffi.jax: {label}: parameter {names[i]!r} is a {kind} "
-                    f"(a static attribute), got an array"
-                )
-            attrs.append((names[i], _attr_value(names[i], v)))
-            spec.append(f"attrs.{names[i]}")
-    return operands, input_names, spec, attrs, aliases
-
-
-def _signature(meta) -> str:
-    params = meta.get("params") or []
-    return (
-        f"{meta.get('name', '?')}("
-        + ", ".join(f"{p.get('name')}: {p.get('type')}" for p in params)
-        + ")"
-    )
-
-
-def _bind_plain(fn, meta, args, kwargs, n_outputs, arg_spec):
-    """(operands, arg_spec, attrs) for a function without a structured contract: arrays are
-    inputs, other values attributes; result buffers go to the tensor parameters nothing filled
-    (or, without parameter metadata, after everything else: jax_tvm_ffi's ["args", "rets"])."""
-    params = (meta or {}).get("params")
-    names = [p.get("name") or f"arg{i}" for i, p in enumerate(params)] if params else None
-    operands, attrs, spec = [], [], []
-
-    def add(name, v, is_tensor=None):
-        # A parameter known not to be a tensor is an attribute (a traced value is refused).
-        if is_tensor and not _is_array(v):
-            raise TypeError(f"kffi.jax: parameter {name!r} is a tensor, got {type(v).__name__}")
-        if _is_array(v) and is_tensor is not False:
-            spec.append(f"args.{len(operands)}")
-            operands.append(v)
-        else:
-            attrs.append((name, _attr_value(name, v)))
-            spec.append(f"attrs.{name}")
-
-    if arg_spec is not None:  # the caller's spec: arrays in order, attributes by name
-        for i, a in enumerate(args):
-            if _is_array(a):
-                operands.append(a)
-            else:
-                name = names[i] if names and i < len(names) else f"arg{i}"
-                attrs.append((name, _attr_value(name, a)))
-        for k, v in kwargs.items():
-            if _is_array(v):
-                raise TypeError(
-                    f"kffi.jax: with an explicit arg_spec, arrays are positional "
-                    f"(got array {k!r} by keyword)"
-                )
-            attrs.append((k, _attr_value(k, v)))
-        return operands, list(arg_spec), attrs
-    if names is None:
-        for i, a in enumerate(args):
-            add(f"arg{i}", a)
-        for k, v in kwargs.items():
-            add(k, v)
-        spec.append("rets")
-        return operands, spec, attrs
-    label = (meta or {}).get("name") or _fn_name(fn)
-    if len(args) > len(names):
-        raise TypeError(f"kffi.jax: {label} takes {len(names)} argument(s), got {len(args)}")
-    filled = dict(enumerate(args))
-    for k, v in kwargs.items():
-        if k not in names:
-            raise TypeError(f"kffi.jax: {label} got an unexpected keyword argument {k!r}")
-        if names.index(k) in filled:
-            raise TypeError(f"kffi.jax: {label} got multiple values for argument {k!r}")
-        filled[names.index(k)] = v
-    n_rets_taken = 0
-    for i, p in enumerate(params):
-        if i in filled:
-            add(names[i], filled[i], _is_tensor_type(p.get("type")))
-        elif _is_tensor_type(p.get("type")) and n_rets_taken < n_outputs:
-            spec.append(f"rets.{n_rets_taken}")
-            n_rets_taken += 1
-        else:
-            has_default, default = _default_of(p)
-            if not has_default:
-                raise TypeError(f"kffi.jax: {label} missing argument {names[i]!r}")
-            if default is None:
-                spec.append("none")
-            else:
-                add(names[i], default)
-    returns = (meta or {}).get("return")
-    if n_rets_taken < n_outputs and returns in ("None", "void", None):
-        raise TypeError(
-            f"kffi.jax: {label}: {n_outputs} output(s) given by out_shapes, but only "
-            f"{n_rets_taken} tensor parameter(s) are left to receive them and the "
-            f"function returns nothing"
-        )
-    return operands, spec, attrs
 
 
 def _flatten_out_shapes(out_shapes):
     leaves, tree = tree_util.tree_flatten(out_shapes)
-    outs = []
-    for leaf in leaves:
-        if not (hasattr(leaf, "shape") and hasattr(leaf, "dtype")):
-            raise TypeError(
-                f"kffi.jax: out_shapes leaves have .shape and .dtype (e.g. "
-                f"jax.ShapeDtypeStruct), got {leaf!r}"
-            )
-        outs.append((tuple(int(d) for d in leaf.shape), str(np.dtype(leaf.dtype))))
-    return tuple(outs), tree
+    return tuple(_aval_of(leaf) for leaf in leaves), tree
+
+
+def _aval_of(leaf, name=None):
+    if not (hasattr(leaf, "shape") and hasattr(leaf, "dtype")):
+        where = f"out_shapes[{name!r}]" if name is not None else "out_shapes leaves"
+        raise TypeError(
+            f"kffi.jax: {where} have .shape and .dtype (e.g. jax.ShapeDtypeStruct), got {leaf!r}"
+        )
+    return (tuple(int(d) for d in leaf.shape), str(np.dtype(leaf.dtype)))
+
+
+def _named_out_shapes(fn, meta, out_shapes):
+    """(parameter names, avals) of a dict ``out_shapes`` naming the parameter of each output."""
+    label = (meta or {}).get("name") or bind.fn_name(fn)
+    if not bind.has_param_names(meta):
+        raise TypeError(
+            f"kffi.jax: {label} has no parameter names (no metadata), so out_shapes cannot "
+            f"name its outputs; its layout is every input, then every output (arg_spec "
+            f"['args', 'rets']): pass out_shapes as a jax.ShapeDtypeStruct or a tuple of them, "
+            f"or an explicit arg_spec"
+        )
+    if not out_shapes:
+        raise ValueError(f"kffi.jax: {label}: out_shapes names no output")
+    names = tuple(out_shapes)
+    return names, tuple(_aval_of(v, k) for k, v in out_shapes.items())
 
 
 _plan_cache = {}
@@ -465,61 +228,80 @@ _plan_lock = threading.Lock()
 def _plan_for(
     fn, args, kwargs, out_shapes, input_output_aliases, arg_spec, allow_cuda_graph, vmap=None
 ):
-    """(plan, operands, attrs) for one call; plans are cached by the call's static structure."""
-    meta = _metadata(fn)
+    """(plan, operands, attrs) for one call; plans are cached by the call's static structure.
+
+    The layouts (_bind.py): a structured contract without out_shapes; parameter names with
+    out_shapes (a dict names the parameter of each output, else the outputs are returned); no
+    parameter names or an explicit arg_spec (inputs then outputs, or as the arg_spec says)."""
+    meta = bind.metadata(fn)
+    label = (meta or {}).get("name") or bind.fn_name(fn)
     structured = _abstract.has_structured_contract(meta) and out_shapes is None and arg_spec is None
+    out_names = None
     if structured:
-        operands, input_names, spec, attrs, aliases = _bind_contract(fn, meta, args, kwargs)
+        b = bind.bind_contract(fn, meta, args, kwargs)
         fixed, tree = None, None
+        n_outputs = sum(item.startswith("rets.") for item in b.spec) + len(
+            meta.get("outputs") or []
+        )
     else:
         if out_shapes is None:
+            hint = f"; {bind.naming_hint(meta, label)}" if bind.has_param_names(meta) else ""
             raise TypeError(
-                f"kffi.jax: {_fn_name(fn)} has no contract declaring its outputs "
+                f"kffi.jax: {label} has no contract declaring its outputs "
                 f"(metadata without 'mutates'); pass out_shapes=jax.ShapeDtypeStruct"
-                f"(shape, dtype) (or a pytree of them)"
+                f"(shape, dtype) (or a pytree of them){hint}"
             )
-        fixed, tree = _flatten_out_shapes(out_shapes)
-        operands, spec, attrs = _bind_plain(fn, meta, args, kwargs, len(fixed), arg_spec)
-        input_names = [None] * len(operands)
-        aliases = []
-    for i, o in (input_output_aliases or {}).items():
-        if not (isinstance(i, int) and isinstance(o, int)):
-            raise TypeError(
-                "kffi.jax: input_output_aliases maps input indices to output indices (ints)"
-            )
-        aliases.append((i, o))
-    attr_key = tuple(attrs)
+        if isinstance(out_shapes, dict) and arg_spec is None:
+            out_names, fixed = _named_out_shapes(fn, meta, out_shapes)
+            tree = None  # one array, or a tuple in the order of out_shapes
+        else:
+            fixed, tree = _flatten_out_shapes(out_shapes)
+        if arg_spec is None and bind.has_param_names(meta):
+            b = bind.bind_named(fn, meta, args, kwargs, out_names, fixed)
+        else:
+            b = bind.bind_flat(fn, meta, args, kwargs, arg_spec)
+        n_outputs = len(fixed)
+    aliases = list(b.aliases) + list((input_output_aliases or {}).items())
+    bind.check_aliases(label, aliases, len(b.operands), n_outputs)
     key = (
         id(fn),
-        tuple(spec),
-        len(operands),
-        tuple(input_names),
+        tuple(b.spec),
+        len(b.operands),
+        tuple(b.input_names),
         tuple(sorted(aliases)),
         bool(allow_cuda_graph),
         fixed,
         tree,
+        out_names,
         vmap,
         structured,
     )
     with _plan_lock:
         entry = _plan_cache.get(key)
-        if entry is None or entry[0] is not fn:
-            plan = CallPlan(
-                fn,
-                spec,
-                len(operands),
-                input_names,
-                aliases,
-                allow_cuda_graph,
-                meta=meta if structured else None,
-                out_tree=tree,
-                fixed_outs=fixed,
-                vmap=vmap,
-            )
-            _plan_cache[key] = (fn, plan)
-        else:
-            plan = entry[1]
-    return plan, operands, attr_key
+    if entry is None or entry[0] is not fn:
+        # A new layout: checked once, before a plan exists (a refused call caches nothing).
+        bind.check_writable(label, meta, b.spec, len(b.operands), n_outputs, aliases)
+        plan = CallPlan(
+            fn,
+            b.spec,
+            len(b.operands),
+            b.input_names,
+            aliases,
+            allow_cuda_graph,
+            meta=meta if structured else None,
+            out_tree=tree,
+            fixed_outs=fixed,
+            vmap=vmap,
+        )
+        with _plan_lock:
+            entry = _plan_cache.get(key)
+            if entry is None or entry[0] is not fn:
+                _plan_cache[key] = (fn, plan)
+            else:
+                plan = entry[1]
+    else:
+        plan = entry[1]
+    return plan, b.operands, tuple(b.attrs)
 
 
 def call(
@@ -539,14 +321,27 @@ def call(
     the ``mut`` parameters too, they are updated in place (as new JAX arrays). The result is one
     array, or a tuple when there are several outputs.
 
-    Without a contract, ``out_shapes`` (a ``jax.ShapeDtypeStruct`` or a pytree of them) says
-    what the call produces, and the result has its structure; outputs go to the tensor
-    parameters the call leaves unfilled, else come from what the function returns.
+    Without a contract, ``out_shapes`` says what the call produces:
+
+    - a dict names the parameter that receives each output,
+      ``out_shapes={"y": jax.ShapeDtypeStruct(shape, dtype)}``; the positional arguments bind,
+      in order, to the parameters not named there. The result is one array, or a tuple in the
+      order of the dict. An array passed by keyword for a named output is its initial value
+      (updated in place).
+    - a ``jax.ShapeDtypeStruct`` or another pytree of them: the tensors the function returns
+      (refused while a tensor parameter is left without an array); the result has its
+      structure.
+
+    A JAX input never reaches a parameter that the function's metadata marks mutable (it may
+    write it) unless it is aliased to an output: such a call is refused with a ValueError
+    naming the parameter. A function without parameter metadata (a TVM-FFI export) takes every
+    input, then every output (jax_tvm_ffi's ``["args", "rets"]``).
 
     ``input_output_aliases``: {input index: output index}, as in ``jax.ffi.ffi_call``.
-    ``arg_spec``: the exact layout (see :func:`register_ffi_target`). ``allow_cuda_graph``:
-    declare the target safe to capture into CUDA graphs. Other keywords are parameters
-    (scalars become XLA attributes and must be static).
+    ``arg_spec``: the exact layout (see :func:`register_ffi_target`); ``out_shapes`` is then a
+    pytree, as in ``jax.ffi.ffi_call``. ``allow_cuda_graph``: declare the target safe to
+    capture into CUDA graphs. Other keywords are parameters (scalars become XLA attributes and
+    must be static).
     """
     if not isinstance(fn, Function):
         raise TypeError(f"kffi.jax.call: expected a kffi.Function, got {type(fn).__name__}")

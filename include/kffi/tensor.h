@@ -544,8 +544,7 @@ KFFI_INLINE bool IsWritableTensorValue(const KFFIAny* s) {
 /// conversion prefixes the parameter).
 [[noreturn]] KFFI_NOINLINE inline void ThrowReadOnlyArgument() {
   throw Error("ValueError",
-              "expected a writable tensor (the function may write it), got a read-only one "
-              "(a read-only array, bytes or a JAX array: pass a writable copy)");
+              "expected a writable tensor (the function may write it), got a read-only tensor");
 }
 }  // namespace details
 

@@ -295,6 +295,15 @@ def _check_metadata(meta, where: str) -> dict:
     return meta
 
 
+def _shown_type(param: dict) -> str:
+    """A parameter's type as signatures show it: a tensor the function may write (a C++
+    kffi::TensorView: "mutable" in the metadata) reads `Tensor(mut)`, as in C++'s messages."""
+    text = str(param.get("type", "Any"))
+    if param.get("mutable") and text in ("Tensor", "Optional<Tensor>"):
+        return text.replace("Tensor", "Tensor(mut)")
+    return text
+
+
 def _annotate(func: Function, meta: dict):
     """Gives a function from a module its parameter names, signature and docstring (meta has
     passed _check_metadata)."""
@@ -328,7 +337,7 @@ def _annotate(func: Function, meta: dict):
     ]
     ret = meta.get("return") or inspect.Signature.empty
     func.__signature__ = inspect.Signature(sig_params, return_annotation=ret)
-    rendered = ", ".join(f"{n}: {p.get('type', 'Any')}" for n, p in zip(names, params))
+    rendered = ", ".join(f"{n}: {_shown_type(p)}" for n, p in zip(names, params))
     doc = meta.get("doc") or ""
     func.__doc__ = f"{meta.get('name') or ''}({rendered}) -> {ret}\n\n{doc}".rstrip()
     func.__name__ = meta.get("name") or ""

@@ -317,7 +317,7 @@ _CPP_SIMPLE = {
     "float": "double",
     "float64": "double",
     "float32": "float",
-    "Tensor": "kffi::TensorView",
+    "Tensor": "kffi::ConstTensorView",
     "str": "kffi::String",
     "bytes": "kffi::Bytes",
     "void*": "void*",
@@ -399,7 +399,9 @@ def render_header(meta: dict, object_name: str) -> str:
     for p, default in zip(params, defaults):
         ctype = cpp_type(parse_type(p.get("type", "")))
         if p.get("kind") == "tensor" and not p.get("optional"):
-            ctype = "kffi::TensorView"
+            ctype = "kffi::ConstTensorView"
+        if p.get("mutable"):  # the function may write it: only writable memory (kffi/tensor.h)
+            ctype = ctype.replace("kffi::ConstTensorView", "kffi::TensorView")
         cpp_params.append(f"{ctype} {p['name']}" + (f" = {default}" if default else ""))
     ret = cpp_type(parse_type(meta.get("return", "None")), result=True)
     args = ", ".join(p["name"] for p in params)

@@ -830,7 +830,8 @@ def compile(source: str, name: str, *fake_args, options=None, param_names=None, 
     :func:`kffi.cpp.build`), which takes torch / NumPy / JAX / CuPy arrays directly and checks
     each call in compiled code.
 
-    The C++ function takes ``kffi::TensorView`` for tensors, ``int32_t``/``int64_t``/``float``/
+    The C++ function takes ``kffi::ConstTensorView`` for the tensors it reads and
+    ``kffi::TensorView`` for the ones it writes (``mut=True``), ``int32_t``/``int64_t``/``float``/
     ``double``/``bool`` for scalars, ``kffi::Optional<T>`` and ``kffi::Tuple<...>``, and
     ``void* stream`` where a :func:`fake_stream` stands (the environment stream, or with
     ``env=False`` an explicit stream argument).

@@ -717,6 +717,7 @@ _TYPE_WORDS = {
     "int16_t",
     "uint16_t",
     "TensorView",
+    "ConstTensorView",
     "Tensor",
     "Any",
     "String",

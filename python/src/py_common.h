@@ -386,9 +386,21 @@ class CallContext {
   Extra* extra_ = nullptr;
 };
 
-/// "Argument #i", with the parameter's name and the value's type when known ("Argument #0 (`x`:
-/// numpy.ndarray)"), for error messages; "" when index < 0.
-std::string ArgLabel(const CallContext* ctx, Py_ssize_t index, const char* type_name = nullptr);
+/// Where an error about argument #index points, in kffi's one argument-error format
+/// ("<subject>: <text> (argument #k of `<signature>`)", written by the runtime:
+/// KFFIErrorSetRaisedArgument): the subject is the parameter's name (argN when the function names
+/// none, "argument #k" when no function is known, empty for a value without a position), the
+/// context " (argument #k of `<signature>`)" when the function is known.
+struct ArgPlace {
+  std::string subject;
+  std::string context;
+  /// "<subject>: <text><context>", or text alone for a value without a position.
+  std::string Say(const std::string& text) const;
+};
+ArgPlace ArgPlaceOf(const CallContext* ctx, Py_ssize_t index);
+/// The runtime's argument-error text (KFFIErrorSetRaisedArgument's message) without raising it.
+std::string ArgumentText(const char* subject, const char* expected, const char* got,
+                         Py_ssize_t index, const std::string& signature);
 
 /// Replaces the current Python exception by one of type new_type whose message is prefix + the
 /// original's message, with the original as __cause__. The original is kept unchanged when it is
@@ -397,7 +409,7 @@ std::string ArgLabel(const CallContext* ctx, Py_ssize_t index, const char* type_
 /// the original's own type when it is a builtin exception class. append_text false: prefix is a
 /// whole message, and the original's text is left to __cause__.
 void ChainError(PyObject* new_type, const std::string& prefix, bool keep_type,
-                bool append_text = true);
+                bool append_text = true, const std::string& suffix = std::string());
 
 // ---- conversion (py_convert.cc) -------------------------------------------------------------
 /// Containers nest at most this deep when converted (either way); deeper is a RecursionError.
@@ -499,10 +511,10 @@ bool TensorSizesFit(const DLTensor* t);
 /// "(2, 3)" for a tensor's shape, "float32" for a dtype.
 std::string ShapeText(const DLTensor* t);
 std::string DTypeText(DLDataType d);
-/// The ValueError for a tensor whose sizes do not fit (label: "Argument #0 (`x`)" or ""); -1.
-int RaiseLayoutTooLarge(const DLTensor* t, const std::string& label);
+/// The ValueError for a tensor whose sizes do not fit (place: the argument, or none); -1.
+int RaiseLayoutTooLarge(const DLTensor* t, const ArgPlace& place);
 /// Checks an owned tensor just imported; on failure drops it (*h = NULL) and raises. 0 or -1.
-int CheckOwnedLayout(KFFIObjectHandle* h, const std::string& label);
+int CheckOwnedLayout(KFFIObjectHandle* h, const ArgPlace& place);
 /// PyCapsule destructors of "dltensor" / "dltensor_versioned" capsules not consumed.
 void DLPackCapsuleDeleter(PyObject* cap);
 void DLPackVersionedCapsuleDeleter(PyObject* cap);

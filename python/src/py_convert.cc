@@ -19,10 +19,10 @@ using details::SetObject;
 using details::SetPOD;
 
 int SetOverflow(const CallContext* ctx, Py_ssize_t index) {
-  std::string label = ArgLabel(ctx, index);
-  PyErr_Format(PyExc_OverflowError,
-               "%s%sPython int too large to convert to int64 (kffi ints are 64-bit)", label.c_str(),
-               label.empty() ? "" : ": ");
+  PyErr_SetString(PyExc_OverflowError,
+                  ArgPlaceOf(ctx, index)
+                      .Say("Python int too large to convert to int64 (kffi ints are 64-bit)")
+                      .c_str());
   return -1;
 }
 
@@ -147,11 +147,11 @@ int ConvertDevice(PyObject* obj, KFFIAny* out) {
 int ConvertStream(PyObject* obj, KFFIAny* out, const CallContext* ctx, Py_ssize_t index) {
   PyRef r(CallHook(kHookToStream, obj));
   if (!r) {
-    std::string label = ArgLabel(ctx, index);
+    const ArgPlace place = ArgPlaceOf(ctx, index);
     ChainError(PyExc_TypeError,
-               (label.empty() ? "" : label + ": ") + "cannot read the stream handle of a " +
-                   Py_TYPE(obj)->tp_name + ": ",
-               false);
+               (place.subject.empty() ? "" : place.subject + ": ") +
+                   "cannot read the stream handle of a " + Py_TYPE(obj)->tp_name + ": ",
+               false, true, place.context);
     return -1;
   }
   void* handle = PyLong_AsVoidPtr(r.get());
@@ -291,13 +291,16 @@ int MakeContainer(PyObject* obj, Kind kind, KFFIAny* out) {
 /// exception cannot be made. Values without a position (index < 0) are left alone. Returns -1.
 KFFI_NOINLINE int LabelArgError(const CallContext* ctx, Py_ssize_t index) {
   if (index < 0 || !PyErr_Occurred()) return -1;
-  const std::string label = ArgLabel(ctx, index);
+  const ArgPlace place = ArgPlaceOf(ctx, index);
   if (PyErr_ExceptionMatches(PyExc_UnicodeError)) {
     PyObject *type, *value, *tb;
     PyErr_Fetch(&type, &value, &tb);
     PyErr_NormalizeException(&type, &value, &tb);
     PyRef reason(value != nullptr ? PyObject_GetAttrString(value, "reason") : nullptr);
-    PyRef labelled(reason ? PyUnicode_FromFormat("%S (%s)", reason.get(), label.c_str()) : nullptr);
+    // The message is built from the fields: the reason carries the argument's place.
+    PyRef labelled(reason ? PyUnicode_FromFormat("%s: %S%s", place.subject.c_str(), reason.get(),
+                                                 place.context.c_str())
+                          : nullptr);
     if (!labelled || PyObject_SetAttrString(value, "reason", labelled.get()) != 0) PyErr_Clear();
     PyErr_Restore(type, value, tb);
     return -1;
@@ -308,7 +311,9 @@ KFFI_NOINLINE int LabelArgError(const CallContext* ctx, Py_ssize_t index) {
     PyErr_NormalizeException(&type, &value, &tb);
     if (tb != nullptr && value != nullptr) PyException_SetTraceback(value, tb);
     PyRef text(value != nullptr ? PyObject_Str(value) : nullptr);
-    PyRef msg(text ? PyUnicode_FromFormat("%s: %U", label.c_str(), text.get()) : nullptr);
+    PyRef msg(text ? PyUnicode_FromFormat("%s: %U%s", place.subject.c_str(), text.get(),
+                                          place.context.c_str())
+                   : nullptr);
     PyRef exc(msg ? PyObject_CallOneArg(PyExc_RecursionError, msg.get()) : nullptr);
     if (!exc) {
       // At the recursion limit even a new exception may fail: the original goes on.
@@ -322,15 +327,16 @@ KFFI_NOINLINE int LabelArgError(const CallContext* ctx, Py_ssize_t index) {
     PyErr_SetObject(PyExc_RecursionError, exc.get());
     return -1;
   }
-  ChainError(PyExc_TypeError, label + ": ", /*keep_type=*/true);
+  ChainError(PyExc_TypeError, place.subject + ": ", /*keep_type=*/true, true, place.context);
   return -1;
 }
 
 /// A kffi object argument whose native object was released.
 int RaiseNullObject(PyTypeObject* tp, const CallContext* ctx, Py_ssize_t index) {
-  std::string label = ArgLabel(ctx, index);
-  PyErr_Format(PyExc_ValueError, "%s%sthe %s object is null (destroyed)", label.c_str(),
-               label.empty() ? "" : ": ", tp->tp_name);
+  PyErr_SetString(PyExc_ValueError,
+                  ArgPlaceOf(ctx, index)
+                      .Say(std::string("the ") + tp->tp_name + " object is null (destroyed)")
+                      .c_str());
   return -1;
 }
 

@@ -1,5 +1,5 @@
 // python/src/py_error.cc: kffi errors <-> Python exceptions, keeping tracebacks on both sides;
-// argument labels and exception chaining for conversion errors.
+// argument errors' places and exception chaining for conversion errors.
 #include "py_common.h"
 
 namespace kffi {
@@ -26,25 +26,72 @@ bool IsBuiltinException(PyObject* type) {
 }
 }  // namespace
 
-std::string ArgLabel(const CallContext* ctx, Py_ssize_t index, const char* type_name) {
-  if (index < 0) return std::string();
-  std::string s = "Argument #" + std::to_string(index);
-  const char* name = nullptr;
-  PyObject* names =
-      ctx != nullptr && ctx->function != nullptr ? ctx->function->param_names : nullptr;
+namespace {
+/// The signature the function shows (the first line of its __doc__, "scale(y: Tensor(mut), ...) ->
+/// None"), else its name; empty when neither is known. Error paths only.
+std::string SignatureOf(const PyFunction* f) {
+  if (f == nullptr) return std::string();
+  PyObject* fn = reinterpret_cast<PyObject*>(const_cast<PyFunction*>(f));
+  std::string name, doc;
+  PyRef n(PyObject_GetAttrString(fn, "__name__"));
+  if (n && PyUnicode_Check(n.get())) {
+    const char* u = PyUnicode_AsUTF8(n.get());
+    if (u != nullptr) name = u;
+  }
+  PyRef d(PyObject_GetAttrString(fn, "__doc__"));
+  if (d && PyUnicode_Check(d.get())) {
+    const char* u = PyUnicode_AsUTF8(d.get());
+    if (u != nullptr) doc = u;
+  }
+  PyErr_Clear();
+  doc = doc.substr(0, doc.find('\n'));
+  if (!name.empty() && doc.compare(0, name.size() + 1, name + "(") == 0) return doc;
+  return name;
+}
+}  // namespace
+
+std::string ArgumentText(const char* subject, const char* expected, const char* got,
+                         Py_ssize_t index, const std::string& signature) {
+  KFFIErrorSetRaisedArgument("ValueError", subject, expected, got, nullptr,
+                             static_cast<int32_t>(index),
+                             signature.empty() ? nullptr : signature.c_str());
+  KFFIObjectHandle err = nullptr;
+  KFFIErrorMoveFromRaised(&err);
+  if (err == nullptr) return std::string(subject) + ": " + (got != nullptr ? got : "");
+  const KFFIByteArray& m = KFFIErrorGetCellPtr(err)->message;
+  std::string out(m.data, m.size);
+  KFFIObjectDecRef(err);
+  return out;
+}
+
+ArgPlace ArgPlaceOf(const CallContext* ctx, Py_ssize_t index) {
+  ArgPlace place;
+  if (index < 0) return place;
+  const PyFunction* f = ctx != nullptr ? ctx->function : nullptr;
+  PyObject* names = f != nullptr ? f->param_names : nullptr;
   if (names != nullptr && index < PyTuple_GET_SIZE(names)) {
     PyObject* n = PyTuple_GET_ITEM(names, index);
-    name = PyUnicode_Check(n) ? PyUnicode_AsUTF8(n) : nullptr;
-    if (name == nullptr) PyErr_Clear();
+    const char* u = PyUnicode_Check(n) ? PyUnicode_AsUTF8(n) : nullptr;
+    if (u == nullptr) PyErr_Clear();
+    if (u != nullptr) place.subject = u;
   }
-  if (name != nullptr && type_name != nullptr) {
-    s += std::string(" (`") + name + "`: " + type_name + ")";
-  } else if (name != nullptr) {
-    s += std::string(" (`") + name + "`)";
-  } else if (type_name != nullptr) {
-    s += std::string(" (") + type_name + ")";
+  const std::string sig = SignatureOf(f);
+  if (place.subject.empty()) {
+    place.subject =
+        sig.empty() ? "argument #" + std::to_string(index) : "arg" + std::to_string(index);
   }
-  return s;
+  if (!sig.empty()) {
+    // One formatter: the runtime's, around a marker that splits it into the parts.
+    const std::string whole = ArgumentText(place.subject.c_str(), nullptr, "\x01", index, sig);
+    const size_t at = whole.find('\x01');
+    if (at != std::string::npos) place.context = whole.substr(at + 1);
+  }
+  return place;
+}
+
+std::string ArgPlace::Say(const std::string& text) const {
+  if (subject.empty()) return text;
+  return subject + ": " + text + context;
 }
 
 thread_local CallArgsScope* CallArgsScope::top_ = nullptr;
@@ -57,11 +104,12 @@ const char* CallArgsScope::TypeNameOf(const KFFIAny* arg) noexcept {
   return Py_TYPE(s->args_[arg - s->packed_])->tp_name;
 }
 
-void ChainError(PyObject* new_type, const std::string& prefix, bool keep_type, bool append_text) {
+void ChainError(PyObject* new_type, const std::string& prefix, bool keep_type, bool append_text,
+                const std::string& suffix) {
   PyObject *type, *value, *tb;
   PyErr_Fetch(&type, &value, &tb);
   if (type == nullptr) {
-    PyErr_SetString(new_type, (prefix + "unknown error").c_str());
+    PyErr_SetString(new_type, (prefix + "unknown error" + suffix).c_str());
     return;
   }
   PyErr_NormalizeException(&type, &value, &tb);
@@ -88,6 +136,7 @@ void ChainError(PyObject* new_type, const std::string& prefix, bool keep_type, b
     msg +=
         std::string("<") + reinterpret_cast<PyTypeObject*>(type)->tp_name + " whose str() failed>";
   }
+  msg += suffix;
   PyRef exc(PyObject_CallFunction(cls, "s#", msg.data(), static_cast<Py_ssize_t>(msg.size())));
   if (!exc || !PyExceptionInstance_Check(exc.get())) {
     // Could not make it (e.g. at the recursion limit): the original goes on unchanged.

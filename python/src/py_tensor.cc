@@ -105,20 +105,20 @@ std::string DTypeText(DLDataType d) {
 }
 
 /// Raises the ValueError for a tensor whose sizes do not fit; returns -1.
-int RaiseLayoutTooLarge(const DLTensor* t, const std::string& label) {
-  std::string msg = (label.empty() ? std::string() : label + ": ") + "a tensor of shape " +
-                    ShapeText(t) + " and dtype " + DTypeText(t->dtype) +
-                    " has an impossible size (a negative dimension, or a size in bytes that "
-                    "overflows int64)";
+int RaiseLayoutTooLarge(const DLTensor* t, const ArgPlace& place) {
+  const std::string msg =
+      place.Say("a tensor of shape " + ShapeText(t) + " and dtype " + DTypeText(t->dtype) +
+                " has an impossible size (a negative dimension, or a size in "
+                "bytes that overflows int64)");
   PyErr_SetString(PyExc_ValueError, msg.c_str());
   return -1;
 }
 
 /// Checks an owned tensor just imported; on failure drops it and raises. 0 or -1.
-int CheckOwnedLayout(KFFIObjectHandle* h, const std::string& label) {
+int CheckOwnedLayout(KFFIObjectHandle* h, const ArgPlace& place) {
   const DLTensor* t = KFFITensorGetDLTensorPtr(*h);
   if (LayoutFits(t)) return 0;
-  RaiseLayoutTooLarge(t, label);
+  RaiseLayoutTooLarge(t, place);
   ReleaseObject(*h);  // the producer's deleter runs with the ValueError kept aside
   *h = nullptr;
   return -1;
@@ -237,7 +237,7 @@ bool MaybeLazyView(const DLTensor* t) {
 }
 
 /// Refuses a torch tensor with its conj or neg bit set (the memory holds the unresolved values).
-int CheckTorchLazyView(PyObject* obj, const std::string& label) {
+int CheckTorchLazyView(PyObject* obj, const ArgPlace& place) {
   static const char* const kChecks[][2] = {
       {"is_conj",
        "a lazy conjugate view (its memory holds the unconjugated values); pass "
@@ -249,8 +249,8 @@ int CheckTorchLazyView(PyObject* obj, const std::string& label) {
     PyRef r(PyObject_CallMethod(obj, check[0], nullptr));
     if (!r) return -1;
     if (r.get() == Py_True) {
-      PyErr_Format(PyExc_ValueError, "%s%sthe torch tensor is %s", label.c_str(),
-                   label.empty() ? "" : ": ", check[1]);
+      PyErr_SetString(PyExc_ValueError,
+                      place.Say(std::string("the torch tensor is ") + check[1]).c_str());
       return -1;
     }
   }
@@ -373,13 +373,13 @@ int ImportViaDLPackProtocol(PyObject* obj, const TypeInfo* info, bool read_only,
 /// chains the producer's own exception (never rebuilt from its text, which may not exist).
 int TensorImportError(PyObject* obj, const TypeInfo* info, const CallContext* ctx,
                       Py_ssize_t index) {
-  std::string label = ArgLabel(ctx, index);
-  std::string where = label.empty() ? std::string() : label + ": ";
+  const ArgPlace place = ArgPlaceOf(ctx, index);
   if (info->kind == Kind::kJaxTracer) {
     ChainError(PyExc_TypeError,
-               where + "a JAX tracer (" + Py_TYPE(obj)->tp_name +
-                   ") cannot be passed to a kffi function called eagerly inside jax.jit, "
-                   "jax.grad or jax.vmap; call the function through kffi.jax.call(...) instead",
+               place.Say(std::string("a JAX tracer (") + Py_TYPE(obj)->tp_name +
+                         ") cannot be passed to a kffi function called eagerly inside jax.jit, "
+                         "jax.grad or jax.vmap; call the function through kffi.jax.call(...) "
+                         "instead"),
                false, /*append_text=*/false);
     return -1;
   }
@@ -392,10 +392,9 @@ int TensorImportError(PyObject* obj, const TypeInfo* info, const CallContext* ct
     PyErr_Restore(type, value, tb);
     if (is_meta.get() == Py_True) {
       ChainError(PyExc_ValueError,
-                 where +
-                     "a torch tensor on the meta device has no memory to pass to a kernel "
-                     "(use a tensor on a real device; kffi.compile takes fake tensors for "
-                     "shapes alone)",
+                 place.Say("a torch tensor on the meta device has no memory to pass to a kernel "
+                           "(use a tensor on a real device; kffi.compile takes fake tensors for "
+                           "shapes alone)"),
                  false, /*append_text=*/false);
       return -1;
     }
@@ -404,8 +403,11 @@ int TensorImportError(PyObject* obj, const TypeInfo* info, const CallContext* ct
     PyErr_Format(PyExc_TypeError, "the DLPack exchange API of %s failed without an error",
                  Py_TYPE(obj)->tp_name);
   }
-  if (index >= 0)
-    ChainError(PyExc_TypeError, ArgLabel(ctx, index, Py_TYPE(obj)->tp_name) + ": ", true);
+  if (index >= 0) {
+    ChainError(PyExc_TypeError,
+               place.subject + ": cannot import the " + Py_TYPE(obj)->tp_name + " as a tensor: ",
+               true, true, place.context);
+  }
   return -1;
 }
 
@@ -456,10 +458,10 @@ KFFI_INLINE int ConvertExchangeTensorInline(PyObject* obj, const TypeInfo* info,
     if (api->dltensor_from_py_object_no_sync(obj, t) != 0) {
       return TensorImportError(obj, info, ctx, index);
     }
-    if (KFFI_UNLIKELY(!LayoutFits(t))) return RaiseLayoutTooLarge(t, ArgLabel(ctx, index));
+    if (KFFI_UNLIKELY(!LayoutFits(t))) return RaiseLayoutTooLarge(t, ArgPlaceOf(ctx, index));
     if (KFFI_UNLIKELY((info->flags & kTypeTorch) != 0 && MaybeLazyView(t))) {
       ctx->NotePythonRuns();
-      if (CheckTorchLazyView(obj, ArgLabel(ctx, index)) != 0) return -1;
+      if (CheckTorchLazyView(obj, ArgPlaceOf(ctx, index)) != 0) return -1;
     }
     ctx->NoteDevice(t->device, api);
     ctx->NoteTensorSource(t, obj);
@@ -473,7 +475,7 @@ KFFI_INLINE int ConvertExchangeTensorInline(PyObject* obj, const TypeInfo* info,
   if (flags != 0) mt->flags |= DLPACK_FLAG_BITMASK_READ_ONLY;
   KFFIObjectHandle h = nullptr;
   if (KFFITensorFromDLPackVersioned(mt, 0, 0, &h) != 0) return (RaiseFromKFFIError(-1), -1);
-  if (CheckOwnedLayout(&h, ArgLabel(ctx, index)) != 0) return -1;
+  if (CheckOwnedLayout(&h, ArgPlaceOf(ctx, index)) != 0) return -1;
   SetOwnedTensor(out, h);
   ctx->KeepAlive(*out);
   ctx->NoteDevice(KFFITensorGetDLTensorPtr(h)->device, api);
@@ -491,7 +493,7 @@ KFFI_INLINE int ConvertNumpyTensorInline(PyObject* obj, const TypeInfo* info, KF
   DLTensor* t = ctx->NewTensorSlot();
   bool read_only = false, fits = true;
   if (KFFI_LIKELY(FillFromNumpy(obj, t, ctx, &read_only, &fits) && !read_only)) {
-    if (KFFI_UNLIKELY(!fits)) return RaiseLayoutTooLarge(t, ArgLabel(ctx, index));
+    if (KFFI_UNLIKELY(!fits)) return RaiseLayoutTooLarge(t, ArgPlaceOf(ctx, index));
     ctx->NoteTensorSource(t, obj);
     SetTensorView(out, t, 0);
     return 0;
@@ -526,7 +528,7 @@ int ConvertTensorArg(PyObject* obj, const TypeInfo* info, KFFIAny* out, CallCont
     DLTensor* t = ctx->NewTensorSlot();
     bool fits = true;
     if (FillFromNumpy(obj, t, ctx, &read_only, &fits)) {
-      if (KFFI_UNLIKELY(!fits)) return RaiseLayoutTooLarge(t, ArgLabel(ctx, index));
+      if (KFFI_UNLIKELY(!fits)) return RaiseLayoutTooLarge(t, ArgPlaceOf(ctx, index));
       if (KFFI_LIKELY(!read_only)) {
         ctx->NoteTensorSource(t, obj);
         SetTensorView(out, t, 0);
@@ -554,7 +556,7 @@ int ConvertTensorArg(PyObject* obj, const TypeInfo* info, KFFIAny* out, CallCont
     }
     return TensorImportError(obj, info, ctx, index);
   }
-  if (CheckOwnedLayout(&h, ArgLabel(ctx, index)) != 0) return -1;
+  if (CheckOwnedLayout(&h, ArgPlaceOf(ctx, index)) != 0) return -1;
   SetOwnedTensor(out, h);
   ctx->KeepAlive(*out);
   const DLTensor* t = KFFITensorGetDLTensorPtr(h);
@@ -576,14 +578,14 @@ int TensorToOwnedHandle(PyObject* obj, KFFIObjectHandle* out) {
   switch (info->kind) {
     case Kind::kExchangeTensor:
       if (info->api->managed_tensor_from_py_object_no_sync != nullptr) {
-        if ((info->flags & kTypeTorch) != 0 && CheckTorchLazyView(obj, "") != 0) return -1;
+        if ((info->flags & kTypeTorch) != 0 && CheckTorchLazyView(obj, ArgPlace()) != 0) return -1;
         DLManagedTensorVersioned* mt = nullptr;
         if (info->api->managed_tensor_from_py_object_no_sync(obj, &mt) != 0) {
           return TensorImportError(obj, info, nullptr, -1);
         }
         if ((info->flags & kTypeReadOnly) != 0) mt->flags |= DLPACK_FLAG_BITMASK_READ_ONLY;
         if (KFFITensorFromDLPackVersioned(mt, 0, 0, out) != 0) return (RaiseFromKFFIError(-1), -1);
-        return CheckOwnedLayout(out, "");
+        return CheckOwnedLayout(out, ArgPlace());
       }
       break;
     case Kind::kNumpyTensor:
@@ -602,7 +604,7 @@ int TensorToOwnedHandle(PyObject* obj, KFFIObjectHandle* out) {
   if (ImportViaDLPackProtocol(obj, info, read_only, nullptr, out) != 0) {
     return TensorImportError(obj, info, nullptr, -1);
   }
-  return CheckOwnedLayout(out, "");
+  return CheckOwnedLayout(out, ArgPlace());
 }
 
 PyObject* WrapTensor(KFFIObjectHandle owned, const CallContext* ctx) {

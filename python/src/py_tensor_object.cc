@@ -44,7 +44,7 @@ PyObject* TensorInfo(PyObject*, PyObject* obj) {
   KFFIObjectHandle h = TensorHandleArg(obj);
   if (h == nullptr) return nullptr;
   DLTensor* t = KFFITensorGetDLTensorPtr(h);
-  if (!TensorSizesFit(t)) return (RaiseLayoutTooLarge(t, ""), nullptr);
+  if (!TensorSizesFit(t)) return (RaiseLayoutTooLarge(t, ArgPlace()), nullptr);
   PyRef shape(Int64Tuple(t->shape, t->ndim));
   PyRef strides;
   if (t->strides != nullptr) {
@@ -178,7 +178,7 @@ int ExchangeFromPy(void* py_obj, DLManagedTensorVersioned** out) {
 int ExchangeToPy(DLManagedTensorVersioned* mt, void** out) {
   KFFIObjectHandle h = nullptr;
   if (KFFITensorFromDLPackVersioned(mt, 0, 0, &h) != 0) return (RaiseFromKFFIError(-1), -1);
-  if (CheckOwnedLayout(&h, "") != 0) return -1;
+  if (CheckOwnedLayout(&h, ArgPlace()) != 0) return -1;
   PyObject* r = WrapObject(h);
   if (r == nullptr) return -1;
   *out = r;

@@ -10,21 +10,28 @@
 
 namespace {
 
+/// The elements of a float32 tensor: writable through a TensorView, read-only through a
+/// ConstTensorView (both include byte_offset).
 float* F32(kffi::TensorView t) {
   KFFI_CHECK((t.dtype() == DLDataType{kDLFloat, 32, 1}), TypeError)
       << "expected float32, got " << t.dtype();
-  return static_cast<float*>(t.data_ptr());
+  return t.data<float>();
+}
+const float* F32(kffi::ConstTensorView t) {
+  KFFI_CHECK((t.dtype() == DLDataType{kDLFloat, 32, 1}), TypeError)
+      << "expected float32, got " << t.dtype();
+  return t.data<float>();
 }
 
 /// y = x + 1
-void AddOne(kffi::TensorView x, kffi::TensorView y) {
+void AddOne(kffi::ConstTensorView x, kffi::TensorView y) {
   const float* a = F32(x);
   float* b = F32(y);
   for (int64_t i = 0; i < x.numel(); ++i) b[i] = a[i] + 1;
 }
 
 /// y = x * factor (the output first, as in many C kernels)
-void ScaleInto(kffi::TensorView y, kffi::TensorView x, double factor) {
+void ScaleInto(kffi::TensorView y, kffi::ConstTensorView x, double factor) {
   KFFI_CHECK(x.numel() == y.numel(), ValueError) << "scale_into: sizes differ";
   const float* a = F32(x);
   float* b = F32(y);
@@ -38,14 +45,14 @@ void AddInplace(kffi::TensorView x, double value) {
 }
 
 /// out = concatenation of a and b along dimension 0 (2-d, float32)
-void ConcatRows(kffi::TensorView a, kffi::TensorView b, kffi::TensorView out) {
+void ConcatRows(kffi::ConstTensorView a, kffi::ConstTensorView b, kffi::TensorView out) {
   KFFI_CHECK(out.numel() == a.numel() + b.numel(), ValueError) << "concat_rows: bad output size";
   std::memcpy(F32(out), F32(a), static_cast<size_t>(a.numel()) * 4);
   std::memcpy(F32(out) + a.numel(), F32(b), static_cast<size_t>(b.numel()) * 4);
 }
 
 /// A new [n + m, k] tensor: a on top of b (2-d, float32), from the environment allocator.
-kffi::Tensor ConcatAlloc(kffi::TensorView a, kffi::TensorView b) {
+kffi::Tensor ConcatAlloc(kffi::ConstTensorView a, kffi::ConstTensorView b) {
   std::vector<int64_t> shape{a.shape()[0] + b.shape()[0], a.shape()[1]};
   kffi::Tensor out = kffi::Tensor::FromEnvAlloc(kffi::IntArrayView(shape.data(), shape.size()),
                                                 a.dtype(), a.device());
@@ -54,7 +61,7 @@ kffi::Tensor ConcatAlloc(kffi::TensorView a, kffi::TensorView b) {
 }
 
 /// Raises ValueError(message) (to check that errors reach Python through XLA).
-void Fail(kffi::TensorView, kffi::TensorView, kffi::String message) {
+void Fail(kffi::ConstTensorView, kffi::TensorView, kffi::String message) {
   KFFI_THROW(ValueError) << std::string(message);
 }
 
@@ -62,7 +69,7 @@ std::mutex g_mu;
 int64_t g_last_alloc = 0;
 
 /// A new tensor x + 1 from the environment allocator (inside XLA: the result buffer).
-kffi::Tensor AllocPlusOne(kffi::TensorView x) {
+kffi::Tensor AllocPlusOne(kffi::ConstTensorView x) {
   kffi::Tensor out = kffi::Tensor::FromEnvAlloc(x.shape(), x.dtype(), x.device());
   {
     std::lock_guard<std::mutex> lock(g_mu);
@@ -73,7 +80,7 @@ kffi::Tensor AllocPlusOne(kffi::TensorView x) {
 }
 
 /// Two new tensors (x + 1, x * 2) from the environment allocator.
-kffi::Array<kffi::Tensor> AllocTwo(kffi::TensorView x) {
+kffi::Array<kffi::Tensor> AllocTwo(kffi::ConstTensorView x) {
   kffi::Tensor a = kffi::Tensor::FromEnvAlloc(x.shape(), x.dtype(), x.device());
   kffi::Tensor b = kffi::Tensor::FromEnvAlloc(x.shape(), x.dtype(), x.device());
   AddOne(x, a);
@@ -82,7 +89,7 @@ kffi::Array<kffi::Tensor> AllocTwo(kffi::TensorView x) {
 }
 
 /// A new tensor x * 3 in memory of its own (not the environment's): XLA must copy it.
-kffi::Tensor OwnHostTimesThree(kffi::TensorView x) {
+kffi::Tensor OwnHostTimesThree(kffi::ConstTensorView x) {
   kffi::Tensor out = kffi::Tensor::FromNDAlloc(kffi::details::HostAlignedAlloc(), x.shape(),
                                                x.dtype(), x.device());
   ScaleInto(out, x, 3.0);
@@ -90,7 +97,7 @@ kffi::Tensor OwnHostTimesThree(kffi::TensorView x) {
 }
 
 /// Allocates a scratch tensor of another shape, then returns nothing.
-void AllocScratch(kffi::TensorView x) {
+void AllocScratch(kffi::ConstTensorView x) {
   kffi::Tensor t =
       kffi::Tensor::FromEnvAlloc(kffi::IntArrayView({x.numel() + 7}), x.dtype(), x.device());
   std::memset(t.data_ptr(), 0, static_cast<size_t>(x.numel() + 7) * 4);
@@ -102,11 +109,11 @@ int64_t LastAlloc() {
 }
 
 /// Returns None where a tensor was expected.
-void ReturnsNothing(kffi::TensorView) {}
+void ReturnsNothing(kffi::ConstTensorView) {}
 
 /// A function that adds k (for many distinct targets).
 kffi::Function MakeAdder(int64_t k) {
-  return kffi::Function::FromTyped([k](kffi::TensorView x, kffi::TensorView y) {
+  return kffi::Function::FromTyped([k](kffi::ConstTensorView x, kffi::TensorView y) {
     const float* a = F32(x);
     float* b = F32(y);
     for (int64_t i = 0; i < x.numel(); ++i) b[i] = a[i] + static_cast<float>(k);
@@ -114,7 +121,8 @@ kffi::Function MakeAdder(int64_t k) {
 }
 
 /// y = x + (bias or 0): an optional tensor argument.
-void AddBias(kffi::TensorView x, kffi::Optional<kffi::TensorView> bias, kffi::TensorView y) {
+void AddBias(kffi::ConstTensorView x, kffi::Optional<kffi::ConstTensorView> bias,
+             kffi::TensorView y) {
   const float* a = F32(x);
   float* b = F32(y);
   for (int64_t i = 0; i < x.numel(); ++i) b[i] = a[i] + (bias.has_value() ? F32(*bias)[i] : 0.f);
@@ -122,25 +130,26 @@ void AddBias(kffi::TensorView x, kffi::Optional<kffi::TensorView> bias, kffi::Te
 
 // ---- Gradient kernels: y = x * x, dx = 2 x g, y' = 2 x t --------------------------------------
 
-void Square(kffi::TensorView x, kffi::TensorView y) {
+void Square(kffi::ConstTensorView x, kffi::TensorView y) {
   for (int64_t i = 0; i < x.numel(); ++i) F32(y)[i] = F32(x)[i] * F32(x)[i];
 }
-void SquareBwd(kffi::TensorView x, kffi::TensorView g, kffi::TensorView dx) {
+void SquareBwd(kffi::ConstTensorView x, kffi::ConstTensorView g, kffi::TensorView dx) {
   for (int64_t i = 0; i < x.numel(); ++i) F32(dx)[i] = 2 * F32(x)[i] * F32(g)[i];
 }
-void SquareJvp(kffi::TensorView x, kffi::TensorView t, kffi::TensorView dy) {
+void SquareJvp(kffi::ConstTensorView x, kffi::ConstTensorView t, kffi::TensorView dy) {
   for (int64_t i = 0; i < x.numel(); ++i) F32(dy)[i] = 2 * F32(x)[i] * F32(t)[i];
 }
 /// z = a * b + c * scale
-void Fma(kffi::TensorView a, kffi::TensorView b, kffi::TensorView c, double scale,
+void Fma(kffi::ConstTensorView a, kffi::ConstTensorView b, kffi::ConstTensorView c, double scale,
          kffi::TensorView z) {
   for (int64_t i = 0; i < a.numel(); ++i) {
     F32(z)[i] = F32(a)[i] * F32(b)[i] + F32(c)[i] * static_cast<float>(scale);
   }
 }
 /// da = g b, db = g a, dc = g scale
-void FmaBwd(kffi::TensorView a, kffi::TensorView b, kffi::TensorView, kffi::TensorView g,
-            double scale, kffi::TensorView da, kffi::TensorView db, kffi::TensorView dc) {
+void FmaBwd(kffi::ConstTensorView a, kffi::ConstTensorView b, kffi::ConstTensorView,
+            kffi::ConstTensorView g, double scale, kffi::TensorView da, kffi::TensorView db,
+            kffi::TensorView dc) {
   for (int64_t i = 0; i < a.numel(); ++i) {
     F32(da)[i] = F32(g)[i] * F32(b)[i];
     F32(db)[i] = F32(g)[i] * F32(a)[i];
@@ -148,19 +157,19 @@ void FmaBwd(kffi::TensorView a, kffi::TensorView b, kffi::TensorView, kffi::Tens
   }
 }
 /// The forward pass that also keeps a residual: y = x * x, r = 2 x
-void SquareFwd(kffi::TensorView x, kffi::TensorView y, kffi::TensorView r) {
+void SquareFwd(kffi::ConstTensorView x, kffi::TensorView y, kffi::TensorView r) {
   for (int64_t i = 0; i < x.numel(); ++i) {
     F32(y)[i] = F32(x)[i] * F32(x)[i];
     F32(r)[i] = 2 * F32(x)[i];
   }
 }
 /// dx = r g
-void MulBwd(kffi::TensorView r, kffi::TensorView g, kffi::TensorView dx) {
+void MulBwd(kffi::ConstTensorView r, kffi::ConstTensorView g, kffi::TensorView dx) {
   for (int64_t i = 0; i < r.numel(); ++i) F32(dx)[i] = F32(r)[i] * F32(g)[i];
 }
 
 /// The empty kernel of the benchmarks.
-void Empty(kffi::TensorView, kffi::TensorView) {}
+void Empty(kffi::ConstTensorView, kffi::TensorView) {}
 
 }  // namespace
 
@@ -213,7 +222,7 @@ kffi::Array<kffi::Any> LastProbe() {
   return kffi::Array<kffi::Any>(*g_probe);
 }
 /// The environment stream the callee sees for the CPU, and whether an allocator is set.
-kffi::Array<int64_t> EnvOnCpu(kffi::TensorView) {
+kffi::Array<int64_t> EnvOnCpu(kffi::ConstTensorView) {
   return kffi::Array<int64_t>{
       static_cast<int64_t>(reinterpret_cast<intptr_t>(KFFIEnvGetStream(kDLCPU, 0))),
       KFFIEnvGetTensorAllocator() != nullptr ? 1 : 0};

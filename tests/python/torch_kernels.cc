@@ -7,16 +7,26 @@
 
 namespace {
 
-bool IsF64(kffi::TensorView t) { return t.dtype() == DLDataType{kDLFloat, 64, 1}; }
+bool IsF64(kffi::ConstTensorView t) { return t.dtype() == DLDataType{kDLFloat, 64, 1}; }
 
+// The elements (byte_offset included): writable through a TensorView or a Tensor, read-only
+// through a ConstTensorView.
 template <typename T>
 T* P(kffi::TensorView t) {
-  return static_cast<T*>(t.data_ptr());
+  return t.data<T>();
+}
+template <typename T>
+T* P(const kffi::Tensor& t) {
+  return t.data<T>();
+}
+template <typename T>
+const T* P(kffi::ConstTensorView t) {
+  return t.data<T>();
 }
 
 /// Elementwise over contiguous float32 or float64 tensors of the same dtype.
 template <typename F>
-void Map2(kffi::TensorView out, kffi::TensorView x, F f) {
+void Map2(kffi::TensorView out, kffi::ConstTensorView x, F f) {
   KFFI_CHECK(out.dtype() == x.dtype(), TypeError)
       << "expected matching dtypes, got " << out.dtype() << " and " << x.dtype();
   if (IsF64(x)) {
@@ -27,17 +37,17 @@ void Map2(kffi::TensorView out, kffi::TensorView x, F f) {
   }
 }
 
-kffi::Tensor Like(kffi::TensorView x) {
+kffi::Tensor Like(kffi::ConstTensorView x) {
   return kffi::Tensor::FromEnvAlloc(x.shape(), x.dtype(), x.device());
 }
 
 /// y = x * factor, written into y.
-void ScaleInto(kffi::TensorView y, kffi::TensorView x, double factor) {
+void ScaleInto(kffi::TensorView y, kffi::ConstTensorView x, double factor) {
   Map2(y, x, [factor](double v) { return v * factor; });
 }
 
 /// A new tensor: a[i, j] + b[j].
-kffi::Tensor AddRow(kffi::TensorView a, kffi::TensorView b) {
+kffi::Tensor AddRow(kffi::ConstTensorView a, kffi::ConstTensorView b) {
   kffi::Tensor out = Like(a);
   const int64_t n = a.size(0), m = a.size(1);
   for (int64_t i = 0; i < n; ++i) {
@@ -48,43 +58,43 @@ kffi::Tensor AddRow(kffi::TensorView a, kffi::TensorView b) {
 }
 
 /// A new [n + m, k] tensor: a on top of b.
-kffi::Tensor Concat(kffi::TensorView a, kffi::TensorView b) {
+kffi::Tensor Concat(kffi::ConstTensorView a, kffi::ConstTensorView b) {
   int64_t shape[2] = {a.size(0) + b.size(0), a.size(1)};
   kffi::Tensor out =
       kffi::Tensor::FromEnvAlloc(kffi::IntArrayView(shape, 2), a.dtype(), a.device());
-  std::memcpy(out.data_ptr(), a.data_ptr(), static_cast<size_t>(a.numel()) * 4);
-  std::memcpy(P<float>(out) + a.numel(), b.data_ptr(), static_cast<size_t>(b.numel()) * 4);
+  std::memcpy(out.data<float>(), a.data<float>(), static_cast<size_t>(a.numel()) * 4);
+  std::memcpy(P<float>(out) + a.numel(), b.data<float>(), static_cast<size_t>(b.numel()) * 4);
   return out;
 }
 
 /// y = x * x (returned) and its backward dx = 2 x g.
-kffi::Tensor Square(kffi::TensorView x) {
+kffi::Tensor Square(kffi::ConstTensorView x) {
   kffi::Tensor y = Like(x);
   Map2(y, x, [](double v) { return v * v; });
   return y;
 }
-kffi::Tensor SquareBwd(kffi::TensorView x, kffi::TensorView g) {
+kffi::Tensor SquareBwd(kffi::ConstTensorView x, kffi::ConstTensorView g) {
   kffi::Tensor dx = Like(x);
   for (int64_t i = 0; i < x.numel(); ++i) P<double>(dx)[i] = 2 * P<double>(x)[i] * P<double>(g)[i];
   return dx;
 }
 
 /// The same written into outputs: y = x * x; dx = 2 x g.
-void SquareInto(kffi::TensorView x, kffi::TensorView y) {
+void SquareInto(kffi::ConstTensorView x, kffi::TensorView y) {
   Map2(y, x, [](double v) { return v * v; });
 }
-void SquareBwdInto(kffi::TensorView x, kffi::TensorView g, kffi::TensorView dx) {
+void SquareBwdInto(kffi::ConstTensorView x, kffi::ConstTensorView g, kffi::TensorView dx) {
   for (int64_t i = 0; i < x.numel(); ++i) P<double>(dx)[i] = 2 * P<double>(x)[i] * P<double>(g)[i];
 }
 
 /// z = a * b * scale; backward: da = g b scale, db = g a scale.
-kffi::Tensor Mul(kffi::TensorView a, kffi::TensorView b, double scale) {
+kffi::Tensor Mul(kffi::ConstTensorView a, kffi::ConstTensorView b, double scale) {
   kffi::Tensor z = Like(a);
   for (int64_t i = 0; i < a.numel(); ++i)
     P<double>(z)[i] = P<double>(a)[i] * P<double>(b)[i] * scale;
   return z;
 }
-void MulBwd(kffi::TensorView a, kffi::TensorView b, kffi::TensorView g, double scale,
+void MulBwd(kffi::ConstTensorView a, kffi::ConstTensorView b, kffi::ConstTensorView g, double scale,
             kffi::TensorView da, kffi::TensorView db) {
   for (int64_t i = 0; i < a.numel(); ++i) {
     P<double>(da)[i] = P<double>(g)[i] * P<double>(b)[i] * scale;
@@ -93,7 +103,7 @@ void MulBwd(kffi::TensorView a, kffi::TensorView b, kffi::TensorView g, double s
 }
 
 /// Two new tensors: (x + 1, x * 2).
-kffi::Array<kffi::Tensor> TwoOut(kffi::TensorView x) {
+kffi::Array<kffi::Tensor> TwoOut(kffi::ConstTensorView x) {
   kffi::Tensor a = Like(x), b = Like(x);
   Map2(a, x, [](double v) { return v + 1; });
   Map2(b, x, [](double v) { return v * 2; });
@@ -101,8 +111,8 @@ kffi::Array<kffi::Tensor> TwoOut(kffi::TensorView x) {
 }
 
 /// y = x + (bias or 0) + (shift or 0), written into y.
-void AddBias(kffi::TensorView x, kffi::TensorView y, kffi::Optional<kffi::TensorView> bias,
-             kffi::Optional<int64_t> shift) {
+void AddBias(kffi::ConstTensorView x, kffi::TensorView y,
+             kffi::Optional<kffi::ConstTensorView> bias, kffi::Optional<int64_t> shift) {
   const int64_t s = shift.has_value() ? *shift : 0;
   for (int64_t i = 0; i < x.numel(); ++i) {
     P<float>(y)[i] = P<float>(x)[i] + (bias.has_value() ? P<float>(*bias)[i] : 0.f) + s;
@@ -116,16 +126,16 @@ void Streams(kffi::TensorView out, void* stream, void* env_stream) {
 }
 
 /// Sum of the sizes of x (an int result: no tensor output).
-int64_t Numel(kffi::TensorView x) { return x.numel(); }
+int64_t Numel(kffi::ConstTensorView x) { return x.numel(); }
 
 /// Fails in the kernel, after the contract check passed.
-void Fail(kffi::TensorView x) { KFFI_THROW(IndexError) << "kernel failure on " << x.numel(); }
+void Fail(kffi::ConstTensorView x) { KFFI_THROW(IndexError) << "kernel failure on " << x.numel(); }
 
 /// Plain exports (no contract): y = x * factor written into y; a new x + 1.
-void ScalePlain(kffi::TensorView y, kffi::TensorView x, double factor) {
+void ScalePlain(kffi::TensorView y, kffi::ConstTensorView x, double factor) {
   Map2(y, x, [factor](double v) { return v * factor; });
 }
-kffi::Tensor PlusOnePlain(kffi::TensorView x) {
+kffi::Tensor PlusOnePlain(kffi::ConstTensorView x) {
   kffi::Tensor y = Like(x);
   Map2(y, x, [](double v) { return v + 1; });
   return y;
@@ -140,10 +150,10 @@ void FillPlain(kffi::TensorView y, kffi::Array<int64_t> values, kffi::String lab
 }
 
 /// Two new tensors (x + 1, x * 2) as an Array.
-kffi::Array<kffi::Tensor> PairPlain(kffi::TensorView x) { return TwoOut(x); }
+kffi::Array<kffi::Tensor> PairPlain(kffi::ConstTensorView x) { return TwoOut(x); }
 
 /// The empty kernel (benchmarks): three tensors.
-void Empty3(kffi::TensorView, kffi::TensorView, kffi::TensorView) {}
+void Empty3(kffi::ConstTensorView, kffi::ConstTensorView, kffi::ConstTensorView) {}
 
 }  // namespace
 

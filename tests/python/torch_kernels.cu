@@ -29,20 +29,19 @@ __global__ void WriteStreamsKernel(int64_t* out, int64_t explicit_stream, int64_
 
 unsigned Blocks(int64_t n) { return static_cast<unsigned>((n + 255) / 256); }
 
-void SlowAddOne(kffi::TensorView x, kffi::TensorView y, int64_t spin, void* stream) {
+void SlowAddOne(kffi::ConstTensorView x, kffi::TensorView y, int64_t spin, void* stream) {
   if (x.numel() == 0) return;
   SlowAddOneKernel<<<Blocks(x.numel()), 256, 0, static_cast<cudaStream_t>(stream)>>>(
-      static_cast<const float*>(x.data_ptr()), static_cast<float*>(y.data_ptr()), x.numel(), spin);
+      x.data<float>(), y.data<float>(), x.numel(), spin);
   KFFI_CUDA_CHECK(cudaGetLastError());
 }
 
 /// A new tensor x * factor (from the environment's allocator: torch's, in a torch op).
-kffi::Tensor Scale(kffi::TensorView x, double factor, void* stream) {
+kffi::Tensor Scale(kffi::ConstTensorView x, double factor, void* stream) {
   kffi::Tensor y = kffi::Tensor::FromEnvAlloc(x.shape(), x.dtype(), x.device());
   if (x.numel() > 0) {
     ScaleKernel<<<Blocks(x.numel()), 256, 0, static_cast<cudaStream_t>(stream)>>>(
-        static_cast<const float*>(x.data_ptr()), static_cast<float*>(y.data_ptr()), x.numel(),
-        static_cast<float>(factor));
+        x.data<float>(), y.data<float>(), x.numel(), static_cast<float>(factor));
     KFFI_CUDA_CHECK(cudaGetLastError());
   }
   return y;
@@ -51,8 +50,7 @@ kffi::Tensor Scale(kffi::TensorView x, double factor, void* stream) {
 /// out = [the explicit stream parameter, the environment stream], written on the latter.
 void Streams(kffi::TensorView out, void* stream, void* env) {
   WriteStreamsKernel<<<1, 1, 0, static_cast<cudaStream_t>(env)>>>(
-      static_cast<int64_t*>(out.data_ptr()), reinterpret_cast<int64_t>(stream),
-      reinterpret_cast<int64_t>(env));
+      out.data<int64_t>(), reinterpret_cast<int64_t>(stream), reinterpret_cast<int64_t>(env));
   KFFI_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -16,7 +16,7 @@ std::string TakesStr(std::string s) { return s; }
 kffi::Bytes TakesBytes(kffi::Bytes b) { return b; }
 int64_t TakesInt32(int32_t n) { return n; }
 int64_t TakesUint8(uint8_t n) { return n; }
-int64_t TakesTensor(kffi::TensorView x) { return x.ndim(); }
+int64_t TakesTensor(kffi::ConstTensorView x) { return x.ndim(); }
 int64_t TakesOwnedTensor(kffi::Tensor x) { return x.ndim(); }
 int64_t TakesOptional(kffi::Optional<int64_t> n) { return n.has_value() ? *n : -1; }
 int64_t TakesTuple(std::tuple<int64_t, std::string> t) {
@@ -39,12 +39,12 @@ int64_t TwoInts(int64_t a, int64_t b) { return a + b; }
 void WritesTensor(kffi::TensorView x) {
   kffi::CheckWritable(x, "x");
   if (x.numel() > 0 && x.dtype() == DLDataType{kDLFloat, 32, 1}) {
-    static_cast<float*>(x.data_ptr())[0] += 0;
+    x.data<float>()[0] += 0;
   }
 }
 
 /// Checks with the tensor_checks helpers (ndim, dtype, shape, contiguity, alignment).
-void Checked(kffi::TensorView x) {
+void Checked(kffi::ConstTensorView x) {
   kffi::CheckNdim(x, 2, "x");
   kffi::CheckDtype(x, {DLDataType{kDLFloat, 32, 1}}, "x");
   kffi::CheckContiguous(x, "x");
@@ -61,12 +61,12 @@ int64_t ThrowsStd(std::string kind) {
   return 0;
 }
 
-int64_t ContractOne(kffi::TensorView) { return 1; }
-int64_t ContractTwo(kffi::TensorView, kffi::TensorView) { return 2; }
+int64_t ContractOne(kffi::ConstTensorView) { return 1; }
+int64_t ContractTwo(kffi::ConstTensorView, kffi::ConstTensorView) { return 2; }
 int64_t ContractScalars(int64_t, double, bool) { return 3; }
-int64_t ContractOptional(kffi::Optional<kffi::TensorView> b) { return b.has_value() ? 1 : 0; }
+int64_t ContractOptional(kffi::Optional<kffi::ConstTensorView> b) { return b.has_value() ? 1 : 0; }
 int64_t ContractTuple(std::tuple<kffi::Tensor, int64_t>) { return 4; }
-int64_t ContractStream(kffi::TensorView, void*) { return 5; }
+int64_t ContractStream(kffi::ConstTensorView, void*) { return 5; }
 
 }  // namespace
 

@@ -22,7 +22,7 @@ int64_t StreamHandle(void* stream) {
 }
 
 /// (numel, ndim) of x: a tuple result.
-kffi::Array<int64_t> NumelAndNdim(kffi::TensorView x) {
+kffi::Array<int64_t> NumelAndNdim(kffi::ConstTensorView x) {
   int64_t numel = 1;
   for (int32_t i = 0; i < x.ndim(); ++i) numel *= x.shape()[i];
   return kffi::Array<int64_t>{numel, static_cast<int64_t>(x.ndim())};

@@ -12,7 +12,7 @@ namespace {
 
 /// Calls f(element offset) for every element of x, honouring its strides.
 template <typename F>
-void ForEachOffset(kffi::TensorView x, F f) {
+void ForEachOffset(kffi::ConstTensorView x, F f) {
   const int32_t ndim = x.ndim();
   if (x.numel() == 0) return;
   kffi::StrideArray strides = x.strides();
@@ -30,15 +30,18 @@ void ForEachOffset(kffi::TensorView x, F f) {
   }
 }
 
-template <typename F>
-void ForEachFloat(kffi::TensorView x, const char* what, F f) {
+/// Calls f(element&) for every element: writable through a TensorView, const through a
+/// ConstTensorView (data<T>() includes byte_offset).
+template <typename View, typename F>
+void ForEachFloat(View x, const char* what, F f) {
   KFFI_CHECK(x.device().device_type == kDLCPU, ValueError)
       << what << " is a CPU kernel, got a tensor on " << x.device();
-  char* base = static_cast<char*>(x.data_ptr()) + x.byte_offset();
   if (x.dtype() == DLDataType{kDLFloat, 32, 1}) {
-    ForEachOffset(x, [&](int64_t o) { f(reinterpret_cast<float*>(base)[o]); });
+    auto* base = x.template data<float>();
+    ForEachOffset(x, [&](int64_t o) { f(base[o]); });
   } else if (x.dtype() == DLDataType{kDLFloat, 64, 1}) {
-    ForEachOffset(x, [&](int64_t o) { f(reinterpret_cast<double*>(base)[o]); });
+    auto* base = x.template data<double>();
+    ForEachOffset(x, [&](int64_t o) { f(base[o]); });
   } else {
     KFFI_THROW(TypeError) << what << " expects a float32 or float64 tensor, got " << x.dtype();
   }
@@ -53,14 +56,14 @@ void AddOneInplace(kffi::TensorView x) {
   ForEachFloat(x, "add_one_inplace", [](auto& v) { v += 1; });
 }
 
-double Sum(kffi::TensorView x) {
+double Sum(kffi::ConstTensorView x) {
   double s = 0;
-  ForEachFloat(x, "sum", [&](auto& v) { s += static_cast<double>(v); });
+  ForEachFloat(x, "sum", [&](const auto& v) { s += static_cast<double>(v); });
   return s;
 }
 
 /// [shape, strides, dtype, data_ptr, device, byte_offset] as the kernel sees them.
-kffi::Array<kffi::Any> Describe(kffi::TensorView x) {
+kffi::Array<kffi::Any> Describe(kffi::ConstTensorView x) {
   kffi::StrideArray strides = x.strides();
   std::vector<int64_t> shape(x.shape().begin(), x.shape().end());
   std::vector<int64_t> st(strides.begin(), strides.end());
@@ -76,19 +79,19 @@ kffi::Array<kffi::Any> Describe(kffi::TensorView x) {
 
 /// A new tensor like x (same shape and dtype, on x's device) filled with value, from the
 /// environment allocator: the caller framework's when it provides one.
-kffi::Tensor FullLike(kffi::TensorView x, double value) {
+kffi::Tensor FullLike(kffi::ConstTensorView x, double value) {
   kffi::Tensor out = kffi::Tensor::FromEnvAlloc(x.shape(), x.dtype(), x.device());
   Fill(out, value);
   return out;
 }
 
 /// A new tensor like x from the environment allocator, its data untouched (works for any device).
-kffi::Tensor EmptyLike(kffi::TensorView x) {
+kffi::Tensor EmptyLike(kffi::ConstTensorView x) {
   return kffi::Tensor::FromEnvAlloc(x.shape(), x.dtype(), x.device());
 }
 
 /// The stream the callee sees for x's device (KFFIEnvGetStream), as an int.
-int64_t StreamOf(kffi::TensorView x) {
+int64_t StreamOf(kffi::ConstTensorView x) {
   return static_cast<int64_t>(
       reinterpret_cast<intptr_t>(KFFIEnvGetStream(x.device().device_type, x.device().device_id)));
 }

@@ -61,21 +61,31 @@ def _build_here() -> Path:
     return out
 
 
-@pytest.fixture(scope="session")
-def cute_dir() -> Path:
+def artifacts_dir() -> Path:
+    """The folder of the exported kernels: KFFI_CUTE_ARTIFACTS, else built here (or skip)."""
     prebuilt = os.environ.get("KFFI_CUTE_ARTIFACTS")
     return Path(prebuilt) if prebuilt else _build_here()
+
+
+def load_library(cute_dir: Path, name: str) -> kffi.Module:
+    """The exported library `name` of the manifest in cute_dir."""
+    manifest = json.loads((cute_dir / "manifest.json").read_text())
+    return kffi.load_module(cute_dir / manifest["libraries"][name])
+
+
+@pytest.fixture(scope="session")
+def cute_dir() -> Path:
+    return artifacts_dir()
 
 
 @pytest.fixture(scope="session")
 def cute(cute_dir):
     """{"add_one": Module, "add_one_tvm": Module, ...}, loaded lazily."""
-    manifest = json.loads((cute_dir / "manifest.json").read_text())
     loaded = {}
 
     def get(name):
         if name not in loaded:
-            loaded[name] = kffi.load_module(cute_dir / manifest["libraries"][name])
+            loaded[name] = load_library(cute_dir, name)
         return loaded[name]
 
     return get

@@ -101,7 +101,8 @@ const char* CallArgsScope::TypeNameOf(const KFFIAny* arg) noexcept {
   // lives as long as the argument, which the caller holds.
   const CallArgsScope* s = top_;
   if (s == nullptr || arg < s->packed_ || arg >= s->packed_ + s->nargs_) return nullptr;
-  return Py_TYPE(s->args_[arg - s->packed_])->tp_name;
+  PyObject* obj = s->args_[arg - s->packed_];
+  return obj == Py_None ? "None" : Py_TYPE(obj)->tp_name;
 }
 
 void ChainError(PyObject* new_type, const std::string& prefix, bool keep_type, bool append_text,

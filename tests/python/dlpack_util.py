@@ -57,9 +57,18 @@ class Producer:
     producer keeps every ctypes object alive; its tensors have no deleter."""
 
     def __init__(
-        self, shape, strides=None, bits=32, code=KDL_FLOAT, flags=0, device=(KDL_CPU, 0), nbytes=64
+        self,
+        shape,
+        strides=None,
+        bits=32,
+        code=KDL_FLOAT,
+        flags=0,
+        device=(KDL_CPU, 0),
+        nbytes=64,
+        byte_offset=0,
     ):
         self.buffer = (ctypes.c_uint8 * nbytes)()
+        self.byte_offset = byte_offset
         self.shape = (ctypes.c_int64 * max(len(shape), 1))(*shape)
         self.strides = (ctypes.c_int64 * max(len(shape), 1))(*strides) if strides else None
         self.layout = (tuple(shape), strides, bits, code, flags, device)
@@ -80,5 +89,6 @@ class Producer:
         t.dtype = DLDataType(code, bits, 1)
         t.shape = self.shape
         t.strides = self.strides if self.strides is not None else None
+        t.byte_offset = self.byte_offset
         self.made.append(mt)
         return capsule_new(ctypes.addressof(mt), b"dltensor_versioned", None)

@@ -41,6 +41,11 @@ struct PyFunction {
   int release_gil;
   /// The function cell's safe_call, read once (a cell never changes): one load fewer per call.
   KFFISafeCallType safe_call;
+  /// Parameters that take owning Tensor objects (bit i for parameter i, bit 63 for the rest): a
+  /// TVM-FFI export's `ffi::Tensor` parameters, which may keep what they get. Borrowed tensor
+  /// arguments there are passed as Tensors holding the framework tensor (0: none, the common
+  /// case; py_object.cc).
+  uint64_t owned_tensor_args;
 };
 
 /// The function's own release_gil setting (1, 0, or -1: follow the global default).
@@ -440,6 +445,9 @@ int InitObjectTypes(PyObject* module, State* state);
 PyObject* FunctionFromCallable(PyObject* callable);
 /// Makes an owned Function handle that calls a Python callable.
 int CallableToFunctionHandle(PyObject* callable, KFFIObjectHandle* out);
+/// Stores an attribute kffi itself keeps on one of its objects (kffi.Object refuses attributes
+/// it does not have: see py_object.cc); 0 or -1 with a Python error.
+int SetInternalAttr(PyObject* obj, const char* name, PyObject* value);
 
 // ---- errors (py_error.cc) -------------------------------------------------------------------
 /// Raises the thread's kffi error as a Python exception; returns NULL.

@@ -1,4 +1,7 @@
 // python/src/py_object.cc: kffi.Object and kffi.Function (vectorcall) and Python callbacks.
+#include <kffi/tensor.h>
+
+#include <atomic>
 #include <cstddef>
 #include <cstdlib>
 #include <string>
@@ -10,6 +13,56 @@ namespace kffi {
 namespace py {
 
 namespace {
+
+// ---- what the TVM-FFI bridge knows (libkffi_tvm's hooks, installed by kffi/_tvm.py) -----------
+
+/// KFFITvmFunctionOwnedTensorArgs: 1 with the parameters that take owning Tensors when func is a
+/// TVM-FFI library's function.
+using OwnedArgsQuery = int (*)(void* func, uint64_t* owned);
+/// KFFITvmForeignTypeInfo: 1 with the type key and nearest static ancestor when obj's type is a
+/// loaded apache-tvm-ffi's that kffi's registry does not describe.
+using ForeignTypeQuery = int (*)(void* obj, KFFIByteArray* key, int32_t* static_ancestor);
+std::atomic<OwnedArgsQuery> g_owned_args_query{nullptr};
+std::atomic<ForeignTypeQuery> g_foreign_type_query{nullptr};
+
+/// Whether obj's type is described by another runtime than kffi's registry (a TVM-FFI type of
+/// the loaded apache-tvm-ffi): then *key and *static_ancestor say what it is. Only indices kffi
+/// cannot vouch for are asked about: dynamic ones (each runtime numbers its own) and static ones
+/// kffi lacks.
+bool ForeignType(const KFFIObject* obj, KFFIByteArray* key, int32_t* static_ancestor) {
+  const int32_t index = obj->type_index;
+  if (index < kKFFIDynObjectBegin && KFFIGetTypeInfo(index) != nullptr) return false;
+  ForeignTypeQuery query = g_foreign_type_query.load(std::memory_order_acquire);
+  return query != nullptr && query(const_cast<KFFIObject*>(obj), key, static_ancestor) == 1;
+}
+
+/// The type key of obj: from the registry of the runtime its type belongs to, else a placeholder
+/// that names the index (never a crash: the object may come from a runtime kffi cannot ask).
+std::string TypeKeyOf(const KFFIObject* obj) {
+  KFFIByteArray key;
+  int32_t ancestor;
+  if (ForeignType(obj, &key, &ancestor)) return std::string(key.data, key.size);
+  if (const KFFITypeInfo* info = KFFIGetTypeInfo(obj->type_index)) {
+    return std::string(info->type_key.data, info->type_key.size);
+  }
+  return "<unknown type index " + std::to_string(obj->type_index) + ">";
+}
+
+/// kffi.Object._install_tvm_bridge(owned_args, foreign_type): the addresses of libkffi_tvm's
+/// KFFITvmFunctionOwnedTensorArgs and KFFITvmForeignTypeInfo (private: kffi/_tvm.py calls it once
+/// the bridge is loaded).
+PyObject* InstallTvmBridge(PyObject*, PyObject* args) {
+  PyObject *owned_args, *foreign_type;
+  if (!PyArg_ParseTuple(args, "O!O!", &PyLong_Type, &owned_args, &PyLong_Type, &foreign_type)) {
+    return nullptr;
+  }
+  void* a = PyLong_AsVoidPtr(owned_args);
+  void* b = PyLong_AsVoidPtr(foreign_type);
+  if (PyErr_Occurred()) return nullptr;
+  g_owned_args_query.store(reinterpret_cast<OwnedArgsQuery>(a), std::memory_order_release);
+  g_foreign_type_query.store(reinterpret_cast<ForeignTypeQuery>(b), std::memory_order_release);
+  Py_RETURN_NONE;
+}
 
 bool IsFunctionType(PyTypeObject* tp) { return g_state != nullptr && tp == g_state->function_type; }
 
@@ -70,9 +123,8 @@ int ObjectClear(PyObject* self) {
 PyObject* ObjectRepr(PyObject* self) {
   KFFIObjectHandle h = reinterpret_cast<PyObjectHandle*>(self)->handle;
   if (h == nullptr) return PyUnicode_FromFormat("<%s (null)>", Py_TYPE(self)->tp_name);
-  const KFFITypeInfo* info = KFFIGetTypeInfo(static_cast<KFFIObject*>(h)->type_index);
-  return PyUnicode_FromFormat("<%s %s at %p>", Py_TYPE(self)->tp_name,
-                              info ? info->type_key.data : "?", h);
+  std::string key = TypeKeyOf(static_cast<KFFIObject*>(h));
+  return PyUnicode_FromFormat("<%s %s at %p>", Py_TYPE(self)->tp_name, key.c_str(), h);
 }
 
 Py_hash_t ObjectHash(PyObject* self) {
@@ -91,9 +143,50 @@ PyObject* ObjectRichCompare(PyObject* a, PyObject* b, int op) {
 PyObject* ObjectGetTypeKey(PyObject* self, void*) {
   KFFIObjectHandle h = reinterpret_cast<PyObjectHandle*>(self)->handle;
   if (h == nullptr) Py_RETURN_NONE;
-  const KFFITypeInfo* info = KFFIGetTypeInfo(static_cast<KFFIObject*>(h)->type_index);
-  return PyUnicode_FromStringAndSize(info->type_key.data,
-                                     static_cast<Py_ssize_t>(info->type_key.size));
+  std::string key = TypeKeyOf(static_cast<KFFIObject*>(h));
+  return PyUnicode_DecodeUTF8(key.data(), static_cast<Py_ssize_t>(key.size()), "surrogateescape");
+}
+
+/// Attributes of kffi objects are the native object's (fields and reflection to come) or the
+/// Python class's: setting one the object does not have would succeed in Python only, unseen by
+/// the native object, so it is refused. Data descriptors of the class (properties with setters,
+/// slots) and attributes kffi itself stored on the instance (SetInternalAttr) stay settable.
+/// kffi.Function keeps the attributes of a Python function (functools.wraps, kffi's own).
+int ObjectSetAttr(PyObject* self, PyObject* name, PyObject* value) {
+  PyTypeObject* tp = Py_TYPE(self);
+  if (!PyUnicode_Check(name) || PyObject_TypeCheck(self, g_state->function_type)) {
+    return PyObject_GenericSetAttr(self, name, value);
+  }
+  PyObject* descr = _PyType_Lookup(tp, name);  // borrowed
+  if (descr != nullptr && Py_TYPE(descr)->tp_descr_set != nullptr) {
+    return PyObject_GenericSetAttr(self, name, value);
+  }
+  PyObject* dict = reinterpret_cast<PyObjectHandle*>(self)->dict;
+  if (dict != nullptr) {
+    int has = PyDict_Contains(dict, name);
+    if (has < 0) return -1;
+    if (has == 1) return PyObject_GenericSetAttr(self, name, value);
+  }
+  if (descr != nullptr) {
+    PyErr_Format(PyExc_AttributeError, "'%s' object attribute '%U' is read-only", tp->tp_name,
+                 name);
+    return -1;
+  }
+  KFFIObjectHandle h = reinterpret_cast<PyObjectHandle*>(self)->handle;
+  std::string key = h != nullptr ? TypeKeyOf(static_cast<KFFIObject*>(h)) : "released";
+  PyErr_Format(PyExc_AttributeError,
+               "'%s' object (kffi type `%s`) has no attribute '%U': kffi objects take no new "
+               "Python attributes (the native object would never see them)",
+               tp->tp_name, key.c_str(), name);
+  return -1;
+}
+
+/// kffi.Object._store_attr(obj, name, value): SetInternalAttr for kffi's Python code.
+PyObject* ObjectStoreAttr(PyObject*, PyObject* args) {
+  PyObject *obj, *name, *value;
+  if (!PyArg_ParseTuple(args, "O!UO", g_state->object_type, &obj, &name, &value)) return nullptr;
+  if (PyObject_GenericSetAttr(obj, name, value) != 0) return nullptr;
+  Py_RETURN_NONE;
 }
 
 PyObject* ObjectGetTypeIndex(PyObject* self, void*) {
@@ -136,6 +229,10 @@ PyGetSetDef kObjectGetSet[] = {
 PyMethodDef kObjectMethods[] = {
     {"same_as", ObjectSameAs, METH_O, "True when both wrap the same native object."},
     {"_release", ObjectRelease, METH_NOARGS, "Release the native object now."},
+    {"_store_attr", ObjectStoreAttr, METH_VARARGS | METH_STATIC,
+     "Stores an attribute of kffi's own on an object (internal)."},
+    {"_install_tvm_bridge", InstallTvmBridge, METH_VARARGS | METH_STATIC,
+     "Installs the TVM-FFI bridge's hooks (internal: kffi/_tvm.py)."},
     {nullptr, nullptr, 0, nullptr}};
 
 PyObject* ObjectNew(PyTypeObject* type, PyObject*, PyObject*) {
@@ -150,6 +247,7 @@ PyType_Slot kObjectSlots[] = {
     {Py_tp_traverse, reinterpret_cast<void*>(ObjectTraverse)},
     {Py_tp_clear, reinterpret_cast<void*>(ObjectClear)},
     {Py_tp_repr, reinterpret_cast<void*>(ObjectRepr)},
+    {Py_tp_setattro, reinterpret_cast<void*>(ObjectSetAttr)},
     {Py_tp_hash, reinterpret_cast<void*>(ObjectHash)},
     {Py_tp_richcompare, reinterpret_cast<void*>(ObjectRichCompare)},
     {Py_tp_getset, kObjectGetSet},
@@ -162,6 +260,75 @@ PyMemberDef kObjectMembers[] = {
     {"__weaklistoffset__", T_PYSSIZET, offsetof(PyObjectHandle, weakrefs), READONLY, nullptr},
     {"__dictoffset__", T_PYSSIZET, offsetof(PyObjectHandle, dict), READONLY, nullptr},
     {nullptr, 0, 0, 0, nullptr}};
+
+// ---- owning Tensors for parameters that keep them ---------------------------------------------
+
+/// Drops a reference to a Python object from any thread (a Tensor below may die wherever the
+/// callee that kept it releases it); after the interpreter is gone the reference is leaked.
+void ReleasePyReference(PyObject* obj) {
+  if (!Py_IsInitialized()) return;
+  if (PyGILState_Check()) {
+    PendingErrorScope keep;  // its finalizer may run Python code while an error is pending
+    Py_DECREF(obj);
+    return;
+  }
+  PyGILState_STATE st = PyGILState_Ensure();
+  Py_DECREF(obj);
+  PyGILState_Release(st);
+}
+
+/// A Tensor object over the memory of a framework tensor argument (torch, NumPy) that holds the
+/// Python tensor, so the memory lives as long as the Tensor: what a TVM-FFI `ffi::Tensor`
+/// parameter receives, since its callee may keep it. Zero-copy; shape and strides are copied
+/// (the framework tensor may change its own in place later).
+class PyOwnerTensorObj final : public TensorObj {
+ public:
+  PyOwnerTensorObj(const DLTensor& src, PyObject* owner, uint64_t flags) : owner_(owner) {
+    InitLayout(InplaceArrayBegin<int64_t>(this),
+               IntArrayView(src.shape, static_cast<size_t>(src.ndim)), src.strides);
+    data = src.data;
+    device = src.device;
+    dtype = src.dtype;
+    byte_offset = src.byte_offset;
+    dlpack_flags_ = flags;
+    Py_INCREF(owner_);
+  }
+  ~PyOwnerTensorObj() { ReleasePyReference(owner_); }
+  PyOwnerTensorObj(const PyOwnerTensorObj&) = delete;
+  PyOwnerTensorObj& operator=(const PyOwnerTensorObj&) = delete;
+
+ private:
+  PyObject* owner_;
+};
+
+inline bool TakesOwnedTensor(uint64_t mask, Py_ssize_t index) {
+  return ((mask >> (index < 63 ? index : 63)) & 1) != 0;
+}
+
+/// Replaces each borrowed tensor argument (a view of args[i]) at a parameter that takes owning
+/// Tensors by a PyOwnerTensorObj of args[i], which the call context releases after the call. No
+/// Python code runs between the arguments' conversion and this, so the views are current.
+/// 0, or -1 with a Python error set.
+KFFI_NOINLINE int OwnTensorArguments(uint64_t mask, PyObject* const* args, Py_ssize_t nargs,
+                                     KFFIAny* packed, CallContext* ctx) {
+  for (Py_ssize_t i = 0; i < nargs; ++i) {
+    if (packed[i].type_index != kKFFIDLTensorPtr || !TakesOwnedTensor(mask, i)) continue;
+    const DLTensor* view = static_cast<const DLTensor*>(packed[i].v_ptr);
+    const uint32_t flags = packed[i].tensor_flags;
+    KFFIObjectHandle h;
+    try {
+      h = details::ObjectUnsafe::MoveToHandle(make_inplace_array_object<PyOwnerTensorObj, int64_t>(
+          2 * static_cast<size_t>(view->ndim), *view, args[i],
+          (flags & kKFFITensorFlagReadOnly) != 0 ? uint64_t{DLPACK_FLAG_BITMASK_READ_ONLY} : 0));
+    } catch (...) {
+      return (RaiseFromCppException(), -1);
+    }
+    details::SetObject(&packed[i], static_cast<KFFIObject*>(h));
+    packed[i].tensor_flags = flags;
+    ctx->KeepAlive(packed[i]);
+  }
+  return 0;
+}
 
 // ---- kffi.Function ----------------------------------------------------------------------------
 
@@ -300,6 +467,10 @@ inline PyObject* CallFunction(PyFunction* f, KFFIObject* h, PyObject* const* arg
   CallContext ctx;
   ctx.function = f;
   if (ConvertArgs(args, nargs, packed, &ctx) != 0) return nullptr;
+  if (KFFI_UNLIKELY(f->owned_tensor_args != 0) && ctx.has_tensor_sources() &&
+      OwnTensorArguments(f->owned_tensor_args, args, nargs, packed, &ctx) != 0) {
+    return nullptr;
+  }
   KFFIAny result;
   kffi::details::SetNone(&result);
   int rc;
@@ -494,6 +665,18 @@ int FunctionSetDefaults(PyObject* self, PyObject* value, void*) {
   return SetTupleField(&reinterpret_cast<PyFunction*>(self)->defaults, value, "_param_defaults");
 }
 
+PyObject* FunctionGetOwnedTensorArgs(PyObject* self, void*) {
+  return PyLong_FromUnsignedLongLong(reinterpret_cast<PyFunction*>(self)->owned_tensor_args);
+}
+
+int FunctionSetOwnedTensorArgs(PyObject* self, PyObject* value, void*) {
+  if (value == nullptr) value = Py_False;  // del: none
+  unsigned long long mask = PyLong_AsUnsignedLongLong(value);
+  if (mask == static_cast<unsigned long long>(-1) && PyErr_Occurred()) return -1;
+  reinterpret_cast<PyFunction*>(self)->owned_tensor_args = mask;
+  return 0;
+}
+
 PyGetSetDef kFunctionGetSet[] = {
     {"release_gil", FunctionGetReleaseGil, FunctionSetReleaseGil,
      "Release the GIL during native calls (None: follow kffi.set_default_release_gil). On a "
@@ -503,6 +686,10 @@ PyGetSetDef kFunctionGetSet[] = {
      "Parameter names used for keyword arguments.", nullptr},
     {"_param_defaults", FunctionGetDefaults, FunctionSetDefaults,
      "Default values of the trailing parameters (a call may leave them out).", nullptr},
+    {"_owned_tensor_args", FunctionGetOwnedTensorArgs, FunctionSetOwnedTensorArgs,
+     "Parameters that get framework tensors as owning Tensors (bit i: parameter i; bit 63: the "
+     "rest): a TVM-FFI export's ffi::Tensor parameters.",
+     nullptr},
     {nullptr, nullptr, nullptr, nullptr, nullptr}};
 
 PyMemberDef kFunctionMembers[] = {
@@ -618,12 +805,21 @@ PyObject* WrapObject(KFFIObjectHandle owned) {
     return nullptr;
   }
   int32_t index = static_cast<KFFIObject*>(owned)->type_index;
-  PyObject* cls = RegisteredClass(index);
-  if (cls == nullptr && index >= kKFFIDynObjectBegin) {
-    // A subclass of a registered type: use the nearest registered ancestor's class.
-    const KFFITypeInfo* info = KFFIGetTypeInfo(index);
-    for (int32_t d = info ? info->type_depth - 1 : -1; d >= 0 && cls == nullptr; --d) {
-      cls = RegisteredClass(info->type_ancestors[d]);
+  KFFIByteArray foreign_key;
+  int32_t foreign_ancestor;
+  PyObject* cls = nullptr;
+  if (ForeignType(static_cast<KFFIObject*>(owned), &foreign_key, &foreign_ancestor)) {
+    // A type of another runtime's registry: kffi's classes go by its static ancestors only.
+    cls = RegisteredClass(foreign_ancestor);
+    if (foreign_ancestor == kKFFIFunction) index = kKFFIFunction;
+  } else {
+    cls = RegisteredClass(index);
+    if (cls == nullptr && index >= kKFFIDynObjectBegin) {
+      // A subclass of a registered type: use the nearest registered ancestor's class.
+      const KFFITypeInfo* info = KFFIGetTypeInfo(index);
+      for (int32_t d = info ? info->type_depth - 1 : -1; d >= 0 && cls == nullptr; --d) {
+        cls = RegisteredClass(info->type_ancestors[d]);
+      }
     }
   }
   PyTypeObject* tp = cls != nullptr           ? reinterpret_cast<PyTypeObject*>(cls)
@@ -642,8 +838,18 @@ PyObject* WrapObject(KFFIObjectHandle owned) {
     f->defaults = nullptr;
     f->release_gil = -1;
     f->safe_call = static_cast<KFFIFunctionCell*>(KFFIObjectGetCellPtr(owned))->safe_call;
+    f->owned_tensor_args = 0;
+    uint64_t mask = 0;
+    OwnedArgsQuery query = g_owned_args_query.load(std::memory_order_acquire);
+    if (query != nullptr && query(owned, &mask) == 1) f->owned_tensor_args = mask;
   }
   return self;
+}
+
+int SetInternalAttr(PyObject* obj, const char* name, PyObject* value) {
+  PyRef key(PyUnicode_InternFromString(name));
+  if (!key) return -1;
+  return PyObject_GenericSetAttr(obj, key.get(), value);
 }
 
 /// _register_object_class(type_index, cls): the Python class used for objects of that type.

@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -108,6 +109,7 @@ const RealRuntime* RuntimeForHandle(void* handle) {
             Resolve(handle, "TVMFFIFunctionSetGlobal", &r->function_set_global);
   if (!ok) return nullptr;
   Resolve(handle, "TVMFFIEnvTensorAlloc", &r->env_tensor_alloc);
+  Resolve(handle, "TVMFFIGetTypeInfo", &r->get_type_info);
   const RealRuntime* out = r.get();
   all->by_base.emplace(base, std::move(r));
   return out;
@@ -239,6 +241,99 @@ struct LibraryState {
   const RealRuntime* real = nullptr;  // NULL: bound to the shim (or imports nothing)
   unsigned env_use = 0;               // EnvUse: what of the environment its code can read
 };
+
+// The runtime each library the bridge opened is bound to, by load address: which registry the
+// object types a library makes belong to (ForeignTypeOf).
+struct BoundLibraries {
+  std::mutex mutex;
+  std::map<const void*, const RealRuntime*> by_base;
+  static BoundLibraries* Get() {
+    static BoundLibraries* b = new BoundLibraries();
+    return b;
+  }
+};
+
+// The load address of the library behind a dlopen handle (NULL when unknown).
+const void* LibraryBase(void* handle) {
+  struct link_map* map = nullptr;
+  if (dlinfo(handle, RTLD_DI_LINKMAP, &map) != 0 || map == nullptr) return nullptr;
+  return BaseOf(map->l_ld);
+}
+
+void NoteBoundLibrary(void* handle, const RealRuntime* real) {
+  const void* base = LibraryBase(handle);
+  if (base == nullptr) return;
+  BoundLibraries* all = BoundLibraries::Get();
+  std::lock_guard<std::mutex> lock(all->mutex);
+  all->by_base.emplace(base, real);
+}
+
+// Whether the code at address (an object's deleter: the code that made the object) is bound to
+// real: real itself, or a library the bridge bound to it.
+bool CodeBoundTo(const void* address, const RealRuntime* real) {
+  const void* base = BaseOf(address);
+  if (base == nullptr) return false;
+  if (base == real->base) return true;
+  BoundLibraries* all = BoundLibraries::Get();
+  std::lock_guard<std::mutex> lock(all->mutex);
+  auto it = all->by_base.find(base);
+  return it != all->by_base.end() && it->second == real;
+}
+
+// The loaded apache-tvm-ffi (cached once found: a runtime is never unloaded), or NULL.
+const RealRuntime* LoadedRealRuntime() {
+  static std::atomic<const RealRuntime*> found{nullptr};
+  const RealRuntime* real = found.load(std::memory_order_acquire);
+  if (real == nullptr && (real = FindLoadedRealRuntime(false)) != nullptr) {
+    found.store(real, std::memory_order_release);
+  }
+  return real;
+}
+
+// TVM-FFI's static types that kffi's registry lacks (indices fixed by the ABI).
+constexpr std::pair<int32_t, const char*> kTvmOnlyStaticTypes[] = {
+    {77, "ffi.VisitInterrupt"},
+    {78, "ffi.BigInt"},
+};
+
+}  // namespace
+
+bool ForeignTypeOf(const KFFIObject* obj, ForeignType* out) {
+  const int32_t index = obj->type_index;
+  if (index < kKFFIDynObjectBegin) {
+    // A static index means one type in both ABIs: kffi's registry, or the ABI's own list.
+    if (KFFIGetTypeInfo(index) != nullptr) return false;
+    for (const auto& t : kTvmOnlyStaticTypes) {
+      if (t.first == index) {
+        *out = ForeignType{KFFIByteArray{t.second, std::strlen(t.second)}, kKFFIObject};
+        return true;
+      }
+    }
+    return false;
+  }
+  // Each runtime numbers its dynamic types: the code that made the object (its deleter) says
+  // whose registry holds its type. apache-tvm-ffi is asked only about objects its own code made
+  // (its TVMFFIGetTypeInfo ends the process for an index it does not know).
+  const RealRuntime* real = LoadedRealRuntime();
+  if (real == nullptr || real->get_type_info == nullptr ||
+      !CodeBoundTo(reinterpret_cast<const void*>(obj->deleter), real)) {
+    return false;
+  }
+  const TvmTypeInfo* info = real->get_type_info(index);
+  if (info == nullptr) return false;
+  out->key = info->type_key;
+  out->static_ancestor = kKFFIObject;
+  for (int32_t d = info->type_depth - 1; d >= 0 && info->type_ancestors != nullptr; --d) {
+    const TvmTypeInfo* a = info->type_ancestors[d];
+    if (a != nullptr && a->type_index < kKFFIDynObjectBegin) {
+      out->static_ancestor = a->type_index;
+      break;
+    }
+  }
+  return true;
+}
+
+namespace {
 
 // Dependencies known not to read the TVM-FFI environment on a library's behalf.
 bool IsKnownDependency(const std::string& needed) {
@@ -426,20 +521,9 @@ int OpenLibrary(const char* path, const ElfExports* elf, void** out_handle, void
         *ctx = state.get();
       }
     }
+    NoteBoundLibrary(state->handle, state->real);
     *out_handle = state->handle;
     *out_state = state.release();  // lives as long as the library (the process)
-    return 0;
-  } catch (...) {
-    return RaiseCurrentException();
-  }
-}
-
-int MakeFunction(void* state, KFFISafeCallType symbol, const char* name, KFFIObjectHandle module,
-                 KFFIObjectHandle* out) {
-  try {
-    auto* lib = static_cast<LibraryState*>(state);
-    KFFIObjectIncRef(module);
-    *out = WrapForeignCallable(symbol, nullptr, module, lib->real, name, lib->env_use);
     return 0;
   } catch (...) {
     return RaiseCurrentException();
@@ -472,6 +556,33 @@ std::string CallStringSymbol(const LibraryState* lib, const std::string& symbol_
                         << "` returned a value of type index " << result.type_index
                         << ", expected a str";
   __builtin_unreachable();
+}
+
+// Which parameters of export name take owning Tensors (OwnedTensorParams), from its metadata; all
+// of them when the metadata cannot be read (a broken metadata symbol fails the metadata query,
+// not the function).
+OwnedTensorMask OwnedParamsOf(const LibraryState* lib, const std::string& name) {
+  try {
+    return OwnedTensorParams(CallStringSymbol(lib, details::kTvmMetadataPrefix + name));
+  } catch (...) {
+    KFFIObjectHandle err = nullptr;
+    KFFIErrorMoveFromRaised(&err);
+    KFFIObjectDecRef(err);
+    return kAllOwned;
+  }
+}
+
+int MakeFunction(void* state, KFFISafeCallType symbol, const char* name, KFFIObjectHandle module,
+                 KFFIObjectHandle* out) {
+  try {
+    auto* lib = static_cast<LibraryState*>(state);
+    OwnedTensorMask owned = OwnedParamsOf(lib, name);
+    KFFIObjectIncRef(module);
+    *out = WrapForeignCallable(symbol, nullptr, module, lib->real, name, lib->env_use, owned);
+    return 0;
+  } catch (...) {
+    return RaiseCurrentException();
+  }
 }
 
 int GetMetadata(void* state, const char* name, KFFIAny* out) {
@@ -575,6 +686,35 @@ __attribute__((visibility("default"))) void KFFITvmSetInstalledRuntime(const cha
   kffi::tvm_bridge::InstalledRuntime* installed = kffi::tvm_bridge::InstalledRuntime::Get();
   std::lock_guard<std::mutex> lock(installed->mutex);
   installed->path = path != nullptr ? path : "";
+}
+
+/// For kffi's Python extension (hooks installed by kffi/_tvm.py): 1 when func (borrowed) is a
+/// function of a TVM-FFI library, with *owned the parameters that take owning Tensors (bit i for
+/// parameter i, bit 63 for the rest; every bit when its signature is unknown): the binding passes
+/// framework tensors there as owning Tensors. 0 for any other function.
+__attribute__((visibility("default"))) int KFFITvmFunctionOwnedTensorArgs(void* func,
+                                                                          uint64_t* owned) {
+  kffi::tvm_bridge::OwnedTensorMask mask = 0;
+  if (owned == nullptr || !kffi::tvm_bridge::ForeignTensorParams(func, &mask)) return 0;
+  *owned = mask;
+  return 1;
+}
+
+/// For kffi's Python extension: 1 when the type of obj (borrowed) is not kffi's registry's to
+/// describe: a type of the loaded apache-tvm-ffi's registry (obj was made by code bound to it),
+/// or a static TVM-FFI type kffi lacks. *key (valid for the life of the process) is its type key
+/// and *static_ancestor the index of its nearest ancestor below kKFFIDynObjectBegin (64, Object,
+/// at least). 0 when kffi's registry (which libraries bound to the shim share) describes it.
+__attribute__((visibility("default"))) int KFFITvmForeignTypeInfo(void* obj, KFFIByteArray* key,
+                                                                  int32_t* static_ancestor) {
+  kffi::tvm_bridge::ForeignType type;
+  if (obj == nullptr || key == nullptr || static_ancestor == nullptr ||
+      !kffi::tvm_bridge::ForeignTypeOf(static_cast<KFFIObject*>(obj), &type)) {
+    return 0;
+  }
+  *key = type.key;
+  *static_ancestor = type.static_ancestor;
+  return 1;
 }
 
 /// For kffi/_tvm.py: whether a libtvm_ffi is loaded (1) or not (0).

@@ -249,6 +249,70 @@ def test_torch_tensor_kept_alive_through_storage_changes(bound_to_tvm_ffi):
     mod.release_kept()
 
 
+def _owned_workload(mod, nometa, np, torch, n):
+    """Calls that make owning Tensors (and one the library keeps), both tensor kinds."""
+    a = np.ones(16, np.float32)
+    b = np.zeros(16, np.float32)
+    t = torch.ones(16)
+    u = torch.zeros(16)
+    for _ in range(n):
+        mod.owned_sum(a)
+        mod.owned_add_one(t, u)
+        mod.owned_identity(a)
+        mod.mixed_sum(a, t)
+        nometa.owned_add_one(a, b)
+        mod.keep_tensor(np.ones(4, np.float32))
+        mod.keep_tensor(torch.ones(4))
+    mod.release_kept()
+
+
+def test_owned_tensors_leak_nothing(bound_to_tvm_ffi, nometa):
+    """The leak checks of test_leaks.py over calls that make owning Tensors: reference counts of
+    the arguments, Python memory and native memory stay flat."""
+    np = pytest.importorskip("numpy")
+    torch = pytest.importorskip("torch")
+    import gc
+    import tracemalloc
+
+    from test_leaks import _mallinfo_used
+
+    mod = bound_to_tvm_ffi
+    x, t = np.ones(8, np.float32), torch.ones(8)
+    before = (sys.getrefcount(x), sys.getrefcount(t))
+    for _ in range(5000):
+        mod.owned_sum(x)
+        mod.owned_sum(t)
+        mod.owned_identity(t)
+    assert (sys.getrefcount(x), sys.getrefcount(t)) == before
+
+    _owned_workload(mod, nometa, np, torch, 500)  # warm caches
+    gc.collect()
+    tracemalloc.start()
+    try:
+        start = tracemalloc.get_traced_memory()[0]
+        _owned_workload(mod, nometa, np, torch, 3000)
+        gc.collect()
+        middle = tracemalloc.get_traced_memory()[0]
+        _owned_workload(mod, nometa, np, torch, 3000)
+        gc.collect()
+        end = tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+    # One leaked object per call would be >= 16 bytes * 21,000 calls per window.
+    assert end - middle < 64 * 1024, (middle - start, end - middle)
+    if _mallinfo_used() is not None:  # everything malloc'ed: Tensor objects, their shapes
+        gc.collect()
+        start = _mallinfo_used()
+        _owned_workload(mod, nometa, np, torch, 3000)
+        gc.collect()
+        middle = _mallinfo_used()
+        _owned_workload(mod, nometa, np, torch, 3000)
+        gc.collect()
+        end = _mallinfo_used()
+        assert end - middle < 256 * 1024, (middle - start, end - middle)
+    assert mod.kept_use_count() == 0
+
+
 def _cuda_torch():
     torch = pytest.importorskip("torch")
     if not torch.cuda.is_available():
@@ -307,3 +371,28 @@ def test_gpu_flashinfer_layernorm_through_kffi():
     torch.testing.assert_close(out, flashinfer_layernorm(x, gamma, beta, 1e-5), rtol=0, atol=0)
     ref = torch.nn.functional.layer_norm(x.float(), (256,), gamma, beta, 1e-5).to(x.dtype)
     torch.testing.assert_close(out, ref, rtol=2e-2, atol=2e-2)
+
+
+def test_gpu_cuda_tensor_to_an_owning_parameter(bound_to_tvm_ffi):
+    """A torch CUDA tensor passed to an `ffi::Tensor` parameter: an owning Tensor of the same
+    device memory, kept alive while the library holds it."""
+    torch = _cuda_torch()
+    import gc
+    import weakref
+
+    mod = bound_to_tvm_ffi
+    x = torch.arange(8, dtype=torch.float32, device="cuda")
+    assert mod.owned_identity(x) is x
+    alive = weakref.ref(x)
+    ptr = x.data_ptr()
+    mod.keep_tensor(x)
+    del x
+    gc.collect()
+    assert alive() is not None
+    kept = torch.from_dlpack(mod.kept_tensor())
+    assert kept.data_ptr() == ptr and kept.device.type == "cuda"
+    assert kept.tolist() == list(range(8))
+    del kept
+    mod.release_kept()
+    gc.collect()
+    assert alive() is None

@@ -305,12 +305,43 @@ inline bool TakesOwnedTensor(uint64_t mask, Py_ssize_t index) {
   return ((mask >> (index < 63 ? index : 63)) & 1) != 0;
 }
 
+/// The Tensors OwnTensorArguments made for one call, released when the call is over: the first 64
+/// arguments' by position (no allocation), any later ones by the call context.
+class OwnedArguments {
+ public:
+  OwnedArguments() = default;
+  OwnedArguments(const OwnedArguments&) = delete;
+  OwnedArguments& operator=(const OwnedArguments&) = delete;
+  ~OwnedArguments() {
+    if (KFFI_UNLIKELY(made_ != 0)) Release();
+  }
+  void Bind(KFFIAny* packed) { packed_ = packed; }
+  /// Records the Tensor made for argument i (owned); false: the context must keep it.
+  bool Note(Py_ssize_t i) {
+    if (i >= 64) return false;
+    made_ |= uint64_t{1} << i;
+    return true;
+  }
+  /// Drops the Tensors now (the callee keeps its own references to those it kept).
+  void Release() {
+    for (uint64_t m = made_; m != 0; m &= m - 1) {
+      ReleaseObject(packed_[__builtin_ctzll(m)].v_obj);
+    }
+    made_ = 0;
+  }
+
+ private:
+  KFFIAny* packed_ = nullptr;
+  uint64_t made_ = 0;
+};
+
 /// Replaces each borrowed tensor argument (a view of args[i]) at a parameter that takes owning
-/// Tensors by a PyOwnerTensorObj of args[i], which the call context releases after the call. No
-/// Python code runs between the arguments' conversion and this, so the views are current.
-/// 0, or -1 with a Python error set.
+/// Tensors by a PyOwnerTensorObj of args[i], released after the call (owned). No Python code
+/// runs between the arguments' conversion and this, so the views are current. 0, or -1 with a
+/// Python error set.
 KFFI_NOINLINE int OwnTensorArguments(uint64_t mask, PyObject* const* args, Py_ssize_t nargs,
-                                     KFFIAny* packed, CallContext* ctx) {
+                                     KFFIAny* packed, CallContext* ctx, OwnedArguments* owned) {
+  owned->Bind(packed);
   for (Py_ssize_t i = 0; i < nargs; ++i) {
     if (packed[i].type_index != kKFFIDLTensorPtr || !TakesOwnedTensor(mask, i)) continue;
     const DLTensor* view = static_cast<const DLTensor*>(packed[i].v_ptr);
@@ -325,7 +356,7 @@ KFFI_NOINLINE int OwnTensorArguments(uint64_t mask, PyObject* const* args, Py_ss
     }
     details::SetObject(&packed[i], static_cast<KFFIObject*>(h));
     packed[i].tensor_flags = flags;
-    ctx->KeepAlive(packed[i]);
+    if (!owned->Note(i)) ctx->KeepAlive(packed[i]);
   }
   return 0;
 }
@@ -467,8 +498,9 @@ inline PyObject* CallFunction(PyFunction* f, KFFIObject* h, PyObject* const* arg
   CallContext ctx;
   ctx.function = f;
   if (ConvertArgs(args, nargs, packed, &ctx) != 0) return nullptr;
+  OwnedArguments owned;  // released before the context's temporaries, after the call
   if (KFFI_UNLIKELY(f->owned_tensor_args != 0) && ctx.has_tensor_sources() &&
-      OwnTensorArguments(f->owned_tensor_args, args, nargs, packed, &ctx) != 0) {
+      OwnTensorArguments(f->owned_tensor_args, args, nargs, packed, &ctx, &owned) != 0) {
     return nullptr;
   }
   KFFIAny result;

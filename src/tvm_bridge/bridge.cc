@@ -242,42 +242,73 @@ struct LibraryState {
   unsigned env_use = 0;               // EnvUse: what of the environment its code can read
 };
 
-// The runtime each library the bridge opened is bound to, by load address: which registry the
-// object types a library makes belong to (ForeignTypeOf).
+// The runtime each library the bridge opened is bound to, by load bias (link_map::l_addr): which
+// registry the object types a library makes belong to (ForeignTypeOf).
 struct BoundLibraries {
   std::mutex mutex;
-  std::map<const void*, const RealRuntime*> by_base;
+  std::map<uintptr_t, const RealRuntime*> by_bias;
   static BoundLibraries* Get() {
     static BoundLibraries* b = new BoundLibraries();
     return b;
   }
 };
 
-// The load address of the library behind a dlopen handle (NULL when unknown).
-const void* LibraryBase(void* handle) {
+// The load bias of the object behind a dlopen handle; false when unknown.
+bool HandleLoadBias(void* handle, uintptr_t* bias) {
   struct link_map* map = nullptr;
-  if (dlinfo(handle, RTLD_DI_LINKMAP, &map) != 0 || map == nullptr) return nullptr;
-  return BaseOf(map->l_ld);
+  if (dlinfo(handle, RTLD_DI_LINKMAP, &map) != 0 || map == nullptr) return false;
+  *bias = static_cast<uintptr_t>(map->l_addr);
+  return true;
+}
+
+struct BiasSearch {
+  uintptr_t address;
+  bool found = false;
+  uintptr_t bias = 0;
+};
+
+int FindSegment(struct dl_phdr_info* info, size_t, void* data) {
+  auto* search = static_cast<BiasSearch*>(data);
+  for (int i = 0; i < info->dlpi_phnum; ++i) {
+    const auto& ph = info->dlpi_phdr[i];
+    if (ph.p_type != PT_LOAD) continue;
+    const uintptr_t start = static_cast<uintptr_t>(info->dlpi_addr + ph.p_vaddr);
+    if (search->address >= start && search->address - start < ph.p_memsz) {
+      search->found = true;
+      search->bias = static_cast<uintptr_t>(info->dlpi_addr);
+      return 1;
+    }
+  }
+  return 0;
+}
+
+// The load bias of the object whose segments hold address: a walk of the program headers (no
+// symbol search, which dladdr does).
+bool AddressLoadBias(const void* address, uintptr_t* bias) {
+  BiasSearch search{reinterpret_cast<uintptr_t>(address)};
+  dl_iterate_phdr(&FindSegment, &search);
+  *bias = search.bias;
+  return search.found;
 }
 
 void NoteBoundLibrary(void* handle, const RealRuntime* real) {
-  const void* base = LibraryBase(handle);
-  if (base == nullptr) return;
+  uintptr_t bias = 0;
+  if (!HandleLoadBias(handle, &bias)) return;
   BoundLibraries* all = BoundLibraries::Get();
   std::lock_guard<std::mutex> lock(all->mutex);
-  all->by_base.emplace(base, real);
+  all->by_bias.emplace(bias, real);
 }
 
 // Whether the code at address (an object's deleter: the code that made the object) is bound to
 // real: real itself, or a library the bridge bound to it.
 bool CodeBoundTo(const void* address, const RealRuntime* real) {
-  const void* base = BaseOf(address);
-  if (base == nullptr) return false;
-  if (base == real->base) return true;
+  uintptr_t bias = 0, real_bias = 0;
+  if (address == nullptr || !AddressLoadBias(address, &bias)) return false;
+  if (HandleLoadBias(real->handle, &real_bias) && bias == real_bias) return true;
   BoundLibraries* all = BoundLibraries::Get();
   std::lock_guard<std::mutex> lock(all->mutex);
-  auto it = all->by_base.find(base);
-  return it != all->by_base.end() && it->second == real;
+  auto it = all->by_bias.find(bias);
+  return it != all->by_bias.end() && it->second == real;
 }
 
 // The loaded apache-tvm-ffi (cached once found: a runtime is never unloaded), or NULL.

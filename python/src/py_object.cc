@@ -1,7 +1,4 @@
 // python/src/py_object.cc: kffi.Object and kffi.Function (vectorcall) and Python callbacks.
-#include <kffi/tensor.h>
-
-#include <atomic>
 #include <cstddef>
 #include <cstdlib>
 #include <string>
@@ -13,56 +10,6 @@ namespace kffi {
 namespace py {
 
 namespace {
-
-// ---- what the TVM-FFI bridge knows (libkffi_tvm's hooks, installed by kffi/_tvm.py) -----------
-
-/// KFFITvmFunctionOwnedTensorArgs: 1 with the parameters that take owning Tensors when func is a
-/// TVM-FFI library's function.
-using OwnedArgsQuery = int (*)(void* func, uint64_t* owned);
-/// KFFITvmForeignTypeInfo: 1 with the type key and nearest static ancestor when obj's type is a
-/// loaded apache-tvm-ffi's that kffi's registry does not describe.
-using ForeignTypeQuery = int (*)(void* obj, KFFIByteArray* key, int32_t* static_ancestor);
-std::atomic<OwnedArgsQuery> g_owned_args_query{nullptr};
-std::atomic<ForeignTypeQuery> g_foreign_type_query{nullptr};
-
-/// Whether obj's type is described by another runtime than kffi's registry (a TVM-FFI type of
-/// the loaded apache-tvm-ffi): then *key and *static_ancestor say what it is. Only indices kffi
-/// cannot vouch for are asked about: dynamic ones (each runtime numbers its own) and static ones
-/// kffi lacks.
-bool ForeignType(const KFFIObject* obj, KFFIByteArray* key, int32_t* static_ancestor) {
-  const int32_t index = obj->type_index;
-  if (index < kKFFIDynObjectBegin && KFFIGetTypeInfo(index) != nullptr) return false;
-  ForeignTypeQuery query = g_foreign_type_query.load(std::memory_order_acquire);
-  return query != nullptr && query(const_cast<KFFIObject*>(obj), key, static_ancestor) == 1;
-}
-
-/// The type key of obj: from the registry of the runtime its type belongs to, else a placeholder
-/// that names the index (never a crash: the object may come from a runtime kffi cannot ask).
-std::string TypeKeyOf(const KFFIObject* obj) {
-  KFFIByteArray key;
-  int32_t ancestor;
-  if (ForeignType(obj, &key, &ancestor)) return std::string(key.data, key.size);
-  if (const KFFITypeInfo* info = KFFIGetTypeInfo(obj->type_index)) {
-    return std::string(info->type_key.data, info->type_key.size);
-  }
-  return "<unknown type index " + std::to_string(obj->type_index) + ">";
-}
-
-/// kffi.Object._install_tvm_bridge(owned_args, foreign_type): the addresses of libkffi_tvm's
-/// KFFITvmFunctionOwnedTensorArgs and KFFITvmForeignTypeInfo (private: kffi/_tvm.py calls it once
-/// the bridge is loaded).
-PyObject* InstallTvmBridge(PyObject*, PyObject* args) {
-  PyObject *owned_args, *foreign_type;
-  if (!PyArg_ParseTuple(args, "O!O!", &PyLong_Type, &owned_args, &PyLong_Type, &foreign_type)) {
-    return nullptr;
-  }
-  void* a = PyLong_AsVoidPtr(owned_args);
-  void* b = PyLong_AsVoidPtr(foreign_type);
-  if (PyErr_Occurred()) return nullptr;
-  g_owned_args_query.store(reinterpret_cast<OwnedArgsQuery>(a), std::memory_order_release);
-  g_foreign_type_query.store(reinterpret_cast<ForeignTypeQuery>(b), std::memory_order_release);
-  Py_RETURN_NONE;
-}
 
 bool IsFunctionType(PyTypeObject* tp) { return g_state != nullptr && tp == g_state->function_type; }
 
@@ -260,106 +207,6 @@ PyMemberDef kObjectMembers[] = {
     {"__weaklistoffset__", T_PYSSIZET, offsetof(PyObjectHandle, weakrefs), READONLY, nullptr},
     {"__dictoffset__", T_PYSSIZET, offsetof(PyObjectHandle, dict), READONLY, nullptr},
     {nullptr, 0, 0, 0, nullptr}};
-
-// ---- owning Tensors for parameters that keep them ---------------------------------------------
-
-/// Drops a reference to a Python object from any thread (a Tensor below may die wherever the
-/// callee that kept it releases it); after the interpreter is gone the reference is leaked.
-void ReleasePyReference(PyObject* obj) {
-  if (!Py_IsInitialized()) return;
-  if (PyGILState_Check()) {
-    PendingErrorScope keep;  // its finalizer may run Python code while an error is pending
-    Py_DECREF(obj);
-    return;
-  }
-  PyGILState_STATE st = PyGILState_Ensure();
-  Py_DECREF(obj);
-  PyGILState_Release(st);
-}
-
-/// A Tensor object over the memory of a framework tensor argument (torch, NumPy) that holds the
-/// Python tensor, so the memory lives as long as the Tensor: what a TVM-FFI `ffi::Tensor`
-/// parameter receives, since its callee may keep it. Zero-copy; shape and strides are copied
-/// (the framework tensor may change its own in place later).
-class PyOwnerTensorObj final : public TensorObj {
- public:
-  PyOwnerTensorObj(const DLTensor& src, PyObject* owner, uint64_t flags) : owner_(owner) {
-    InitLayout(InplaceArrayBegin<int64_t>(this),
-               IntArrayView(src.shape, static_cast<size_t>(src.ndim)), src.strides);
-    data = src.data;
-    device = src.device;
-    dtype = src.dtype;
-    byte_offset = src.byte_offset;
-    dlpack_flags_ = flags;
-    Py_INCREF(owner_);
-  }
-  ~PyOwnerTensorObj() { ReleasePyReference(owner_); }
-  PyOwnerTensorObj(const PyOwnerTensorObj&) = delete;
-  PyOwnerTensorObj& operator=(const PyOwnerTensorObj&) = delete;
-
- private:
-  PyObject* owner_;
-};
-
-inline bool TakesOwnedTensor(uint64_t mask, Py_ssize_t index) {
-  return ((mask >> (index < 63 ? index : 63)) & 1) != 0;
-}
-
-/// The Tensors OwnTensorArguments made for one call, released when the call is over: the first 64
-/// arguments' by position (no allocation), any later ones by the call context.
-class OwnedArguments {
- public:
-  OwnedArguments() = default;
-  OwnedArguments(const OwnedArguments&) = delete;
-  OwnedArguments& operator=(const OwnedArguments&) = delete;
-  ~OwnedArguments() {
-    if (KFFI_UNLIKELY(made_ != 0)) Release();
-  }
-  void Bind(KFFIAny* packed) { packed_ = packed; }
-  /// Records the Tensor made for argument i (owned); false: the context must keep it.
-  bool Note(Py_ssize_t i) {
-    if (i >= 64) return false;
-    made_ |= uint64_t{1} << i;
-    return true;
-  }
-  /// Drops the Tensors now (the callee keeps its own references to those it kept).
-  void Release() {
-    for (uint64_t m = made_; m != 0; m &= m - 1) {
-      ReleaseObject(packed_[__builtin_ctzll(m)].v_obj);
-    }
-    made_ = 0;
-  }
-
- private:
-  KFFIAny* packed_ = nullptr;
-  uint64_t made_ = 0;
-};
-
-/// Replaces each borrowed tensor argument (a view of args[i]) at a parameter that takes owning
-/// Tensors by a PyOwnerTensorObj of args[i], released after the call (owned). No Python code
-/// runs between the arguments' conversion and this, so the views are current. 0, or -1 with a
-/// Python error set.
-KFFI_NOINLINE int OwnTensorArguments(uint64_t mask, PyObject* const* args, Py_ssize_t nargs,
-                                     KFFIAny* packed, CallContext* ctx, OwnedArguments* owned) {
-  owned->Bind(packed);
-  for (Py_ssize_t i = 0; i < nargs; ++i) {
-    if (packed[i].type_index != kKFFIDLTensorPtr || !TakesOwnedTensor(mask, i)) continue;
-    const DLTensor* view = static_cast<const DLTensor*>(packed[i].v_ptr);
-    const uint32_t flags = packed[i].tensor_flags;
-    KFFIObjectHandle h;
-    try {
-      h = details::ObjectUnsafe::MoveToHandle(make_inplace_array_object<PyOwnerTensorObj, int64_t>(
-          2 * static_cast<size_t>(view->ndim), *view, args[i],
-          (flags & kKFFITensorFlagReadOnly) != 0 ? uint64_t{DLPACK_FLAG_BITMASK_READ_ONLY} : 0));
-    } catch (...) {
-      return (RaiseFromCppException(), -1);
-    }
-    details::SetObject(&packed[i], static_cast<KFFIObject*>(h));
-    packed[i].tensor_flags = flags;
-    if (!owned->Note(i)) ctx->KeepAlive(packed[i]);
-  }
-  return 0;
-}
 
 // ---- kffi.Function ----------------------------------------------------------------------------
 
@@ -870,10 +717,7 @@ PyObject* WrapObject(KFFIObjectHandle owned) {
     f->defaults = nullptr;
     f->release_gil = -1;
     f->safe_call = static_cast<KFFIFunctionCell*>(KFFIObjectGetCellPtr(owned))->safe_call;
-    f->owned_tensor_args = 0;
-    uint64_t mask = 0;
-    OwnedArgsQuery query = g_owned_args_query.load(std::memory_order_acquire);
-    if (query != nullptr && query(owned, &mask) == 1) f->owned_tensor_args = mask;
+    f->owned_tensor_args = OwnedTensorArgsOf(owned);
   }
   return self;
 }

@@ -124,6 +124,10 @@ struct ForeignType {
   int32_t static_ancestor;  // nearest ancestor index below kKFFIDynObjectBegin
 };
 
+/// Records the runtime a library the bridge opened (handle) is bound to (NULL: the shim), for
+/// ForeignTypeOf.
+void NoteBoundLibrary(void* handle, const RealRuntime* real);
+
 /// Whether obj's type is not kffi's registry's to describe: a type of the loaded apache-tvm-ffi
 /// (obj was made by code bound to it; the two runtimes number dynamic types independently), or
 /// a static TVM-FFI type kffi's registry lacks. Never asks a runtime about an index it did not

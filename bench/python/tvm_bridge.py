@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """bench/python/tvm_bridge.py: the cost of calling a TVM-FFI library through kffi (issue 9).
 
-A library built with apache-tvm-ffi's headers, bench/python/tvm_bridge_kernels.cc (`noop()` and
-`three_tensors(a, b, c)`, TVM_FFI_DLL_EXPORT_TYPED_FUNC exports with empty bodies), is called
+A library built with apache-tvm-ffi's headers, bench/python/tvm_bridge_kernels.cc (`noop()`,
+`three_tensors(a, b, c)` of TensorView parameters and `three_tensors_owned(a, b, c)` of
+`ffi::Tensor` parameters, TVM_FFI_DLL_EXPORT_TYPED_FUNC exports with empty bodies), is called
 three ways in one process, interleaved:
 
   bridged   kffi.load_module of the library (bound to the loaded apache-tvm-ffi, as it is in any
@@ -13,7 +14,9 @@ three ways in one process, interleaved:
 
 and, in a child process that never imports tvm_ffi, the library bound to kffi's own shim against
 the native export again ("bridged (shim)"). Cases: no arguments; three NumPy arrays; three torch
-CPU tensors; and "noop (env reader)": the no-op of tests/tvm_libs/tvm_testlib.cc, a library that
+CPU tensors; the same for `ffi::Tensor` parameters ("(Tensor)": kffi makes an owning Tensor per
+argument, as tvm_ffi does for every tensor), and for the TensorView export of the library built
+without metadata ("(no metadata)": owning Tensors too, kffi cannot tell); and "noop (env reader)": the no-op of tests/tvm_libs/tvm_testlib.cc, a library that
 imports TVMFFIEnvGetStream and TVMFFIEnvTensorAlloc, whose allocator imports the bridge redirects
 to its forwarders at load, so that each call marks the thread (the cost a library that can
 allocate pays; one that cannot, pays nothing for it). Where CUDA exists, a GPU row: the CuTe DSL add_one (tests/cute_dsl) with two CUDA
@@ -136,15 +139,27 @@ def paired_ratio(a: list | None, b: list | None) -> float | None:
 
 
 def case_args(np, torch):
-    cases = {"noop": ("noop", ())}
+    """{case: (export, arguments, export of the native anchor)}."""
+    cases = {"noop": ("noop", (), "noop")}
     arrays = tuple(np.zeros(16, np.float32) for _ in range(3))
-    cases["numpy3"] = ("three_tensors", arrays)
+    cases["numpy3"] = ("three_tensors", arrays, "three_tensors")
+    cases["numpy3 (Tensor)"] = ("three_tensors_owned", arrays, "three_tensors")
     if torch is not None:
-        cases["torch3"] = ("three_tensors", tuple(torch.zeros(16) for _ in range(3)))
+        tensors = tuple(torch.zeros(16) for _ in range(3))
+        cases["torch3"] = ("three_tensors", tensors, "three_tensors")
+        cases["torch3 (Tensor)"] = ("three_tensors_owned", tensors, "three_tensors")
     return cases
 
 
-def run_in_process(lib: Path, env_lib: Path, native: Path, args) -> dict:
+def nometa_cases(np, torch):
+    """The TensorView export of the library built without metadata."""
+    cases = {"numpy3 (no metadata)": ("three_tensors", case_args(np, torch)["numpy3"][1])}
+    if torch is not None:
+        cases["torch3 (no metadata)"] = ("three_tensors", case_args(np, torch)["torch3"][1])
+    return cases
+
+
+def run_in_process(lib: Path, nometa_lib: Path, env_lib: Path, native: Path, args) -> dict:
     import numpy as np
 
     try:
@@ -158,9 +173,15 @@ def run_in_process(lib: Path, env_lib: Path, native: Path, args) -> dict:
     theirs = tvm_ffi.load_module(str(lib))
     ours = kffi.load_module(native)
     cells = {}
-    for case, (fname, a) in case_args(np, torch).items():
+    for case, (fname, a, anchor) in case_args(np, torch).items():
         cells[("bridged", case)] = (bridged[fname], a)
         cells[("tvm_ffi", case)] = (getattr(theirs, fname), a)
+        cells[("native", case)] = (ours[anchor], a)
+    nometa = kffi.load_module(nometa_lib)
+    theirs_nometa = tvm_ffi.load_module(str(nometa_lib))
+    for case, (fname, a) in nometa_cases(np, torch).items():
+        cells[("bridged", case)] = (nometa[fname], a)
+        cells[("tvm_ffi", case)] = (getattr(theirs_nometa, fname), a)
         cells[("native", case)] = (ours[fname], a)
     env_reader = kffi.load_module(env_lib)
     cells[("bridged", "noop (env reader)")] = (env_reader["noop"], ())
@@ -180,10 +201,14 @@ except ImportError:
     torch = None
 import kffi, tvm_libs
 shim = kffi.load_module({lib!r})
+shim_nometa = kffi.load_module({nometa_lib!r})
 ours = kffi.load_module({native!r})
 cells = {{}}
-for case, (fname, a) in b.case_args(np, torch).items():
+for case, (fname, a, anchor) in b.case_args(np, torch).items():
     cells[("bridged (shim)", case)] = (shim[fname], a)
+    cells[("native", case)] = (ours[anchor], a)
+for case, (fname, a) in b.nometa_cases(np, torch).items():
+    cells[("bridged (shim)", case)] = (shim_nometa[fname], a)
     cells[("native", case)] = (ours[fname], a)
 res = b.measure(cells, {reps}, {sample_ms})
 print(json.dumps({{"mapped": tvm_libs.libtvm_ffi_mapped(),
@@ -191,10 +216,11 @@ print(json.dumps({{"mapped": tvm_libs.libtvm_ffi_mapped(),
 """
 
 
-def run_shim_child(lib: Path, native: Path, args) -> dict:
+def run_shim_child(lib: Path, nometa_lib: Path, native: Path, args) -> dict:
     code = CHILD.format(
         bench=str(Path(__file__).parent),
         lib=str(lib),
+        nometa_lib=str(nometa_lib),
         native=str(native),
         reps=args.reps,
         sample_ms=args.sample_ms,
@@ -266,12 +292,19 @@ def main() -> int:
         source=Path(__file__).with_name("tvm_bridge_kernels.cc"),
         release=True,
     )
+    nometa_lib = tvm_libs.build(
+        "tvm_bridge_kernels",
+        linked=False,
+        source=Path(__file__).with_name("tvm_bridge_kernels.cc"),
+        release=True,
+        metadata=False,
+    )
     env_lib = tvm_libs.build("tvm_testlib", linked=False, release=True)
     native = build_native()
     log("shim child ...")
-    shim = run_shim_child(lib, native, args)
+    shim = run_shim_child(lib, nometa_lib, native, args)
     log("in process ...")
-    results = run_in_process(lib, env_lib, native, args)
+    results = run_in_process(lib, nometa_lib, env_lib, native, args)
     results.update(run_gpu_row(args))
 
     rows = []

@@ -6,7 +6,10 @@
 namespace {
 void Noop() {}
 void ThreeTensors(tvm::ffi::TensorView, tvm::ffi::TensorView, tvm::ffi::TensorView) {}
+// Tensors by value (FlashInfer's style): kffi passes owning Tensors there.
+void ThreeTensorsOwned(tvm::ffi::Tensor, tvm::ffi::Tensor, tvm::ffi::Tensor) {}
 }  // namespace
 
 TVM_FFI_DLL_EXPORT_TYPED_FUNC(noop, Noop);
 TVM_FFI_DLL_EXPORT_TYPED_FUNC(three_tensors, ThreeTensors);
+TVM_FFI_DLL_EXPORT_TYPED_FUNC(three_tensors_owned, ThreeTensorsOwned);

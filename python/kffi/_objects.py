@@ -372,6 +372,9 @@ class Module(Object):
 
     def get_function(self, name: str):
         """The function, or None when the module has no function of that name."""
+        from . import _tvm
+
+        _tvm.install_bridge_hooks()  # before wrapping: a TVM-FFI export's owning parameters
         f = _core._module_get_function(self, name, True)
         if f is not None:
             meta = self.metadata(name)
@@ -411,7 +414,7 @@ class Module(Object):
                 f"{', '.join(self.functions()) or '(none)'}"
             )
         # Cached on the instance: later `mod.name` lookups skip the native lookup and metadata.
-        object.__setattr__(self, name, f)
+        Object._store_attr(self, name, f)
         return f
 
     def __contains__(self, name):

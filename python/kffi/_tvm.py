@@ -15,6 +15,10 @@ This module adds the Python side of the other direction, kffi values handed to `
 tvm_ffi values handed to kffi go through kffi's usual conversions: a ``tvm_ffi.Function`` is a
 callable, a ``tvm_ffi.Tensor`` a DLPack tensor.
 
+It also hands kffi's extension two answers of the bridge (install_bridge_hooks): which parameters
+of a TVM-FFI function take owning Tensors (there, framework tensors are passed as Tensors that
+hold them), and the type key of an object whose type belongs to apache-tvm-ffi's registry.
+
 Importing this module does not import tvm_ffi: the protocol methods are only called by tvm_ffi.
 """
 
@@ -26,12 +30,13 @@ import os
 import threading
 
 from . import libinfo
-from ._objects import Array, Dict, Function, Map, Shape, Tensor
+from ._objects import Array, Dict, Function, Map, Object, Shape, Tensor
 
 _ERR_SIZE = 1024
 _lock = threading.Lock()
 _lib = None
 _from_address = None
+_hooks_installed = False
 
 # Python exception classes for the kinds the bridge reports.
 _KINDS = {"TypeError": TypeError, "ValueError": ValueError, "RuntimeError": RuntimeError}
@@ -56,8 +61,34 @@ def _bridge() -> ctypes.CDLL:
             lib.KFFITvmRealRuntimeLoaded.restype = ctypes.c_int
             lib.KFFITvmSetInstalledRuntime.argtypes = [ctypes.c_char_p]
             lib.KFFITvmSetInstalledRuntime.restype = None
+            _install_hooks(lib)
             _lib = lib
         return _lib
+
+
+def _install_hooks(lib: ctypes.CDLL) -> None:
+    global _hooks_installed
+    address = ctypes.cast(lib.KFFITvmFunctionOwnedTensorArgs, ctypes.c_void_p).value
+    types = ctypes.cast(lib.KFFITvmForeignTypeInfo, ctypes.c_void_p).value
+    Object._install_tvm_bridge(address, types)
+    _hooks_installed = True
+
+
+def install_bridge_hooks() -> None:
+    """Hands kffi's extension the bridge's answers once libkffi_tvm is in the process (kffi's
+    loader opens it with the first TVM-FFI library; before that no TVM-FFI function or object can
+    exist): then functions wrapped from here on know which parameters take owning Tensors. Called
+    before a module's functions are looked up; a flag test once done."""
+    if _hooks_installed:
+        return
+    try:  # loaded already? (RTLD_NOLOAD: never loads it)
+        ctypes.CDLL(os.path.join(libinfo.lib_dir(), "libkffi_tvm.so"), mode=_NOLOAD)
+    except OSError:
+        return
+    _bridge()
+
+
+_NOLOAD = getattr(os, "RTLD_NOLOAD", 4) | getattr(os, "RTLD_LAZY", 1)
 
 
 def _raise_from(buf) -> None:
@@ -89,10 +120,7 @@ def to_tvm_ffi(obj):
     if _bridge().KFFITvmExportObject(obj._handle, ctypes.byref(out), buf, _ERR_SIZE) != 0:
         _raise_from(buf)
     peer = from_address(out.value)  # takes the reference the bridge handed out
-    try:
-        obj._tvm_ffi_peer = peer
-    except AttributeError:  # an object without instance attributes: convert again next time
-        pass
+    Object._store_attr(obj, "_tvm_ffi_peer", peer)
     return peer
 
 

@@ -75,4 +75,6 @@ def with_contract(
     _annotate(wrapped, _check_metadata(meta, where))
     wrapped.contract = text
     wrapped.wrapped = fn
+    # A TVM-FFI export's ffi::Tensor parameters keep owning Tensors behind the contract too.
+    wrapped._owned_tensor_args = fn._owned_tensor_args
     return wrapped

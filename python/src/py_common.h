@@ -41,6 +41,11 @@ struct PyFunction {
   int release_gil;
   /// The function cell's safe_call, read once (a cell never changes): one load fewer per call.
   KFFISafeCallType safe_call;
+  /// Parameters that take owning Tensor objects (bit i for parameter i, bit 63 for the rest): a
+  /// TVM-FFI export's `ffi::Tensor` parameters, which may keep what they get. Borrowed tensor
+  /// arguments there are passed as Tensors holding the framework tensor (0: none, the common
+  /// case; py_object.cc).
+  uint64_t owned_tensor_args;
 };
 
 /// The function's own release_gil setting (1, 0, or -1: follow the global default).
@@ -452,6 +457,58 @@ int InitObjectTypes(PyObject* module, State* state);
 PyObject* FunctionFromCallable(PyObject* callable);
 /// Makes an owned Function handle that calls a Python callable.
 int CallableToFunctionHandle(PyObject* callable, KFFIObjectHandle* out);
+/// Stores an attribute kffi itself keeps on one of its objects (kffi.Object refuses attributes
+/// it does not have: see py_object.cc); 0 or -1 with a Python error.
+int SetInternalAttr(PyObject* obj, const char* name, PyObject* value);
+
+// ---- TVM-FFI libraries (py_tvm_bridge.cc) ------------------------------------------------------
+/// kffi.Object._install_tvm_bridge(owned_args, foreign_type): the addresses of libkffi_tvm's
+/// KFFITvmFunctionOwnedTensorArgs and KFFITvmForeignTypeInfo (private: kffi/_tvm.py calls it once
+/// the bridge is in the process).
+PyObject* InstallTvmBridge(PyObject* self, PyObject* args);
+/// Whether obj's type is not kffi's registry's to describe (a type of the loaded apache-tvm-ffi,
+/// or a static TVM-FFI type kffi lacks): then *key is its type key and *static_ancestor the index
+/// of its nearest ancestor below kKFFIDynObjectBegin. Asks the bridge only about indices kffi
+/// cannot vouch for (dynamic ones, and static ones kffi lacks).
+bool ForeignType(const KFFIObject* obj, KFFIByteArray* key, int32_t* static_ancestor);
+/// The type key of obj from the registry its type belongs to, else "<unknown type index N>":
+/// never a crash, whichever runtime made the object.
+std::string TypeKeyOf(const KFFIObject* obj);
+/// PyFunction::owned_tensor_args of a Function object (borrowed): a TVM-FFI function's
+/// parameters that take owning Tensors, 0 for any other.
+uint64_t OwnedTensorArgsOf(KFFIObjectHandle func);
+
+/// The owning Tensors OwnTensorArguments made for one call, released when the call is over: the
+/// first 64 arguments' by position (no allocation), any later ones by the call context.
+class OwnedArguments {
+ public:
+  OwnedArguments() = default;
+  OwnedArguments(const OwnedArguments&) = delete;
+  OwnedArguments& operator=(const OwnedArguments&) = delete;
+  ~OwnedArguments() {
+    if (KFFI_UNLIKELY(made_ != 0)) Release();
+  }
+  void Bind(KFFIAny* packed) { packed_ = packed; }
+  /// Records the Tensor made for argument i (owned); false: the context must keep it.
+  bool Note(Py_ssize_t i) {
+    if (i >= 64) return false;
+    made_ |= uint64_t{1} << i;
+    return true;
+  }
+  /// Drops the Tensors (a callee that kept one holds its own reference).
+  void Release();
+
+ private:
+  KFFIAny* packed_ = nullptr;
+  uint64_t made_ = 0;
+};
+
+/// Replaces each borrowed tensor argument (a view of args[i]) at a parameter mask marks (bit i,
+/// bit 63 for the rest) by an owning Tensor that holds args[i], zero-copy; owned (or ctx)
+/// releases it after the call. No Python code may run between the arguments' conversion and
+/// this (the views must be current). 0, or -1 with a Python error set.
+int OwnTensorArguments(uint64_t mask, PyObject* const* args, Py_ssize_t nargs, KFFIAny* packed,
+                       CallContext* ctx, OwnedArguments* owned);
 
 // ---- errors (py_error.cc) -------------------------------------------------------------------
 /// Marks the arguments of the Python call in progress on this thread, so that the runtime's

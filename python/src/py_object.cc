@@ -70,9 +70,8 @@ int ObjectClear(PyObject* self) {
 PyObject* ObjectRepr(PyObject* self) {
   KFFIObjectHandle h = reinterpret_cast<PyObjectHandle*>(self)->handle;
   if (h == nullptr) return PyUnicode_FromFormat("<%s (null)>", Py_TYPE(self)->tp_name);
-  const KFFITypeInfo* info = KFFIGetTypeInfo(static_cast<KFFIObject*>(h)->type_index);
-  return PyUnicode_FromFormat("<%s %s at %p>", Py_TYPE(self)->tp_name,
-                              info ? info->type_key.data : "?", h);
+  std::string key = TypeKeyOf(static_cast<KFFIObject*>(h));
+  return PyUnicode_FromFormat("<%s %s at %p>", Py_TYPE(self)->tp_name, key.c_str(), h);
 }
 
 Py_hash_t ObjectHash(PyObject* self) {
@@ -91,9 +90,50 @@ PyObject* ObjectRichCompare(PyObject* a, PyObject* b, int op) {
 PyObject* ObjectGetTypeKey(PyObject* self, void*) {
   KFFIObjectHandle h = reinterpret_cast<PyObjectHandle*>(self)->handle;
   if (h == nullptr) Py_RETURN_NONE;
-  const KFFITypeInfo* info = KFFIGetTypeInfo(static_cast<KFFIObject*>(h)->type_index);
-  return PyUnicode_FromStringAndSize(info->type_key.data,
-                                     static_cast<Py_ssize_t>(info->type_key.size));
+  std::string key = TypeKeyOf(static_cast<KFFIObject*>(h));
+  return PyUnicode_DecodeUTF8(key.data(), static_cast<Py_ssize_t>(key.size()), "surrogateescape");
+}
+
+/// Attributes of kffi objects are the native object's (fields and reflection to come) or the
+/// Python class's: setting one the object does not have would succeed in Python only, unseen by
+/// the native object, so it is refused. Data descriptors of the class (properties with setters,
+/// slots) and attributes kffi itself stored on the instance (SetInternalAttr) stay settable.
+/// kffi.Function keeps the attributes of a Python function (functools.wraps, kffi's own).
+int ObjectSetAttr(PyObject* self, PyObject* name, PyObject* value) {
+  PyTypeObject* tp = Py_TYPE(self);
+  if (!PyUnicode_Check(name) || PyObject_TypeCheck(self, g_state->function_type)) {
+    return PyObject_GenericSetAttr(self, name, value);
+  }
+  PyObject* descr = _PyType_Lookup(tp, name);  // borrowed
+  if (descr != nullptr && Py_TYPE(descr)->tp_descr_set != nullptr) {
+    return PyObject_GenericSetAttr(self, name, value);
+  }
+  PyObject* dict = reinterpret_cast<PyObjectHandle*>(self)->dict;
+  if (dict != nullptr) {
+    int has = PyDict_Contains(dict, name);
+    if (has < 0) return -1;
+    if (has == 1) return PyObject_GenericSetAttr(self, name, value);
+  }
+  if (descr != nullptr) {
+    PyErr_Format(PyExc_AttributeError, "'%s' object attribute '%U' is read-only", tp->tp_name,
+                 name);
+    return -1;
+  }
+  KFFIObjectHandle h = reinterpret_cast<PyObjectHandle*>(self)->handle;
+  std::string key = h != nullptr ? TypeKeyOf(static_cast<KFFIObject*>(h)) : "released";
+  PyErr_Format(PyExc_AttributeError,
+               "'%s' object (kffi type `%s`) has no attribute '%U': kffi objects take no new "
+               "Python attributes (the native object would never see them)",
+               tp->tp_name, key.c_str(), name);
+  return -1;
+}
+
+/// kffi.Object._store_attr(obj, name, value): SetInternalAttr for kffi's Python code.
+PyObject* ObjectStoreAttr(PyObject*, PyObject* args) {
+  PyObject *obj, *name, *value;
+  if (!PyArg_ParseTuple(args, "O!UO", g_state->object_type, &obj, &name, &value)) return nullptr;
+  if (PyObject_GenericSetAttr(obj, name, value) != 0) return nullptr;
+  Py_RETURN_NONE;
 }
 
 PyObject* ObjectGetTypeIndex(PyObject* self, void*) {
@@ -136,6 +176,10 @@ PyGetSetDef kObjectGetSet[] = {
 PyMethodDef kObjectMethods[] = {
     {"same_as", ObjectSameAs, METH_O, "True when both wrap the same native object."},
     {"_release", ObjectRelease, METH_NOARGS, "Release the native object now."},
+    {"_store_attr", ObjectStoreAttr, METH_VARARGS | METH_STATIC,
+     "Stores an attribute of kffi's own on an object (internal)."},
+    {"_install_tvm_bridge", InstallTvmBridge, METH_VARARGS | METH_STATIC,
+     "Installs the TVM-FFI bridge's hooks (internal: kffi/_tvm.py)."},
     {nullptr, nullptr, 0, nullptr}};
 
 PyObject* ObjectNew(PyTypeObject* type, PyObject*, PyObject*) {
@@ -150,6 +194,7 @@ PyType_Slot kObjectSlots[] = {
     {Py_tp_traverse, reinterpret_cast<void*>(ObjectTraverse)},
     {Py_tp_clear, reinterpret_cast<void*>(ObjectClear)},
     {Py_tp_repr, reinterpret_cast<void*>(ObjectRepr)},
+    {Py_tp_setattro, reinterpret_cast<void*>(ObjectSetAttr)},
     {Py_tp_hash, reinterpret_cast<void*>(ObjectHash)},
     {Py_tp_richcompare, reinterpret_cast<void*>(ObjectRichCompare)},
     {Py_tp_getset, kObjectGetSet},
@@ -261,6 +306,11 @@ inline PyObject* CallFunction(PyFunction* f, KFFIObject* h, PyObject* const* arg
   CallContext ctx;
   ctx.function = f;
   if (ConvertArgs(args, nargs, packed, &ctx) != 0) return nullptr;
+  OwnedArguments owned;  // released before the context's temporaries, after the call
+  if (KFFI_UNLIKELY(f->owned_tensor_args != 0) && ctx.has_tensor_sources() &&
+      OwnTensorArguments(f->owned_tensor_args, args, nargs, packed, &ctx, &owned) != 0) {
+    return nullptr;
+  }
   KFFIAny result;
   kffi::details::SetNone(&result);
   CallArgsScope named(packed, args, nargs);  // the callee's messages name Python types
@@ -456,6 +506,18 @@ int FunctionSetDefaults(PyObject* self, PyObject* value, void*) {
   return SetTupleField(&reinterpret_cast<PyFunction*>(self)->defaults, value, "_param_defaults");
 }
 
+PyObject* FunctionGetOwnedTensorArgs(PyObject* self, void*) {
+  return PyLong_FromUnsignedLongLong(reinterpret_cast<PyFunction*>(self)->owned_tensor_args);
+}
+
+int FunctionSetOwnedTensorArgs(PyObject* self, PyObject* value, void*) {
+  if (value == nullptr) value = Py_False;  // del: none
+  unsigned long long mask = PyLong_AsUnsignedLongLong(value);
+  if (mask == static_cast<unsigned long long>(-1) && PyErr_Occurred()) return -1;
+  reinterpret_cast<PyFunction*>(self)->owned_tensor_args = mask;
+  return 0;
+}
+
 PyGetSetDef kFunctionGetSet[] = {
     {"release_gil", FunctionGetReleaseGil, FunctionSetReleaseGil,
      "Release the GIL during native calls (None: follow kffi.set_default_release_gil). On a "
@@ -465,6 +527,10 @@ PyGetSetDef kFunctionGetSet[] = {
      "Parameter names used for keyword arguments.", nullptr},
     {"_param_defaults", FunctionGetDefaults, FunctionSetDefaults,
      "Default values of the trailing parameters (a call may leave them out).", nullptr},
+    {"_owned_tensor_args", FunctionGetOwnedTensorArgs, FunctionSetOwnedTensorArgs,
+     "Parameters that get framework tensors as owning Tensors (bit i: parameter i; bit 63: the "
+     "rest): a TVM-FFI export's ffi::Tensor parameters.",
+     nullptr},
     {nullptr, nullptr, nullptr, nullptr, nullptr}};
 
 PyMemberDef kFunctionMembers[] = {
@@ -580,12 +646,21 @@ PyObject* WrapObject(KFFIObjectHandle owned) {
     return nullptr;
   }
   int32_t index = static_cast<KFFIObject*>(owned)->type_index;
-  PyObject* cls = RegisteredClass(index);
-  if (cls == nullptr && index >= kKFFIDynObjectBegin) {
-    // A subclass of a registered type: use the nearest registered ancestor's class.
-    const KFFITypeInfo* info = KFFIGetTypeInfo(index);
-    for (int32_t d = info ? info->type_depth - 1 : -1; d >= 0 && cls == nullptr; --d) {
-      cls = RegisteredClass(info->type_ancestors[d]);
+  KFFIByteArray foreign_key;
+  int32_t foreign_ancestor;
+  PyObject* cls = nullptr;
+  if (ForeignType(static_cast<KFFIObject*>(owned), &foreign_key, &foreign_ancestor)) {
+    // A type of another runtime's registry: kffi's classes go by its static ancestors only.
+    cls = RegisteredClass(foreign_ancestor);
+    if (foreign_ancestor == kKFFIFunction) index = kKFFIFunction;
+  } else {
+    cls = RegisteredClass(index);
+    if (cls == nullptr && index >= kKFFIDynObjectBegin) {
+      // A subclass of a registered type: use the nearest registered ancestor's class.
+      const KFFITypeInfo* info = KFFIGetTypeInfo(index);
+      for (int32_t d = info ? info->type_depth - 1 : -1; d >= 0 && cls == nullptr; --d) {
+        cls = RegisteredClass(info->type_ancestors[d]);
+      }
     }
   }
   PyTypeObject* tp = cls != nullptr           ? reinterpret_cast<PyTypeObject*>(cls)
@@ -604,8 +679,15 @@ PyObject* WrapObject(KFFIObjectHandle owned) {
     f->defaults = nullptr;
     f->release_gil = -1;
     f->safe_call = static_cast<KFFIFunctionCell*>(KFFIObjectGetCellPtr(owned))->safe_call;
+    f->owned_tensor_args = OwnedTensorArgsOf(owned);
   }
   return self;
+}
+
+int SetInternalAttr(PyObject* obj, const char* name, PyObject* value) {
+  PyRef key(PyUnicode_InternFromString(name));
+  if (!key) return -1;
+  return PyObject_GenericSetAttr(obj, key.get(), value);
 }
 
 /// _register_object_class(type_index, cls): the Python class used for objects of that type.

@@ -636,7 +636,7 @@ PyObject* WrapTensor(KFFIObjectHandle owned, const CallContext* ctx) {
     // The result views an argument's memory without owning it: keep the arguments alive, and
     // stay a kffi.Tensor (a framework array made from it would not keep them).
     PyRef sources(ctx->TensorSourcesTuple());
-    if (!sources || PyObject_SetAttrString(wrapped.get(), "_kffi_keepalive", sources.get()) != 0) {
+    if (!sources || SetInternalAttr(wrapped.get(), "_kffi_keepalive", sources.get()) != 0) {
       return nullptr;
     }
     return wrapped.release();

@@ -108,6 +108,7 @@ const RealRuntime* RuntimeForHandle(void* handle) {
             Resolve(handle, "TVMFFIFunctionSetGlobal", &r->function_set_global);
   if (!ok) return nullptr;
   Resolve(handle, "TVMFFIEnvTensorAlloc", &r->env_tensor_alloc);
+  Resolve(handle, "TVMFFIGetTypeInfo", &r->get_type_info);
   const RealRuntime* out = r.get();
   all->by_base.emplace(base, std::move(r));
   return out;
@@ -426,20 +427,9 @@ int OpenLibrary(const char* path, const ElfExports* elf, void** out_handle, void
         *ctx = state.get();
       }
     }
+    NoteBoundLibrary(state->handle, state->real);
     *out_handle = state->handle;
     *out_state = state.release();  // lives as long as the library (the process)
-    return 0;
-  } catch (...) {
-    return RaiseCurrentException();
-  }
-}
-
-int MakeFunction(void* state, KFFISafeCallType symbol, const char* name, KFFIObjectHandle module,
-                 KFFIObjectHandle* out) {
-  try {
-    auto* lib = static_cast<LibraryState*>(state);
-    KFFIObjectIncRef(module);
-    *out = WrapForeignCallable(symbol, nullptr, module, lib->real, name, lib->env_use);
     return 0;
   } catch (...) {
     return RaiseCurrentException();
@@ -472,6 +462,33 @@ std::string CallStringSymbol(const LibraryState* lib, const std::string& symbol_
                         << "` returned a value of type index " << result.type_index
                         << ", expected a str";
   __builtin_unreachable();
+}
+
+// Which parameters of export name take owning Tensors (OwnedTensorParams), from its metadata; all
+// of them when the metadata cannot be read (a broken metadata symbol fails the metadata query,
+// not the function).
+OwnedTensorMask OwnedParamsOf(const LibraryState* lib, const std::string& name) {
+  try {
+    return OwnedTensorParams(CallStringSymbol(lib, details::kTvmMetadataPrefix + name));
+  } catch (...) {
+    KFFIObjectHandle err = nullptr;
+    KFFIErrorMoveFromRaised(&err);
+    KFFIObjectDecRef(err);
+    return kAllOwned;
+  }
+}
+
+int MakeFunction(void* state, KFFISafeCallType symbol, const char* name, KFFIObjectHandle module,
+                 KFFIObjectHandle* out) {
+  try {
+    auto* lib = static_cast<LibraryState*>(state);
+    OwnedTensorMask owned = OwnedParamsOf(lib, name);
+    KFFIObjectIncRef(module);
+    *out = WrapForeignCallable(symbol, nullptr, module, lib->real, name, lib->env_use, owned);
+    return 0;
+  } catch (...) {
+    return RaiseCurrentException();
+  }
 }
 
 int GetMetadata(void* state, const char* name, KFFIAny* out) {

@@ -13,6 +13,21 @@
 namespace kffi {
 namespace tvm_bridge {
 
+/// TVM-FFI's type record (TVMFFITypeInfo), by layout: what TVMFFIGetTypeInfo returns in either
+/// runtime (the shim builds them from kffi's registry).
+struct TvmTypeInfo {
+  int32_t type_index;
+  int32_t type_depth;
+  KFFIByteArray type_key;
+  const TvmTypeInfo** type_ancestors;
+  uint64_t type_key_hash;
+  int32_t num_fields;
+  int32_t num_methods;
+  const void* fields;
+  const void* methods;
+  const void* metadata;
+};
+
 /// The functions of a loaded apache-tvm-ffi runtime (libtvm_ffi) that the bridge calls. Found
 /// with dlsym; the bridge never names a TVMFFI* function in its own code (it defines them).
 struct RealRuntime {
@@ -28,6 +43,8 @@ struct RealRuntime {
   void (*error_move_from_raised)(KFFIObjectHandle*) = nullptr;
   void (*error_set_raised)(KFFIObjectHandle) = nullptr;
   int (*function_set_global)(const KFFIByteArray*, KFFIObjectHandle, int) = nullptr;
+  // Ends the process for an index its registry lacks: call it only for types it allocated.
+  const TvmTypeInfo* (*get_type_info)(int32_t) = nullptr;
 };
 
 /// A libtvm_ffi already loaded in the process (found by its soname, else by file name), promoted
@@ -74,14 +91,51 @@ bool RedirectImports(void* handle, const details::ElfExports& elf,
 /// it cannot (the library then keeps kEnvAllocator).
 bool RebindEnvAllocator(void* handle, const details::ElfExports& elf, const RealRuntime* real);
 
+/// Which parameters of a foreign function take tensors as owning `ffi.Tensor` objects: bit i for
+/// parameter i, bit 63 for parameter 63 and every one after it.
+using OwnedTensorMask = uint64_t;
+/// Every parameter: what a function with no (readable) signature gets.
+constexpr OwnedTensorMask kAllOwned = ~OwnedTensorMask{0};
+/// Whether the parameter at index may need an owning Tensor.
+inline bool TakesOwnedTensor(OwnedTensorMask mask, int32_t index) {
+  return ((mask >> (index < 63 ? index : 63)) & 1) != 0;
+}
+
+/// The parameters of a TVM-FFI export that need an owning Tensor where kffi's callers pass a
+/// borrowed DLTensor*, from its metadata JSON (`__tvm_ffi__metadata_<name>`): every parameter
+/// whose type is not `DLTensor*` (what TensorView and DLTensor* parameters declare, the only
+/// types that accept a borrowed tensor). Without metadata, or with metadata kffi cannot read,
+/// kAllOwned: as apache-tvm-ffi itself does, every tensor argument is then an owning Tensor.
+OwnedTensorMask OwnedTensorParams(const std::string& tvm_metadata);
+
 /// A kffi Function (owned) calling call(handle, ...), a function of code bound to real: kffi's
 /// callers get the environment stream and allocator copied into real's environment (as env_use
 /// says) and errors moved into kffi's slot; Map and Dict values are refused both ways (their
-/// layouts differ). keep (owned, moved in; may be NULL) lives as long as the function. name is
-/// for messages.
+/// layouts differ); a borrowed DLTensor* argument for a parameter of owned (OwnedTensorParams)
+/// becomes a Tensor object viewing it for the call. keep (owned, moved in; may be NULL) lives as
+/// long as the function. name is for messages.
 KFFIObjectHandle WrapForeignCallable(KFFISafeCallType call, void* handle, KFFIObjectHandle keep,
                                      const RealRuntime* real, std::string name,
-                                     unsigned env_use = kEnvAll);
+                                     unsigned env_use = kEnvAll, OwnedTensorMask owned = kAllOwned);
+
+/// What a foreign object's type is, as kffi's Python view needs it.
+struct ForeignType {
+  KFFIByteArray key;        // the type key (valid for the life of the process)
+  int32_t static_ancestor;  // nearest ancestor index below kKFFIDynObjectBegin
+};
+
+/// Records the runtime a library the bridge opened (handle) is bound to (NULL: the shim), for
+/// ForeignTypeOf.
+void NoteBoundLibrary(void* handle, const RealRuntime* real);
+
+/// Whether obj's type is not kffi's registry's to describe: a type of the loaded apache-tvm-ffi
+/// (obj was made by code bound to it; the two runtimes number dynamic types independently), or
+/// a static TVM-FFI type kffi's registry lacks. Never asks a runtime about an index it did not
+/// allocate.
+bool ForeignTypeOf(const KFFIObject* obj, ForeignType* out);
+
+/// Whether func (borrowed) is a function WrapForeignCallable made; *owned is then its mask.
+bool ForeignTensorParams(KFFIObjectHandle func, OwnedTensorMask* owned);
 
 /// The other direction: a Function (owned) that code bound to real can call, running the kffi
 /// Function func (borrowed) with real's environment copied into kffi's and errors moved into

@@ -11,7 +11,12 @@
 //   - Map and Dict objects have different layouts in the two ABIs, so neither crosses (a clear
 //     TypeError instead of a misread); Arrays and Lists are checked for them inside;
 //   - Function arguments and results are wrapped so that the rules above hold for calls made
-//     through them as well, and a wrapper that comes back is unwrapped (identity kept).
+//     through them as well, and a wrapper that comes back is unwrapped (identity kept);
+//   - a TVM-FFI parameter of type `ffi::Tensor` (or Any, Optional, ...) takes only Tensor
+//     objects, where kffi's callers pass tensors as borrowed DLTensor* values: such an argument
+//     becomes a Tensor object viewing it for the call (kffi's rule for its own Tensor parameters).
+//     kffi's Python binding passes owning Tensors there instead (it holds the framework tensor),
+//     so that a callee may keep them (ForeignTensorParams tells it where).
 // When a library is bound to the shim, kffi's state is the TVM-FFI state: only the last two
 // points apply, and the error and environment steps are skipped.
 #include <kffi/c_api.h>
@@ -42,17 +47,19 @@ struct ForeignCallable {
   KFFIObjectHandle keep;  // owned; the module or the foreign function object
   const RealRuntime* real;
   std::string name;
-  unsigned env_use;  // EnvUse bits
+  unsigned env_use;       // EnvUse bits
+  OwnedTensorMask owned;  // parameters that take owning Tensors (OwnedTensorParams)
 
   ForeignCallable(KFFISafeCallType entry, KFFISafeCallType c, void* h, KFFIObjectHandle k,
-                  const RealRuntime* r, std::string n, unsigned env)
+                  const RealRuntime* r, std::string n, unsigned env, OwnedTensorMask o)
       : cell{entry, nullptr},
         call(c),
         handle(h),
         keep(k),
         real(r),
         name(std::move(n)),
-        env_use(env) {}
+        env_use(env),
+        owned(o) {}
   ForeignCallable(const ForeignCallable&) = delete;
   ForeignCallable& operator=(const ForeignCallable&) = delete;
   ~ForeignCallable() {
@@ -99,6 +106,17 @@ bool NeedsCare(int32_t t) { return IsMap(t) || IsSeq(t) || t == kKFFIFunction; }
 bool AnyNeedsCare(const KFFIAny* args, int32_t n) {
   for (int32_t i = 0; i < n; ++i) {
     if (NeedsCare(args[i].type_index)) return true;
+  }
+  return false;
+}
+
+// AnyNeedsCare for arguments going to f, which also needs care for a borrowed tensor passed to a
+// parameter that takes owning Tensors.
+inline bool ArgsNeedCare(const ForeignCallable* f, const KFFIAny* args, int32_t n) {
+  if (KFFI_LIKELY(f->owned == 0)) return AnyNeedsCare(args, n);
+  for (int32_t i = 0; i < n; ++i) {
+    const int32_t t = args[i].type_index;
+    if (NeedsCare(t) || (t == kKFFIDLTensorPtr && TakesOwnedTensor(f->owned, i))) return true;
   }
   return false;
 }
@@ -370,12 +388,23 @@ int ResultToKffi(const ForeignCallable* from, KFFIAny* result) {
   return 0;
 }
 
-// Arguments from kffi, prepared for foreign code: maps refused, functions wrapped.
+// Arguments from kffi, prepared for foreign code: maps refused, functions wrapped, borrowed
+// tensors for parameters that take Tensor objects turned into Tensors viewing them.
 int ArgsToForeign(const ForeignCallable* f, const KFFIAny* args, int32_t n,
                   std::vector<KFFIAny>* copy, Temps* temps) {
   copy->assign(args, args + n);
   for (int32_t i = 0; i < n; ++i) {
     KFFIAny& v = (*copy)[static_cast<size_t>(i)];
+    if (v.type_index == kKFFIDLTensorPtr) {
+      if (!TakesOwnedTensor(f->owned, i)) continue;
+      // Valid while the caller's tensor is, as a kffi::Tensor parameter of kffi's own exports;
+      // a caller that holds the tensor's owner passes a Tensor object instead.
+      KFFIAny owned;
+      if (KFFIAnyViewToOwnedAny(&v, &owned) != 0) return -1;
+      temps->Hold(owned.v_obj);
+      v = owned;
+      continue;
+    }
     std::string why = Refusal(v);
     if (!why.empty()) {
       std::string message =
@@ -433,7 +462,7 @@ __attribute__((noinline)) int CallForeignWithCare(ForeignCallable* f, const KFFI
 // Inlined into both entries: one indirect call between kffi's caller and the export.
 inline __attribute__((always_inline)) int CallForeign(ForeignCallable* f, const KFFIAny* args,
                                                       int32_t n, KFFIAny* result) {
-  if (__builtin_expect(!AnyNeedsCare(args, n), 1)) return f->call(f->handle, args, n, result);
+  if (__builtin_expect(!ArgsNeedCare(f, args, n), 1)) return f->call(f->handle, args, n, result);
   return CallForeignWithCare(f, args, n, result);
 }
 
@@ -458,7 +487,7 @@ int ForeignRealEntry(void* self, const KFFIAny* args, int32_t num_args, KFFIAny*
     const unsigned use = f->env_use;
     DLDevice dev;
     int rc;
-    if (__builtin_expect((use & kEnvAllocator) == 0 && !AnyNeedsCare(args, num_args) &&
+    if (__builtin_expect((use & kEnvAllocator) == 0 && !ArgsNeedCare(f, args, num_args) &&
                              ((use & kEnvStream) == 0 || !FirstDevice(args, num_args, &dev)),
                          1)) {
       // Nothing to copy (the common case: no device tensor, allocator imports redirected).
@@ -556,15 +585,23 @@ void MoveErrorToKffi(const RealRuntime* real) {
 }
 
 KFFIObjectHandle WrapForeignCallable(KFFISafeCallType call, void* handle, KFFIObjectHandle keep,
-                                     const RealRuntime* real, std::string name, unsigned env_use) {
+                                     const RealRuntime* real, std::string name, unsigned env_use,
+                                     OwnedTensorMask owned) {
   try {
     return NewRuntimeObject<ForeignCallable>(
         kKFFIFunction, real != nullptr ? &ForeignRealEntry : &ForeignShimEntry, call, handle, keep,
-        real, std::move(name), env_use);
+        real, std::move(name), env_use, owned);
   } catch (...) {
     if (keep != nullptr) KFFIObjectDecRef(keep);
     throw;
   }
+}
+
+bool ForeignTensorParams(KFFIObjectHandle func, OwnedTensorMask* owned) {
+  auto* obj = static_cast<KFFIObject*>(func);
+  if (obj == nullptr || obj->type_index != kKFFIFunction || !IsForeignCallable(obj)) return false;
+  *owned = RuntimePayload<ForeignCallable>(obj)->owned;
+  return true;
 }
 
 KFFIObjectHandle WrapKffiFunctionForForeign(KFFIObjectHandle func, const RealRuntime* real) {

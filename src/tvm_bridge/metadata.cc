@@ -315,33 +315,65 @@ bool SplitFunctionSchema(const Json& schema, const Json** ret, std::vector<const
   return true;
 }
 
-}  // namespace
-
-bool TryConvertMetadata(const std::string& name, const std::string& tvm_metadata,
-                        const std::string& doc, std::string* out_json, std::string* why) {
-  out_json->clear();
-  if (tvm_metadata.empty()) return true;
+// The outer metadata document's function schema (the `type_schema` string, or an object inline
+// from older writers) parsed into *schema; false with the reason in *why.
+bool ParseTypeSchema(const std::string& tvm_metadata, Json* schema, std::string* why) {
   Json outer;
   JsonReader outer_reader(tvm_metadata);
   if (!outer_reader.Parse(&outer)) {
     *why = outer_reader.error();
     return false;
   }
-  // The schema is itself JSON, stored as a string (older writers put the object inline).
-  Json schema;
   if (const std::string* text = outer.GetString("type_schema"); text != nullptr) {
     JsonReader inner(*text);
-    if (!inner.Parse(&schema)) {
+    if (!inner.Parse(schema)) {
       *why = "type_schema: " + inner.error();
       return false;
     }
-  } else if (const Json* inline_schema = outer.Get("type_schema");
-             inline_schema != nullptr && inline_schema->kind == Json::kObject) {
-    schema = *inline_schema;
-  } else {
-    *why = "no `type_schema`";
-    return false;
+    return true;
   }
+  if (const Json* inline_schema = outer.Get("type_schema");
+      inline_schema != nullptr && inline_schema->kind == Json::kObject) {
+    *schema = *inline_schema;
+    return true;
+  }
+  *why = "no `type_schema`";
+  return false;
+}
+
+// The type keys of parameters that take a borrowed tensor: TensorView and DLTensor* parameters
+// (apache-tvm-ffi writes "DLTensor*" for both; "ffi.TensorView" is kept for other writers).
+bool TakesBorrowedTensor(const Json& schema) {
+  const std::string* key = schema.GetString("type");
+  return key != nullptr && (*key == "DLTensor*" || *key == "ffi.TensorView");
+}
+
+}  // namespace
+
+OwnedTensorMask OwnedTensorParams(const std::string& tvm_metadata) {
+  if (tvm_metadata.empty()) return kAllOwned;
+  Json schema;
+  std::string why;
+  const Json* ret = nullptr;
+  std::vector<const Json*> params;
+  if (!ParseTypeSchema(tvm_metadata, &schema, &why) ||
+      !SplitFunctionSchema(schema, &ret, &params)) {
+    return kAllOwned;  // the load-time metadata reader reports it; calls stay correct
+  }
+  OwnedTensorMask mask = 0;
+  for (size_t i = 0; i < params.size(); ++i) {
+    if (!TakesBorrowedTensor(*params[i])) mask |= OwnedTensorMask{1} << (i < 63 ? i : 63);
+  }
+  return mask;
+}
+
+bool TryConvertMetadata(const std::string& name, const std::string& tvm_metadata,
+                        const std::string& doc, std::string* out_json, std::string* why) {
+  out_json->clear();
+  if (tvm_metadata.empty()) return true;
+  // The schema is itself JSON, stored as a string (older writers put the object inline).
+  Json schema;
+  if (!ParseTypeSchema(tvm_metadata, &schema, why)) return false;
   const Json* ret = nullptr;
   std::vector<const Json*> params;
   if (!SplitFunctionSchema(schema, &ret, &params)) {

@@ -26,23 +26,12 @@
 // ----------
 namespace {
 
+using kffi::tvm_bridge::TvmTypeInfo;
+
 struct TvmVersion {
   uint32_t major;
   uint32_t minor;
   uint32_t patch;
-};
-
-struct TvmTypeInfo {
-  int32_t type_index;
-  int32_t type_depth;
-  KFFIByteArray type_key;
-  const TvmTypeInfo** type_ancestors;
-  uint64_t type_key_hash;
-  int32_t num_fields;
-  int32_t num_methods;
-  const void* fields;
-  const void* methods;
-  const void* metadata;
 };
 
 struct TvmMethodInfo {

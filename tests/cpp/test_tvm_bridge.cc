@@ -80,6 +80,34 @@ TEST(TvmBridge, TensorsPassAsTheSameMemory) {
   EXPECT_EQ(std::vector<float>(p, p + 5), (std::vector<float>{0, 1, 2, 3, 4}));
 }
 
+// An `ffi::Tensor` parameter (FlashInfer's style) takes a C++ caller's borrowed DLTensor* as a
+// Tensor viewing it for the call (kffi's rule for its own Tensor parameters), and a kffi::Tensor
+// as itself: the library may keep that one.
+TEST(TvmBridge, TensorByValueParameters) {
+  SKIP_WITHOUT_TVM_LIBS();
+  Module mod = TestLib();
+  float x[3] = {1, 2, 3};
+  int64_t shape[1] = {3};
+  DLTensor view = View(x, shape, kDLCPU);
+  EXPECT_EQ(mod.GetFunctionRequired("owned_sum")(&view).cast<double>(), 6.0);
+  EXPECT_EQ(mod.GetFunctionRequired("mixed_sum")(&view, &view).cast<double>(), 12.0);
+  EXPECT_EQ(mod.GetFunctionRequired("kept_use_count")().cast<int64_t>(), 0);
+  {
+    kffi::Tensor t = kffi::Tensor::FromEnvAlloc(kffi::IntArrayView(shape, 1),
+                                                DLDataType{kDLFloat, 32, 1}, DLDevice{kDLCPU, 0});
+    float* p = static_cast<float*>(t.data_ptr());
+    p[0] = 4;
+    p[1] = 5;
+    p[2] = 6;
+    mod.GetFunctionRequired("keep_tensor")(t);
+    EXPECT_EQ(t.use_count(), 2u);
+  }
+  EXPECT_EQ(mod.GetFunctionRequired("kept_use_count")().cast<int64_t>(), 1);
+  EXPECT_EQ(mod.GetFunctionRequired("kept_sum")().cast<double>(), 15.0);
+  mod.GetFunctionRequired("release_kept")();
+  EXPECT_EQ(mod.GetFunctionRequired("kept_use_count")().cast<int64_t>(), 0);
+}
+
 TEST(TvmBridge, ErrorsKeepKindMessageAndBacktrace) {
   SKIP_WITHOUT_TVM_LIBS();
   Module mod = TestLib();

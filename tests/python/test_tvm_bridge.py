@@ -7,6 +7,9 @@ The cases of tvm_bridge_cases.py run three ways:
 - "tvm_ffi": the same library in this process after `import tvm_ffi`, so it binds to
   apache-tvm-ffi's runtime;
 - "linked": the library built with -ltvm_ffi (a DT_NEEDED entry) in this process.
+
+The cases of tensors passed to `ffi::Tensor` parameters also run on a build without metadata
+(apache-tvm-ffi's default), where kffi cannot see which parameters those are.
 """
 
 from __future__ import annotations
@@ -138,19 +141,176 @@ def test_case_linked_with_libtvm_ffi(linked, case):
     tvm_bridge_cases.CASES[case](linked)
 
 
-def test_library_bound_to_tvm_ffi_registers_there(tvm_ffi, bound_to_tvm_ffi, linked):
-    # Its globals live in apache-tvm-ffi's registry; kffi's registry is separate.
-    assert tvm_ffi.get_global_func("tvm_testlib.square")(5) == 25
-    assert tvm_ffi.get_global_func("tvm_testlib_linked.square")(6) == 36
-    assert kffi.get_global_func("tvm_testlib.square", allow_missing=True) is None
+# ---- tensors for `ffi::Tensor` parameters --------------------------------------------------------
+
+OWNED_CASES = [n for n in CASE_NAMES if n.startswith(("owned_", "kept_", "layernorm_"))]
+ALL_PARAMS = 2**64 - 1
 
 
-def test_same_library_through_both_loaders(tvm_ffi, tvm_testlib_paths, linked):
-    theirs = tvm_ffi.load_module(str(tvm_testlib_paths["linked"]))
-    assert theirs.add_int(1, 2) == linked.add_int(1, 2) == 3
-    # A function of one loader handed to the other loader's functions.
-    assert theirs.call_twice(linked.make_adder(2), 0) == 4
-    assert linked.call_twice(theirs.make_adder(3), 0) == 6
+@pytest.fixture(scope="session")
+def nometa_path():
+    return tvm_libs.build("tvm_testlib", linked=False, metadata=False)
+
+
+@pytest.fixture(scope="module")
+def nometa(tvm_ffi, nometa_path):
+    return kffi.load_module(nometa_path)
+
+
+def test_owned_tensor_params_follow_the_metadata(bound_to_tvm_ffi, nometa):
+    mod = bound_to_tvm_ffi
+    assert mod.add_one._owned_tensor_args == 0  # TensorView parameters: borrowed, as before
+    assert mod.three_tensors._owned_tensor_args == 0
+    assert mod.owned_sum._owned_tensor_args == 0b1
+    assert mod.mixed_sum._owned_tensor_args == 0b10  # (TensorView, Tensor)
+    assert mod.layernorm._owned_tensor_args & 0b1111 == 0b1111
+    assert mod.add_int._owned_tensor_args == 0b11  # no tensor, no cost: only a tensor there pays
+    # Without metadata nothing says which parameters borrow: all of them get owning Tensors.
+    assert nometa.metadata("owned_sum") is None
+    assert nometa.owned_sum._owned_tensor_args == ALL_PARAMS
+    assert nometa.add_one._owned_tensor_args == ALL_PARAMS
+    # Functions a library returns have no metadata either.
+    assert mod.make_adder(1)._owned_tensor_args == ALL_PARAMS
+    # kffi's own functions take borrowed tensors.
+    assert kffi.to_kffi(lambda: None)._owned_tensor_args == 0
+
+
+@pytest.mark.parametrize("case", OWNED_CASES)
+def test_owned_case_without_metadata(nometa, case):
+    tvm_bridge_cases.CASES[case](nometa)
+
+
+def test_owned_cases_without_metadata_on_shim(nometa_path):
+    code = textwrap.dedent(f"""
+        import sys, traceback
+        sys.path.insert(0, {os.path.dirname(os.path.abspath(__file__))!r})
+        import kffi, tvm_bridge_cases, tvm_libs
+        mod = kffi.load_module({str(nometa_path)!r})
+        assert mod.owned_sum._owned_tensor_args == {ALL_PARAMS}
+        for name in {OWNED_CASES!r}:
+            tvm_bridge_cases.CASES[name](mod)
+        assert not tvm_libs.libtvm_ffi_mapped()
+        print("ok")
+    """)
+    proc = run_on_shim(code)
+    assert proc.returncode == 0 and proc.stdout.strip().endswith("ok"), proc.stdout + proc.stderr
+
+
+def test_borrowed_tensor_to_an_owning_parameter_is_a_view_for_the_call(bound_to_tvm_ffi):
+    """A caller that passes a borrowed tensor (a C++ caller; here a Python function told not to
+    own) still reaches an `ffi::Tensor` parameter: the bridge makes a Tensor viewing it for the
+    call, as kffi does for its own kffi::Tensor parameters."""
+    np = pytest.importorskip("numpy")
+    f = bound_to_tvm_ffi["owned_sum"]  # a fresh function object: its own setting
+    f._owned_tensor_args = 0
+    assert f(np.arange(4, dtype=np.float32)) == 6.0
+    assert bound_to_tvm_ffi.kept_use_count() == 0
+
+
+def test_with_contract_keeps_owning_parameters(bound_to_tvm_ffi):
+    np = pytest.importorskip("numpy")
+    import gc
+    import weakref
+
+    n = kffi.sym_int("n")
+    keep = kffi.with_contract(
+        bound_to_tvm_ffi.keep_tensor,
+        kffi.fake_tensor("float32", (n,)),
+        param_names=["x"],
+        device="cpu",
+    )
+    assert keep._owned_tensor_args == 0b1
+    x = np.array([1.0, 2.0], np.float32)
+    alive = weakref.ref(x)
+    keep(x)
+    del x
+    gc.collect()
+    assert alive() is not None and bound_to_tvm_ffi.kept_sum() == 3.0
+    bound_to_tvm_ffi.release_kept()
+    gc.collect()
+    assert alive() is None
+    with pytest.raises(ValueError, match="keep_tensor"):  # the contract's check: never kept
+        keep(np.zeros((2, 2), np.float32))
+    assert bound_to_tvm_ffi.kept_use_count() == 0
+
+
+def test_torch_tensor_kept_alive_through_storage_changes(bound_to_tvm_ffi):
+    """The kept Tensor holds the torch tensor, not a copy of its fields: in-place changes of the
+    caller's shape do not change what the library holds."""
+    torch = pytest.importorskip("torch")
+    mod = bound_to_tvm_ffi
+    x = torch.arange(6, dtype=torch.float32)
+    mod.keep_tensor(x)
+    x.unsqueeze_(0)  # the caller's tensor changes shape in place
+    assert mod.kept_sum() == 15.0
+    k = mod.kept_tensor()
+    assert k.shape == (6,)
+    del k
+    mod.release_kept()
+
+
+def _owned_workload(mod, nometa, np, torch, n):
+    """Calls that make owning Tensors (and one the library keeps), both tensor kinds."""
+    a = np.ones(16, np.float32)
+    b = np.zeros(16, np.float32)
+    t = torch.ones(16)
+    u = torch.zeros(16)
+    for _ in range(n):
+        mod.owned_sum(a)
+        mod.owned_add_one(t, u)
+        mod.owned_identity(a)
+        mod.mixed_sum(a, t)
+        nometa.owned_add_one(a, b)
+        mod.keep_tensor(np.ones(4, np.float32))
+        mod.keep_tensor(torch.ones(4))
+    mod.release_kept()
+
+
+def test_owned_tensors_leak_nothing(bound_to_tvm_ffi, nometa):
+    """The leak checks of test_leaks.py over calls that make owning Tensors: reference counts of
+    the arguments, Python memory and native memory stay flat."""
+    np = pytest.importorskip("numpy")
+    torch = pytest.importorskip("torch")
+    import gc
+    import tracemalloc
+
+    from test_leaks import _mallinfo_used
+
+    mod = bound_to_tvm_ffi
+    x, t = np.ones(8, np.float32), torch.ones(8)
+    before = (sys.getrefcount(x), sys.getrefcount(t))
+    for _ in range(5000):
+        mod.owned_sum(x)
+        mod.owned_sum(t)
+        mod.owned_identity(t)
+    assert (sys.getrefcount(x), sys.getrefcount(t)) == before
+
+    _owned_workload(mod, nometa, np, torch, 500)  # warm caches
+    gc.collect()
+    tracemalloc.start()
+    try:
+        start = tracemalloc.get_traced_memory()[0]
+        _owned_workload(mod, nometa, np, torch, 3000)
+        gc.collect()
+        middle = tracemalloc.get_traced_memory()[0]
+        _owned_workload(mod, nometa, np, torch, 3000)
+        gc.collect()
+        end = tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+    # One leaked object per call would be >= 16 bytes * 21,000 calls per window.
+    assert end - middle < 64 * 1024, (middle - start, end - middle)
+    if _mallinfo_used() is not None:  # everything malloc'ed: Tensor objects, their shapes
+        gc.collect()
+        start = _mallinfo_used()
+        _owned_workload(mod, nometa, np, torch, 3000)
+        gc.collect()
+        middle = _mallinfo_used()
+        _owned_workload(mod, nometa, np, torch, 3000)
+        gc.collect()
+        end = _mallinfo_used()
+        assert end - middle < 256 * 1024, (middle - start, end - middle)
+    assert mod.kept_use_count() == 0
 
 
 def _cuda_torch():
@@ -188,3 +348,51 @@ def test_gpu_shim_library_sees_torchs_current_stream(tvm_testlib_paths):
     """)
     proc = run_on_shim(code)
     assert proc.returncode == 0 and proc.stdout.strip().endswith("ok"), proc.stderr
+
+
+def test_gpu_flashinfer_layernorm_through_kffi():
+    """FlashInfer's layernorm takes `ffi::Tensor` parameters: through kffi it runs as it does
+    through apache-tvm-ffi (flashinfer.norm.layernorm), on torch CUDA tensors."""
+    torch = _cuda_torch()
+    pytest.importorskip("flashinfer")
+    from flashinfer.jit.norm import gen_norm_module
+    from flashinfer.norm import layernorm as flashinfer_layernorm
+
+    spec = gen_norm_module()
+    if not hasattr(spec, "get_library_path"):
+        pytest.skip("this FlashInfer does not build TVM-FFI libraries")
+    spec.build_and_load()  # compiled (or its AOT library found) and loaded by tvm_ffi
+    mod = kffi.load_module(spec.get_library_path())
+    x = torch.randn(4, 256, device="cuda", dtype=torch.bfloat16)
+    gamma = torch.randn(256, device="cuda", dtype=torch.float32)
+    beta = torch.randn(256, device="cuda", dtype=torch.float32)
+    out = torch.empty_like(x)
+    mod.layernorm(out, x, gamma, beta, 1e-5)
+    torch.testing.assert_close(out, flashinfer_layernorm(x, gamma, beta, 1e-5), rtol=0, atol=0)
+    ref = torch.nn.functional.layer_norm(x.float(), (256,), gamma, beta, 1e-5).to(x.dtype)
+    torch.testing.assert_close(out, ref, rtol=2e-2, atol=2e-2)
+
+
+def test_gpu_cuda_tensor_to_an_owning_parameter(bound_to_tvm_ffi):
+    """A torch CUDA tensor passed to an `ffi::Tensor` parameter: an owning Tensor of the same
+    device memory, kept alive while the library holds it."""
+    torch = _cuda_torch()
+    import gc
+    import weakref
+
+    mod = bound_to_tvm_ffi
+    x = torch.arange(8, dtype=torch.float32, device="cuda")
+    assert mod.owned_identity(x) is x
+    alive = weakref.ref(x)
+    ptr = x.data_ptr()
+    mod.keep_tensor(x)
+    del x
+    gc.collect()
+    assert alive() is not None
+    kept = torch.from_dlpack(mod.kept_tensor())
+    assert kept.data_ptr() == ptr and kept.device.type == "cuda"
+    assert kept.tolist() == list(range(8))
+    del kept
+    mod.release_kept()
+    gc.collect()
+    assert alive() is None

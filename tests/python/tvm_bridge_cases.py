@@ -8,7 +8,10 @@ behaviour must not depend on the runtime.
 
 from __future__ import annotations
 
+import gc
+import sys
 import traceback
+import weakref
 
 import kffi
 import numpy as np
@@ -206,6 +209,119 @@ def case_listing(mod):
         assert "no_such_function" in str(e)
     else:
         raise AssertionError("AttributeError not raised")
+
+
+# ---- ffi::Tensor parameters (FlashInfer's style): owning Tensors, zero-copy -----------------------
+# The same checks run on every library build, with metadata (only `ffi::Tensor` parameters get
+# owning Tensors) and without (every tensor argument does, as apache-tvm-ffi passes them).
+
+
+def _owned_tensor_params(mod, make):
+    x = make([1.0, 2.0, 3.0, 4.0])
+    assert mod.owned_sum(x) == 10.0
+    assert mod.owned_sum(x[1:]) == 9.0  # a view: its offset and shape, not a copy's
+    y = make([0.0] * 4)
+    assert mod.owned_add_one(x, y) is None
+    assert [float(v) for v in y] == [2.0, 3.0, 4.0, 5.0]  # written in place: zero-copy
+    assert mod.mixed_sum(x, make([5.0])) == 15.0  # a TensorView and an ffi::Tensor parameter
+    assert mod.optional_sum(None) == -1.0 and mod.optional_sum(x) == 10.0
+    assert mod.owned_identity(x) is x  # handed back: the caller's own tensor
+    _raises(
+        TypeError, "owned_sum expects float32, got float64", mod.owned_sum, make([1.0], "float64")
+    )
+    # The callee holds one reference for the call, none after it.
+    before = sys.getrefcount(x)
+    for _ in range(100):
+        mod.owned_sum(x)
+    assert sys.getrefcount(x) == before
+
+
+def _array(values, dtype="float32"):
+    return np.array(values, dtype=dtype)
+
+
+def _torch(values, dtype="float32"):
+    import torch
+
+    return torch.tensor(values, dtype=getattr(torch, dtype))
+
+
+def case_owned_tensor_params_numpy(mod):
+    _owned_tensor_params(mod, _array)
+
+
+def case_owned_tensor_params_torch(mod):
+    _owned_tensor_params(mod, _torch)
+
+
+def _kept_tensor(mod, make):
+    """The callee keeps the Tensor after the call: the framework tensor's memory stays alive until
+    the callee drops it, then the tensor is freed (nothing leaks)."""
+    x = make([1.0, 2.0, 3.0])
+    alive = weakref.ref(x)
+    before = sys.getrefcount(x)
+    mod.keep_tensor(x)
+    assert sys.getrefcount(x) == before + 1  # the kept Tensor holds the framework tensor
+    assert mod.kept_use_count() == 1  # and the library holds the only reference to it
+    del x
+    gc.collect()
+    assert alive() is not None
+    garbage = [make([-7.0] * 3) for _ in range(64)]  # would reuse freed memory
+    assert mod.kept_sum() == 6.0
+    kept = mod.kept_tensor()  # the stored Tensor, returned after its owner was dropped
+    assert isinstance(kept, kffi.Tensor)
+    assert np.from_dlpack(kept).tolist() == [1.0, 2.0, 3.0]
+    assert mod.kept_use_count() == 2
+    del kept, garbage
+    mod.release_kept()
+    gc.collect()
+    assert alive() is None  # released with the callee's last reference
+
+
+def case_kept_tensor_numpy(mod):
+    _kept_tensor(mod, _array)
+
+
+def case_kept_tensor_torch(mod):
+    _kept_tensor(mod, _torch)
+
+
+def _layernorm(mod, make, to_numpy):
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((3, 8)).astype(np.float32)
+    gamma = rng.standard_normal(8).astype(np.float32)
+    beta = rng.standard_normal(8).astype(np.float32)
+    out = make(np.zeros((3, 8), np.float32))
+    mod.layernorm(out, make(x), make(gamma), make(beta), 1e-5)
+    mean = x.mean(axis=1, keepdims=True)
+    ref = (x - mean) / np.sqrt(x.var(axis=1, keepdims=True) + 1e-5) * gamma + beta
+    np.testing.assert_allclose(to_numpy(out), ref, rtol=1e-4, atol=1e-5)
+
+
+def case_layernorm_numpy(mod):
+    _layernorm(mod, lambda a: a.copy(), lambda a: a)
+
+
+def case_layernorm_torch(mod):
+    import torch
+
+    _layernorm(mod, torch.from_numpy, lambda t: t.numpy())
+
+
+# ---- objects of the library's own types ---------------------------------------------------------
+
+
+def case_objects_of_library_types(mod):
+    p = mod.make_point(3, 4)
+    assert p.type_key == "tvm_testlib.Point"
+    assert "tvm_testlib.Point" in repr(p) and str(p) == repr(p)
+    assert hash(p) == hash(p) and p == p
+    assert mod.point_x(p) == 3
+    _raises(AttributeError, "has no attribute 'x'", setattr, p, "x", 5)
+    assert mod.point_x(p) == 3
+    big = mod.make_big_int()  # ffi.BigInt: a static TVM-FFI type kffi's registry lacks
+    assert big.type_key == "ffi.BigInt" and "ffi.BigInt" in repr(big)
+    _raises(AttributeError, "has no attribute 'value'", setattr, big, "value", 1)
 
 
 CASES = {

@@ -46,12 +46,20 @@ def _digest(parts: list[bytes]) -> str:
 
 
 def build(
-    name: str, linked: bool, source: Path | None = None, rpath: bool = True, release: bool = False
+    name: str,
+    linked: bool,
+    source: Path | None = None,
+    rpath: bool = True,
+    release: bool = False,
+    metadata: bool = True,
 ) -> Path:
     """Builds tests/tvm_libs/<name>.cc (or source) once per content; returns the library's path.
     rpath=False leaves a linked library without the rpath that lets the loader find libtvm_ffi.
     release=True builds with -O3 -DNDEBUG (the flags of a benchmark's native anchor) instead of
-    the tests' quick -O1."""
+    the tests' quick -O1. metadata=False leaves out the signature symbols
+    (`__tvm_ffi__metadata_<name>`), as apache-tvm-ffi's default build does; such a build
+    registers its global functions under its own prefix, so that it can share a process with the
+    others."""
     tvm = tvm_ffi_dir()
     if tvm is None:
         raise RuntimeError("apache-tvm-ffi is not installed")
@@ -65,11 +73,15 @@ def build(
         "-shared",
         f"-I{include}",
         f"-I{dlpack}",
-        "-DTVM_FFI_DLL_EXPORT_INCLUDE_METADATA=1",
     ]
+    if metadata:
+        flags.append("-DTVM_FFI_DLL_EXPORT_INCLUDE_METADATA=1")
+    prefix = name + ("_linked" if linked else "") + ("" if metadata else "_nometa")
+    if prefix != name:
+        flags.append(f'-DTVM_TESTLIB_GLOBAL_PREFIX="{prefix}"')
     if linked:
         lib = tvm / "lib"
-        flags += [f"-L{lib}", "-ltvm_ffi", f'-DTVM_TESTLIB_GLOBAL_PREFIX="{name}_linked"']
+        flags += [f"-L{lib}", "-ltvm_ffi"]
         if rpath:
             flags.append(f"-Wl,-rpath,{lib}")
     headers = sorted(include.rglob("*.h"))
@@ -79,6 +91,7 @@ def build(
     )
     flavour = ("linked" if rpath else "linked-norpath") if linked else "unlinked"
     flavour += "-release" if release else ""
+    flavour += "" if metadata else "-nometa"
     out = _cache_dir() / f"lib{name}-{flavour}-{key}.so"
     if out.exists():
         return out

@@ -2,11 +2,13 @@
 // TVM-FFI kernel libraries are. kffi's C++ and Python tests load it through kffi, built both with
 // -ltvm_ffi (DT_NEEDED) and without (TVMFFI* imports left for the loader to bind).
 #include <dlfcn.h>
+#include <tvm/ffi/big_int.h>
 #include <tvm/ffi/container/tensor.h>
 #include <tvm/ffi/extra/c_env_api.h>
 #include <tvm/ffi/reflection/registry.h>
 #include <tvm/ffi/tvm_ffi.h>
 
+#include <cmath>
 #include <cstdint>
 #include <string>
 
@@ -126,6 +128,109 @@ int64_t MapSize(ffi::Map<ffi::String, int64_t> m) { return static_cast<int64_t>(
 void Noop() {}
 void ThreeTensors(ffi::TensorView, ffi::TensorView, ffi::TensorView) {}
 
+// ---- ffi::Tensor by value, as FlashInfer's exports take tensors: the callee owns a reference
+// and may keep it after the call.
+
+const float* Float32Data(const ffi::Tensor& x, const char* who) {
+  TVM_FFI_CHECK(x.defined(), ValueError) << who << ": no tensor";
+  TVM_FFI_CHECK(x.dtype() == DLDataType({kDLFloat, 32, 1}), TypeError)
+      << who << " expects float32, got " << x.dtype();
+  TVM_FFI_CHECK(x.device().device_type == kDLCPU, ValueError) << who << " expects a CPU tensor";
+  TVM_FFI_CHECK(x.IsContiguous(), ValueError) << who << " expects a contiguous tensor";
+  return reinterpret_cast<const float*>(static_cast<const char*>(x.data_ptr()) + x.byte_offset());
+}
+
+double SumOf(const ffi::Tensor& x, const char* who) {
+  const float* p = Float32Data(x, who);
+  double s = 0;
+  for (int64_t i = 0; i < x.numel(); ++i) s += p[i];
+  return s;
+}
+
+double OwnedSum(ffi::Tensor x) { return SumOf(x, "owned_sum"); }
+
+// y[i] = x[i] + 1, both taken by value.
+void OwnedAddOne(ffi::Tensor x, ffi::Tensor y) {
+  const float* src = Float32Data(x, "owned_add_one");
+  float* dst = const_cast<float*>(Float32Data(y, "owned_add_one"));
+  TVM_FFI_CHECK(x.numel() == y.numel(), ValueError) << "owned_add_one: sizes differ";
+  for (int64_t i = 0; i < x.numel(); ++i) dst[i] = src[i] + 1.0f;
+}
+
+// One parameter of each kind: a view and an owner.
+double MixedSum(ffi::TensorView a, ffi::Tensor b) {
+  TVM_FFI_CHECK(a.dtype() == DLDataType({kDLFloat, 32, 1}), TypeError) << "mixed_sum: float32";
+  const float* p = static_cast<const float*>(a.data_ptr());
+  double s = 0;
+  for (int64_t i = 0; i < a.numel(); ++i) s += p[i];
+  return s + SumOf(b, "mixed_sum");
+}
+
+double OptionalSum(ffi::Optional<ffi::Tensor> x) {
+  return x.has_value() ? SumOf(x.value(), "optional_sum") : -1.0;
+}
+
+ffi::Tensor OwnedIdentity(ffi::Tensor x) { return x; }
+
+// The tensor keep_tensor stored (never destroyed at exit: its deleter may belong to a binding
+// that is gone by then).
+ffi::Tensor& Kept() {
+  static ffi::Tensor* kept = new ffi::Tensor();
+  return *kept;
+}
+void KeepTensor(ffi::Tensor x) { Kept() = std::move(x); }
+double KeptSum() { return SumOf(Kept(), "kept_sum"); }
+ffi::Tensor KeptTensor() { return Kept(); }
+int64_t KeptUseCount() { return Kept().defined() ? Kept().use_count() : 0; }
+void ReleaseKept() { Kept() = ffi::Tensor(); }
+
+// FlashInfer's layernorm signature (output, input, gamma, beta, eps) on the CPU, float32,
+// input of shape (rows, cols).
+void LayerNorm(ffi::Tensor out, ffi::Tensor input, ffi::Tensor gamma, ffi::Tensor beta,
+               double eps) {
+  TVM_FFI_CHECK(input.ndim() == 2, ValueError) << "layernorm: input must be 2-d";
+  const int64_t rows = input.size(0), cols = input.size(1);
+  const float* x = Float32Data(input, "layernorm");
+  const float* g = Float32Data(gamma, "layernorm");
+  const float* b = Float32Data(beta, "layernorm");
+  float* y = const_cast<float*>(Float32Data(out, "layernorm"));
+  TVM_FFI_CHECK(gamma.numel() == cols && beta.numel() == cols && out.numel() == rows * cols,
+                ValueError)
+      << "layernorm: shapes do not match";
+  for (int64_t r = 0; r < rows; ++r) {
+    double mean = 0, var = 0;
+    for (int64_t c = 0; c < cols; ++c) mean += x[r * cols + c];
+    mean /= static_cast<double>(cols);
+    for (int64_t c = 0; c < cols; ++c) var += (x[r * cols + c] - mean) * (x[r * cols + c] - mean);
+    var /= static_cast<double>(cols);
+    const double inv = 1.0 / std::sqrt(var + eps);
+    for (int64_t c = 0; c < cols; ++c) {
+      y[r * cols + c] = static_cast<float>((x[r * cols + c] - mean) * inv * g[c] + b[c]);
+    }
+  }
+}
+
+// ---- an object type of this library's own (a dynamic type index of its runtime's registry),
+// and one of TVM-FFI's static types that kffi's registry lacks (ffi.BigInt).
+
+class PointObj : public ffi::Object {
+ public:
+  PointObj(int64_t x_in, int64_t y_in) : x(x_in), y(y_in) {}
+  int64_t x;
+  int64_t y;
+  TVM_FFI_DECLARE_OBJECT_INFO_FINAL("tvm_testlib.Point", PointObj, ffi::Object);
+};
+
+ffi::ObjectRef MakePoint(int64_t x, int64_t y) {
+  return ffi::ObjectRef(ffi::make_object<PointObj>(x, y));
+}
+int64_t PointX(ffi::ObjectRef p) {
+  const PointObj* point = p.as<PointObj>();
+  TVM_FFI_CHECK(point != nullptr, TypeError) << "point_x expects a tvm_testlib.Point";
+  return point->x;
+}
+ffi::BigInt MakeBigInt() { return ffi::BigInt(1) << ffi::BigInt(100); }
+
 }  // namespace
 
 TVM_FFI_DLL_EXPORT_TYPED_FUNC(add_int, AddInt);
@@ -158,6 +263,20 @@ TVM_FFI_DLL_EXPORT_TYPED_FUNC(make_map, MakeMap);
 TVM_FFI_DLL_EXPORT_TYPED_FUNC(map_size, MapSize);
 TVM_FFI_DLL_EXPORT_TYPED_FUNC(noop, Noop);
 TVM_FFI_DLL_EXPORT_TYPED_FUNC(three_tensors, ThreeTensors);
+TVM_FFI_DLL_EXPORT_TYPED_FUNC(owned_sum, OwnedSum);
+TVM_FFI_DLL_EXPORT_TYPED_FUNC(owned_add_one, OwnedAddOne);
+TVM_FFI_DLL_EXPORT_TYPED_FUNC(mixed_sum, MixedSum);
+TVM_FFI_DLL_EXPORT_TYPED_FUNC(optional_sum, OptionalSum);
+TVM_FFI_DLL_EXPORT_TYPED_FUNC(owned_identity, OwnedIdentity);
+TVM_FFI_DLL_EXPORT_TYPED_FUNC(keep_tensor, KeepTensor);
+TVM_FFI_DLL_EXPORT_TYPED_FUNC(kept_sum, KeptSum);
+TVM_FFI_DLL_EXPORT_TYPED_FUNC(kept_tensor, KeptTensor);
+TVM_FFI_DLL_EXPORT_TYPED_FUNC(kept_use_count, KeptUseCount);
+TVM_FFI_DLL_EXPORT_TYPED_FUNC(release_kept, ReleaseKept);
+TVM_FFI_DLL_EXPORT_TYPED_FUNC(layernorm, LayerNorm);
+TVM_FFI_DLL_EXPORT_TYPED_FUNC(make_point, MakePoint);
+TVM_FFI_DLL_EXPORT_TYPED_FUNC(point_x, PointX);
+TVM_FFI_DLL_EXPORT_TYPED_FUNC(make_big_int, MakeBigInt);
 
 // A hand-written export whose metadata symbol returns malformed JSON (trailing text).
 extern "C" TVM_FFI_DLL_EXPORT int __tvm_ffi_bad_meta(void*, const TVMFFIAny*, int32_t,

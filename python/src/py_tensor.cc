@@ -218,43 +218,105 @@ KFFI_INLINE bool FillFromNumpy(PyObject* obj, DLTensor* t, CallContext* ctx, boo
 }
 
 // ---- torch lazy views ----------------------------------------------------------------------
+//
+// A lazy conjugate view (x.conj()) or negative view (x.conj().imag, x._neg_view()) of any dtype
+// shares its memory with the tensor it views, and torch resolves the bit when it reads that
+// memory. DLPack has no such bits (torch's own export hands the memory over as it is), so kffi
+// refuses them. kffi.torch's reader (_import.cc, installed with the fast import) reads the bits
+// from the TensorImpl in a few loads; without it torch's methods are asked, which can run Python
+// code: the __torch_function__ of a subclass, or of a torch function mode.
 
-/// Could this torch tensor be a lazy conj view (complex) or a neg view? A neg view of a real
-/// tensor comes from `.imag` of a conj view: it starts one element into a complex number and
-/// steps over whole complex numbers. Only such tensors pay for asking torch (a method call costs
-/// more than the whole argument conversion).
-bool MaybeLazyView(const DLTensor* t) {
-  if (t->dtype.code == kDLComplex) return true;
-  if (t->dtype.code != kDLFloat && t->dtype.code != kDLBfloat) return false;
-  // (An odd item size gives a meaningless mask: then torch is asked, which is only slower.)
-  const uint64_t item = t->dtype.bits >> 3;
-  const uint64_t addr = reinterpret_cast<uintptr_t>(t->data) + t->byte_offset;
-  if ((addr & (2 * item - 1)) != item) return false;
-  for (int32_t i = 0; i < t->ndim; ++i) {
-    if (t->shape[i] > 1 && t->strides != nullptr && t->strides[i] % 2 != 0) return false;
-  }
-  return true;
+/// The ValueError for a torch tensor with lazy-view bits (kLazyConj | kLazyNeg); -1.
+int RaiseTorchLazyView(int bits, const std::string& label) {
+  const char* what =
+      (bits & kLazyConj) != 0
+          ? "a lazy conjugate view (its memory holds the unconjugated values); pass "
+            "x.resolve_conj()"
+          : "a lazy negative view, e.g. x.conj().imag (its memory holds the values with the "
+            "opposite sign); pass x.resolve_neg()";
+  PyErr_Format(PyExc_ValueError, "%s%sthe torch tensor is %s", label.c_str(),
+               label.empty() ? "" : ": ", what);
+  return -1;
 }
 
-/// Refuses a torch tensor with its conj or neg bit set (the memory holds the unresolved values).
-int CheckTorchLazyView(PyObject* obj, const std::string& label) {
-  static const char* const kChecks[][2] = {
-      {"is_conj",
-       "a lazy conjugate view (its memory holds the unconjugated values); pass "
-       "x.resolve_conj()"},
-      {"is_neg",
-       "a lazy negative view, e.g. x.conj().imag (its memory holds the values with "
-       "the opposite sign); pass x.resolve_neg()"}};
-  for (const auto& check : kChecks) {
-    PyRef r(PyObject_CallMethod(obj, check[0], nullptr));
-    if (!r) return -1;
-    if (r.get() == Py_True) {
-      PyErr_Format(PyExc_ValueError, "%s%sthe torch tensor is %s", label.c_str(),
-                   label.empty() ? "" : ": ", check[1]);
-      return -1;
-    }
+/// Asks torch: torch._C.TensorBase's is_conj and is_neg, called as functions (a subclass that
+/// overrides them is not consulted: the TensorImpl's bits decide what its memory holds). The
+/// bits, or -1 with an error set.
+KFFI_NOINLINE int AskTorchLazyBits(PyObject* obj) {
+  const TorchRefs* torch = TorchRefsOf();
+  if (torch == nullptr) {  // kTypeTorch is set only once these are found
+    PyErr_SetString(PyExc_RuntimeError, "kffi: torch._C.TensorBase is not loaded");
+    return -1;
   }
+  int bits = 0;
+  const std::pair<PyObject*, int> methods[] = {{torch->is_conj, kLazyConj},
+                                               {torch->is_neg, kLazyNeg}};
+  for (const auto& m : methods) {
+    PyRef r(PyObject_Vectorcall(m.first, &obj, 1, nullptr));
+    const int truth = r ? PyObject_IsTrue(r.get()) : -1;
+    if (truth < 0) return -1;
+    if (truth != 0) bits |= m.second;
+  }
+  return bits;
+}
+
+/// The lazy-view bits of a torch tensor: kffi.torch's reader when installed (no Python code),
+/// else torch's methods (*asked is set then). The bits, or -1 with an error set.
+KFFI_INLINE int TorchLazyBits(PyObject* obj, bool* asked) {
+  if (LazyViewBitsFn read = g_state->torch_lazy_bits.load(std::memory_order_acquire)) {
+    const int bits = read(obj);
+    if (KFFI_LIKELY(bits >= 0)) return bits;
+  }
+  *asked = true;
+  return AskTorchLazyBits(obj);
+}
+
+/// An error raised by torch's methods, labelled with the argument; -1.
+int LazyCheckFailed(const std::string& label) {
+  if (!label.empty()) ChainError(PyExc_TypeError, label + ": ", /*keep_type=*/true);
+  return -1;
+}
+
+/// Refuses a torch tensor with lazy-view bits (a value alone: a container element, from_dlpack,
+/// a tensor through __dlpack__). 0, or -1 with an error set.
+int CheckTorchLazyView(PyObject* obj, const std::string& label) {
+  bool asked = false;
+  const int bits = TorchLazyBits(obj, &asked);
+  if (bits < 0) return LazyCheckFailed(label);
+  return bits != 0 ? RaiseTorchLazyView(bits, label) : 0;
+}
+
+/// CheckTorchArg when torch's methods must be asked. The Python code they may run can change any
+/// argument (set_, resize_), so they are asked before any view is taken of this argument or of a
+/// later torch tensor argument (all of ConvertArgs' arguments are checked at once), and the views
+/// already taken are taken again (NotePythonRuns).
+KFFI_NOINLINE int CheckTorchArgsSlow(PyObject* obj, CallContext* ctx, Py_ssize_t index) {
+  const bool in_args =
+      ctx->args != nullptr && index >= 0 && index < ctx->nargs && ctx->args[index] == obj;
+  if (in_args && index < ctx->torch_checked_end) return 0;
+  ctx->NotePythonRuns();
+  if (!in_args) return CheckTorchLazyView(obj, ArgLabel(ctx, index));
+  for (Py_ssize_t j = index; j < ctx->nargs; ++j) {
+    PyObject* a = ctx->args[j];
+    if (j != index) {
+      const TypeInfo* info = TypeInfoOf(Py_TYPE(a));
+      if (info->kind != Kind::kExchangeTensor || (info->flags & kTypeTorch) == 0) continue;
+    }
+    if (CheckTorchLazyView(a, ArgLabel(ctx, j)) != 0) return -1;
+  }
+  ctx->torch_checked_end = ctx->nargs;
   return 0;
+}
+
+/// Refuses a torch tensor argument with lazy-view bits, before its view is taken. With kffi.torch's
+/// reader: a few loads, no Python code. 0, or -1 with an error set.
+KFFI_INLINE int CheckTorchArg(PyObject* obj, CallContext* ctx, Py_ssize_t index) {
+  if (LazyViewBitsFn read = g_state->torch_lazy_bits.load(std::memory_order_acquire)) {
+    const int bits = read(obj);
+    if (KFFI_LIKELY(bits == 0)) return 0;
+    if (bits > 0) return RaiseTorchLazyView(bits, ArgLabel(ctx, index));
+  }
+  return CheckTorchArgsSlow(obj, ctx, index);
 }
 
 // ---- the __dlpack__ protocol -------------------------------------------------------------------
@@ -448,6 +510,7 @@ uint32_t OwnedTensorFlags(KFFIObjectHandle h) {
 
 KFFI_INLINE int ConvertExchangeTensorInline(PyObject* obj, const TypeInfo* info, KFFIAny* out,
                                             CallContext* ctx, Py_ssize_t index) {
+  if ((info->flags & kTypeTorch) != 0 && CheckTorchArg(obj, ctx, index) != 0) return -1;
   const DLPackExchangeAPI* api = info->api;
   ctx->NoteExchangeAPI(api);
   const uint32_t flags = (info->flags & kTypeReadOnly) != 0 ? kKFFITensorFlagReadOnly : 0;
@@ -457,10 +520,6 @@ KFFI_INLINE int ConvertExchangeTensorInline(PyObject* obj, const TypeInfo* info,
       return TensorImportError(obj, info, ctx, index);
     }
     if (KFFI_UNLIKELY(!LayoutFits(t))) return RaiseLayoutTooLarge(t, ArgLabel(ctx, index));
-    if (KFFI_UNLIKELY((info->flags & kTypeTorch) != 0 && MaybeLazyView(t))) {
-      ctx->NotePythonRuns();
-      if (CheckTorchLazyView(obj, ArgLabel(ctx, index)) != 0) return -1;
-    }
     ctx->NoteDevice(t->device, api);
     ctx->NoteTensorSource(t, obj);
     SetTensorView(out, t, flags);
@@ -539,6 +598,11 @@ int ConvertTensorArg(PyObject* obj, const TypeInfo* info, KFFIAny* out, CallCont
     // An unusual dtype or byte order: NumPy's own __dlpack__ decides.
   }
   ctx->NotePythonRuns();
+  // A torch tensor type without the exchange API (an older torch, or a subclass that hides it):
+  // torch's __dlpack__ refuses conjugate views but exports negative ones as they are.
+  if ((info->flags & kTypeTorch) != 0 && CheckTorchLazyView(obj, ArgLabel(ctx, index)) != 0) {
+    return -1;
+  }
   PyRef stream;
   if (info->stream_hook != nullptr && ReadHookStream(info, ctx, &stream) != 0) {
     return TensorImportError(obj, info, ctx, index);
@@ -561,6 +625,56 @@ int ConvertTensorArg(PyObject* obj, const TypeInfo* info, KFFIAny* out, CallCont
   ctx->NoteDevice(t->device, nullptr);
   if (ctx->has_hook_stream && t->device.device_type == kDLCPU) ctx->has_hook_stream = false;
   ctx->NoteTensorSource(t, obj);
+  return 0;
+}
+
+namespace {
+
+/// The error of an argument that RetakeTensorView cannot read again; -1.
+int RaiseArgumentChanged(const CallContext* ctx, Py_ssize_t index, const char* what) {
+  const std::string label = ArgLabel(ctx, index);
+  PyErr_Format(PyExc_RuntimeError,
+               "%s%s%s while kffi converted the call's arguments (Python code run by the "
+               "conversion of another argument changed it)",
+               label.c_str(), label.empty() ? "" : ": ", what);
+  return -1;
+}
+
+}  // namespace
+
+int RetakeTensorView(PyObject* obj, KFFIAny* out, CallContext* ctx, Py_ssize_t index) {
+  auto* t = static_cast<DLTensor*>(out->v_ptr);
+  const DLDevice device = t->device;
+  // Found, not classified: classifying runs the Python hook. A type the table does not hold is
+  // one the argument was given (obj.__class__ = ...) by Python code since the first pass.
+  const TypeInfo* info = g_state->types.Find(Py_TYPE(obj));
+  if (info != nullptr && info->kind == Kind::kExchangeTensor &&
+      info->api->dltensor_from_py_object_no_sync != nullptr) {
+    if ((info->flags & kTypeTorch) != 0) {
+      // kffi.torch's reader checks again; torch's methods answered in the first pass (Python code
+      // cannot change a tensor's bits but through torch's private _set_conj/_set_neg).
+      if (LazyViewBitsFn read = g_state->torch_lazy_bits.load(std::memory_order_acquire)) {
+        const int bits = read(obj);
+        if (bits > 0) return RaiseTorchLazyView(bits, ArgLabel(ctx, index));
+      }
+    }
+    if (info->api->dltensor_from_py_object_no_sync(obj, t) != 0) {
+      return TensorImportError(obj, info, ctx, index);
+    }
+    if (KFFI_UNLIKELY(!LayoutFits(t))) return RaiseLayoutTooLarge(t, ArgLabel(ctx, index));
+  } else if (info != nullptr && info->kind == Kind::kNumpyTensor) {
+    bool read_only = false, fits = true;
+    if (!FillFromNumpy(obj, t, ctx, &read_only, &fits)) {
+      return RaiseArgumentChanged(ctx, index, "its dtype or byte order changed");
+    }
+    if (KFFI_UNLIKELY(!fits)) return RaiseLayoutTooLarge(t, ArgLabel(ctx, index));
+    if (read_only) out->tensor_flags |= kKFFITensorFlagReadOnly;
+  } else {
+    return RaiseArgumentChanged(ctx, index, "its type changed");
+  }
+  if (t->device.device_type != device.device_type || t->device.device_id != device.device_id) {
+    return RaiseArgumentChanged(ctx, index, "its device changed");
+  }
   return 0;
 }
 
@@ -599,6 +713,7 @@ int TensorToOwnedHandle(PyObject* obj, KFFIObjectHandle* out) {
   if (info->kind == Kind::kNumpyTensor) {
     read_only = (PyArray_FLAGS(reinterpret_cast<PyArrayObject*>(obj)) & NPY_ARRAY_WRITEABLE) == 0;
   }
+  if ((info->flags & kTypeTorch) != 0 && CheckTorchLazyView(obj, "") != 0) return -1;
   if (ImportViaDLPackProtocol(obj, info, read_only, nullptr, out) != 0) {
     return TensorImportError(obj, info, nullptr, -1);
   }

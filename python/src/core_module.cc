@@ -649,6 +649,7 @@ int ModuleTraverse(PyObject* m, visitproc visit, void* arg) {
     Py_VISIT(t->tensor_base);
     Py_VISIT(t->is_conj);
     Py_VISIT(t->is_neg);
+    Py_VISIT(t->dtype);
   }
   for (auto& c : s->static_classes) Py_VISIT(c.load(std::memory_order_relaxed));
   for (auto& c : s->dyn_classes) Py_VISIT(c.second);

@@ -253,11 +253,14 @@ using LazyViewBitsFn = int (*)(PyObject* obj);
 constexpr int kLazyConj = 1;
 constexpr int kLazyNeg = 2;
 
-/// torch._C.TensorBase and its is_conj / is_neg methods (strong references).
+/// torch._C.TensorBase, its is_conj / is_neg methods and dtype attribute (a descriptor), and
+/// the name "is_complex" (strong references).
 struct TorchRefs {
   PyObject* tensor_base;
   PyObject* is_conj;
   PyObject* is_neg;
+  PyObject* dtype;
+  PyObject* is_complex;
 };
 
 /// Everything the module keeps (the module's state, made in its exec slot). The extension can be

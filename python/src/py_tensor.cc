@@ -239,25 +239,31 @@ int RaiseTorchLazyView(int bits, const std::string& label) {
   return -1;
 }
 
-/// Asks torch: torch._C.TensorBase's is_conj and is_neg, called as functions (a subclass that
-/// overrides them is not consulted: the TensorImpl's bits decide what its memory holds). The
-/// bits, or -1 with an error set.
+/// Whether method(obj) is true: 1, 0, or -1 with an error set.
+int AskTorch(PyObject* method, PyObject* obj) {
+  PyRef r(PyObject_Vectorcall(method, &obj, 1, nullptr));
+  return r ? PyObject_IsTrue(r.get()) : -1;
+}
+
+/// Asks torch: torch._C.TensorBase's is_neg, and is_conj where the bit can be set (a complex
+/// dtype), called as functions (a subclass that overrides them is not consulted: the
+/// TensorImpl's bits decide what its memory holds). Each costs a few hundred ns (torch's
+/// argument parser, a GIL release). The bits, or -1 with an error set.
 KFFI_NOINLINE int AskTorchLazyBits(PyObject* obj) {
   const TorchRefs* torch = TorchRefsOf();
   if (torch == nullptr) {  // kTypeTorch is set only once these are found
     PyErr_SetString(PyExc_RuntimeError, "kffi: torch._C.TensorBase is not loaded");
     return -1;
   }
-  int bits = 0;
-  const std::pair<PyObject*, int> methods[] = {{torch->is_conj, kLazyConj},
-                                               {torch->is_neg, kLazyNeg}};
-  for (const auto& m : methods) {
-    PyRef r(PyObject_Vectorcall(m.first, &obj, 1, nullptr));
-    const int truth = r ? PyObject_IsTrue(r.get()) : -1;
-    if (truth < 0) return -1;
-    if (truth != 0) bits |= m.second;
-  }
-  return bits;
+  const int neg = AskTorch(torch->is_neg, obj);
+  if (neg < 0) return -1;
+  PyRef dtype(Py_TYPE(torch->dtype)
+                  ->tp_descr_get(torch->dtype, obj, reinterpret_cast<PyObject*>(Py_TYPE(obj))));
+  PyRef is_complex(dtype ? PyObject_GetAttr(dtype.get(), torch->is_complex) : nullptr);
+  const int complex = is_complex ? PyObject_IsTrue(is_complex.get()) : -1;
+  const int conj = complex > 0 ? AskTorch(torch->is_conj, obj) : complex;
+  if (conj < 0) return -1;
+  return (conj != 0 ? kLazyConj : 0) | (neg != 0 ? kLazyNeg : 0);
 }
 
 /// The lazy-view bits of a torch tensor: kffi.torch's reader when installed (no Python code),
@@ -563,12 +569,21 @@ int ConvertNumpyTensor(PyObject* obj, const TypeInfo* info, KFFIAny* out, CallCo
   return ConvertNumpyTensorInline(obj, info, out, ctx, index);
 }
 
+/// TypeInfoOf for an argument's type. Classifying a type seen for the first time runs Python code
+/// (kffi's hook, and what it reads of the type: a metaclass's __getattr__, say), after which the
+/// views taken so far are taken again.
+KFFI_NOINLINE const TypeInfo* ArgTypeInfo(PyTypeObject* tp, CallContext* ctx) {
+  if (const TypeInfo* found = g_state->types.Find(tp)) return found;
+  ctx->NotePythonRuns();
+  return TypeInfoOf(tp);
+}
+
 /// Arguments that are not small ints, floats or ASCII str, by the conversion table: the tensor
 /// paths of torch and NumPy inline here (this file), everything else in ConvertArgGeneral.
 int ConvertArgByTable(PyObject* obj, KFFIAny* out, CallContext* ctx, Py_ssize_t index) {
   PyTypeObject* tp = Py_TYPE(obj);
   const TypeInfo* info = TypeTable::FindLast(tp);  // no state pointer read on a hit
-  if (KFFI_UNLIKELY(info == nullptr)) info = TypeInfoOf(tp);
+  if (KFFI_UNLIKELY(info == nullptr)) info = ArgTypeInfo(tp, ctx);
   if (info->kind == Kind::kExchangeTensor) {
     return ConvertExchangeTensorInline(obj, info, out, ctx, index);
   }

@@ -184,11 +184,14 @@ TorchRefs* MakeTorchRefs(PyObject* torch_c) {
   PyRef base(PyObject_GetAttrString(torch_c, "TensorBase"));
   PyRef is_conj(base ? PyObject_GetAttrString(base.get(), "is_conj") : nullptr);
   PyRef is_neg(is_conj ? PyObject_GetAttrString(base.get(), "is_neg") : nullptr);
-  if (!is_neg || !PyType_Check(base.get())) {
+  PyRef dtype(is_neg ? PyObject_GetAttrString(base.get(), "dtype") : nullptr);  // descriptor
+  PyRef is_complex(dtype ? PyUnicode_InternFromString("is_complex") : nullptr);
+  if (!is_complex || !PyType_Check(base.get()) || Py_TYPE(dtype.get())->tp_descr_get == nullptr) {
     PyErr_Clear();
     return nullptr;
   }
-  return new TorchRefs{base.release(), is_conj.release(), is_neg.release()};
+  return new TorchRefs{base.release(), is_conj.release(), is_neg.release(), dtype.release(),
+                       is_complex.release()};
 }
 
 struct KindName {
@@ -314,6 +317,8 @@ void FreeTorchRefs(TorchRefs* refs) {
   Py_DECREF(refs->tensor_base);
   Py_DECREF(refs->is_conj);
   Py_DECREF(refs->is_neg);
+  Py_DECREF(refs->dtype);
+  Py_DECREF(refs->is_complex);
   delete refs;
 }
 

@@ -213,9 +213,7 @@ def install_tensor_import(build: bool = True) -> bool:
     with _lock:
         if not _import_installed:
             replacement = lib.kffi_torch_exchange_api(original, torch._C.TensorBase)
-            _core._override_exchange_api(
-                original, replacement, lib.kffi_torch_lazy_view_reader()
-            )
+            _core._override_exchange_api(original, replacement, lib.kffi_torch_lazy_view_reader())
             _import_installed = True
     return True
 

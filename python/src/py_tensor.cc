@@ -267,13 +267,12 @@ KFFI_NOINLINE int AskTorchLazyBits(PyObject* obj) {
 }
 
 /// The lazy-view bits of a torch tensor: kffi.torch's reader when installed (no Python code),
-/// else torch's methods (*asked is set then). The bits, or -1 with an error set.
-KFFI_INLINE int TorchLazyBits(PyObject* obj, bool* asked) {
+/// else torch's methods. The bits, or -1 with an error set.
+KFFI_INLINE int TorchLazyBits(PyObject* obj) {
   if (LazyViewBitsFn read = g_state->torch_lazy_bits.load(std::memory_order_acquire)) {
     const int bits = read(obj);
     if (KFFI_LIKELY(bits >= 0)) return bits;
   }
-  *asked = true;
   return AskTorchLazyBits(obj);
 }
 
@@ -286,8 +285,7 @@ int LazyCheckFailed(const std::string& label) {
 /// Refuses a torch tensor with lazy-view bits (a value alone: a container element, from_dlpack,
 /// a tensor through __dlpack__). 0, or -1 with an error set.
 int CheckTorchLazyView(PyObject* obj, const std::string& label) {
-  bool asked = false;
-  const int bits = TorchLazyBits(obj, &asked);
+  const int bits = TorchLazyBits(obj);
   if (bits < 0) return LazyCheckFailed(label);
   return bits != 0 ? RaiseTorchLazyView(bits, label) : 0;
 }

@@ -214,11 +214,15 @@ def _tensor_entry(tp: type, mod: str):
 def _is_stream_type(tp: type, mod: str) -> bool:
     if hasattr(tp, "__cuda_stream__"):
         return True
+    # torch.cuda.Stream and its subclasses, wherever they are defined (and, by name, streams of
+    # a torch without __cuda_stream__).
     torch = _torch()
     torch_stream = getattr(getattr(torch, "cuda", None), "Stream", None)
-    if isinstance(torch_stream, type) and issubclass(tp, torch_stream):
-        return hasattr(tp, "cuda_stream")
     name = tp.__name__
+    if (isinstance(torch_stream, type) and issubclass(tp, torch_stream)) or (
+        mod.startswith("torch") and name in ("Stream", "ExternalStream")
+    ):
+        return hasattr(tp, "cuda_stream")
     return mod.startswith("cupy") and name in ("Stream", "ExternalStream") and hasattr(tp, "ptr")
 
 

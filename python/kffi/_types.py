@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ctypes
+import sys
 
 from . import _core
 
@@ -53,11 +54,33 @@ class dtype(str):
         return (dtype, (str(self),))
 
 
+def _torch():
+    """The torch module when it is imported, else None (kffi never imports it to classify: an
+    object of a torch class exists only once torch is imported)."""
+    return sys.modules.get("torch")
+
+
+def _is_torch_instance(value, name: str) -> bool:
+    """isinstance(value, torch.<name>), by the class hierarchy (not the module's name: a
+    subclass may live anywhere)."""
+    torch = _torch()
+    cls = getattr(torch, name, None) if torch is not None else None
+    return isinstance(cls, type) and isinstance(value, cls)
+
+
+def _is_torch_tensor_type(tp: type) -> bool:
+    """Whether tp is torch's tensor class or a subclass of it (torch._C.TensorBase in its MRO),
+    defined in whatever module: such tensors get torch's lazy-view checks."""
+    torch = _torch()
+    base = getattr(getattr(torch, "_C", None), "TensorBase", None) if torch is not None else None
+    return isinstance(base, type) and base in tp.__mro__
+
+
 def _dtype_text(value) -> str:
     if isinstance(value, str):
         return value
     mod = type(value).__module__ or ""
-    if mod.startswith("torch"):
+    if _is_torch_instance(value, "dtype"):
         text = str(value)  # "torch.float32"
         return text.split(".", 1)[1] if text.startswith("torch.") else text
     if mod.startswith("numpy") or mod.startswith("ml_dtypes") or isinstance(value, type):
@@ -122,7 +145,7 @@ class Device:
                     raise ValueError(f"Device {device_type!r} given with a different index {index}")
                 index = int(idx)
             device_type = _DEVICE_CODES[name]
-        elif type(device_type).__module__.startswith("torch"):
+        elif _is_torch_instance(device_type, "device"):
             torch_dev = device_type
             device_type = _DEVICE_CODES[torch_dev.type]
             index = torch_dev.index
@@ -164,8 +187,8 @@ def _tensor_entry(tp: type, mod: str):
     """(kind, flags, from_dlpack, stream_hook) of a tensor type: how its results come back and
     whether its arrays may be written."""
     flags, from_dlpack, stream_hook = 0, None, None
-    if mod.startswith("torch"):
-        flags |= _TYPE_TORCH  # results come back through torch's exchange API
+    if _is_torch_tensor_type(tp):
+        flags |= _TYPE_TORCH  # lazy views refused (the extension checks the same hierarchy)
     elif mod.startswith("numpy"):
         import numpy
 
@@ -176,8 +199,6 @@ def _tensor_entry(tp: type, mod: str):
         flags |= _TYPE_READ_ONLY  # JAX arrays are immutable
         from_dlpack = jax.dlpack.from_dlpack
     elif mod.startswith("cupy"):
-        import sys
-
         cupy = sys.modules.get("cupy")
         if cupy is not None:
             from_dlpack = cupy.from_dlpack
@@ -193,13 +214,15 @@ def _tensor_entry(tp: type, mod: str):
 def _is_stream_type(tp: type, mod: str) -> bool:
     if hasattr(tp, "__cuda_stream__"):
         return True
+    # torch.cuda.Stream and its subclasses, wherever they are defined (and, by name, streams of
+    # a torch without __cuda_stream__).
+    torch = _torch()
+    torch_stream = getattr(getattr(torch, "cuda", None), "Stream", None)
     name = tp.__name__
-    if (
-        mod.startswith("torch")
-        and name in ("Stream", "ExternalStream")
-        and hasattr(tp, "cuda_stream")
+    if (isinstance(torch_stream, type) and issubclass(tp, torch_stream)) or (
+        mod.startswith("torch") and name in ("Stream", "ExternalStream")
     ):
-        return True
+        return hasattr(tp, "cuda_stream")
     return mod.startswith("cupy") and name in ("Stream", "ExternalStream") and hasattr(tp, "ptr")
 
 
@@ -225,10 +248,9 @@ def _classify_kind(tp: type):
         tp, (int, float, complex, str, bytes)
     ):
         return _tensor_entry(tp, mod)
-    if mod.startswith("torch") and name == "dtype":
-        return "dtype"
-    if mod.startswith("torch") and name == "device":
-        return "device"
+    torch = _torch()
+    if torch is not None and issubclass(tp, (torch.dtype, torch.device)):
+        return "dtype" if issubclass(tp, torch.dtype) else "device"
     if mod.startswith("numpy") and (name == "dtype" or name.endswith("DType")):
         return "dtype"
     if _is_stream_type(tp, mod):

@@ -645,6 +645,12 @@ int ModuleTraverse(PyObject* m, visitproc visit, void* arg) {
   Py_VISIT(s->function_type);
   for (PyObject* h : s->hooks) Py_VISIT(h);
   for (PyObject* r : s->retired) Py_VISIT(r);
+  if (const TorchRefs* t = s->torch.load(std::memory_order_relaxed)) {
+    Py_VISIT(t->tensor_base);
+    Py_VISIT(t->is_conj);
+    Py_VISIT(t->is_neg);
+    Py_VISIT(t->dtype);
+  }
   for (auto& c : s->static_classes) Py_VISIT(c.load(std::memory_order_relaxed));
   for (auto& c : s->dyn_classes) Py_VISIT(c.second);
   return s->types.Traverse(visit, arg);
@@ -668,6 +674,7 @@ void ModuleFree(void* mod) {
   for (PyObject*& h : s->hooks) Py_CLEAR(h);
   for (PyObject* r : s->retired) Py_DECREF(r);
   s->retired.clear();
+  FreeTorchRefs(s->torch.exchange(nullptr));
   for (auto& c : s->static_classes) Py_XDECREF(c.exchange(nullptr));
   for (auto& c : s->dyn_classes) Py_DECREF(c.second);
   s->dyn_classes.clear();

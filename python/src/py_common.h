@@ -155,7 +155,8 @@ enum class Kind : uint8_t {
 enum TypeFlag : uint8_t {
   /// Arrays of this type must not be written (JAX arrays are immutable).
   kTypeReadOnly = 1,
-  /// torch tensors: lazy conj/neg views are refused.
+  /// torch tensors (subclasses of torch._C.TensorBase, whatever their module): lazy conjugate
+  /// and negative views are refused.
   kTypeTorch = 2,
 };
 
@@ -251,6 +252,22 @@ enum Hook : int {
   kNumHooks,
 };
 
+/// kffi.torch's reader of a torch tensor's lazy-view bits (kLazyConj | kLazyNeg, read from the
+/// TensorImpl), or -1 for an object that is no torch tensor. Runs no Python code.
+using LazyViewBitsFn = int (*)(PyObject* obj);
+constexpr int kLazyConj = 1;
+constexpr int kLazyNeg = 2;
+
+/// torch._C.TensorBase, its is_conj / is_neg methods and dtype attribute (a descriptor), and
+/// the name "is_complex" (strong references).
+struct TorchRefs {
+  PyObject* tensor_base;
+  PyObject* is_conj;
+  PyObject* is_neg;
+  PyObject* dtype;
+  PyObject* is_complex;
+};
+
 /// Everything the module keeps (the module's state, made in its exec slot). The extension can be
 /// initialised once per process (libkffi's registries are process-wide), so hot paths reach the
 /// state through g_state rather than through the module object.
@@ -271,11 +288,21 @@ struct State {
   /// capsule is kept in retired: the table's entries point into it for the module's life).
   std::atomic<const DLPackExchangeAPI*> exchange_from{nullptr};
   std::atomic<const DLPackExchangeAPI*> exchange_to{nullptr};
+  /// Set when the first torch tensor type is classified (TorchRefsOf); freed with the module.
+  std::atomic<TorchRefs*> torch{nullptr};
+  /// kffi.torch's lazy-view reader (_override_exchange_api), or NULL: torch's methods are asked.
+  std::atomic<LazyViewBitsFn> torch_lazy_bits{nullptr};
   /// Sets a hook (new reference stolen), retiring the previous one.
   void SetHook(Hook h, PyObject* value);
 };
 
 extern State* g_state;
+
+/// torch._C.TensorBase with its methods, once torch._C is imported (found, not imported), else
+/// NULL. The first call that finds it keeps it for the module's life.
+const TorchRefs* TorchRefsOf();
+/// Releases what MakeTorchRefs made (module teardown; NULL is ignored).
+void FreeTorchRefs(TorchRefs* refs);
 
 inline PyObject* GetHook(Hook h) { return g_state != nullptr ? g_state->hooks[h] : nullptr; }
 
@@ -358,6 +385,12 @@ class CallContext {
   const DLPackExchangeAPI* api = nullptr;
   /// The function called (its parameter names label argument errors), or NULL.
   const PyFunction* function = nullptr;
+  /// ConvertArgs' arguments (NULL elsewhere). Valid with them: their count, and the end of
+  /// those whose lazy-view check asked torch's methods (done for all at once: see
+  /// CheckTorchArgsSlow in py_tensor.cc).
+  PyObject* const* args = nullptr;
+  Py_ssize_t nargs;
+  Py_ssize_t torch_checked_end;
   /// Valid when has_device: the device of the first non-CPU tensor, and its exchange API (for
   /// its current stream; NULL for a framework without one).
   DLDevice device;
@@ -554,6 +587,10 @@ int ConvertExchangeTensor(PyObject* obj, const TypeInfo* info, KFFIAny* out, Cal
 /// The NumPy path of ConvertTensorArg (a writable array of a common dtype read from its fields).
 int ConvertNumpyTensor(PyObject* obj, const TypeInfo* info, KFFIAny* out, CallContext* ctx,
                        Py_ssize_t index);
+/// Takes again the borrowed view (kKFFIDLTensorPtr) that out holds of argument #index, in the
+/// same DLTensor slot, running no Python code (see RetakeStaleViews). 0, or -1 with an error
+/// set when the argument cannot be read so any more (its type or device changed, ...).
+int RetakeTensorView(PyObject* obj, KFFIAny* out, CallContext* ctx, Py_ssize_t index);
 /// Imports a tensor-like Python object as an owned Tensor handle (through DLPack); -1 on error.
 int TensorToOwnedHandle(PyObject* obj, KFFIObjectHandle* out);
 /// Wraps an owned Tensor handle: the caller's array type (torch, NumPy, JAX, CuPy) when ctx saw

@@ -470,16 +470,21 @@ int ConvertArg(PyObject* obj, KFFIAny* out, CallContext* ctx, Py_ssize_t index) 
 KFFI_NOINLINE int RetakeStaleViews(PyObject* const* args, Py_ssize_t nargs, KFFIAny* packed,
                                    CallContext* ctx) {
   // Python code ran after some borrowed views were taken and may have resized or freed their
-  // memory: take them again now that no more Python code runs before the call.
+  // memory (set_, resize_): take them again now that no more Python code runs before the call.
+  // Retaking runs none either (no __dlpack__, no torch method, no hook), so one pass leaves no
+  // view stale; what cannot be read without Python code any more is refused.
   ctx->stale_views = false;
   for (Py_ssize_t i = 0; i < nargs; ++i) {
     if (packed[i].type_index != kKFFIDLTensorPtr) continue;
-    if (ConvertArg(args[i], &packed[i], ctx, i) != 0) return -1;
+    if (RetakeTensorView(args[i], &packed[i], ctx, i) != 0) return -1;
   }
   return 0;
 }
 
 int ConvertArgs(PyObject* const* args, Py_ssize_t nargs, KFFIAny* packed, CallContext* ctx) {
+  ctx->args = args;
+  ctx->nargs = nargs;
+  ctx->torch_checked_end = 0;
   for (Py_ssize_t i = 0; i < nargs; ++i) {
     if (ConvertArgFast(args[i], &packed[i], ctx, i) != 0) return -1;
   }

@@ -52,6 +52,7 @@ std::string SignatureOf(const PyFunction* f) {
 
 std::string ArgumentText(const char* subject, const char* expected, const char* got,
                          Py_ssize_t index, const std::string& signature) {
+  // The runtime's error slot, not Python's, carries the text: a pending Python error is kept.
   KFFIErrorSetRaisedArgument("ValueError", subject, expected, got, nullptr,
                              static_cast<int32_t>(index),
                              signature.empty() ? nullptr : signature.c_str());
@@ -67,6 +68,8 @@ std::string ArgumentText(const char* subject, const char* expected, const char* 
 ArgPlace ArgPlaceOf(const CallContext* ctx, Py_ssize_t index) {
   ArgPlace place;
   if (index < 0) return place;
+  // Called while the error it places is pending: the attribute reads below keep it aside.
+  PendingErrorScope keep;
   const PyFunction* f = ctx != nullptr ? ctx->function : nullptr;
   PyObject* names = f != nullptr ? f->param_names : nullptr;
   if (names != nullptr && index < PyTuple_GET_SIZE(names)) {

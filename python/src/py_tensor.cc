@@ -218,43 +218,110 @@ KFFI_INLINE bool FillFromNumpy(PyObject* obj, DLTensor* t, CallContext* ctx, boo
 }
 
 // ---- torch lazy views ----------------------------------------------------------------------
+//
+// A lazy conjugate view (x.conj()) or negative view (x.conj().imag, x._neg_view()) of any dtype
+// shares its memory with the tensor it views, and torch resolves the bit when it reads that
+// memory. DLPack has no such bits (torch's own export hands the memory over as it is), so kffi
+// refuses them. kffi.torch's reader (_import.cc, installed with the fast import) reads the bits
+// from the TensorImpl in a few loads; without it torch's methods are asked, which can run Python
+// code: the __torch_function__ of a subclass, or of a torch function mode.
 
-/// Could this torch tensor be a lazy conj view (complex) or a neg view? A neg view of a real
-/// tensor comes from `.imag` of a conj view: it starts one element into a complex number and
-/// steps over whole complex numbers. Only such tensors pay for asking torch (a method call costs
-/// more than the whole argument conversion).
-bool MaybeLazyView(const DLTensor* t) {
-  if (t->dtype.code == kDLComplex) return true;
-  if (t->dtype.code != kDLFloat && t->dtype.code != kDLBfloat) return false;
-  // (An odd item size gives a meaningless mask: then torch is asked, which is only slower.)
-  const uint64_t item = t->dtype.bits >> 3;
-  const uint64_t addr = reinterpret_cast<uintptr_t>(t->data) + t->byte_offset;
-  if ((addr & (2 * item - 1)) != item) return false;
-  for (int32_t i = 0; i < t->ndim; ++i) {
-    if (t->shape[i] > 1 && t->strides != nullptr && t->strides[i] % 2 != 0) return false;
-  }
-  return true;
+/// The ValueError for a torch tensor with lazy-view bits (kLazyConj | kLazyNeg); -1.
+int RaiseTorchLazyView(int bits, const ArgPlace& place) {
+  const char* what =
+      (bits & kLazyConj) != 0
+          ? "a lazy conjugate view (its memory holds the unconjugated values); pass "
+            "x.resolve_conj()"
+          : "a lazy negative view, e.g. x.conj().imag (its memory holds the values with the "
+            "opposite sign); pass x.resolve_neg()";
+  PyErr_SetString(PyExc_ValueError, place.Say(std::string("the torch tensor is ") + what).c_str());
+  return -1;
 }
 
-/// Refuses a torch tensor with its conj or neg bit set (the memory holds the unresolved values).
-int CheckTorchLazyView(PyObject* obj, const ArgPlace& place) {
-  static const char* const kChecks[][2] = {
-      {"is_conj",
-       "a lazy conjugate view (its memory holds the unconjugated values); pass "
-       "x.resolve_conj()"},
-      {"is_neg",
-       "a lazy negative view, e.g. x.conj().imag (its memory holds the values with "
-       "the opposite sign); pass x.resolve_neg()"}};
-  for (const auto& check : kChecks) {
-    PyRef r(PyObject_CallMethod(obj, check[0], nullptr));
-    if (!r) return -1;
-    if (r.get() == Py_True) {
-      PyErr_SetString(PyExc_ValueError,
-                      place.Say(std::string("the torch tensor is ") + check[1]).c_str());
-      return -1;
-    }
+/// Whether method(obj) is true: 1, 0, or -1 with an error set.
+int AskTorch(PyObject* method, PyObject* obj) {
+  PyRef r(PyObject_Vectorcall(method, &obj, 1, nullptr));
+  return r ? PyObject_IsTrue(r.get()) : -1;
+}
+
+/// Asks torch: torch._C.TensorBase's is_neg, and is_conj where the bit can be set (a complex
+/// dtype), called as functions (a subclass that overrides them is not consulted: the
+/// TensorImpl's bits decide what its memory holds). Each costs a few hundred ns (torch's
+/// argument parser, a GIL release). The bits, or -1 with an error set.
+KFFI_NOINLINE int AskTorchLazyBits(PyObject* obj) {
+  const TorchRefs* torch = TorchRefsOf();
+  if (torch == nullptr) {  // kTypeTorch is set only once these are found
+    PyErr_SetString(PyExc_RuntimeError, "kffi: torch._C.TensorBase is not loaded");
+    return -1;
   }
+  const int neg = AskTorch(torch->is_neg, obj);
+  if (neg < 0) return -1;
+  PyRef dtype(Py_TYPE(torch->dtype)
+                  ->tp_descr_get(torch->dtype, obj, reinterpret_cast<PyObject*>(Py_TYPE(obj))));
+  PyRef is_complex(dtype ? PyObject_GetAttr(dtype.get(), torch->is_complex) : nullptr);
+  const int complex = is_complex ? PyObject_IsTrue(is_complex.get()) : -1;
+  const int conj = complex > 0 ? AskTorch(torch->is_conj, obj) : complex;
+  if (conj < 0) return -1;
+  return (conj != 0 ? kLazyConj : 0) | (neg != 0 ? kLazyNeg : 0);
+}
+
+/// The lazy-view bits of a torch tensor: kffi.torch's reader when installed (no Python code),
+/// else torch's methods. The bits, or -1 with an error set.
+KFFI_INLINE int TorchLazyBits(PyObject* obj) {
+  if (LazyViewBitsFn read = g_state->torch_lazy_bits.load(std::memory_order_acquire)) {
+    const int bits = read(obj);
+    if (KFFI_LIKELY(bits >= 0)) return bits;
+  }
+  return AskTorchLazyBits(obj);
+}
+
+/// An error raised by torch's methods, labelled with the argument; -1.
+int LazyCheckFailed(const ArgPlace& place) {
+  if (!place.subject.empty()) {
+    ChainError(PyExc_TypeError, place.subject + ": ", /*keep_type=*/true, true, place.context);
+  }
+  return -1;
+}
+
+/// Refuses a torch tensor with lazy-view bits (a value alone: a container element, from_dlpack,
+/// a tensor through __dlpack__). 0, or -1 with an error set.
+int CheckTorchLazyView(PyObject* obj, const ArgPlace& place) {
+  const int bits = TorchLazyBits(obj);
+  if (bits < 0) return LazyCheckFailed(place);
+  return bits != 0 ? RaiseTorchLazyView(bits, place) : 0;
+}
+
+/// CheckTorchArg when torch's methods must be asked. The Python code they may run can change any
+/// argument (set_, resize_), so they are asked before any view is taken of this argument or of a
+/// later torch tensor argument (all of ConvertArgs' arguments are checked at once), and the views
+/// already taken are taken again (NotePythonRuns).
+KFFI_NOINLINE int CheckTorchArgsSlow(PyObject* obj, CallContext* ctx, Py_ssize_t index) {
+  const bool in_args =
+      ctx->args != nullptr && index >= 0 && index < ctx->nargs && ctx->args[index] == obj;
+  if (in_args && index < ctx->torch_checked_end) return 0;
+  ctx->NotePythonRuns();
+  if (!in_args) return CheckTorchLazyView(obj, ArgPlaceOf(ctx, index));
+  for (Py_ssize_t j = index; j < ctx->nargs; ++j) {
+    PyObject* a = ctx->args[j];
+    if (j != index) {
+      const TypeInfo* info = TypeInfoOf(Py_TYPE(a));
+      if (info->kind != Kind::kExchangeTensor || (info->flags & kTypeTorch) == 0) continue;
+    }
+    if (CheckTorchLazyView(a, ArgPlaceOf(ctx, j)) != 0) return -1;
+  }
+  ctx->torch_checked_end = ctx->nargs;
   return 0;
+}
+
+/// Refuses a torch tensor argument with lazy-view bits, before its view is taken. With kffi.torch's
+/// reader: a few loads, no Python code. 0, or -1 with an error set.
+KFFI_INLINE int CheckTorchArg(PyObject* obj, CallContext* ctx, Py_ssize_t index) {
+  if (LazyViewBitsFn read = g_state->torch_lazy_bits.load(std::memory_order_acquire)) {
+    const int bits = read(obj);
+    if (KFFI_LIKELY(bits == 0)) return 0;
+    if (bits > 0) return RaiseTorchLazyView(bits, ArgPlaceOf(ctx, index));
+  }
+  return CheckTorchArgsSlow(obj, ctx, index);
 }
 
 // ---- the __dlpack__ protocol -------------------------------------------------------------------
@@ -450,6 +517,7 @@ uint32_t OwnedTensorFlags(KFFIObjectHandle h) {
 
 KFFI_INLINE int ConvertExchangeTensorInline(PyObject* obj, const TypeInfo* info, KFFIAny* out,
                                             CallContext* ctx, Py_ssize_t index) {
+  if ((info->flags & kTypeTorch) != 0 && CheckTorchArg(obj, ctx, index) != 0) return -1;
   const DLPackExchangeAPI* api = info->api;
   ctx->NoteExchangeAPI(api);
   const uint32_t flags = (info->flags & kTypeReadOnly) != 0 ? kKFFITensorFlagReadOnly : 0;
@@ -459,10 +527,6 @@ KFFI_INLINE int ConvertExchangeTensorInline(PyObject* obj, const TypeInfo* info,
       return TensorImportError(obj, info, ctx, index);
     }
     if (KFFI_UNLIKELY(!LayoutFits(t))) return RaiseLayoutTooLarge(t, ArgPlaceOf(ctx, index));
-    if (KFFI_UNLIKELY((info->flags & kTypeTorch) != 0 && MaybeLazyView(t))) {
-      ctx->NotePythonRuns();
-      if (CheckTorchLazyView(obj, ArgPlaceOf(ctx, index)) != 0) return -1;
-    }
     ctx->NoteDevice(t->device, api);
     ctx->NoteTensorSource(t, obj);
     SetTensorView(out, t, flags);
@@ -506,12 +570,21 @@ int ConvertNumpyTensor(PyObject* obj, const TypeInfo* info, KFFIAny* out, CallCo
   return ConvertNumpyTensorInline(obj, info, out, ctx, index);
 }
 
+/// TypeInfoOf for an argument's type. Classifying a type seen for the first time runs Python code
+/// (kffi's hook, and what it reads of the type: a metaclass's __getattr__, say), after which the
+/// views taken so far are taken again.
+KFFI_NOINLINE const TypeInfo* ArgTypeInfo(PyTypeObject* tp, CallContext* ctx) {
+  if (const TypeInfo* found = g_state->types.Find(tp)) return found;
+  ctx->NotePythonRuns();
+  return TypeInfoOf(tp);
+}
+
 /// Arguments that are not small ints, floats or ASCII str, by the conversion table: the tensor
 /// paths of torch and NumPy inline here (this file), everything else in ConvertArgGeneral.
 int ConvertArgByTable(PyObject* obj, KFFIAny* out, CallContext* ctx, Py_ssize_t index) {
   PyTypeObject* tp = Py_TYPE(obj);
   const TypeInfo* info = TypeTable::FindLast(tp);  // no state pointer read on a hit
-  if (KFFI_UNLIKELY(info == nullptr)) info = TypeInfoOf(tp);
+  if (KFFI_UNLIKELY(info == nullptr)) info = ArgTypeInfo(tp, ctx);
   if (info->kind == Kind::kExchangeTensor) {
     return ConvertExchangeTensorInline(obj, info, out, ctx, index);
   }
@@ -541,6 +614,11 @@ int ConvertTensorArg(PyObject* obj, const TypeInfo* info, KFFIAny* out, CallCont
     // An unusual dtype or byte order: NumPy's own __dlpack__ decides.
   }
   ctx->NotePythonRuns();
+  // A torch tensor type without the exchange API (an older torch, or a subclass that hides it):
+  // torch's __dlpack__ refuses conjugate views but exports negative ones as they are.
+  if ((info->flags & kTypeTorch) != 0 && CheckTorchLazyView(obj, ArgPlaceOf(ctx, index)) != 0) {
+    return -1;
+  }
   PyRef stream;
   if (info->stream_hook != nullptr && ReadHookStream(info, ctx, &stream) != 0) {
     return TensorImportError(obj, info, ctx, index);
@@ -563,6 +641,57 @@ int ConvertTensorArg(PyObject* obj, const TypeInfo* info, KFFIAny* out, CallCont
   ctx->NoteDevice(t->device, nullptr);
   if (ctx->has_hook_stream && t->device.device_type == kDLCPU) ctx->has_hook_stream = false;
   ctx->NoteTensorSource(t, obj);
+  return 0;
+}
+
+namespace {
+
+/// The error of an argument that RetakeTensorView cannot read again; -1.
+int RaiseArgumentChanged(const CallContext* ctx, Py_ssize_t index, const char* what) {
+  PyErr_SetString(PyExc_RuntimeError,
+                  ArgPlaceOf(ctx, index)
+                      .Say(std::string(what) +
+                           " while kffi converted the call's arguments (Python code run by the "
+                           "conversion of another argument changed it)")
+                      .c_str());
+  return -1;
+}
+
+}  // namespace
+
+int RetakeTensorView(PyObject* obj, KFFIAny* out, CallContext* ctx, Py_ssize_t index) {
+  auto* t = static_cast<DLTensor*>(out->v_ptr);
+  const DLDevice device = t->device;
+  // Found, not classified: classifying runs the Python hook. A type the table does not hold is
+  // one the argument was given (obj.__class__ = ...) by Python code since the first pass.
+  const TypeInfo* info = g_state->types.Find(Py_TYPE(obj));
+  if (info != nullptr && info->kind == Kind::kExchangeTensor &&
+      info->api->dltensor_from_py_object_no_sync != nullptr) {
+    if ((info->flags & kTypeTorch) != 0) {
+      // kffi.torch's reader checks again; torch's methods answered in the first pass (Python code
+      // cannot change a tensor's bits but through torch's private _set_conj/_set_neg).
+      if (LazyViewBitsFn read = g_state->torch_lazy_bits.load(std::memory_order_acquire)) {
+        const int bits = read(obj);
+        if (bits > 0) return RaiseTorchLazyView(bits, ArgPlaceOf(ctx, index));
+      }
+    }
+    if (info->api->dltensor_from_py_object_no_sync(obj, t) != 0) {
+      return TensorImportError(obj, info, ctx, index);
+    }
+    if (KFFI_UNLIKELY(!LayoutFits(t))) return RaiseLayoutTooLarge(t, ArgPlaceOf(ctx, index));
+  } else if (info != nullptr && info->kind == Kind::kNumpyTensor) {
+    bool read_only = false, fits = true;
+    if (!FillFromNumpy(obj, t, ctx, &read_only, &fits)) {
+      return RaiseArgumentChanged(ctx, index, "its dtype or byte order changed");
+    }
+    if (KFFI_UNLIKELY(!fits)) return RaiseLayoutTooLarge(t, ArgPlaceOf(ctx, index));
+    if (read_only) out->tensor_flags |= kKFFITensorFlagReadOnly;
+  } else {
+    return RaiseArgumentChanged(ctx, index, "its type changed");
+  }
+  if (t->device.device_type != device.device_type || t->device.device_id != device.device_id) {
+    return RaiseArgumentChanged(ctx, index, "its device changed");
+  }
   return 0;
 }
 
@@ -601,6 +730,7 @@ int TensorToOwnedHandle(PyObject* obj, KFFIObjectHandle* out) {
   if (info->kind == Kind::kNumpyTensor) {
     read_only = (PyArray_FLAGS(reinterpret_cast<PyArrayObject*>(obj)) & NPY_ARRAY_WRITEABLE) == 0;
   }
+  if ((info->flags & kTypeTorch) != 0 && CheckTorchLazyView(obj, ArgPlace()) != 0) return -1;
   if (ImportViaDLPackProtocol(obj, info, read_only, nullptr, out) != 0) {
     return TensorImportError(obj, info, nullptr, -1);
   }

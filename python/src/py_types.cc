@@ -179,6 +179,21 @@ bool IsNumpyArrayType(PyTypeObject* tp) {
   return false;
 }
 
+/// Makes the TorchRefs of torch._C (a new reference); NULL, with no error set, when it lacks them.
+TorchRefs* MakeTorchRefs(PyObject* torch_c) {
+  PyRef base(PyObject_GetAttrString(torch_c, "TensorBase"));
+  PyRef is_conj(base ? PyObject_GetAttrString(base.get(), "is_conj") : nullptr);
+  PyRef is_neg(is_conj ? PyObject_GetAttrString(base.get(), "is_neg") : nullptr);
+  PyRef dtype(is_neg ? PyObject_GetAttrString(base.get(), "dtype") : nullptr);  // descriptor
+  PyRef is_complex(dtype ? PyUnicode_InternFromString("is_complex") : nullptr);
+  if (!is_complex || !PyType_Check(base.get()) || Py_TYPE(dtype.get())->tp_descr_get == nullptr) {
+    PyErr_Clear();
+    return nullptr;
+  }
+  return new TorchRefs{base.release(), is_conj.release(), is_neg.release(), dtype.release(),
+                       is_complex.release()};
+}
+
 struct KindName {
   const char* name;
   Kind kind;
@@ -223,6 +238,13 @@ TypeInfo Classify(PyTypeObject* tp, PyRef* answer) {
     if (PyErr_Occurred()) PyErr_Clear();
   }
   if (info.kind == Kind::kDLPackTensor) {
+    // torch's tensors are the subclasses of torch._C.TensorBase, wherever they are defined (the
+    // hook says the same; the lazy-view checks need this very class).
+    const TorchRefs* torch = TorchRefsOf();
+    const bool is_torch = torch != nullptr &&
+                          PyType_IsSubtype(tp, reinterpret_cast<PyTypeObject*>(torch->tensor_base));
+    info.flags =
+        static_cast<uint8_t>(is_torch ? info.flags | kTypeTorch : info.flags & ~kTypeTorch);
     // Which tensor path: the exchange API, NumPy's fields, or the __dlpack__ protocol.
     if (const DLPackExchangeAPI* api = ExchangeAPIOf(tp)) {
       info.kind = Kind::kExchangeTensor;
@@ -271,6 +293,35 @@ void Reclassify() {
 
 }  // namespace
 
+const TorchRefs* TorchRefsOf() {
+  if (const TorchRefs* found = g_state->torch.load(std::memory_order_acquire)) return found;
+  // Found, never imported: a torch tensor exists only once torch._C is loaded.
+  PyRef name(PyUnicode_FromString("torch._C"));
+  PyRef torch_c(name ? PyImport_GetModule(name.get()) : nullptr);
+  if (!torch_c) {
+    PyErr_Clear();
+    return nullptr;
+  }
+  TorchRefs* made = MakeTorchRefs(torch_c.get());
+  if (made == nullptr) return nullptr;
+  TorchRefs* expected = nullptr;
+  if (!g_state->torch.compare_exchange_strong(expected, made, std::memory_order_acq_rel)) {
+    FreeTorchRefs(made);  // another thread stored the same first
+    return expected;
+  }
+  return made;
+}
+
+void FreeTorchRefs(TorchRefs* refs) {
+  if (refs == nullptr) return;
+  Py_DECREF(refs->tensor_base);
+  Py_DECREF(refs->is_conj);
+  Py_DECREF(refs->is_neg);
+  Py_DECREF(refs->dtype);
+  Py_DECREF(refs->is_complex);
+  delete refs;
+}
+
 const TypeInfo* TypeInfoOf(PyTypeObject* tp) {
   if (const TypeInfo* found = g_state->types.Find(tp)) return found;
   PyRef answer;  // keeps the hook's objects alive until Insert takes its references
@@ -298,12 +349,29 @@ PyObject* SetConverterHooks(PyObject*, PyObject* args) {
   Py_RETURN_NONE;
 }
 
-/// _override_exchange_api(original, replacement): from now on, types whose DLPack C exchange API
-/// is original convert their values through replacement (kffi.torch's import of torch.Tensor
-/// without torch's Python-binding layer). The replacement capsule is kept for the module's life.
+/// _override_exchange_api(original, replacement, lazy_view_bits=None): from now on, types whose
+/// DLPack C exchange API is original convert their values through replacement (kffi.torch's
+/// import of torch.Tensor without torch's Python-binding layer), and torch tensors' lazy-view
+/// bits are read by the function of the "kffi.torch.lazy_view_bits" capsule (a LazyViewBitsFn)
+/// instead of torch's methods; None asks torch's methods again. The capsules are kept for the
+/// module's life.
 PyObject* OverrideExchangeAPI(PyObject*, PyObject* args) {
-  PyObject *original, *replacement;
-  if (!PyArg_ParseTuple(args, "OO", &original, &replacement)) return nullptr;
+  PyObject *original, *replacement, *lazy_bits = Py_None;
+  if (!PyArg_ParseTuple(args, "OO|O", &original, &replacement, &lazy_bits)) return nullptr;
+  LazyViewBitsFn reader = nullptr;
+  if (lazy_bits != Py_None) {
+    reader = PyCapsule_IsValid(lazy_bits, "kffi.torch.lazy_view_bits")
+                 ? reinterpret_cast<LazyViewBitsFn>(
+                       PyCapsule_GetPointer(lazy_bits, "kffi.torch.lazy_view_bits"))
+                 : nullptr;
+    if (reader == nullptr) {
+      PyErr_Format(PyExc_TypeError,
+                   "_override_exchange_api: lazy_view_bits is a \"kffi.torch.lazy_view_bits\" "
+                   "capsule or None, got %.200s",
+                   Py_TYPE(lazy_bits)->tp_name);
+      return nullptr;
+    }
+  }
   const DLPackExchangeAPI* from = ExchangeAPIOfCapsule(original, "original");
   if (from == nullptr) return nullptr;
   const DLPackExchangeAPI* to = ExchangeAPIOfCapsule(replacement, "replacement");
@@ -324,6 +392,11 @@ PyObject* OverrideExchangeAPI(PyObject*, PyObject* args) {
   }
   Py_INCREF(replacement);
   g_state->retired.push_back(replacement);
+  if (reader != nullptr) {
+    Py_INCREF(lazy_bits);
+    g_state->retired.push_back(lazy_bits);
+  }
+  g_state->torch_lazy_bits.store(reader, std::memory_order_release);
   g_state->exchange_to.store(to, std::memory_order_relaxed);
   g_state->exchange_from.store(from, std::memory_order_release);
   Reclassify();  // torch.Tensor, if classified already, takes the replacement

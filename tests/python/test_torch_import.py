@@ -1,11 +1,15 @@
 """tests/python/test_torch_import.py: kffi.torch.fast_tensor_import: torch.Tensor arguments read
 from the TensorImpl give exactly the DLTensors torch's own DLPack exchange API gives, and whatever
-the direct read does not cover still goes through torch's API (same results, same errors)."""
+the direct read does not cover still goes through torch's API (same results, same errors). Lazy
+conjugate and negative views, which torch's import hands over unresolved, are refused; the
+lazy-view reader gives kffi their bits. (test_torch_views.py checks kffi calls over a generated
+space of tensors.)"""
 
 from __future__ import annotations
 
 import ctypes
 import gc
+import re
 import subprocess
 import sys
 
@@ -148,11 +152,11 @@ def test_what_the_direct_read_does_not_cover_goes_to_torch(imports):
         _fields(ours, Impostor())
     identity = kffi.cpp.load_inline(
         "kffi_test_torch_import_id",
-        cpp_sources="int64_t ndim(kffi::TensorView t) { return t.ndim(); }",
+        cpp_sources="int64_t ndim(kffi::ConstTensorView t) { return t.ndim(); }",
         functions=["ndim"],
         quiet=True,
     )["ndim"]
-    with pytest.raises(Exception, match=r"Argument #0 \(`t`: Impostor\): Unable to cast"):
+    with pytest.raises(Exception, match=r"^t: cannot import the Impostor as a tensor: Unable to cast.*\(argument #0 of `ndim\(t: Tensor\) -> int`\)$"):
         identity(Impostor())
     assert identity(torch.zeros(2, 2)) == 2  # the process is healthy
 
@@ -195,3 +199,69 @@ def test_override_refuses_what_is_no_exchange_api(imports):
     assert _core._override_exchange_api(original, again) is None
     with pytest.raises(ValueError, match="another framework's exchange API is already overridden"):
         _core._override_exchange_api(kffi.Tensor.__dlpack_c_exchange_api__, again)
+
+
+# DLPackExchangeAPI: managed_tensor_from_py_object_no_sync follows the header and the allocator.
+_MANAGED_IMPORT_OFFSET = 8 + 8 + 8
+_ManagedImport = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.py_object, ctypes.POINTER(ctypes.c_void_p))
+
+
+def _managed_import_of(capsule):
+    api = _capsule_pointer(capsule, b"dlpack_exchange_api")
+    return _ManagedImport(ctypes.c_void_p.from_address(api + _MANAGED_IMPORT_OFFSET).value)
+
+
+def test_the_fast_imports_refuse_lazy_views_which_torchs_hand_over(imports):
+    from kffi.torch import _native
+
+    theirs, ours = imports
+    ours_capsule = _native._eager_lib().kffi_torch_exchange_api(
+        torch.Tensor.__dlpack_c_exchange_api__, torch._C.TensorBase
+    )
+    managed = _managed_import_of(ours_capsule)
+    z = torch.tensor([1 + 2j, 3 - 4j])
+    lazy = {
+        "negative": torch.tensor([1.0, 2.0])._neg_view(),
+        "conjugate": z.conj(),
+        "negative view, e.g. x.conj().imag": z.conj().imag,
+    }
+    for what, t in lazy.items():
+        # torch's import hands the memory over as it is: the unresolved values.
+        assert _fields(theirs, t)["data"] == t.data_ptr()
+        with pytest.raises(ValueError, match=f"lazy {re.escape(what)}.*pass x.resolve_(neg|conj)"):
+            _fields(ours, t)
+        out = ctypes.c_void_p()
+        with pytest.raises(ValueError, match=f"lazy {re.escape(what)}"):
+            managed(t, ctypes.byref(out))
+        assert out.value is None
+    # The managed import still exports what it should (its deleter frees the export).
+    out = ctypes.c_void_p()
+    assert managed(torch.ones(3), ctypes.byref(out)) == 0
+    from dlpack_util import DLManagedTensorVersioned
+
+    mt = DLManagedTensorVersioned.from_address(out.value)
+    assert mt.dl_tensor.ndim == 1
+    ctypes.CFUNCTYPE(None, ctypes.c_void_p)(mt.deleter)(out.value)
+
+
+def test_the_lazy_view_reader_reads_the_tensorimpl(imports):
+    from kffi.torch import _native
+
+    reader_capsule = _native._eager_lib().kffi_torch_lazy_view_reader()
+    read = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.py_object)(
+        _capsule_pointer(reader_capsule, b"kffi.torch.lazy_view_bits")
+    )
+    z = torch.ones(2, dtype=torch.complex64)
+    assert read(torch.ones(2)) == 0 and read(z) == 0 and read(torch.nn.Parameter(z)) == 0
+    assert read(z.conj()) == 1 and read(z._neg_view()) == 2 and read(z.conj()._neg_view()) == 3
+    assert read(z.conj().imag) == 2
+    with torch.inference_mode():
+        assert read(torch.ones(2)._neg_view()) == 2
+    assert read(object()) == -1 and read(torch.ones(2).numpy()) == -1  # no torch tensor
+    from kffi import _core
+
+    original = torch.Tensor.__dlpack_c_exchange_api__
+    with pytest.raises(TypeError, match=r'lazy_view_bits is a "kffi.torch.lazy_view_bits" capsule'):
+        _core._override_exchange_api(original, original, 3)
+    with pytest.raises(TypeError, match="capsule or None, got PyCapsule"):
+        _core._override_exchange_api(original, original, original)

@@ -341,6 +341,10 @@ std::shared_ptr<Plan> ParsePlan(const std::string& name, int64_t num_schema_args
 inline void FillDLTensor(const at::Tensor& t, const std::string& op, DLTensor* out) {
   if (C10_LIKELY(ViewAsDLTensor(t, out))) return;
   const c10::TensorImpl* impl = t.unsafeGetTensorImpl();
+  // torch's Conjugate and Negative fallbacks resolve lazy views before a backend kernel runs;
+  // one that arrives anyway (a caller that excluded those keys) is refused, not misread.
+  const int lazy = LazyViewBits(impl);
+  TORCH_CHECK_VALUE(lazy == 0, "kffi.torch: ", op, ": ", LazyViewRefusal(lazy));
   if (impl->layout() != c10::kStrided) RefuseLayout(t, op);
   ToDL(impl->device());                // throws for the device
   ToDL(impl->dtype().toScalarType());  // or for the dtype

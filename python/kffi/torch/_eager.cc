@@ -4,8 +4,9 @@
 //
 // Nothing traces when no torch dispatch mode (fake tensors, make_fx, functionalization, user
 // modes) and no torch function mode is active, no functorch transform is on, every tensor
-// argument is exactly a torch.Tensor (no subclass, no FakeTensor) and, with grad mode on, none
-// requires grad. Otherwise the call goes to the op (the OpOverload), as it does for keyword
+// argument is exactly a torch.Tensor (no subclass, no FakeTensor) and no lazy conjugate or
+// negative view (kffi refuses those; torch's dispatcher resolves them) and, with grad mode on,
+// none requires grad. Otherwise the call goes to the op (the OpOverload), as it does for keyword
 // arguments (through the Python path). These are the Python gate's checks in kffi/torch/_op.py,
 // read from torch's thread-local state directly instead of through five Python calls. After
 // a call the tensors the op writes get new versions, as through the dispatcher.
@@ -21,6 +22,8 @@
 
 #include <cstdint>
 #include <vector>
+
+#include "_torch_dlpack.h"  // LazyViewBits
 
 namespace {
 
@@ -66,6 +69,9 @@ PyObject* Call(PyObject* self_obj, PyObject* const* args, size_t nargsf, PyObjec
     PyObject* a = args[pos];
     if (Py_TYPE(a) != reinterpret_cast<PyTypeObject*>(self->tensor)) {
       if (a != Py_None) return PyObject_Vectorcall(self->op, args, nargsf, nullptr);
+    } else if (C10_UNLIKELY(
+                   kffi::torchglue::LazyViewBits(THPVariable_Unpack(a).unsafeGetTensorImpl()))) {
+      return PyObject_Vectorcall(self->op, args, nargsf, nullptr);
     } else if (grad) {
       PyObject* rg = PyObject_GetAttr(a, g_requires_grad);
       if (rg == nullptr) return nullptr;

@@ -158,6 +158,7 @@ def _load_eager(plan):
         lib = ctypes.PyDLL(_cpp._build(plan, False, True))
         make = lib.kffi_torch_make_eager
         exchange = lib.kffi_torch_exchange_api
+        reader = lib.kffi_torch_lazy_view_reader
     except (_cpp.BuildError, OSError, AttributeError) as e:
         warnings.warn(
             f"kffi.torch: eager op calls take the Python path, and torch tensors the DLPack "
@@ -172,6 +173,8 @@ def _load_eager(plan):
     make.argtypes = [ctypes.py_object] * 5 + [ctypes.c_int, ctypes.py_object, ctypes.py_object]
     exchange.restype = ctypes.py_object
     exchange.argtypes = [ctypes.py_object, ctypes.py_object]
+    reader.restype = ctypes.py_object
+    reader.argtypes = []
     return lib
 
 
@@ -190,8 +193,10 @@ _import_installed = False
 
 def install_tensor_import(build: bool = True) -> bool:
     """Makes kffi calls import torch.Tensor arguments with _import.cc (the TensorImpl's fields,
-    read directly) instead of torch's DLPack exchange API; the same DLTensors, for less. With
-    build=False, only when the library is built already. Returns whether it is installed."""
+    read directly) instead of torch's DLPack exchange API; the same DLTensors, for less, and
+    the lazy-view bits (conjugate, negative) read from the TensorImpl too instead of through
+    torch's methods. With build=False, only when the library is built already. Returns whether
+    it is installed."""
     global _import_installed
     if _import_installed:
         return True
@@ -208,7 +213,7 @@ def install_tensor_import(build: bool = True) -> bool:
     with _lock:
         if not _import_installed:
             replacement = lib.kffi_torch_exchange_api(original, torch._C.TensorBase)
-            _core._override_exchange_api(original, replacement)
+            _core._override_exchange_api(original, replacement, lib.kffi_torch_lazy_view_reader())
             _import_installed = True
     return True
 

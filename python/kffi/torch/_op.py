@@ -4,9 +4,9 @@ The op is defined with torch.library from the function's metadata (schema, fake 
 and its CPU and CUDA kernels are kffi's C++ glue (_dispatch.cc), so torch.ops calls, compiled
 graphs and CUDA graph captures run the kffi function without Python. Calling the returned
 :class:`TorchOp` eagerly skips the dispatcher too: when nothing traces (no torch.compile, no
-dispatch or function mode, no functorch transform, plain tensors, no input that requires grad)
-it calls the kffi function directly; otherwise it calls the op. That gate is C (_eager.cc) when
-it builds, Python otherwise.
+dispatch or function mode, no functorch transform, plain tensors that are no lazy conjugate or
+negative views, no input that requires grad) it calls the kffi function directly; otherwise it
+calls the op. That gate is C (_eager.cc) when it builds, Python otherwise.
 """
 
 from __future__ import annotations
@@ -35,7 +35,14 @@ _dispatch_modes = torch._C._len_torch_dispatch_stack
 _function_modes = torch._C._len_torch_function_stack
 _functorch_layer = torch._C._functorch.peek_interpreter_stack
 _grad_enabled = torch._C.is_grad_enabled
+_is_neg = torch._C.TensorBase.is_neg
+_is_conj = torch._C.TensorBase.is_conj
 _increment_version = torch.autograd.graph.increment_version
+
+
+def _is_lazy_view(t) -> bool:
+    """A lazy negative or conjugate view: kffi refuses those, torch's dispatcher resolves them."""
+    return _is_neg(t) or _is_conj(t)
 
 
 def _torch_dtype(name: str):
@@ -127,12 +134,12 @@ class TorchOp:
                 if type(a) is not _Tensor:
                     if a is not None:
                         return self.default(*args, **kwargs)
-                elif grad and a.requires_grad:
+                elif (grad and a.requires_grad) or _is_lazy_view(a):
                     return self.default(*args, **kwargs)
         if kwargs:
             for k, a in kwargs.items():
                 if k in self._tensor_names and a is not None:
-                    if type(a) is not _Tensor or (grad and a.requires_grad):
+                    if type(a) is not _Tensor or (grad and a.requires_grad) or _is_lazy_view(a):
                         return self.default(*args, **kwargs)
         if self._direct:
             out = self.fn(*args, **kwargs)

@@ -79,13 +79,37 @@ inline bool DLDeviceOf(const c10::Device& d, DLDevice* out) {
   }
 }
 
+/// LazyViewBits: a lazy conjugate view (complex: its memory holds the unconjugated values).
+constexpr int kLazyConj = 1;
+/// LazyViewBits: a lazy negative view (e.g. x.conj().imag: its memory holds the values with the
+/// opposite sign).
+constexpr int kLazyNeg = 2;
+
+/// The lazy-view bits of a tensor (kLazyConj | kLazyNeg): two bit tests of its dispatch key set
+/// (TensorImpl's inline is_conj() and is_neg()). DLPack has no such bits, so such a tensor's
+/// memory cannot be handed over as it is.
+inline int LazyViewBits(const c10::TensorImpl* impl) {
+  return (impl->is_conj() ? kLazyConj : 0) | (impl->is_neg() ? kLazyNeg : 0);
+}
+
+/// What the glue says of a tensor with lazy-view bits (kffi's argument conversion says the same
+/// in python/src/py_tensor.cc, naming the argument).
+inline const char* LazyViewRefusal(int bits) {
+  return (bits & kLazyConj) != 0
+             ? "the torch tensor is a lazy conjugate view (its memory holds the unconjugated "
+               "values); pass x.resolve_conj()"
+             : "the torch tensor is a lazy negative view, e.g. x.conj().imag (its memory holds "
+               "the values with the opposite sign); pass x.resolve_neg()";
+}
+
 /// A borrowed DLTensor viewing t (shape and strides point into the TensorImpl's own arrays, the
-/// data pointer includes the storage offset); false, with out partly written, for a layout other
-/// than strided, a device other than CPU and CUDA, or a dtype DLPack lacks. data_ptr() is the
-/// mutable pointer (copy-on-write storage is materialised) and throws for a tensor without
-/// storage.
+/// data pointer includes the storage offset); false, with out partly written, for a lazy
+/// conjugate or negative view (LazyViewBits), a layout other than strided, a device other than
+/// CPU and CUDA, or a dtype DLPack lacks. data_ptr() is the mutable pointer (copy-on-write
+/// storage is materialised) and throws for a tensor without storage.
 inline bool ViewAsDLTensor(const at::Tensor& t, DLTensor* out) {
   const c10::TensorImpl* impl = t.unsafeGetTensorImpl();
+  if (C10_UNLIKELY(LazyViewBits(impl) != 0)) return false;
   if (C10_UNLIKELY(impl->layout() != c10::kStrided)) return false;
   if (C10_UNLIKELY(!DLDeviceOf(impl->device(), &out->device))) return false;
   if (C10_UNLIKELY(!DLDTypeOf(impl->dtype().toScalarType(), &out->dtype))) return false;

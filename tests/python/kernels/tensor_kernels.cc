@@ -62,6 +62,16 @@ double Sum(kffi::ConstTensorView x) {
   return s;
 }
 
+/// sum(x) + sum(y): what two tensor arguments of one call hold when the kernel runs.
+double SumTwo(kffi::TensorView x, kffi::TensorView y) { return Sum(x) + Sum(y); }
+
+/// sum(x), with a second argument of any type converted and ignored (its conversion may run
+/// Python code after x's view was taken).
+double SumFirst(kffi::TensorView x, kffi::AnyView other) {
+  (void)other;
+  return Sum(x);
+}
+
 /// [shape, strides, dtype, data_ptr, device, byte_offset] as the kernel sees them.
 kffi::Array<kffi::Any> Describe(kffi::ConstTensorView x) {
   kffi::StrideArray strides = x.strides();
@@ -116,6 +126,8 @@ bool IsReadOnly(kffi::Tensor x) { return x.is_read_only(); }
 KFFI_EXPORT_DOC(fill, Fill, "Sets every element of x to value.", "x, value");
 KFFI_EXPORT_DOC(add_one_inplace, AddOneInplace, "x += 1, in place.", "x");
 KFFI_EXPORT_DOC(sum, Sum, "The sum of the elements of x.", "x");
+KFFI_EXPORT_DOC(sum_two, SumTwo, "sum(x) + sum(y).", "x, y");
+KFFI_EXPORT_DOC(sum_first, SumFirst, "sum(x); other is converted and ignored.", "x, other");
 KFFI_EXPORT_DOC(describe, Describe, "[shape, strides, dtype, data_ptr, device, byte_offset]", "x");
 KFFI_EXPORT_DOC(full_like, FullLike, "A new tensor like x filled with value.", "x, value");
 KFFI_EXPORT_DOC(empty_like, EmptyLike, "A new uninitialised tensor like x.", "x");

@@ -14,6 +14,7 @@ import os as _os
 from . import _core, libinfo
 from ._error import Error, MissingKeyError, register_error
 from ._objects import Array, Dict, ErrorObject, Function, List, Map, Module, Object, Shape, Tensor
+from . import _types
 from ._types import DTYPE_NAMES as _DTYPE_NAMES
 from ._types import Device, dtype
 from .stream import get_current_stream, use_stream
@@ -127,6 +128,20 @@ __all__ = [
 # kffi values handed to apache-tvm-ffi (protocol methods; does not import tvm_ffi), JIT builds
 # (kffi.cpp) and contracts declared with fake arguments (kffi.compile): these import the names
 # above, so they come after them.
+def _torch_fast_import() -> None:
+    """kffi.torch's tensor import, when its library is built already (never builds it here: the
+    first torch tensor argument must not wait for a compiler). kffi.torch.fast_tensor_import()
+    builds it."""
+    try:
+        from .torch import _native
+
+        _native.install_tensor_import(build=False)
+    except Exception:  # noqa: S110 (a torch kffi.torch cannot use: torch's own import stays)
+        pass
+
+
+_types.first_torch_tensor_hook = _torch_fast_import
+
 from . import _tvm, cpp  # noqa: E402
 from ._with_contract import with_contract  # noqa: E402
 from .aot import load_object  # noqa: E402

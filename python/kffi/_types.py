@@ -183,12 +183,27 @@ _TYPE_READ_ONLY = 1
 _TYPE_TORCH = 2
 
 
+# Run once, when kffi first classifies a torch tensor type: the package face registers kffi.torch's
+# tensor import there (kffi/__init__.py), which reads torch tensors, and their lazy-view bits,
+# from the TensorImpl where its library is built already; without it every torch tensor argument
+# costs calls into torch's methods. A lower layer offers the hook; the face fills it.
+first_torch_tensor_hook = None
+
+
+def _torch_tensor_seen() -> None:
+    global first_torch_tensor_hook
+    hook, first_torch_tensor_hook = first_torch_tensor_hook, None
+    if hook is not None:
+        hook()
+
+
 def _tensor_entry(tp: type, mod: str):
     """(kind, flags, from_dlpack, stream_hook) of a tensor type: how its results come back and
     whether its arrays may be written."""
     flags, from_dlpack, stream_hook = 0, None, None
     if _is_torch_tensor_type(tp):
         flags |= _TYPE_TORCH  # lazy views refused (the extension checks the same hierarchy)
+        _torch_tensor_seen()
     elif mod.startswith("numpy"):
         import numpy
 

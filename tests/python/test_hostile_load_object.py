@@ -106,7 +106,7 @@ def objects(tmp_path_factory) -> dict:
         src.write_text(_HEAD + body + export)
         cmd = ["c++", "-c", "-fPIC", "-O1", "-o", str(d / f"{kind}.o"), str(src), *flags]
         procs[kind] = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)
-    for kind, proc in procs.items():
+    for proc in procs.values():
         _, err = proc.communicate()
         assert proc.returncode == 0, err
     return {kind: d / f"{kind}.o" for kind in OBJECTS}
@@ -203,6 +203,9 @@ def test_a_damaged_cache_entry_is_linked_again(objects, tmp_path, damage):
     # Loads (linked again), and stays loadable.
     assert _load([objects["defined"]], cache) == [["ok", -3]]
     assert _load([objects["defined"]], cache) == [["ok", -3]]
-    assert record.read_text() == f"{linked.stat().st_size} " + __import__("hashlib").sha256(
-        linked.read_bytes()
-    ).hexdigest() + "\n"
+    assert (
+        record.read_text()
+        == f"{linked.stat().st_size} "
+        + __import__("hashlib").sha256(linked.read_bytes()).hexdigest()
+        + "\n"
+    )

@@ -68,7 +68,14 @@ def load_errors_lib(tmp_path_factory) -> Path:
 def _run(mode: str, first: Path, threads: int = 1, later=()):
     env = dict(os.environ, KFFI_TEST_LOAD_MODE=mode)
     proc = subprocess.run(
-        [sys.executable, "-c", _LOADS, str(first), str(threads), json.dumps([str(p) for p in later])],
+        [
+            sys.executable,
+            "-c",
+            _LOADS,
+            str(first),
+            str(threads),
+            json.dumps([str(p) for p in later]),
+        ],
         capture_output=True,
         text=True,
         timeout=120,

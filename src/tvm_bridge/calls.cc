@@ -446,9 +446,8 @@ int ForeignShimEntry(void* self, const KFFIAny* args, int32_t num_args, KFFIAny*
       return ResultToKffi(f, result);
     }
     return rc;
-  } catch (...) {
-    return RaiseCurrentException();
   }
+  KFFI_CATCH_ALL { return RaiseCurrentException(); }
 }
 
 // Bound to a loaded apache-tvm-ffi.
@@ -477,9 +476,8 @@ int ForeignRealEntry(void* self, const KFFIAny* args, int32_t num_args, KFFIAny*
     }
     if (__builtin_expect(NeedsCare(result->type_index), 0)) return ResultToKffi(f, result);
     return 0;
-  } catch (...) {
-    return RaiseCurrentException();
   }
+  KFFI_CATCH_ALL { return RaiseCurrentException(); }
 }
 
 int KffiCall(KffiCallable* a, const KFFIAny* args, int32_t num_args, KFFIAny* result) {
@@ -511,7 +509,8 @@ int KffiEntry(void* self, const KFFIAny* args, int32_t num_args, KFFIAny* result
   auto* a = RuntimePayload<KffiCallable>(self);
   try {
     return KffiCall(a, args, num_args, result);
-  } catch (...) {
+  }
+  KFFI_CATCH_ALL {
     RaiseCurrentException();
     MoveKffiErrorTo(a->real);
     return -1;

@@ -8,7 +8,8 @@ version, ABI version and headers. The library lands in ``$KFFI_CACHE_DIR`` (defa
 ``$XDG_CACHE_HOME/kffi`` or ``~/.cache/kffi``) under ``<name>_<hash>/``; a later call with the same
 key loads it without running any compiler, in this process or another. Processes that build the
 same key at once take turns on a lock file (``fcntl.flock``) and the library appears by an atomic
-rename, so none ever loads a half-written file.
+rename, so none ever loads a half-written file. Beside the library lies its size and SHA-256
+(``<library>.sha256``): a library that does not match them (a damaged cache entry) is built again.
 
 Environment: ``CXX`` (C++ compiler, default ``c++``), ``KFFI_NVCC`` / ``CUDA_HOME`` (nvcc),
 ``KFFI_CUDA_ARCH`` (e.g. ``90``, ``8.0;9.0a``, ``90+PTX``; default: the architectures of the GPUs

@@ -477,13 +477,15 @@ KFFIObject* LoadModule(const std::string& given) {
   // other modules themselves. Threads that open it at once get one handle; the dynamic loader
   // runs the initialisers once, and their reports go to the table as they come.
   Library* opened = OpenLibrary(given, canonical);
+  void* const handle = opened->dl_handle;
   std::lock_guard<std::mutex> lock(table->mutex);
-  if (const LoadFailure* failure = table->FailureLocked(canonical, opened->dl_handle)) {
-    delete opened;  // the handle stays open (libraries never close), like the failed library
-    ThrowLoadFailure(*failure, given);
-  }
+  // Kept when the load failed too: the library stays open, and so does what the TVM-FFI bridge
+  // keeps for it.
   auto inserted = table->by_path.emplace(canonical, opened);
   if (!inserted.second) delete opened;  // another thread won; dlopen handles are counted, fine
+  if (const LoadFailure* failure = table->FailureLocked(canonical, handle)) {
+    ThrowLoadFailure(*failure, given);
+  }
   return AcquireModuleLocked(inserted.first->second);
 }
 

@@ -33,6 +33,8 @@
 /// handler swallows that unwind. The unwind leaves through the enclosing function, which must
 /// therefore not be noexcept when its try block can run foreign code. Every catch-all in kffi is
 /// one of these (or rethrows). Use: try { ... } KFFI_CATCH_ALL { ... }
+/// (UndefinedBehaviorSanitizer reports the catch of a forced unwind, a foreign exception bound to
+/// a null reference: sanitizer builds cannot end such threads.)
 #if defined(__GLIBCXX__)
 #define KFFI_CATCH_ALL              \
   catch (::abi::__forced_unwind&) { \

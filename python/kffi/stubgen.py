@@ -12,6 +12,7 @@ the functions (``add_one = kffi.load_module(...).add_one``) and mypy checks ever
 from __future__ import annotations
 
 import keyword
+import math
 import os
 import re
 import sys
@@ -75,14 +76,18 @@ _DEFAULT_FITS = {bool: ("bool", "int", "float"), int: ("int", "float"), float: (
 
 def _default_text(value, annotation: str) -> str:
     base = annotation.removesuffix(" | None")
-    if annotation == "Any" or value is None:
-        fits = annotation == "Any" or annotation.endswith("| None")
+    if value is None:
+        fits = annotation in ("Any", "StreamLike") or annotation.endswith("| None")
+    elif not isinstance(value, (bool, int, float, str)):
+        fits = False  # a container: written out, it could hold what has no literal
+    elif isinstance(value, float) and not math.isfinite(value):
+        fits = False  # nan and inf have no literal
+    elif annotation == "Any":
+        fits = True
     elif isinstance(value, str):
         fits = base == "str"
     else:
         fits = base in _DEFAULT_FITS.get(type(value), ())
-        if isinstance(value, float) and not (value == value and abs(value) != float("inf")):
-            fits = False  # nan and inf have no literal
     if not fits:
         return "..."
     try:

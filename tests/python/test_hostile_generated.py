@@ -110,6 +110,9 @@ def _meta(name, i):
         {"name": "w", "type": "int", "default": 10**5000},  # too long to write out
         {"name": "v", "type": "str", "default": texts[i % len(texts)]},
         {"name": "u", "type": "Optional<int>", "default": None},
+        {"name": "a", "type": "Any", "default": [math.nan, {"k": math.inf}]},  # no literal
+        {"name": "b", "type": "Any", "default": -math.inf},
+        {"name": "s", "type": "Stream", "kind": "stream", "default": None},
     ]
     if i % 3 == 1:
         params = [{"name": "from", "type": types[(i + 3) % len(types)]}, {"type": "int"}]

@@ -175,7 +175,8 @@ int KFFIContractCreate(const KFFIByteArray* name, const KFFIByteArray* text, int
 const void* KFFIContractGetPlan(KFFIObjectHandle contract) {
   try {
     return &PlanOf(contract, "KFFIContractGetPlan").layout;
-  } catch (...) {
+  }
+  KFFI_CATCH_ALL {
     kffi::details::SetRaisedFromCurrentException();
     return nullptr;
   }

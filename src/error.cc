@@ -71,9 +71,8 @@ void UpdateBacktrace(KFFIObjectHandle self, const KFFIByteArray* backtrace, int3
       merged.append(frames.data(), frames.size());
       p->backtrace.swap(merged);
     }
-  } catch (...) {
-    return;
   }
+  KFFI_CATCH_ALL { return; }
   p->cell.backtrace = ViewOf(p->backtrace);
 }
 
@@ -141,7 +140,7 @@ namespace details {
 void SetRaisedCApiError(std::string_view kind, std::string_view message) noexcept {
   try {
     ReplaceRaised(NewError(kind, message, std::string_view()));
-  } catch (...) {
+  } catch (...) {  // in a noexcept function that runs no foreign code
     RaiseOutOfMemory();
   }
 }
@@ -163,9 +162,8 @@ void KFFIErrorSetRaisedFromCStrParts(const char* kind, const char** message_part
       }
     }
     kffi::details::SetRaisedCApiError(CStrOr(kind, "RuntimeError"), message);
-  } catch (...) {
-    RaiseOutOfMemory();
   }
+  KFFI_CATCH_ALL { RaiseOutOfMemory(); }
 }
 
 void KFFIErrorSetRaisedArgument(const char* kind, const char* subject, const char* expected,
@@ -189,7 +187,8 @@ void KFFIErrorSetRaisedArgument(const char* kind, const char* subject, const cha
         kffi::details::ArgumentMessage(subject != nullptr ? subject : "argument",
                                        expected != nullptr ? expected : "", got_text, context,
                                        signature != nullptr ? signature : ""));
-  } catch (...) {
+  }
+  KFFI_CATCH_ALL {
     kffi::details::SetRaisedCApiError("MemoryError", "out of memory while raising an error");
   }
 }
@@ -211,8 +210,8 @@ void KFFIErrorMoveFromRaised(KFFIObjectHandle* out) {
     // Nowhere to move it: the error is dropped (a void C function, so nothing may escape).
     try {
       HeaderDecRef(e);
-    } catch (...) {
     }
+    KFFI_CATCH_ALL {}
   }
 }
 
@@ -244,7 +243,8 @@ const KFFIByteArray* KFFIBacktrace(const char* filename, int lineno, const char*
     buffer += ", in ";
     buffer += CStrOr(func, "<unknown>");
     if (cross_ffi_boundary != 0) buffer += " [ffi boundary]";
-  } catch (...) {
+  }
+  KFFI_CATCH_ALL {
     buffer.clear();  // out of memory: an empty frame rather than a failure
   }
   result.data = buffer.c_str();

@@ -10,6 +10,7 @@
 // docs/aot.md has the evaluation and the limits.
 #include "load_object.h"
 
+#include <cxxabi.h>
 #include <dlfcn.h>
 #include <elf.h>
 #include <fcntl.h>
@@ -31,8 +32,10 @@
 #include <cstring>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
+#include "module_elf.h"
 #include "runtime_internal.h"
 
 extern char** environ;
@@ -150,19 +153,20 @@ std::string LoadError(std::string_view path, std::string_view why) {
   return "Cannot load object `" + std::string(path) + "`: " + std::string(why);
 }
 
+// The object's bytes. Anything but a regular file (a FIFO, a folder, a device) is refused before
+// a byte is read: reading a FIFO would wait for a writer.
 std::string ReadFile(const std::string& path) {
-  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    int err = errno;
-    ThrowCApiError("RuntimeError",
-                   LoadError(path, err == ENOENT ? "no such file" : std::strerror(err)));
-  }
-  struct stat st;
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    close(fd);
-    ThrowCApiError("RuntimeError", LoadError(path, "not a regular file"));
-  }
+  uint64_t size = 0;
+  std::string problem;
+  int fd = OpenRegularFile(path, &size, &problem);
+  if (fd < 0) ThrowCApiError("RuntimeError", LoadError(path, problem));
   std::string data;
+  try {
+    data.reserve(static_cast<size_t>(size));
+  } catch (...) {
+    close(fd);
+    throw;
+  }
   char buf[1 << 16];
   for (;;) {
     ssize_t n = read(fd, buf, sizeof(buf));
@@ -444,7 +448,67 @@ void WriteFile(const std::string& path, const std::string& data) {
   close(fd);
 }
 
-bool Exists(const std::string& path) { return access(path.c_str(), R_OK) == 0; }
+// ---- the cache's records ---------------------------------------------------------------------
+// Beside each linked file lies `<file>.sha256`: its size and SHA-256. An entry whose file does not
+// match (truncated by a full disk or a killed copy, overwritten, edited by hand) is linked again
+// instead of failing every later load.
+
+std::string RecordPath(const std::string& linked) { return linked + ".sha256"; }
+
+// "<size> <sha256 hex>" of the regular file at path; empty when it cannot be read.
+std::string DescribeFile(const std::string& path) {
+  uint64_t size = 0;
+  std::string problem;
+  int fd = OpenRegularFile(path, &size, &problem);
+  if (fd < 0) return std::string();
+  Sha256 hash;
+  uint64_t total = 0;
+  char buf[1 << 16];
+  for (;;) {
+    ssize_t n = read(fd, buf, sizeof(buf));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      close(fd);
+      return std::string();
+    }
+    if (n == 0) break;
+    hash.Update(buf, static_cast<size_t>(n));
+    total += static_cast<uint64_t>(n);
+  }
+  close(fd);
+  return std::to_string(total) + " " + hash.HexDigest();
+}
+
+// The first line of a small regular file (a record); empty when there is none.
+std::string ReadRecord(const std::string& path) {
+  uint64_t size = 0;
+  std::string problem;
+  int fd = OpenRegularFile(path, &size, &problem);
+  if (fd < 0) return std::string();
+  char buf[128];
+  ssize_t n;
+  do {
+    n = read(fd, buf, sizeof(buf));
+  } while (n < 0 && errno == EINTR);
+  close(fd);
+  if (n <= 0) return std::string();
+  std::string text(buf, static_cast<size_t>(n));
+  return text.substr(0, text.find('\n'));
+}
+
+// Whether the cache holds an intact linked file at `linked`: its record exists, and the file has
+// the size (checked first: no read) and the digest the record says.
+bool CacheEntryIntact(const std::string& linked) {
+  const std::string record = ReadRecord(RecordPath(linked));
+  const size_t space = record.find(' ');
+  if (space == std::string::npos) return false;
+  struct stat st;
+  if (stat(linked.c_str(), &st) != 0 || !S_ISREG(st.st_mode) ||
+      std::to_string(static_cast<uint64_t>(st.st_size)) != record.substr(0, space)) {
+    return false;
+  }
+  return DescribeFile(linked) == record;
+}
 
 // Links the object's bytes into `out` (atomically: a temporary file renamed into place).
 void LinkObject(const std::string& given, const std::string& data, const ObjectSymbols& syms,
@@ -455,7 +519,9 @@ void LinkObject(const std::string& given, const std::string& data, const ObjectS
   // The hashed bytes are what gets linked: the file may change while this runs.
   WriteFile(tmp_obj, data);
   std::vector<std::string> argv = link_prefix;
-  argv.insert(argv.end(), {"-shared", "-o", tmp_out, tmp_obj});
+  // -z now: the dynamic loader binds every symbol when the library opens, so a function that
+  // nothing defines fails the load, naming it, instead of killing the process at its first call.
+  argv.insert(argv.end(), {"-shared", "-Wl,-z,now", "-o", tmp_out, tmp_obj});
   std::string kffi_dir = RuntimeLibraryDir();
   argv.insert(argv.end(), {"-L" + kffi_dir, "-Wl,-rpath," + kffi_dir, "-lkffi"});
   if (syms.needs_cudart) {
@@ -473,12 +539,68 @@ void LinkObject(const std::string& given, const std::string& data, const ObjectS
                                         std::to_string(status) + ")\nCommand: " + ShellJoin(argv) +
                                         "\n" + output));
   }
-  if (rename(tmp_out.c_str(), out.c_str()) != 0) {
-    int err = errno;
+  // The record goes in after the file: a reader that sees the new file with the old record (or
+  // none) takes it as damaged and waits for this link's lock, then finds both.
+  const std::string description = DescribeFile(tmp_out);
+  const std::string tmp_record = tmp_out + ".sha256";
+  if (description.empty()) {
     unlink(tmp_out.c_str());
-    ThrowCApiError("RuntimeError",
-                   "Cannot move the linked object to `" + out + "`: " + std::strerror(err));
+    ThrowCApiError("RuntimeError", "Cannot read the linked object `" + tmp_out + "` back");
   }
+  WriteFile(tmp_record, description + "\n");
+  for (const auto& move :
+       {std::make_pair(tmp_out, out), std::make_pair(tmp_record, RecordPath(out))}) {
+    if (rename(move.first.c_str(), move.second.c_str()) != 0) {
+      int err = errno;
+      unlink(tmp_out.c_str());
+      unlink(tmp_record.c_str());
+      ThrowCApiError("RuntimeError", "Cannot move the linked object to `" + move.second +
+                                         "`: " + std::strerror(err));
+    }
+  }
+}
+
+// A name as C++ spells it ("scale(float*, long)" for "_Z5scalePfl"); the name itself when it is
+// not a mangled C++ name.
+std::string Demangled(const std::string& name) {
+  int status = 0;
+  char* text = abi::__cxa_demangle(name.c_str(), nullptr, nullptr, &status);
+  std::string out = status == 0 && text != nullptr ? std::string(text) : name;
+  std::free(text);
+  return out;
+}
+
+// After the linked file failed to open: an unresolved symbol (the loader binds every one at
+// open, see -z now) is raised as the object's error, naming the symbol; any other error is left
+// raised as it came. Returns -1.
+int RaiseLinkedLoadError(const std::string& given) {
+  KFFIObjectHandle err = nullptr;
+  KFFIErrorMoveFromRaised(&err);
+  if (err == nullptr) return -1;
+  const KFFIErrorCell* cell = KFFIErrorGetCellPtr(err);
+  const std::string message(cell->message.data, cell->message.size);
+  constexpr std::string_view kMarker = "undefined symbol: ";
+  const size_t at = message.find(kMarker);
+  if (at == std::string::npos) {
+    KFFIErrorSetRaised(err);
+    KFFIObjectDecRef(err);
+    return -1;
+  }
+  KFFIObjectDecRef(err);
+  const size_t start = at + kMarker.size();
+  size_t end = start;
+  while (end < message.size() && !std::isspace(static_cast<unsigned char>(message[end])) &&
+         message[end] != ',' && message[end] != '(') {
+    ++end;
+  }
+  const std::string symbol = message.substr(start, end - start);
+  const std::string shown = Demangled(symbol);
+  ThrowCApiError(
+      "RuntimeError",
+      LoadError(given, "it uses `" + shown + "`" + (shown != symbol ? " (" + symbol + ")" : "") +
+                           ", which nothing defines: neither the object, nor what it is linked "
+                           "with (libkffi, the C and C++ runtimes), nor the process "
+                           "(undefined symbol)"));
 }
 
 // Suspends system-library registrations on this thread while the linked object is opened.
@@ -515,7 +637,7 @@ int KFFIModuleLoadObject(const KFFIByteArray* path, KFFIObjectHandle* out) {
   if (link_prefix.empty()) link_prefix = {"c++"};
   // The key: the object's bytes and everything else the linked file depends on.
   Sha256 key;
-  key.Update("kffi.load_object/1");
+  key.Update("kffi.load_object/2");  // 2: linked with -z now
   key.Update(std::to_string(KFFI_ABI_VERSION) + "/" + std::to_string(KFFI_VERSION_MAJOR) + "." +
              std::to_string(KFFI_VERSION_MINOR) + "." + std::to_string(KFFI_VERSION_PATCH));
   key.Update(RuntimeLibraryDir() + "\n" + ShellJoin(link_prefix) + "\n");
@@ -523,13 +645,13 @@ int KFFIModuleLoadObject(const KFFIByteArray* path, KFFIObjectHandle* out) {
   const std::string dir = CacheRoot();
   const std::string stem = Stem(given);
   const std::string linked = dir + "/" + stem + "_" + key.HexDigest().substr(0, 32) + ".so";
-  if (!Exists(linked)) {
+  if (!CacheEntryIntact(linked)) {
     MakeDirs(dir);
     FileLock lock(dir + "/." + linked.substr(dir.size() + 1) + ".lock");
-    if (!Exists(linked)) LinkObject(given, data, syms, link_prefix, linked);
+    if (!CacheEntryIntact(linked)) LinkObject(given, data, syms, link_prefix, linked);
   }
   SuspendRegistrations suspend;
   KFFIByteArray p{linked.data(), linked.size()};
-  return KFFIModuleLoadFromFile(&p, out);
+  if (KFFIModuleLoadFromFile(&p, out) != 0) return RaiseLinkedLoadError(given);
   KFFI_CAPI_END();
 }

@@ -54,38 +54,70 @@ struct Library {
   // A weak reference to the live module object, so that loading the file again while the module
   // lives returns it, and a module nobody holds can still die. Guarded by LibraryTable::mutex.
   KFFIObject* module_weak = nullptr;
-  // What the library's static initialisers reported while it was opened
-  // (KFFIModuleReportLoadError): every load of it fails with this. Empty kind: none.
-  std::string load_error_kind;
-  std::string load_error_message;
 };
 
-// The reports of the library being opened on this thread (null: no load in progress).
-struct LoadReports {
-  std::string kind;  // of the first report
-  std::vector<std::string> messages;
+// The loads in progress on this thread, innermost first (a library's static initialisers may
+// load other modules): what KFFIModuleReportLoadError charges a report to, and what tells a
+// load of a library from inside its own initialisers.
+struct LoadInProgress {
+  const std::string* canonical;
+  const LoadInProgress* outer;
 };
-thread_local LoadReports* t_load_reports = nullptr;
+thread_local const LoadInProgress* t_loads = nullptr;
 
-// Collects reports while dlopen runs a library's static initialisers (which may load other
-// modules themselves: the previous collector comes back afterwards).
-class LoadReportScope {
+// Marks a load in progress on this thread while dlopen runs the library's static initialisers.
+class LoadScope {
  public:
-  LoadReportScope() : prev_(t_load_reports) { t_load_reports = &reports_; }
-  ~LoadReportScope() { t_load_reports = prev_; }
-  LoadReportScope(const LoadReportScope&) = delete;
-  LoadReportScope& operator=(const LoadReportScope&) = delete;
-  const LoadReports& reports() const { return reports_; }
+  explicit LoadScope(const std::string& canonical) : load_{&canonical, t_loads} {
+    t_loads = &load_;
+  }
+  ~LoadScope() { t_loads = load_.outer; }
+  LoadScope(const LoadScope&) = delete;
+  LoadScope& operator=(const LoadScope&) = delete;
 
  private:
-  LoadReports reports_;
-  LoadReports* prev_;
+  LoadInProgress load_;
+};
+
+bool LoadingOnThisThread(const std::string& canonical) {
+  for (const LoadInProgress* l = t_loads; l != nullptr; l = l->outer) {
+    if (*l->canonical == canonical) return true;
+  }
+  return false;
+}
+
+// What a library's static initialisers reported (KFFIModuleReportLoadError): every load of the
+// library fails with it, however the loads interleave.
+struct LoadFailure {
+  std::string kind;     // of the first report
+  std::string message;  // every report, one per line
 };
 
 // canonical path -> library. Heap-allocated and never freed, like the libraries themselves.
 struct LibraryTable {
   std::mutex mutex;
   std::map<std::string, Library*> by_path;
+  // The failures, by canonical path (written when the report comes, before the load that
+  // opened the library returns: a thread whose dlopen returned the library without running its
+  // initialisers (another thread, or an outer load on this one, ran them) finds it here) and by
+  // dlopen handle (another path to the same file, e.g. a hard link, opens the same handle and
+  // runs no initialiser). Entries are never removed: the library stays open.
+  std::map<std::string, LoadFailure> failed_paths;
+  std::map<void*, LoadFailure> failed_handles;
+
+  // The failure of canonical, or of handle (when not NULL), or NULL. Caller holds mutex. A
+  // failure found through one key is recorded under the other too.
+  const LoadFailure* FailureLocked(const std::string& canonical, void* handle) {
+    auto p = failed_paths.find(canonical);
+    if (handle == nullptr) return p != failed_paths.end() ? &p->second : nullptr;
+    auto h = failed_handles.find(handle);
+    if (p != failed_paths.end()) {
+      if (h == failed_handles.end()) h = failed_handles.emplace(handle, p->second).first;
+      return &p->second;
+    }
+    if (h == failed_handles.end()) return nullptr;
+    return &failed_paths.emplace(canonical, h->second).first->second;
+  }
 
   static LibraryTable* Get() {
     static LibraryTable* table = new LibraryTable();
@@ -372,7 +404,7 @@ Library* OpenLibrary(const std::string& given, const std::string& canonical) {
   CheckBeforeOpen(given, elf);
   // A library with kffi exports is a kffi library, whatever else it exports.
   const bool tvm = !elf.has_abi_version && elf.functions.empty();
-  LoadReportScope reports;
+  LoadScope loading(canonical);
   void* handle = nullptr;
   void* tvm_state = nullptr;
   if (tvm) {
@@ -398,19 +430,11 @@ Library* OpenLibrary(const std::string& given, const std::string& canonical) {
   lib->functions = tvm ? std::move(elf.tvm_functions) : std::move(elf.functions);
   lib->tvm = tvm;
   lib->tvm_state = tvm_state;
-  if (!reports.reports().messages.empty()) {
-    lib->load_error_kind = reports.reports().kind;
-    for (const std::string& m : reports.reports().messages) {
-      lib->load_error_message += (lib->load_error_message.empty() ? "" : "\n") + m;
-    }
-  }
   return lib;
 }
 
-// Fails the load of a library whose static initialisers reported problems.
-void CheckLoadErrors(const Library* lib, const std::string& given) {
-  if (lib->load_error_kind.empty()) return;
-  ThrowCApiError(lib->load_error_kind, LoadError(given, lib->load_error_message));
+[[noreturn]] void ThrowLoadFailure(const LoadFailure& failure, const std::string& given) {
+  ThrowCApiError(failure.kind, LoadError(given, failure.message));
 }
 
 // A strong reference to the library's live module, or a new module. Caller holds the table lock.
@@ -434,19 +458,34 @@ KFFIObject* LoadModule(const std::string& given) {
   LibraryTable* table = LibraryTable::Get();
   {
     std::lock_guard<std::mutex> lock(table->mutex);
-    auto it = table->by_path.find(canonical);
-    if (it != table->by_path.end()) {
-      CheckLoadErrors(it->second, given);
-      return AcquireModuleLocked(it->second);
+    if (const LoadFailure* failure = table->FailureLocked(canonical, nullptr)) {
+      ThrowLoadFailure(*failure, given);
     }
+    auto it = table->by_path.find(canonical);
+    if (it != table->by_path.end()) return AcquireModuleLocked(it->second);
+  }
+  // A static initialiser of the library (or of one it loads) loading it again: its load has not
+  // returned, so whether it fails is not known yet, and its initialisers have not all run.
+  if (LoadingOnThisThread(canonical)) {
+    ThrowCApiError("RuntimeError",
+                   LoadError(given,
+                             "it is being loaded on this thread: a static initialiser (its own, "
+                             "or one of a library it loads) loads it again; load it once its "
+                             "own load has returned"));
   }
   // Opened without the lock: dlopen runs the library's static initialisers, which may load
-  // other modules themselves.
+  // other modules themselves. Threads that open it at once get one handle; the dynamic loader
+  // runs the initialisers once, and their reports go to the table as they come.
   Library* opened = OpenLibrary(given, canonical);
+  void* const handle = opened->dl_handle;
   std::lock_guard<std::mutex> lock(table->mutex);
+  // Kept when the load failed too: the library stays open, and so does what the TVM-FFI bridge
+  // keeps for it.
   auto inserted = table->by_path.emplace(canonical, opened);
   if (!inserted.second) delete opened;  // another thread won; dlopen handles are counted, fine
-  CheckLoadErrors(inserted.first->second, given);
+  if (const LoadFailure* failure = table->FailureLocked(canonical, handle)) {
+    ThrowLoadFailure(*failure, given);
+  }
   return AcquireModuleLocked(inserted.first->second);
 }
 
@@ -499,10 +538,17 @@ int KFFIModuleReportLoadError(const KFFIByteArray* kind, const KFFIByteArray* me
   std::string_view k = ByteArrayArg(kind, "KFFIModuleReportLoadError: kind");
   std::string_view m = ByteArrayArg(message, "KFFIModuleReportLoadError: message");
   if (k.empty()) ThrowCApiError("ValueError", "KFFIModuleReportLoadError: kind is empty");
-  LoadReports* reports = t_load_reports;
-  if (reports == nullptr) return 0;
-  if (reports->messages.empty()) reports->kind = std::string(k);
-  reports->messages.emplace_back(m);
+  const LoadInProgress* load = t_loads;
+  if (load == nullptr) return 0;
+  LibraryTable* table = LibraryTable::Get();
+  std::lock_guard<std::mutex> lock(table->mutex);
+  LoadFailure& failure = table->failed_paths[*load->canonical];
+  if (failure.kind.empty()) {
+    failure.kind = std::string(k);
+  } else {
+    failure.message += '\n';
+  }
+  failure.message.append(m.data(), m.size());
   *taken = 1;
   KFFI_CAPI_END();
 }

@@ -415,37 +415,46 @@ std::string DescribeNonRegular(mode_t mode) {
 
 }  // namespace
 
-ElfExports ReadElfExports(const std::string& path) {
-  ElfExports out;
-  // stat before open: opening a FIFO for reading blocks until a writer comes.
+int OpenRegularFile(const std::string& path, uint64_t* size, std::string* problem) {
   struct stat st;
   if (stat(path.c_str(), &st) != 0) {
-    out.problem = std::string("cannot read it: ") + std::strerror(errno);
-    return out;
+    const int err = errno;
+    *problem = err == ENOENT || err == ENOTDIR
+                   ? std::string("no such file")
+                   : std::string("cannot read it: ") + std::strerror(err);
+    return -1;
   }
   if (!S_ISREG(st.st_mode)) {
-    out.problem = DescribeNonRegular(st.st_mode);
-    return out;
+    *problem = DescribeNonRegular(st.st_mode);
+    return -1;
   }
-  // O_NONBLOCK in case the path was swapped for a FIFO since; fstat then says so.
   int fd = open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
   if (fd < 0) {
-    out.problem = std::string("cannot open it: ") + std::strerror(errno);
-    return out;
+    *problem = std::string("cannot open it: ") + std::strerror(errno);
+    return -1;
   }
   struct stat fst;
   if (fstat(fd, &fst) != 0) {
-    out.problem = std::string("cannot read it: ") + std::strerror(errno);
+    *problem = std::string("cannot read it: ") + std::strerror(errno);
     close(fd);
-    return out;
+    return -1;
   }
   if (!S_ISREG(fst.st_mode)) {
-    out.problem = DescribeNonRegular(fst.st_mode);
+    *problem = DescribeNonRegular(fst.st_mode);
     close(fd);
-    return out;
+    return -1;
   }
+  *size = static_cast<uint64_t>(fst.st_size);
+  return fd;
+}
+
+ElfExports ReadElfExports(const std::string& path) {
+  ElfExports out;
+  uint64_t size = 0;
+  int fd = OpenRegularFile(path, &size, &out.problem);
+  if (fd < 0) return out;
   try {
-    out = ReadFrom(ByteSource(fd, static_cast<uint64_t>(fst.st_size)));
+    out = ReadFrom(ByteSource(fd, size));
   } catch (...) {
     close(fd);
     throw;

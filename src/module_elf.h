@@ -82,6 +82,13 @@ struct ElfExports {
 /// read from the file is checked against the file's size before anything is allocated.
 ElfExports ReadElfExports(const std::string& path);
 
+/// Opens path for reading if it is a regular file, without blocking: stat first (opening a FIFO
+/// for reading waits for a writer), then a non-blocking open checked again by fstat (the path may
+/// have been swapped meanwhile). Returns the descriptor (O_CLOEXEC; the caller closes it) and
+/// sets *size; or -1 with *problem saying why: "no such file", "it is a FIFO (named pipe), not a
+/// regular file" (a directory, a device, a socket likewise), "cannot read it: <strerror>".
+int OpenRegularFile(const std::string& path, uint64_t* size, std::string* problem);
+
 /// The same from bytes in memory (the fuzz target's entry point).
 ElfExports ReadElfExportsFromMemory(const uint8_t* data, size_t size);
 

@@ -94,7 +94,8 @@ int ImportDLPack(Managed* from, uint64_t flags, int64_t bad_major, int32_t requi
     owned = true;
     *out = kffi::details::ObjectUnsafe::MoveToHandle(std::move(obj));
     return 0;
-  } catch (...) {
+  }
+  KFFI_CATCH_ALL {
     if (!owned && from->deleter != nullptr) from->deleter(from);
     return kffi::details::HandleCApiException();
   }

@@ -228,7 +228,8 @@ int KFFITypeGetOrAllocIndex(const KFFIByteArray* type_key, int32_t static_type_i
 const KFFITypeInfo* KFFIGetTypeInfo(int32_t type_index) {
   try {
     return TypeRegistry::Global()->Find(type_index);
-  } catch (...) {
+  }
+  KFFI_CATCH_ALL {
     // Only the first call can throw (out of memory while building the built-in table).
     return nullptr;
   }

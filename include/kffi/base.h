@@ -10,6 +10,9 @@
 #include <string>
 #include <type_traits>
 #include <utility>
+#if defined(__GLIBCXX__)
+#include <cxxabi.h>
+#endif
 
 #if defined(__GNUC__) || defined(__clang__)
 #define KFFI_INLINE inline __attribute__((always_inline))
@@ -21,6 +24,25 @@
 #define KFFI_NOINLINE
 #define KFFI_LIKELY(x) (x)
 #define KFFI_UNLIKELY(x) (x)
+#endif
+
+/// `catch (...)` for code whose try block may run foreign code (a Python callback, another
+/// library, a deleter): it catches every exception but a thread's forced unwind, which goes on.
+/// glibc ends a thread (pthread_exit, pthread_cancel; CPython ends its daemon threads so at exit)
+/// by unwinding its stack, and aborts the process ("FATAL: exception not rethrown") when a
+/// handler swallows that unwind. The unwind leaves through the enclosing function, which must
+/// therefore not be noexcept when its try block can run foreign code. Every catch-all in kffi is
+/// one of these (or rethrows). Use: try { ... } KFFI_CATCH_ALL { ... }
+/// (UndefinedBehaviorSanitizer reports the catch of a forced unwind, a foreign exception bound to
+/// a null reference: sanitizer builds cannot end such threads.)
+#if defined(__GLIBCXX__)
+#define KFFI_CATCH_ALL              \
+  catch (::abi::__forced_unwind&) { \
+    throw;                          \
+  }                                 \
+  catch (...)
+#else
+#define KFFI_CATCH_ALL catch (...)
 #endif
 
 #define KFFI_STR_CONCAT_(a, b) a##b

@@ -379,7 +379,8 @@ class ContractFunctionObj : public FunctionObj {
         obj->Invoke(full, result, std::index_sequence_for<Args...>());
       }
       return 0;
-    } catch (...) {
+    }
+    KFFI_CATCH_ALL {
       SetRaisedLeaving(obj->source_);
       return -1;
     }
@@ -402,32 +403,59 @@ class ContractFunctionObj : public FunctionObj {
   FunctionSource source_;
 };
 
-/// A packed Function behind a contract (Contract::Wrap).
+/// A packed Function behind a contract (Contract::Wrap). A wrapper of a wrapper (of this library:
+/// the same SafeCall) is not called through: one call checks every contract of the chain, the
+/// outermost first, then calls the innermost function, and the chain is released one wrapper at
+/// a time. However deep the nesting (kffi.with_contract of its own result, 20000 times), a call
+/// and a release take no more C stack than one wrapper does.
 class ContractPackedObj : public FunctionObj {
  public:
   ContractPackedObj(Function inner, const Contract& c, FunctionSource src)
       : inner_(std::move(inner)), contract_(c.object()), plan_(c.plan()), source_(std::move(src)) {
     safe_call = &SafeCall;
   }
+  ContractPackedObj(const ContractPackedObj&) = delete;
+  ContractPackedObj& operator=(const ContractPackedObj&) = delete;
+  ~ContractPackedObj() {
+    // Each wrapper held only by the one before it dies here, in turn, its next one taken first.
+    Function next = std::move(inner_);
+    while (next.defined() && next->safe_call == &SafeCall && next.use_count() == 1) {
+      auto* layer =
+          const_cast<ContractPackedObj*>(static_cast<const ContractPackedObj*>(next.get()));
+      Function after = std::move(layer->inner_);
+      next = std::move(after);
+    }
+  }
   static int SafeCall(void* self, const KFFIAny* args, int32_t num_args, KFFIAny* result) {
     auto* obj = static_cast<ContractPackedObj*>(static_cast<Object*>(self));
-    const FunctionObj* inner = obj->inner_.get();
     try {
-      const contract::PlanLayout& plan = *obj->plan_;
-      contract::RunState st;
-      contract::Run(plan, args, num_args, &st);
+      const ContractPackedObj* layer = obj;
+      const KFFIAny* cur = args;
+      int32_t n = num_args;
+      std::vector<KFFIAny> expanded;  // the arguments with the environment's stream filled in
+      for (;;) {
+        const contract::PlanLayout& plan = *layer->plan_;
+        contract::RunState st;
+        contract::Run(plan, cur, n, &st);
+        if (KFFI_UNLIKELY(plan.needs_expand)) {
+          std::vector<KFFIAny> full(static_cast<size_t>(plan.num_fn_params));
+          contract::ExpandArgs(plan, st, full.data(), true);
+          expanded = std::move(full);
+          cur = expanded.data();
+          n = static_cast<int32_t>(expanded.size());
+        }
+        const FunctionObj* next = layer->inner_.get();
+        if (next->safe_call != &SafeCall) break;
+        layer = static_cast<const ContractPackedObj*>(next);
+      }
+      const FunctionObj* inner = layer->inner_.get();
       // The wrapped function may come from another runtime (a TVM-FFI export): the checked
       // call runs on the device of its first CUDA tensor, as a typed kffi function does.
       DeviceRestore device;
-      EnterArgsDevice(args, num_args, &device);
-      if (!plan.needs_expand) {
-        return inner->safe_call(ObjectUnsafe::Header(inner), args, num_args, result);
-      }
-      std::vector<KFFIAny> full(static_cast<size_t>(plan.num_fn_params));
-      contract::ExpandArgs(plan, st, full.data(), true);
-      return inner->safe_call(ObjectUnsafe::Header(inner), full.data(),
-                              static_cast<int32_t>(full.size()), result);
-    } catch (...) {
+      EnterArgsDevice(cur, n, &device);
+      return inner->safe_call(ObjectUnsafe::Header(inner), cur, n, result);
+    }
+    KFFI_CATCH_ALL {
       SetRaisedLeaving(obj->source_);
       return -1;
     }
@@ -487,9 +515,11 @@ class ContractExport<TypedFunctionObj<F, R, Args...>> {
       : fn_(std::move(f)), name_(name), doc_(doc), file_(file), line_(line) {
     Create(text);
   }
-  /// kRanks: the uniform ranks FastRun compiles (contract::RanksIn of the contract text).
+  /// kRanks: the uniform ranks FastRun compiles (contract::RanksIn of the contract text). Not
+  /// noexcept: fn may run foreign code, whose thread's forced unwind must leave through here
+  /// (KFFI_CATCH_ALL, kffi/base.h).
   template <unsigned kRanks = contract::kAllRanks>
-  KFFI_INLINE int Call(const KFFIAny* args, int32_t num_args, KFFIAny* result) noexcept {
+  KFFI_INLINE int Call(const KFFIAny* args, int32_t num_args, KFFIAny* result) {
     const contract::PlanLayout* plan = plan_;
     if (KFFI_UNLIKELY(plan == nullptr)) return RaiseStored();
     contract::RunState st;
@@ -510,7 +540,8 @@ class ContractExport<TypedFunctionObj<F, R, Args...>> {
         Invoke(full, result, std::index_sequence_for<Args...>());
       }
       return 0;
-    } catch (...) {
+    }
+    KFFI_CATCH_ALL {
       SetRaisedLeaving(name_, file_, line_);
       return -1;
     }
@@ -527,7 +558,7 @@ class ContractExport<TypedFunctionObj<F, R, Args...>> {
         const std::string ret = TypeStrOf<R>();
         KFFIByteArray r = ToByteArray(ret.data(), ret.size());
         return KFFIContractGetMetadata(contract_, &r, &d, result);
-      } catch (...) {
+      } catch (...) {  // in a noexcept function that runs no foreign code
         SetRaisedFromCurrentException();
         return -1;
       }
@@ -568,7 +599,7 @@ class ContractExport<TypedFunctionObj<F, R, Args...>> {
           arrays[i] = ToByteArray(types[i].data(), types[i].size());
         }
         CreateWith(text, arrays);
-      } catch (...) {
+      } catch (...) {  // in a noexcept function that runs no foreign code
         SetRaisedFromCurrentException();
         KFFIErrorMoveFromRaised(&error_);
       }

@@ -176,7 +176,7 @@ inline void SetRaisedFromCurrentException() noexcept {
     KFFIErrorSetRaisedFromCStr("IndexError", e.what());
   } catch (const std::exception& e) {
     KFFIErrorSetRaisedFromCStr("RuntimeError", e.what());
-  } catch (...) {
+  } catch (...) {  // a classifier: its callers' KFFI_CATCH_ALL let a forced unwind pass first
     KFFIErrorSetRaisedFromCStr("InternalError", "unknown C++ exception");
   }
 }
@@ -252,7 +252,7 @@ inline std::string TypeIndexToKey(int32_t type_index) {
 #define KFFI_SAFE_CALL_BEGIN() try {
 #define KFFI_SAFE_CALL_END()                          \
   }                                                   \
-  catch (...) {                                       \
+  KFFI_CATCH_ALL {                                    \
     ::kffi::details::SetRaisedFromCurrentException(); \
     return -1;                                        \
   }                                                   \

@@ -93,7 +93,9 @@ using ExportedObj = typename CallableInfo<F>::template TypedObj<F>;
 /// line only feed error messages (which name the parameters when param_names gives them).
 template <typename F, F (*GetFn)()>
 KFFI_INLINE int CallExported(const char* name, const char* param_names, const char* file, int line,
-                             const KFFIAny* args, int32_t num_args, KFFIAny* result) noexcept {
+                             const KFFIAny* args, int32_t num_args, KFFIAny* result) {
+  // Not noexcept: the function may run foreign code, so a thread's forced unwind leaves through
+  // here (KFFI_CATCH_ALL, kffi/base.h).
   if constexpr (std::is_pointer_v<F> || std::is_empty_v<F>) {
     F fn = GetFn();
     return ExportedObj<F>::SafeCallWith(fn, name, param_names, file, line, args, num_args, result);
@@ -102,7 +104,8 @@ KFFI_INLINE int CallExported(const char* name, const char* param_names, const ch
     try {
       static F* const kept = new F(GetFn());
       fn = kept;
-    } catch (...) {
+    }
+    KFFI_CATCH_ALL {
       SetRaisedFromCurrentException();
       return -1;
     }
@@ -127,7 +130,7 @@ int ExportedMetadata(const char* name, const char* doc, const char* param_names,
 #endif
   try {
     return Sig::Metadata(name, doc, param_names, result);
-  } catch (...) {
+  } catch (...) {  // in a noexcept function that runs no foreign code
     SetRaisedFromCurrentException();
     return -1;
   }

@@ -81,7 +81,8 @@ class PackedFunctionObj : public FunctionObj {
       obj->callable_(PackedArgs(reinterpret_cast<const AnyView*>(args), num_args), &rv);
       *result = AnyUnsafe::MoveToOwnedRaw(std::move(rv));
       return 0;
-    } catch (...) {
+    }
+    KFFI_CATCH_ALL {
       SetRaisedLeaving(obj->source_);
       return -1;
     }
@@ -113,7 +114,9 @@ class TypedFunctionObj : public FunctionObj {
   template <typename F>
   KFFI_INLINE static int SafeCallWith(F& f, const char* name, const char* param_names,
                                       const char* file, int line, const KFFIAny* args,
-                                      int32_t num_args, KFFIAny* result) noexcept {
+                                      int32_t num_args, KFFIAny* result) {
+    // Not noexcept: f may run foreign code, whose thread's forced unwind must leave through here
+    // (KFFI_CATCH_ALL, kffi/base.h).
     try {
       if (KFFI_UNLIKELY(num_args != static_cast<int32_t>(sizeof...(Args)))) {
         FailCount(name, param_names, num_args);
@@ -123,7 +126,8 @@ class TypedFunctionObj : public FunctionObj {
       InvokeUnpacked<R, Args...>(f, args, result, Named{name, param_names},
                                  std::index_sequence_for<Args...>());
       return 0;
-    } catch (...) {
+    }
+    KFFI_CATCH_ALL {
       SetRaisedLeaving(name, file, line);
       return -1;
     }

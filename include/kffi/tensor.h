@@ -208,7 +208,7 @@ struct EnvAllocErrorCtx {
       self->kind = kind != nullptr ? kind : "RuntimeError";
       self->message = message != nullptr ? message : "";
       self->set = true;
-    } catch (...) {
+    } catch (...) {       // in a noexcept function that runs no foreign code
       self->set = false;  // out of memory while recording: report a generic failure instead
     }
   }

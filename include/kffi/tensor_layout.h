@@ -261,12 +261,28 @@ inline bool IsContiguousLayout(const DLTensor& t) {
   return true;
 }
 
-/// The sizes check of every layout kffi makes or imports: ndim in [0, kMaxTensorNdim], no
-/// negative size, the product of the sizes (0 counted as 1, so compact strides fit too) and the
-/// bytes the elements span (GetDataSize) fit in int64. A ValueError "<what>: ..." naming the
-/// shape otherwise. shape may be NULL only when ndim is 0; strides may be NULL (compact).
+/// Whether dtype can be a tensor's element type: at least 1 bit and 1 lane (a dtype of 0 bits or
+/// 0 lanes has elements of no size, so every size check of the tensor would pass).
+KFFI_INLINE bool IsElementDType(DLDataType dtype) { return dtype.bits != 0 && dtype.lanes != 0; }
+
+/// The ValueError for a dtype that IsElementDType refuses: "<what>: dtype (code=C, bits=B,
+/// lanes=L) has 0 bits per lane ...".
+[[noreturn]] inline void ThrowNotElementDType(DLDataType dtype, const char* what) {
+  KFFI_THROW(ValueError) << what << ": dtype (code=" << static_cast<int>(dtype.code)
+                         << ", bits=" << static_cast<int>(dtype.bits)
+                         << ", lanes=" << static_cast<int>(dtype.lanes) << ") has "
+                         << (dtype.bits == 0 ? "0 bits per lane" : "0 lanes")
+                         << ": a tensor's elements need at least 1 bit and 1 lane";
+}
+
+/// The sizes check of every layout kffi makes or imports: a dtype with elements of some size
+/// (IsElementDType), ndim in [0, kMaxTensorNdim], no negative size, the product of the sizes (0
+/// counted as 1, so compact strides fit too) and the bytes the elements span (GetDataSize) fit in
+/// int64. A ValueError "<what>: ..." naming the shape otherwise. shape may be NULL only when ndim
+/// is 0; strides may be NULL (compact).
 inline void CheckLayoutSizes(const int64_t* shape, const int64_t* strides, int64_t ndim,
                              DLDataType dtype, const char* what) {
+  if (KFFI_UNLIKELY(!IsElementDType(dtype))) ThrowNotElementDType(dtype, what);
   if (KFFI_UNLIKELY(ndim < 0 || ndim > kMaxTensorNdim)) {
     KFFI_THROW(ValueError) << what << ": ndim " << ndim << " is out of range (0 to "
                            << kMaxTensorNdim << ")";

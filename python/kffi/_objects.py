@@ -271,20 +271,28 @@ def _check_metadata(meta, where: str) -> dict:
         params = []
     if not isinstance(params, list):
         raise ValueError(f"{where}: `params` must be a list, got {type(params).__name__}")
-    seen = set()
+    seen: dict = {}  # the name each parameter goes by (an unnamed one: arg<i>) -> its index
     for i, p in enumerate(params):
         if not isinstance(p, dict):
             raise ValueError(f"{where}: params[{i}] must be an object, got {type(p).__name__}")
         name = p.get("name")
         if name is None or name == "":
-            continue  # unnamed: arg<i>
-        if not isinstance(name, str) or not name.isidentifier() or keyword.iskeyword(name):
+            name = f"arg{i}"  # unnamed: the name _annotate gives it
+        elif not isinstance(name, str) or not name.isidentifier() or keyword.iskeyword(name):
             raise ValueError(
                 f"{where}: params[{i}] has name {name!r}, expected a Python identifier"
             )
         if name in seen:
-            raise ValueError(f"{where}: params[{i}] repeats the parameter name {name!r}")
-        seen.add(name)
+            j = seen[name]
+
+            def how(k):
+                return "named so" if params[k].get("name") else "unnamed, so called so"
+
+            raise ValueError(
+                f"{where}: params[{j}] ({how(j)}) and params[{i}] ({how(i)}) both go by the "
+                f"parameter name {name!r}"
+            )
+        seen[name] = i
         if "type" in p and not isinstance(p["type"], str):
             raise ValueError(
                 f"{where}: params[{i}] (`{name}`) has type {p['type']!r}, expected a str"

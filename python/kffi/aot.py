@@ -20,6 +20,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import unicodedata
 from dataclasses import dataclass, field
 
 from . import cpp as _cpp
@@ -117,6 +118,8 @@ def export(spec: BuildSpec, path, *, function_name=None, prefix="") -> str:
     """Writes the compiled function of ``spec`` to ``path``; see :class:`Exporter`."""
     export_name = _export_name(spec, function_name, prefix)
     dest = os.fspath(path)
+    if dest.endswith(".o"):
+        check_header_name(export_name)  # before anything is built
     if not dest.endswith(".o"):
         library = spec.library_path
         if export_name != spec.name:
@@ -129,12 +132,55 @@ def export(spec: BuildSpec, path, *, function_name=None, prefix="") -> str:
         _copy(library, dest)
         return dest
     obj = build_object(spec, export_name)
-    _copy(obj, dest)
     meta = dict(spec.metadata)
     meta["name"] = export_name
-    header = os.path.abspath(dest[:-2] + ".h")
-    _cpp._write_atomic(header, render_header(meta, os.path.basename(dest)))
+    text = render_header(meta, os.path.basename(dest))
+    check_header_compiles(text, export_name, spec)
+    _copy(obj, dest)
+    _cpp._write_atomic(os.path.abspath(dest[:-2] + ".h"), text)
     return dest
+
+
+def check_header_compiles(text: str, name: str, spec: BuildSpec | None = None):
+    """ValueError naming the first compiler error unless the header ``text`` compiles as C++ with
+    the C++ compiler kffi builds with: a name that is fine as a C identifier may still collide
+    with what the C and C++ libraries declare at global scope on this platform (`stdin`,
+    `FILE`, `pid_t`), which check_header_name cannot know. Checked once per header text (a
+    marker in the build cache)."""
+    import hashlib
+
+    cxx = _cpp._cxx()
+    digest = hashlib.sha256(
+        "\0".join([text, _cpp._kffi_identity(), *cxx.argv, cxx.version or ""]).encode(
+            "utf-8", "surrogateescape"
+        )
+    ).hexdigest()[:24]
+    marker = os.path.join(_cpp.cache_dir(), ".headers", f"{digest}.ok")
+    if os.path.exists(marker):
+        return
+    os.makedirs(os.path.dirname(marker), exist_ok=True)
+    fd, path = tempfile.mkstemp(dir=os.path.dirname(marker), prefix=".check-", suffix=".cc")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        from . import libinfo
+
+        cmd = [*cxx.argv, "-std=c++17", "-fsyntax-only", "-I" + libinfo.include_dir(), path]
+        if spec is not None:
+            include_paths = spec.options.get("extra_include_paths") or []
+            cmd += ["-I" + os.path.abspath(os.fspath(p)) for p in include_paths]
+        proc = _cpp._run(cmd)
+    finally:
+        os.unlink(path)
+    if proc.returncode != 0:
+        errors = [line for line in proc.stdout.splitlines() if "error" in line]
+        first = errors[0].split("error:", 1)[-1].strip() if errors else proc.stdout.strip()
+        raise ValueError(
+            f"export: the header of {name!r} does not compile here: {first}; the name likely "
+            f"collides with a declaration of the C or C++ library at global scope: export it "
+            f"under another name (function_name=..., prefix=...)"
+        )
+    _cpp._write_atomic(marker, "")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -150,12 +196,12 @@ def build_object(spec: BuildSpec, export_name: str) -> str:
     if len(plan.sources) != 1:
         raise RuntimeError("kffi export: an object is built from one source")
     out = plan.output[: -len(".so")] + ".o"
-    if os.path.exists(out):
+    if _cpp._cache_entry_intact(out):
         return out
     quiet = _cpp._quiet(spec.options.get("quiet"))
     verbose = bool(spec.options.get("verbose"))
     with _cpp._locked(plan, quiet):
-        if os.path.exists(out):
+        if _cpp._cache_entry_intact(out):
             return out
         if not quiet:
             print(
@@ -171,6 +217,7 @@ def build_object(spec: BuildSpec, export_name: str) -> str:
             _localize(plan, tmp, verbose)
             os.chmod(tmp, 0o644)
             os.replace(tmp, out)
+            _cpp._keep_record(out)
         except BaseException:
             if os.path.exists(tmp):
                 os.unlink(tmp)
@@ -277,11 +324,17 @@ def _split_args(text: str) -> list:
     return parts
 
 
-def parse_type(text: str):
+# Type texts nest at most this deep: a deeper argument reads as Any (no RecursionError, and the
+# Python and C++ types written from it stay readable).
+MAX_TYPE_DEPTH = 32
+
+
+def parse_type(text: str, _depth: int = 0):
     """``(head, args)`` of a type text: ``"Optional<float>"`` -> ``("Optional", [("float", [])])``;
     groups after other heads (a tensor's spec, an int's range) are skipped. An unreadable text
-    gives ``("", [])`` (read as Any)."""
-    text = (text or "").strip()
+    gives ``("", [])`` (read as Any), and so does an argument nested deeper than
+    :data:`MAX_TYPE_DEPTH`."""
+    text = text.strip() if isinstance(text, str) else ""
     m = re.match(r"[A-Za-z_][A-Za-z0-9_]*\*?", text)
     if not m:
         return ("", [])
@@ -293,7 +346,9 @@ def parse_type(text: str):
         except ValueError:
             return ("", [])
         if head in _GENERIC:
-            args = [parse_type(a) for a in _split_args(text[i + 1 : end - 1])]
+            if _depth >= MAX_TYPE_DEPTH:
+                return ("", [])
+            args = [parse_type(a, _depth + 1) for a in _split_args(text[i + 1 : end - 1])]
     return (head, args)
 
 
@@ -354,8 +409,70 @@ def cpp_type(parsed, result=False) -> str:
     return "kffi::Any"
 
 
+# Names a header's C++ entry point cannot have. The C and C++ keywords (C23, C++23, the
+# alternative operator tokens, GNU's `typeof`): `inline void delete(...)` does not compile.
+_KEYWORDS = frozenset(
+    """
+    alignas alignof and and_eq asm auto bitand bitor bool break case catch char char8_t char16_t
+    char32_t class compl concept const consteval constexpr constinit const_cast continue co_await
+    co_return co_yield decltype default delete do double dynamic_cast else enum explicit export
+    extern false float for friend goto if inline int long mutable namespace new noexcept not
+    not_eq nullptr operator or or_eq private protected public register reinterpret_cast requires
+    restrict return short signed sizeof static static_assert static_cast struct switch template
+    this thread_local throw true try typedef typeid typename typeof typeof_unqual union unsigned
+    using virtual void volatile wchar_t while xor xor_eq _Alignas _Alignof _Atomic _BitInt _Bool
+    _Complex _Decimal128 _Decimal32 _Decimal64 _Generic _Imaginary _Noreturn _Static_assert
+    _Thread_local
+    """.split()
+)
+# The names the header spells at global scope (its namespaces and the types of its entry point):
+# `using kffi::aot::int64_t;` would collide with them.
+_HEADER_NAMES = frozenset(
+    """
+    kffi std size_t ptrdiff_t nullptr_t int8_t int16_t int32_t int64_t uint8_t uint16_t uint32_t
+    uint64_t DLDataType DLDevice DLTensor KFFIAny KFFIByteArray KFFIObjectHandle
+    """.split()
+)
+_C_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def check_header_name(name: str):
+    """ValueError unless ``name`` can name the C++ entry point of a header (render_header): a C
+    identifier that is neither a C or C++ keyword nor a name the header itself needs."""
+    if not isinstance(name, str) or not _C_IDENTIFIER.fullmatch(name):
+        raise ValueError(f"export: the function name {name!r} is not a C identifier")
+    if name in _KEYWORDS:
+        raise ValueError(
+            f"export: the function name {name!r} is a C or C++ keyword: the header's C++ entry "
+            f"point (kffi::aot::{name}) cannot be named so; export it under another name "
+            f"(function_name=..., prefix=...)"
+        )
+    if name in _HEADER_NAMES:
+        raise ValueError(
+            f"export: the function name {name!r} is a name the generated header uses itself "
+            f"(`using kffi::aot::{name};` would collide with it); export it under another name "
+            f"(function_name=..., prefix=...)"
+        )
+
+
+def _comment_safe(text) -> str:
+    """Text for a comment: control characters (line ends included) and lone surrogates (texts
+    that were not UTF-8) as escapes, so that the comment ends where the header ends it."""
+    out = []
+    for ch in str(text):
+        cat = unicodedata.category(ch)
+        out.append(repr(ch)[1:-1] if cat in ("Cc", "Cs", "Zl", "Zp") and ch != "\t" else ch)
+    return "".join(out)
+
+
 def _c_comment(text: str) -> str:
-    return text.replace("*/", "* /")
+    return _comment_safe(text).replace("*/", "* /")
+
+
+def _line_comment(text: str) -> str:
+    # A backslash at the end of a // comment would splice the next line into it.
+    out = _comment_safe(text)
+    return out + " " if out.endswith("\\") else out
 
 
 def _cpp_default(value) -> str | None:
@@ -383,8 +500,20 @@ def render_header(meta: dict, object_name: str) -> str:
     from . import __version__
 
     name = meta["name"]
+    check_header_name(name)
     guard = "KFFI_AOT_" + re.sub(r"[^A-Za-z0-9]", "_", name).upper() + "_H_"
     params = meta.get("params") or []
+    # Parameter names as C++ spells them: one that cannot be (not an identifier, a keyword, a
+    # name of the header, or a repeat) is arg<i>.
+    pnames: list = []
+    for i, p in enumerate(params):
+        n = p.get("name")
+        ok = isinstance(n, str) and _C_IDENTIFIER.fullmatch(n) and not n.startswith("__")
+        if not ok or n in _KEYWORDS or n in _HEADER_NAMES or n == name or n in pnames:
+            n = f"arg{i}"
+            while n in pnames or n == name or any(q.get("name") == n for q in params):
+                n += "_"
+        pnames.append(n)
     # The C++ parameters: a contract's EnvStream is no argument (the metadata lists call
     # arguments only). Defaults only where every later parameter has one too.
     cpp_params = []
@@ -396,15 +525,15 @@ def render_header(meta: dict, object_name: str) -> str:
         defaults[i] = _cpp_default(p["default"])
         if defaults[i] is None:
             break
-    for p, default in zip(params, defaults):
+    for p, pname, default in zip(params, pnames, defaults):
         ctype = cpp_type(parse_type(p.get("type", "")))
         if p.get("kind") == "tensor" and not p.get("optional"):
             ctype = "kffi::ConstTensorView"
         if p.get("mutable"):  # the function may write it: only writable memory (kffi/tensor.h)
             ctype = ctype.replace("kffi::ConstTensorView", "kffi::TensorView")
-        cpp_params.append(f"{ctype} {p['name']}" + (f" = {default}" if default else ""))
+        cpp_params.append(f"{ctype} {pname}" + (f" = {default}" if default else ""))
     ret = cpp_type(parse_type(meta.get("return", "None")), result=True)
-    args = ", ".join(p["name"] for p in params)
+    args = ", ".join(pnames)
     call = f"kffi::Module::InvokeSafeCall<&__kffi_{name}>({args})"
     body = f"  {call};" if ret == "void" else f"  return {call}.cast<{ret}>();"
     contract = meta.get("contract")
@@ -448,10 +577,14 @@ def render_header(meta: dict, object_name: str) -> str:
         "#include <kffi/optional.h>",
         "#include <kffi/tensor.h>",
         "",
-        f"/// {signature_text(meta)}",
+        "",
+        "/* A macro of the same name (errno, assert, NULL, ...) would rewrite the entry point and",
+        " * its parameters: set aside while they are declared. */",
+        *(f'#pragma push_macro("{n}")\n#undef {n}' for n in dict.fromkeys([name, *pnames])),
+        f"/// {_line_comment(signature_text(meta))}",
     ]
     if contract:
-        lines.append(f"/// Contract: {contract}")
+        lines.append(f"/// Contract: {_line_comment(contract)}")
     lines += [
         "/// Throws kffi::Error (TypeError, ValueError, ...) when the arguments do not fit.",
         "/// (It has the kernel's name and parameters; its namespace keeps its symbol apart from",
@@ -462,6 +595,7 @@ def render_header(meta: dict, object_name: str) -> str:
         "}",
         "}  // namespace kffi::aot",
         f"using kffi::aot::{name};",
+        *(f'#pragma pop_macro("{n}")' for n in reversed(dict.fromkeys([name, *pnames]))),
         "#endif /* __cplusplus */",
         "",
         f"#endif /* {guard} */",

@@ -8,7 +8,8 @@ version, ABI version and headers. The library lands in ``$KFFI_CACHE_DIR`` (defa
 ``$XDG_CACHE_HOME/kffi`` or ``~/.cache/kffi``) under ``<name>_<hash>/``; a later call with the same
 key loads it without running any compiler, in this process or another. Processes that build the
 same key at once take turns on a lock file (``fcntl.flock``) and the library appears by an atomic
-rename, so none ever loads a half-written file.
+rename, so none ever loads a half-written file. Beside the library lies its size and SHA-256
+(``<library>.sha256``): a library that does not match them (a damaged cache entry) is built again.
 
 Environment: ``CXX`` (C++ compiler, default ``c++``), ``KFFI_NVCC`` / ``CUDA_HOME`` (nvcc),
 ``KFFI_CUDA_ARCH`` (e.g. ``90``, ``8.0;9.0a``, ``90+PTX``; default: the architectures of the GPUs
@@ -28,6 +29,7 @@ import os
 import re
 import shlex
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
@@ -493,6 +495,54 @@ def _write_atomic(path: str, data):
         raise
 
 
+# ---------------------------------------------------------------------------------------------
+# The cache's records: beside each built file, `<file>.sha256` holds its size and SHA-256. A file
+# that does not match (truncated by a full disk or a killed copy, overwritten, edited) is built
+# again instead of failing every later load.
+# ---------------------------------------------------------------------------------------------
+
+
+def _file_record(path: str) -> str | None:
+    """``"<size> <sha256 hex>"`` of the regular file at path; None when it cannot be read."""
+    try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return None  # a FIFO would block the read; anything else is no build output
+        h = hashlib.sha256()
+        size = 0
+        with open(path, "rb") as f:
+            for chunk in iter(lambda: f.read(1 << 20), b""):
+                h.update(chunk)
+                size += len(chunk)
+    except OSError:
+        return None
+    return f"{size} {h.hexdigest()}"
+
+
+def _cache_entry_intact(path: str) -> bool:
+    """Whether the built file at path is the one its record describes (size first: no read)."""
+    record_path = path + ".sha256"
+    try:
+        if not stat.S_ISREG(os.stat(record_path).st_mode):
+            return False
+        with open(record_path, encoding="ascii", errors="replace") as f:
+            record = f.read(256).strip()
+        size = os.stat(path).st_size
+    except OSError:
+        return False
+    if record.split(" ", 1)[0] != str(size):
+        return False
+    return _file_record(path) == record
+
+
+def _keep_record(path: str):
+    """Writes the record of the file just built at path (after the file: a reader that sees the
+    new file with an old record takes the entry as damaged and waits for the build's lock)."""
+    record = _file_record(path)
+    if record is None:
+        raise OSError(f"kffi.cpp: cannot read back the file just built: {path}")
+    _write_atomic(path + ".sha256", record + "\n")
+
+
 def _quiet(quiet: bool | None) -> bool:
     if quiet is not None:
         return quiet
@@ -550,16 +600,17 @@ def _compile_and_link(plan: _Plan, verbose: bool):
         tmp_out = os.path.join(work, os.path.basename(plan.output))
         run(plan.link_command([obj for _, obj in jobs], tmp_out))
         os.replace(tmp_out, plan.output)
+        _keep_record(plan.output)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
 
 def _build(plan: _Plan, verbose: bool, quiet: bool | None) -> str:
-    if os.path.exists(plan.output):
+    if _cache_entry_intact(plan.output):
         return plan.output
     quiet = _quiet(quiet)
     with _locked(plan, quiet):
-        if os.path.exists(plan.output):  # another process built it while we waited
+        if _cache_entry_intact(plan.output):  # another process built it while we waited
             return plan.output
         start = time.monotonic()
         if not quiet:

@@ -12,8 +12,11 @@ the functions (``add_one = kffi.load_module(...).add_one``) and mypy checks ever
 from __future__ import annotations
 
 import keyword
+import math
 import os
+import re
 import sys
+import unicodedata
 
 from .aot import parse_type, signature_text
 
@@ -66,17 +69,53 @@ def _param_type(p: dict) -> str:
     return python_type(parse_type(p.get("type", "")))
 
 
-def _default_text(value) -> str:
-    if value is None or isinstance(value, (bool, int, str)):
+# The default values a stub writes, by the annotation they must fit (a default of another type
+# is written `...`: mypy refuses an incompatible default).
+_DEFAULT_FITS = {bool: ("bool", "int", "float"), int: ("int", "float"), float: ("float",)}
+
+
+def _default_text(value, annotation: str) -> str:
+    base = annotation.removesuffix(" | None")
+    if value is None:
+        fits = annotation in ("Any", "StreamLike") or annotation.endswith("| None")
+    elif not isinstance(value, (bool, int, float, str)):
+        fits = False  # a container: written out, it could hold what has no literal
+    elif isinstance(value, float) and not math.isfinite(value):
+        fits = False  # nan and inf have no literal
+    elif annotation == "Any":
+        fits = True
+    elif isinstance(value, str):
+        fits = base == "str"
+    else:
+        fits = base in _DEFAULT_FITS.get(type(value), ())
+    if not fits:
+        return "..."
+    try:
         return repr(value)
-    if isinstance(value, float) and value == value and abs(value) != float("inf"):
-        return repr(value)
-    return "..."
+    except ValueError:  # an int too long to convert to text
+        return "..."
+
+
+def _literal_text(text: str) -> str:
+    """text, escaped for the inside of a triple-quoted str literal: backslashes and quotes, and
+    every character that would end a line, a comment or a source file early or not survive the
+    trip to a UTF-8 file (control characters, line separators, lone surrogates from names and
+    texts that were not UTF-8), as escapes. Newlines and tabs stay."""
+    out = []
+    for ch in text:
+        if ch in '\\"':
+            out.append("\\" + ch)
+        elif ch in "\n\t":
+            out.append(ch)
+        elif unicodedata.category(ch) in ("Cc", "Cs", "Zl", "Zp"):
+            out.append(repr(ch)[1:-1])
+        else:
+            out.append(ch)
+    return "".join(out)
 
 
 def _docstring(text: str, indent: str) -> str:
-    body = text.replace("\\", "\\\\").replace('"""', '\\"\\"\\"')
-    lines = body.splitlines() or [""]
+    lines = _literal_text(text).split("\n")
     out = [f'{indent}"""{lines[0]}']
     out += [f"{indent}{line}".rstrip() for line in lines[1:]]
     if len(lines) > 1:
@@ -86,11 +125,87 @@ def _docstring(text: str, indent: str) -> str:
     return "\n".join(out)
 
 
-def _render_function(name: str, meta: dict | None) -> str:
-    if not name.isidentifier() or keyword.iskeyword(name):
-        return f"# {name!r} is not a Python identifier: reach it as module[{name!r}]\n"
+def _reachable(name) -> bool:
+    """Whether Python source can name it: an identifier, not a keyword, and NFKC-normal (the
+    parser reads identifiers normalised: `mod.\ufb01x` looks up "fix")."""
+    return (
+        isinstance(name, str)
+        and name.isidentifier()
+        and not keyword.iskeyword(name)
+        and unicodedata.normalize("NFKC", name) == name
+    )
+
+
+# The names annotations use, and the module each comes from.
+_ANNOTATION_NAMES = {
+    "Any": "typing",
+    "Callable": "collections.abc",
+    "Mapping": "collections.abc",
+    "Sequence": "collections.abc",
+    "StreamLike": "kffi.typing",
+    "TensorLike": "kffi.typing",
+    "bool": "builtins",
+    "bytes": "builtins",
+    "float": "builtins",
+    "int": "builtins",
+    "str": "builtins",
+    "tuple": "builtins",
+}
+_NAME_TOKEN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+class _Annotations:
+    """Spells annotations with the stub's own names for the types (an alias where a function of
+    the module has the type's name: `def Any(...)` or `def int(...)` would shadow it) and keeps
+    the names used, for the imports."""
+
+    def __init__(self, function_names):
+        taken = set(function_names)
+        self.alias = {}
+        for n in _ANNOTATION_NAMES:
+            if n in taken:
+                a = f"_{n}"
+                while a in taken:
+                    a = "_" + a
+                self.alias[n] = a
+        self.used = set()
+
+    def __call__(self, annotation: str) -> str:
+        def one(m):
+            n = m.group(0)
+            if n in _ANNOTATION_NAMES:
+                self.used.add(n)
+                return self.alias.get(n, n)
+            return n
+
+        return _NAME_TOKEN.sub(one, annotation)
+
+    def imports(self) -> list:
+        lines = []
+        for module in ("builtins", "collections.abc", "typing", "kffi.typing"):
+            names = sorted(n for n in self.used if _ANNOTATION_NAMES[n] == module)
+            if module == "builtins":
+                names = [n for n in names if n in self.alias]  # the others need no import
+            parts = [f"{n} as {self.alias[n]}" if n in self.alias else n for n in names]
+            if parts:
+                if module == "kffi.typing" and lines:
+                    lines.append("")
+                lines.append(f"from {module} import {', '.join(parts)}")
+        return lines
+
+
+def _render_function(name, meta: dict | None, spell: _Annotations) -> str:
+    if not _reachable(name):
+        why = (
+            "is not a Python identifier"
+            if not (isinstance(name, str) and name.isidentifier() and not keyword.iskeyword(name))
+            else f"reads as {unicodedata.normalize('NFKC', name)!r} in Python source"
+        )
+        return f"# {name!r} {why}: reach it as module[{name!r}]\n"
     if meta is None:
-        return f"def {name}(*args: Any, **kwargs: Any) -> Any: ...\n"
+        return (
+            f"def {name}(*args: {spell('Any')}, **kwargs: {spell('Any')}) -> {spell('Any')}: ...\n"
+        )
     params = meta.get("params") or []
     # Trailing parameters with a default may be left out (the call path fills them in); an
     # Optional without an explicit default defaults to None, as kffi._objects reads it.
@@ -105,17 +220,22 @@ def _render_function(name: str, meta: dict | None) -> str:
         else:
             break
     names = [p.get("name") or f"arg{i}" for i, p in enumerate(params)]
-    positional_only = any(not n.isidentifier() or keyword.iskeyword(n) for n in names)
+    # Keyword names the source cannot spell apart (not identifiers, or equal once normalised)
+    # make the parameters positional-only.
+    positional_only = any(not _reachable(n) for n in names) or len(
+        {unicodedata.normalize("NFKC", n) for n in names}
+    ) != len(names)
     parts = []
     for i, (n, p) in enumerate(zip(names, params)):
         pname = f"_arg{i}" if positional_only else n
-        text = f"{pname}: {_param_type(p)}"
+        annotation = _param_type(p)
+        text = f"{pname}: {spell(annotation)}"
         if has_default[i]:
-            text += f" = {_default_text(defaults[i])}"
+            text += f" = {_default_text(defaults[i], annotation)}"
         parts.append(text)
     if positional_only and parts:
         parts.append("/")
-    ret = python_type(parse_type(meta.get("return", "None")), result=True)
+    ret = spell(python_type(parse_type(meta.get("return", "None")), result=True))
     doc = signature_text({**meta, "name": name})
     if meta.get("doc"):
         doc += "\n\n" + str(meta["doc"]).strip()
@@ -125,24 +245,19 @@ def _render_function(name: str, meta: dict | None) -> str:
 
 
 def render_stub(functions: dict, module_doc: str | None = None) -> str:
-    """The .pyi text of ``functions`` ({name: metadata dict or None})."""
+    """The .pyi text of ``functions`` ({name: metadata dict or None}). Valid Python that mypy
+    accepts whatever the names and texts: a name Python source cannot spell (not an
+    identifier, or not NFKC-normal) becomes a comment, a function named like a type the stub
+    uses gets that type under an alias, and the texts are escaped."""
     from . import __version__
 
-    bodies = [_render_function(n, functions[n]) for n in sorted(functions)]
+    names = sorted(functions, key=str)
+    spell = _Annotations(n for n in names if _reachable(n))
+    bodies = [_render_function(n, functions[n], spell) for n in names]
     text = "\n\n".join(bodies)
     header = module_doc or "Stubs of a kffi module's functions."
-    lines = [f'"""{header} Generated by kffi-stubgen (kffi {__version__})."""', ""]
-    typing_names = [n for n in ("Any",) if n in text]
-    abc_names = [n for n in ("Callable", "Mapping", "Sequence") if f"{n}[" in text]
-    kffi_names = [n for n in ("StreamLike", "TensorLike") if n in text]
-    if abc_names:
-        lines.append(f"from collections.abc import {', '.join(abc_names)}")
-    if typing_names:
-        lines.append(f"from typing import {', '.join(typing_names)}")
-    if kffi_names:
-        if abc_names or typing_names:
-            lines.append("")
-        lines.append(f"from kffi.typing import {', '.join(kffi_names)}")
+    lines = [_docstring(f"{header} Generated by kffi-stubgen (kffi {__version__}).", ""), ""]
+    lines += spell.imports()
     return "\n".join(lines) + "\n\n\n" + text
 
 

@@ -37,8 +37,40 @@ bool StrArg(PyObject* obj, KFFIByteArray* out, const char* what) {
   return out->data != nullptr;
 }
 
+/// Reads a function name as a byte array: its UTF-8, where the bytes a name listed by
+/// CollectName had that are not UTF-8 come back as they were (surrogateescape), so that every
+/// listed name can be looked up. *keep owns the bytes when they are not the str's own UTF-8.
+/// Returns 1; 0 with a TypeError for a non-str; -1 (no exception) for a str that no name can
+/// decode to (a surrogate outside surrogateescape's range): no function has that name.
+int NameArg(PyObject* obj, KFFIByteArray* out, PyRef* keep) {
+  if (!PyUnicode_Check(obj)) {
+    PyErr_Format(PyExc_TypeError, "name must be a str, got %s", Py_TYPE(obj)->tp_name);
+    return 0;
+  }
+  Py_ssize_t n = 0;
+  const char* utf8 = PyUnicode_AsUTF8AndSize(obj, &n);
+  if (utf8 == nullptr) {
+    if (!PyErr_ExceptionMatches(PyExc_UnicodeEncodeError)) return 0;
+    PyErr_Clear();
+    *keep = PyRef(PyUnicode_AsEncodedString(obj, "utf-8", "surrogateescape"));
+    if (!*keep) {
+      if (!PyErr_ExceptionMatches(PyExc_UnicodeEncodeError)) return 0;
+      PyErr_Clear();
+      return -1;
+    }
+    utf8 = PyBytes_AS_STRING(keep->get());
+    n = PyBytes_GET_SIZE(keep->get());
+  }
+  out->data = utf8;
+  out->size = static_cast<size_t>(n);
+  return 1;
+}
+
+/// Adds a name to a list, decoded as NameArg reads it back: bytes that are not UTF-8 become
+/// lone surrogates (surrogateescape), never a replacement character that matches no name.
 int CollectName(void* ctx, const KFFIByteArray* name) {
-  PyObject* s = PyUnicode_DecodeUTF8(name->data, static_cast<Py_ssize_t>(name->size), "replace");
+  PyObject* s =
+      PyUnicode_DecodeUTF8(name->data, static_cast<Py_ssize_t>(name->size), "surrogateescape");
   if (s == nullptr) return 1;
   int rc = PyList_Append(static_cast<PyObject*>(ctx), s);
   Py_DECREF(s);
@@ -57,7 +89,10 @@ KFFIObjectHandle HandleOfType(PyObject* obj, int32_t type_index, const char* wha
 
 PyObject* GetGlobalFunc(PyObject*, PyObject* name) {
   KFFIByteArray n;
-  if (!StrArg(name, &n, "name")) return nullptr;
+  PyRef keep;
+  const int got = NameArg(name, &n, &keep);
+  if (got == 0) return nullptr;
+  if (got < 0) Py_RETURN_NONE;
   KFFIObjectHandle h = nullptr;
   if (KFFIFunctionGetGlobal(&n, &h) != 0) return RaiseFromKFFIError(-1);
   if (h == nullptr) Py_RETURN_NONE;
@@ -69,7 +104,16 @@ PyObject* RegisterGlobalFunc(PyObject*, PyObject* args) {
   int allow_override = 0;
   if (!PyArg_ParseTuple(args, "OO|p", &name, &func, &allow_override)) return nullptr;
   KFFIByteArray n;
-  if (!StrArg(name, &n, "name")) return nullptr;
+  PyRef keep;
+  const int got = NameArg(name, &n, &keep);
+  if (got == 0) return nullptr;
+  if (got < 0) {
+    PyErr_Format(PyExc_ValueError,
+                 "register_global_func: the name %R holds a surrogate that no UTF-8 byte sequence "
+                 "decodes to",
+                 name);
+    return nullptr;
+  }
   PyRef wrapped;
   KFFIObjectHandle h = GetHandle(func);
   // A released kffi.Function is callable in Python terms, but would fail on every call.
@@ -90,7 +134,10 @@ PyObject* RegisterGlobalFunc(PyObject*, PyObject* args) {
 
 PyObject* RemoveGlobalFunc(PyObject*, PyObject* name) {
   KFFIByteArray n;
-  if (!StrArg(name, &n, "name")) return nullptr;
+  PyRef keep;
+  const int got = NameArg(name, &n, &keep);
+  if (got == 0) return nullptr;
+  if (got < 0) Py_RETURN_FALSE;
   int removed = 0;
   if (KFFIFunctionRemoveGlobal(&n, &removed) != 0) return RaiseFromKFFIError(-1);
   return PyBool_FromLong(removed);
@@ -136,8 +183,12 @@ PyObject* ModuleGetFunction(PyObject*, PyObject* args) {
   int query_imports = 1;
   if (!PyArg_ParseTuple(args, "OO|p", &mod, &name, &query_imports)) return nullptr;
   KFFIObjectHandle m = HandleOfType(mod, kKFFIModule, "kffi.Module");
+  if (m == nullptr) return nullptr;
   KFFIByteArray n;
-  if (m == nullptr || !StrArg(name, &n, "name")) return nullptr;
+  PyRef keep;
+  const int got = NameArg(name, &n, &keep);
+  if (got == 0) return nullptr;
+  if (got < 0) Py_RETURN_NONE;
   KFFIObjectHandle h = nullptr;
   if (KFFIModuleGetFunction(m, &n, query_imports, &h) != 0) return RaiseFromKFFIError(-1);
   if (h == nullptr) Py_RETURN_NONE;
@@ -163,8 +214,12 @@ PyObject* ModuleGetMetadata(PyObject*, PyObject* args) {
   PyObject *mod, *name;
   if (!PyArg_ParseTuple(args, "OO", &mod, &name)) return nullptr;
   KFFIObjectHandle m = HandleOfType(mod, kKFFIModule, "kffi.Module");
+  if (m == nullptr) return nullptr;
   KFFIByteArray n;
-  if (m == nullptr || !StrArg(name, &n, "name")) return nullptr;
+  PyRef keep;
+  const int got = NameArg(name, &n, &keep);
+  if (got == 0) return nullptr;
+  if (got < 0) Py_RETURN_NONE;
   KFFIAny out;
   kffi::details::SetNone(&out);
   if (KFFIModuleGetFunctionMetadata(m, &n, &out) != 0) return RaiseFromKFFIError(-1);
@@ -198,9 +253,8 @@ PyObject* ContractWrap(PyObject*, PyObject* args) {
       return RaiseFromKFFIError(-1);
     }
     wrapped = details::AnyUnsafe::MoveToOwnedRaw(std::move(w));
-  } catch (...) {
-    return RaiseFromCppException();
   }
+  KFFI_CATCH_ALL { return RaiseFromCppException(); }
   PyRef py_meta(AnyToPy(&meta, nullptr));
   PyRef py_fn(AnyToPy(&wrapped, nullptr));
   if (!py_meta || !py_fn) return nullptr;
@@ -269,9 +323,8 @@ PyObject* SeqItems(PyObject*, PyObject* obj) {
     auto* items = static_cast<const KFFIAny*>(cell->data);
     values.reserve(static_cast<size_t>(cell->size));
     for (int64_t i = 0; i < cell->size; ++i) values.push_back(OwnedCopy(items[i]));
-  } catch (...) {
-    return RaiseFromCppException();
   }
+  KFFI_CATCH_ALL { return RaiseFromCppException(); }
   PyRef list(PyList_New(static_cast<Py_ssize_t>(values.size())));
   if (!list) return nullptr;
   for (size_t i = 0; i < values.size(); ++i) {
@@ -333,9 +386,8 @@ PyObject* MapItems(PyObject*, PyObject* obj) {
       const details::MapEntry& e = base->RawEntries()[i];
       pairs.emplace_back(OwnedCopy(e.key), OwnedCopy(e.value));
     }
-  } catch (...) {
-    return RaiseFromCppException();
   }
+  KFFI_CATCH_ALL { return RaiseFromCppException(); }
   PyRef list(PyList_New(static_cast<Py_ssize_t>(pairs.size())));
   if (!list) return nullptr;
   for (size_t i = 0; i < pairs.size(); ++i) {

@@ -112,6 +112,20 @@ class PendingErrorScope {
 /// thread's kffi error slot for a later call to pick up.
 void ReleaseObject(KFFIObjectHandle h);
 
+/// True when this thread must not take the GIL to release a Python object: the interpreter is
+/// gone, or finalizing and the GIL is another thread's. A thread that takes the GIL during
+/// finalization is ended by a forced unwind (CPython's daemon threads), which a deleter, reached
+/// from destructors (noexcept), cannot let through: the process would abort. The object leaks
+/// instead; the process is ending.
+inline bool CannotReleaseInPython() {
+  if (!Py_IsInitialized()) return true;
+#if PY_VERSION_HEX >= 0x030D0000
+  return Py_IsFinalizing() && !PyGILState_Check();
+#else
+  return _Py_IsFinalizing() && !PyGILState_Check();
+#endif
+}
+
 /// Runs a foreign deleter (e.g. a DLPack producer's) with the pending Python exception kept
 /// aside when the calling thread holds the GIL (deleters run on any thread).
 template <typename F>
@@ -569,6 +583,10 @@ class CallArgsScope {
 
 /// Raises the thread's kffi error as a Python exception; returns NULL.
 PyObject* RaiseFromKFFIError(int code);
+/// RaiseFromKFFIError for a failed call of f: an error the callee raised without text (an empty
+/// or NULL kind and message, as KFFIErrorSetRaisedFromCStr(NULL, NULL) leaves) is raised as a
+/// RuntimeError that names f and says the library gave no text.
+PyObject* RaiseFromCallError(const PyFunction* f, int code);
 /// Moves the current Python exception into the thread's kffi error slot.
 void SetKFFIErrorFromPython();
 /// Raises the C++ exception being handled (call inside catch (...)) as a Python exception, with

@@ -162,8 +162,8 @@ int ConvertStream(PyObject* obj, KFFIAny* out, const CallContext* ctx, Py_ssize_
 }
 
 void PyObjectDeleter(void* handle) {
-  // May run on any thread, possibly after the interpreter is gone: then the object leaks.
-  if (!Py_IsInitialized()) return;
+  // May run on any thread, possibly while the interpreter ends: then the object leaks.
+  if (CannotReleaseInPython()) return;
   PyGILState_STATE st = PyGILState_Ensure();
   Py_DECREF(static_cast<PyObject*>(handle));
   PyGILState_Release(st);
@@ -231,9 +231,8 @@ int MakeArray(PyObject* obj, KFFIAny* out) {
     }
     Array<Any> arr(values.begin(), values.end());
     TypeTraits<Array<Any>>::MoveToAny(std::move(arr), out);
-  } catch (...) {
-    return (RaiseFromCppException(), -1);
   }
+  KFFI_CATCH_ALL { return (RaiseFromCppException(), -1); }
   return 0;
 }
 
@@ -269,9 +268,8 @@ int MakeMap(PyObject* obj, KFFIAny* out) {
       map.Set(std::move(kk), details::AnyUnsafe::FromOwnedRaw(v));
     }
     TypeTraits<Map<Any, Any>>::MoveToAny(std::move(map), out);
-  } catch (...) {
-    return (RaiseFromCppException(), -1);
   }
+  KFFI_CATCH_ALL { return (RaiseFromCppException(), -1); }
   return 0;
 }
 

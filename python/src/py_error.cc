@@ -11,7 +11,7 @@ PyObject* ByteArrayToStr(const KFFIByteArray& b) {
 }
 
 void PyObjectDeleter(void* handle) {
-  if (!Py_IsInitialized()) return;
+  if (CannotReleaseInPython()) return;
   PyGILState_STATE st = PyGILState_Ensure();
   Py_DECREF(static_cast<PyObject*>(handle));
   PyGILState_Release(st);
@@ -31,6 +31,7 @@ namespace {
 /// None"), else its name; empty when neither is known. Error paths only.
 std::string SignatureOf(const PyFunction* f) {
   if (f == nullptr) return std::string();
+  PendingErrorScope keep;  // the error being explained stays pending (the reads below clear theirs)
   PyObject* fn = reinterpret_cast<PyObject*>(const_cast<PyFunction*>(f));
   std::string name, doc;
   PyRef n(PyObject_GetAttrString(fn, "__name__"));
@@ -189,6 +190,44 @@ PyObject* RaiseFromKFFIError(int code) {
   Py_INCREF(type);
   PyErr_Restore(type, exc.release(), tb);
   return nullptr;
+}
+
+PyObject* RaiseFromCallError(const PyFunction* f, int code) {
+  KFFIObjectHandle err = nullptr;
+  KFFIErrorMoveFromRaised(&err);
+  if (err == nullptr) return RaiseFromKFFIError(code);
+  const KFFIErrorCell* cell = KFFIErrorGetCellPtr(err);
+  // Textless: no kind, or the kind a NULL one becomes (KFFIErrorSetRaisedFromCStr) and no
+  // message. A kind with an empty message (ValueError("")) is the library's choice, and a Python
+  // exception that came back (extra_context) is raised as it was.
+  const std::string_view kind_given(cell->kind.data, cell->kind.size);
+  const bool textless = kind_given.empty() ||
+                        (kind_given == std::string_view("RuntimeError") && cell->message.size == 0);
+  if (!textless || cell->extra_context != nullptr) {
+    KFFIErrorSetRaised(err);
+    KFFIObjectDecRef(err);
+    return RaiseFromKFFIError(code);
+  }
+  const std::string kind =
+      cell->kind.size != 0 ? std::string(cell->kind.data, cell->kind.size) : "RuntimeError";
+  const std::string sig = SignatureOf(f);
+  std::string message = (sig.empty() ? std::string("a kffi function") : "`" + sig + "`") +
+                        " raised " + (cell->kind.size != 0 ? kind : "an error of no kind") +
+                        " with no message: the library gave the error no text (a NULL or empty "
+                        "kind and message)";
+  if (cell->message.size != 0) {
+    message = (sig.empty() ? std::string("a kffi function") : "`" + sig + "`") +
+              " raised an error of no kind: " + std::string(cell->message.data, cell->message.size);
+  }
+  const KFFIByteArray k{kind.data(), kind.size()};
+  const KFFIByteArray m{message.data(), message.size()};
+  KFFIObjectHandle replaced = nullptr;
+  if (KFFIErrorCreate(&k, &m, &cell->backtrace, &replaced) == 0) {
+    KFFIErrorSetRaised(replaced);
+    KFFIObjectDecRef(replaced);
+  }  // else the runtime raised MemoryError in its place
+  KFFIObjectDecRef(err);
+  return RaiseFromKFFIError(code);
 }
 
 void SetKFFIErrorFromPython() {

@@ -322,7 +322,7 @@ inline PyObject* CallFunction(PyFunction* f, KFFIObject* h, PyObject* const* arg
     rc = InvokeWithEnv(f, h, packed, nargs, &result, ctx, &failed);
     if (failed) return nullptr;
   }
-  if (rc != 0) return RaiseFromKFFIError(rc);
+  if (rc != 0) return RaiseFromCallError(f, rc);
   if (result.type_index == kKFFINone) Py_RETURN_NONE;  // the common case, as AnyToPy does
   return AnyToPy(&result, &ctx);
 }
@@ -344,7 +344,7 @@ KFFI_NOINLINE PyObject* CallFunctionNoArgsReleased(PyFunction* f, void* h) {
   PyThreadState* ts = PyEval_SaveThread();
   const int rc = call(h, kNoArgs, 0, &result);
   PyEval_RestoreThread(ts);
-  if (KFFI_UNLIKELY(rc != 0)) return RaiseFromKFFIError(rc);
+  if (KFFI_UNLIKELY(rc != 0)) return RaiseFromCallError(f, rc);
   if (result.type_index == kKFFINone) Py_RETURN_NONE;
   return ResultToPy(&result);
 }
@@ -355,7 +355,7 @@ KFFI_INLINE PyObject* CallFunctionNoArgsHeld(PyFunction* f, void* h) {
   KFFIAny result;
   kffi::details::SetNone(&result);
   const int rc = f->safe_call(h, kNoArgs, 0, &result);
-  if (KFFI_UNLIKELY(rc != 0)) return RaiseFromKFFIError(rc);
+  if (KFFI_UNLIKELY(rc != 0)) return RaiseFromCallError(f, rc);
   if (result.type_index == kKFFINone) Py_RETURN_NONE;
   return ResultToPy(&result);
 }
@@ -587,7 +587,7 @@ int PyCallbackSafeCall(void* self, const KFFIAny* args, int32_t num_args, KFFIAn
 }
 
 void PyCallbackDeleter(void* self) {
-  if (!Py_IsInitialized()) return;  // the interpreter is gone: nothing to release
+  if (CannotReleaseInPython()) return;  // the interpreter is ending: the callable leaks
   PyGILState_STATE st = PyGILState_Ensure();
   Py_DECREF(static_cast<PyObject*>(self));
   PyGILState_Release(st);

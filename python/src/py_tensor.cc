@@ -20,6 +20,7 @@ namespace py {
 
 /// The exact check behind LayoutFits: every product and sum overflow-checked.
 KFFI_NOINLINE bool LayoutFitsExact(const DLTensor* t) {
+  if (!details::IsElementDType(t->dtype)) return false;
   if (t->ndim < 0 || (t->ndim > 0 && t->shape == nullptr)) return false;
   int64_t numel = 1;
   int64_t span = 0;  // farthest element from the first, in elements
@@ -55,7 +56,8 @@ KFFI_NOINLINE bool LayoutFitsExact(const DLTensor* t) {
 /// check decides.
 KFFI_INLINE bool LayoutFits(const DLTensor* t) {
   const int32_t nd = t->ndim;
-  if (KFFI_UNLIKELY(nd <= 0 || nd > 4 || t->shape == nullptr || t->dtype.lanes != 1)) {
+  if (KFFI_UNLIKELY(nd <= 0 || nd > 4 || t->shape == nullptr || t->dtype.lanes != 1 ||
+                    t->dtype.bits == 0)) {
     return LayoutFitsExact(t);
   }
   uint64_t m = 0;  // every dimension and |stride| (less one for negatives), OR-ed
@@ -106,6 +108,15 @@ std::string DTypeText(DLDataType d) {
 
 /// Raises the ValueError for a tensor whose sizes do not fit; returns -1.
 int RaiseLayoutTooLarge(const DLTensor* t, const ArgPlace& place) {
+  if (!details::IsElementDType(t->dtype)) {
+    const std::string msg = place.Say(
+        "a tensor of dtype (code=" + std::to_string(t->dtype.code) +
+        ", bits=" + std::to_string(t->dtype.bits) + ", lanes=" + std::to_string(t->dtype.lanes) +
+        ") has elements of no size (" + (t->dtype.bits == 0 ? "0 bits per lane" : "0 lanes") +
+        "): a tensor's elements need at least 1 bit and 1 lane");
+    PyErr_SetString(PyExc_ValueError, msg.c_str());
+    return -1;
+  }
   const std::string msg =
       place.Say("a tensor of shape " + ShapeText(t) + " and dtype " + DTypeText(t->dtype) +
                 " has an impossible size (a negative dimension, or a size in "

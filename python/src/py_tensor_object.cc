@@ -54,9 +54,8 @@ PyObject* TensorInfo(PyObject*, PyObject* obj) {
     try {
       StrideArray s = StrideArray::Compact(IntArrayView(t->shape, static_cast<size_t>(t->ndim)));
       strides = PyRef(Int64Tuple(s.data(), t->ndim));
-    } catch (...) {
-      return RaiseFromCppException();
     }
+    KFFI_CATCH_ALL { return RaiseFromCppException(); }
   }
   if (!shape || !strides) return nullptr;
   return Py_BuildValue("(NOO(iii)(ii)KO)", PyLong_FromVoidPtr(t->data), shape.get(), strides.get(),
@@ -137,7 +136,8 @@ int ExchangeAllocator(DLTensor* prototype, DLManagedTensorVersioned** out, void*
     holder->shape.assign(prototype->shape, prototype->shape + prototype->ndim);
     data = std::aligned_alloc(64, total);
     if (data == nullptr) throw std::bad_alloc();
-  } catch (...) {
+  }
+  KFFI_CATCH_ALL {
     delete holder;
     // The one conversion from C++ exceptions to error kinds (kffi/error.h), read back here for
     // the allocator's error callback.

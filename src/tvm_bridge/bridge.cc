@@ -431,9 +431,8 @@ int OpenLibrary(const char* path, const ElfExports* elf, void** out_handle, void
     *out_handle = state->handle;
     *out_state = state.release();  // lives as long as the library (the process)
     return 0;
-  } catch (...) {
-    return RaiseCurrentException();
   }
+  KFFI_CATCH_ALL { return RaiseCurrentException(); }
 }
 
 // Calls a metadata symbol (`__tvm_ffi__metadata_<name>` / `__tvm_ffi__doc_<name>`) for its str.
@@ -470,7 +469,8 @@ std::string CallStringSymbol(const LibraryState* lib, const std::string& symbol_
 OwnedTensorMask OwnedParamsOf(const LibraryState* lib, const std::string& name) {
   try {
     return OwnedTensorParams(CallStringSymbol(lib, details::kTvmMetadataPrefix + name));
-  } catch (...) {
+  }
+  KFFI_CATCH_ALL {
     KFFIObjectHandle err = nullptr;
     KFFIErrorMoveFromRaised(&err);
     KFFIObjectDecRef(err);
@@ -486,9 +486,8 @@ int MakeFunction(void* state, KFFISafeCallType symbol, const char* name, KFFIObj
     KFFIObjectIncRef(module);
     *out = WrapForeignCallable(symbol, nullptr, module, lib->real, name, lib->env_use, owned);
     return 0;
-  } catch (...) {
-    return RaiseCurrentException();
   }
+  KFFI_CATCH_ALL { return RaiseCurrentException(); }
 }
 
 int GetMetadata(void* state, const char* name, KFFIAny* out) {
@@ -502,9 +501,8 @@ int GetMetadata(void* state, const char* name, KFFIAny* out) {
     if (json.empty()) return 0;
     KFFIByteArray bytes{json.data(), json.size()};
     return KFFIStringFromByteArray(&bytes, out);
-  } catch (...) {
-    return RaiseCurrentException();
   }
+  KFFI_CATCH_ALL { return RaiseCurrentException(); }
 }
 
 const details::TvmBridgeApi kApi = {
@@ -663,7 +661,8 @@ __attribute__((visibility("default"))) int KFFITvmExportObject(void* obj, void**
                     err, err_size);
         return -1;
     }
-  } catch (...) {
+  }
+  KFFI_CATCH_ALL {
     RaiseCurrentException();
     return ReportToBuffer(err, err_size);
   }

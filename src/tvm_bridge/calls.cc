@@ -475,9 +475,8 @@ int ForeignShimEntry(void* self, const KFFIAny* args, int32_t num_args, KFFIAny*
       return ResultToKffi(f, result);
     }
     return rc;
-  } catch (...) {
-    return RaiseCurrentException();
   }
+  KFFI_CATCH_ALL { return RaiseCurrentException(); }
 }
 
 // Bound to a loaded apache-tvm-ffi.
@@ -506,9 +505,8 @@ int ForeignRealEntry(void* self, const KFFIAny* args, int32_t num_args, KFFIAny*
     }
     if (__builtin_expect(NeedsCare(result->type_index), 0)) return ResultToKffi(f, result);
     return 0;
-  } catch (...) {
-    return RaiseCurrentException();
   }
+  KFFI_CATCH_ALL { return RaiseCurrentException(); }
 }
 
 int KffiCall(KffiCallable* a, const KFFIAny* args, int32_t num_args, KFFIAny* result) {
@@ -540,7 +538,8 @@ int KffiEntry(void* self, const KFFIAny* args, int32_t num_args, KFFIAny* result
   auto* a = RuntimePayload<KffiCallable>(self);
   try {
     return KffiCall(a, args, num_args, result);
-  } catch (...) {
+  }
+  KFFI_CATCH_ALL {
     RaiseCurrentException();
     MoveKffiErrorTo(a->real);
     return -1;
@@ -591,7 +590,8 @@ KFFIObjectHandle WrapForeignCallable(KFFISafeCallType call, void* handle, KFFIOb
     return NewRuntimeObject<ForeignCallable>(
         kKFFIFunction, real != nullptr ? &ForeignRealEntry : &ForeignShimEntry, call, handle, keep,
         real, std::move(name), env_use, owned);
-  } catch (...) {
+  }
+  KFFI_CATCH_ALL {
     if (keep != nullptr) KFFIObjectDecRef(keep);
     throw;
   }

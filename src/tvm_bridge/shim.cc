@@ -215,9 +215,8 @@ SHIM int32_t TVMFFITypeGetOrAllocIndex(const KFFIByteArray* type_key, int32_t st
 SHIM const TvmTypeInfo* TVMFFIGetTypeInfo(int32_t type_index) {
   try {
     return TypeInfoCache::Get()->Lookup(type_index);
-  } catch (...) {
-    return nullptr;
   }
+  KFFI_CATCH_ALL { return nullptr; }
 }
 
 // Reflection registrations are accepted and not kept: kffi has no reflection to feed them to.
@@ -341,9 +340,8 @@ SHIM int TVMFFIEnvTensorAlloc(DLTensor* prototype, KFFIObjectHandle* out) {
     *out = kffi::details::ObjectUnsafe::MoveToHandle(
         std::move(kffi::details::ObjectUnsafe::RefData(t)));
     return 0;
-  } catch (...) {
-    return kffi::tvm_bridge::RaiseCurrentException();
   }
+  KFFI_CATCH_ALL { return kffi::tvm_bridge::RaiseCurrentException(); }
 }
 SHIM int TVMFFIEnvCheckSignals(void) { return KFFIEnvCheckSignals(); }
 // Symbols for a runtime's own generated code (C API tables, context symbols): nothing in kffi

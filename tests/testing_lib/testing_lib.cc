@@ -95,9 +95,8 @@ KFFI_STATIC_INIT_BLOCK() {
                  std::vector<kffi::AnyView> views(rest.begin(), rest.end());
                  result = f.CallPacked(
                      kffi::PackedArgs(views.data(), static_cast<int32_t>(views.size())));
-               } catch (...) {
-                 error = std::current_exception();
                }
+               KFFI_CATCH_ALL { error = std::current_exception(); }
                f = kffi::Function();  // the last reference may go here, off the Python thread
              });
              worker.join();

@@ -1,0 +1,183 @@
+// tests/cpp/test_hostile_runtime.cc: issue 29 through the C++ API (the Python tests are
+// test_hostile_*.py): a thread's forced unwind passes every kind of kffi call (class 5), nested
+// Contract::Wrap costs no C stack per level (class 9), and a dtype of 0 bits or 0 lanes is refused
+// wherever a tensor is made from one (class 10).
+#include <dlfcn.h>
+#include <gtest/gtest.h>
+#include <kffi/contract.h>
+#include <kffi/kffi.h>
+#include <pthread.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace {
+
+using kffi::Any;
+using kffi::Contract;
+using kffi::Function;
+
+// Runs body on a new thread with a stack of stack_bytes; returns once the thread has ended.
+void RunOnThread(size_t stack_bytes, const std::function<void()>& body) {
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setstacksize(&attr, stack_bytes);
+  pthread_t thread;
+  auto* copy = new std::function<void()>(body);
+  ASSERT_EQ(pthread_create(
+                &thread, &attr,
+                [](void* p) -> void* {
+                  auto* f = static_cast<std::function<void()>*>(p);
+                  (*f)();
+                  return nullptr;
+                },
+                copy),
+            0);
+  pthread_join(thread, nullptr);
+  pthread_attr_destroy(&attr);
+  delete copy;
+}
+
+// ---- class 5: a forced unwind passes every kind of call ------------------------------------
+
+// The thread ends inside the innermost call (as CPython ends a daemon thread that wants the GIL
+// during finalization). Each wrapper's catch-all must let the unwind through; a swallowed one
+// aborts the process, so each case runs in a death-test child that must exit 0.
+Function Exiting() {
+  return Function::FromPacked([](kffi::PackedArgs, Any*) { pthread_exit(nullptr); }, "exits");
+}
+
+// Under UndefinedBehaviorSanitizer the forced unwind cannot be tested: catching it (as
+// `abi::__forced_unwind&`, the one way to tell it apart) binds a null reference, which UBSan
+// reports, fatally with -fno-sanitize-recover. The runtime is found by one of its symbols.
+bool UndefinedBehaviorSanitizerIsOn() {
+  return dlsym(RTLD_DEFAULT, "__ubsan_handle_type_mismatch_v1") != nullptr;
+}
+
+void ExpectThreadEndsInside(const std::function<void()>& call) {
+  if (UndefinedBehaviorSanitizerIsOn()) GTEST_SKIP() << "UBSan reports the forced unwind's catch";
+  EXPECT_EXIT(
+      {
+        RunOnThread(1 << 20, call);
+        std::exit(0);
+      },
+      testing::ExitedWithCode(0), "");
+}
+
+TEST(HostileShutdown, ForcedUnwindPassesAPackedFunction) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  ExpectThreadEndsInside([] { Exiting()(1); });
+}
+
+TEST(HostileShutdown, ForcedUnwindPassesATypedFunction) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  ExpectThreadEndsInside([] {
+    Function f = Exiting();
+    Function typed = Function::FromTyped([f](int64_t x) { return f(x).cast<int64_t>(); }, "t");
+    typed(1);
+  });
+}
+
+TEST(HostileShutdown, ForcedUnwindPassesAContractWrapper) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  ExpectThreadEndsInside([] {
+    Function checked = Contract::Parse("w", "x: int64").Wrap(Exiting());
+    checked = Contract::Parse("w", "x: int64[0, 10]").Wrap(checked);
+    checked(int64_t{1});
+  });
+}
+
+TEST(HostileShutdown, ForcedUnwindPassesTheCApi) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  ExpectThreadEndsInside([] {
+    Function f = Exiting();
+    KFFIAny arg;
+    kffi::details::SetNone(&arg);
+    KFFIAny result;
+    kffi::details::SetNone(&result);
+    KFFIFunctionCall(kffi::details::ObjectUnsafe::GetHandle(kffi::details::ObjectRefData(f)), &arg,
+                     1, &result);
+  });
+}
+
+// ---- class 9: nested wrappers -----------------------------------------------------------------
+
+TEST(HostileDepth, NestedWrappersCostNoStackPerLevel) {
+  int64_t calls = 0;
+  Function inner = Function::FromTyped([&calls](int64_t x) { return ++calls, x + 1; }, "inner");
+  Function w = Contract::Parse("f", "x: int64[0, 10]").Wrap(inner);
+  Contract outer = Contract::Parse("f", "x: int64");
+  Contract ranged = Contract::Parse("f", "x: int64[-5, 100]");
+  for (int i = 0; i < 100000; ++i) w = (i % 2 ? outer : ranged).Wrap(w);
+  inner = Function();
+  // A 256 KB stack: each level taking a frame would overflow it many times over.
+  RunOnThread(256 << 10, [&] {
+    EXPECT_EQ(w(int64_t{3}).cast<int64_t>(), 4);
+    EXPECT_THROW(w(int64_t{11}), kffi::Error);   // the innermost range
+    EXPECT_THROW(w(int64_t{101}), kffi::Error);  // an outer range
+    EXPECT_THROW(w(std::string("a")), kffi::Error);
+    w = Function();  // the last reference: the chain is released on this thread
+  });
+  EXPECT_EQ(calls, 1);
+}
+
+TEST(HostileDepth, ASharedWrapperStaysAliveInsideAChain) {
+  Function inner = Function::FromTyped([](int64_t x) { return x * 2; }, "inner");
+  Function middle = Contract::Parse("f", "x: int64").Wrap(inner);
+  Function outer = Contract::Parse("f", "x: int64[0, 10]").Wrap(middle);
+  outer = Function();  // middle is still held: released no further than outer
+  EXPECT_EQ(middle(int64_t{21}).cast<int64_t>(), 42);
+}
+
+// ---- class 10: dtypes without a size ---------------------------------------------------------
+
+TEST(HostileDType, ZeroBitsOrLanesAreRefusedWhereverATensorIsMade) {
+  const int64_t shape[1] = {4};
+  for (DLDataType dtype : {DLDataType{kDLFloat, 0, 1}, DLDataType{kDLInt, 8, 0},
+                           DLDataType{kDLUInt, 0, 0}, DLDataType{kDLBool, 0, 4}}) {
+    SCOPED_TRACE(std::to_string(dtype.code) + "/" + std::to_string(dtype.bits) + "/" +
+                 std::to_string(dtype.lanes));
+    EXPECT_THROW(kffi::Tensor::FromEnvAlloc(kffi::IntArrayView(shape, 1), dtype, {kDLCPU, 0}),
+                 kffi::Error);
+    EXPECT_THROW(kffi::Tensor::FromNDAlloc(kffi::details::HostAlignedAlloc(),
+                                           kffi::IntArrayView(shape, 1), dtype, {kDLCPU, 0}),
+                 kffi::Error);
+    // DLPack import: the deleter runs once, on refusal too.
+    static int deleted;
+    deleted = 0;
+    DLManagedTensorVersioned managed{};
+    managed.version = {DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION};
+    managed.dl_tensor.ndim = 1;
+    managed.dl_tensor.shape = const_cast<int64_t*>(shape);
+    managed.dl_tensor.dtype = dtype;
+    managed.dl_tensor.device = {kDLCPU, 0};
+    managed.deleter = [](DLManagedTensorVersioned*) { ++deleted; };
+    KFFIObjectHandle h = nullptr;
+    EXPECT_EQ(KFFITensorFromDLPackVersioned(&managed, 0, 0, &h), -1);
+    EXPECT_EQ(h, nullptr);
+    EXPECT_EQ(deleted, 1);
+    KFFIObjectHandle err = nullptr;
+    KFFIErrorMoveFromRaised(&err);
+    ASSERT_NE(err, nullptr);
+    const KFFIByteArray& m = KFFIErrorGetCellPtr(err)->message;
+    EXPECT_NE(std::string(m.data, m.size).find(dtype.bits == 0 ? "0 bits per lane" : "0 lanes"),
+              std::string::npos);
+    KFFIObjectDecRef(err);
+    // A borrowed DLTensor* argument made owned.
+    DLTensor t = managed.dl_tensor;
+    KFFIAny view;
+    view.type_index = kKFFIDLTensorPtr;
+    view.zero_padding = 0;
+    view.v_ptr = &t;
+    KFFIAny owned;
+    EXPECT_EQ(KFFIAnyViewToOwnedAny(&view, &owned), -1);
+    KFFIErrorMoveFromRaised(&err);
+    ASSERT_NE(err, nullptr);
+    KFFIObjectDecRef(err);
+  }
+}
+
+}  // namespace

@@ -1,11 +1,12 @@
 // tests/cpp/test_readonly.cc: read-only tensors: the argument flag (KFFIAny.tensor_flags) and the
-// imported DLPack flag reach TensorView and Tensor parameters, CheckWritable refuses them, and no
-// conversion drops the flag.
+// imported DLPack flag reach ConstTensorView and Tensor parameters, a TensorView parameter (the
+// function may write it) refuses them, and no conversion drops the flag.
 #include <gtest/gtest.h>
 #include <kffi/kffi.h>
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tensor_producer.h"
@@ -14,6 +15,7 @@
 namespace {
 
 using kffi::Any;
+using kffi::ConstTensorView;
 using kffi::Function;
 using kffi::Tensor;
 using kffi::TensorView;
@@ -49,16 +51,28 @@ Tensor ImportReadOnly(int* deletes) {
   return Tensor::FromDLPackVersioned(in);
 }
 
-// out = 2 * x, refusing read-only memory for out as a kernel should.
-void Scale(TensorView out, TensorView x) {
-  kffi::CheckWritable(out, "out");
-  for (int64_t i = 0; i < x.numel(); ++i) {
-    static_cast<float*>(out.data_ptr())[i] = 2 * static_cast<const float*>(x.data_ptr())[i];
-  }
+// out = 2 * x: out is written, x only read.
+void Scale(TensorView out, ConstTensorView x) {
+  for (int64_t i = 0; i < x.numel(); ++i) out.data<float>()[i] = 2 * x.data<float>()[i];
 }
 
-TEST(ReadOnly, TensorViewReadsTheArgumentFlag) {
-  Function probe = Function::FromTyped([](TensorView x) { return x.is_read_only(); }, "probe");
+// "Kind: message" of the error f throws.
+template <typename F>
+std::string ErrorText(F&& f) {
+  kffi::Error e = CatchError(std::forward<F>(f));
+  return e.kind() + ": " + e.message();
+}
+
+// The refusal of read-only memory for a parameter that may write it, as argument #k of sig.
+std::string ReadOnlyRefused(const std::string& param, int k, const std::string& sig) {
+  return "ValueError: " + param +
+         ": expected a writable tensor (the function may write it), got a read-only one (a "
+         "read-only array, bytes or a JAX array: pass a writable copy) (argument #" +
+         std::to_string(k) + " of `" + sig + "`)";
+}
+
+TEST(ReadOnly, ConstTensorViewReadsTheArgumentFlag) {
+  Function probe = Function::FromTyped([](ConstTensorView x) { return x.is_read_only(); }, "probe");
   Raw raw;
   KFFIAny plain = DLTensorArg(&raw.t, 0);
   KFFIAny ro = DLTensorArg(&raw.t, kKFFITensorFlagReadOnly);
@@ -69,18 +83,19 @@ TEST(ReadOnly, TensorViewReadsTheArgumentFlag) {
   EXPECT_FALSE(probe.CallPacked(&other, 1).cast<bool>());
   // The view still points at the DLTensor itself.
   Function ptr = Function::FromTyped(
-      [](TensorView x) { return static_cast<void*>(const_cast<DLTensor*>(x.GetDLTensorPtr())); },
+      [](ConstTensorView x) {
+        return static_cast<void*>(const_cast<DLTensor*>(x.GetDLTensorPtr()));
+      },
       "ptr");
   EXPECT_EQ(ptr.CallPacked(&ro, 1).cast<void*>(), static_cast<void*>(&raw.t));
 }
 
-TEST(ReadOnly, CheckWritableNamesTheArgument) {
+TEST(ReadOnly, AWrittenParameterRefusesReadOnlyMemoryNamingTheArgument) {
   Function scale = Function::FromTyped(&Scale, "scale");
+  const std::string sig = "scale(arg0: Tensor(mut), arg1: Tensor) -> None";
   Raw out, x;
   KFFIAny args[2] = {DLTensorArg(&out.t, kKFFITensorFlagReadOnly), DLTensorArg(&x.t, 0)};
-  kffi::Error e = CatchError([&] { scale.CallPacked(args, 2); });
-  EXPECT_EQ(e.kind(), "ValueError");
-  EXPECT_EQ(e.message(), "Argument `out`: expected writable memory, got a read-only tensor");
+  EXPECT_EQ(ErrorText([&] { scale.CallPacked(args, 2); }), ReadOnlyRefused("arg0", 0, sig));
   EXPECT_EQ(out.data[0], 1.0f);  // nothing written
   args[0].tensor_flags = 0;
   args[1].tensor_flags = kKFFITensorFlagReadOnly;  // reading a read-only input is fine
@@ -93,13 +108,14 @@ TEST(ReadOnly, ImportedFlagReachesViewsOfTheObject) {
   {
     Tensor t = ImportReadOnly(&deletes);
     EXPECT_TRUE(TensorView(t).is_read_only());
-    Function probe = Function::FromTyped([](TensorView x) { return x.is_writable(); }, "probe");
+    Function probe =
+        Function::FromTyped([](ConstTensorView x) { return x.is_writable(); }, "probe");
     EXPECT_FALSE(probe(t).cast<bool>());        // packed with the flag, and the object says so too
     KFFIAny unflagged = TensorObjectArg(t, 0);  // a producer that sends no flags
     EXPECT_FALSE(probe.CallPacked(&unflagged, 1).cast<bool>());
     Function scale = Function::FromTyped(&Scale, "scale");
-    EXPECT_EQ(CatchError([&] { scale(t, t); }).message(),
-              "Argument `out`: expected writable memory, got a read-only tensor");
+    EXPECT_EQ(ErrorText([&] { scale(t, t); }),
+              ReadOnlyRefused("arg0", 0, "scale(arg0: Tensor(mut), arg1: Tensor) -> None"));
     // A C++ caller passing a Tensor sets the argument flag itself.
     KFFIAny packed;
     kffi::TypeTraits<Tensor>::CopyToAnyView(t, &packed);
@@ -108,7 +124,9 @@ TEST(ReadOnly, ImportedFlagReachesViewsOfTheObject) {
     kffi::TypeTraits<TensorView>::CopyToAnyView(TensorView(t), &packed);
     EXPECT_EQ(packed.type_index, kKFFIDLTensorPtr);
     EXPECT_EQ(packed.tensor_flags, static_cast<uint32_t>(kKFFITensorFlagReadOnly));
-    Function forward = Function::FromTyped([probe](TensorView x) { return probe(x); }, "fwd");
+    kffi::TypeTraits<ConstTensorView>::CopyToAnyView(ConstTensorView(t), &packed);
+    EXPECT_EQ(packed.tensor_flags, static_cast<uint32_t>(kKFFITensorFlagReadOnly));
+    Function forward = Function::FromTyped([probe](ConstTensorView x) { return probe(x); }, "fwd");
     Raw raw;
     KFFIAny ro = DLTensorArg(&raw.t, kKFFITensorFlagReadOnly);
     EXPECT_FALSE(forward.CallPacked(&ro, 1).cast<bool>());

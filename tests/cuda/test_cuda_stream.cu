@@ -28,7 +28,7 @@ __global__ void ScaleKernel(float* out, const float* in, float factor, int64_t n
 
 // A kernel-library entry point written the usual way: validate, guard the device, take the
 // caller's stream from the environment, launch.
-void Scale(kffi::TensorView output, kffi::TensorView input, double factor) {
+void Scale(kffi::TensorView output, kffi::ConstTensorView input, double factor) {
   kffi::CheckDevice(input, kDLCUDA, "input");
   kffi::CheckContiguous(input, "input");
   kffi::CheckSameDevice(input, output, "input", "output");
@@ -39,8 +39,7 @@ void Scale(kffi::TensorView output, kffi::TensorView input, double factor) {
   int64_t n = input.numel();
   int threads = 256;
   int blocks = static_cast<int>((n + threads - 1) / threads);
-  ScaleKernel<<<blocks, threads, 0, stream>>>(static_cast<float*>(output.data_ptr()),
-                                              static_cast<const float*>(input.data_ptr()),
+  ScaleKernel<<<blocks, threads, 0, stream>>>(output.data<float>(), input.data<float>(),
                                               static_cast<float>(factor), n);
   KFFI_CUDA_CHECK(cudaGetLastError());
 }
@@ -115,7 +114,7 @@ void TestKernelRunsOnEnvironmentStream() {
     EXPECT(false);
   } catch (const kffi::Error& e) {
     EXPECT(e.kind() == "ValueError");
-    EXPECT(e.message() == "Argument `input`: expected a tensor on cuda, got cpu");
+    EXPECT(e.message() == "input.device: expected cuda, got cpu");
   }
 
   EXPECT(KFFIEnvSetStream(kDLCUDA, device, prev, nullptr) == 0);

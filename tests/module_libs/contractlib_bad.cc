@@ -1,12 +1,14 @@
 // tests/module_libs/contractlib_bad.cc: a library with a malformed and a misfit contract next to
-// a good one: Module::Load refuses it, naming both (test_contract.cc, test_contracts.py).
+// a good one: Module::Load refuses it, naming both (test_contract_module.cc).
 #include <kffi/contract.h>
 
 #include <cstdint>
 
 namespace {
 
-int64_t AddOne(kffi::TensorView a, kffi::TensorView b) { return a.size(0) + b.size(0) - a.size(0); }
+int64_t AddOne(kffi::ConstTensorView a, kffi::ConstTensorView b) {
+  return a.size(0) + b.size(0) - a.size(0);
+}
 
 }  // namespace
 

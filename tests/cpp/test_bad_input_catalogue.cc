@@ -317,6 +317,16 @@ std::vector<Case> MakeCases() {
      "TypeError", {"argument #0", "arg0: expected bool, got str"}},
     {"TypedTensorFromInt", [] { Function::FromTyped([](kffi::ConstTensorView) {}, "t")(int64_t{1}); },
      "TypeError", {"argument #0", "arg0: expected Tensor, got int"}},
+    {"TypedReadOnlyTensorToWritable", [] {
+       kffi::Tensor x = kffi::Tensor::FromEnvAlloc({4}, kF32, DLDevice{kDLCPU, 0});
+       kffi::Tensor ro = x.as_read_only();
+       Function::FromTyped([](kffi::TensorView) {}, "w")(ro);
+     }, "ValueError", {"arg0: expected a writable tensor (the function may write it), got a read-only one",
+                       "(argument #0 of `w(arg0: Tensor(mut)) -> None`)"}},
+    {"TensorDataOfReadOnly", [] {
+       kffi::Tensor x = kffi::Tensor::FromEnvAlloc({4}, kF32, DLDevice{kDLCPU, 0});
+       x.as_read_only().data<float>();
+     }, "ValueError", {"Cannot write through data<T>(): the tensor is read-only"}},
     {"TypedOptionalFromStr", [] { Function::FromTyped([](kffi::Optional<int64_t>) {}, "o")("x"); },
      "TypeError", {"argument #0", "arg0: expected Optional<int>, got str"}},
     {"TypedTupleOfWrongSize", [] {

@@ -363,6 +363,78 @@ TEST(ContractMut, EveryPathChecksTheFlag) {
   EXPECT_EQ(CallFlagged(g, {TensorView(a), 7}, {}), "no error");
 }
 
+// The C++ parameter types say whether the function may write a tensor (kffi::TensorView and
+// DLTensor* may; kffi::ConstTensorView, const DLTensor* and an owned Tensor only read): the
+// contract must agree, or read-only memory that the contract lets through would be written.
+std::string WritableNotMut(int k, const std::string& param) {
+  return "ValueError: Invalid contract for `f`: parameter #" + std::to_string(k) + " `" + param +
+         "` is read-only (not `mut`), but its C++ type (kffi::TensorView or DLTensor*) may write "
+         "it: declare it kffi::ConstTensorView (or const DLTensor*) if the function only reads "
+         "it, or mark it `mut`";
+}
+
+TEST(ContractMut, AWritableCppParameterNeedsAMutTensor) {
+  EXPECT_EQ(
+      ErrorOf([] { kffi::FunctionWithContract([](TensorView) {}, "f", "a: Tensor([n], *)"); }),
+      WritableNotMut(0, "a: Tensor([n], *)"));
+  EXPECT_EQ(ErrorOf([] {
+              kffi::FunctionWithContract([](const DLTensor*, DLTensor*) {}, "f",
+                                         "a: Tensor([n], *), b: Tensor([n], float32)");
+            }),
+            WritableNotMut(1, "b: Tensor([n], float32)"));
+  EXPECT_EQ(ErrorOf([] {
+              kffi::FunctionWithContract([](kffi::Optional<TensorView>) {}, "f",
+                                         "bias: Optional[Tensor([n], *)]");
+            }),
+            WritableNotMut(0, "bias: Optional[Tensor([n], *)]"));
+  // Every pairing that cannot write read-only memory is accepted: `mut` with a writable type,
+  // and a read-only type with or without `mut` (a function may declare more than it does).
+  const char* kMut = "a: Tensor([n], *, mut)";
+  const char* kRead = "a: Tensor([n], *)";
+  EXPECT_EQ(ErrorOf([&] { kffi::FunctionWithContract([](TensorView) {}, "f", kMut); }), "no error");
+  EXPECT_EQ(ErrorOf([&] { kffi::FunctionWithContract([](DLTensor*) {}, "f", kMut); }), "no error");
+  for (const char* text : {kMut, kRead}) {
+    EXPECT_EQ(ErrorOf([&] { kffi::FunctionWithContract([](ConstTensorView) {}, "f", text); }),
+              "no error");
+    EXPECT_EQ(ErrorOf([&] { kffi::FunctionWithContract([](const DLTensor*) {}, "f", text); }),
+              "no error");
+    EXPECT_EQ(ErrorOf([&] { kffi::FunctionWithContract([](kffi::Tensor) {}, "f", text); }),
+              "no error");
+  }
+  // Called: a `mut` tensor reaches a ConstTensorView (writable memory, read through it), and the
+  // contract refuses read-only memory for it before the function runs.
+  int calls = 0;
+  Function f = kffi::FunctionWithContract(
+      [&calls](ConstTensorView a) {
+        ++calls;
+        return a.is_writable();
+      },
+      "f", kMut);
+  FakeTensor a({3});
+  EXPECT_TRUE(f(TensorView(a)).cast<bool>());
+  EXPECT_EQ(CallFlagged(f, {TensorView(a)}, {0}),
+            "ValueError: a: expected a writable tensor (the parameter is declared `mut`), got a "
+            "read-only tensor" +
+                Arg(0, "`f(a: Tensor([n], *, mut))`"));
+  EXPECT_EQ(calls, 1);
+  // The runtime's check (what KFFI_EXPORT_CONTRACT calls at load time) says the same.
+  auto create = [](const char* text, KFFIByteArray type) {
+    KFFIByteArray n{"f", 1};
+    KFFIByteArray t{text, std::char_traits<char>::length(text)};
+    KFFIObjectHandle c = nullptr;
+    const int rc =
+        KFFIContractExportCreate(&n, &t, &type, 1, kffi::details::contract::kPlanLayoutVersion, &c);
+    if (c != nullptr) KFFIObjectDecRef(c);
+    return rc == 0 ? std::string("no error") : ErrorOf([] { kffi::details::ThrowRaisedError(-1); });
+  };
+  const KFFIByteArray writable{"Tensor(mut)", 11};
+  const KFFIByteArray read_only{"Tensor", 6};
+  EXPECT_EQ(create(kRead, writable), WritableNotMut(0, kRead));
+  EXPECT_EQ(create(kMut, writable), "no error");
+  EXPECT_EQ(create(kMut, read_only), "no error");
+  EXPECT_EQ(create(kRead, read_only), "no error");
+}
+
 TEST(ContractMut, TheMarkerIsRenderedAndOnlyForParameters) {
   EXPECT_EQ(Contract::Parse("f", "y: Tensor([n], float32, mut)").signature(),
             "f(y: Tensor([n], float32, mut))");

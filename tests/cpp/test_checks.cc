@@ -74,6 +74,11 @@ TEST(Checks, NdimAndShape) {
               kffi::CheckShape(x.view(), {2, 3}, "x");
             }),
             "x.shape: expected [2, 3], got [2, 3, 4]");
+  // A wildcard dimension shows as `*` in the expected shape.
+  EXPECT_EQ(ValueErrorMessage([&] {
+              kffi::CheckShape(x.view(), {3, -1, 4}, "x");
+            }),
+            "x.shape: expected [3, *, 4], got [2, 3, 4]");
 }
 
 TEST(Checks, Dtype) {
@@ -116,6 +121,23 @@ TEST(Checks, Alignment) {
   x.t.byte_offset = 4;
   EXPECT_EQ(ValueErrorMessage([&] { kffi::CheckAlignment(x.view(), 16, "x"); }),
             "x: expected data aligned to 16 bytes, got data aligned to 4 bytes");
+  // The first element's address counts (data + byte_offset), not data alone.
+  x.t.data = reinterpret_cast<char*>(buf) + 4;
+  x.t.byte_offset = 12;
+  EXPECT_NO_THROW(kffi::CheckAlignment(x.view(), 16, "x"));
+}
+
+TEST(Checks, Writable) {
+  FakeTensor x({4}, {}, kffi::dtypes::float32, kCPU);
+  EXPECT_NO_THROW(kffi::CheckWritable(x.view(), "x"));
+  EXPECT_EQ(ValueErrorMessage(
+                [&] { kffi::CheckWritable(kffi::ConstTensorView(&x.t, /*read_only=*/true), "x"); }),
+            "x: expected a writable tensor, got a read-only tensor");
+  kffi::Tensor t = kffi::Tensor::FromEnvAlloc({2}, kffi::dtypes::float32, kCPU);
+  EXPECT_NO_THROW(kffi::CheckWritable(t, "t"));
+  kffi::Tensor ro = t.as_read_only();
+  EXPECT_EQ(ValueErrorMessage([&] { kffi::CheckWritable(ro, "t"); }),
+            "t: expected a writable tensor, got a read-only tensor");
 }
 
 TEST(Checks, WorkWithOwnedTensors) {

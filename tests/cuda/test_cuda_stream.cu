@@ -1,4 +1,5 @@
-// tests/cuda/test_cuda_stream.cu: kernels launch on the environment stream; DeviceGuard; errors.
+// tests/cuda/test_cuda_stream.cu: kernels launch on the environment stream; DeviceGuard; typed
+// calls run on their first CUDA tensor's device (kffi::NoDeviceGuard opts out); errors.
 // Exits 0 when all checks pass, 1 on a failure, 77 (CTest: skipped) on a machine without a GPU.
 #include <kffi/cuda.h>
 #include <kffi/function.h>
@@ -150,6 +151,48 @@ void TestDeviceGuardRestores(int count) {
   EXPECT(current == original);
 }
 
+int CurrentDevice() {
+  int device = -1;
+  KFFI_CUDA_CHECK(cudaGetDevice(&device));
+  return device;
+}
+
+// The device current while a typed function runs.
+int64_t DeviceInside(kffi::ConstTensorView) { return CurrentDevice(); }
+
+// A typed call runs with its first CUDA tensor's device current and restores the caller's after;
+// kffi::NoDeviceGuard leaves the caller's. Meaningful with two or more GPUs (the tensor on the
+// last one, device 0 current); with one it checks that nothing changes.
+void TestTypedCallsRunOnTheTensorsDevice(int count) {
+  const int last = count - 1;
+  kffi::Tensor x;
+  {
+    kffi::cuda::DeviceGuard guard(last);
+    x = kffi::Tensor::FromNDAlloc(CudaAlloc(), {4}, kffi::dtypes::float32, DLDevice{kDLCUDA, last});
+  }
+  KFFI_CUDA_CHECK(cudaSetDevice(0));
+  kffi::Function guarded = kffi::Function::FromTyped(&DeviceInside, "inside");
+  kffi::Function unguarded = kffi::Function::FromTyped(kffi::NoDeviceGuard<DeviceInside>, "inside");
+  EXPECT(guarded(x).cast<int64_t>() == last);
+  EXPECT(CurrentDevice() == 0);
+  EXPECT(unguarded(x).cast<int64_t>() == 0);
+  EXPECT(CurrentDevice() == 0);
+  // The runtime's functions directly: entering the current device changes nothing.
+  void* restore = &restore;
+  EXPECT(KFFIEnvEnterDevice(kDLCUDA, 0, &restore) == 0);
+  EXPECT(restore == nullptr);
+  EXPECT(KFFIEnvEnterDevice(kDLCUDA, last, &restore) == 0);
+  EXPECT(CurrentDevice() == last);
+  EXPECT((restore == nullptr) == (last == 0));
+  KFFIEnvRestoreDevice(kDLCUDA, restore);
+  EXPECT(CurrentDevice() == 0);
+  EXPECT(KFFIEnvEnterDevice(kDLCUDA, count, &restore) == -1);  // no such device
+  KFFIObjectHandle err = nullptr;
+  KFFIErrorMoveFromRaised(&err);
+  EXPECT(err != nullptr);
+  if (err != nullptr) KFFIObjectDecRef(err);
+}
+
 void TestCudaCheckMessage() {
   std::string expected = std::string("CUDA error: ") + cudaGetErrorName(cudaErrorInvalidDevice) +
                          ": " + cudaGetErrorString(cudaErrorInvalidDevice) +
@@ -180,6 +223,7 @@ int main() {
   try {
     TestKernelRunsOnEnvironmentStream();
     TestDeviceGuardRestores(count);
+    TestTypedCallsRunOnTheTensorsDevice(count);
     TestCudaCheckMessage();
   } catch (const kffi::Error& e) {
     std::fprintf(stderr, "unexpected error:\n%s\n", e.FullMessage().c_str());

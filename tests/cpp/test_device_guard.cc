@@ -4,9 +4,10 @@
 //
 // The guard's effect (a CUDA context switch) needs a GPU; what it asks for does not. This binary
 // defines KFFIEnvEnterDevice and KFFIEnvRestoreDevice itself, in front of libkffi's: they forward
-// to the runtime unless a test installs a GuardLog, which records each request and can answer it
-// (a restore token, a failure) as the CUDA driver would. Without a log every call behaves exactly
-// as libkffi's: the rest of the suite sees the runtime's functions.
+// to the runtime unless a test installs a GuardLog, which records each request and answers it
+// itself (nothing switched, a restore token, or a failure), as the runtime would with a CUDA
+// driver. Without a log every call behaves exactly as libkffi's: the rest of the suite sees the
+// runtime's functions.
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 #include <kffi/kffi.h>
@@ -25,7 +26,7 @@ namespace {
 struct GuardLog {
   std::vector<std::pair<int32_t, int32_t>> entered;  // (device_type, device_id)
   std::vector<void*> restored;
-  void* token = nullptr;  // handed out as *out_restore when not NULL (a context was switched)
+  void* token = nullptr;  // handed out as *out_restore (not NULL: as if a context was switched)
   bool fail = false;      // raise a ValueError instead
 };
 GuardLog* g_log = nullptr;
@@ -57,11 +58,8 @@ extern "C" int KFFIEnvEnterDevice(int32_t device_type, int32_t device_id, void**
     KFFIErrorSetRaisedFromCStr("ValueError", "a CUDA device this process does not have");
     return -1;
   }
-  if (g_log->token != nullptr) {
-    *out_restore = g_log->token;
-    return 0;
-  }
-  return real(device_type, device_id, out_restore);
+  *out_restore = g_log->token;
+  return 0;
 }
 
 extern "C" void KFFIEnvRestoreDevice(int32_t device_type, void* restore) {
@@ -219,7 +217,7 @@ TEST(DeviceGuard, TypedCallsEnterTheFirstCudaTensorsDevice) {
   Function own = Function::FromTyped([](kffi::Tensor t) { return t.numel(); }, "own");
   EXPECT_EQ(own(on_cuda).cast<int64_t>(), 2);
   EXPECT_EQ(log.entered, (Entered{{kDLCUDA, 4}}));
-  EXPECT_TRUE(log.restored.empty());  // the runtime changed nothing: nothing to restore
+  EXPECT_TRUE(log.restored.empty());  // nothing was switched: nothing to restore
 }
 
 TEST(DeviceGuard, TheCallersDeviceIsRestoredAfterTheCallAndOnErrors) {

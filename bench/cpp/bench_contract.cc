@@ -19,12 +19,13 @@ kffi::Function Opaque(const char* name, kffi::Function f) {
   return out;
 }
 
-void Nop3(kffi::TensorView a, kffi::TensorView b, kffi::TensorView c) {
+void Nop3(kffi::ConstTensorView a, kffi::ConstTensorView b, kffi::ConstTensorView c) {
   benchmark::DoNotOptimize(a);
   benchmark::DoNotOptimize(b);
   benchmark::DoNotOptimize(c);
 }
-void Nop3Stream(kffi::TensorView a, kffi::TensorView b, kffi::TensorView c, void* stream) {
+void Nop3Stream(kffi::ConstTensorView a, kffi::ConstTensorView b, kffi::ConstTensorView c,
+                void* stream) {
   Nop3(a, b, c);
   benchmark::DoNotOptimize(stream);
 }

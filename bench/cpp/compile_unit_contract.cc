@@ -1,12 +1,12 @@
 // bench/cpp/compile_unit_contract.cc: the contract translation unit whose compile time the
-// benchmark measures: one TensorView kernel exported with a contract.
+// benchmark measures: one tensor kernel exported with a contract.
 #include <kffi/contract.h>
 #include <kffi/tensor.h>
 
 namespace {
-void AddOne(kffi::TensorView x, kffi::TensorView y) {
-  const float* a = static_cast<const float*>(x.data_ptr());
-  float* b = static_cast<float*>(y.data_ptr());
+void AddOne(kffi::ConstTensorView x, kffi::TensorView y) {
+  const float* a = x.data<float>();
+  float* b = y.data<float>();
   for (int64_t i = 0; i < x.numel(); ++i) b[i] = a[i] + 1.0f;
 }
 }  // namespace

@@ -40,12 +40,6 @@ void ExpectError(F&& fn, const std::string& expected_prefix) {
   Expect(false, "a call that should fail raised nothing");
 }
 
-// Host data of a CPU tensor as T.
-template <typename T>
-T* HostData(const kffi::Tensor& t) {
-  return reinterpret_cast<T*>(static_cast<char*>(t.data_ptr()) + t.byte_offset());
-}
-
 constexpr int64_t kN = 1000;
 constexpr DLDevice kCpu{kDLCPU, 0};
 
@@ -70,31 +64,37 @@ void RunCpu(const std::string& path) {
   // FromEnvAlloc: the calling framework's allocator when one is set, else aligned host memory.
   kffi::Tensor x = kffi::Tensor::FromEnvAlloc({kN}, kffi::dtypes::float32, kCpu);
   kffi::Tensor y = kffi::Tensor::FromEnvAlloc({kN}, kffi::dtypes::float32, kCpu);
-  for (int64_t i = 0; i < kN; ++i) HostData<float>(x)[i] = 0.5f * static_cast<float>(i);
+  for (int64_t i = 0; i < kN; ++i) x.data<float>()[i] = 0.5f * static_cast<float>(i);
   scale(y, x, 3.0);
   bool all = true;
-  const float* out = HostData<float>(y);
+  const float* out = y.const_data<float>();
   for (int64_t i = 0; i < kN; ++i) all = all && out[i] == 1.5f * static_cast<float>(i);
   Expect(all, "float32: y == x * 3");
 
   for (const HalfCase& c : kHalfCases) {
     kffi::Tensor hx = kffi::Tensor::FromEnvAlloc({kN}, c.dtype, kCpu);
     kffi::Tensor hy = kffi::Tensor::FromEnvAlloc({kN}, c.dtype, kCpu);
-    for (int64_t i = 0; i < kN; ++i) HostData<uint16_t>(hx)[i] = c.one_and_a_half;
+    for (int64_t i = 0; i < kN; ++i) hx.data<uint16_t>()[i] = c.one_and_a_half;
     scale(hy, hx, 2.0);
     bool same = true;
-    for (int64_t i = 0; i < kN; ++i) same = same && HostData<uint16_t>(hy)[i] == c.three;
+    for (int64_t i = 0; i < kN; ++i) same = same && hy.const_data<uint16_t>()[i] == c.three;
     Expect(same, kffi::DataTypeToString(c.dtype) + ": 1.5 * 2 == 3");
   }
 
   // Bad calls: the messages name the argument, the expectation and what was passed.
-  ExpectError(
-      [&] { scale(y, x, "two"); },
-      "TypeError: Mismatched type on argument #2 when calling: "
-      "`scale(y: Tensor, x: Tensor, factor: float) -> None`. Expected `float` but got `str`");
+  ExpectError([&] { scale(y, x, "two"); },
+              "TypeError: factor: expected float, got str (argument #2 of "
+              "`scale(y: Tensor(mut), x: Tensor, factor: float) -> None`)");
   kffi::Tensor wrong = kffi::Tensor::FromEnvAlloc({kN}, kffi::dtypes::float16, kCpu);
   ExpectError([&] { scale(wrong, x, 2.0); },
-              "ValueError: Arguments `y` and `x`: expected the same dtype");
+              "ValueError: y.dtype: expected float32 (as x.dtype), got float16");
+  // y may be written (Tensor(mut)): read-only memory is refused for it, and taken for x.
+  kffi::Tensor read_only = x.as_read_only();
+  scale(y, read_only, 1.0);
+  Expect(y.const_data<float>()[2] == 1.0f, "a read-only x is read");
+  ExpectError([&] { scale(read_only, x, 2.0); },
+              "ValueError: y: expected a writable tensor (the function may write it), got a "
+              "read-only one");
   ExpectError([&] { mod.GetFunctionRequired("scal"); },
               "AttributeError: Module `" + mod.name() + "` has no function `scal`");
 }
@@ -120,7 +120,7 @@ void RunCudaOnGpu(const kffi::Function& scale) {
   kffi::Tensor y = kffi::Tensor::FromNDAlloc(CudaAlloc(), {kN}, kffi::dtypes::float32, gpu);
   std::vector<float> host(kN);
   for (int64_t i = 0; i < kN; ++i) host[i] = 0.5f * static_cast<float>(i);
-  CheckCuda(cudaMemcpy(x.data_ptr(), host.data(), kN * sizeof(float), cudaMemcpyHostToDevice),
+  CheckCuda(cudaMemcpy(x.data(), host.data(), kN * sizeof(float), cudaMemcpyHostToDevice),
             "cudaMemcpy");
   // The kernel launches on the stream the environment names, as with a framework's stream.
   cudaStream_t stream;
@@ -131,7 +131,7 @@ void RunCudaOnGpu(const kffi::Function& scale) {
   }
   CheckCuda(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
   CheckCuda(cudaStreamDestroy(stream), "cudaStreamDestroy");
-  CheckCuda(cudaMemcpy(host.data(), y.data_ptr(), kN * sizeof(float), cudaMemcpyDeviceToHost),
+  CheckCuda(cudaMemcpy(host.data(), y.const_data(), kN * sizeof(float), cudaMemcpyDeviceToHost),
             "cudaMemcpy");
   bool all = true;
   for (int64_t i = 0; i < kN; ++i) all = all && host[i] == 1.5f * static_cast<float>(i);
@@ -141,9 +141,10 @@ void RunCudaOnGpu(const kffi::Function& scale) {
     kffi::Tensor hx = kffi::Tensor::FromNDAlloc(CudaAlloc(), {kN}, c.dtype, gpu);
     kffi::Tensor hy = kffi::Tensor::FromNDAlloc(CudaAlloc(), {kN}, c.dtype, gpu);
     std::vector<uint16_t> bits(kN, c.one_and_a_half);
-    CheckCuda(cudaMemcpy(hx.data_ptr(), bits.data(), kN * 2, cudaMemcpyHostToDevice), "cudaMemcpy");
+    CheckCuda(cudaMemcpy(hx.data(), bits.data(), kN * 2, cudaMemcpyHostToDevice), "cudaMemcpy");
     scale(hy, hx, 2.0);
-    CheckCuda(cudaMemcpy(bits.data(), hy.data_ptr(), kN * 2, cudaMemcpyDeviceToHost), "cudaMemcpy");
+    CheckCuda(cudaMemcpy(bits.data(), hy.const_data(), kN * 2, cudaMemcpyDeviceToHost),
+              "cudaMemcpy");
     bool same = true;
     for (uint16_t b : bits) same = same && b == c.three;
     Expect(same, kffi::DataTypeToString(c.dtype) + " on the GPU: 1.5 * 2 == 3");
@@ -159,7 +160,7 @@ void RunCuda(const std::string& path) {
   // The argument checks run before any CUDA call, so they work without a GPU.
   kffi::Tensor cpu_tensor = kffi::Tensor::FromEnvAlloc({kN}, kffi::dtypes::float32, kCpu);
   ExpectError([&] { scale(cpu_tensor, cpu_tensor, 2.0); },
-              "ValueError: Argument `x`: expected a tensor on cuda, got cpu");
+              "ValueError: x.device: expected cuda, got cpu");
 #if defined(KFFI_EXAMPLE_WITH_CUDA)
   int count = 0;
   if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {

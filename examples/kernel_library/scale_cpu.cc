@@ -74,12 +74,9 @@ void ScaleLoop(void* y, const void* x, int64_t n, float factor, Load load, Store
   for (int64_t i = 0; i < n; ++i) out[i] = store(load(in[i]) * factor);
 }
 
-// First element of a tensor (DLPack keeps byte_offset apart from data).
-void* FirstElement(kffi::TensorView t) {
-  return static_cast<char*>(t.data_ptr()) + t.byte_offset();
-}
-
-void Scale(kffi::TensorView y, kffi::TensorView x, double factor) {
+// y is written (a TensorView: the call refuses read-only memory for it, which is never changed);
+// x is only read (a ConstTensorView: read-only arrays are welcome, without a copy).
+void Scale(kffi::TensorView y, kffi::ConstTensorView x, double factor) {
   // 1. Validate: every failure names the argument, what was expected and what came.
   kffi::CheckDevice(x, kDLCPU, "x");
   kffi::CheckSameDevice(y, x, "y", "x");
@@ -88,13 +85,12 @@ void Scale(kffi::TensorView y, kffi::TensorView x, double factor) {
   kffi::CheckSameShape(y, x, "y", "x");
   kffi::CheckContiguous(x, "x");
   kffi::CheckContiguous(y, "y");
-  kffi::CheckWritable(y, "y");  // y is written: a read-only array is refused, never changed
   // 2. Device guard and 3. stream: none on CPU; the loop runs on the calling thread.
   // 4. Dispatch on dtype and 5. launch.
   const int64_t n = x.numel();
   const float f = static_cast<float>(factor);
-  void* out = FirstElement(y);
-  const void* in = FirstElement(x);
+  void* out = y.data();  // data() is the first element: DLTensor.data + byte_offset
+  const void* in = x.data();
   const auto same = [](float v) { return v; };
   if (x.dtype() == kffi::dtypes::float32) {
     ScaleLoop<float>(out, in, n, f, same, same);

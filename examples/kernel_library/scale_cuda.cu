@@ -26,19 +26,20 @@ __global__ void ScaleKernel(T* y, const T* x, float factor, int64_t n) {
 }
 
 template <typename T>
-void Launch(kffi::TensorView y, kffi::TensorView x, float factor, cudaStream_t stream) {
+void Launch(kffi::TensorView y, kffi::ConstTensorView x, float factor, cudaStream_t stream) {
   const int64_t n = x.numel();
   if (n == 0) return;
   constexpr int kThreads = 256;
   const int64_t blocks = std::min<int64_t>((n + kThreads - 1) / kThreads, 65535);
-  ScaleKernel<T><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
-      reinterpret_cast<T*>(static_cast<char*>(y.data_ptr()) + y.byte_offset()),
-      reinterpret_cast<const T*>(static_cast<const char*>(x.data_ptr()) + x.byte_offset()), factor,
-      n);
+  // data<T>() is the first element (DLTensor.data + byte_offset).
+  ScaleKernel<T>
+      <<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(y.data<T>(), x.data<T>(), factor, n);
   KFFI_CUDA_CHECK(cudaGetLastError());  // a bad launch configuration shows up here
 }
 
-void Scale(kffi::TensorView y, kffi::TensorView x, double factor) {
+// y is written (a TensorView: the call refuses read-only memory for it, which is never changed);
+// x is only read (a ConstTensorView).
+void Scale(kffi::TensorView y, kffi::ConstTensorView x, double factor) {
   // 1. Validate: every failure names the argument, what was expected and what came.
   kffi::CheckDevice(x, kDLCUDA, "x");
   kffi::CheckSameDevice(y, x, "y", "x");
@@ -47,7 +48,6 @@ void Scale(kffi::TensorView y, kffi::TensorView x, double factor) {
   kffi::CheckSameShape(y, x, "y", "x");
   kffi::CheckContiguous(x, "x");
   kffi::CheckContiguous(y, "y");
-  kffi::CheckWritable(y, "y");  // y is written: a read-only array is refused, never changed
   // 2. Device guard: launch on x's GPU without changing the caller's current device for good.
   kffi::cuda::DeviceGuard guard(x.device());
   // 3. Stream: the one the calling framework made current (e.g. torch.cuda.current_stream()).

@@ -8,9 +8,9 @@ namespace {
 
 int64_t Add(int64_t a, int64_t b) { return a + b; }
 
-void Scale(kffi::TensorView y, kffi::TensorView x, double factor) {
-  float* out = static_cast<float*>(y.data_ptr());
-  const float* in = static_cast<const float*>(x.data_ptr());
+void Scale(kffi::TensorView y, kffi::ConstTensorView x, double factor) {
+  float* out = y.data<float>();
+  const float* in = x.data<float>();
   for (int64_t i = 0; i < x.numel(); ++i) out[i] = static_cast<float>(in[i] * factor);
 }
 

@@ -6,4 +6,4 @@
 
 KFFI_EXPORT(sub, [](int64_t a, int64_t b) { return a - b; });
 KFFI_EXPORT_CONTRACT(
-    first, [](kffi::TensorView x) { return x.size(0); }, "x: Tensor([n], *)");
+    first, [](kffi::ConstTensorView x) { return x.size(0); }, "x: Tensor([n], *)");

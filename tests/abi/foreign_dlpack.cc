@@ -16,9 +16,10 @@ int main() {
                 "the foreign header's declarations came first");
   int64_t shape[1] = {3};
   DLTensor t{nullptr, DLDevice{kDLCPU, 0}, 1, kffi::dtypes::float32, shape, nullptr, 0};
-  kffi::Function numel = kffi::Function::FromTyped([](kffi::TensorView x) { return x.numel(); });
+  kffi::Function numel =
+      kffi::Function::FromTyped([](kffi::ConstTensorView x) { return x.numel(); });
   if (numel(&t).cast<int64_t>() != 3) {
-    std::fprintf(stderr, "a TensorView over the foreign DLTensor read the wrong shape\n");
+    std::fprintf(stderr, "a ConstTensorView over the foreign DLTensor read the wrong shape\n");
     return 1;
   }
   std::printf("abi foreign_dlpack: kffi builds on a compatible dlpack.h included first\n");

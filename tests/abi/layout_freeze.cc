@@ -26,6 +26,7 @@ using ByteArray = KFFIByteArray;
 using OpaqueDeleter = void (*)(void*);
 using NameVisitor = int (*)(void* ctx, const ByteArray* name);
 using SignalHook = int (*)();
+using ArgumentTypeNamer = const char* (*)(const KFFIAny*);
 
 // The call convention and the callbacks that live inside objects and tensors.
 KFFI_ABI_SAME(KFFIObjectHandle, void*);
@@ -77,6 +78,10 @@ KFFI_ABI_SIGNATURE(KFFIFunctionRemoveGlobal, int (*)(const ByteArray*, int*));
 KFFI_ABI_SIGNATURE(KFFIFunctionListGlobalNames, int (*)(NameVisitor, void*));
 KFFI_ABI_SIGNATURE(KFFIErrorSetRaisedFromCStr, void (*)(const char*, const char*));
 KFFI_ABI_SIGNATURE(KFFIErrorSetRaisedFromCStrParts, void (*)(const char*, const char**, int32_t));
+KFFI_ABI_SIGNATURE(KFFIErrorSetRaisedArgument,
+                   void (*)(const char*, const char*, const char*, const char*, const KFFIAny*,
+                            int32_t, const char*));
+KFFI_ABI_SIGNATURE(KFFIErrorSetArgumentTypeNamer, void (*)(ArgumentTypeNamer, ArgumentTypeNamer*));
 KFFI_ABI_SIGNATURE(KFFIErrorSetRaised, void (*)(Handle));
 KFFI_ABI_SIGNATURE(KFFIErrorMoveFromRaised, void (*)(Handle*));
 KFFI_ABI_SIGNATURE(KFFIErrorCreate,
@@ -103,6 +108,8 @@ KFFI_ABI_SIGNATURE(KFFIEnvSetTensorAllocator,
 KFFI_ABI_SIGNATURE(KFFIEnvGetTensorAllocator, DLPackManagedTensorAllocator (*)());
 KFFI_ABI_SIGNATURE(KFFIEnvCheckSignals, int (*)());
 KFFI_ABI_SIGNATURE(KFFIEnvSetCheckSignalsHook, void (*)(SignalHook, SignalHook*));
+KFFI_ABI_SIGNATURE(KFFIEnvEnterDevice, int (*)(int32_t, int32_t, void**));
+KFFI_ABI_SIGNATURE(KFFIEnvRestoreDevice, void (*)(int32_t, void*));
 KFFI_ABI_SIGNATURE(KFFIModuleLoadFromFile, int (*)(const ByteArray*, Handle*));
 KFFI_ABI_SIGNATURE(KFFIModuleGetSystemLib, int (*)(Handle*));
 KFFI_ABI_SIGNATURE(KFFIModuleRegisterSystemLibSymbol, int (*)(const char*, void*));

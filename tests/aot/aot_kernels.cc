@@ -9,9 +9,9 @@ namespace {
 // the prefix; kffi.compile's objects make such definitions local by themselves).
 int64_t AddInts(int64_t a, int64_t b) { return a + b; }
 
-void Scale(kffi::TensorView y, kffi::TensorView x, double factor) {
-  auto* out = static_cast<float*>(y.data_ptr());
-  const auto* in = static_cast<const float*>(x.data_ptr());
+void Scale(kffi::TensorView y, kffi::ConstTensorView x, double factor) {
+  float* out = y.data<float>();
+  const float* in = x.data<float>();
   for (int64_t i = 0; i < x.shape()[0]; ++i) out[i] = static_cast<float>(in[i] * factor);
 }
 

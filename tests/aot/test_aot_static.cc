@@ -91,8 +91,8 @@ TEST(AotStatic, TypedEntryPointsCallTheSafeCall) {
       << count.message();
   kffi::Error type = CatchError([] { Module::InvokeSafeCall<&__kffi_b_add_ints>(1, "two"); });
   EXPECT_EQ(type.kind(), "TypeError");
-  EXPECT_NE(type.message().find("argument #1 when calling: `b_add_ints(a: int, b: int) -> int`. "
-                                "Expected `int` but got `str`"),
+  EXPECT_NE(type.message().find("b: expected int, got str (argument #1 of `b_add_ints(a: int, b: "
+                                "int) -> int`)"),
             std::string::npos)
       << type.message();
 }

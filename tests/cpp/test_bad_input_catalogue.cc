@@ -277,71 +277,79 @@ std::vector<Case> MakeCases() {
     {"CheckWritableReadOnly", [] {
        kffi::Tensor x = kffi::Tensor::FromEnvAlloc({4}, kF32, DLDevice{kDLCPU, 0}).as_read_only();
        kffi::CheckWritable(x, "out");
-     }, "ValueError", {"Argument `out`: expected writable memory, got a read-only tensor"}},
+     }, "ValueError", {"out: expected a writable tensor, got a read-only tensor"}},
     {"CheckNdim", [] { kffi::CheckNdim(FakeTensor({3}), 2, "x"); },
-     "ValueError", {"Argument `x`: expected a 2-d tensor, got 1-d with shape [3]"}},
+     "ValueError", {"x.ndim: expected 2, got 1 (shape [3])"}},
     {"CheckDtype", [] { kffi::CheckDtype(FakeTensor({3}, kffi_test::kF16), {kF32}, "x"); },
-     "ValueError", {"Argument `x`: expected dtype float32, got float16"}},
+     "ValueError", {"x.dtype: expected float32, got float16"}},
     {"CheckShape", [] { kffi::CheckShape(FakeTensor({3, 4}), {3, 5}, "w"); },
-     "ValueError", {"Argument `w`", "[3, 5]", "[3, 4]"}},
+     "ValueError", {"w.shape: expected [3, 5], got [3, 4]"}},
     {"CheckContiguous", [] { kffi::CheckContiguous(FakeTensor({4, 2}, kF32, kffi_test::kCPU, {1, 4}), "x"); },
-     "ValueError", {"Argument `x`: expected a contiguous tensor, got strides [1, 4] for shape [4, 2]"}},
+     "ValueError", {"x.strides: expected contiguous, got [1, 4] for shape [4, 2]"}},
     {"CheckAlignment", [] { kffi::CheckAlignment(FakeTensor({4}, kF32, kffi_test::kCPU, {}, 4), 16, "x"); },
-     "ValueError", {"Argument `x`", "16"}},
+     "ValueError", {"x: expected data aligned to 16 bytes, got data aligned to 4 bytes"}},
     {"CheckDevice", [] { kffi::CheckDevice(FakeTensor({4}), kDLCUDA, "x"); },
-     "ValueError", {"Argument `x`: expected a tensor on cuda, got cpu"}},
+     "ValueError", {"x.device: expected cuda, got cpu"}},
     {"CheckSameDevice", [] {
        kffi::CheckSameDevice(FakeTensor({4}), FakeTensor({4}, kF32, kffi_test::kCuda0), "a", "b");
-     }, "ValueError", {"`a`", "`b`"}},
+     }, "ValueError", {"a.device: expected cuda:0 (as b.device), got cpu"}},
     {"CheckSameDtype", [] {
        kffi::CheckSameDtype(FakeTensor({4}), FakeTensor({4}, kffi_test::kF16), "a", "b");
-     }, "ValueError", {"`a`", "`b`", "float32", "float16"}},
+     }, "ValueError", {"a.dtype: expected float16 (as b.dtype), got float32"}},
     {"CheckSameShape", [] { kffi::CheckSameShape(FakeTensor({4}), FakeTensor({5}), "a", "b"); },
-     "ValueError", {"`a`", "`b`", "[4]", "[5]"}},
+     "ValueError", {"a.shape: expected [5] (as b.shape), got [4]"}},
 
     // ---- typed calls: the argument's position, the signature, expected and received ----------
     {"TypedWrongType", [] { Typed()(int64_t{1}, int64_t{2}); },
-     "TypeError", {"Mismatched type on argument #1 when calling: `typed(arg0: int, arg1: str) -> int`.",
-                   "Expected `str` but got `int`"}},
+     "TypeError", {"arg1: expected str, got int (argument #1 of `typed(arg0: int, arg1: str) -> int`)"}},
     {"TypedTooFewArguments", [] { Typed()(int64_t{1}); },
-     "TypeError", {"Mismatched number of arguments when calling: `typed(arg0: int, arg1: str) -> int`.",
-                   "Expected 2 but got 1"}},
+     "TypeError", {"typed: expected 2 arguments, got 1 (`typed(arg0: int, arg1: str) -> int`)"}},
     {"TypedTooManyArguments", [] { Typed()(int64_t{1}, "a", 3.0); },
-     "TypeError", {"Expected 2 but got 3"}},
+     "TypeError", {"typed: expected 2 arguments, got 3"}},
     {"TypedIntOutOfRange", [] { Function::FromTyped([](int32_t) {}, "narrow")(int64_t{1} << 40); },
      "TypeError", {"argument #0", "`narrow(arg0: int32) -> None`",
-                   "Expected `int32` but got `int (1099511627776 is out of range for int32)`"}},
+                   "arg0: expected int32, got int (1099511627776 is out of range for int32)"}},
     {"TypedUnsignedNegative", [] { Function::FromTyped([](uint8_t) {}, "u8")(int64_t{-1}); },
-     "TypeError", {"argument #0", "Expected `uint8` but got `int (-1 is out of range for uint8)`"}},
+     "TypeError", {"argument #0", "arg0: expected uint8, got int (-1 is out of range for uint8)"}},
     {"TypedFloatFromStr", [] { Function::FromTyped([](double) {}, "f")("x"); },
-     "TypeError", {"argument #0", "Expected `float` but got `str`"}},
+     "TypeError", {"argument #0", "arg0: expected float, got str"}},
     {"TypedBoolFromStr", [] { Function::FromTyped([](bool) {}, "b")("x"); },
-     "TypeError", {"argument #0", "Expected `bool` but got `str`"}},
-    {"TypedTensorFromInt", [] { Function::FromTyped([](kffi::TensorView) {}, "t")(int64_t{1}); },
-     "TypeError", {"argument #0", "Expected `Tensor` but got `int`"}},
+     "TypeError", {"argument #0", "arg0: expected bool, got str"}},
+    {"TypedTensorFromInt", [] { Function::FromTyped([](kffi::ConstTensorView) {}, "t")(int64_t{1}); },
+     "TypeError", {"argument #0", "arg0: expected Tensor, got int"}},
+    {"TypedReadOnlyTensorToWritable", [] {
+       kffi::Tensor x = kffi::Tensor::FromEnvAlloc({4}, kF32, DLDevice{kDLCPU, 0});
+       kffi::Tensor ro = x.as_read_only();
+       Function::FromTyped([](kffi::TensorView) {}, "w")(ro);
+     }, "ValueError", {"arg0: expected a writable tensor (the function may write it), got a read-only one",
+                       "(argument #0 of `w(arg0: Tensor(mut)) -> None`)"}},
+    {"TensorDataOfReadOnly", [] {
+       kffi::Tensor x = kffi::Tensor::FromEnvAlloc({4}, kF32, DLDevice{kDLCPU, 0});
+       x.as_read_only().data<float>();
+     }, "ValueError", {"Cannot write through data<T>(): the tensor is read-only"}},
     {"TypedOptionalFromStr", [] { Function::FromTyped([](kffi::Optional<int64_t>) {}, "o")("x"); },
-     "TypeError", {"argument #0", "Expected `Optional<int>` but got `str`"}},
+     "TypeError", {"argument #0", "arg0: expected Optional<int>, got str"}},
     {"TypedTupleOfWrongSize", [] {
        Function::FromTyped([](std::tuple<int64_t, std::string>) {}, "tup")(kffi::Array<Any>{Any(1)});
-     }, "TypeError", {"argument #0", "Expected `Tuple<int, str>` but got `Array[size 1]`"}},
+     }, "TypeError", {"argument #0", "arg0: expected Tuple<int, str>, got Array[size 1]"}},
     {"TypedArrayOfWrongElements", [] {
        Function::FromTyped([](kffi::Array<int64_t>) {}, "arr")(kffi::Array<Any>{Any(1), Any("s")});
-     }, "TypeError", {"argument #0", "Expected `Array<int>` but got `Array[index 1: str]`"}},
+     }, "TypeError", {"argument #0", "arg0: expected Array<int>, got Array[index 1: str]"}},
     {"TypedMapOfWrongValues", [] {
        kffi::Map<Any, Any> m;
        m.Set(Any("k"), Any(1.5));
        Function::FromTyped([](kffi::Map<kffi::String, int64_t>) {}, "map")(m);
-     }, "TypeError", {"argument #0", "Expected `Map<str, int>`", "float"}},
+     }, "TypeError", {"argument #0", "arg0: expected Map<str, int>, got", "float"}},
     {"TypedVariantOfNone", [] {
        Function::FromTyped([](std::variant<int64_t, std::string>) {}, "var")(nullptr);
-     }, "TypeError", {"argument #0", "but got `None`"}},
+     }, "TypeError", {"argument #0", "arg0: expected Variant<int, str>, got None"}},
     {"TypedFunctionFromInt", [] { Function::FromTyped([](Function) {}, "fn")(int64_t{3}); },
-     "TypeError", {"argument #0", "Expected `Function` but got `int`"}},
+     "TypeError", {"argument #0", "arg0: expected Function, got int"}},
     {"TypedDtypeFromBadStr", [] { Function::FromTyped([](DLDataType) {}, "dt")("flot32"); },
-     "ValueError", {"Invalid argument #0 when calling: `dt(arg0: dtype) -> None`",
-                    "Cannot parse data type from string `flot32`"}},
+     "ValueError", {"arg0: Cannot parse data type from string `flot32` (argument #0 of "
+                    "`dt(arg0: dtype) -> None`)"}},
     {"TypedShapeFromStr", [] { Function::FromTyped([](kffi::Shape) {}, "sh")("x"); },
-     "TypeError", {"argument #0", "Expected `Shape` but got `str`"}},
+     "TypeError", {"argument #0", "arg0: expected Shape, got str"}},
     {"TypedUnknownTypeIndexToAny", [] {
        // An Any parameter takes every value, but not one of a type index no value has.
        KFFIAny bad;

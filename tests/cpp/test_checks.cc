@@ -43,11 +43,11 @@ TEST(Checks, Device) {
   FakeTensor x({4}, {}, kffi::dtypes::float32, kCPU);
   EXPECT_NO_THROW(kffi::CheckDevice(x.view(), kDLCPU, "x"));
   EXPECT_EQ(ValueErrorMessage([&] { kffi::CheckDevice(x.view(), kDLCUDA, "x"); }),
-            "Argument `x`: expected a tensor on cuda, got cpu");
+            "x.device: expected cuda, got cpu");
   FakeTensor y({4}, {}, kffi::dtypes::float32, kCuda1);
   EXPECT_NO_THROW(kffi::CheckDevice(y.view(), kDLCUDA, "y"));
   EXPECT_EQ(ValueErrorMessage([&] { kffi::CheckDevice(y.view(), kCuda0, "y"); }),
-            "Argument `y`: expected a tensor on cuda:0, got cuda:1");
+            "y.device: expected cuda:0, got cuda:1");
 }
 
 TEST(Checks, Contiguous) {
@@ -57,40 +57,45 @@ TEST(Checks, Contiguous) {
   EXPECT_NO_THROW(kffi::CheckContiguous(row.view(), "x"));
   EXPECT_NO_THROW(kffi::CheckContiguous(compact.view(), "x"));
   EXPECT_EQ(ValueErrorMessage([&] { kffi::CheckContiguous(col.view(), "x"); }),
-            "Argument `x`: expected a contiguous tensor, got strides [1, 4] for shape [4, 4]");
+            "x.strides: expected contiguous, got [1, 4] for shape [4, 4]");
 }
 
 TEST(Checks, NdimAndShape) {
   FakeTensor x({2, 3, 4}, {}, kffi::dtypes::float32, kCPU);
   EXPECT_NO_THROW(kffi::CheckNdim(x.view(), 3, "x"));
   EXPECT_EQ(ValueErrorMessage([&] { kffi::CheckNdim(x.view(), 2, "x"); }),
-            "Argument `x`: expected a 2-d tensor, got 3-d with shape [2, 3, 4]");
+            "x.ndim: expected 2, got 3 (shape [2, 3, 4])");
   EXPECT_NO_THROW(kffi::CheckShape(x.view(), {2, -1, 4}, "x"));
   EXPECT_EQ(ValueErrorMessage([&] {
               kffi::CheckShape(x.view(), {2, 3, 5}, "x");
             }),
-            "Argument `x`: expected shape [2, 3, 5], got [2, 3, 4]");
+            "x.shape: expected [2, 3, 5], got [2, 3, 4]");
   EXPECT_EQ(ValueErrorMessage([&] {
               kffi::CheckShape(x.view(), {2, 3}, "x");
             }),
-            "Argument `x`: expected shape [2, 3], got [2, 3, 4]");
+            "x.shape: expected [2, 3], got [2, 3, 4]");
+  // A wildcard dimension shows as `*` in the expected shape.
+  EXPECT_EQ(ValueErrorMessage([&] {
+              kffi::CheckShape(x.view(), {3, -1, 4}, "x");
+            }),
+            "x.shape: expected [3, *, 4], got [2, 3, 4]");
 }
 
 TEST(Checks, Dtype) {
   FakeTensor x({4}, {}, kffi::dtypes::int32, kCPU);
   EXPECT_NO_THROW(kffi::CheckDtype(x.view(), {kffi::dtypes::float32, kffi::dtypes::int32}, "x"));
   EXPECT_EQ(ValueErrorMessage([&] { kffi::CheckDtype(x.view(), {kffi::dtypes::float32}, "x"); }),
-            "Argument `x`: expected dtype float32, got int32");
+            "x.dtype: expected float32, got int32");
   EXPECT_EQ(ValueErrorMessage([&] {
               kffi::CheckDtype(x.view(), {kffi::dtypes::float32, kffi::dtypes::float16}, "x");
             }),
-            "Argument `x`: expected dtype float32 or float16, got int32");
+            "x.dtype: expected float32|float16, got int32");
   EXPECT_EQ(ValueErrorMessage([&] {
               kffi::CheckDtype(
                   x.view(), {kffi::dtypes::float32, kffi::dtypes::float16, kffi::dtypes::bfloat16},
                   "x");
             }),
-            "Argument `x`: expected dtype float32, float16 or bfloat16, got int32");
+            "x.dtype: expected float32|float16|bfloat16, got int32");
 }
 
 TEST(Checks, SameDeviceDtypeShape) {
@@ -99,13 +104,13 @@ TEST(Checks, SameDeviceDtypeShape) {
   FakeTensor c({5}, {}, kffi::dtypes::float32, kCuda0);
   EXPECT_NO_THROW(kffi::CheckSameDevice(a.view(), c.view(), "a", "c"));
   EXPECT_EQ(ValueErrorMessage([&] { kffi::CheckSameDevice(a.view(), b.view(), "a", "b"); }),
-            "Arguments `a` and `b`: expected tensors on the same device, got cuda:0 and cuda:1");
+            "a.device: expected cuda:1 (as b.device), got cuda:0");
   EXPECT_NO_THROW(kffi::CheckSameDtype(a.view(), c.view(), "a", "c"));
   EXPECT_EQ(ValueErrorMessage([&] { kffi::CheckSameDtype(a.view(), b.view(), "a", "b"); }),
-            "Arguments `a` and `b`: expected the same dtype, got float32 and float16");
+            "a.dtype: expected float16 (as b.dtype), got float32");
   EXPECT_NO_THROW(kffi::CheckSameShape(a.view(), b.view(), "a", "b"));
   EXPECT_EQ(ValueErrorMessage([&] { kffi::CheckSameShape(a.view(), c.view(), "a", "c"); }),
-            "Arguments `a` and `c`: expected the same shape, got [4] and [5]");
+            "a.shape: expected [5] (as c.shape), got [4]");
 }
 
 TEST(Checks, Alignment) {
@@ -115,8 +120,24 @@ TEST(Checks, Alignment) {
   EXPECT_NO_THROW(kffi::CheckAlignment(x.view(), 64, "x"));
   x.t.byte_offset = 4;
   EXPECT_EQ(ValueErrorMessage([&] { kffi::CheckAlignment(x.view(), 16, "x"); }),
-            "Argument `x`: expected data aligned to 16 bytes, got an address 4 bytes past a "
-            "multiple of it (byte_offset 4)");
+            "x: expected data aligned to 16 bytes, got data aligned to 4 bytes");
+  // The first element's address counts (data + byte_offset), not data alone.
+  x.t.data = reinterpret_cast<char*>(buf) + 4;
+  x.t.byte_offset = 12;
+  EXPECT_NO_THROW(kffi::CheckAlignment(x.view(), 16, "x"));
+}
+
+TEST(Checks, Writable) {
+  FakeTensor x({4}, {}, kffi::dtypes::float32, kCPU);
+  EXPECT_NO_THROW(kffi::CheckWritable(x.view(), "x"));
+  EXPECT_EQ(ValueErrorMessage(
+                [&] { kffi::CheckWritable(kffi::ConstTensorView(&x.t, /*read_only=*/true), "x"); }),
+            "x: expected a writable tensor, got a read-only tensor");
+  kffi::Tensor t = kffi::Tensor::FromEnvAlloc({2}, kffi::dtypes::float32, kCPU);
+  EXPECT_NO_THROW(kffi::CheckWritable(t, "t"));
+  kffi::Tensor ro = t.as_read_only();
+  EXPECT_EQ(ValueErrorMessage([&] { kffi::CheckWritable(ro, "t"); }),
+            "t: expected a writable tensor, got a read-only tensor");
 }
 
 TEST(Checks, WorkWithOwnedTensors) {
@@ -124,7 +145,7 @@ TEST(Checks, WorkWithOwnedTensors) {
   EXPECT_NO_THROW(kffi::CheckContiguous(t, "t"));
   EXPECT_NO_THROW(kffi::CheckDevice(t, kDLCPU, "t"));
   EXPECT_EQ(ValueErrorMessage([&] { kffi::CheckNdim(t, 1, "t"); }),
-            "Argument `t`: expected a 1-d tensor, got 2-d with shape [2, 2]");
+            "t.ndim: expected 1, got 2 (shape [2, 2])");
 }
 
 }  // namespace

@@ -232,18 +232,16 @@ TEST(Array, TypedFunctionChecksElementTypes) {
       "f");
   EXPECT_EQ(f(1, Array<int>{2, 3}).cast<int>(), 6);
   EXPECT_EQ(f(0, List<Any>{4, true}).cast<int>(), 5);  // a List converts
-  const std::string sig =
-      "Mismatched type on argument #1 when calling: `f(arg0: int, arg1: Array<int>) -> int`. ";
-  ExpectError("TypeError", sig + "Expected `Array<int>` but got `str`", [&] { f(0, "str"); });
-  ExpectError("TypeError", sig + "Expected `Array<int>` but got `Array[index 1: str]`", [&] {
+  const std::string sig = " (argument #1 of `f(arg0: int, arg1: Array<int>) -> int`)";
+  ExpectError("TypeError", "arg1: expected Array<int>, got str" + sig, [&] { f(0, "str"); });
+  ExpectError("TypeError", "arg1: expected Array<int>, got Array[index 1: str]" + sig, [&] {
     f(0, Array<Any>{1, "x"});
   });
   kffi::Function g = kffi::Function::FromTyped([](int64_t, Array<int64_t>) {}, "f");
-  ExpectError(
-      "TypeError",
-      "Mismatched type on argument #1 when calling: `f(arg0: int, arg1: Array<int>) -> None`. "
-      "Expected `Array<int>` but got `str`",
-      [&] { g(0, "str"); });
+  ExpectError("TypeError",
+              "arg1: expected Array<int>, got str (argument #1 of `f(arg0: int, arg1: Array<int>) "
+              "-> None`)",
+              [&] { g(0, "str"); });
 }
 
 TEST(Array, ReleasesElementsWhenItDies) {
@@ -483,8 +481,8 @@ TEST(Map, CastsCheckKeysAndValues) {
   kffi::Function f = kffi::Function::FromTyped([](StrIntMap m) { return m.size(); }, "f");
   EXPECT_EQ(f(Dict<Any, Any>{{"k", 1}}).cast<int>(), 1);
   ExpectError("TypeError",
-              "Mismatched type on argument #0 when calling: `f(arg0: Map<str, int>) -> int`. "
-              "Expected `Map<str, int>` but got `Map['b': str]`",
+              "arg0: expected Map<str, int>, got Map['b': str] (argument #0 of `f(arg0: Map<str, "
+              "int>) -> int`)",
               [&] { f(bad_value); });
 }
 
@@ -602,8 +600,7 @@ TEST(Shape, CastsFromShapeOrArrayOfInts) {
   kffi::Function numel = kffi::Function::FromTyped([](Shape s) { return s.Product(); }, "numel");
   EXPECT_EQ(numel(Array<int>{2, 5}).cast<int64_t>(), 10);
   ExpectError("TypeError",
-              "Mismatched type on argument #0 when calling: `numel(arg0: Shape) -> int`. "
-              "Expected `Shape` but got `float`",
+              "arg0: expected Shape, got float (argument #0 of `numel(arg0: Shape) -> int`)",
               [&] { numel(1.5); });
 }
 

@@ -18,6 +18,7 @@
 namespace {
 
 using kffi::Any;
+using kffi::ConstTensorView;
 using kffi::Contract;
 using kffi::Function;
 using kffi::TensorView;
@@ -29,7 +30,7 @@ using kffi_test::kCuda1;
 using kffi_test::kF16;
 using kffi_test::kF32;
 
-void Nop2(TensorView, TensorView) {}
+void Nop2(ConstTensorView, ConstTensorView) {}
 
 const char kAddText[] =
     "a: Tensor([n], float32, align=16), b: Tensor([n], float32, align=16); n: int32 % 16";
@@ -142,7 +143,7 @@ TEST(Contract, AConflictWithAMutParameterBlamesTheMutSide) {
 
 TEST(Contract, TensorFieldsInCatalogueOrder) {
   const std::string sig = "`h(x: Tensor([2, n], float16|bfloat16, device=cuda, offset0))`";
-  Function h = kffi::FunctionWithContract([](TensorView) {}, "h",
+  Function h = kffi::FunctionWithContract([](ConstTensorView) {}, "h",
                                           "x: Tensor([2, n], float16|bfloat16, device=cuda, "
                                           "offset0)");
   FakeTensor ok({2, 5}, kF16, kCuda0);
@@ -188,7 +189,7 @@ TEST(Contract, DeviceIndexIsSharedByAllTensors) {
 
 TEST(Contract, LayoutOptions) {
   auto make = [](const char* layout) {
-    return kffi::FunctionWithContract([](TensorView) {}, "f",
+    return kffi::FunctionWithContract([](ConstTensorView) {}, "f",
                                       std::string("x: Tensor([n, m], float32, ") + layout + ")");
   };
   Function row = make("contiguous"), col = make("col_major"), order = make("stride_order=(1,0)");
@@ -255,10 +256,10 @@ TEST(Contract, TupleElementsAreNamed) {
 }
 
 TEST(Contract, OptionalArgumentsAcceptNone) {
-  using OptT = kffi::Optional<TensorView>;
+  using OptT = kffi::Optional<ConstTensorView>;
   const std::string text = "bias: Optional[Tensor([n], float32)], x: Tensor([m, n], float32)";
-  Function f =
-      kffi::FunctionWithContract([](OptT bias, TensorView) { return bias.has_value(); }, "f", text);
+  Function f = kffi::FunctionWithContract(
+      [](OptT bias, ConstTensorView) { return bias.has_value(); }, "f", text);
   FakeTensor bias4({4}), bias5({5}), x({3, 4});
   EXPECT_FALSE(f(nullptr, TensorView(x)).cast<bool>());
   EXPECT_TRUE(f(TensorView(bias4), TensorView(x)).cast<bool>());
@@ -362,6 +363,78 @@ TEST(ContractMut, EveryPathChecksTheFlag) {
   EXPECT_EQ(CallFlagged(g, {TensorView(a), 7}, {}), "no error");
 }
 
+// The C++ parameter types say whether the function may write a tensor (kffi::TensorView and
+// DLTensor* may; kffi::ConstTensorView, const DLTensor* and an owned Tensor only read): the
+// contract must agree, or read-only memory that the contract lets through would be written.
+std::string WritableNotMut(int k, const std::string& param) {
+  return "ValueError: Invalid contract for `f`: parameter #" + std::to_string(k) + " `" + param +
+         "` is read-only (not `mut`), but its C++ type (kffi::TensorView or DLTensor*) may write "
+         "it: declare it kffi::ConstTensorView (or const DLTensor*) if the function only reads "
+         "it, or mark it `mut`";
+}
+
+TEST(ContractMut, AWritableCppParameterNeedsAMutTensor) {
+  EXPECT_EQ(
+      ErrorOf([] { kffi::FunctionWithContract([](TensorView) {}, "f", "a: Tensor([n], *)"); }),
+      WritableNotMut(0, "a: Tensor([n], *)"));
+  EXPECT_EQ(ErrorOf([] {
+              kffi::FunctionWithContract([](const DLTensor*, DLTensor*) {}, "f",
+                                         "a: Tensor([n], *), b: Tensor([n], float32)");
+            }),
+            WritableNotMut(1, "b: Tensor([n], float32)"));
+  EXPECT_EQ(ErrorOf([] {
+              kffi::FunctionWithContract([](kffi::Optional<TensorView>) {}, "f",
+                                         "bias: Optional[Tensor([n], *)]");
+            }),
+            WritableNotMut(0, "bias: Optional[Tensor([n], *)]"));
+  // Every pairing that cannot write read-only memory is accepted: `mut` with a writable type,
+  // and a read-only type with or without `mut` (a function may declare more than it does).
+  const char* kMut = "a: Tensor([n], *, mut)";
+  const char* kRead = "a: Tensor([n], *)";
+  EXPECT_EQ(ErrorOf([&] { kffi::FunctionWithContract([](TensorView) {}, "f", kMut); }), "no error");
+  EXPECT_EQ(ErrorOf([&] { kffi::FunctionWithContract([](DLTensor*) {}, "f", kMut); }), "no error");
+  for (const char* text : {kMut, kRead}) {
+    EXPECT_EQ(ErrorOf([&] { kffi::FunctionWithContract([](ConstTensorView) {}, "f", text); }),
+              "no error");
+    EXPECT_EQ(ErrorOf([&] { kffi::FunctionWithContract([](const DLTensor*) {}, "f", text); }),
+              "no error");
+    EXPECT_EQ(ErrorOf([&] { kffi::FunctionWithContract([](kffi::Tensor) {}, "f", text); }),
+              "no error");
+  }
+  // Called: a `mut` tensor reaches a ConstTensorView (writable memory, read through it), and the
+  // contract refuses read-only memory for it before the function runs.
+  int calls = 0;
+  Function f = kffi::FunctionWithContract(
+      [&calls](ConstTensorView a) {
+        ++calls;
+        return a.is_writable();
+      },
+      "f", kMut);
+  FakeTensor a({3});
+  EXPECT_TRUE(f(TensorView(a)).cast<bool>());
+  EXPECT_EQ(CallFlagged(f, {TensorView(a)}, {0}),
+            "ValueError: a: expected a writable tensor (the parameter is declared `mut`), got a "
+            "read-only tensor" +
+                Arg(0, "`f(a: Tensor([n], *, mut))`"));
+  EXPECT_EQ(calls, 1);
+  // The runtime's check (what KFFI_EXPORT_CONTRACT calls at load time) says the same.
+  auto create = [](const char* text, KFFIByteArray type) {
+    KFFIByteArray n{"f", 1};
+    KFFIByteArray t{text, std::char_traits<char>::length(text)};
+    KFFIObjectHandle c = nullptr;
+    const int rc =
+        KFFIContractExportCreate(&n, &t, &type, 1, kffi::details::contract::kPlanLayoutVersion, &c);
+    if (c != nullptr) KFFIObjectDecRef(c);
+    return rc == 0 ? std::string("no error") : ErrorOf([] { kffi::details::ThrowRaisedError(-1); });
+  };
+  const KFFIByteArray writable{"Tensor(mut)", 11};
+  const KFFIByteArray read_only{"Tensor", 6};
+  EXPECT_EQ(create(kRead, writable), WritableNotMut(0, kRead));
+  EXPECT_EQ(create(kMut, writable), "no error");
+  EXPECT_EQ(create(kMut, read_only), "no error");
+  EXPECT_EQ(create(kRead, read_only), "no error");
+}
+
 TEST(ContractMut, TheMarkerIsRenderedAndOnlyForParameters) {
   EXPECT_EQ(Contract::Parse("f", "y: Tensor([n], float32, mut)").signature(),
             "f(y: Tensor([n], float32, mut))");
@@ -380,7 +453,7 @@ TEST(ContractMut, TheMarkerIsRenderedAndOnlyForParameters) {
 TEST(ContractStream, AStreamParameterTakesAPointerAnIntOrNone) {
   const std::string text = "x: Tensor([n], *), s: Stream";
   Function f = kffi::FunctionWithContract(
-      [](TensorView, void* s) { return reinterpret_cast<int64_t>(s); }, "f", text);
+      [](ConstTensorView, void* s) { return reinterpret_cast<int64_t>(s); }, "f", text);
   FakeTensor x({3});
   EXPECT_EQ(f(TensorView(x), reinterpret_cast<void*>(0x1234)).cast<int64_t>(), 0x1234);
   EXPECT_EQ(f(TensorView(x), int64_t{0x5678}).cast<int64_t>(), 0x5678);
@@ -401,7 +474,7 @@ TEST(ContractStream, AStreamParameterTakesAPointerAnIntOrNone) {
   // Both kinds of stream in one contract: the env stream is no argument.
   kffi::env::StreamScope scope(kCuda0, reinterpret_cast<void*>(0x99));
   Function both = kffi::FunctionWithContract(
-      [](TensorView, void* env, void* s) {
+      [](ConstTensorView, void* env, void* s) {
         return reinterpret_cast<int64_t>(env) * 1000 + reinterpret_cast<int64_t>(s);
       },
       "both", "x: Tensor([n], *), env: EnvStream, s: Stream");
@@ -439,7 +512,7 @@ TEST(ContractZeroDim, ZeroDimTensorsWithAndWithoutContracts) {
   EXPECT_EQ(Contract::Parse("f", text).CheckArgs(owned, TensorView(b)).Get("n"), std::nullopt);
   // Without a contract.
   Function plain =
-      Function::FromTyped([](TensorView x) { return x.ndim() * 100 + x.numel(); }, "plain");
+      Function::FromTyped([](ConstTensorView x) { return x.ndim() * 100 + x.numel(); }, "plain");
   EXPECT_EQ(plain(TensorView(a)).cast<int64_t>(), 1);
   EXPECT_EQ(plain(owned).cast<int64_t>(), 1);
   // A 0-d output shape.
@@ -457,9 +530,10 @@ TEST(ContractZeroDim, ZeroDimTensorsWithAndWithoutContracts) {
 // ---------------------------------------------------------------------------
 
 TEST(Contract, EnvStreamIsTheCurrentStreamOfTheFirstNonCpuTensor) {
-  Function f = kffi::FunctionWithContract(
-      [](TensorView, void* stream, TensorView) { return reinterpret_cast<int64_t>(stream); }, "f",
-      "a: Tensor([n], *), stream: EnvStream, b: Tensor([n], *)");
+  Function f =
+      kffi::FunctionWithContract([](ConstTensorView, void* stream,
+                                    ConstTensorView) { return reinterpret_cast<int64_t>(stream); },
+                                 "f", "a: Tensor([n], *), stream: EnvStream, b: Tensor([n], *)");
   EXPECT_EQ(
       Contract::Parse("f", "a: Tensor([n], *), stream: EnvStream, b: Tensor([n], *)").signature(),
       "f(a: Tensor([n], *), b: Tensor([n], *))");

@@ -112,7 +112,11 @@ TEST(ContractModule, MalformedContractFailsTheLoadNamingEveryBadExport) {
       "  a: Tensor([n], float32), b: Tensor([n, float32)\n"
       "                                                ^\n"
       "Invalid contract for `misfit`: parameter #0 `a: int` cannot be passed to the C++ parameter "
-      "of type `Tensor`";
+      "of type `Tensor`\n"
+      "Invalid contract for `readonly_misfit`: parameter #0 `y: Tensor([n], float32)` is "
+      "read-only (not `mut`), but its C++ type (kffi::TensorView or DLTensor*) may write it: "
+      "declare it kffi::ConstTensorView (or const DLTensor*) if the function only reads it, or "
+      "mark it `mut`";
   EXPECT_EQ(ErrorOf([&] { kffi::Module::Load(path); }).substr(0, expected.size()), expected);
   // The library stays open (libraries are never unloaded): loading it again fails the same way.
   EXPECT_EQ(ErrorOf([&] { kffi::Module::Load(path); }).substr(0, expected.size()), expected);

@@ -1,9 +1,11 @@
 // tests/cpp/test_error.cc: Error, the throw/check macros, the thread's error slot, backtraces
 // across nested Function calls, and that no error object outlives its handling.
+#include <dlfcn.h>
 #include <gtest/gtest.h>
 #include <kffi/kffi.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <functional>
 #include <new>
 #include <stdexcept>
@@ -225,6 +227,136 @@ TEST(ErrorSlot, BacktraceFramesAreFormatted) {
   EXPECT_EQ(std::string(f->data, f->size), "  File \"b.cc\", line 3, in g [ffi boundary]");
   f = KFFIBacktrace(nullptr, 0, nullptr, 0);
   EXPECT_EQ(std::string(f->data, f->size), "  File \"<unknown>\", line 0, in <unknown>");
+}
+
+// ---- kffi's one format of argument errors (KFFIErrorSetRaisedArgument) ------------------------
+
+// A language binding's names for the values it made (KFFIErrorSetArgumentTypeNamer): here every
+// Array is a `pylist`; NULL for the rest, which keep kffi's names.
+const char* NameArrays(const KFFIAny* arg) {
+  return arg->type_index == kKFFIArray ? "pylist" : nullptr;
+}
+const char* NameNothing(const KFFIAny*) { return nullptr; }
+
+using Namer = const char* (*)(const KFFIAny*);
+using SetNamerFn = void (*)(Namer, Namer*);
+
+// libkffi's KFFIErrorSetArgumentTypeNamer. This test binary compiles src/argument_message.cc in
+// (for the contract compiler's tests, tests/CMakeLists.txt), so it carries a copy of that C
+// function of its own, which the plain name reaches; the hook that KFFIErrorSetRaisedArgument
+// (libkffi only) reads is set through the runtime's, found in the library that defines
+// KFFIErrorSetRaisedArgument.
+SetNamerFn RuntimeSetNamer() {
+  static const SetNamerFn fn = [] {
+    Dl_info info{};
+    void* raise = dlsym(RTLD_DEFAULT, "KFFIErrorSetRaisedArgument");
+    if (raise == nullptr || dladdr(raise, &info) == 0 || info.dli_fname == nullptr) std::abort();
+    void* lib = dlopen(info.dli_fname, RTLD_NOW | RTLD_NOLOAD);
+    if (lib == nullptr) std::abort();
+    void* set = dlsym(lib, "KFFIErrorSetArgumentTypeNamer");
+    dlclose(lib);  // only drops the reference NOLOAD took: libkffi stays loaded
+    if (set == nullptr) std::abort();
+    return reinterpret_cast<SetNamerFn>(set);
+  }();
+  return fn;
+}
+
+// Installs a namer for one test and puts the previous one back.
+class NamerScope {
+ public:
+  explicit NamerScope(Namer namer) { RuntimeSetNamer()(namer, &prev_); }
+  ~NamerScope() { RuntimeSetNamer()(prev_, nullptr); }
+  NamerScope(const NamerScope&) = delete;
+  NamerScope& operator=(const NamerScope&) = delete;
+
+ private:
+  Namer prev_ = nullptr;
+};
+
+std::string RaisedText() {
+  Error e = TakeRaisedError();
+  return e.kind() + ": " + e.message();
+}
+
+TEST(ErrorArgument, FormatWithAndWithoutSignature) {
+  KFFIErrorSetRaisedArgument("TypeError", "factor", "float", "str", nullptr, 1,
+                             "scale(x: float, factor: float) -> float");
+  EXPECT_EQ(RaisedText(),
+            "TypeError: factor: expected float, got str "
+            "(argument #1 of `scale(x: float, factor: float) -> float`)");
+  // No signature: a check inside a function, which knows only the parameter's name.
+  KFFIErrorSetRaisedArgument("ValueError", "x.dtype", "float32|float16", "int32", nullptr, 0,
+                             nullptr);
+  EXPECT_EQ(RaisedText(), "ValueError: x.dtype: expected float32|float16, got int32");
+  // index < 0: about the call as a whole (the count), the signature alone in the parenthesis.
+  KFFIErrorSetRaisedArgument("TypeError", "scale", "2 arguments", "1", nullptr, -1,
+                             "scale(x: float, factor: float) -> float");
+  EXPECT_EQ(RaisedText(),
+            "TypeError: scale: expected 2 arguments, got 1 "
+            "(`scale(x: float, factor: float) -> float`)");
+  // expected NULL: got is the whole text after the subject.
+  KFFIErrorSetRaisedArgument("ValueError", "t", nullptr, "Cannot parse data type `f33`", nullptr, 0,
+                             "dt(t: dtype) -> dtype");
+  EXPECT_EQ(RaisedText(),
+            "ValueError: t: Cannot parse data type `f33` (argument #0 of `dt(t: dtype) -> dtype`)");
+  // kind NULL is ValueError; subject NULL is `argument`; no arg and no got is `nothing`.
+  KFFIErrorSetRaisedArgument(nullptr, nullptr, "int", nullptr, nullptr, 2, nullptr);
+  EXPECT_EQ(RaisedText(), "ValueError: argument: expected int, got nothing");
+  EXPECT_TRUE(SlotIsEmpty());
+}
+
+TEST(ErrorArgument, GotNamesTheArgumentsType) {
+  kffi::Array<int64_t> list{1, 2, 3};
+  kffi::AnyView arr = list;
+  kffi::AnyView num = int64_t{7};
+  const KFFIAny* arr_raw = reinterpret_cast<const KFFIAny*>(&arr);
+  const KFFIAny* num_raw = reinterpret_cast<const KFFIAny*>(&num);
+  {
+    NamerScope none(nullptr);  // no binding's names: kffi's own
+    KFFIErrorSetRaisedArgument("TypeError", "x", "int", nullptr, arr_raw, 0, "f(x: int) -> int");
+    EXPECT_EQ(RaisedText(),
+              "TypeError: x: expected int, got Array (argument #0 of `f(x: int) -> int`)");
+    KFFIErrorSetRaisedArgument("TypeError", "x", "Array<int>", "Array[index 2: str]", arr_raw, 0,
+                               nullptr);
+    EXPECT_EQ(RaisedText(), "TypeError: x: expected Array<int>, got Array[index 2: str]");
+  }
+  {
+    NamerScope names(&NameArrays);
+    // got NULL: the binding's name of the value.
+    KFFIErrorSetRaisedArgument("TypeError", "x", "int", nullptr, arr_raw, 0, "f(x: int) -> int");
+    EXPECT_EQ(RaisedText(),
+              "TypeError: x: expected int, got pylist (argument #0 of `f(x: int) -> int`)");
+    // A got that starts with kffi's name of the value's type gets the binding's in its place.
+    KFFIErrorSetRaisedArgument("TypeError", "x", "Array<int>", "Array[index 2: str]", arr_raw, 0,
+                               nullptr);
+    EXPECT_EQ(RaisedText(), "TypeError: x: expected Array<int>, got pylist[index 2: str]");
+    // Any other got is kept as it is.
+    KFFIErrorSetRaisedArgument("TypeError", "x", "Array<int>", "a list of 3", arr_raw, 0, nullptr);
+    EXPECT_EQ(RaisedText(), "TypeError: x: expected Array<int>, got a list of 3");
+    // A value the namer did not make (it returns NULL) keeps kffi's name.
+    KFFIErrorSetRaisedArgument("TypeError", "x", "str", nullptr, num_raw, 0, nullptr);
+    EXPECT_EQ(RaisedText(), "TypeError: x: expected str, got int");
+    // The typed calls' conversions go through it too.
+    Function f = Function::FromTyped([](int64_t x) { return x; }, "f");
+    EXPECT_EQ(CatchError([&] { f(list); }).message(),
+              "arg0: expected int, got pylist (argument #0 of `f(arg0: int) -> int`)");
+    Function g = Function::FromTyped([](kffi::Array<kffi::String> x) { return x.size(); }, "g");
+    EXPECT_EQ(CatchError([&] { g(list); }).message(),
+              "arg0: expected Array<str>, got pylist[index 0: int] "
+              "(argument #0 of `g(arg0: Array<str>) -> int`)");
+  }
+}
+
+TEST(ErrorArgument, SetTypeNamerReturnsThePreviousOne) {
+  const SetNamerFn set = RuntimeSetNamer();
+  Namer prev = &NameNothing;
+  set(&NameArrays, &prev);
+  Namer mine = nullptr;
+  set(&NameNothing, &mine);
+  EXPECT_EQ(mine, &NameArrays);
+  set(prev, &mine);  // put back whatever was there (NULL: none)
+  EXPECT_EQ(mine, &NameNothing);
+  set(prev, nullptr);  // NULL out: the previous one is not reported
 }
 
 TEST(ErrorThreads, AnErrorRaisedInOneThreadIsInvisibleInAnother) {

@@ -80,8 +80,8 @@ TEST(Export, StatefulFunctorKeepsItsStateAcrossCalls) {
   EXPECT_EQ(call(10), 15);
   EXPECT_TRUE(g_accumulate.seen.empty());  // the export works on its own copy
   ExpectError("TypeError",
-              "Mismatched number of arguments when calling: "
-              "`test_export_accumulate(arg0: int) -> int`. Expected 1 but got 0",
+              "test_export_accumulate: expected 1 argument, got 0 (`test_export_accumulate(arg0: "
+              "int) -> int`)",
               [] { Module::InvokeExternC(Symbol(&__kffi_test_export_accumulate)); });
 }
 
@@ -99,18 +99,17 @@ TEST(Export, ArgumentTypeErrorNamesArgumentAndSignature) {
   Error e =
       CatchError([] { Module::InvokeExternC(Symbol(&__kffi_test_export_scale), 1.0, "two"); });
   EXPECT_EQ(e.kind(), "TypeError");
-  EXPECT_EQ(
-      e.message(),
-      "Mismatched type on argument #1 when calling: "
-      "`test_export_scale(x: float, factor: float) -> float`. Expected `float` but got `str`");
+  EXPECT_EQ(e.message(),
+            "factor: expected float, got str (argument #1 of `test_export_scale(x: float, factor: "
+            "float) -> float`)");
 }
 
 TEST(Export, ArgumentCountErrorNamesSignature) {
   Error e = CatchError([] { Module::InvokeExternC(Symbol(&__kffi_test_export_scale), 1.0); });
   EXPECT_EQ(e.kind(), "TypeError");
   EXPECT_EQ(e.message(),
-            "Mismatched number of arguments when calling: "
-            "`test_export_scale(x: float, factor: float) -> float`. Expected 2 but got 1");
+            "test_export_scale: expected 2 arguments, got 1 (`test_export_scale(x: float, factor: "
+            "float) -> float`)");
 }
 
 TEST(Export, ExceptionsBecomeRaisedErrorsWithAFrame) {

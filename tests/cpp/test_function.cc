@@ -82,42 +82,40 @@ TEST(Function, RejectsWrongArgumentType) {
   Function scale = Function::FromTyped([](int64_t, double) {}, "scale");
   kffi::Error e = CatchError([&] { scale(1, "x"); });
   EXPECT_EQ(e.kind(), "TypeError");
-  EXPECT_EQ(e.message(),
-            "Mismatched type on argument #1 when calling: `scale(arg0: int, arg1: float) -> None`. "
-            "Expected `float` but got `str`");
+  EXPECT_EQ(
+      e.message(),
+      "arg1: expected float, got str (argument #1 of `scale(arg0: int, arg1: float) -> None`)");
   EXPECT_EQ(e.backtrace(),
             "  File \"" __FILE__ "\", line " + std::to_string(line) + ", in scale [ffi boundary]");
-  EXPECT_EQ(CatchError([&] { scale(1.5, 2.0); }).message(),
-            "Mismatched type on argument #0 when calling: `scale(arg0: int, arg1: float) -> None`. "
-            "Expected `int` but got `float`");
+  EXPECT_EQ(
+      CatchError([&] { scale(1.5, 2.0); }).message(),
+      "arg0: expected int, got float (argument #0 of `scale(arg0: int, arg1: float) -> None`)");
 }
 
 // Arguments are unpacked left to right on every compiler (GCC evaluates a call's arguments right
 // to left), so with several bad arguments the first one is reported.
 TEST(Function, ReportsTheFirstBadArgument) {
+  // axpy: y = a * x + y reads x and writes y.
   Function axpy =
-      Function::FromTyped([](kffi::TensorView, kffi::TensorView, double, int64_t) {}, "axpy");
-  const std::string sig = "`axpy(arg0: Tensor, arg1: Tensor, arg2: float, arg3: int) -> None`";
-  EXPECT_EQ(
-      CatchError([&] { axpy("a", "b", "c", 1.0); }).message(),
-      "Mismatched type on argument #0 when calling: " + sig + ". Expected `Tensor` but got `str`");
+      Function::FromTyped([](kffi::ConstTensorView, kffi::TensorView, double, int64_t) {}, "axpy");
+  const std::string sig = "`axpy(arg0: Tensor, arg1: Tensor(mut), arg2: float, arg3: int) -> None`";
+  EXPECT_EQ(CatchError([&] { axpy("a", "b", "c", 1.0); }).message(),
+            "arg0: expected Tensor, got str (argument #0 of " + sig + ")");
   // The fast path fails on argument 2; the slow path still starts from the left.
   std::vector<int64_t> shape{2};
   DLTensor raw{nullptr, DLDevice{kDLCPU, 0}, 1, kffi::dtypes::float32, shape.data(), nullptr, 0};
-  EXPECT_EQ(
-      CatchError([&] { axpy(&raw, &raw, "c", 2.5); }).message(),
-      "Mismatched type on argument #2 when calling: " + sig + ". Expected `float` but got `str`");
+  EXPECT_EQ(CatchError([&] { axpy(&raw, &raw, "c", 2.5); }).message(),
+            "arg2: expected float, got str (argument #2 of " + sig + ")");
   // A conversion (int -> float) before a bad argument is applied, not reported.
-  EXPECT_EQ(
-      CatchError([&] { axpy(&raw, &raw, 3, "d"); }).message(),
-      "Mismatched type on argument #3 when calling: " + sig + ". Expected `int` but got `str`");
+  EXPECT_EQ(CatchError([&] { axpy(&raw, &raw, 3, "d"); }).message(),
+            "arg3: expected int, got str (argument #3 of " + sig + ")");
   // The slow path calls the function with the converted values.
   Function mix = Function::FromTyped(
       [](double a, String s, int64_t b) { return a + static_cast<double>(s.size() + b); }, "mix");
   EXPECT_EQ(mix(1, "a string longer than seven", true).cast<double>(), 1.0 + 26 + 1);
   EXPECT_EQ(CatchError([&] { mix("x", 2, 3.5); }).message(),
-            "Mismatched type on argument #0 when calling: "
-            "`mix(arg0: float, arg1: str, arg2: int) -> float`. Expected `float` but got `str`");
+            "arg0: expected float, got str (argument #0 of `mix(arg0: float, arg1: str, arg2: int) "
+            "-> float`)");
 }
 
 TEST(Function, RejectsWrongArgumentCount) {
@@ -125,35 +123,31 @@ TEST(Function, RejectsWrongArgumentCount) {
   kffi::Error e = CatchError([&] { scale(1, 2.0, 3); });
   EXPECT_EQ(e.kind(), "TypeError");
   EXPECT_EQ(e.message(),
-            "Mismatched number of arguments when calling: `scale(arg0: int, arg1: float) -> None`. "
-            "Expected 2 but got 3");
+            "scale: expected 2 arguments, got 3 (`scale(arg0: int, arg1: float) -> None`)");
   EXPECT_EQ(CatchError([&] { scale(); }).message(),
-            "Mismatched number of arguments when calling: `scale(arg0: int, arg1: float) -> None`. "
-            "Expected 2 but got 0");
+            "scale: expected 2 arguments, got 0 (`scale(arg0: int, arg1: float) -> None`)");
 }
 
 TEST(Function, RejectsOutOfRangeAndUnparsableArguments) {
   Function narrow = Function::FromTyped([](int8_t x) { return x; }, "narrow");
   EXPECT_EQ(narrow(127).cast<int>(), 127);
   EXPECT_EQ(CatchError([&] { narrow(300); }).message(),
-            "Mismatched type on argument #0 when calling: `narrow(arg0: int8) -> int8`. "
-            "Expected `int8` but got `int (300 is out of range for int8)`");
+            "arg0: expected int8, got int (300 is out of range for int8) (argument #0 of "
+            "`narrow(arg0: int8) -> int8`)");
   Function dtype = Function::FromTyped([](DLDataType t) { return t; }, "dt");
   EXPECT_EQ(dtype("bfloat16").cast<DLDataType>(), (DLDataType{kDLBfloat, 16, 1}));
   kffi::Error e = CatchError([&] { dtype("float32z"); });
   EXPECT_EQ(e.kind(), "ValueError");
   EXPECT_EQ(e.message(),
-            "Invalid argument #0 when calling: `dt(arg0: dtype) -> dtype`. "
-            "Cannot parse data type from string `float32z`");
+            "arg0: Cannot parse data type from string `float32z` (argument #0 of `dt(arg0: dtype) "
+            "-> dtype`)");
   Function mixed = Function::FromTyped([](const String&, bool, float, Function) {}, "mixed");
   EXPECT_EQ(CatchError([&] { mixed("s", 1.0, 1.0, nullptr); }).message(),
-            "Mismatched type on argument #1 when calling: "
-            "`mixed(arg0: str, arg1: bool, arg2: float32, arg3: Function) -> None`. "
-            "Expected `bool` but got `float`");
+            "arg1: expected bool, got float (argument #1 of `mixed(arg0: str, arg1: bool, arg2: "
+            "float32, arg3: Function) -> None`)");
   EXPECT_EQ(CatchError([&] { mixed("s", true, 1.0, 5); }).message(),
-            "Mismatched type on argument #3 when calling: "
-            "`mixed(arg0: str, arg1: bool, arg2: float32, arg3: Function) -> None`. "
-            "Expected `Function` but got `int`");
+            "arg3: expected Function, got int (argument #3 of `mixed(arg0: str, arg1: bool, arg2: "
+            "float32, arg3: Function) -> None`)");
 }
 
 TEST(Function, NullFunctionCallIsValueError) {
@@ -382,8 +376,7 @@ TEST(FunctionTestingLib, EchoNopAddOneAndCountArgs) {
   Function add_one = Function::GetGlobalRequired("testing.add_one");
   EXPECT_EQ(add_one(41).cast<int64_t>(), 42);
   EXPECT_EQ(CatchError([&] { add_one("x"); }).message(),
-            "Mismatched type on argument #0 when calling: `testing.add_one(arg0: int) -> int`. "
-            "Expected `int` but got `str`");
+            "arg0: expected int, got str (argument #0 of `testing.add_one(arg0: int) -> int`)");
   Function count = Function::GetGlobalRequired("testing.count_args");
   EXPECT_EQ(count().cast<int>(), 0);
   EXPECT_EQ(count(1, "a", 2.0).cast<int>(), 3);
@@ -421,8 +414,7 @@ TEST(FunctionTestingLib, ErrorsFromTheCallbackCrossApply) {
   EXPECT_EQ(bt.substr(0, first.size()), first);
   EXPECT_NE(bt.find("in testing.apply [ffi boundary]", first.size()), std::string::npos) << bt;
   EXPECT_EQ(CatchError([&] { apply(fail, "x"); }).message(),
-            "Mismatched type on argument #0 when calling: `cb(arg0: int) -> int`. "
-            "Expected `int` but got `str`");
+            "arg0: expected int, got str (argument #0 of `cb(arg0: int) -> int`)");
 }
 
 }  // namespace

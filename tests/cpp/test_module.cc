@@ -194,13 +194,10 @@ TEST(Module, ArgumentErrorsUseTheStandardMessages) {
   Error type = CatchError([&] { add(1, "two"); });
   EXPECT_EQ(type.kind(), "TypeError");
   EXPECT_EQ(type.message(),
-            "Mismatched type on argument #1 when calling: `add(a: int, b: int) -> int`. "
-            "Expected `int` but got `str`");
+            "b: expected int, got str (argument #1 of `add(a: int, b: int) -> int`)");
   Error count = CatchError([&] { add(1); });
   EXPECT_EQ(count.kind(), "TypeError");
-  EXPECT_EQ(count.message(),
-            "Mismatched number of arguments when calling: `add(a: int, b: int) -> int`. "
-            "Expected 2 but got 1");
+  EXPECT_EQ(count.message(), "add: expected 2 arguments, got 1 (`add(a: int, b: int) -> int`)");
 }
 
 TEST(Module, InvokeExternCCallsARawSymbol) {
@@ -212,8 +209,7 @@ TEST(Module, InvokeExternCCallsARawSymbol) {
   EXPECT_EQ(Module::InvokeExternC(symbol, 5, 6).cast<int64_t>(), 11);
   Error e = CatchError([&] { Module::InvokeExternC(symbol, 5, 6.5); });
   EXPECT_EQ(e.message(),
-            "Mismatched type on argument #1 when calling: `add(a: int, b: int) -> int`. "
-            "Expected `int` but got `float`");
+            "b: expected int, got float (argument #1 of `add(a: int, b: int) -> int`)");
   dlclose(handle);  // drops the NOLOAD reference only; the loader's own stays
   Error null_symbol = CatchError([] { Module::InvokeExternC(nullptr); });
   EXPECT_EQ(null_symbol.kind(), "ValueError");

@@ -78,8 +78,8 @@ TEST(Optional, TypedFunctionParameterAndResult) {
   EXPECT_EQ(f(12).cast<std::string>(), "12");
   EXPECT_EQ(f(Optional<int64_t>(3)).cast<std::string>(), "3");
   ExpectError("TypeError",
-              "Mismatched type on argument #0 when calling: `f(arg0: Optional<int>) -> "
-              "Optional<str>`. Expected `Optional<int>` but got `str`",
+              "arg0: expected Optional<int>, got str (argument #0 of `f(arg0: Optional<int>) -> "
+              "Optional<str>`)",
               [&] { f("x"); });
   ExpectError("TypeError",
               "Cannot convert from type `Array[index 0: str]` to `Optional<Array<int>>`",
@@ -137,8 +137,8 @@ TEST(Variant, TypedFunctionParameter) {
   EXPECT_EQ(f(40).cast<int64_t>(), 40);
   EXPECT_EQ(f("four").cast<int64_t>(), 4);  // a borrowed const char* converts to String
   ExpectError("TypeError",
-              "Mismatched type on argument #0 when calling: `f(arg0: Variant<int, str>) -> int`. "
-              "Expected `Variant<int, str>` but got `Array`",
+              "arg0: expected Variant<int, str>, got Array (argument #0 of `f(arg0: Variant<int, "
+              "str>) -> int`)",
               [&] { f(Array<int64_t>{}); });
 }
 
@@ -193,8 +193,8 @@ TEST(Tuple, TypedFunctionTakesAndReturnsTuples) {
   EXPECT_EQ(n, 2);
   EXPECT_EQ(swap(Array<Any>{3, "c"}).cast<Array<Any>>()[1].cast<int64_t>(), 3);
   ExpectError("TypeError",
-              "Mismatched type on argument #0 when calling: `swap(arg0: Tuple<int, str>) -> "
-              "Tuple<str, int>`. Expected `Tuple<int, str>` but got `Array[size 1]`",
+              "arg0: expected Tuple<int, str>, got Array[size 1] (argument #0 of `swap(arg0: "
+              "Tuple<int, str>) -> Tuple<str, int>`)",
               [&] { swap(Array<Any>{3}); });
 }
 

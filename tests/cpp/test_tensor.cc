@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "tensor_producer.h"
@@ -14,6 +15,7 @@
 
 namespace {
 
+using kffi::ConstTensorView;
 using kffi::Tensor;
 using kffi::TensorView;
 using kffi_test::kCPU;
@@ -340,9 +342,9 @@ TEST(Tensor, FromEnvAllocFallsBackToAlignedHostMemory) {
       << e.message();
 }
 
-TEST(Tensor, TypedFunctionTakesTensorViewFromDLTensorAndTensor) {
+TEST(Tensor, TypedFunctionTakesViewsFromDLTensorAndTensor) {
   kffi::Function numel = kffi::Function::FromTyped(
-      [](TensorView x, int64_t scale) { return x.numel() * scale; }, "numel");
+      [](ConstTensorView x, int64_t scale) { return x.numel() * scale; }, "numel");
   int frees = 0;
   Tensor t = MakeCPU({2, 5}, &frees);
   std::vector<int64_t> shape{3, 3};
@@ -355,8 +357,75 @@ TEST(Tensor, TypedFunctionTakesTensorViewFromDLTensorAndTensor) {
   kffi::Error e = CatchError([&] { numel(3, 1); });
   EXPECT_EQ(e.kind(), "TypeError");
   EXPECT_EQ(e.message(),
-            "Mismatched type on argument #0 when calling: `numel(arg0: Tensor, arg1: int) -> int`. "
-            "Expected `Tensor` but got `int`");
+            "arg0: expected Tensor, got int (argument #0 of `numel(arg0: Tensor, arg1: int) -> "
+            "int`)");
+}
+
+// data<T>() and const_data<T>() point at the first element: DLTensor.data + byte_offset (a DLPack
+// producer may hand a view into a larger buffer this way); data_ptr() stays DLTensor.data.
+TEST(Tensor, DataAccessorsAddTheByteOffset) {
+  float buf[4] = {10, 11, 12, 13};
+  std::vector<int64_t> shape{3};
+  DLTensor raw{buf, kCPU, 1, kffi::dtypes::float32, shape.data(), nullptr, sizeof(float)};
+  TensorView v(&raw);
+  EXPECT_EQ(v.data_ptr(), static_cast<void*>(buf));
+  EXPECT_EQ(v.data<float>()[0], 11.0f);
+  EXPECT_EQ(v.const_data<float>()[0], 11.0f);
+  EXPECT_EQ(v.data(), static_cast<void*>(buf + 1));
+  v.data<float>()[2] = 42.0f;
+  EXPECT_EQ(buf[3], 42.0f);
+  ConstTensorView c(&raw);
+  static_assert(std::is_same_v<decltype(c.data<float>()), const float*>);
+  static_assert(std::is_same_v<decltype(v.data<float>()), float*>);
+  EXPECT_EQ(c.data<float>()[0], 11.0f);
+  EXPECT_EQ(c.const_data<int32_t>(), reinterpret_cast<const int32_t*>(buf + 1));
+  EXPECT_EQ(ConstTensorView(v).data<float>(), buf + 1);
+
+  // Through a typed call: element 0 of the argument is buf[1].
+  kffi::Function first = kffi::Function::FromTyped(
+      [](ConstTensorView x) { return static_cast<double>(x.data<float>()[0]); }, "first");
+  EXPECT_EQ(first(&raw).cast<double>(), 11.0);
+  kffi::Function fill = kffi::Function::FromTyped(
+      [](TensorView y, double value) {
+        for (int64_t i = 0; i < y.numel(); ++i) y.data<float>()[i] = static_cast<float>(value);
+      },
+      "fill");
+  fill(&raw, 7.0);
+  EXPECT_EQ(buf[0], 10.0f);  // before the first element: untouched
+  EXPECT_EQ(buf[1], 7.0f);
+  EXPECT_EQ(buf[3], 7.0f);
+
+  // An owned Tensor with a byte_offset (a view of another).
+  int frees = 0;
+  Tensor base = MakeCPU({4}, &frees);
+  for (int i = 0; i < 4; ++i) base.data<float>()[i] = static_cast<float>(i);
+  Tensor tail = base.as_strided({3}, {1}, sizeof(float));
+  EXPECT_EQ(tail.data_ptr(), base.data_ptr());
+  EXPECT_EQ(tail.data<float>()[0], 1.0f);
+  EXPECT_EQ(tail.const_data<float>()[2], 3.0f);
+  EXPECT_EQ(TensorView(tail).data<float>()[0], 1.0f);
+}
+
+TEST(Tensor, WritableDataOfReadOnlyMemoryThrows) {
+  float buf[2] = {1, 2};
+  std::vector<int64_t> shape{2};
+  DLTensor raw{buf, kCPU, 1, kffi::dtypes::float32, shape.data(), nullptr, 0};
+  const std::string message =
+      "Cannot write through data<T>(): the tensor is read-only (use const_data<T>() to read it)";
+  TensorView ro(&raw, /*read_only=*/true);
+  ExpectError("ValueError", message, [&] { ro.data<float>(); });
+  EXPECT_EQ(ro.const_data<float>()[1], 2.0f);
+  // A ConstTensorView of it reads through data<T>() (const T*).
+  EXPECT_EQ(ConstTensorView(ro).data<float>()[1], 2.0f);
+  EXPECT_TRUE(ConstTensorView(ro).is_read_only());
+
+  int frees = 0;
+  Tensor t = MakeCPU({2}, &frees);
+  Tensor read_only = t.as_read_only();
+  ExpectError("ValueError", message, [&] { read_only.data<float>(); });
+  ExpectError("ValueError", message, [&] { TensorView(read_only).data<float>(); });
+  EXPECT_EQ(read_only.const_data<float>(), t.data<float>());
+  EXPECT_EQ(ConstTensorView(read_only).data<float>(), t.data<float>());
 }
 
 TEST(Tensor, TypedFunctionTakesAndReturnsOwnedTensor) {
@@ -377,7 +446,8 @@ TEST(Tensor, TypedFunctionTakesAndReturnsOwnedTensor) {
   EXPECT_EQ(viewed.data_ptr(), storage.data());
   EXPECT_EQ(viewed.shape(), kffi::IntArrayView({4}));
   kffi::Error e = CatchError([&] { identity(nullptr); });
-  EXPECT_NE(e.message().find("Expected `Tensor` but got `None`"), std::string::npos);
+  EXPECT_EQ(e.message(),
+            "arg0: expected Tensor, got None (argument #0 of `flat(arg0: Tensor) -> Tensor`)");
 }
 
 TEST(Tensor, AnyHoldsTensorsAndViews) {

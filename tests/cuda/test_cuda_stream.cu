@@ -1,4 +1,5 @@
-// tests/cuda/test_cuda_stream.cu: kernels launch on the environment stream; DeviceGuard; errors.
+// tests/cuda/test_cuda_stream.cu: kernels launch on the environment stream; DeviceGuard; typed
+// calls run on their first CUDA tensor's device (kffi::NoDeviceGuard opts out); errors.
 // Exits 0 when all checks pass, 1 on a failure, 77 (CTest: skipped) on a machine without a GPU.
 #include <kffi/cuda.h>
 #include <kffi/function.h>
@@ -28,7 +29,7 @@ __global__ void ScaleKernel(float* out, const float* in, float factor, int64_t n
 
 // A kernel-library entry point written the usual way: validate, guard the device, take the
 // caller's stream from the environment, launch.
-void Scale(kffi::TensorView output, kffi::TensorView input, double factor) {
+void Scale(kffi::TensorView output, kffi::ConstTensorView input, double factor) {
   kffi::CheckDevice(input, kDLCUDA, "input");
   kffi::CheckContiguous(input, "input");
   kffi::CheckSameDevice(input, output, "input", "output");
@@ -39,8 +40,7 @@ void Scale(kffi::TensorView output, kffi::TensorView input, double factor) {
   int64_t n = input.numel();
   int threads = 256;
   int blocks = static_cast<int>((n + threads - 1) / threads);
-  ScaleKernel<<<blocks, threads, 0, stream>>>(static_cast<float*>(output.data_ptr()),
-                                              static_cast<const float*>(input.data_ptr()),
+  ScaleKernel<<<blocks, threads, 0, stream>>>(output.data<float>(), input.data<float>(),
                                               static_cast<float>(factor), n);
   KFFI_CUDA_CHECK(cudaGetLastError());
 }
@@ -115,7 +115,7 @@ void TestKernelRunsOnEnvironmentStream() {
     EXPECT(false);
   } catch (const kffi::Error& e) {
     EXPECT(e.kind() == "ValueError");
-    EXPECT(e.message() == "Argument `input`: expected a tensor on cuda, got cpu");
+    EXPECT(e.message() == "input.device: expected cuda, got cpu");
   }
 
   EXPECT(KFFIEnvSetStream(kDLCUDA, device, prev, nullptr) == 0);
@@ -151,6 +151,48 @@ void TestDeviceGuardRestores(int count) {
   EXPECT(current == original);
 }
 
+int CurrentDevice() {
+  int device = -1;
+  KFFI_CUDA_CHECK(cudaGetDevice(&device));
+  return device;
+}
+
+// The device current while a typed function runs.
+int64_t DeviceInside(kffi::ConstTensorView) { return CurrentDevice(); }
+
+// A typed call runs with its first CUDA tensor's device current and restores the caller's after;
+// kffi::NoDeviceGuard leaves the caller's. Meaningful with two or more GPUs (the tensor on the
+// last one, device 0 current); with one it checks that nothing changes.
+void TestTypedCallsRunOnTheTensorsDevice(int count) {
+  const int last = count - 1;
+  kffi::Tensor x;
+  {
+    kffi::cuda::DeviceGuard guard(last);
+    x = kffi::Tensor::FromNDAlloc(CudaAlloc(), {4}, kffi::dtypes::float32, DLDevice{kDLCUDA, last});
+  }
+  KFFI_CUDA_CHECK(cudaSetDevice(0));
+  kffi::Function guarded = kffi::Function::FromTyped(&DeviceInside, "inside");
+  kffi::Function unguarded = kffi::Function::FromTyped(kffi::NoDeviceGuard<DeviceInside>, "inside");
+  EXPECT(guarded(x).cast<int64_t>() == last);
+  EXPECT(CurrentDevice() == 0);
+  EXPECT(unguarded(x).cast<int64_t>() == 0);
+  EXPECT(CurrentDevice() == 0);
+  // The runtime's functions directly: entering the current device changes nothing.
+  void* restore = &restore;
+  EXPECT(KFFIEnvEnterDevice(kDLCUDA, 0, &restore) == 0);
+  EXPECT(restore == nullptr);
+  EXPECT(KFFIEnvEnterDevice(kDLCUDA, last, &restore) == 0);
+  EXPECT(CurrentDevice() == last);
+  EXPECT((restore == nullptr) == (last == 0));
+  KFFIEnvRestoreDevice(kDLCUDA, restore);
+  EXPECT(CurrentDevice() == 0);
+  EXPECT(KFFIEnvEnterDevice(kDLCUDA, count, &restore) == -1);  // no such device
+  KFFIObjectHandle err = nullptr;
+  KFFIErrorMoveFromRaised(&err);
+  EXPECT(err != nullptr);
+  if (err != nullptr) KFFIObjectDecRef(err);
+}
+
 void TestCudaCheckMessage() {
   std::string expected = std::string("CUDA error: ") + cudaGetErrorName(cudaErrorInvalidDevice) +
                          ": " + cudaGetErrorString(cudaErrorInvalidDevice) +
@@ -181,6 +223,7 @@ int main() {
   try {
     TestKernelRunsOnEnvironmentStream();
     TestDeviceGuardRestores(count);
+    TestTypedCallsRunOnTheTensorsDevice(count);
     TestCudaCheckMessage();
   } catch (const kffi::Error& e) {
     std::fprintf(stderr, "unexpected error:\n%s\n", e.FullMessage().c_str());

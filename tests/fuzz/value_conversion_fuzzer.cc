@@ -512,7 +512,11 @@ std::vector<Callee> MakeCallees() {
                                     reinterpret_cast<uintptr_t>(p));
       },
       "dtype_device_ptr"));
-  add(Function::FromTyped([](kffi::TensorView x) { return TouchLayout(x); }, "view"));
+  add(Function::FromTyped([](kffi::ConstTensorView x) { return TouchLayout(x); }, "view"));
+  // A parameter that may write (it refuses read-only memory); the fake data is never written.
+  add(Function::FromTyped(
+      [](kffi::TensorView y) { return TouchLayout(y) ^ static_cast<int64_t>(y.is_writable()); },
+      "mut_view"));
   add(Function::FromTyped(
       [](kffi::Tensor x) {
         int64_t acc = TouchLayout(x) ^ static_cast<int64_t>(x.is_read_only());
@@ -522,8 +526,11 @@ std::vector<Callee> MakeCallees() {
       },
       "tensor"));
   add(Function::FromTyped([](DLTensor* x) { return static_cast<int64_t>(x->ndim); }, "dltensor"));
+  add(Function::FromTyped([](const DLTensor* x) { return static_cast<int64_t>(x->ndim); },
+                          "const_dltensor"));
   add(Function::FromTyped(
-      [](kffi::Optional<int64_t> a, kffi::Optional<kffi::TensorView> b, kffi::Optional<String> c) {
+      [](kffi::Optional<int64_t> a, kffi::Optional<kffi::ConstTensorView> b,
+         kffi::Optional<String> c) {
         return (a.has_value() ? *a : 0) ^ (b.has_value() ? TouchLayout(*b) : 0) ^
                static_cast<int64_t>(c.has_value() ? c->size() : 0);
       },
@@ -619,8 +626,8 @@ void PackedStress(kffi::PackedArgs args, kffi::Any* rv) {
   *rv = by_value;
 }
 
-/// The callees, each with its parameter count (read from the typed function's signature text,
-/// which the mismatch message shows: calling with no arguments reports "Expected N").
+/// The callees, each with its parameter count (read from the count error that calling with no
+/// arguments raises: "<name>: expected N arguments, got 0 (`<signature>`)").
 const std::vector<Callee>& Callees() {
   static auto* callees = [] {
     auto* v = new std::vector<Callee>(MakeCallees());
@@ -629,8 +636,8 @@ const std::vector<Callee>& Callees() {
         c.f.CallPacked(kffi::PackedArgs(nullptr, 0));
       } catch (const kffi::Error& e) {
         const std::string& m = e.message();
-        size_t at = m.find(". Expected ");
-        if (at != std::string::npos) c.arity = std::atoi(m.c_str() + at + 11);
+        size_t at = m.find(": expected ");
+        if (at != std::string::npos) c.arity = std::atoi(m.c_str() + at + 12);
       }
     }
     return v;

@@ -7,18 +7,21 @@
 
 namespace {
 
-int64_t AddOne(kffi::TensorView a, kffi::TensorView b) { return a.size(0) + b.size(0) - a.size(0); }
+int64_t AddOne(kffi::ConstTensorView a, kffi::ConstTensorView b) {
+  return a.size(0) + b.size(0) - a.size(0);
+}
 
-int64_t StreamOf(kffi::TensorView, void* stream) { return reinterpret_cast<int64_t>(stream); }
+int64_t StreamOf(kffi::ConstTensorView, void* stream) { return reinterpret_cast<int64_t>(stream); }
 
 // y = x * factor, written into y.
-void Scale(kffi::TensorView y, kffi::TensorView x, double factor) {
-  float* out = static_cast<float*>(y.data_ptr());
-  const float* in = static_cast<const float*>(x.data_ptr());
+void Scale(kffi::TensorView y, kffi::ConstTensorView x, double factor) {
+  float* out = y.data<float>();
+  const float* in = x.data<float>();
   for (int64_t i = 0; i < x.numel(); ++i) out[i] = static_cast<float>(in[i] * factor);
 }
 
-int64_t WithBias(kffi::TensorView x, kffi::Optional<kffi::TensorView> bias, void* stream) {
+int64_t WithBias(kffi::ConstTensorView x, kffi::Optional<kffi::ConstTensorView> bias,
+                 void* stream) {
   return x.size(0) * 10 + (bias.has_value() ? 1 : 0) + reinterpret_cast<int64_t>(stream) * 100;
 }
 

@@ -2,7 +2,7 @@
 #include <kffi/contract.h>
 
 namespace {
-int64_t Size(kffi::TensorView x) { return x.size(0); }
+int64_t Size(kffi::ConstTensorView x) { return x.size(0); }
 }  // namespace
 
 KFFI_EXPORT_CONTRACT(alone_size, Size, "x: Tensor([n], float32)");

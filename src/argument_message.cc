@@ -4,8 +4,9 @@
 // of `<signature>`)": the typed calls' conversions (KFFIErrorSetRaisedArgument from
 // kffi/function_details.h), the checks kernels call (kffi/tensor_checks.h), the contract
 // checks (contract_explain.cc) and the Python binding's own argument errors all build it here
-// (ArgumentMessage; error.cc raises it). The contract tests link this file with the contract
-// compiler's.
+// (ArgumentMessage; error.cc raises it and installs the namer). The contract tests link this file
+// with the contract compiler's: it defines no C ABI function, so their copy hides none of
+// libkffi's.
 #include <kffi/c_api.h>
 #include <kffi/type_traits.h>
 
@@ -41,6 +42,10 @@ std::string ArgumentMessage(std::string_view subject, std::string_view expected,
   return out;
 }
 
+const char* (*ExchangeTypeNamer(const char* (*namer)(const KFFIAny*)))(const KFFIAny*) {
+  return g_type_namer.exchange(namer, std::memory_order_acq_rel);
+}
+
 std::string ArgumentTypeName(const KFFIAny* arg) {
   if (arg == nullptr) return "nothing";
   const char* (*namer)(const KFFIAny*) = g_type_namer.load(std::memory_order_acquire);
@@ -53,9 +58,3 @@ std::string ArgumentTypeName(const KFFIAny* arg) {
 
 }  // namespace details
 }  // namespace kffi
-
-void KFFIErrorSetArgumentTypeNamer(const char* (*namer)(const KFFIAny* arg),
-                                   const char* (**opt_out_prev)(const KFFIAny* arg)) {
-  const char* (*prev)(const KFFIAny*) = g_type_namer.exchange(namer, std::memory_order_acq_rel);
-  if (opt_out_prev != nullptr) *opt_out_prev = prev;
-}

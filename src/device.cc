@@ -7,6 +7,7 @@
 // without it) and never loads one itself.
 #include <dlfcn.h>
 #include <kffi/c_api.h>
+#include <link.h>
 
 #include <atomic>
 #include <mutex>
@@ -47,16 +48,37 @@ bool Bind(void* lib, const char* name, T* out) {
   return *out != nullptr;
 }
 
-/// The driver when the process has loaded it, else NULL (asked again next time: a framework may
-/// load it later). Made once, never freed: calls on any thread use it until the process ends.
+// The loader's count of objects ever added when the driver was last found missing: the driver can
+// only have arrived since when the count moved (a dlopen probe costs far more than reading it).
+std::atomic<unsigned long long> g_adds_when_missing{~0ULL};
+
+int ReadAdds(dl_phdr_info* info, size_t, void* out) {
+  *static_cast<unsigned long long*>(out) = info->dlpi_adds;
+  return 1;  // the first object carries the process-wide counters
+}
+
+unsigned long long LoadedObjectAdds() {
+  unsigned long long adds = 0;
+  dl_iterate_phdr(&ReadAdds, &adds);
+  return adds;
+}
+
+/// The driver when the process has loaded it, else NULL (asked again once the process has loaded
+/// more objects: a framework may load it later). Made once, never freed: calls on any thread use
+/// it until the process ends.
 const Driver* LoadedDriver() {
   const Driver* d = g_driver.load(std::memory_order_acquire);
   if (d != nullptr) return d;
+  const unsigned long long adds = LoadedObjectAdds();
+  if (adds == g_adds_when_missing.load(std::memory_order_relaxed)) return nullptr;
   std::lock_guard<std::mutex> lock(g_driver_mutex);
   d = g_driver.load(std::memory_order_acquire);
   if (d != nullptr) return d;
   void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
-  if (lib == nullptr) return nullptr;
+  if (lib == nullptr) {
+    g_adds_when_missing.store(adds, std::memory_order_relaxed);
+    return nullptr;
+  }
   auto* nd = new Driver();
   const bool bound = Bind(lib, "cuInit", &nd->init) &&
                      Bind(lib, "cuDeviceGetCount", &nd->device_get_count) &&

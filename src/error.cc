@@ -193,6 +193,12 @@ void KFFIErrorSetRaisedArgument(const char* kind, const char* subject, const cha
   }
 }
 
+void KFFIErrorSetArgumentTypeNamer(const char* (*namer)(const KFFIAny* arg),
+                                   const char* (**opt_out_prev)(const KFFIAny* arg)) {
+  const char* (*prev)(const KFFIAny*) = kffi::details::ExchangeTypeNamer(namer);
+  if (opt_out_prev != nullptr) *opt_out_prev = prev;
+}
+
 void KFFIErrorSetRaised(KFFIObjectHandle error) {
   // The slot takes its own reference (before releasing the old one, in case they are the same
   // object). Raising NULL clears the slot.

@@ -44,7 +44,7 @@ inline int HandleCApiException() noexcept {
   return -1;
 }
 
-/// kffi's one format of argument errors (argument_error.cc): "<subject>: expected <expected>,
+/// kffi's one format of argument errors (argument_message.cc): "<subject>: expected <expected>,
 /// got <got> (<context> of `<signature>`)"; no "expected ..., got" when expected is empty (got is
 /// the whole text), no "<context> of " when context is empty, no parenthesis without a signature.
 std::string ArgumentMessage(std::string_view subject, std::string_view expected,
@@ -53,6 +53,8 @@ std::string ArgumentMessage(std::string_view subject, std::string_view expected,
 /// The name of an argument value's type for messages: as its caller passed it when a language
 /// binding knows (KFFIErrorSetArgumentTypeNamer), else kffi's (int, str, Array, Tensor, ...).
 std::string ArgumentTypeName(const KFFIAny* arg);
+/// Installs the namer ArgumentTypeName asks (KFFIErrorSetArgumentTypeNamer); returns the previous.
+const char* (*ExchangeTypeNamer(const char* (*namer)(const KFFIAny*)))(const KFFIAny*);
 
 /// The registered type key of a type index, or `type_index=N` when unknown (type_registry.cc).
 /// Meant for error messages.

@@ -94,7 +94,7 @@ void RunCpu(const std::string& path) {
   Expect(y.const_data<float>()[2] == 1.0f, "a read-only x is read");
   ExpectError([&] { scale(read_only, x, 2.0); },
               "ValueError: y: expected a writable tensor (the function may write it), got a "
-              "read-only one");
+              "read-only tensor");
   ExpectError([&] { mod.GetFunctionRequired("scal"); },
               "AttributeError: Module `" + mod.name() + "` has no function `scal`");
 }

@@ -171,6 +171,18 @@ inline std::string ParamNameOf(const ObjectPtr<Object>& contract, size_t i) {
   return std::string(out.data, out.size);
 }
 
+/// EnterCallDevice (kffi/function_details.h) for arguments of unknown parameter types (a packed
+/// function behind a contract): the device of the first CUDA tensor among all of them.
+inline void EnterArgsDevice(const KFFIAny* args, int32_t num_args, DeviceRestore* r) {
+  for (int32_t i = 0; i < num_args; ++i) {
+    const DLTensor* t = TensorValuePtr(&args[i]);
+    if (t != nullptr && t->device.device_type == kDLCUDA) {
+      EnterCudaDevice(t, r);
+      return;
+    }
+  }
+}
+
 /// Moves a str the runtime returned into a std::string.
 inline std::string TakeString(KFFIAny* s) {
   String str(String::FromOwnedAny(*s));
@@ -452,7 +464,7 @@ class ContractPackedObj : public FunctionObj {
       // The wrapped function may come from another runtime (a TVM-FFI export): the checked
       // call runs on the device of its first CUDA tensor, as a typed kffi function does.
       DeviceRestore device;
-      EnterArgsDevice(cur, n, &device);
+      contract::EnterArgsDevice(cur, n, &device);
       return inner->safe_call(ObjectUnsafe::Header(inner), cur, n, result);
     }
     KFFI_CATCH_ALL {

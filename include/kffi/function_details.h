@@ -255,23 +255,6 @@ KFFI_INLINE void EnterCallDevice(const KFFIAny* args, DeviceRestore* r, std::ind
   }
 }
 
-/// EnterCallDevice for arguments of unknown parameter types (a packed function behind a
-/// contract): the first CUDA tensor among all of them.
-inline void EnterArgsDevice(const KFFIAny* args, int32_t num_args, DeviceRestore* r) {
-  for (int32_t i = 0; i < num_args; ++i) {
-    const DLTensor* t = nullptr;
-    if (args[i].type_index == kKFFIDLTensorPtr) {
-      t = static_cast<const DLTensor*>(args[i].v_ptr);
-    } else if (args[i].type_index == kKFFITensor) {
-      t = KFFITensorGetDLTensorPtr(args[i].v_obj);
-    }
-    if (t != nullptr && t->device.device_type == kDLCUDA) {
-      EnterCudaDevice(t, r);
-      return;
-    }
-  }
-}
-
 /// A callable held by reference, passed by value (a stateful functor is not copied).
 template <typename F>
 struct FnRef {

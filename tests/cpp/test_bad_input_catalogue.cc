@@ -321,7 +321,7 @@ std::vector<Case> MakeCases() {
        kffi::Tensor x = kffi::Tensor::FromEnvAlloc({4}, kF32, DLDevice{kDLCPU, 0});
        kffi::Tensor ro = x.as_read_only();
        Function::FromTyped([](kffi::TensorView) {}, "w")(ro);
-     }, "ValueError", {"arg0: expected a writable tensor (the function may write it), got a read-only one",
+     }, "ValueError", {"arg0: expected a writable tensor (the function may write it), got a read-only tensor",
                        "(argument #0 of `w(arg0: Tensor(mut)) -> None`)"}},
     {"TensorDataOfReadOnly", [] {
        kffi::Tensor x = kffi::Tensor::FromEnvAlloc({4}, kF32, DLDevice{kDLCPU, 0});

@@ -68,8 +68,8 @@ std::string ErrorText(F&& f) {
 // The refusal of read-only memory for a parameter that may write it, as argument #k of sig.
 std::string ReadOnlyRefused(const std::string& param, int k, const std::string& sig) {
   return "ValueError: " + param +
-         ": expected a writable tensor (the function may write it), got a read-only one (a "
-         "read-only array, bytes or a JAX array: pass a writable copy) (argument #" +
+         ": expected a writable tensor (the function may write it), got a read-only tensor "
+         "(argument #" +
          std::to_string(k) + " of `" + sig + "`)";
 }
 

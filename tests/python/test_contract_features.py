@@ -387,9 +387,7 @@ BAD_LIBS = {
 @needs_contracts
 @pytest.mark.parametrize("dtype", sorted(BAD_LIBS))
 def test_unknown_dtypes_fail_load_module(module_cache, dtype):
-    src = (
-        "#include <kffi/contract.h>\nstatic void F(kffi::ConstTensorView) {}\n" + BAD_LIBS[dtype]
-    )
+    src = "#include <kffi/contract.h>\nstatic void F(kffi::ConstTensorView) {}\n" + BAD_LIBS[dtype]
     with pytest.raises(ValueError) as info:
         kffi.cpp.load_inline(f"bad_dtype_{dtype}", cpp_sources=src, quiet=True)
     msg = str(info.value)

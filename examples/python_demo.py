@@ -12,9 +12,9 @@ import numpy as np
 
 ADD_ONE = r"""
 #include <kffi/tensor.h>
-void add_one(kffi::TensorView a, kffi::TensorView b) {
-  const float* x = static_cast<const float*>(a.data_ptr());
-  float* y = static_cast<float*>(b.data_ptr());
+void add_one(kffi::ConstTensorView a, kffi::TensorView b) {
+  const float* x = a.data<float>();
+  float* y = b.data<float>();
   for (int64_t i = 0; i < a.size(0); ++i) y[i] = x[i] + 1.0f;
 }
 """
@@ -81,7 +81,7 @@ def main(path):
         ADD_ONE,
         "add_one",
         kffi.fake_tensor("float32", (n,), align=16),
-        kffi.fake_tensor("float32", (n,), align=16),
+        kffi.fake_tensor("float32", (n,), align=16, mut=True),  # written by the kernel
         param_names=["a", "b"],
     )
     a = np.arange(32, dtype=np.float32)

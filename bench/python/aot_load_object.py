@@ -28,9 +28,9 @@ import kffi
 ROOT = Path(__file__).resolve().parents[2]
 
 KERNEL = r"""
-void add_one(kffi::TensorView a, kffi::TensorView b) {
-  const float* x = static_cast<const float*>(a.data_ptr());
-  float* y = static_cast<float*>(b.data_ptr());
+void add_one(kffi::ConstTensorView a, kffi::TensorView b) {
+  const float* x = a.data<float>();
+  float* y = b.data<float>();
   for (int64_t i = 0; i < a.numel(); ++i) y[i] = x[i] + 1.0f;
 }
 """

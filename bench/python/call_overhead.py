@@ -80,12 +80,13 @@ static volatile int64_t g_sink;
 static void Noop() {}
 static void Ints3(int64_t a, int64_t b, int64_t c) { g_sink = a + b + c; }
 static void Str1(kffi::String s) { g_sink = static_cast<int64_t>(s.size()); }
-static void Tensors3(kffi::TensorView a, kffi::TensorView b, kffi::TensorView c) {
+// a and b stand for a kernel's inputs, c for its output (its read-only check is in the row).
+static void Tensors3(kffi::ConstTensorView a, kffi::ConstTensorView b, kffi::TensorView c) {
   g_sink = reinterpret_cast<intptr_t>(a.data_ptr()) + a.ndim() +
            reinterpret_cast<intptr_t>(b.data_ptr()) + b.ndim() +
            reinterpret_cast<intptr_t>(c.data_ptr()) + c.ndim();
 }
-static void Tensors3Stream(kffi::TensorView a, kffi::TensorView b, kffi::TensorView c) {
+static void Tensors3Stream(kffi::ConstTensorView a, kffi::ConstTensorView b, kffi::TensorView c) {
   void* s = KFFIEnvGetStream(a.device().device_type, a.device().device_id);
   g_sink = reinterpret_cast<intptr_t>(a.data_ptr()) + a.ndim() +
            reinterpret_cast<intptr_t>(b.data_ptr()) + b.ndim() +
@@ -568,7 +569,8 @@ FIXED = "fixed"  # bindings whose GIL policy cannot be chosen: measured once per
 
 DESCRIBE = {
     "kffi": "kffi.load_module(lib built with kffi-config, KFFI_EXPORT); params int64_t, "
-    "kffi::String, kffi::TensorView (NumPy: direct field read; torch: kffi.torch's direct "
+    "kffi::String, kffi::ConstTensorView (a, b) and kffi::TensorView (c, the output: refuses "
+    "read-only memory) (NumPy: direct field read; torch: kffi.torch's direct "
     "read of the TensorImpl, or with --torch-import exchange torch's DLPack C exchange "
     "API; CUDA stream picked up automatically, read with KFFIEnvGetStream). "
     "GIL held: f.release_gil=False; released: kffi default.",

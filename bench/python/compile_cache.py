@@ -32,9 +32,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 
 KERNEL = r"""
-void add_one(kffi::TensorView a, kffi::TensorView b) {
-  const float* x = static_cast<const float*>(a.data_ptr());
-  float* y = static_cast<float*>(b.data_ptr());
+void add_one(kffi::ConstTensorView a, kffi::TensorView b) {
+  const float* x = a.data<float>();
+  float* y = b.data<float>();
   for (int64_t i = 0; i < a.numel(); ++i) y[i] = x[i] + 1.0f;
 }
 """
@@ -44,7 +44,7 @@ CALLS = {
     "kffi.compile": textwrap.dedent("""
         n = kffi.sym_int(divisibility=4)
         fn = kffi.compile(KERNEL, "add_one", kffi.fake_tensor("float32", (n,), align=16),
-                          kffi.fake_tensor("float32", (n,), align=16))
+                          kffi.fake_tensor("float32", (n,), align=16, mut=True))
     """),
     "kffi.cpp.load_inline": textwrap.dedent("""
         fn = kffi.cpp.load_inline("add_one_inline", cpp_sources=KERNEL,

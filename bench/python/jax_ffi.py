@@ -40,14 +40,16 @@ ROOT = Path(__file__).resolve().parents[2]
 KFFI_CPU = """
 #include <kffi/kffi.h>
 __attribute__((noinline)) void empty_kernel(void* x, void* y) { asm volatile("" ::"r"(x), "r"(y)); }
-void empty(kffi::TensorView x, kffi::TensorView y) { empty_kernel(x.data_ptr(), y.data_ptr()); }
+void empty(kffi::ConstTensorView x, kffi::TensorView y) {
+  empty_kernel(x.data_ptr(), y.data_ptr());
+}
 """
 
 KFFI_GPU = """
 #include <kffi/kffi.h>
 #include <cuda_runtime.h>
 __global__ void empty_kernel(void*, void*) {}
-void empty(kffi::TensorView x, kffi::TensorView y) {
+void empty(kffi::ConstTensorView x, kffi::TensorView y) {
   auto stream = static_cast<cudaStream_t>(KFFIEnvGetStream(kDLCUDA, x.device().device_id));
   empty_kernel<<<1, 1, 0, stream>>>(x.data_ptr(), y.data_ptr());
 }

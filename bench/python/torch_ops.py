@@ -53,7 +53,7 @@ CACHE = ROOT / "build" / "bench_cache"
 KFFI_SRC = r"""
 #include <kffi/kffi.h>
 // Reads what a kernel reads before launching; does nothing else.
-void empty3(kffi::TensorView a, kffi::TensorView b, kffi::TensorView c) {}
+void empty3(kffi::TensorView a, kffi::ConstTensorView b, kffi::ConstTensorView c) {}
 KFFI_EXPORT_CONTRACT(empty3, empty3,
                      "a: Tensor([n], float32, mut), b: Tensor([n], float32), "
                      "c: Tensor([n], float32)");

@@ -55,7 +55,8 @@ NATIVE_SRC = r"""
 #include <kffi/export.h>
 #include <kffi/tensor.h>
 KFFI_EXPORT(noop, []() {});
-KFFI_EXPORT(three_tensors, [](kffi::TensorView, kffi::TensorView, kffi::TensorView) {});
+KFFI_EXPORT(three_tensors,
+            [](kffi::ConstTensorView, kffi::ConstTensorView, kffi::TensorView) {});
 """
 
 

@@ -12,9 +12,9 @@ import sys
 import kffi
 
 SOURCE = r"""
-void add_one(kffi::TensorView x, kffi::TensorView y) {
-  const float* in = static_cast<const float*>(x.data_ptr());
-  float* out = static_cast<float*>(y.data_ptr());
+void add_one(kffi::ConstTensorView x, kffi::TensorView y) {
+  const float* in = x.data<float>();
+  float* out = y.data<float>();
   for (int64_t i = 0; i < x.shape()[0]; ++i) out[i] = in[i] + 1.0f;
 }
 """

@@ -18,16 +18,16 @@ import numpy as np
 
 SOURCE = r"""
 // y = x * x
-void square(kffi::TensorView x, kffi::TensorView y) {
-  const float* a = static_cast<const float*>(x.data_ptr());
-  float* b = static_cast<float*>(y.data_ptr());
+void square(kffi::ConstTensorView x, kffi::TensorView y) {
+  const float* a = x.data<float>();
+  float* b = y.data<float>();
   for (int64_t i = 0; i < x.numel(); ++i) b[i] = a[i] * a[i];
 }
 // dx = 2 x g: the gradient of square
-void square_bwd(kffi::TensorView x, kffi::TensorView g, kffi::TensorView dx) {
-  const float* a = static_cast<const float*>(x.data_ptr());
-  const float* c = static_cast<const float*>(g.data_ptr());
-  float* d = static_cast<float*>(dx.data_ptr());
+void square_bwd(kffi::ConstTensorView x, kffi::ConstTensorView g, kffi::TensorView dx) {
+  const float* a = x.data<float>();
+  const float* c = g.data<float>();
+  float* d = dx.data<float>();
   for (int64_t i = 0; i < x.numel(); ++i) d[i] = 2 * a[i] * c[i];
 }
 """

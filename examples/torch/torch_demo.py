@@ -21,28 +21,28 @@ SOURCE = r"""
 #include <kffi/contract.h>
 
 // out[i, j] = x[i, j] + bias[j], written into out
-void add_bias(kffi::TensorView x, kffi::TensorView bias, kffi::TensorView out) {
-  const float* a = static_cast<const float*>(x.data_ptr());
-  const float* b = static_cast<const float*>(bias.data_ptr());
-  float* o = static_cast<float*>(out.data_ptr());
+void add_bias(kffi::ConstTensorView x, kffi::ConstTensorView bias, kffi::TensorView out) {
+  const float* a = x.data<float>();
+  const float* b = bias.data<float>();
+  float* o = out.data<float>();
   for (int64_t i = 0; i < x.size(0); ++i)
     for (int64_t j = 0; j < x.size(1); ++j) o[i * x.size(1) + j] = a[i * x.size(1) + j] + b[j];
 }
 
 // A new tensor: y = x * x
-kffi::Tensor square(kffi::TensorView x) {
+kffi::Tensor square(kffi::ConstTensorView x) {
   kffi::Tensor y = kffi::Tensor::FromEnvAlloc(x.shape(), x.dtype(), x.device());
-  const double* a = static_cast<const double*>(x.data_ptr());
-  for (int64_t i = 0; i < x.numel(); ++i) static_cast<double*>(y.data_ptr())[i] = a[i] * a[i];
+  const double* a = x.data<double>();
+  for (int64_t i = 0; i < x.numel(); ++i) y.data<double>()[i] = a[i] * a[i];
   return y;
 }
 
 // Its gradient: dx = 2 x g
-kffi::Tensor square_bwd(kffi::TensorView x, kffi::TensorView g) {
+kffi::Tensor square_bwd(kffi::ConstTensorView x, kffi::ConstTensorView g) {
   kffi::Tensor dx = kffi::Tensor::FromEnvAlloc(x.shape(), x.dtype(), x.device());
-  const double* a = static_cast<const double*>(x.data_ptr());
-  const double* b = static_cast<const double*>(g.data_ptr());
-  for (int64_t i = 0; i < x.numel(); ++i) static_cast<double*>(dx.data_ptr())[i] = 2 * a[i] * b[i];
+  const double* a = x.data<double>();
+  const double* b = g.data<double>();
+  for (int64_t i = 0; i < x.numel(); ++i) dx.data<double>()[i] = 2 * a[i] * b[i];
   return dx;
 }
 

@@ -285,13 +285,29 @@ def text_file(tmp):
     return path
 
 
-MISMATCH = (
-    "Mismatched type on argument #{i} when calling: `{sig}`. Expected `{exp}` but got `{got}`"
-)
+# kffi's one format of argument errors; got is the Python type the caller passed.
+MISMATCH = "{param}: expected {exp}, got {got} (argument #{i} of `{sig}`)"
+
+
+def param_name(sig, i):
+    """The name of parameter #i in a signature "f(a: T, b: Map<str, int>) -> R"."""
+    params, depth, start = [], 0, sig.index("(") + 1
+    for at in range(start, len(sig)):
+        ch = sig[at]
+        if ch in "<[(":
+            depth += 1
+        elif ch in ">])" and depth > 0:
+            depth -= 1
+        elif (ch == "," and depth == 0) or (ch == ")" and depth == 0):
+            params.append(sig[start:at].strip())
+            start = at + 1
+            if ch == ")":
+                break
+    return params[i].split(":")[0]
 
 
 def mismatch(sig, exp, got, i=0):
-    return MISMATCH.format(i=i, sig=sig, exp=exp, got=got)
+    return MISMATCH.format(param=param_name(sig, i), i=i, sig=sig, exp=exp, got=got)
 
 
 SIG = {

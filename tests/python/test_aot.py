@@ -21,17 +21,18 @@ pytestmark = pytest.mark.skipif(
 )
 
 ADD_ONE = r"""
-void add_one(kffi::TensorView a, kffi::TensorView b) {
-  const float* x = static_cast<const float*>(a.data_ptr());
-  float* y = static_cast<float*>(b.data_ptr());
+void add_one(kffi::ConstTensorView a, kffi::TensorView b) {
+  const float* x = a.data<float>();
+  float* y = b.data<float>();
   for (int64_t i = 0; i < a.shape()[0]; ++i) y[i] = x[i] + 1.0f;
 }
 """
 
 AXPY = r"""
-void axpy(kffi::TensorView y, kffi::TensorView x, double alpha, kffi::Optional<double> beta) {
-  float* out = static_cast<float*>(y.data_ptr());
-  const float* in = static_cast<const float*>(x.data_ptr());
+void axpy(kffi::TensorView y, kffi::ConstTensorView x, double alpha,
+          kffi::Optional<double> beta) {
+  float* out = y.data<float>();
+  const float* in = x.data<float>();
   double b = beta.value_or(0.0);
   for (int64_t i = 0; i < x.shape()[0]; ++i) out[i] = static_cast<float>(alpha * in[i] + b);
 }
@@ -118,13 +119,13 @@ def test_export_o_writes_an_object_and_its_header(objects):
     assert syms["__kffi_add_one"] == "T"
     assert syms["__kffi__meta_add_one"] == "T"
     # The kernel's own definition is local: two objects of one source link together.
-    assert syms["_Z7add_oneN4kffi10TensorViewES0_"] == "t"
+    assert syms["_Z7add_oneN4kffi15ConstTensorViewENS_10TensorViewE"] == "t"
     header = (objects / "add_one.h").read_text()
     assert (
         "int __kffi_add_one(void* handle, const KFFIAny* args, int32_t num_args, "
         "KFFIAny* result);" in header
     )
-    assert "inline void add_one(kffi::TensorView a, kffi::TensorView b) {" in header
+    assert "inline void add_one(kffi::ConstTensorView a, kffi::TensorView b) {" in header
     contract = (
         "a: Tensor([n0], float32, device=cpu, contiguous), "
         "b: Tensor([n0], float32, device=cpu, contiguous, mut); n0: int64"
@@ -133,7 +134,7 @@ def test_export_o_writes_an_object_and_its_header(objects):
     assert f" *   {contract}" in header
     assert " * b = a + 1" in header
     v2 = (objects / "v2_add_one.h").read_text()
-    assert "inline void v2_add_one(kffi::TensorView a, kffi::TensorView b) {" in v2
+    assert "inline void v2_add_one(kffi::ConstTensorView a, kffi::TensorView b) {" in v2
     assert _symbols(objects / "v2_add_one.o")["__kffi_v2_add_one"] == "T"
 
 
@@ -167,7 +168,7 @@ int main() {
   std::vector<float> a{1, 2, 3}, b(3), c(2);
   int64_t sa[1], sb[1], sc[1];
   DLTensor ta = Vec(a, sa), tb = Vec(b, sb), tc = Vec(c, sc);
-  add_one(kffi::TensorView(&ta), kffi::TensorView(&tb));  // the typed entry point
+  add_one(kffi::ConstTensorView(&ta), kffi::TensorView(&tb));  // the typed entry point
   std::cout << "header: " << b[0] << " " << b[1] << " " << b[2] << "\n";
   v2_add_one(kffi::TensorView(&tb), kffi::TensorView(&tb));
   std::cout << "v2: " << b[0] << " " << b[1] << " " << b[2] << "\n";
@@ -179,12 +180,12 @@ int main() {
   sys.GetFunctionRequired("add_one")(kffi::TensorView(&tb), kffi::TensorView(&tb));
   std::cout << "system_lib call: " << b[0] << "\n";
   try {
-    add_one(kffi::TensorView(&ta), kffi::TensorView(&tc));
+    add_one(kffi::ConstTensorView(&ta), kffi::TensorView(&tc));
   } catch (const kffi::Error& e) {
     std::cout << "header error: " << e.kind() << ": " << e.message() << "\n";
   }
   try {
-    sys.GetFunctionRequired("add_one")(kffi::TensorView(&ta), kffi::TensorView(&tc));
+    sys.GetFunctionRequired("add_one")(kffi::ConstTensorView(&ta), kffi::TensorView(&tc));
   } catch (const kffi::Error& e) {
     std::cout << "system_lib error: " << e.kind() << ": " << e.message() << "\n";
   }
@@ -373,7 +374,7 @@ def test_defaults_fill_in_left_out_optional_arguments(axpy, tmp_path):
     axpy.export(tmp_path / "axpy.o")
     header = (tmp_path / "axpy.h").read_text()
     assert (
-        "inline void axpy(kffi::TensorView y, kffi::TensorView x, double alpha, "
+        "inline void axpy(kffi::TensorView y, kffi::ConstTensorView x, double alpha, "
         "kffi::Optional<double> beta = std::nullopt) {" in header
     )
 
@@ -383,10 +384,10 @@ __global__ void add_one_kernel(const float* x, float* y, int64_t n) {
   int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
   if (i < n) y[i] = x[i] + 1.0f;
 }
-void add_one_cuda(kffi::TensorView a, kffi::TensorView b, void* stream) {
+void add_one_cuda(kffi::ConstTensorView a, kffi::TensorView b, void* stream) {
   int64_t n = a.shape()[0];
   add_one_kernel<<<(n + 255) / 256, 256, 0, static_cast<cudaStream_t>(stream)>>>(
-      static_cast<const float*>(a.data_ptr()), static_cast<float*>(b.data_ptr()), n);
+      a.data<float>(), b.data<float>(), n);
 }
 """
 
@@ -411,14 +412,14 @@ int main() {
   DLTensor ta{d_a, DLDevice{kDLCUDA, 0}, 1, DLDataType{kDLFloat, 32, 1}, shape, nullptr, 0};
   DLTensor tb = ta;
   tb.data = d_b;
-  add_one_cuda(kffi::TensorView(&ta), kffi::TensorView(&tb));
+  add_one_cuda(kffi::ConstTensorView(&ta), kffi::TensorView(&tb));
   cudaDeviceSynchronize();
   cudaMemcpy(host, d_b, sizeof(host), cudaMemcpyDeviceToHost);
   std::printf("gpu: %g %g %g %g\n", host[0], host[1], host[2], host[3]);
   DLTensor tc = ta;
   tc.device = DLDevice{kDLCPU, 0};
   try {
-    add_one_cuda(kffi::TensorView(&tc), kffi::TensorView(&tb));
+    add_one_cuda(kffi::ConstTensorView(&tc), kffi::TensorView(&tb));
   } catch (const kffi::Error& e) {
     std::printf("error: %s\n", e.kind().c_str());
   }
@@ -450,7 +451,7 @@ def test_cuda_kernel_exported_linked_statically_and_run(tmp_path):
     )
     f.export(tmp_path / "add_one_cuda.o")
     header = (tmp_path / "add_one_cuda.h").read_text()
-    assert "inline void add_one_cuda(kffi::TensorView a, kffi::TensorView b) {" in header
+    assert "inline void add_one_cuda(kffi::ConstTensorView a, kffi::TensorView b) {" in header
     # load_object links the CUDA runtime in by itself.
     assert kffi.load_object(tmp_path / "add_one_cuda.o").functions() == ["add_one_cuda"]
     (tmp_path / "app.cc").write_text(CUDA_APP)

@@ -18,10 +18,10 @@ from kffi.stubgen import python_type, render_stub
 REPO = Path(__file__).resolve().parents[2]
 
 AXPY = r"""
-void axpy(kffi::TensorView y, kffi::TensorView x, double alpha, kffi::Optional<double> beta,
+void axpy(kffi::TensorView y, kffi::ConstTensorView x, double alpha, kffi::Optional<double> beta,
           int32_t k) {
-  float* out = static_cast<float*>(y.data_ptr());
-  const float* in = static_cast<const float*>(x.data_ptr());
+  float* out = y.data<float>();
+  const float* in = x.data<float>();
   for (int64_t i = 0; i < x.shape()[0]; ++i)
     out[i] = static_cast<float>(alpha * in[i] + beta.value_or(0.0) + k);
 }
@@ -241,8 +241,8 @@ def test_header_types_and_entry_point_text():
     }
     header = render_header(meta, "mixed.o")
     assert (
-        "inline kffi::Tensor mixed(kffi::TensorView t, int32_t k, float f, void* s, "
-        "kffi::Tuple<int64_t, double> p, kffi::Optional<kffi::TensorView> o = std::nullopt) {"
+        "inline kffi::Tensor mixed(kffi::ConstTensorView t, int32_t k, float f, void* s, "
+        "kffi::Tuple<int64_t, double> p, kffi::Optional<kffi::ConstTensorView> o = std::nullopt) {"
         in header
     )
     # Comment terminators in the texts cannot end the header's comment early.

@@ -98,9 +98,11 @@ def f32(n=2):
     return np.zeros(n, np.float32)
 
 
-MISMATCH = "Mismatched type on argument #{} when calling: `{}`. Expected `{}` but got `{}`"
+# kffi's one format of argument errors: "<param>: expected <E>, got <G> (argument #k of `SIG`)",
+# where G is the Python type the caller passed.
+MISMATCH = "{}: expected {}, got {} (argument #{} of `{}`)"
 ADD_ONE = "testing.add_one(arg0: int) -> int"
-FILL = "fill(x: Tensor, value: float) -> None"
+FILL = "fill(x: Tensor(mut), value: float) -> None"
 
 # (id, action(env), exception type, message fragment)
 CATALOGUE = [
@@ -109,55 +111,55 @@ CATALOGUE = [
         "int_param_given_str",
         lambda e: e.t.add_one("1"),
         TypeError,
-        MISMATCH.format(0, ADD_ONE, "int", "str"),
+        MISMATCH.format("arg0", "int", "str", 0, ADD_ONE),
     ),
     (
         "int_param_given_float",
         lambda e: e.t.add_one(1.0),
         TypeError,
-        MISMATCH.format(0, ADD_ONE, "int", "float"),
+        MISMATCH.format("arg0", "int", "float", 0, ADD_ONE),
     ),
     (
         "int_param_given_none",
         lambda e: e.t.add_one(None),
         TypeError,
-        MISMATCH.format(0, ADD_ONE, "int", "None"),
+        MISMATCH.format("arg0", "int", "NoneType", 0, ADD_ONE),
     ),
     (
         "int_param_given_tuple",
         lambda e: e.t.add_one((1,)),
         TypeError,
-        MISMATCH.format(0, ADD_ONE, "int", "Array"),
+        MISMATCH.format("arg0", "int", "tuple", 0, ADD_ONE),
     ),
     (
         "int_param_given_ndarray",
         lambda e: e.t.add_one(f32()),
         TypeError,
-        "Expected `int` but got `DLTensor*`",
+        MISMATCH.format("arg0", "int", "numpy.ndarray", 0, ADD_ONE),
     ),
     (
         "str_param_given_int",
         lambda e: e.t.raise_error(1, "m"),
         TypeError,
-        "Expected `str` but got `int`",
+        "arg0: expected str, got int (argument #0 of `testing.raise_error(",
     ),
     (
         "str_param_given_bytes",
         lambda e: e.m.greet(b"x", 1),
         TypeError,
-        "Expected `str` but got `bytes`",
+        MISMATCH.format("name", "str", "bytes", 0, "greet(name: str, times: int) -> str"),
     ),
     (
         "float_param_given_str",
         lambda e: e.k.fill(f32(), "x"),
         TypeError,
-        MISMATCH.format(1, FILL, "float", "str"),
+        MISMATCH.format("value", "float", "str", 1, FILL),
     ),
     (
         "dtype_param_given_int",
         lambda e: e.k.full((2,), 3, 1.0),
         TypeError,
-        "Expected `dtype` but got `int`",
+        "dtype: expected dtype, got int (argument #1 of `full(",
     ),
     (
         "function_param_given_int",
@@ -176,19 +178,19 @@ CATALOGUE = [
         "too_few_arguments",
         lambda e: e.t.add_one(),
         TypeError,
-        f"Mismatched number of arguments when calling: `{ADD_ONE}`. Expected 1 but got 0",
+        f"testing.add_one: expected 1 argument, got 0 (`{ADD_ONE}`)",
     ),
     (
         "too_many_arguments",
         lambda e: e.t.add_one(1, 2),
         TypeError,
-        f"Mismatched number of arguments when calling: `{ADD_ONE}`. Expected 1 but got 2",
+        f"testing.add_one: expected 1 argument, got 2 (`{ADD_ONE}`)",
     ),
     (
         "too_many_for_export",
         lambda e: e.m.greet("a", 1, 2),
         TypeError,
-        "`greet(name: str, times: int) -> str`. Expected 2 but got 3",
+        "greet: expected 2 arguments, got 3 (`greet(name: str, times: int) -> str`)",
     ),
     (
         "packed_function_without_arguments",
@@ -201,31 +203,35 @@ CATALOGUE = [
         "int_above_int64",
         lambda e: e.t.echo(2**63),
         OverflowError,
-        "Argument #0: Python int too large to convert to int64",
+        "arg0: Python int too large to convert to int64 (kffi ints are 64-bit) "
+        "(argument #0 of `testing.echo`)",
     ),
     (
         "int_below_int64",
         lambda e: e.t.echo(-(2**63) - 1),
         OverflowError,
-        "Argument #0: Python int too large to convert to int64",
+        "arg0: Python int too large to convert to int64",
     ),
     (
         "overflow_names_its_argument",
         lambda e: e.t.nop(0, 0, 2**64),
         OverflowError,
-        "Argument #2: Python int too large",
+        "arg2: Python int too large to convert to int64 (kffi ints are 64-bit) "
+        "(argument #2 of `testing.nop`)",
     ),
     (
         "overflow_inside_tuple_names_its_argument",
         lambda e: e.t.nop(0, (1, 2**70)),
         OverflowError,
-        "Argument #1: Python int too large",
+        "arg1: Python int too large to convert to int64 (kffi ints are 64-bit) "
+        "(argument #1 of `testing.nop`)",
     ),
     (
         "overflow_inside_dict_value",
         lambda e: e.t.echo({"k": [2**70]}),
         OverflowError,
-        "Argument #0: Python int too large",
+        "arg0: Python int too large to convert to int64 (kffi ints are 64-bit) "
+        "(argument #0 of `testing.echo`)",
     ),
     (
         "overflow_in_callback_result",
@@ -233,25 +239,30 @@ CATALOGUE = [
         OverflowError,
         "Python int too large to convert to int64",
     ),
-    ("index_type_that_fails", lambda e: e.t.add_one(BadIndex()), ValueError, "__index__ failed"),
+    (
+        "index_type_that_fails",
+        lambda e: e.t.add_one(BadIndex()),
+        ValueError,
+        "arg0: __index__ failed (argument #0 of `testing.add_one`)",
+    ),
     (
         "float_type_that_fails",
         lambda e: e.m.affine(BadFloat(), 1.0, 1.0),
         ArithmeticError,
-        "__float__ failed",
+        "a: __float__ failed (argument #0 of `affine(a: float, scale: float, offset: float)",
     ),
     # -- containers that hold themselves (would recurse without end)
     (
         "self_referential_list",
         lambda e: e.t.echo(self_referential_list()),
         RecursionError,
-        "while converting a container for kffi",
+        "while converting a container for kffi (argument #0 of `testing.echo`)",
     ),
     (
         "self_referential_dict",
         lambda e: e.t.nop(1, self_referential_dict()),
         RecursionError,
-        "while converting a container for kffi",
+        "while converting a container for kffi (argument #1 of `testing.nop`)",
     ),
     (
         "self_referential_callback_result",
@@ -264,20 +275,20 @@ CATALOGUE = [
         "lone_surrogate_short_str",
         lambda e: e.t.echo("\ud800"),
         UnicodeEncodeError,
-        "surrogates not allowed",
+        "arg0: surrogates not allowed (argument #0 of `testing.echo`)",
     ),
     (
         "lone_surrogate_long_str",
         lambda e: e.t.echo("abcdefgh\ud800"),
         UnicodeEncodeError,
-        "surrogates not allowed",
+        "arg0: surrogates not allowed (argument #0 of `testing.echo`)",
     ),
     # -- released objects
     (
         "released_array_as_argument",
         lambda e: e.t.echo(released((1, 2))),
         ValueError,
-        "Argument #0: the Array object is null (destroyed)",
+        "arg0: the Array object is null (destroyed) (argument #0 of `testing.echo`)",
     ),
     (
         "released_array_len",
@@ -337,7 +348,7 @@ CATALOGUE = [
         "released_function_as_callback",
         lambda e: e.t.apply(released_function()),
         ValueError,
-        "Argument #0: the kffi.Function object is null (destroyed)",
+        "arg0: the kffi.Function object is null (destroyed) (argument #0 of `testing.apply`)",
     ),
     (
         "released_function_registered",
@@ -451,50 +462,51 @@ CATALOGUE = [
         "str_as_tensor",
         lambda e: e.k.fill("abc", 1.0),
         TypeError,
-        MISMATCH.format(0, FILL, "Tensor", "str"),
+        MISMATCH.format("x", "Tensor(mut)", "str", 0, FILL),
     ),
     (
         "list_as_tensor",
         lambda e: e.k.fill([1.0, 2.0], 1.0),
         TypeError,
-        MISMATCH.format(0, FILL, "Tensor", "Array"),
+        MISMATCH.format("x", "Tensor(mut)", "list", 0, FILL),
     ),
     (
         "object_as_tensor",
         lambda e: e.k.fill(object(), 1.0),
         TypeError,
-        MISMATCH.format(0, FILL, "Tensor", "object` (a Python object)")[:-1],
+        MISMATCH.format("x", "Tensor(mut)", "object", 0, FILL),
     ),
     (
         "array_module_array_as_tensor",
         lambda e: e.k.fill(__import__("array").array("f", [1.0]), 1.0),
         TypeError,
-        MISMATCH.format(0, FILL, "Tensor", "array.array` (a Python object)")[:-1],
+        MISMATCH.format("x", "Tensor(mut)", "array.array", 0, FILL),
     ),
     (
         "none_as_tensor",
         lambda e: e.k.fill(None, 1.0),
         TypeError,
-        MISMATCH.format(0, FILL, "Tensor", "None"),
+        MISMATCH.format("x", "Tensor(mut)", "NoneType", 0, FILL),
     ),
     (
         "module_as_tensor",
         lambda e: e.k.fill(e.m, 1.0),
         TypeError,
-        MISMATCH.format(0, FILL, "Tensor", "Module"),
+        MISMATCH.format("x", "Tensor(mut)", "Module", 0, FILL),
     ),
     (
         "dlpack_without_capsule",
         lambda e: e.k.fill(ReturnsNoCapsule(), 1.0),
         TypeError,
-        "Argument #0 (`x`: ReturnsNoCapsule): ReturnsNoCapsule.__dlpack__() did not return a "
-        "DLPack capsule",
+        "x: cannot import the ReturnsNoCapsule as a tensor: ReturnsNoCapsule.__dlpack__() did not "
+        f"return a DLPack capsule (argument #0 of `{FILL}`)",
     ),
     (
         "dlpack_producer_fails",
         lambda e: e.k.fill(ProducerFails(), 1.0),
         BufferError,
-        "Argument #0 (`x`: ProducerFails): the producer refused",
+        "x: cannot import the ProducerFails as a tensor: the producer refused "
+        f"(argument #0 of `{FILL}`)",
     ),
     (
         "from_dlpack_of_int",
@@ -506,7 +518,7 @@ CATALOGUE = [
         "non_native_byte_order",
         lambda e: e.k.describe(np.zeros(2, ">f4")),
         BufferError,
-        "Argument #0 (`x`: numpy.ndarray)",
+        "x: cannot import the numpy.ndarray as a tensor: ",
     ),
     (
         "kernel_rejects_dtype",

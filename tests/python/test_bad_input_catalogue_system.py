@@ -14,6 +14,7 @@ import os
 import kffi
 import pytest
 from bad_input_support import (  # noqa: F401  (fixtures)
+    SIG,
     BadEq,
     DLPackRaisesUnprintable,
     DLPackReenters,
@@ -284,81 +285,85 @@ CASES = [
         "released_array_argument",
         lambda e: e.t.echo(released([1, 2])),
         ValueError,
-        ["Argument #0: the Array object is null (destroyed)"],
+        ["arg0: the Array object is null (destroyed) (argument #0 of `testing.echo`)"],
     ),
     (
         "released_tensor_argument",
         lambda e: e.c.takes_tensor(released_tensor()),
         ValueError,
-        ["Argument #0 (`x`): the Tensor object is null (destroyed)"],
+        ["x: the Tensor object is null (destroyed) (argument #0 of `" + SIG["tensor"] + "`)"],
     ),
     # ---- hostile __index__ / __float__ / __dlpack__ -------------------------------------------
     (
         "index_raises",
         lambda e: e.c.takes_int(RaisingIndex()),
         ValueError,
-        ["Argument #0 (`n`)", "__index__ refused"],
+        ["n: __index__ refused (argument #0 of `" + SIG["int"] + "`)"],
     ),
     (
         "index_mutates_its_list_and_raises",
         lambda e: e.c.takes_array(mutating_list()),
         ArithmeticError,
-        ["Argument #0 (`xs`)", "__index__ mutated its list"],
+        ["xs: __index__ mutated its list (argument #0 of `" + SIG["array"] + "`)"],
     ),
     (
         "index_mutates_its_dict_and_raises",
         lambda e: e.c.takes_map(mutating_dict()),
         LookupError,
-        ["Argument #0 (`m`)", "__index__ emptied its dict"],
+        ["m: __index__ emptied its dict (argument #0 of `" + SIG["map"] + "`)"],
     ),
     (
         "float_raises",
         lambda e: e.c.takes_float(RaisingFloat()),
         ArithmeticError,
-        ["Argument #0 (`x`)", "__float__ refused"],
+        ["x: __float__ refused (argument #0 of `" + SIG["float"] + "`)"],
     ),
     (
         "float_raises_in_second_argument",
         lambda e: e.c.c_scalars(1, RaisingFloat(), True),
         ArithmeticError,
-        ["Argument #1 (`s`)", "__float__ refused"],
+        ["s: __float__ refused (argument #1 of `c_scalars("],
     ),
     (
         "dlpack_raises_unprintable",
         lambda e: e.c.takes_tensor(DLPackRaisesUnprintable()),
         TypeError,
-        ["Argument #0 (`x`", "StrFails whose str() failed"],
+        [
+            "x: cannot import the DLPackRaisesUnprintable as a tensor: <StrFails whose str() failed> (argument #0 of `"
+            + SIG["tensor"]
+            + "`)"
+        ],
     ),
     (
         "index_in_tuple_raises",
         lambda e: e.c.takes_tuple((RaisingIndex(), "s")),
         ValueError,
-        ["Argument #0 (`t`)", "__index__ refused"],
+        ["t: __index__ refused (argument #0 of `" + SIG["tuple"] + "`)"],
     ),
     # ---- deep nesting -------------------------------------------------------------------------
     (
         "list_nested_beyond_the_limit",
         lambda e: e.c.takes_array(nested_list(kffi.MAX_CONTAINER_DEPTH + 5)),
         RecursionError,
-        ["Argument #0 (`xs`)", "while converting a container for kffi"],
+        ["xs: ", "while converting a container for kffi (argument #0 of `" + SIG["array"] + "`)"],
     ),
     (
         "dict_nested_beyond_the_limit",
         lambda e: e.t.echo(nested_dict(kffi.MAX_CONTAINER_DEPTH + 5)),
         RecursionError,
-        ["Argument #0", "while converting a container for kffi"],
+        ["arg0: ", "while converting a container for kffi (argument #0 of `testing.echo`)"],
     ),
     (
         "list_holding_itself",
         lambda e: e.c.takes_array(self_list()),
         RecursionError,
-        ["Argument #0 (`xs`)", "while converting a container for kffi"],
+        ["xs: ", "(or hold themselves) while converting a container for kffi (argument #0 of `"],
     ),
     (
         "list_nested_10000_deep_with_raised_limit",
         lambda e: with_recursion_limit(100_000, lambda: e.t.echo(nested_list(10_000))),
         RecursionError,
-        ["Argument #0", "kffi's limit of"],
+        ["arg0: containers nest deeper than kffi's limit of", "(argument #0 of `testing.echo`)"],
     ),
 ]
 

@@ -200,11 +200,11 @@ def test_parameter_names_are_read_from_the_cpp_definition():
     src = """
         // add_one(decoy, call) is a comment
         void helper() { add_one(x, y); }
-        void add_one(kffi::TensorView a, kffi::Optional<kffi::Tuple<int, float>> b = {},
+        void add_one(kffi::ConstTensorView a, kffi::Optional<kffi::Tuple<int, float>> b = {},
                      /* inline */ int32_t c, void* stream) {}
     """
     assert kffi.contract.cpp_param_names(src, "add_one") == ["a", "b", "c", "stream"]
-    assert kffi.contract.cpp_param_names("void f(kffi::TensorView, int x) {}", "f") is None
+    assert kffi.contract.cpp_param_names("void f(kffi::ConstTensorView, int x) {}", "f") is None
     assert kffi.contract.cpp_param_names("void f(int x);", "f") is None  # no definition
     assert kffi.contract.cpp_param_names("void f() {}", "f") == []
 
@@ -214,16 +214,16 @@ def test_parameter_names_are_read_from_the_cpp_definition():
 # ---------------------------------------------------------------------------------------------
 
 ADD_ONE = r"""
-void add_one(kffi::TensorView a, kffi::TensorView b) {
-  const float* x = static_cast<const float*>(a.data_ptr());
-  float* y = static_cast<float*>(b.data_ptr());
+void add_one(kffi::ConstTensorView a, kffi::TensorView b) {
+  const float* x = a.data<float>();
+  float* y = b.data<float>();
   for (int64_t i = 0; i < a.numel(); ++i) y[i] = x[i] + 1.0f;
 }
 """
 
 ADD_SIG = (
     "`add_one(a: Tensor([n0], float32, align=16, contiguous), "
-    "b: Tensor([n0], float32, align=16, contiguous))`"
+    "b: Tensor([n0], float32, align=16, contiguous, mut))`"
 )
 
 # Tensors that NumPy cannot make: a byte_offset, or a CPU device index other than 0.
@@ -279,7 +279,7 @@ def _compile_add_one(**kw):
         ADD_ONE,
         "add_one",
         kffi.fake_tensor("float32", (n,), align=16, device="any"),
-        kffi.fake_tensor("float32", (n,), align=16, device="any"),
+        kffi.fake_tensor("float32", (n,), align=16, device="any", mut=True),
         **kw,
     )
 
@@ -313,7 +313,7 @@ def test_compiled_function_runs_on_numpy_and_keeps_contract(add_one):
     assert isinstance(add_one, kffi.Function)
     assert add_one.contract == (
         "a: Tensor([n0], float32, align=16, contiguous), "
-        "b: Tensor([n0], float32, align=16, contiguous); n0: int32 % 16"
+        "b: Tensor([n0], float32, align=16, contiguous, mut); n0: int32 % 16"
     )
     assert Path(add_one.library_path).is_file()
 
@@ -387,9 +387,9 @@ def test_int32_symbol_range(add_one):
 
 STRIDED = r"""
 // b = a + 1, reading a through its stride (as a kernel for contiguous=False must).
-void add_one_strided(kffi::TensorView a, kffi::TensorView b) {
-  const float* x = static_cast<const float*>(a.data_ptr());
-  float* y = static_cast<float*>(b.data_ptr());
+void add_one_strided(kffi::ConstTensorView a, kffi::TensorView b) {
+  const float* x = a.data<float>();
+  float* y = b.data<float>();
   for (int64_t i = 0; i < a.numel(); ++i) y[i] = x[i * a.stride(0)] + 1.0f;
 }
 """
@@ -401,11 +401,14 @@ def test_fake_tensors_are_compact_unless_they_opt_out(module_cache):
     message (the kernel would read a[:n] instead of a[::2]); contiguous=False accepts it."""
     n = kffi.sym_int("n")
     compact = kffi.compile(
-        ADD_ONE, "add_one", kffi.fake_tensor("float32", (n,)), kffi.fake_tensor("float32", (n,))
+        ADD_ONE,
+        "add_one",
+        kffi.fake_tensor("float32", (n,)),
+        kffi.fake_tensor("float32", (n,), mut=True),
     )
     assert compact.contract == (
         "a: Tensor([n], float32, device=cpu, contiguous), "
-        "b: Tensor([n], float32, device=cpu, contiguous); n: int64"
+        "b: Tensor([n], float32, device=cpu, contiguous, mut); n: int64"
     )
     a = np.arange(32, dtype=np.float32)
     b = np.zeros(16, np.float32)
@@ -422,7 +425,7 @@ def test_fake_tensors_are_compact_unless_they_opt_out(module_cache):
         STRIDED,
         "add_one_strided",
         kffi.fake_tensor("float32", (n,), contiguous=False),
-        kffi.fake_tensor("float32", (n,)),
+        kffi.fake_tensor("float32", (n,), mut=True),
     )
     assert any_strides.contract.startswith("a: Tensor([n], float32, device=cpu), ")
     any_strides(a[::2], b)
@@ -430,7 +433,7 @@ def test_fake_tensors_are_compact_unless_they_opt_out(module_cache):
 
 
 CATALOGUE = r"""
-void check_me(kffi::TensorView x, kffi::TensorView y) {}
+void check_me(kffi::ConstTensorView x, kffi::ConstTensorView y) {}
 """
 
 
@@ -477,7 +480,7 @@ def test_tensor_field_messages_in_catalogue_order(check_me):
 
 
 OFFSETS = r"""
-void first(kffi::TensorView a, kffi::TensorView b) {}
+void first(kffi::ConstTensorView a, kffi::ConstTensorView b) {}
 """
 
 
@@ -511,7 +514,7 @@ def test_byte_offset_and_device_index_messages(first, odd):
 
 MANY = r"""
 #include <cstdint>
-double many(kffi::Optional<kffi::TensorView> bias,
+double many(kffi::Optional<kffi::ConstTensorView> bias,
             kffi::Tuple<kffi::Tensor, kffi::Tensor, double> pair, int32_t k, void* stream,
             bool flag, double scale) {
   return std::get<2>(pair) + k + (bias.has_value() ? 100 : 0) + (stream != nullptr ? 1000 : 0) +
@@ -575,7 +578,7 @@ def test_optional_tuple_scalars_and_env_stream(many):
     )
     assert _message(lambda: many(None, (x, x), 3, True, 1.0)) == (
         TypeError,
-        f"pair: expected Tuple of 3 elements, got Array of 2 elements (argument #1 of {MANY_SIG})",
+        f"pair: expected Tuple of 3 elements, got tuple of 2 elements (argument #1 of {MANY_SIG})",
     )
     assert _message(lambda: many(None, (x, x, 2.5), 2000, True, 1.0)) == (
         ValueError,
@@ -729,7 +732,7 @@ def test_compile_cache_hit_in_a_fresh_process_starts_no_compiler(tmp_path):
         start = time.perf_counter()
         n = kffi.sym_int()
         f = kffi.compile({ADD_ONE!r}, "add_one", kffi.fake_tensor("float32", (n,)),
-                         kffi.fake_tensor("float32", (n,)))
+                         kffi.fake_tensor("float32", (n,), mut=True))
         ms = (time.perf_counter() - start) * 1e3
         print(json.dumps({{"ms": ms, "invocations": kffi.cpp.get_compiler_invocations(),
                            "contract": f.contract}}))
@@ -752,7 +755,7 @@ def test_compile_cache_hit_in_a_fresh_process_starts_no_compiler(tmp_path):
     assert hit["invocations"] == 0
     assert (
         hit["contract"] == built["contract"] == "a: Tensor([n0], float32, device=cpu, contiguous), "
-        "b: Tensor([n0], float32, device=cpu, contiguous); n0: int64"
+        "b: Tensor([n0], float32, device=cpu, contiguous, mut); n0: int64"
     )
     assert "kffi.cpp: building" in runs[0].stderr and "building" not in runs[1].stderr
     print(
@@ -780,7 +783,7 @@ def test_contract_that_does_not_fit_the_cpp_parameters_fails_at_compile(module_c
 def test_malformed_contract_in_a_library_fails_load_module(module_cache):
     src = (
         "#include <kffi/contract.h>\n"
-        "static void Two(kffi::TensorView a, kffi::TensorView b) {}\n"
+        "static void Two(kffi::ConstTensorView a, kffi::ConstTensorView b) {}\n"
         'KFFI_EXPORT_CONTRACT(fine, Two, "a: Tensor([n], float32), b: Tensor([n], float32)");\n'
         'KFFI_EXPORT_CONTRACT(bad, Two, "a: Tensor([n], float32), b: Tensor([n], flaot32)");\n'
     )
@@ -813,11 +816,10 @@ def test_cuda_source_compiles_with_cuda_devices_by_default(module_cache):
       int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
       if (i < n) b[i] = a[i] + 1.0f;
     }
-    void add_one_cuda(kffi::TensorView a, kffi::TensorView b, void* stream) {
+    void add_one_cuda(kffi::ConstTensorView a, kffi::TensorView b, void* stream) {
       int64_t n = a.numel();
       AddOneKernel<<<static_cast<unsigned>((n + 255) / 256), 256, 0,
-                     static_cast<cudaStream_t>(stream)>>>(
-          static_cast<const float*>(a.data_ptr()), static_cast<float*>(b.data_ptr()), n);
+                     static_cast<cudaStream_t>(stream)>>>(a.data<float>(), b.data<float>(), n);
     }
     """
     n = kffi.sym_int(divisibility=4)
@@ -825,12 +827,12 @@ def test_cuda_source_compiles_with_cuda_devices_by_default(module_cache):
         src,
         "add_one_cuda",
         kffi.fake_tensor("float32", (n,), align=16),
-        kffi.fake_tensor("float32", (n,), align=16),
+        kffi.fake_tensor("float32", (n,), align=16, mut=True),
         kffi.fake_stream(),
     )
     assert f.contract == (
         "a: Tensor([n0], float32, device=cuda, align=16, contiguous), "
-        "b: Tensor([n0], float32, device=cuda, align=16, contiguous), stream: EnvStream; "
+        "b: Tensor([n0], float32, device=cuda, align=16, contiguous, mut), stream: EnvStream; "
         "n0: int64 % 4"
     )
     x = np.zeros(8, np.float32)
@@ -838,7 +840,7 @@ def test_cuda_source_compiles_with_cuda_devices_by_default(module_cache):
         ValueError,
         "a.device: expected cuda, got cpu (argument #0 of `add_one_cuda(a: Tensor([n0], "
         "float32, device=cuda, align=16, contiguous), b: Tensor([n0], float32, device=cuda, "
-        "align=16, contiguous))`)",
+        "align=16, contiguous, mut))`)",
     )
     try:
         import torch

@@ -147,7 +147,9 @@ def test_integers_beyond_int64_and_too_many_dimensions_fail_before_compiling(mod
         kffi.contract.render_contract(*[kffi.Int32] * 8000)
     # kffi.compile refuses them before running anything.
     with pytest.raises(ValueError, match="at most 32"):
-        kffi.compile("void f(kffi::TensorView x) {}", "f", kffi.fake_tensor("float32", (1,) * 40))
+        kffi.compile(
+            "void f(kffi::ConstTensorView x) {}", "f", kffi.fake_tensor("float32", (1,) * 40)
+        )
     assert kffi.cpp.get_compiler_invocations() == before
 
 
@@ -203,9 +205,9 @@ def test_cpp_param_names_is_public_in_kffi_cpp():
 
 SCALE = r"""
 // y = x * factor 😀 (a comment outside the BMP)
-void scale(kffi::TensorView y, kffi::TensorView x, double factor) {
-  const float* xp = static_cast<const float*>(x.data_ptr());
-  float* yp = static_cast<float*>(y.data_ptr());
+void scale(kffi::TensorView y, kffi::ConstTensorView x, double factor) {
+  const float* xp = x.data<float>();
+  float* yp = y.data<float>();
   for (int64_t i = 0; i < x.numel(); ++i) yp[i] = static_cast<float>(xp[i] * factor);
 }
 std::string smile() { return "😀 ünïcödé"; }
@@ -289,7 +291,7 @@ def test_text_outside_the_bmp_in_docstrings_and_bodies(module_cache):
 
 STREAMS = r"""
 #include <cstdint>
-int64_t with_stream(kffi::TensorView x, void* stream) {
+int64_t with_stream(kffi::ConstTensorView x, void* stream) {
   return x.numel() * 1000000 + static_cast<int64_t>(reinterpret_cast<intptr_t>(stream));
 }
 """
@@ -385,7 +387,7 @@ BAD_LIBS = {
 @needs_contracts
 @pytest.mark.parametrize("dtype", sorted(BAD_LIBS))
 def test_unknown_dtypes_fail_load_module(module_cache, dtype):
-    src = "#include <kffi/contract.h>\nstatic void F(kffi::TensorView) {}\n" + BAD_LIBS[dtype]
+    src = "#include <kffi/contract.h>\nstatic void F(kffi::ConstTensorView) {}\n" + BAD_LIBS[dtype]
     with pytest.raises(ValueError) as info:
         kffi.cpp.load_inline(f"bad_dtype_{dtype}", cpp_sources=src, quiet=True)
     msg = str(info.value)
@@ -424,11 +426,10 @@ def test_cuda_kernel_on_an_explicit_stream(module_cache):
       int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
       if (i < n) b[i] = a[i] + 1.0f;
     }
-    void add_one_on(kffi::TensorView a, kffi::TensorView b, void* stream) {
+    void add_one_on(kffi::ConstTensorView a, kffi::TensorView b, void* stream) {
       int64_t n = a.numel();
       AddOneKernel<<<static_cast<unsigned>((n + 255) / 256), 256, 0,
-                     static_cast<cudaStream_t>(stream)>>>(
-          static_cast<const float*>(a.data_ptr()), static_cast<float*>(b.data_ptr()), n);
+                     static_cast<cudaStream_t>(stream)>>>(a.data<float>(), b.data<float>(), n);
       KFFI_CUDA_CHECK(cudaGetLastError());
     }
     """

@@ -22,9 +22,9 @@ SCALE_SRC = r"""
 #include <cstdint>
 double add(double a, double b) { return a + b; }
 int64_t value() { return VALUE; }
-void scale(kffi::TensorView y, kffi::TensorView x, double factor) {
-  const float* xp = static_cast<const float*>(x.data_ptr());
-  float* yp = static_cast<float*>(y.data_ptr());
+void scale(kffi::TensorView y, kffi::ConstTensorView x, double factor) {
+  const float* xp = x.data<float>();
+  float* yp = y.data<float>();
   for (int64_t i = 0; i < x.numel(); ++i) yp[i] = static_cast<float>(xp[i] * factor);
 }
 """
@@ -430,8 +430,7 @@ __global__ void AddOneKernel(float* x, int64_t n) {
 }
 void add_one(kffi::TensorView x) {
   int64_t n = x.numel();
-  AddOneKernel<<<static_cast<unsigned>((n + 255) / 256), 256>>>(
-      static_cast<float*>(x.data_ptr()), n);
+  AddOneKernel<<<static_cast<unsigned>((n + 255) / 256), 256>>>(x.data<float>(), n);
 }
 """
 

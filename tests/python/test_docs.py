@@ -437,7 +437,7 @@ def test_python_demo_runs(tmp_path):
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     out = proc.stdout
-    assert "signature: scale(y: Tensor, x: Tensor, factor: float) -> None" in out
+    assert "signature: scale(y: Tensor(mut), x: Tensor, factor: float) -> None" in out
     assert "scale([0.0, 1.0, 2.0, 3.0, 4.0, 5.0], 2.5) -> [0.0, 2.5, 5.0, 7.5, 10.0, 12.5]" in out
     assert "expected n0 divisible by 16, got 30" in out
     assert re.search(r"read-only out +ValueError: .*y", out), out  # CheckWritable names y

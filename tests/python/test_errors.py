@@ -166,19 +166,19 @@ def test_typed_call_type_mismatch_message(t):
     with pytest.raises(TypeError) as info:
         t.add_one("one")
     assert str(info.value) == (
-        "Mismatched type on argument #0 when calling: "
-        "`testing.add_one(arg0: int) -> int`. Expected `int` but got `str`"
+        "arg0: expected int, got str (argument #0 of `testing.add_one(arg0: int) -> int`)"
     )
 
 
 @pytest.mark.parametrize(
     "value,got",
-    [(1.5, "float"), (None, "None"), ((1,), "Array"), (b"bytes", "bytes"), ({"a": 1}, "Map")],
+    [(1.5, "float"), (None, "NoneType"), ((1,), "tuple"), (b"bytes", "bytes"), ({"a": 1}, "dict")],
 )
 def test_typed_call_type_mismatch_names_what_it_got(t, value, got):
+    # The Python type the caller passed, not the kffi type it would convert to (Array, Map).
     with pytest.raises(TypeError) as info:
         t.add_one(value)
-    assert str(info.value).endswith(f"Expected `int` but got `{got}`")
+    assert str(info.value).startswith(f"arg0: expected int, got {got} (argument #0 of `")
 
 
 @pytest.mark.parametrize("args", [(), (1, 2), (1, 2, 3)])
@@ -186,8 +186,8 @@ def test_typed_call_argument_count_message(t, args):
     with pytest.raises(TypeError) as info:
         t.add_one(*args)
     assert str(info.value) == (
-        "Mismatched number of arguments when calling: "
-        f"`testing.add_one(arg0: int) -> int`. Expected 1 but got {len(args)}"
+        f"testing.add_one: expected 1 argument, got {len(args)} "
+        "(`testing.add_one(arg0: int) -> int`)"
     )
 
 

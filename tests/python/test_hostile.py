@@ -38,8 +38,9 @@ def test_impossible_tensor_sizes_are_value_errors_naming_the_shape(
     # The runtime's layout check (KFFITensorFromDLPack*) or the extension's (borrowed views)
     # refuses them before any kernel sees them; either message names the shape.
     producer = Producer(shape, strides)
-    with pytest.raises(ValueError, match=r"^Argument #0 \(`x`") as info:
+    with pytest.raises(ValueError, match=r"^x: cannot import the Producer as a tensor: ") as info:
         tensor_kernels.describe(producer)
+    assert str(info.value).endswith(" (argument #0 of `describe(x: Tensor) -> Array<Any>`)")
     assert re.search(r"shape [\[(]" + re.escape(shown), str(info.value))
     assert "too large" in str(info.value) or "impossible size" in str(info.value) or min(shape) < 0
     with pytest.raises(ValueError) as info:
@@ -237,7 +238,7 @@ def test_dlpack_error_whose_str_raises_is_chained(tensor_kernels):
     with pytest.raises(TypeError) as info:
         tensor_kernels.describe(Producer3())
     text = str(info.value)
-    assert text.startswith("Argument #0 (`x`: Producer3): <")
+    assert text.startswith("x: cannot import the Producer3 as a tensor: <")
     assert "whose str() failed>" in text
     assert isinstance(info.value.__cause__, _Unprintable)
     with pytest.raises(_Unprintable):  # no argument to name: the producer's own exception
@@ -349,8 +350,8 @@ def test_torch_conj_view_is_refused_naming_the_argument(tensor_kernels):
     x = torch.tensor([1 + 2j, 3 - 4j], dtype=torch.complex64).conj()
     with pytest.raises(
         ValueError,
-        match=r"Argument #0 \(`x`\): the torch tensor is a lazy "
-        r"conjugate view.*resolve_conj\(\)",
+        match=r"^x: the torch tensor is a lazy conjugate view.*resolve_conj\(\) "
+        r"\(argument #0 of `describe\(",
     ):
         tensor_kernels.describe(x)
     with pytest.raises(ValueError, match="lazy conjugate view"):
@@ -365,8 +366,8 @@ def test_torch_neg_view_is_refused_naming_the_argument(tensor_kernels):
     assert y.is_neg()
     with pytest.raises(
         ValueError,
-        match=r"Argument #0 \(`x`\): the torch tensor is a lazy "
-        r"negative view.*resolve_neg\(\)",
+        match=r"^x: the torch tensor is a lazy negative view.*resolve_neg\(\) "
+        r"\(argument #0 of `sum\(x: Tensor\) -> float`\)$",
     ):
         tensor_kernels.sum(y)
     assert tensor_kernels.sum(y.resolve_neg()) == pytest.approx(2.0)  # -2 + 4

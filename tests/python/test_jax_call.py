@@ -93,7 +93,7 @@ def test_positional_arguments_bind_in_order_to_the_parameters_not_named(jk):
     assert str(e.value) == (
         "kffi.jax: fma_bwd missing array for tensor parameter(s) 'db', 'dc' (name them in "
         "out_shapes too if they are outputs); signature: fma_bwd(a: Tensor, b: Tensor, "
-        "c: Tensor, g: Tensor, scale: float, da: Tensor, db: Tensor, dc: Tensor)"
+        "c: Tensor, g: Tensor, scale: float, da: Tensor(mut), db: Tensor(mut), dc: Tensor(mut))"
     )
 
 
@@ -102,7 +102,7 @@ def test_named_outputs_are_checked(jk):
     with pytest.raises(
         TypeError,
         match=r"out_shapes names 'out', which is not a parameter of "
-        r"scale_into\(y: Tensor, x: Tensor, factor: float\)",
+        r"scale_into\(y: Tensor\(mut\), x: Tensor, factor: float\)",
     ):
         kffi.jax.call(jk.scale_into, x, factor=2.0, out_shapes={"out": sds((2,))})
     with pytest.raises(TypeError, match="out_shapes names 'factor', a float parameter"):
@@ -338,7 +338,7 @@ def test_contract_in_place_or_output_by_array_count(jk):
     assert str(e.value) == (
         "kffi.jax: add_one takes 1 input array(s) (or 2, to update its mut "
         "parameters in place), got 3; signature: add_one(x: Tensor, "
-        "y: Tensor)"
+        "y: Tensor(mut))"
     )
     with pytest.raises(TypeError, match="'y' is an output \\(declared mut\\)"):
         kffi.jax.call(f, x=x, y=3)
@@ -401,9 +401,9 @@ def test_contract_optional_default_and_stream_parameters(jk):
 # ---- kffi.compile'd kernels -------------------------------------------------------------------
 
 COMPILED_SRC = r"""
-void twice(kffi::TensorView x, kffi::TensorView y) {
-  const float* a = static_cast<const float*>(x.data_ptr());
-  float* b = static_cast<float*>(y.data_ptr());
+void twice(kffi::ConstTensorView x, kffi::TensorView y) {
+  const float* a = x.data<float>();
+  float* b = y.data<float>();
   for (int64_t i = 0; i < x.numel(); ++i) b[i] = 2 * a[i];
 }
 """
@@ -416,7 +416,7 @@ def compiled_twice():
         COMPILED_SRC,
         "twice",
         kffi.fake_tensor("float32", (n,)),
-        kffi.fake_tensor("float32", (n,)),
+        kffi.fake_tensor("float32", (n,), mut=True),
         options={"quiet": True},
     )
 
@@ -453,11 +453,10 @@ def test_compiled_contract_gives_output_shapes(compiled_twice):
     src = (
         COMPILED_SRC
         + r"""
-kffi::Tensor twice_alloc(kffi::TensorView x) {
+kffi::Tensor twice_alloc(kffi::ConstTensorView x) {
   kffi::Tensor out = kffi::Tensor::FromEnvAlloc(kffi::IntArrayView({x.shape()[0] * 2}),
                                                 x.dtype(), x.device());
-  for (int64_t i = 0; i < 2 * x.numel(); ++i)
-    static_cast<float*>(out.data_ptr())[i] = static_cast<const float*>(x.data_ptr())[i / 2];
+  for (int64_t i = 0; i < 2 * x.numel(); ++i) out.data<float>()[i] = x.data<float>()[i / 2];
   return out;
 }
 """
@@ -476,13 +475,13 @@ kffi::Tensor twice_alloc(kffi::TensorView x) {
 # ---- parameters the function may write (metadata "mutable": true) ------------------------------
 
 WRITER_SRC = r"""
-void scale_out(kffi::TensorView y, kffi::TensorView x, double factor) {
-  const float* a = static_cast<const float*>(x.data_ptr());
-  float* b = static_cast<float*>(y.data_ptr());
+void scale_out(kffi::TensorView y, kffi::ConstTensorView x, double factor) {
+  const float* a = x.data<float>();
+  float* b = y.data<float>();
   for (int64_t i = 0; i < x.numel(); ++i) b[i] = static_cast<float>(a[i] * factor);
 }
 void bump(kffi::TensorView x, double value) {
-  float* a = static_cast<float*>(x.data_ptr());
+  float* a = x.data<float>();
   for (int64_t i = 0; i < x.numel(); ++i) a[i] += static_cast<float>(value);
 }
 """

@@ -46,28 +46,28 @@ __global__ void add_one_kernel(const float* x, float* y, int64_t n, long long sp
   if (i < n) y[i] = x[i] + 1.0f;
 }
 
-static cudaStream_t EnvStream(const kffi::TensorView& t) {
+static cudaStream_t EnvStream(kffi::ConstTensorView t) {
   return static_cast<cudaStream_t>(KFFIEnvGetStream(kDLCUDA, t.device().device_id));
 }
 
 static int64_t g_last_stream = -1;
 static int64_t g_last_alloc = 0;
 
-static void Launch(kffi::TensorView x, kffi::TensorView y, long long spin) {
+static void Launch(kffi::ConstTensorView x, kffi::TensorView y, long long spin) {
   KFFI_CHECK(x.device().device_type == kDLCUDA, ValueError) << "expected a CUDA tensor";
   cudaStream_t s = EnvStream(x);
   g_last_stream = static_cast<int64_t>(reinterpret_cast<intptr_t>(s));
   int64_t n = x.numel();
-  add_one_kernel<<<(unsigned)((n + 255) / 256), 256, 0, s>>>(
-      static_cast<const float*>(x.data_ptr()), static_cast<float*>(y.data_ptr()), n, spin);
+  add_one_kernel<<<(unsigned)((n + 255) / 256), 256, 0, s>>>(x.data<float>(), y.data<float>(), n,
+                                                              spin);
   cudaError_t err = cudaGetLastError();
   KFFI_CHECK(err == cudaSuccess, RuntimeError) << "CUDA error: " << cudaGetErrorString(err);
 }
 
-void add_one(kffi::TensorView x, kffi::TensorView y) { Launch(x, y, 0); }
-void add_one_slow(kffi::TensorView x, kffi::TensorView y) { Launch(x, y, 20000000); }
+void add_one(kffi::ConstTensorView x, kffi::TensorView y) { Launch(x, y, 0); }
+void add_one_slow(kffi::ConstTensorView x, kffi::TensorView y) { Launch(x, y, 20000000); }
 
-kffi::Tensor alloc_plus_one(kffi::TensorView x) {
+kffi::Tensor alloc_plus_one(kffi::ConstTensorView x) {
   kffi::Tensor out = kffi::Tensor::FromEnvAlloc(x.shape(), x.dtype(), x.device());
   g_last_alloc = static_cast<int64_t>(reinterpret_cast<intptr_t>(out.data_ptr()));
   Launch(x, out, 0);
@@ -75,14 +75,14 @@ kffi::Tensor alloc_plus_one(kffi::TensorView x) {
 }
 
 /// Allocates a scratch tensor (not a result) and uses it.
-void add_one_with_scratch(kffi::TensorView x, kffi::TensorView y) {
+void add_one_with_scratch(kffi::ConstTensorView x, kffi::TensorView y) {
   kffi::Tensor tmp = kffi::Tensor::FromEnvAlloc(x.shape(), x.dtype(), x.device());
   Launch(x, tmp, 0);
-  cudaMemcpyAsync(y.data_ptr(), tmp.data_ptr(), x.numel() * 4, cudaMemcpyDeviceToDevice,
+  cudaMemcpyAsync(y.data(), tmp.data(), x.numel() * 4, cudaMemcpyDeviceToDevice,
                   EnvStream(x));
 }
 
-void bad_launch(kffi::TensorView x, kffi::TensorView) {
+void bad_launch(kffi::ConstTensorView x, kffi::TensorView) {
   add_one_kernel<<<1, 4096, 0, EnvStream(x)>>>(nullptr, nullptr, 0, 0);  // too many threads
   cudaError_t err = cudaGetLastError();
   KFFI_CHECK(err == cudaSuccess, RuntimeError) << "CUDA error: " << cudaGetErrorString(err);

@@ -109,7 +109,7 @@ def test_the_direct_read_gives_torchs_dltensor(imports, case):
 
 def test_kffi_calls_see_the_same_tensors(imports):
     src = r"""
-    kffi::Array<int64_t> describe(kffi::TensorView t) {
+    kffi::Array<int64_t> describe(kffi::ConstTensorView t) {
       kffi::Array<int64_t> out;
       out.push_back(reinterpret_cast<intptr_t>(t.data_ptr()));
       out.push_back(t.ndim());
@@ -156,7 +156,11 @@ def test_what_the_direct_read_does_not_cover_goes_to_torch(imports):
         functions=["ndim"],
         quiet=True,
     )["ndim"]
-    with pytest.raises(Exception, match=r"^t: cannot import the Impostor as a tensor: Unable to cast.*\(argument #0 of `ndim\(t: Tensor\) -> int`\)$"):
+    with pytest.raises(
+        Exception,
+        match=r"^t: cannot import the Impostor as a tensor: Unable to cast .* "
+        r"\(argument #0 of `ndim\(t: Tensor\) -> int`\)$",
+    ):
         identity(Impostor())
     assert identity(torch.zeros(2, 2)) == 2  # the process is healthy
 

@@ -42,14 +42,14 @@ def test_int_round_trips(t, value):
 def test_int_outside_int64_raises_overflow_error(t, value):
     with pytest.raises(
         OverflowError,
-        match=r"Argument #0: Python int too large to convert to "
-        r"int64 \(kffi ints are 64-bit\)",
+        match=r"^arg0: Python int too large to convert to "
+        r"int64 \(kffi ints are 64-bit\) \(argument #0 of `testing.echo`\)$",
     ):
         t.echo(value)
 
 
 def test_overflow_message_names_the_argument_position(t):
-    with pytest.raises(OverflowError, match="Argument #2"):
+    with pytest.raises(OverflowError, match=r"^arg2: .*\(argument #2 of `testing.nop`\)$"):
         t.nop(1, 2, 2**64)
 
 

@@ -29,6 +29,8 @@ from dataclasses import dataclass, field
 import jax
 import numpy as np
 
+from .._objects import _shown_type
+
 try:  # public names first; jax moves internals between releases
     from jax.core import Tracer
 except ImportError:  # pragma: no cover (newer jax)
@@ -170,7 +172,7 @@ def signature(meta) -> str:
     params = _params(meta) or []
     return (
         f"{(meta or {}).get('name', '?')}("
-        + ", ".join(f"{n}: {p.get('type')}" for n, p in zip(_names(params), params))
+        + ", ".join(f"{n}: {_shown_type(p)}" for n, p in zip(_names(params), params))
         + ")"
     )
 

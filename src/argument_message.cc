@@ -4,35 +4,28 @@
 // of `<signature>`)": the typed calls' conversions (KFFIErrorSetRaisedArgument from
 // kffi/function_details.h), the checks kernels call (kffi/tensor_checks.h), the contract
 // checks (contract_explain.cc) and the Python binding's own argument errors all build it here
-// (ArgumentMessage; error.cc raises it and installs the namer). The contract tests link this file
-// with the contract compiler's: it defines no C ABI function, so their copy hides none of
-// libkffi's.
+// (ArgumentMessage; error.cc raises it). The contract tests link this file with the contract
+// compiler's: it defines no C ABI function, so their copy hides none of libkffi's.
 #include <kffi/c_api.h>
 #include <kffi/type_traits.h>
 
-#include <atomic>
 #include <string>
 #include <string_view>
 
 #include "runtime_internal.h"
-
-namespace {
-
-std::atomic<const char* (*)(const KFFIAny*)> g_type_namer{nullptr};
-
-}  // namespace
 
 namespace kffi {
 namespace details {
 
 std::string ArgumentMessage(std::string_view subject, std::string_view expected,
                             std::string_view got, std::string_view context,
-                            std::string_view signature) {
+                            std::string_view signature, size_t* got_offset) {
   std::string out(subject);
   out += ": ";
   if (!expected.empty()) {
     out.append("expected ").append(expected).append(", got ");
   }
+  if (got_offset != nullptr) *got_offset = out.size();
   out += got;
   if (!signature.empty()) {
     out += " (";
@@ -40,20 +33,6 @@ std::string ArgumentMessage(std::string_view subject, std::string_view expected,
     out.append("`").append(signature).append("`)");
   }
   return out;
-}
-
-const char* (*ExchangeTypeNamer(const char* (*namer)(const KFFIAny*)))(const KFFIAny*) {
-  return g_type_namer.exchange(namer, std::memory_order_acq_rel);
-}
-
-std::string ArgumentTypeName(const KFFIAny* arg) {
-  if (arg == nullptr) return "nothing";
-  const char* (*namer)(const KFFIAny*) = g_type_namer.load(std::memory_order_acquire);
-  if (namer != nullptr) {
-    const char* name = namer(arg);
-    if (name != nullptr) return name;
-  }
-  return AnyTypeStr(arg);
 }
 
 }  // namespace details

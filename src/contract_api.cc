@@ -203,7 +203,15 @@ int KFFIContractExplain(KFFIObjectHandle contract, const KFFIAny* args, int32_t 
   const c::Failure f = c::Explain(p, args, num_args);
   if (out_check != nullptr) *out_check = static_cast<int32_t>(f.check);
   if (out_op != nullptr) *out_op = f.op;
-  if (f.check != c::Check::kNone) throw kffi::Error(f.kind, f.message);
+  if (f.check != c::Check::kNone) {
+    kffi::Error e(f.kind, f.message);
+    if (f.typed_arg != nullptr) {
+      kffi::details::RecordArgumentType(
+          kffi::details::ObjectUnsafe::GetHandle(kffi::details::ObjectRefData(e)), f.typed_arg,
+          f.type_offset, f.type_size);
+    }
+    throw e;
+  }
   if (out_check == nullptr) {
     // The caller's inline check failed but no check of the runtime's does: the two disagree.
     throw kffi::Error("InternalError", "The contract check of `" + p.name +

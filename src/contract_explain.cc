@@ -31,15 +31,18 @@ std::string Ints(const int64_t* v, int32_t n) {
   return out + "]";
 }
 
-/// Fills f: "<subject>: expected <expected>, got <got> (argument #k of `sig`)".
+/// Fills f: "<subject>: expected <expected>, got <got> (argument #k of `sig`)"; *got_offset
+/// (when not NULL): where got starts in it.
 void Describe(const Plan& p, Failure* f, Check check, const char* kind, int32_t op, int32_t blamed,
-              const std::string& subject, const std::string& expected, const std::string& got) {
+              const std::string& subject, const std::string& expected, const std::string& got,
+              size_t* got_offset = nullptr) {
   f->check = check;
   f->op = op;
   f->blamed = blamed;
   f->kind = kind;
-  f->message = ArgumentMessage(subject, expected, got,
-                               p.op_info[static_cast<size_t>(blamed)].context, p.signature);
+  f->message =
+      ArgumentMessage(subject, expected, got, p.op_info[static_cast<size_t>(blamed)].context,
+                      p.signature, got_offset);
 }
 
 /// The argument count.
@@ -53,14 +56,19 @@ void DescribeCount(const Plan& p, Failure* f, int32_t got) {
 }
 
 void DescribeType(const Plan& p, Failure* f, size_t op, const KFFIAny* v) {
-  std::string got = ArgumentTypeName(v);
+  const std::string type = AnyTypeStr(v);
+  std::string got = type;
   if (p.ops[op].kind == kOpTuple && (v->type_index == kKFFIArray || v->type_index == kKFFIList)) {
     int64_t n = static_cast<const KFFISeqCell*>(KFFIObjectGetCellPtr(v->v_obj))->size;
     got += " of " + std::to_string(n) + " element" + (n == 1 ? "" : "s");
   }
   const int32_t i = static_cast<int32_t>(op);
+  size_t got_offset = 0;
   Describe(p, f, Check::kType, "TypeError", i, i, p.op_info[op].subject, p.op_info[op].expected,
-           got);
+           got, &got_offset);
+  f->typed_arg = v;
+  f->type_offset = got_offset;
+  f->type_size = type.size();
 }
 
 /// A conflict between the op that set a value (ref_op, ref_name) and the op that differs from it

@@ -226,6 +226,10 @@ struct Failure {
   int32_t blamed = -1;  // the op the message names first (a `mut` side of a conflict)
   const char* kind = "InternalError";
   std::string message;
+  // A type check's: the argument value, and where the message names its type (RecordArgumentType).
+  const KFFIAny* typed_arg = nullptr;
+  size_t type_offset = 0;
+  size_t type_size = 0;
 };
 
 /// The first failed check of a call (Check::kNone when every check passes).

@@ -124,7 +124,19 @@ void RaiseOutOfMemory() noexcept {
   ReplaceRaised(&g_out_of_memory_error.header);
 }
 
+// The thread's latest argument error that names the type of the value it is about, and where
+// (KFFIErrorGetArgumentType). Every new error clears it, so a later error that reuses a released
+// one's address is never taken for it.
+struct ArgumentTypeRecord {
+  KFFIObjectHandle error = nullptr;
+  const KFFIAny* arg = nullptr;
+  size_t offset = 0;
+  size_t size = 0;
+};
+thread_local ArgumentTypeRecord tls_argument_type;
+
 KFFIObject* NewError(std::string_view kind, std::string_view message, std::string_view backtrace) {
+  tls_argument_type = ArgumentTypeRecord{};
   return NewRuntimeObject<ErrorPayload>(kKFFIError, kind, message, backtrace);
 }
 
@@ -132,10 +144,15 @@ std::string_view CStrOr(const char* s, std::string_view fallback) {
   return s != nullptr ? std::string_view(s) : fallback;
 }
 
+
 }  // namespace
 
 namespace kffi {
 namespace details {
+
+void RecordArgumentType(KFFIObjectHandle error, const KFFIAny* arg, size_t offset, size_t size) {
+  tls_argument_type = ArgumentTypeRecord{error, arg, offset, size};
+}
 
 void SetRaisedCApiError(std::string_view kind, std::string_view message) noexcept {
   try {
@@ -170,33 +187,37 @@ void KFFIErrorSetRaisedArgument(const char* kind, const char* subject, const cha
                                 const char* got, const KFFIAny* arg, int32_t index,
                                 const char* signature) {
   try {
-    std::string got_text;
-    if (got == nullptr) {
-      got_text = kffi::details::ArgumentTypeName(arg);
-    } else {
-      got_text = got;
-      // "Array[index 2: str]" of a Python list reads "list[index 2: str]".
-      const std::string ours = arg != nullptr ? kffi::details::AnyTypeStr(arg) : std::string();
-      if (!ours.empty() && got_text.compare(0, ours.size(), ours) == 0) {
-        got_text.replace(0, ours.size(), kffi::details::ArgumentTypeName(arg));
-      }
-    }
+    const std::string ours = arg != nullptr ? kffi::details::AnyTypeStr(arg) : std::string();
+    const std::string got_text = got != nullptr   ? std::string(got)
+                                 : arg != nullptr ? ours
+                                                  : "nothing";
     const std::string context = index >= 0 ? "argument #" + std::to_string(index) : "";
-    kffi::details::SetRaisedCApiError(
-        kind != nullptr ? kind : "ValueError",
-        kffi::details::ArgumentMessage(subject != nullptr ? subject : "argument",
-                                       expected != nullptr ? expected : "", got_text, context,
-                                       signature != nullptr ? signature : ""));
+    size_t got_offset = 0;
+    const std::string message = kffi::details::ArgumentMessage(
+        subject != nullptr ? subject : "argument", expected != nullptr ? expected : "", got_text,
+        context, signature != nullptr ? signature : "", &got_offset);
+    KFFIObject* error =
+        NewError(kind != nullptr ? kind : "ValueError", message, std::string_view());
+    if (!ours.empty() && got_text.compare(0, ours.size(), ours) == 0) {
+      kffi::details::RecordArgumentType(error, arg, got_offset, ours.size());
+    }
+    ReplaceRaised(error);
   }
   KFFI_CATCH_ALL {
     kffi::details::SetRaisedCApiError("MemoryError", "out of memory while raising an error");
   }
 }
 
-void KFFIErrorSetArgumentTypeNamer(const char* (*namer)(const KFFIAny* arg),
-                                   const char* (**opt_out_prev)(const KFFIAny* arg)) {
-  const char* (*prev)(const KFFIAny*) = kffi::details::ExchangeTypeNamer(namer);
-  if (opt_out_prev != nullptr) *opt_out_prev = prev;
+int KFFIErrorGetArgumentType(KFFIObjectHandle error, const KFFIAny** out_arg, size_t* out_offset,
+                             size_t* out_size) {
+  const ArgumentTypeRecord& r = tls_argument_type;
+  if (error == nullptr || error != r.error || r.arg == nullptr) return 0;
+  const KFFIErrorCell* cell = KFFIErrorGetCellPtr(error);
+  if (r.offset > cell->message.size || r.size > cell->message.size - r.offset) return 0;
+  if (out_arg != nullptr) *out_arg = r.arg;
+  if (out_offset != nullptr) *out_offset = r.offset;
+  if (out_size != nullptr) *out_size = r.size;
+  return 1;
 }
 
 void KFFIErrorSetRaised(KFFIObjectHandle error) {

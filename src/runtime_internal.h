@@ -47,14 +47,13 @@ inline int HandleCApiException() noexcept {
 /// kffi's one format of argument errors (argument_message.cc): "<subject>: expected <expected>,
 /// got <got> (<context> of `<signature>`)"; no "expected ..., got" when expected is empty (got is
 /// the whole text), no "<context> of " when context is empty, no parenthesis without a signature.
+/// *got_offset (when not NULL): where got starts in the result.
 std::string ArgumentMessage(std::string_view subject, std::string_view expected,
                             std::string_view got, std::string_view context,
-                            std::string_view signature);
-/// The name of an argument value's type for messages: as its caller passed it when a language
-/// binding knows (KFFIErrorSetArgumentTypeNamer), else kffi's (int, str, Array, Tensor, ...).
-std::string ArgumentTypeName(const KFFIAny* arg);
-/// Installs the namer ArgumentTypeName asks (KFFIErrorSetArgumentTypeNamer); returns the previous.
-const char* (*ExchangeTypeNamer(const char* (*namer)(const KFFIAny*)))(const KFFIAny*);
+                            std::string_view signature, size_t* got_offset = nullptr);
+/// Notes that error (an argument error just made) names the type of the argument value arg at
+/// bytes [offset, offset + size) of its message (error.cc; KFFIErrorGetArgumentType reads it).
+void RecordArgumentType(KFFIObjectHandle error, const KFFIAny* arg, size_t offset, size_t size);
 
 /// The registered type key of a type index, or `type_index=N` when unknown (type_registry.cc).
 /// Meant for error messages.

@@ -311,20 +311,23 @@ KFFI_DLL void KFFIErrorSetRaisedFromCStrParts(const char* kind, const char** mes
  *   "<subject>: expected <expected>, got <got> (argument #<index> of `<signature>`)"
  * subject names the parameter or a part of it ("x", "x.dtype", "x.shape[0]"). The parenthesis
  * is " (`<signature>`)" when index < 0, and left out when signature is NULL (a check inside the
- * function, which knows the parameter's name only). got NULL: the type of *arg is named as the
- * caller passed it when a language binding can say (KFFIErrorSetArgumentTypeNamer: a Python
- * list is `list`, not Array), else as kffi calls it; a got that starts with kffi's name of *arg's
- * type ("Array[index 2: str]") gets the caller's name in its place. expected NULL: got is the
- * whole text after "<subject>: ". kind NULL is "ValueError"; all strings and arg (may be NULL)
- * are borrowed. */
+ * function, which knows the parameter's name only). got NULL: the name of *arg's type (`int`,
+ * `Array`; "nothing" when arg is NULL too). expected NULL: got is the whole text after
+ * "<subject>: ". kind NULL is "ValueError"; all strings and arg (may be NULL) are borrowed.
+ * Where got names *arg's type (or starts with that name: "Array[index 2: str]"), the error
+ * records where, for KFFIErrorGetArgumentType. Added in 0.4. */
 KFFI_DLL void KFFIErrorSetRaisedArgument(const char* kind, const char* subject,
                                          const char* expected, const char* got, const KFFIAny* arg,
                                          int32_t index, const char* signature);
-/** Installs the hook that names the type of an argument value as its caller passed it (NULL
- * removes it); the hook returns NULL for a value it did not make. It runs on error paths only,
- * on the thread of the failed call. The previous hook goes to *opt_out_prev when not NULL. */
-KFFI_DLL void KFFIErrorSetArgumentTypeNamer(const char* (*namer)(const KFFIAny* arg),
-                                            const char* (**opt_out_prev)(const KFFIAny* arg));
+/** For the calling thread's latest argument error (KFFIErrorSetRaisedArgument, or a contract's
+ * type check) whose message names the type of the argument value it is about: when error is that
+ * error, *out_arg is the value (the pointer the failed call was given: a language binding finds
+ * its own object by it) and bytes [*out_offset, *out_offset + *out_size) of the message are kffi's
+ * name of its type, which the binding may replace by the name its caller knows (a Python `list`
+ * where kffi says Array), and the result is 1; otherwise 0. Runs on error paths only; never
+ * fails. Added in 0.4. */
+KFFI_DLL int KFFIErrorGetArgumentType(KFFIObjectHandle error, const KFFIAny** out_arg,
+                                      size_t* out_offset, size_t* out_size);
 /** Raises an existing error object (borrowed: the slot takes its own reference). */
 KFFI_DLL void KFFIErrorSetRaised(KFFIObjectHandle error);
 /** Moves the raised error out of the thread's slot: *out owned, or NULL when none is raised. */

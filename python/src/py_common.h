@@ -558,35 +558,15 @@ int OwnTensorArguments(uint64_t mask, PyObject* const* args, Py_ssize_t nargs, K
                        CallContext* ctx, OwnedArguments* owned);
 
 // ---- errors (py_error.cc) -------------------------------------------------------------------
-/// Marks the arguments of the Python call in progress on this thread, so that the runtime's
-/// argument errors name the Python type the caller passed (`list`, `numpy.bool`, ...) rather than
-/// the kffi value it became (KFFIErrorSetArgumentTypeNamer). Scopes nest (a callback's call).
-class CallArgsScope {
- public:
-  CallArgsScope(const KFFIAny* packed, PyObject* const* args, Py_ssize_t nargs) noexcept
-      : packed_(packed), args_(args), nargs_(nargs), prev_(top_) {
-    top_ = this;
-  }
-  ~CallArgsScope() { top_ = prev_; }
-  CallArgsScope(const CallArgsScope&) = delete;
-  CallArgsScope& operator=(const CallArgsScope&) = delete;
-  /// The Python type name of the argument that became *arg in the innermost call, or NULL.
-  static const char* TypeNameOf(const KFFIAny* arg) noexcept;
-
- private:
-  const KFFIAny* packed_;
-  PyObject* const* args_;
-  Py_ssize_t nargs_;
-  CallArgsScope* prev_;
-  static thread_local CallArgsScope* top_;
-};
 
 /// Raises the thread's kffi error as a Python exception; returns NULL.
 PyObject* RaiseFromKFFIError(int code);
 /// RaiseFromKFFIError for a failed call of f: an error the callee raised without text (an empty
 /// or NULL kind and message, as KFFIErrorSetRaisedFromCStr(NULL, NULL) leaves) is raised as a
-/// RuntimeError that names f and says the library gave no text.
-PyObject* RaiseFromCallError(const PyFunction* f, int code);
+/// RuntimeError that names f and says the library gave no text; an argument error about one of
+/// the call's values (packed[i], made from args[i]) names its type as the caller passed it.
+PyObject* RaiseFromCallError(const PyFunction* f, int code, const KFFIAny* packed = nullptr,
+                             PyObject* const* args = nullptr, Py_ssize_t nargs = 0);
 /// Moves the current Python exception into the thread's kffi error slot.
 void SetKFFIErrorFromPython();
 /// Raises the C++ exception being handled (call inside catch (...)) as a Python exception, with

@@ -95,7 +95,6 @@ PyObject* EnvGetStream(PyObject*, PyObject* args) {
 
 int InitEnv(PyObject*) {
   KFFIEnvSetCheckSignalsHook(CheckSignalsHook, nullptr);
-  KFFIErrorSetArgumentTypeNamer(&CallArgsScope::TypeNameOf, nullptr);
   return 0;
 }
 

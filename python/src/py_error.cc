@@ -98,17 +98,6 @@ std::string ArgPlace::Say(const std::string& text) const {
   return subject + ": " + text + context;
 }
 
-thread_local CallArgsScope* CallArgsScope::top_ = nullptr;
-
-const char* CallArgsScope::TypeNameOf(const KFFIAny* arg) noexcept {
-  // Runs inside the failed call, perhaps without the GIL: it reads only the type's name, which
-  // lives as long as the argument, which the caller holds.
-  const CallArgsScope* s = top_;
-  if (s == nullptr || arg < s->packed_ || arg >= s->packed_ + s->nargs_) return nullptr;
-  PyObject* obj = s->args_[arg - s->packed_];
-  return obj == Py_None ? "None" : Py_TYPE(obj)->tp_name;
-}
-
 void ChainError(PyObject* new_type, const std::string& prefix, bool keep_type, bool append_text,
                 const std::string& suffix) {
   PyObject *type, *value, *tb;
@@ -192,10 +181,42 @@ PyObject* RaiseFromKFFIError(int code) {
   return nullptr;
 }
 
-PyObject* RaiseFromCallError(const PyFunction* f, int code) {
+namespace {
+/// An argument error about one of the call's own values, with its type named as the caller passed
+/// it (`list`, `numpy.bool`, `None`) where the runtime names the kffi value it became (Array,
+/// bool): the runtime says where that name stands (KFFIErrorGetArgumentType). Takes err; returns
+/// the error to raise.
+KFFIObjectHandle NameCallersType(KFFIObjectHandle err, const KFFIAny* packed, PyObject* const* args,
+                                 Py_ssize_t nargs) {
+  const KFFIAny* arg = nullptr;
+  size_t offset = 0, size = 0;
+  if (packed == nullptr || KFFIErrorGetArgumentType(err, &arg, &offset, &size) != 1 ||
+      arg < packed || arg >= packed + nargs) {
+    return err;
+  }
+  PyObject* obj = args[arg - packed];
+  const char* name = obj == Py_None ? "None" : Py_TYPE(obj)->tp_name;
+  const KFFIErrorCell* cell = KFFIErrorGetCellPtr(err);
+  std::string message(cell->message.data, cell->message.size);
+  message.replace(offset, size, name);
+  const KFFIByteArray text{message.data(), message.size()};
+  KFFIObjectHandle renamed = nullptr;
+  if (KFFIErrorCreate(&cell->kind, &text, &cell->backtrace, &renamed) != 0) {
+    KFFIErrorMoveFromRaised(&renamed);  // out of memory: the original goes on
+    KFFIObjectDecRef(renamed);
+    return err;
+  }
+  KFFIObjectDecRef(err);
+  return renamed;
+}
+}  // namespace
+
+PyObject* RaiseFromCallError(const PyFunction* f, int code, const KFFIAny* packed,
+                             PyObject* const* args, Py_ssize_t nargs) {
   KFFIObjectHandle err = nullptr;
   KFFIErrorMoveFromRaised(&err);
   if (err == nullptr) return RaiseFromKFFIError(code);
+  err = NameCallersType(err, packed, args, nargs);
   const KFFIErrorCell* cell = KFFIErrorGetCellPtr(err);
   // Textless: no kind, or the kind a NULL one becomes (KFFIErrorSetRaisedFromCStr) and no
   // message. A kind with an empty message (ValueError("")) is the library's choice, and a Python

@@ -313,7 +313,6 @@ inline PyObject* CallFunction(PyFunction* f, KFFIObject* h, PyObject* const* arg
   }
   KFFIAny result;
   kffi::details::SetNone(&result);
-  CallArgsScope named(packed, args, nargs);  // the callee's messages name Python types
   int rc;
   if (KFFI_LIKELY(!ctx.has_device)) {
     rc = InvokeSafeCall(f, h, packed, nargs, &result);
@@ -322,7 +321,7 @@ inline PyObject* CallFunction(PyFunction* f, KFFIObject* h, PyObject* const* arg
     rc = InvokeWithEnv(f, h, packed, nargs, &result, ctx, &failed);
     if (failed) return nullptr;
   }
-  if (rc != 0) return RaiseFromCallError(f, rc);
+  if (rc != 0) return RaiseFromCallError(f, rc, packed, args, nargs);
   if (result.type_index == kKFFINone) Py_RETURN_NONE;  // the common case, as AnyToPy does
   return AnyToPy(&result, &ctx);
 }

@@ -26,7 +26,6 @@ using ByteArray = KFFIByteArray;
 using OpaqueDeleter = void (*)(void*);
 using NameVisitor = int (*)(void* ctx, const ByteArray* name);
 using SignalHook = int (*)();
-using ArgumentTypeNamer = const char* (*)(const KFFIAny*);
 
 // The call convention and the callbacks that live inside objects and tensors.
 KFFI_ABI_SAME(KFFIObjectHandle, void*);
@@ -81,7 +80,7 @@ KFFI_ABI_SIGNATURE(KFFIErrorSetRaisedFromCStrParts, void (*)(const char*, const 
 KFFI_ABI_SIGNATURE(KFFIErrorSetRaisedArgument,
                    void (*)(const char*, const char*, const char*, const char*, const KFFIAny*,
                             int32_t, const char*));
-KFFI_ABI_SIGNATURE(KFFIErrorSetArgumentTypeNamer, void (*)(ArgumentTypeNamer, ArgumentTypeNamer*));
+KFFI_ABI_SIGNATURE(KFFIErrorGetArgumentType, int (*)(Handle, const KFFIAny**, size_t*, size_t*));
 KFFI_ABI_SIGNATURE(KFFIErrorSetRaised, void (*)(Handle));
 KFFI_ABI_SIGNATURE(KFFIErrorMoveFromRaised, void (*)(Handle*));
 KFFI_ABI_SIGNATURE(KFFIErrorCreate,

@@ -231,48 +231,6 @@ TEST(ErrorSlot, BacktraceFramesAreFormatted) {
 
 // ---- kffi's one format of argument errors (KFFIErrorSetRaisedArgument) ------------------------
 
-// A language binding's names for the values it made (KFFIErrorSetArgumentTypeNamer): here every
-// Array is a `pylist`; NULL for the rest, which keep kffi's names.
-const char* NameArrays(const KFFIAny* arg) {
-  return arg->type_index == kKFFIArray ? "pylist" : nullptr;
-}
-const char* NameNothing(const KFFIAny*) { return nullptr; }
-
-using Namer = const char* (*)(const KFFIAny*);
-using SetNamerFn = void (*)(Namer, Namer*);
-
-// libkffi's KFFIErrorSetArgumentTypeNamer. This test binary compiles src/argument_message.cc in
-// (for the contract compiler's tests, tests/CMakeLists.txt), so it carries a copy of that C
-// function of its own, which the plain name reaches; the hook that KFFIErrorSetRaisedArgument
-// (libkffi only) reads is set through the runtime's, found in the library that defines
-// KFFIErrorSetRaisedArgument.
-SetNamerFn RuntimeSetNamer() {
-  static const SetNamerFn fn = [] {
-    Dl_info info{};
-    void* raise = dlsym(RTLD_DEFAULT, "KFFIErrorSetRaisedArgument");
-    if (raise == nullptr || dladdr(raise, &info) == 0 || info.dli_fname == nullptr) std::abort();
-    void* lib = dlopen(info.dli_fname, RTLD_NOW | RTLD_NOLOAD);
-    if (lib == nullptr) std::abort();
-    void* set = dlsym(lib, "KFFIErrorSetArgumentTypeNamer");
-    dlclose(lib);  // only drops the reference NOLOAD took: libkffi stays loaded
-    if (set == nullptr) std::abort();
-    return reinterpret_cast<SetNamerFn>(set);
-  }();
-  return fn;
-}
-
-// Installs a namer for one test and puts the previous one back.
-class NamerScope {
- public:
-  explicit NamerScope(Namer namer) { RuntimeSetNamer()(namer, &prev_); }
-  ~NamerScope() { RuntimeSetNamer()(prev_, nullptr); }
-  NamerScope(const NamerScope&) = delete;
-  NamerScope& operator=(const NamerScope&) = delete;
-
- private:
-  Namer prev_ = nullptr;
-};
-
 std::string RaisedText() {
   Error e = TakeRaisedError();
   return e.kind() + ": " + e.message();
@@ -305,58 +263,48 @@ TEST(ErrorArgument, FormatWithAndWithoutSignature) {
   EXPECT_TRUE(SlotIsEmpty());
 }
 
-TEST(ErrorArgument, GotNamesTheArgumentsType) {
+TEST(ErrorArgument, GotNamesTheArgumentsTypeAndSaysWhere) {
   kffi::Array<int64_t> list{1, 2, 3};
   kffi::AnyView arr = list;
-  kffi::AnyView num = int64_t{7};
   const KFFIAny* arr_raw = reinterpret_cast<const KFFIAny*>(&arr);
-  const KFFIAny* num_raw = reinterpret_cast<const KFFIAny*>(&num);
-  {
-    NamerScope none(nullptr);  // no binding's names: kffi's own
-    KFFIErrorSetRaisedArgument("TypeError", "x", "int", nullptr, arr_raw, 0, "f(x: int) -> int");
-    EXPECT_EQ(RaisedText(),
-              "TypeError: x: expected int, got Array (argument #0 of `f(x: int) -> int`)");
-    KFFIErrorSetRaisedArgument("TypeError", "x", "Array<int>", "Array[index 2: str]", arr_raw, 0,
-                               nullptr);
-    EXPECT_EQ(RaisedText(), "TypeError: x: expected Array<int>, got Array[index 2: str]");
-  }
-  {
-    NamerScope names(&NameArrays);
-    // got NULL: the binding's name of the value.
-    KFFIErrorSetRaisedArgument("TypeError", "x", "int", nullptr, arr_raw, 0, "f(x: int) -> int");
-    EXPECT_EQ(RaisedText(),
-              "TypeError: x: expected int, got pylist (argument #0 of `f(x: int) -> int`)");
-    // A got that starts with kffi's name of the value's type gets the binding's in its place.
-    KFFIErrorSetRaisedArgument("TypeError", "x", "Array<int>", "Array[index 2: str]", arr_raw, 0,
-                               nullptr);
-    EXPECT_EQ(RaisedText(), "TypeError: x: expected Array<int>, got pylist[index 2: str]");
-    // Any other got is kept as it is.
-    KFFIErrorSetRaisedArgument("TypeError", "x", "Array<int>", "a list of 3", arr_raw, 0, nullptr);
-    EXPECT_EQ(RaisedText(), "TypeError: x: expected Array<int>, got a list of 3");
-    // A value the namer did not make (it returns NULL) keeps kffi's name.
-    KFFIErrorSetRaisedArgument("TypeError", "x", "str", nullptr, num_raw, 0, nullptr);
-    EXPECT_EQ(RaisedText(), "TypeError: x: expected str, got int");
-    // The typed calls' conversions go through it too.
-    Function f = Function::FromTyped([](int64_t x) { return x; }, "f");
-    EXPECT_EQ(CatchError([&] { f(list); }).message(),
-              "arg0: expected int, got pylist (argument #0 of `f(arg0: int) -> int`)");
-    Function g = Function::FromTyped([](kffi::Array<kffi::String> x) { return x.size(); }, "g");
-    EXPECT_EQ(CatchError([&] { g(list); }).message(),
-              "arg0: expected Array<str>, got pylist[index 0: int] "
-              "(argument #0 of `g(arg0: Array<str>) -> int`)");
-  }
-}
-
-TEST(ErrorArgument, SetTypeNamerReturnsThePreviousOne) {
-  const SetNamerFn set = RuntimeSetNamer();
-  Namer prev = &NameNothing;
-  set(&NameArrays, &prev);
-  Namer mine = nullptr;
-  set(&NameNothing, &mine);
-  EXPECT_EQ(mine, &NameArrays);
-  set(prev, &mine);  // put back whatever was there (NULL: none)
-  EXPECT_EQ(mine, &NameNothing);
-  set(prev, nullptr);  // NULL out: the previous one is not reported
+  // got NULL: kffi's name of the value's type, and where it stands (for a language binding).
+  KFFIErrorSetRaisedArgument("TypeError", "x", "int", nullptr, arr_raw, 0, "f(x: int) -> int");
+  KFFIObjectHandle err = nullptr;
+  KFFIErrorMoveFromRaised(&err);
+  ASSERT_NE(err, nullptr);
+  const KFFIAny* arg = nullptr;
+  size_t offset = 0, size = 0;
+  ASSERT_EQ(KFFIErrorGetArgumentType(err, &arg, &offset, &size), 1);
+  const KFFIErrorCell* cell = KFFIErrorGetCellPtr(err);
+  const std::string message(cell->message.data, cell->message.size);
+  EXPECT_EQ(message, "x: expected int, got Array (argument #0 of `f(x: int) -> int`)");
+  EXPECT_EQ(arg, arr_raw);
+  EXPECT_EQ(message.substr(offset, size), "Array");
+  // Only that error: another one, or NULL, says nothing.
+  EXPECT_EQ(KFFIErrorGetArgumentType(nullptr, &arg, &offset, &size), 0);
+  KFFIErrorSetRaisedFromCStr("ValueError", "other");
+  KFFIObjectHandle other = nullptr;
+  KFFIErrorMoveFromRaised(&other);
+  EXPECT_EQ(KFFIErrorGetArgumentType(other, &arg, &offset, &size), 0);
+  KFFIObjectDecRef(other);
+  KFFIObjectDecRef(err);
+  // A got that starts with kffi's name of the value's type says where that name stands.
+  KFFIErrorSetRaisedArgument("TypeError", "x", "Array<int>", "Array[index 2: str]", arr_raw, 0,
+                             nullptr);
+  KFFIErrorMoveFromRaised(&err);
+  ASSERT_EQ(KFFIErrorGetArgumentType(err, &arg, &offset, &size), 1);
+  EXPECT_EQ(std::string(KFFIErrorGetCellPtr(err)->message.data + offset, size), "Array");
+  KFFIObjectDecRef(err);
+  // Any other got names nothing of the value: nothing to say.
+  KFFIErrorSetRaisedArgument("TypeError", "x", "Array<int>", "a list of 3", arr_raw, 0, nullptr);
+  KFFIErrorMoveFromRaised(&err);
+  EXPECT_EQ(KFFIErrorGetArgumentType(err, &arg, &offset, &size), 0);
+  KFFIObjectDecRef(err);
+  // The typed calls' conversions say it too.
+  Function f = Function::FromTyped([](int64_t x) { return x; }, "f");
+  Error e = CatchError([&] { f(list); });
+  EXPECT_EQ(e.message(), "arg0: expected int, got Array (argument #0 of `f(arg0: int) -> int`)");
+  EXPECT_TRUE(SlotIsEmpty());
 }
 
 TEST(ErrorThreads, AnErrorRaisedInOneThreadIsInvisibleInAnother) {

@@ -123,7 +123,7 @@ CATALOGUE = [
         "int_param_given_none",
         lambda e: e.t.add_one(None),
         TypeError,
-        MISMATCH.format("arg0", "int", "NoneType", 0, ADD_ONE),
+        MISMATCH.format("arg0", "int", "None", 0, ADD_ONE),
     ),
     (
         "int_param_given_tuple",
@@ -373,7 +373,7 @@ CATALOGUE = [
         "remove_global_name_not_str",
         lambda e: kffi.remove_global_func(None),
         TypeError,
-        "name must be a str, got NoneType",
+        "name must be a str, got None",
     ),
     (
         "register_non_callable",
@@ -486,7 +486,7 @@ CATALOGUE = [
         "none_as_tensor",
         lambda e: e.k.fill(None, 1.0),
         TypeError,
-        MISMATCH.format("x", "Tensor(mut)", "NoneType", 0, FILL),
+        MISMATCH.format("x", "Tensor(mut)", "None", 0, FILL),
     ),
     (
         "module_as_tensor",

@@ -53,7 +53,7 @@ CASES = [
         "int_from_none",
         lambda e: e.c.takes_int(None),
         TypeError,
-        [mismatch(SIG["int"], "int", "NoneType")],
+        [mismatch(SIG["int"], "int", "None")],
     ),
     (
         "int_from_list",
@@ -105,7 +105,7 @@ CASES = [
         "float_from_none",
         lambda e: e.c.takes_float(None),
         TypeError,
-        [mismatch(SIG["float"], "float", "NoneType")],
+        [mismatch(SIG["float"], "float", "None")],
     ),
     (
         "float_from_tensor",
@@ -123,7 +123,7 @@ CASES = [
         "bool_from_none",
         lambda e: e.c.takes_bool(None),
         TypeError,
-        [mismatch(SIG["bool"], "bool", "NoneType")],
+        [mismatch(SIG["bool"], "bool", "None")],
     ),
     ("str_from_int", lambda e: e.c.takes_str(3), TypeError, [mismatch(SIG["str"], "str", "int")]),
     (
@@ -172,7 +172,7 @@ CASES = [
         "tensor_from_none",
         lambda e: e.c.takes_tensor(None),
         TypeError,
-        [mismatch(SIG["tensor"], "Tensor", "NoneType")],
+        [mismatch(SIG["tensor"], "Tensor", "None")],
     ),
     (
         "optional_from_str",

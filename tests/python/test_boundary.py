@@ -153,8 +153,10 @@ def test_an_owned_tensor_parameter_takes_read_only_memory_read_only(mod):
 
 
 def test_jax_arrays_are_refused_for_writable_parameters_and_read_in_place(mod):
-    jnp = pytest.importorskip("jax.numpy")
-    x = jnp.arange(4, dtype=jnp.float32)
+    jax = pytest.importorskip("jax")
+    jnp = jax.numpy
+    # On the CPU: these kernels read host memory (a GPU host's default JAX device is its GPU).
+    x = jax.device_put(jnp.arange(4, dtype=jnp.float32), jax.devices("cpu")[0])
     with pytest.raises(ValueError, match=r"^y: expected a writable tensor"):
         mod.scale(x, np.ones(4, np.float32), 2.0)
     assert x.tolist() == [0, 1, 2, 3]

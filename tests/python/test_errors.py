@@ -172,7 +172,7 @@ def test_typed_call_type_mismatch_message(t):
 
 @pytest.mark.parametrize(
     "value,got",
-    [(1.5, "float"), (None, "NoneType"), ((1,), "tuple"), (b"bytes", "bytes"), ({"a": 1}, "dict")],
+    [(1.5, "float"), (None, "None"), ((1,), "tuple"), (b"bytes", "bytes"), ({"a": 1}, "dict")],
 )
 def test_typed_call_type_mismatch_names_what_it_got(t, value, got):
     # The Python type the caller passed, not the kffi type it would convert to (Array, Map).

@@ -138,6 +138,8 @@ int KFFIEnvEnterDevice(int32_t device_type, int32_t device_id, void** out_restor
                                       ", a CUDA device this process does not have (it sees " +
                                       std::to_string(d->device_count) + ")");
   }
+  // One device: whatever is current (or made current on first use) is on it. No driver call.
+  if (d->device_count == 1) return 0;
   const CUcontext want = PrimaryContext(d, device_id);
   CUcontext current = nullptr;
   CUresult rc = d->ctx_get_current(&current);

@@ -144,7 +144,6 @@ std::string_view CStrOr(const char* s, std::string_view fallback) {
   return s != nullptr ? std::string_view(s) : fallback;
 }
 
-
 }  // namespace
 
 namespace kffi {

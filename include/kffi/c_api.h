@@ -20,7 +20,7 @@
  * Version. One source: the build, the Python package and the docs read these macros.
  * ------------------------------------------------------------------------------------------- */
 #define KFFI_VERSION_MAJOR 0
-#define KFFI_VERSION_MINOR 3
+#define KFFI_VERSION_MINOR 4
 #define KFFI_VERSION_PATCH 0
 /** The ABI version: bumped on any break of layout or behaviour (docs/abi.md). */
 #define KFFI_ABI_VERSION 1
@@ -426,9 +426,10 @@ KFFI_DLL void KFFIEnvSetCheckSignalsHook(int (*hook)(void), int (**opt_out_prev)
  * process (no CUDA memory exists otherwise: then nothing changes). Other device types change
  * nothing. *out_restore receives what KFFIEnvRestoreDevice needs: NULL when nothing changed.
  * A device index that does not exist is a ValueError. Exports call it for the first CUDA tensor
- * argument (kffi/function.h); costs one query of the current context when already current. */
+ * argument (kffi/function.h); costs one query of the current context when already current, and
+ * none in a process that sees one CUDA device. Added in 0.4. */
 KFFI_DLL int KFFIEnvEnterDevice(int32_t device_type, int32_t device_id, void** out_restore);
-/** Restores what KFFIEnvEnterDevice changed (restore NULL: nothing). Never fails. */
+/** Restores what KFFIEnvEnterDevice changed (restore NULL: nothing). Never fails. Added in 0.4. */
 KFFI_DLL void KFFIEnvRestoreDevice(int32_t device_type, void* restore);
 
 /* ---------------------------------------------------------------------------------------------

@@ -11,10 +11,9 @@ from __future__ import annotations
 import os as _os
 
 # The extension finds libkffi next to it (kffi/lib) through its rpath.
-from . import _core, libinfo
+from . import _core, _types, libinfo
 from ._error import Error, MissingKeyError, register_error
 from ._objects import Array, Dict, ErrorObject, Function, List, Map, Module, Object, Shape, Tensor
-from . import _types
 from ._types import DTYPE_NAMES as _DTYPE_NAMES
 from ._types import Device, dtype
 from .stream import get_current_stream, use_stream
@@ -124,6 +123,7 @@ __all__ = [
     "check_signals",
     "__version__",
 ] + [_name for _name in _DTYPE_NAMES if _name != "bool"]  # `import *` must not shadow bool
+
 
 # kffi values handed to apache-tvm-ffi (protocol methods; does not import tvm_ffi), JIT builds
 # (kffi.cpp) and contracts declared with fake arguments (kffi.compile): these import the names

@@ -159,7 +159,8 @@ TEST(AotLoadObject, ALinkFailureNamesTheCommandAndOutput) {
   EXPECT_NE(e.message().find("linking it into a shared object failed (exit status 1)"),
             std::string::npos)
       << e.message();
-  EXPECT_NE(e.message().find("Command: false -shared -Wl,-z,now -o "), std::string::npos) << e.message();
+  EXPECT_NE(e.message().find("Command: false -shared -Wl,-z,now -o "), std::string::npos)
+      << e.message();
 }
 
 #endif  // KFFI_AOT_LTO

@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import ctypes
 
+import kffi
+import kffi.cpp
 import numpy as np
 import pytest
 from dlpack_util import Producer
 from fake_dlpack import FakeDeviceTensor
-
-import kffi
-import kffi.cpp
 
 SOURCE = r"""
 #include <kffi/kffi.h>
@@ -98,9 +97,7 @@ def test_signature_and_metadata_say_which_tensors_the_function_may_write(mod):
     [
         pytest.param(lambda: read_only([1, 2, 3, 4]), id="read-only numpy"),
         pytest.param(lambda: np.frombuffer(b"\0" * 16, dtype=np.float32), id="bytes"),
-        pytest.param(
-            lambda: kffi.from_dlpack(read_only([1, 2, 3, 4])), id="read-only kffi.Tensor"
-        ),
+        pytest.param(lambda: kffi.from_dlpack(read_only([1, 2, 3, 4])), id="read-only kffi.Tensor"),
         pytest.param(
             lambda: Producer((4,), flags=1, nbytes=16), id="DLPack tensor flagged read-only"
         ),
@@ -246,7 +243,9 @@ def test_data_includes_byte_offset(mod):
 def test_type_errors_name_the_callers_type(mod, value, got):
     with pytest.raises(TypeError) as info:
         mod.take_int(value)
-    assert str(info.value) == f"n: expected int, got {got} (argument #0 of `take_int(n: int) -> int`)"
+    assert (
+        str(info.value) == f"n: expected int, got {got} (argument #0 of `take_int(n: int) -> int`)"
+    )
 
 
 def test_container_element_errors_name_the_callers_container(mod):

@@ -299,7 +299,10 @@ def test_the_dlpack_protocol_path_refuses_lazy_views_too(tensor_kernels, path):
 
     x = torch.tensor([1.0, 2.0]).as_subclass(NoExchangeTensor)
     assert tensor_kernels.sum(x) == 3.0
-    with pytest.raises(ValueError, match=r"^x: the torch tensor is a lazy negative view.*\(argument #0 of `sum\(x: Tensor\) -> float`\)$"):
+    with pytest.raises(
+        ValueError,
+        match=r"^x: the torch tensor is a lazy negative view.*\(argument #0 of `sum\(x: Tensor\) -> float`\)$",
+    ):
         tensor_kernels.sum(x._neg_view())
     with pytest.raises(ValueError, match="lazy conjugate view"):
         tensor_kernels.describe(
@@ -342,7 +345,10 @@ def test_kffi_torch_ops_resolve_lazy_views_through_the_dispatcher(tk, ns, gate):
         op._eager = op._call_python
     x = torch.tensor([1.0, 2.0])
     y = torch.zeros(2)
-    with pytest.raises(ValueError, match=r"^x: the torch tensor is a lazy negative view.*resolve_neg\(\) \(argument #1 of `scale_into\("):
+    with pytest.raises(
+        ValueError,
+        match=r"^x: the torch tensor is a lazy negative view.*resolve_neg\(\) \(argument #1 of `scale_into\(",
+    ):
         tk.scale_into(y, x._neg_view(), 2.0)  # the function itself refuses
     # The op's eager gate sends lazy views to the dispatcher, whose Negative fallback resolves
     # them before kffi's kernel: the same result on both paths.

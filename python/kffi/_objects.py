@@ -284,13 +284,14 @@ def _check_metadata(meta, where: str) -> dict:
             )
         if name in seen:
             j = seen[name]
-
-            def how(k):
-                return "named so" if params[k].get("name") else "unnamed, so called so"
-
+            unnamed = [k for k in (j, i) if not params[k].get("name")]
+            note = (
+                f" (an unnamed parameter is called arg<index>: params[{unnamed[0]}])"
+                if unnamed
+                else ""
+            )
             raise ValueError(
-                f"{where}: params[{j}] ({how(j)}) and params[{i}] ({how(i)}) both go by the "
-                f"parameter name {name!r}"
+                f"{where}: params[{i}] repeats the parameter name {name!r} of params[{j}]{note}"
             )
         seen[name] = i
         if "type" in p and not isinstance(p["type"], str):

@@ -77,7 +77,8 @@ def test_metadata_whose_parameters_go_by_one_name(small):
         msg = str(info.value)
         assert msg.startswith(f"Malformed metadata of function `{name}` in module `{small.name}`")
         assert f"params[{first}]" in msg and f"params[{second}]" in msg
-        assert "both go by the parameter name 'arg" in msg
+        assert f"params[{second}] repeats the parameter name 'arg" in msg
+        assert "an unnamed parameter is called arg<index>" in msg
 
 
 def test_every_mix_of_named_and_unnamed_parameters():

@@ -121,6 +121,7 @@ struct SymbolDecl {
   std::string name;
   int bits = 64;
   int64_t divisibility = 1;
+  bool parallel = false;  // the function computes each index of this size independently
   size_t pos = 0;
 };
 
@@ -156,6 +157,7 @@ struct SymbolInfo {
   std::string name;
   int bits;
   int64_t divisibility;
+  bool parallel;  // declared `parallel`: frameworks may split the work along it (no check)
 };
 
 /// A parsed contract and its check plan: the arrays that `layout` points into (what kernels

@@ -556,6 +556,11 @@ class Parser {
       d.divisibility = ParseInt(false, "expected the divisibility (a positive integer)");
       if (d.divisibility < 1) throw SyntaxError{pos, "the divisibility must be positive"};
     }
+    // `parallel`: a fact for frameworks (partitioning, vmap), not a check.
+    if (IsName("parallel")) {
+      d.parallel = true;
+      ++i_;
+    }
     ast_.symbols.push_back(std::move(d));
   }
 

@@ -246,11 +246,12 @@ class PlanBuilder {
     if (p_->symbols.size() >= kMaxSymbols) {
       throw SyntaxError{d.pos, "too many symbols (at most 64)"};
     }
-    SymbolInfo info{d.symbol, 64, 1};
+    SymbolInfo info{d.symbol, 64, 1, false};
     for (const SymbolDecl& decl : p_->ast.symbols) {
       if (decl.name == d.symbol) {
         info.bits = decl.bits;
         info.divisibility = decl.divisibility;
+        info.parallel = decl.parallel;
       }
     }
     p_->symbols.push_back(std::move(info));

@@ -180,8 +180,9 @@ std::string ContractMetadataJson(const Plan& p, std::string_view return_type,
         .Field("name", sym.name)
         .Field("width", sym.bits == 32 ? "int32" : "int64")
         .Key("divisibility")
-        .Int(sym.divisibility)
-        .EndObject();
+        .Int(sym.divisibility);
+    if (sym.parallel) w.Key("parallel").Bool(true);  // only when declared: older readers agree
+    w.EndObject();
   }
   w.EndArray().Key("env_stream").Bool(p.layout.has_env_stream != 0).Key("mutates").BeginArray();
   for (size_t i : p.call_params) {

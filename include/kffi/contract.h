@@ -34,7 +34,10 @@
 //             | "strides" "=" "[" dim {"," dim} "]" | "mut"
 //   output   := [NAME ":"] "Tensor" "(" "[" [expr {"," expr}] "]" "," dtypes {"," option} ")"
 //   expr     := integer expression of INT and NAME with + - * // % unary - and parentheses
-//   symbol   := NAME [":" ("int32" | "int64")] ["%" INT]
+//   symbol   := NAME [":" ("int32" | "int64")] ["%" INT] ["parallel"]
+// `parallel` declares that the function computes each index along every dimension of that size
+// independently (rows of a normalisation, a batch): no check, a fact that frameworks read from the
+// metadata ("parallel": true) to split the work across devices (kffi.jax) or fold a vmap into it.
 // `mut` is not allowed on outputs or inside a Tuple (stored tuple elements carry no read-only
 // flag). Limits (contract_plan.h): the text is at most 64 KiB, Optional/Tuple nest at most 16 deep,
 // parentheses and unary minus at most 32, a tensor has at most 32 dimensions, a contract at most
@@ -305,7 +308,7 @@ class Contract {
 
   /// The export metadata: {"name", "params": [{"name", "type", "kind", "optional", ...}],
   /// "return", "doc", "contract", "outputs": [{"name", "type", "shape": [expr...], "shape_rpn":
-  /// [[token...]...], "dtype"}], "symbols": [{"name", "width", "divisibility"}], "env_stream",
+  /// [[token...]...], "dtype"}], "symbols": [{"name", "width", "divisibility", "parallel" (only when true)}], "env_stream",
   /// "mutates": [param...]}. A param's structured fields: "kind" ("tensor", "int", "float",
   /// "bool", "tuple", "stream"), "optional", and per kind: a tensor's "shape" (ints and symbol
   /// names), "dtypes" (names; empty: any), "device" (its text, e.g. "cuda" or "cpu|cuda"; null:

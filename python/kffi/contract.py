@@ -16,7 +16,7 @@ into a check plan (grammar in kffi/contract_parser.h, semantics in kffi/contract
     k: int32[0, 1024], alpha: float, flag: bool, bias: Optional[Tensor([n], float32)],
     pair: Tuple[Tensor([n], float32), int], stream: EnvStream, s: Stream
     -> Tensor([n * 2, (n + 1) // 2, n % 4], float32)
-    ; n: int32 % 16, s: int64
+    ; n: int32 % 16 parallel, s: int64
 
 Limits are checked here, before any compiler runs (ValueError): integers fit int64 (int32 for
 Int32 ranges), a tensor has at most 32 dimensions, the text is at most 65536 bytes.
@@ -194,12 +194,21 @@ class SymInt(_Expr):
 
     ``divisibility``: the bound value must be a multiple of it. ``width``: 32 or 64, the bound
     value must fit int32 / int64. ``name`` appears in the signature and messages (default
-    n0, n1, ... in order of first appearance).
+    n0, n1, ... in order of first appearance). ``parallel``: the kernel computes each index
+    along every dimension of this size independently (the rows of a normalisation, a batch);
+    nothing is checked, but frameworks may split the work along it (kffi.jax under a device
+    mesh, jax.vmap).
     """
 
-    __slots__ = ("divisibility", "name", "width")
+    __slots__ = ("divisibility", "name", "parallel", "width")
 
-    def __init__(self, name: str | None = None, divisibility: int = 1, width: int = 64):
+    def __init__(
+        self,
+        name: str | None = None,
+        divisibility: int = 1,
+        width: int = 64,
+        parallel: bool = False,
+    ):
         if name is not None and (not isinstance(name, str) or not _IDENT.fullmatch(name)):
             raise ValueError(f"kffi.sym_int: name must be an identifier, got {name!r}")
         if not isinstance(divisibility, int) or isinstance(divisibility, bool) or divisibility < 1:
@@ -209,6 +218,9 @@ class SymInt(_Expr):
         _check_int64(divisibility, "kffi.sym_int: divisibility")
         if width not in (32, 64):
             raise ValueError(f"kffi.sym_int: width must be 32 or 64, got {width!r}")
+        if not isinstance(parallel, bool):
+            raise TypeError(f"kffi.sym_int: parallel must be a bool, got {parallel!r}")
+        self.parallel = parallel
         self.name = name
         self.divisibility = divisibility
         self.width = width
@@ -221,20 +233,24 @@ class SymInt(_Expr):
 
     def declaration(self, names) -> str:
         text = f"{names[id(self)]}: int{self.width}"
-        return text + (f" % {self.divisibility}" if self.divisibility != 1 else "")
+        text += f" % {self.divisibility}" if self.divisibility != 1 else ""
+        return text + (" parallel" if self.parallel else "")
 
     def __repr__(self):
         return (
             f"kffi.sym_int(name={self.name!r}, divisibility={self.divisibility}, "
-            f"width={self.width})"
+            f"width={self.width}"
+            + (", parallel=True)" if self.parallel else ")")
         )
 
     __hash__ = object.__hash__
 
 
-def sym_int(name: str | None = None, divisibility: int = 1, width: int = 64) -> SymInt:
+def sym_int(
+    name: str | None = None, divisibility: int = 1, width: int = 64, parallel: bool = False
+) -> SymInt:
     """A symbolic dimension for fake tensors, shared between arguments (see :class:`SymInt`)."""
-    return SymInt(name, divisibility, width)
+    return SymInt(name, divisibility, width, parallel)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -22,6 +22,7 @@ from jax.interpreters import ad, batching, mlir
 
 from .. import Function, _abstract
 from . import _bind as bind
+from . import _shard
 from ._ffi import parse_arg_spec, register_ffi_target
 
 try:  # public names first; jax moves internals between releases
@@ -377,6 +378,11 @@ def _abstract_eval(*avals, plan, attrs):
 
 
 def _lowering(ctx, *operands, plan, attrs, platform):
+    # Over several devices, a contract with parallel symbols lowers through its partitioning
+    # rule (each device runs the kernel on its shard); the per-shard call comes back here.
+    sharded = _shard.sharded_lowering(ctx, operands, plan, attrs)
+    if sharded is not None:
+        return sharded
     name = plan.target(platform)
     aliases = dict(plan.aliases) or None
     rule = jax.ffi.ffi_lowering(name, operand_output_aliases=aliases)
@@ -402,6 +408,10 @@ def _no_transpose(cts, *args, plan, attrs):
 
 def _batch(args, dims, *, plan, attrs):
     if plan.vmap is None:
+        # A batch in front of a leading parallel symbol folds into it: one call, no rule needed.
+        folded = _shard.fold_batch(plan, attrs, args, dims, kffi_call_p.bind)
+        if folded is not None:
+            return folded
         raise NotImplementedError(
             f"kffi.jax: {plan.label} has no batching rule (jax.vmap). Pass vmap='sequential' "
             f"or a rule to kffi.jax.primitive({plan.label}, vmap=...)"
@@ -430,3 +440,4 @@ for _platform in ("cpu", "cuda", "rocm"):
 ad.primitive_jvps[kffi_call_p] = _no_jvp
 ad.primitive_transposes[kffi_call_p] = _no_transpose
 batching.primitive_batchers[kffi_call_p] = _batch
+_shard.require_devices(kffi_call_p)  # the partitioning rule lowers with the devices known

@@ -51,6 +51,9 @@ TEST(ContractParse, MalformedContractsNameTheColumn) {
       {"x: Tensor([n], *); n: int16", "at column 23: expected `int32` or `int64`"},
       {"x: Tensor([n], *); n % 0", "at column 24: the divisibility must be positive"},
       {"x: Tensor([n], *) y: int", "at column 19: expected `,`"},
+      {"x: Tensor([n], *); n: parallel", "at column 23: expected `int32` or `int64`"},
+      {"x: Tensor([n], *); n parallel % 4", "at column 31: expected `,`"},
+      {"x: Tensor([n], *); n parallel parallel", "at column 31: expected `,`"},
       {"x: Tensor([n], *, sorted)", "at column 19: unknown tensor option `sorted`"},
       {"x: int $", "at column 8: unexpected character `$`"},
       {"x: Tensor([99999999999999999999], *)", "at column 12: integer literal out of range"},
@@ -205,6 +208,24 @@ TEST(ContractParse, MetadataJsonCarriesTheStructuredContract) {
             R"J("shape":["-n","-(n - 1)"],"shape_rpn":[["n","neg"],["n",1,"-","neg"]],)J"
             R"J("dtype":"*"}],"symbols":[{"name":"n","width":"int64","divisibility":1}],)J"
             R"J("env_stream":false,"mutates":[]})J");
+}
+
+TEST(ContractParse, ParallelSymbolsReachTheMetadataOnly) {
+  // `parallel` is a fact for frameworks: the metadata says it (only where declared), the checks
+  // are those of the same contract without it.
+  Contract c = Contract::Parse("g", "x: Tensor([n, m], *), y: Tensor([n], *)"
+                                    "; n: int32 % 4 parallel, m parallel, k: int64");
+  const std::string meta = c.MetadataJson("None", "");
+  EXPECT_NE(meta.find(R"J("symbols":[{"name":"n","width":"int32","divisibility":4,"parallel":)J"
+                      R"J(true},{"name":"m","width":"int64","divisibility":1,"parallel":true}])J"),
+            std::string::npos)
+      << meta;
+  Contract plain = Contract::Parse("g", "x: Tensor([n, m], *); n: int64");
+  EXPECT_EQ(plain.MetadataJson("None", "").find("parallel"), std::string::npos);
+  EXPECT_NE(Contract::Parse("g", "x: Tensor([n], *); n parallel")
+                .MetadataJson("None", "")
+                .find(R"J({"name":"n","width":"int64","divisibility":1,"parallel":true})J"),
+            std::string::npos);
 }
 
 TEST(ContractParse, JsonWriterEscapesAndSeparates) {

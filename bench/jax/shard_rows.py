@@ -179,7 +179,7 @@ def main(argv=None) -> int:
             return 1
 
     samples = {name: [] for name in cases}
-    for name, (f, x) in cases.items():  # warm up
+    for f, x in cases.values():  # warm up
         for _ in range(3):
             f(x).block_until_ready()
     for _ in range(args.reps):

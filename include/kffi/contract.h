@@ -308,14 +308,14 @@ class Contract {
 
   /// The export metadata: {"name", "params": [{"name", "type", "kind", "optional", ...}],
   /// "return", "doc", "contract", "outputs": [{"name", "type", "shape": [expr...], "shape_rpn":
-  /// [[token...]...], "dtype"}], "symbols": [{"name", "width", "divisibility", "parallel" (only when true)}], "env_stream",
-  /// "mutates": [param...]}. A param's structured fields: "kind" ("tensor", "int", "float",
-  /// "bool", "tuple", "stream"), "optional", and per kind: a tensor's "shape" (ints and symbol
-  /// names), "dtypes" (names; empty: any), "device" (its text, e.g. "cuda" or "cpu|cuda"; null:
-  /// any) and "mutable"; a scalar's "range" ([lo, hi], when declared); a tuple's "elems" (each
-  /// with "type" and these fields). Optional and Stream parameters take None: "default": null.
-  /// An output's shape_rpn has one token list per dimension: ints, symbol names and the
-  /// operators "+", "-", "*", "//", "%" (Python's semantics) and "neg".
+  /// [[token...]...], "dtype"}], "symbols": [{"name", "width", "divisibility", "parallel" (only
+  /// when true)}], "env_stream", "mutates": [param...]}. A param's structured fields: "kind"
+  /// ("tensor", "int", "float", "bool", "tuple", "stream"), "optional", and per kind: a tensor's
+  /// "shape" (ints and symbol names), "dtypes" (names; empty: any), "device" (its text, e.g. "cuda"
+  /// or "cpu|cuda"; null: any) and "mutable"; a scalar's "range" ([lo, hi], when declared); a
+  /// tuple's "elems" (each with "type" and these fields). Optional and Stream parameters take None:
+  /// "default": null. An output's shape_rpn has one token list per dimension: ints, symbol names
+  /// and the operators "+", "-", "*", "//", "%" (Python's semantics) and "neg".
   std::string MetadataJson(const std::string& return_type, const std::string& doc) const {
     KFFIByteArray r = details::ToByteArray(return_type.data(), return_type.size());
     KFFIByteArray d = details::ToByteArray(doc.data(), doc.size());

@@ -239,8 +239,7 @@ class SymInt(_Expr):
     def __repr__(self):
         return (
             f"kffi.sym_int(name={self.name!r}, divisibility={self.divisibility}, "
-            f"width={self.width}"
-            + (", parallel=True)" if self.parallel else ")")
+            f"width={self.width}" + (", parallel=True)" if self.parallel else ")")
         )
 
     __hash__ = object.__hash__

@@ -213,8 +213,9 @@ TEST(ContractParse, MetadataJsonCarriesTheStructuredContract) {
 TEST(ContractParse, ParallelSymbolsReachTheMetadataOnly) {
   // `parallel` is a fact for frameworks: the metadata says it (only where declared), the checks
   // are those of the same contract without it.
-  Contract c = Contract::Parse("g", "x: Tensor([n, m], *), y: Tensor([n], *)"
-                                    "; n: int32 % 4 parallel, m parallel, k: int64");
+  Contract c = Contract::Parse("g",
+                               "x: Tensor([n, m], *), y: Tensor([n], *)"
+                               "; n: int32 % 4 parallel, m parallel, k: int64");
   const std::string meta = c.MetadataJson("None", "");
   EXPECT_NE(meta.find(R"J("symbols":[{"name":"n","width":"int32","divisibility":4,"parallel":)J"
                       R"J(true},{"name":"m","width":"int64","divisibility":1,"parallel":true}])J"),

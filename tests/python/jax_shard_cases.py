@@ -19,13 +19,13 @@ if "xla_force_host_platform_device_count" not in os.environ.get("XLA_FLAGS", "")
         allow_module_level=True,
     )
 
-import jax  # noqa: E402
-import jax.numpy as jnp  # noqa: E402
-import kffi  # noqa: E402
-import kffi.jax  # noqa: E402
-import numpy as np  # noqa: E402
-from jax.sharding import Mesh, NamedSharding  # noqa: E402
-from jax.sharding import PartitionSpec as P  # noqa: E402
+import jax
+import jax.numpy as jnp
+import kffi
+import kffi.jax
+import numpy as np
+from jax.sharding import Mesh, NamedSharding
+from jax.sharding import PartitionSpec as P
 
 COLLECTIVES = ("all-gather", "all-to-all", "collective-permute", "all-reduce", "reduce-scatter")
 

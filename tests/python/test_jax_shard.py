@@ -27,7 +27,9 @@ def _case_names() -> list:
     import ast
 
     tree = ast.parse(CASES.read_text())
-    return [n.name for n in tree.body if isinstance(n, ast.FunctionDef) and n.name.startswith("test_")]
+    return [
+        n.name for n in tree.body if isinstance(n, ast.FunctionDef) and n.name.startswith("test_")
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -57,8 +59,10 @@ def child(tmp_path_factory):
     except subprocess.TimeoutExpired as e:
         pytest.fail(f"the child pytest ran past {TIMEOUT_S} s: {(e.stdout or '')[-4000:]}")
     if not report.exists():
-        pytest.fail(f"the child pytest wrote no report (rc {proc.returncode}):\n{proc.stdout[-8000:]}"
-                    f"\n{proc.stderr[-4000:]}")
+        pytest.fail(
+            f"the child pytest wrote no report (rc {proc.returncode}):\n{proc.stdout[-8000:]}"
+            f"\n{proc.stderr[-4000:]}"
+        )
     results: dict = {}
     for case in ET.parse(report).getroot().iter("testcase"):
         name = case.get("name", "").split("[")[0]

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 torch = pytest.importorskip("torch")
-import torch.distributed  # noqa: E402
+dist = pytest.importorskip("torch.distributed")
 
 WORKER = Path(__file__).resolve().parent / "torch_ddp_worker.py"
 TIMEOUT_S = 900
@@ -52,7 +52,7 @@ def check_matches_torch(reports):
         assert r["ranks_agree"] < 1e-6, r  # DDP averaged the gradients of both ranks
 
 
-@pytest.mark.skipif(not torch.distributed.is_gloo_available(), reason="torch without gloo")
+@pytest.mark.skipif(not dist.is_gloo_available(), reason="torch without gloo")
 def test_ddp_compiled_cpu_two_ranks(tmp_path):
     # aot_eager: the same dynamo and AOT autograd graphs as inductor (DDP's bucketed graphs, the
     # op's fake implementation and its backward op), without compiling C++ on a small CPU host.
@@ -63,7 +63,7 @@ def test_ddp_compiled_cpu_two_ranks(tmp_path):
     not torch.cuda.is_available() or torch.cuda.device_count() < 2,
     reason="needs 2 CUDA GPUs",
 )
-@pytest.mark.skipif(not torch.distributed.is_nccl_available(), reason="torch without NCCL")
+@pytest.mark.skipif(not dist.is_nccl_available(), reason="torch without NCCL")
 def test_ddp_compiled_nccl_two_gpus(tmp_path):
     reports = run_ranks("cuda", tmp_path)
     check_matches_torch(reports)

@@ -84,7 +84,11 @@ def build(device):
     t = kffi.fake_tensor
     fns = {
         "square": kffi.compile(
-            src, "square", t("float32", (n, 32)), t("float32", (n, 32), mut=True), *stream,
+            src,
+            "square",
+            t("float32", (n, 32)),
+            t("float32", (n, 32), mut=True),
+            *stream,
             options=opts,
         ),
         "square_bwd": kffi.compile(
@@ -218,8 +222,8 @@ def rank_main(rank, device, port, out_dir, backend):
 
             if dist.is_initialized():
                 dist.destroy_process_group()
-        except Exception:
-            pass
+        except Exception as e:  # the report above says what failed; this is only cleanup
+            print(f"rank {rank}: destroy_process_group: {e}", file=sys.stderr)
     if not report["ok"]:
         sys.exit(1)
 
@@ -240,7 +244,9 @@ def main(argv=None):
 
     os.makedirs(args.out, exist_ok=True)
     build(args.device)  # once, before the ranks start: they load from the cache
-    mp.spawn(rank_main, args=(args.device, _free_port(), args.out, args.backend), nprocs=2, join=True)
+    mp.spawn(
+        rank_main, args=(args.device, _free_port(), args.out, args.backend), nprocs=2, join=True
+    )
 
 
 if __name__ == "__main__":

@@ -98,6 +98,10 @@ class CallPlan:
         self._avals = {}
         self._lock = threading.Lock()
         parse_arg_spec(self.arg_spec)  # fail early on a malformed spec
+        if _shard.rule_of(self) is not None:
+            # Its partitioning rule lowers with the devices known: asked only once a contract
+            # with parallel symbols is called, so other calls lower as before.
+            _shard.require_devices(kffi_call_p)
 
     def __repr__(self):
         return f"<kffi.jax plan {self.label} {list(self.arg_spec)}>"
@@ -338,6 +342,12 @@ def call(
     naming the parameter. A function without parameter metadata (a TVM-FFI export) takes every
     input, then every output (jax_tvm_ffi's ``["args", "rets"]``).
 
+    A contract whose symbols are declared ``parallel`` (``; n: int64 parallel``) also gives
+    XLA a partitioning rule: under ``jax.jit`` over several devices, each device runs the
+    function on its shard of the parallel dimensions (the others are replicated first), and a
+    ``jax.vmap`` batch in front of a leading parallel dimension folds into it (kffi/jax/_shard.py,
+    docs/scaling.md).
+
     ``input_output_aliases``: {input index: output index}, as in ``jax.ffi.ffi_call``.
     ``arg_spec``: the exact layout (see :func:`register_ffi_target`); ``out_shapes`` is then a
     pytree, as in ``jax.ffi.ffi_call``. ``allow_cuda_graph``: declare the target safe to
@@ -440,4 +450,3 @@ for _platform in ("cpu", "cuda", "rocm"):
 ad.primitive_jvps[kffi_call_p] = _no_jvp
 ad.primitive_transposes[kffi_call_p] = _no_transpose
 batching.primitive_batchers[kffi_call_p] = _batch
-_shard.require_devices(kffi_call_p)  # the partitioning rule lowers with the devices known

@@ -172,6 +172,10 @@ enum TypeFlag : uint8_t {
   /// torch tensors (subclasses of torch._C.TensorBase, whatever their module): lazy conjugate
   /// and negative views are refused.
   kTypeTorch = 2,
+  /// kTypeTorch types whose exchange API is kffi.torch's import (_override_exchange_api with a
+  /// lazy-view reader): that import refuses lazy views itself, so the conversion reads the bits
+  /// again only to name the argument when an import fails.
+  kTypeTorchImportRefusesLazyViews = 4,
 };
 
 /// Everything the converter knows about one Python type.

@@ -218,7 +218,8 @@ void ReadHookAnswer(PyObject* r, TypeInfo* info) {
     if (std::strcmp(kn.name, s) == 0) info->kind = kn.kind;
   }
   long flags = PyLong_Check(PyTuple_GET_ITEM(r, 1)) ? PyLong_AsLong(PyTuple_GET_ITEM(r, 1)) : 0;
-  info->flags = static_cast<uint8_t>(flags & 0xff);
+  // What the converter derives itself (kTypeTorchImportRefusesLazyViews) is not the hook's to say.
+  info->flags = static_cast<uint8_t>(flags & (kTypeReadOnly | kTypeTorch));
   PyObject* from = PyTuple_GET_ITEM(r, 2);
   PyObject* stream = PyTuple_GET_ITEM(r, 3);
   info->from_dlpack = from != Py_None ? from : nullptr;
@@ -249,6 +250,11 @@ TypeInfo Classify(PyTypeObject* tp, PyRef* answer) {
     if (const DLPackExchangeAPI* api = ExchangeAPIOf(tp)) {
       info.kind = Kind::kExchangeTensor;
       info.api = api;
+      // OverrideExchangeAPI stores the reader before the APIs, and reclassifies after.
+      if (is_torch && api == g_state->exchange_to.load(std::memory_order_acquire) &&
+          g_state->torch_lazy_bits.load(std::memory_order_acquire) != nullptr) {
+        info.flags |= kTypeTorchImportRefusesLazyViews;
+      }
     } else if (IsNumpyArrayType(tp)) {
       info.kind = Kind::kNumpyTensor;
     }

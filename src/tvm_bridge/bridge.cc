@@ -9,7 +9,9 @@
 //   3. the installed apache-tvm-ffi's libtvm_ffi, loaded global, for a library that defines
 //      tvm::ffi GNU unique statics (type indices the dynamic loader shares process-wide: bound to
 //      the shim it would fill them with kffi's numbers, which a libtvm_ffi loaded later adopts);
-//      "installed" is KFFI_TVM_RUNTIME=<path>, else the path kffi's Python package registered;
+//      "installed" is KFFI_TVM_RUNTIME=<path>, else the path kffi's Python package registered,
+//      read before it is opened (RuntimeFileProblem: a FIFO, another library or kffi's own shim
+//      is refused without being opened);
 //   4. otherwise this library's shim, on kffi's runtime. The shim is never made global (that
 //      would interpose every TVM-FFI library loaded later, libtvm_ffi itself included): the
 //      library is opened as the dependency of a small generated "stub" object that also depends

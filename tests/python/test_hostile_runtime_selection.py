@@ -89,7 +89,7 @@ def targets(tmp_path_factory) -> dict:
     # An unrelated library, an object file, and a library that defines the runtime's names as
     # data (a runtime whose functions are not code is no runtime).
     (d / "unrelated.c").write_text("int unrelated(int x) { return x + 1; }\n")
-    data_names = "".join(f"const char {n}[] = \"not code\";\n" for n in _REQUIRED)
+    data_names = "".join(f'const char {n}[] = "not code";\n' for n in _REQUIRED)
     (d / "data_names.c").write_text(data_names)
     for cmd in (
         ["cc", "-shared", "-fPIC", "-o", d / "unrelated.so", d / "unrelated.c"],

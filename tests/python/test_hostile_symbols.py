@@ -82,8 +82,12 @@ _GOOD = (
     "}}\n"
 )
 
-_KFFI_META = '{{"name": "g", "params": [{{"name": "x", "type": "int"}}], "return": "int", "doc": "{}"}}'
-_TVM_META = '{{"type_schema": {{"type": "ffi.Function", "args": [{{"type": "int"}}, {{"type": "{}"}}]}}}}'
+_KFFI_META = (
+    '{{"name": "g", "params": [{{"name": "x", "type": "int"}}], "return": "int", "doc": "{}"}}'
+)
+_TVM_META = (
+    '{{"type_schema": {{"type": "ffi.Function", "args": [{{"type": "int"}}, {{"type": "{}"}}]}}}}'
+)
 
 # role -> (export prefix, symbol, body of its code (a safe call), its text as data, extra code).
 # The code form of each metadata role says "code" where the data form says "data".
@@ -98,7 +102,7 @@ ROLES = {
     "kffi_meta": (
         "__kffi_",
         "__kffi__meta_g",
-        "(void)a; return Str(R\"({})\", r);".format(_KFFI_META.format("from code")),
+        '(void)a; return Str(R"({})", r);'.format(_KFFI_META.format("from code")),
         _KFFI_META.format("from data"),
         "",
     ),
@@ -112,7 +116,7 @@ ROLES = {
     "tvm_metadata": (
         "__tvm_ffi_",
         "__tvm_ffi__metadata_g",
-        "(void)a; return Str(R\"({})\", r);".format(_TVM_META.format("int")),
+        '(void)a; return Str(R"({})", r);'.format(_TVM_META.format("int")),
         _TVM_META.format("float"),
         "",
     ),
@@ -158,16 +162,16 @@ def _form(form: str, sym: str, body: str, text: str) -> str:
             f'API int {sym}{_SIG} __attribute__((ifunc("{sym}_resolve")));\n'
         )
     if form == "const_char":
-        return f"API const char {sym}[] = R\"({text})\";\n"
+        return f'API const char {sym}[] = R"({text})";\n'
     if form == "char_data":
-        return f"API char {sym}[] = R\"({text})\";\n"
+        return f'API char {sym}[] = R"({text})";\n'
     if form == "notype_data":  # an assembly label without .type, over a NUL-terminated string
         return (
             f'asm(".pushsection .data\\n.globl {sym}\\n{sym}:\\n.byte {_asm_bytes(text)}\\n'
             f'.size {sym},{len(text.encode()) + 1}\\n.popsection\\n");\n'
         )
     if form == "pointer":
-        return f"API const char* const {sym} = R\"({text})\";\n"
+        return f'API const char* const {sym} = R"({text})";\n'
     if form == "integer":
         return f"API const int64_t {sym} = 5;\n"
     if form == "zeroed":

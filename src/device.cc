@@ -13,6 +13,7 @@
 #include <mutex>
 #include <string>
 
+#include "code_symbol.h"
 #include "runtime_internal.h"
 
 namespace {
@@ -44,7 +45,8 @@ char g_no_context;
 
 template <typename T>
 bool Bind(void* lib, const char* name, T* out) {
-  *out = reinterpret_cast<T>(dlsym(lib, name));
+  std::string not_code;  // a driver whose symbol is not code lacks that function
+  *out = reinterpret_cast<T>(kffi::details::FindCodeSymbol(lib, name, &not_code));
   return *out != nullptr;
 }
 

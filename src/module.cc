@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "code_symbol.h"
 #include "load_object.h"
 #include "module_elf.h"
 #include "runtime_internal.h"
@@ -47,6 +48,9 @@ struct Library {
   void* dl_handle = nullptr;           // null for the system library
   bool names_known = false;            // whether `functions` came from the symbol table
   std::vector<std::string> functions;  // sorted
+  // The metadata symbols the file defines and how each may be read (ElfSymbolUse): a symbol
+  // that is not code is never called.
+  std::map<std::string, kffi::details::ElfSymbolUse> metadata;
   // A library built for the TVM-FFI ABI: its functions are `__tvm_ffi_<name>`, called through
   // libkffi_tvm (tvm_bridge_api.h), which keeps tvm_state for it.
   bool tvm = false;
@@ -199,14 +203,43 @@ ModulePayload* CheckModule(KFFIObjectHandle mod, const char* where) {
 
 // ---- symbols ---------------------------------------------------------------------------------
 
-void* FindSymbol(const ModulePayload* m, const std::string& symbol) {
+// The code at m's symbol, through the one check of what is called (code_symbol.h); NULL when
+// it has none. A symbol that resolves to something that is not code is an error naming it.
+KFFISafeCallType FindCode(const ModulePayload* m, const std::string& symbol) {
+  std::string problem;
+  void* address = nullptr;
+  if (m->is_system()) {
+    SystemLibTable* sys = SystemLibTable::Get();
+    {
+      std::lock_guard<std::mutex> lock(sys->mutex);
+      auto it = sys->symbols.find(symbol);
+      if (it != sys->symbols.end()) address = it->second;
+    }
+    std::string where;
+    if (address != nullptr && !kffi::details::IsLoadedCode(address, &where)) {
+      problem = "the symbol `" + symbol + "` was registered with " + where +
+                ": it is not code, and kffi calls only code";
+      address = nullptr;
+    }
+  } else {
+    address = kffi::details::FindCodeSymbol(m->library->dl_handle, symbol, &problem);
+  }
+  if (!problem.empty()) {
+    ThrowCApiError("RuntimeError", "Cannot use module `" + m->library->path + "`: " + problem);
+  }
+  return reinterpret_cast<KFFISafeCallType>(address);
+}
+
+// Whether m has the symbol (for a library, as its file says: a metadata symbol; for the system
+// library, as registered).
+bool HasMetadataCode(const ModulePayload* m, const std::string& symbol) {
   if (m->is_system()) {
     SystemLibTable* sys = SystemLibTable::Get();
     std::lock_guard<std::mutex> lock(sys->mutex);
-    auto it = sys->symbols.find(symbol);
-    return it == sys->symbols.end() ? nullptr : it->second;
+    return sys->symbols.count(symbol) != 0;
   }
-  return dlsym(m->library->dl_handle, symbol.c_str());
+  auto it = m->library->metadata.find(symbol);
+  return it != m->library->metadata.end() && it->second.kind == kffi::details::ElfSymbolUse::kCall;
 }
 
 // The exported function `name` of m itself, or NULL. When the symbol table was read, only the
@@ -220,7 +253,7 @@ KFFISafeCallType FindOwnFunction(const ModulePayload* m, const std::string& name
     return nullptr;
   }
   const char* prefix = lib->tvm ? kTvmExportPrefix : kExportPrefix;
-  return reinterpret_cast<KFFISafeCallType>(FindSymbol(m, prefix + name));
+  return FindCode(m, prefix + name);
 }
 
 std::vector<std::string> OwnFunctionNames(const ModulePayload* m) {
@@ -349,12 +382,14 @@ const TvmBridgeApi* GetTvmBridge() {
       if (handle == nullptr) {
         why = "cannot open kffi's TVM-FFI bridge `" + path + "`: " + DlErrorText();
       } else {
+        std::string not_code;
         auto get = reinterpret_cast<kffi::details::TvmBridgeGetApiFn>(
-            dlsym(handle, kffi::details::kTvmBridgeEntrySymbol));
+            kffi::details::FindCodeSymbol(handle, kffi::details::kTvmBridgeEntrySymbol, &not_code));
         const TvmBridgeApi* got = get != nullptr ? get() : nullptr;
         if (got == nullptr || got->api_version != kffi::details::kTvmBridgeApiVersion ||
             got->abi_version != KFFI_ABI_VERSION) {
-          why = "kffi's TVM-FFI bridge `" + path + "` belongs to another kffi build";
+          why = "kffi's TVM-FFI bridge `" + path + "` belongs to another kffi build" +
+                (not_code.empty() ? "" : " (" + not_code + ")");
         } else {
           api = got;
           return api;
@@ -371,6 +406,13 @@ void CheckBeforeOpen(const std::string& given, const kffi::details::ElfExports& 
   if (!elf.readable) {
     ThrowCApiError("RuntimeError",
                    LoadError(given, "not a loadable shared library: " + elf.problem));
+  }
+  if (!elf.misplaced_code.empty()) {
+    std::string which;
+    for (const std::string& m : elf.misplaced_code) which += (which.empty() ? "" : "; ") + m;
+    ThrowCApiError("RuntimeError",
+                   LoadError(given, which + ". kffi calls only code in executable sections, and "
+                                            "this library says otherwise"));
   }
   if (elf.has_abi_version) {
     if (elf.abi_version_size != sizeof(uint32_t)) {
@@ -428,6 +470,7 @@ Library* OpenLibrary(const std::string& given, const std::string& canonical) {
   lib->dl_handle = handle;
   lib->names_known = true;
   lib->functions = tvm ? std::move(elf.tvm_functions) : std::move(elf.functions);
+  lib->metadata = std::move(elf.metadata);
   lib->tvm = tvm;
   lib->tvm_state = tvm_state;
   return lib;
@@ -608,8 +651,7 @@ int KFFIModuleGetFunction(KFFIObjectHandle mod, const KFFIByteArray* name, int q
     // Symbols made by KFFI_EXPORT (they come with `__kffi__meta_<name>`) ignore their handle, so
     // the function object can enter them directly, one indirect call fewer per call. Other
     // symbols keep the NULL-handle convention through CallModuleFunction.
-    bool from_export =
-        FindSymbol(RuntimePayload<ModulePayload>(found.first), "__kffi__meta_" + n) != nullptr;
+    bool from_export = HasMetadataCode(RuntimePayload<ModulePayload>(found.first), kMetaPrefix + n);
     KFFISafeCallType entry = from_export ? found.second : &CallModuleFunction;
     *out = NewRuntimeObject<ModuleFunctionPayload>(kKFFIFunction, entry, found.second, found.first);
   }
@@ -642,8 +684,23 @@ int KFFIModuleGetFunctionMetadata(KFFIObjectHandle mod, const KFFIByteArray* nam
   if (owner == nullptr) return 0;
   const Library* owner_lib = RuntimePayload<ModulePayload>(owner)->library;
   if (owner_lib->tvm) return GetTvmBridge()->get_metadata(owner_lib->tvm_state, n.c_str(), out);
-  auto meta = reinterpret_cast<KFFISafeCallType>(
-      FindSymbol(RuntimePayload<ModulePayload>(owner), kMetaPrefix + n));
+  const std::string symbol = kMetaPrefix + n;
+  const ModulePayload* owner_module = RuntimePayload<ModulePayload>(owner);
+  if (!owner_module->is_system()) {
+    // The file said what the symbol is: only code is called; a `const char[]` is its text.
+    auto it = owner_lib->metadata.find(symbol);
+    if (it == owner_lib->metadata.end()) return 0;
+    if (it->second.kind == kffi::details::ElfSymbolUse::kText) {
+      kffi::details::MakeStringAny(it->second.text.data(), it->second.text.size(),
+                                   /*is_bytes=*/false, out);
+      return 0;
+    }
+    if (it->second.kind == kffi::details::ElfSymbolUse::kRefuse) {
+      ThrowCApiError("RuntimeError", "The metadata symbol `" + symbol + "` of `" + owner_lib->path +
+                                         "` cannot be read: it is " + it->second.text);
+    }
+  }
+  KFFISafeCallType meta = FindCode(owner_module, symbol);
   if (meta == nullptr) return 0;
   KFFIAny result;
   SetNone(&result);

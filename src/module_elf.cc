@@ -10,6 +10,8 @@
 #include <cstring>
 #include <string_view>
 
+#include "tvm_bridge_api.h"
+
 namespace kffi {
 namespace details {
 namespace {
@@ -21,14 +23,19 @@ constexpr uint32_t kSectionStrTab = 3;
 constexpr uint32_t kSectionDynamic = 6;
 constexpr uint32_t kSectionNoBits = 8;
 constexpr uint32_t kSectionDynSym = 11;
+constexpr uint64_t kSectionFlagWrite = 0x1;
 constexpr uint64_t kSectionFlagExec = 0x4;
 constexpr uint16_t kSectionIndexUndef = 0;
 constexpr uint16_t kSectionIndexLoReserve = 0xff00;
 constexpr unsigned char kBindGlobal = 1;
 constexpr unsigned char kBindWeak = 2;
 constexpr unsigned char kBindGnuUnique = 10;
+constexpr uint16_t kSectionIndexAbs = 0xfff1;
 constexpr unsigned char kTypeNoType = 0;
+constexpr unsigned char kTypeObject = 1;
 constexpr unsigned char kTypeFunc = 2;
+constexpr unsigned char kTypeCommon = 5;
+constexpr unsigned char kTypeTls = 6;
 constexpr unsigned char kTypeGnuIFunc = 10;
 constexpr unsigned char kVisibilityDefault = 0;
 constexpr unsigned char kVisibilityProtected = 3;
@@ -121,13 +128,167 @@ bool ReadUint32Symbol(const ByteSource& src, const std::vector<Elf64Section>& se
   return src.Read(sec.offset + in_section, out, sizeof(uint32_t));
 }
 
-// Whether a defined symbol is code: functions, ifuncs, and untyped labels in executable sections
-// (assembly without .type). Data objects, TLS and the rest are not.
-bool IsCodeSymbol(const Elf64Symbol& sym, const std::vector<Elf64Section>& sections) {
+// The sections and their names, for what a symbol is and where it lies.
+struct SectionTable {
+  const std::vector<Elf64Section>& sections;
+  const std::string& names;  // .shstrtab (empty when it cannot be read)
+
+  // The symbol's section, or NULL (undefined, absolute, reserved or past the table).
+  const Elf64Section* Of(const Elf64Symbol& sym) const {
+    if (sym.shndx == kSectionIndexUndef || sym.shndx >= kSectionIndexLoReserve ||
+        sym.shndx >= sections.size()) {
+      return nullptr;
+    }
+    return &sections[sym.shndx];
+  }
+  bool Executable(const Elf64Symbol& sym) const {
+    const Elf64Section* sec = Of(sym);
+    return sec != nullptr && (sec->flags & kSectionFlagExec) != 0;
+  }
+  // "section `.data`", "no section (an absolute address)", ...
+  std::string Where(const Elf64Symbol& sym) const {
+    if (sym.shndx == kSectionIndexAbs) return "no section (an absolute address)";
+    const Elf64Section* sec = Of(sym);
+    if (sec == nullptr) return "no section it can name (index " + std::to_string(sym.shndx) + ")";
+    std::string_view name;
+    return NameAt(names, sec->name, &name) && !name.empty()
+               ? "section `" + std::string(name) + "`"
+               : "section #" + std::to_string(sym.shndx);
+  }
+};
+
+// What the symbol's type says it is, for messages.
+std::string TypeLabel(const Elf64Symbol& sym) {
+  switch (sym.info & 0xf) {
+    case kTypeNoType:
+      return "an untyped symbol (STT_NOTYPE)";
+    case kTypeObject:
+      return "a data object (STT_OBJECT)";
+    case kTypeFunc:
+      return "a function (STT_FUNC)";
+    case kTypeCommon:
+      return "a common block (STT_COMMON)";
+    case kTypeTls:
+      return "a thread-local variable (STT_TLS)";
+    case kTypeGnuIFunc:
+      return "an indirect function (STT_GNU_IFUNC)";
+    default:
+      return "a symbol of type " + std::to_string(sym.info & 0xf);
+  }
+}
+
+// Whether the symbol's type says it is code: a function or an indirect function.
+bool ClaimsCode(const Elf64Symbol& sym) {
   const unsigned char type = sym.info & 0xf;
-  if (type == kTypeFunc || type == kTypeGnuIFunc) return true;
-  if (type != kTypeNoType || sym.shndx >= sections.size()) return false;
-  return (sections[sym.shndx].flags & kSectionFlagExec) != 0;
+  return type == kTypeFunc || type == kTypeGnuIFunc;
+}
+
+// Whether a defined symbol is code kffi may call: a function, an indirect function, or an untyped
+// label (assembly without .type), in an executable section. Data objects, TLS and the rest are
+// not, and neither is a function symbol placed in a data section (ClaimsCode without this).
+bool IsCodeSymbol(const Elf64Symbol& sym, const SectionTable& table) {
+  const unsigned char type = sym.info & 0xf;
+  return (ClaimsCode(sym) || type == kTypeNoType) && table.Executable(sym);
+}
+
+// The text a data symbol holds when it is a NUL-terminated string (a `const char[]`): its bytes in
+// the file, whose first NUL is the last. *budget (bytes of text still allowed) keeps symbols that
+// share bytes from reading more than the file holds. False with *why otherwise.
+bool ReadSymbolText(const ByteSource& src, const SectionTable& table, const Elf64Symbol& sym,
+                    uint64_t* budget, std::string* out, std::string* why) {
+  const Elf64Section* sec = table.Of(sym);
+  if (sec == nullptr || sym.size == 0) {
+    *why = "it holds no bytes";
+    return false;
+  }
+  if (sym.value < sec->addr || sym.value - sec->addr > sec->size ||
+      sym.size > sec->size - (sym.value - sec->addr)) {
+    *why = "it lies outside its section";
+    return false;
+  }
+  if (sym.size > *budget) {
+    *why = "its text is larger than the file";
+    return false;
+  }
+  *budget -= sym.size;
+  const uint64_t in_section = sym.value - sec->addr;
+  if (sec->type == kSectionNoBits) {
+    out->assign(sym.size, '\0');  // zero-initialised storage (.bss)
+  } else if (sec->offset > UINT64_MAX - in_section ||
+             !src.Contains(sec->offset + in_section, sym.size)) {
+    *why = "its bytes lie outside the file";
+    return false;
+  } else {
+    out->assign(sym.size, '\0');
+    if (!src.Read(sec->offset + in_section, out->data(), sym.size)) {
+      *why = "its bytes cannot be read";
+      return false;
+    }
+  }
+  if (out->find('\0') != out->size() - 1) {
+    *why = "its " + std::to_string(sym.size) +
+           " bytes are not a NUL-terminated string (a `const char[]`)";
+    return false;
+  }
+  out->pop_back();
+  return true;
+}
+
+// How kffi may read a metadata symbol (ElfSymbolUse); misplaced code is the caller's to report.
+ElfSymbolUse MetadataUse(const ByteSource& src, const SectionTable& table, const Elf64Symbol& sym,
+                         uint64_t* budget) {
+  ElfSymbolUse use;
+  if (IsCodeSymbol(sym, table)) {
+    use.kind = ElfSymbolUse::kCall;
+    return use;
+  }
+  const unsigned char type = sym.info & 0xf;
+  const std::string what = TypeLabel(sym) + " in " + table.Where(sym);
+  if (type == kTypeObject || type == kTypeNoType) {
+    std::string why;
+    if (ReadSymbolText(src, table, sym, budget, &use.text, &why)) {
+      use.kind = ElfSymbolUse::kText;
+      return use;
+    }
+    use.text = what + ": " + why;
+    return use;
+  }
+  use.text = what + ", neither code nor a string";
+  return use;
+}
+
+// Whether [begin, begin + size) overlaps one of the ranges.
+bool Overlaps(uint64_t begin, uint64_t size,
+              const std::vector<std::pair<uint64_t, uint64_t>>& ranges) {
+  for (const auto& r : ranges) {
+    const uint64_t end = r.second > UINT64_MAX - r.first ? UINT64_MAX : r.first + r.second;
+    if (begin < end && r.first < begin + size) return true;
+  }
+  return false;
+}
+
+// Whether the loader can store the library's context (a pointer) at `__tvm_ffi__library_ctx`:
+// an aligned, pointer-sized data object in a writable section that PT_GNU_RELRO does not make
+// read-only after relocation. *why says what it is otherwise.
+bool IsWritablePointer(const Elf64Symbol& sym, const SectionTable& table,
+                       const std::vector<std::pair<uint64_t, uint64_t>>& relro, std::string* why) {
+  const Elf64Section* sec = table.Of(sym);
+  const unsigned char type = sym.info & 0xf;
+  const std::string what = TypeLabel(sym) + " in " + table.Where(sym);
+  if ((type != kTypeObject && type != kTypeNoType) || sec == nullptr) {
+    *why = what;
+  } else if ((sec->flags & kSectionFlagWrite) == 0 || (sec->flags & kSectionFlagExec) != 0) {
+    *why = what + ", which is not writable";
+  } else if (sym.size < sizeof(void*) || sym.value % alignof(void*) != 0 ||
+             sym.value > UINT64_MAX - sizeof(void*)) {
+    *why =
+        what + " of " + std::to_string(sym.size) + " bytes, not an aligned pointer-sized variable";
+  } else if (Overlaps(sym.value, sizeof(void*), relro)) {
+    *why = what + ", which is read-only once relocated (PT_GNU_RELRO)";
+  } else {
+    return true;
+  }
+  return false;
 }
 
 void SortUnique(std::vector<std::string>* v) {
@@ -145,7 +306,7 @@ struct DynamicInfo {
 
 // Reads the dynamic section (its sh_link names its string table).
 bool ReadDynamic(const ByteSource& src, const std::vector<Elf64Section>& sections,
-                 std::vector<std::string>* needed, DynamicInfo* info) {
+                 std::vector<std::string>* needed, std::string* soname, DynamicInfo* info) {
   for (const Elf64Section& sec : sections) {
     if (sec.type != kSectionDynamic) continue;
     if (sec.link >= sections.size() || sec.size % sizeof(Elf64Dyn) != 0) return false;
@@ -164,6 +325,12 @@ bool ReadDynamic(const ByteSource& src, const std::vector<Elf64Section>& section
           std::string_view name;
           if (!NameAt(names, d.val, &name)) return false;
           needed->emplace_back(name);
+          break;
+        }
+        case kDynSoname: {
+          std::string_view name;
+          if (!NameAt(names, d.val, &name)) return false;
+          soname->assign(name);
           break;
         }
         case kDynSymTab:
@@ -339,13 +506,39 @@ ElfExports ReadFrom(const ByteSource& src) {
     return out;
   }
   DynamicInfo dyn;
-  if (!ReadDynamic(src, sections, &out.needed, &dyn)) {
+  if (!ReadDynamic(src, sections, &out.needed, &out.soname, &dyn)) {
     out.problem = "malformed ELF file: bad dynamic section";
     return out;
   }
   out.readable = true;
+  // Section names and read-only-after-relocation ranges serve messages and the context check
+  // only: a file without them is still read.
+  std::string section_names;
+  if (eh.shstrndx < num_sections && sections[eh.shstrndx].type == kSectionStrTab &&
+      !ReadSectionBytes(src, sections[eh.shstrndx], &section_names)) {
+    section_names.clear();
+  }
+  const SectionTable table{sections, section_names};
+  std::vector<std::pair<uint64_t, uint64_t>> relro;
+  if (eh.phentsize == sizeof(Elf64ProgramHeader) &&
+      src.Contains(eh.phoff, uint64_t{eh.phnum} * sizeof(Elf64ProgramHeader))) {
+    for (uint64_t i = 0; i < eh.phnum; ++i) {
+      Elf64ProgramHeader ph;
+      if (!src.Read(eh.phoff + i * sizeof(ph), &ph, sizeof(ph))) break;
+      if (ph.type == kProgramGnuRelro) relro.emplace_back(ph.vaddr, ph.memsz);
+    }
+  }
+  uint64_t text_budget = src.size();  // metadata text read from the file, in all
   const std::string_view export_prefix(kExportPrefix);
   const std::string_view tvm_prefix(kTvmExportPrefix);
+  // A symbol kffi would call that says it is code but lies in no executable section.
+  auto misplaced = [&](std::string_view name, const Elf64Symbol& sym) {
+    if (!ClaimsCode(sym) || IsCodeSymbol(sym, table)) return false;
+    out.misplaced_code.push_back("`" + std::string(name) + "` is " + TypeLabel(sym) + " in " +
+                                 table.Where(sym) +
+                                 (table.Of(sym) != nullptr ? ", which is not executable" : ""));
+    return true;
+  };
   const size_t num_symbols = raw_symbols.size() / sizeof(Elf64Symbol);
   for (size_t i = 1; i < num_symbols; ++i) {  // entry 0 is the reserved null symbol
     Elf64Symbol sym;
@@ -369,7 +562,12 @@ ElfExports ReadFrom(const ByteSource& src) {
     // Only definitions that dlsym can see: global-ish, default or protected visibility.
     if (bind != kBindGlobal && bind != kBindWeak && bind != kBindGnuUnique) continue;
     if (visibility != kVisibilityDefault && visibility != kVisibilityProtected) continue;
-    if (StartsWith(name, export_prefix)) {
+    if (StartsWith(name, kMetaPrefix) || StartsWith(name, kTvmMetadataPrefix) ||
+        StartsWith(name, kTvmDocPrefix)) {
+      if (!misplaced(name, sym) && out.metadata.count(std::string(name)) == 0) {
+        out.metadata.emplace(name, MetadataUse(src, table, sym, &text_budget));
+      }
+    } else if (StartsWith(name, export_prefix)) {
       if (name == kAbiVersionSymbol) {
         out.has_abi_version = true;
         out.abi_version_size = sym.size;
@@ -379,11 +577,13 @@ ElfExports ReadFrom(const ByteSource& src) {
       }
       std::string_view rest = name.substr(export_prefix.size());
       // `__kffi__*` names are the module ABI's own (metadata, version), never functions.
-      if (rest.empty() || rest.front() == '_' || !IsCodeSymbol(sym, sections)) continue;
-      out.functions.emplace_back(rest);
+      if (rest.empty() || rest.front() == '_' || misplaced(name, sym)) continue;
+      if (IsCodeSymbol(sym, table)) out.functions.emplace_back(rest);
     } else if (StartsWith(name, tvm_prefix)) {
       if (name == kTvmLibraryCtxSymbol) {
         out.tvm_library_ctx = true;
+        out.tvm_library_ctx_writable =
+            IsWritablePointer(sym, table, relro, &out.tvm_library_ctx_problem);
         continue;
       }
       if (name == kTvmLibraryBinSymbol) {
@@ -391,13 +591,19 @@ ElfExports ReadFrom(const ByteSource& src) {
         continue;
       }
       std::string_view rest = name.substr(tvm_prefix.size());
-      if (rest.empty() || rest.front() == '_' || !IsCodeSymbol(sym, sections)) continue;
-      out.tvm_functions.emplace_back(rest);
+      if (rest.empty() || rest.front() == '_' || misplaced(name, sym)) continue;
+      if (IsCodeSymbol(sym, table)) out.tvm_functions.emplace_back(rest);
+    } else if (StartsWith(name, kTvmRuntimePrefix)) {
+      if (IsCodeSymbol(sym, table)) out.tvm_runtime_functions.emplace_back(name);
+    } else if (name == kTvmBridgeEntrySymbol) {
+      out.kffi_bridge = true;
     }
   }
   SortUnique(&out.functions);
   SortUnique(&out.tvm_functions);
   SortUnique(&out.tvm_imports);
+  SortUnique(&out.tvm_runtime_functions);
+  SortUnique(&out.misplaced_code);
   if (!out.tvm_imports.empty()) {
     ReadImportSlots(src, sections, dyn, *dynsym, eh.machine, raw_symbols, names, &out);
   }

@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,19 @@ struct ElfImportSlot {
   bool plain = false;
 };
 
+/// How kffi may use a metadata symbol (`__kffi__meta_<f>`, `__tvm_ffi__metadata_<f>`,
+/// `__tvm_ffi__doc_<f>`), which it reads for a str: by calling it, by taking the text it holds,
+/// or not at all. Decided from the file, so that nothing that is not code is ever called.
+struct ElfSymbolUse {
+  enum Kind : uint8_t {
+    kCall,    // code in an executable section: called like a function for its str
+    kText,    // a data object holding a NUL-terminated string (a `const char[]`): text
+    kRefuse,  // anything else: reading it is an error, text says what the symbol is
+  };
+  Kind kind = kRefuse;
+  std::string text;
+};
+
 /// What the dynamic symbol table (and the dynamic section) of a library file says. Read from the
 /// file rather than from a loaded image because dlopen cannot enumerate symbols, and because
 /// reading first lets the loader refuse a library before any of its code runs.
@@ -44,7 +58,8 @@ struct ElfExports {
   /// Why it was not readable, worded to follow "not a loadable shared library: ".
   std::string problem;
   /// Names of the exported functions (`__kffi_<name>` minus the prefix), sorted and unique. Only
-  /// code symbols count: a data object named `__kffi_x` is not a function.
+  /// code symbols count (IsCodeSymbol in module_elf.cc: a function, an indirect function or an
+  /// untyped label, in an executable section): a data object named `__kffi_x` is not a function.
   std::vector<std::string> functions;
   /// Whether `__kffi__abi_version` is defined and exported.
   bool has_abi_version = false;
@@ -65,6 +80,26 @@ struct ElfExports {
   /// apache-tvm-ffi's C++ headers, which the dynamic loader shares with every library of the
   /// process, libtvm_ffi included (docs/tvm_ffi.md, "Which runtime a library runs on").
   bool tvm_shared_statics = false;
+  /// The symbols kffi would call (`__kffi_<f>`, `__tvm_ffi_<f>` and the metadata symbols) that
+  /// claim to be code (STT_FUNC, STT_GNU_IFUNC) but lie outside every executable section, each
+  /// described for a message ("`__kffi_f` is a function (STT_FUNC) in section `.data`, which is
+  /// not executable"). The loader refuses such a library before dlopen.
+  std::vector<std::string> misplaced_code;
+  /// The metadata symbols the library exports, by full name, and how each may be read.
+  std::map<std::string, ElfSymbolUse> metadata;
+  /// Whether `__tvm_ffi__library_ctx` is a pointer-sized, aligned variable that stays writable
+  /// once loaded (a writable section, outside PT_GNU_RELRO): what the loader stores the library's
+  /// context in. When it is not, tvm_library_ctx_problem says what it is.
+  bool tvm_library_ctx_writable = false;
+  std::string tvm_library_ctx_problem;
+  /// DT_SONAME, empty when there is none.
+  std::string soname;
+  /// The TVM-FFI runtime functions the file defines and exports as code (`TVMFFI*`), sorted:
+  /// what tells apache-tvm-ffi's libtvm_ffi (or kffi's shim) from another library.
+  std::vector<std::string> tvm_runtime_functions;
+  /// Whether it defines `KFFITvmBridgeGetApi` (kTvmBridgeEntrySymbol): it is a kffi TVM-FFI bridge
+  /// (libkffi_tvm), of any build, which must never be made global.
+  bool kffi_bridge = false;
   /// DT_NEEDED entries, in file order.
   std::vector<std::string> needed;
   /// The dynamic relocations against those imports, in file order (what the TVM-FFI bridge
@@ -167,12 +202,15 @@ constexpr uint16_t kElfTypeDyn = 3;
 constexpr uint32_t kProgramLoad = 1;
 constexpr uint32_t kProgramDynamic = 2;
 constexpr uint32_t kProgramGnuStack = 0x6474e551;
+constexpr uint32_t kProgramGnuRelro = 0x6474e552;
+constexpr uint32_t kProgramFlagExec = 0x1;
 constexpr int64_t kDynNull = 0;
 constexpr int64_t kDynNeeded = 1;
 constexpr int64_t kDynHash = 4;
 constexpr int64_t kDynStrTab = 5;
 constexpr int64_t kDynSymTab = 6;
 constexpr int64_t kDynStrSz = 10;
+constexpr int64_t kDynSoname = 14;
 constexpr int64_t kDynSymEnt = 11;
 constexpr int64_t kDynPltRelSz = 2;
 constexpr int64_t kDynRela = 7;

@@ -19,7 +19,8 @@ namespace details {
 struct ElfExports;
 
 /// Bumped whenever TvmBridgeApi or its meaning changes.
-constexpr uint32_t kTvmBridgeApiVersion = 2;  // 2: ElfExports::tvm_shared_statics
+// 2: ElfExports::tvm_shared_statics; 3: ElfExports::metadata, misplaced_code, tvm_library_ctx_*
+constexpr uint32_t kTvmBridgeApiVersion = 3;
 /// File name of the bridge library, found next to libkffi.
 constexpr const char kTvmBridgeLibraryName[] = "libkffi_tvm.so";
 /// The one symbol libkffi looks up in it: `const TvmBridgeApi* KFFITvmBridgeGetApi(void)`.

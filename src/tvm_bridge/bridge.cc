@@ -9,7 +9,9 @@
 //   3. the installed apache-tvm-ffi's libtvm_ffi, loaded global, for a library that defines
 //      tvm::ffi GNU unique statics (type indices the dynamic loader shares process-wide: bound to
 //      the shim it would fill them with kffi's numbers, which a libtvm_ffi loaded later adopts);
-//      "installed" is KFFI_TVM_RUNTIME=<path>, else the path kffi's Python package registered;
+//      "installed" is KFFI_TVM_RUNTIME=<path>, else the path kffi's Python package registered,
+//      read before it is opened (RuntimeFileProblem: a FIFO, another library or kffi's own shim
+//      is refused without being opened);
 //   4. otherwise this library's shim, on kffi's runtime. The shim is never made global (that
 //      would interpose every TVM-FFI library loaded later, libtvm_ffi itself included): the
 //      library is opened as the dependency of a small generated "stub" object that also depends
@@ -20,6 +22,7 @@
 #include <kffi/error.h>
 #include <link.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -31,6 +34,7 @@
 #include <string>
 #include <vector>
 
+#include "../code_symbol.h"
 #include "../module_elf.h"
 #include "../tvm_bridge_api.h"
 #include "bridge_internal.h"
@@ -81,15 +85,35 @@ struct RealRuntimes {
 
 template <typename F>
 bool Resolve(void* handle, const char* name, F* out) {
-  *out = reinterpret_cast<F>(dlsym(handle, name));
+  std::string not_code;  // a runtime whose symbol is not code lacks that function
+  *out = reinterpret_cast<F>(details::FindCodeSymbol(handle, name, &not_code));
   return *out != nullptr;
+}
+
+// The functions RuntimeForHandle requires of a runtime, sorted: what a file named as
+// apache-tvm-ffi's runtime must define before it is opened (RuntimeFileProblem).
+constexpr const char* kRequiredRuntimeFunctions[] = {
+    "TVMFFIEnvGetDLPackManagedTensorAllocator",
+    "TVMFFIEnvGetStream",
+    "TVMFFIEnvSetDLPackManagedTensorAllocator",
+    "TVMFFIEnvSetStream",
+    "TVMFFIErrorMoveFromRaised",
+    "TVMFFIErrorSetRaised",
+    "TVMFFIFunctionSetGlobal",
+};
+
+// Whether the object loaded at base (reached through handle) is a kffi TVM-FFI bridge, this one
+// or a copy of any build: it defines the TVM-FFI functions, but it is no runtime of its own.
+bool IsKffiBridge(void* handle, const void* base) {
+  void* marker = dlsym(handle, details::kTvmBridgeEntrySymbol);
+  return base == OwnBase() || (marker != nullptr && BaseOf(marker) == base);
 }
 
 // The record of the runtime loaded at handle (made once per object).
 const RealRuntime* RuntimeForHandle(void* handle) {
   void* probe = dlsym(handle, "TVMFFIErrorMoveFromRaised");
   const void* base = BaseOf(probe);
-  if (base == nullptr || base == OwnBase()) return nullptr;
+  if (base == nullptr || IsKffiBridge(handle, base)) return nullptr;
   RealRuntimes* all = RealRuntimes::Get();
   std::lock_guard<std::mutex> lock(all->mutex);
   auto it = all->by_base.find(base);
@@ -99,6 +123,7 @@ const RealRuntime* RuntimeForHandle(void* handle) {
   if (dladdr(probe, &info) != 0 && info.dli_fname != nullptr) r->path = info.dli_fname;
   r->handle = handle;
   r->base = base;
+  // Each of kRequiredRuntimeFunctions.
   bool ok = Resolve(handle, "TVMFFIEnvSetStream", &r->env_set_stream) &&
             Resolve(handle, "TVMFFIEnvGetStream", &r->env_get_stream) &&
             Resolve(handle, "TVMFFIEnvSetDLPackManagedTensorAllocator", &r->env_set_allocator) &&
@@ -239,6 +264,8 @@ struct LibraryState {
   void* handle = nullptr;
   const RealRuntime* real = nullptr;  // NULL: bound to the shim (or imports nothing)
   unsigned env_use = 0;               // EnvUse: what of the environment its code can read
+  // The metadata symbols of the file and how each may be read: only code is ever called.
+  std::map<std::string, details::ElfSymbolUse> metadata;
 };
 
 // Dependencies known not to read the TVM-FFI environment on a library's behalf.
@@ -327,6 +354,39 @@ struct InstalledRuntime {
 
 constexpr const char kRuntimeEnv[] = "KFFI_TVM_RUNTIME";
 
+// Whether two paths name one file (the same device and inode: a symbolic or hard link too).
+bool SameFile(const std::string& a, const std::string& b) {
+  struct stat sa, sb;
+  return stat(a.c_str(), &sa) == 0 && stat(b.c_str(), &sb) == 0 && sa.st_dev == sb.st_dev &&
+         sa.st_ino == sb.st_ino;
+}
+
+// Why the file named as apache-tvm-ffi's runtime cannot be one (empty when it may be), from the
+// file alone: nothing is opened before this says yes. dlopen of a FIFO blocks for a writer, and
+// opening kffi's own shim RTLD_GLOBAL would make it global (it would interpose every TVM-FFI
+// library loaded later, libtvm_ffi included).
+std::string RuntimeFileProblem(const std::string& runtime) {
+  const ElfExports elf = details::ReadElfExports(runtime);
+  if (!elf.readable) return elf.problem;
+  if (elf.kffi_bridge || elf.soname == details::kTvmBridgeLibraryName ||
+      SameFile(runtime, OwnPath())) {
+    return std::string("it is kffi's own TVM-FFI shim (") + details::kTvmBridgeLibraryName +
+           "), not apache-tvm-ffi's runtime";
+  }
+  std::string missing;
+  for (const char* name : kRequiredRuntimeFunctions) {
+    if (!std::binary_search(elf.tvm_runtime_functions.begin(), elf.tvm_runtime_functions.end(),
+                            std::string(name))) {
+      missing += (missing.empty() ? "" : ", ") + std::string(name);
+    }
+  }
+  if (!missing.empty()) {
+    return "it does not define the TVM-FFI runtime functions " + missing +
+           " (it is not apache-tvm-ffi's libtvm_ffi.so)";
+  }
+  return std::string();
+}
+
 // The installed runtime, loaded RTLD_GLOBAL (as `import tvm_ffi` loads it), so that the library
 // about to be opened binds to it; NULL when none is known or KFFI_TVM_RUNTIME=shim.
 const RealRuntime* LoadInstalledRuntime(const std::string& library_path) {
@@ -340,12 +400,16 @@ const RealRuntime* LoadInstalledRuntime(const std::string& library_path) {
     runtime = installed->path;
   }
   if (runtime.empty() || runtime == "shim") return nullptr;
-  dlerror();
-  if (dlopen(runtime.c_str(), RTLD_NOW | RTLD_GLOBAL) == nullptr) {
+  std::string problem = RuntimeFileProblem(runtime);
+  if (problem.empty()) {
+    dlerror();
+    if (dlopen(runtime.c_str(), RTLD_NOW | RTLD_GLOBAL) == nullptr) problem = DlErrorText();
+  }
+  if (!problem.empty()) {
     Refuse(library_path,
            std::string("it needs apache-tvm-ffi's runtime, and `") + runtime + "` (" +
                (env != nullptr && env[0] != '\0' ? kRuntimeEnv : "installed") +
-               ") does not load: " + DlErrorText() + ". Set " + kRuntimeEnv +
+               ") does not load: " + problem + ". Set " + kRuntimeEnv +
                "=shim to run the libraries that do not link libtvm_ffi on kffi's runtime "
                "instead");
   }
@@ -359,6 +423,12 @@ const RealRuntime* LoadInstalledRuntime(const std::string& library_path) {
 }
 
 void* OpenLibraryOrThrow(const std::string& path, const ElfExports& elf) {
+  if (elf.tvm_library_ctx && !elf.tvm_library_ctx_writable) {
+    Refuse(path, std::string("its `") + details::kTvmLibraryCtxSymbol + "` is " +
+                     elf.tvm_library_ctx_problem +
+                     "; the loader stores the library's context there, so it must be a "
+                     "writable pointer variable");
+  }
   if (elf.tvm_library_bin) {
     Refuse(path,
            "it embeds binary modules (`__tvm_ffi__library_bin`, e.g. a model compiled by "
@@ -411,6 +481,7 @@ int OpenLibrary(const char* path, const ElfExports* elf, void** out_handle, void
   try {
     auto state = std::make_unique<LibraryState>();
     state->path = path;
+    state->metadata = elf->metadata;
     state->handle = OpenLibraryOrThrow(state->path, *elf);
     state->real = BoundRuntime(state->handle, *elf);
     state->env_use = EnvUseOf(*elf);
@@ -436,8 +507,22 @@ int OpenLibrary(const char* path, const ElfExports* elf, void** out_handle, void
 }
 
 // Calls a metadata symbol (`__tvm_ffi__metadata_<name>` / `__tvm_ffi__doc_<name>`) for its str.
+// The file said what the symbol is (ElfSymbolUse): only code is called, a `const char[]` is its
+// text, anything else is an error naming it.
 std::string CallStringSymbol(const LibraryState* lib, const std::string& symbol_name) {
-  auto sym = reinterpret_cast<KFFISafeCallType>(dlsym(lib->handle, symbol_name.c_str()));
+  auto it = lib->metadata.find(symbol_name);
+  if (it == lib->metadata.end()) return std::string();
+  if (it->second.kind == details::ElfSymbolUse::kText) return it->second.text;
+  if (it->second.kind == details::ElfSymbolUse::kRefuse) {
+    KFFI_THROW(RuntimeError) << "The metadata symbol `" << symbol_name << "` of `" << lib->path
+                             << "` cannot be read: it is " << it->second.text;
+  }
+  std::string problem;
+  auto sym = reinterpret_cast<KFFISafeCallType>(
+      details::FindCodeSymbol(lib->handle, symbol_name, &problem));
+  if (!problem.empty()) {
+    KFFI_THROW(RuntimeError) << "Cannot use module `" << lib->path << "`: " << problem;
+  }
   if (sym == nullptr) return std::string();
   KFFIAny result;
   details::SetNone(&result);
@@ -549,14 +634,18 @@ int ObjectFromAddress(void*, const KFFIAny* args, int32_t num_args, KFFIAny* res
 }  // namespace
 
 const RealRuntime* FindLoadedRealRuntime(bool promote) {
-  int mode = RTLD_LAZY | RTLD_NOLOAD | (promote ? RTLD_GLOBAL : 0);
-  void* handle = dlopen(kTvmSoname, mode);  // matches a loaded object by its soname
+  const int mode = RTLD_LAZY | RTLD_NOLOAD;
+  std::string name = kTvmSoname;
+  void* handle = dlopen(name.c_str(), mode);  // matches a loaded object by its soname
   if (handle == nullptr) {
-    std::string found;
-    dl_iterate_phdr(&FindByFileName, &found);
-    if (!found.empty()) handle = dlopen(found.c_str(), mode);
+    name.clear();
+    dl_iterate_phdr(&FindByFileName, &name);
+    if (!name.empty()) handle = dlopen(name.c_str(), mode);
   }
-  return handle != nullptr ? RuntimeForHandle(handle) : nullptr;
+  const RealRuntime* real = handle != nullptr ? RuntimeForHandle(handle) : nullptr;
+  // Made global only once known to be a runtime that is not a kffi shim (RuntimeForHandle).
+  if (real != nullptr && promote) dlopen(name.c_str(), mode | RTLD_GLOBAL);
+  return real;
 }
 
 const RealRuntime* RealRuntimeAt(const void* address) {
@@ -610,9 +699,10 @@ __attribute__((visibility("default"))) int KFFITvmInstall(char* err, size_t err_
     CopyMessage("RuntimeError: apache-tvm-ffi is not loaded (import tvm_ffi first)", err, err_size);
     return -1;
   }
+  std::string not_code;
   auto create =
       reinterpret_cast<int (*)(void*, KFFISafeCallType, void (*)(void*), KFFIObjectHandle*)>(
-          dlsym(real->handle, "TVMFFIFunctionCreate"));
+          kffi::details::FindCodeSymbol(real->handle, "TVMFFIFunctionCreate", &not_code));
   KFFIObjectHandle f = nullptr;
   if (create == nullptr || create(nullptr, &ObjectFromAddress, nullptr, &f) != 0) {
     MoveErrorToKffi(real);

@@ -1,7 +1,8 @@
 // tests/cpp/test_hostile_runtime.cc: issue 29 through the C++ API (the Python tests are
 // test_hostile_*.py): a thread's forced unwind passes every kind of kffi call (class 5), nested
-// Contract::Wrap costs no C stack per level (class 9), and a dtype of 0 bits or 0 lanes is refused
-// wherever a tensor is made from one (class 10).
+// Contract::Wrap costs no C stack per level (class 9), a dtype of 0 bits or 0 lanes is refused
+// wherever a tensor is made from one (class 10), and data registered in the system library is
+// never called (class 1; libraries: test_hostile_symbols.py).
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 #include <kffi/contract.h>
@@ -9,6 +10,7 @@
 #include <pthread.h>
 
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <functional>
 #include <string>
@@ -178,6 +180,58 @@ TEST(HostileDType, ZeroBitsOrLanesAreRefusedWhereverATensorIsMade) {
     ASSERT_NE(err, nullptr);
     KFFIObjectDecRef(err);
   }
+}
+
+// ---- class 1: data is never called ----------------------------------------------------------
+
+// Statically linked code registers addresses by hand: one that is data (here a plain array) is
+// refused, naming the symbol, where the function or its metadata would be called. Before the
+// guard the call jumped into the array (SIGSEGV), so each case runs in a death-test child.
+char g_not_code[16];
+
+int GoodExport(void*, const KFFIAny*, int32_t, KFFIAny* result) {
+  result->type_index = kKFFIInt;
+  result->zero_padding = 0;
+  result->v_int64 = 5;
+  return 0;
+}
+
+// The death-test child: registers (in the child only, so the system library of the other tests
+// stays as it was), looks up, and returns 0 when each lookup was refused as expected.
+int LookUpRegisteredData() {
+  const bool registered =
+      KFFIModuleRegisterSystemLibSymbol("__kffi_hostile_data_fn", g_not_code) == 0 &&
+      KFFIModuleRegisterSystemLibSymbol("__kffi_hostile_data_meta",
+                                        reinterpret_cast<void*>(&GoodExport)) == 0 &&
+      KFFIModuleRegisterSystemLibSymbol("__kffi__meta_hostile_data_meta", g_not_code) == 0;
+  if (!registered) return 2;
+  kffi::Module sys = kffi::Module::SystemLib();
+  std::string fn;
+  std::string meta;
+  try {
+    sys.GetFunction("hostile_data_fn");
+  } catch (const kffi::Error& e) {
+    fn = e.kind() + ": " + e.message();
+  }
+  try {
+    sys.GetFunctionMetadata("hostile_data_meta");
+  } catch (const kffi::Error& e) {
+    meta = e.kind() + ": " + e.message();
+  }
+  const int64_t good = sys.GetFunctionRequired("hostile_data_meta")().cast<int64_t>();
+  const std::string expected = "RuntimeError: Cannot use module `system_lib`: the symbol `__kffi_";
+  const bool ok =
+      fn.rfind(expected + "hostile_data_fn` was registered with 0x", 0) == 0 &&
+      meta.rfind(expected + "_meta_hostile_data_meta` was registered with 0x", 0) == 0 &&
+      fn.find("that is not executable: it is not code, and kffi calls only code") !=
+          std::string::npos &&
+      good == 5;
+  if (!ok) std::fprintf(stderr, "fn: %s\nmeta: %s\n", fn.c_str(), meta.c_str());
+  return ok ? 0 : 1;
+}
+
+TEST(HostileSymbols, DataRegisteredInTheSystemLibraryIsNeverCalled) {
+  EXPECT_EXIT(std::exit(LookUpRegisteredData()), testing::ExitedWithCode(0), "");
 }
 
 }  // namespace

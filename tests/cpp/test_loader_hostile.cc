@@ -8,11 +8,13 @@
 
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <future>
 #include <iterator>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -136,6 +138,47 @@ TEST(LoaderHostile, DataSymbolsAreNotFunctions) {
   EXPECT_EQ(e.kind(), "AttributeError");
   EXPECT_NE(e.message().find("has no function `x`. Available functions: real"), std::string::npos)
       << e.message();
+}
+
+// Issue 29, class 1 (the sweep over every form is test_hostile_symbols.py): metadata that is data
+// is read as its text or refused naming it, never called; a function in .data is never loaded.
+// Before the guard both calls jumped into data (SIGSEGV), so they run in a death-test child.
+int ReadMetadataThatIsData() {
+  Module mod = Module::Load(KFFI_TEST_LOADER_METADATA_DATA);
+  const std::optional<std::string> text = mod.GetFunctionMetadata("text");
+  std::string pointer;
+  try {
+    mod.GetFunctionMetadata("pointer");
+  } catch (const Error& e) {
+    pointer = e.kind() + ": " + e.message();
+  }
+  const std::string expected =
+      "RuntimeError: The metadata symbol `__kffi__meta_pointer` of `" +
+      std::string(KFFI_TEST_LOADER_METADATA_DATA) +
+      "` cannot be read: it is a data object (STT_OBJECT) in section `.data.rel.ro`: its 8 bytes "
+      "are not a NUL-terminated string (a `const char[]`)";
+  const bool ok = text.has_value() &&
+                  text->find("\"doc\": \"read from a const char[]\"") != std::string::npos &&
+                  pointer == expected &&
+                  mod.GetFunctionRequired("pointer")(1).cast<int64_t>() == 2 &&
+                  mod.GetFunctionRequired("text")(2).cast<int64_t>() == 3;
+  if (!ok)
+    std::fprintf(stderr, "text: %s\npointer: %s\n", text.value_or("").c_str(), pointer.c_str());
+  return ok ? 0 : 1;
+}
+
+TEST(LoaderHostile, MetadataThatIsDataIsReadNotCalled) {
+  EXPECT_EXIT(std::exit(ReadMetadataThatIsData()), testing::ExitedWithCode(0), "");
+}
+
+TEST(LoaderHostile, FunctionInADataSectionIsRefusedBeforeItLoads) {
+  Error e = CatchError([] { Module::Load(KFFI_TEST_LOADER_MISPLACED_CODE); });
+  EXPECT_EQ(e.kind(), "RuntimeError");
+  EXPECT_EQ(e.message(),
+            Prefix(KFFI_TEST_LOADER_MISPLACED_CODE) +
+                "`__kffi_misplaced` is a function (STT_FUNC) in section `.data`, which "
+                "is not executable. kffi calls only code in executable sections, and "
+                "this library says otherwise");
 }
 
 TEST(LoaderHostile, AbiRecordOfUnexpectedSizeIsRefusedBeforeItRuns) {

@@ -23,6 +23,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (const std::string& s : e.tvm_functions) total += s.size();
   for (const std::string& s : e.tvm_imports) total += s.size();
   for (const std::string& s : e.needed) total += s.size();
+  // Metadata text is read from the file, each byte of it once at most (symbols may share bytes).
+  size_t text = 0;
+  for (const auto& kv : e.metadata) {
+    if (kv.second.kind == kffi::details::ElfSymbolUse::kText) text += kv.second.text.size();
+  }
+  if (text > size) __builtin_trap();
   if (total > size) __builtin_trap();
   return 0;
 }

@@ -146,3 +146,19 @@ def test_same_content_other_path_shares_the_target(mod, tmp_path):
     name_a = kffi.jax._export.targets_in_text(a.lower(x).as_text())
     name_b = kffi.jax._export.targets_in_text(b.lower(x).as_text())
     assert name_a == name_b and len(name_a) == 1
+
+
+def test_kffi_deserialize_reports_a_missing_library_at_once(mod, tmp_path):
+    """kffi.jax.deserialize registers the targets when it deserializes; a library that is not
+    registered is reported then, before any call."""
+    copy = tmp_path / "unregistered.so"
+    copy.write_bytes(Path(mod.name).read_bytes() + b"\0another library")
+    other = kffi.load_module(str(copy))
+    blob = kffi.jax.export(lambda x: kffi.jax.call(other.repeat2, x))(sds((3,), jnp.float32))
+    blob = blob.serialize()
+    back = kffi.jax.deserialize(blob)  # registered already: made in this process
+    np.testing.assert_array_equal(back.call(jnp.ones(3, jnp.float32)), np.ones(6))
+    digest = hashlib.sha256(copy.read_bytes()).hexdigest()[:16]
+    foreign = blob.replace(digest.encode(), b"0123456789abcdef")  # a library never loaded
+    with pytest.raises(kffi.jax.UnregisteredTargetError, match="kffi function `repeat2`"):
+        kffi.jax.deserialize(foreign)

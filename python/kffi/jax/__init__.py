@@ -13,7 +13,7 @@ Importing kffi does not import this package (nor jax).
 from __future__ import annotations
 
 from . import _export
-from ._export import UnregisteredTargetError, export, register_module
+from ._export import UnregisteredTargetError, deserialize, export, register_module
 from ._ffi import (
     handler_traits,
     parse_arg_spec,
@@ -29,6 +29,7 @@ __all__ = [
     "Op",
     "UnregisteredTargetError",
     "call",
+    "deserialize",
     "export",
     "handler_traits",
     "kffi_call_p",

@@ -27,6 +27,7 @@ from .. import Function, Module
 
 __all__ = [
     "UnregisteredTargetError",
+    "deserialize",
     "export",
     "library_digest",
     "register_module",
@@ -225,6 +226,36 @@ def targets_in_text(text: str) -> list:
     return list(dict.fromkeys(_NAME.findall(text)))
 
 
+_scanned: dict = {}  # serialized module -> its kffi targets (a few recent ones)
+
+
+def targets_of(exported) -> list:
+    """The kffi targets that a ``jax.export.Exported`` calls (its module's text, scanned once)."""
+    key = exported.mlir_module_serialized
+    with _lock:
+        hit = _scanned.get(key)
+    if hit is None:
+        hit = targets_in_text(exported.mlir_module())
+        with _lock:
+            if len(_scanned) >= 16:
+                _scanned.pop(next(iter(_scanned)))
+            _scanned[key] = hit
+    return hit
+
+
+def deserialize(blob, platforms=None):
+    """``jax.export.deserialize(blob)``, with the kffi targets it calls registered now for
+    ``platforms`` (default: the Exported's own) from the libraries given to
+    :func:`register_module`, or an :class:`UnregisteredTargetError`. ``jax.export.deserialize``
+    followed by ``.call`` does the same when the call is lowered; this one reports a missing
+    library at once."""
+    exported = jax.export.deserialize(blob)
+    lowering = {"gpu": "cuda"}
+    wanted = platforms or exported.platforms
+    ensure_targets(targets_of(exported), tuple(lowering.get(p, p) for p in wanted))
+    return exported
+
+
 # ---------------------------------------------------------------------------------------------
 # Calling a deserialized Exported: its kffi targets are registered as it is lowered.
 # ---------------------------------------------------------------------------------------------
@@ -252,8 +283,7 @@ def _install_hook() -> None:
             return
 
         def lowering(ctx, *args, exported, **params):
-            text = exported.mlir_module()
-            targets = targets_in_text(text)
+            targets = targets_of(exported)
             if targets:
                 ensure_targets(targets, tuple(ctx.module_context.platforms))
             return original(ctx, *args, exported=exported, **params)

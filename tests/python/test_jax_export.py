@@ -162,3 +162,26 @@ def test_kffi_deserialize_reports_a_missing_library_at_once(mod, tmp_path):
     foreign = blob.replace(digest.encode(), b"0123456789abcdef")  # a library never loaded
     with pytest.raises(kffi.jax.UnregisteredTargetError, match="kffi function `repeat2`"):
         kffi.jax.deserialize(foreign)
+
+
+def test_one_export_for_cpu_and_cuda(tmp_path):
+    """Exported for two platforms on a host without a GPU: one target name serves both."""
+    n = kffi.sym_int()
+    add_one = kffi.compile(
+        r"""
+void add_one(kffi::TensorView y, kffi::ConstTensorView x) {
+  for (int64_t i = 0; i < x.numel(); ++i) y.data<float>()[i] = x.data<float>()[i] + 1;
+}""",
+        "add_one",
+        kffi.fake_tensor("float32", (n,), mut=True, device="any"),
+        kffi.fake_tensor("float32", (n,), device="any"),
+        options={"quiet": True},
+    )
+    exp = kffi.jax.export(lambda x: kffi.jax.call(add_one, x), platforms=["cpu", "cuda"])(
+        sds((3,), jnp.float32)
+    )
+    assert exp.platforms == ("cpu", "cuda")
+    (name,) = kffi.jax._export.targets_of(exp)
+    assert {(name, "cpu"), (name, "gpu")} <= set(kffi.jax.registered_targets())
+    back = jax.export.deserialize(exp.serialize())
+    np.testing.assert_array_equal(back.call(jnp.ones(3, jnp.float32)), np.full(3, 2.0))

@@ -264,32 +264,42 @@ _hook_installed = False
 
 
 def _install_hook() -> None:
-    """Wraps the lowering of jax's ``call_exported`` primitive (what ``Exported.call`` binds)
-    so that the kffi targets of the module are registered first, or reported clearly."""
+    """Wraps the lowering rules of jax's ``call_exported`` primitive (what ``Exported.call``
+    binds; one common rule, or one per platform in older jax) so that the kffi targets of the
+    module are registered first, or reported clearly. Where jax's internals differ, nothing is
+    wrapped and :func:`deserialize` is the way to register a computation's targets."""
     global _hook_installed
     if _hook_installed:
         return
     with _lock:
         if _hook_installed:
             return
-        try:  # jax internals: without them, plain XLA reports a missing target
+        _hook_installed = True
+        try:  # jax internals
             from jax._src.export import _export as jax_export
             from jax._src.interpreters import mlir as jax_mlir
 
             prim = jax_export.call_exported_p
-            original = jax_mlir._lowerings[prim].rule
-        except (ImportError, AttributeError, KeyError):  # pragma: no cover (other jax)
-            _hook_installed = True
+            rules = []
+            if prim in jax_mlir._lowerings:
+                rules.append((None, jax_mlir._lowerings[prim]))
+            for platform, table in list(jax_mlir._platform_specific_lowerings.items()):
+                if prim in table:
+                    rules.append((platform, table[prim]))
+        except (ImportError, AttributeError):  # pragma: no cover (other jax)
             return
+        for platform, entry in rules:
+            jax_mlir.register_lowering(prim, _wrapped(getattr(entry, "rule", entry)), platform)
 
-        def lowering(ctx, *args, exported, **params):
-            targets = targets_of(exported)
-            if targets:
-                ensure_targets(targets, tuple(ctx.module_context.platforms))
-            return original(ctx, *args, exported=exported, **params)
 
-        jax_mlir.register_lowering(prim, lowering)
-        _hook_installed = True
+def _wrapped(original):
+    def lowering(ctx, *args, exported, **params):
+        targets = targets_of(exported)
+        if targets:
+            ensure_targets(targets, tuple(ctx.module_context.platforms))
+        return original(ctx, *args, exported=exported, **params)
+
+    return lowering
 
 
 # ---------------------------------------------------------------------------------------------

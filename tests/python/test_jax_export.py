@@ -185,3 +185,46 @@ void add_one(kffi::TensorView y, kffi::ConstTensorView x) {
     assert {(name, "cpu"), (name, "gpu")} <= set(kffi.jax.registered_targets())
     back = jax.export.deserialize(exp.serialize())
     np.testing.assert_array_equal(back.call(jnp.ones(3, jnp.float32)), np.full(3, 2.0))
+
+
+WITH_CONTRACT = """
+import sys, jax, jax.numpy as jnp, kffi, kffi.jax
+mod = kffi.load_module(sys.argv[1])
+checked = kffi.with_contract(
+    mod.scale, "y: Tensor([n], float32, mut), x: Tensor([n], float32), factor: float",
+    name="scale_checked")
+if sys.argv[2] == "export":
+    f = lambda x: kffi.jax.call(checked, x, factor=2.0)
+    (n,) = jax.export.symbolic_shape("n")
+    open(sys.argv[3], "wb").write(kffi.jax.export(f)(jax.ShapeDtypeStruct((n,), jnp.float32))
+                                  .serialize())
+else:
+    if sys.argv[2] == "register":
+        kffi.jax.register_module(checked)
+    exported = jax.export.deserialize(open(sys.argv[3], "rb").read())
+    print(exported.call(jnp.ones(3, jnp.float32)).tolist())
+"""
+
+
+def test_with_contract_function_round_trip(mod, tmp_path):
+    """A library function under kffi.with_contract: its targets are named by the library, the
+    function and the contract; the serving process registers the same with_contract function."""
+
+    def run(*args):
+        return subprocess.run(
+            [sys.executable, "-c", WITH_CONTRACT, mod.name, *map(str, args)],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+
+    blob = tmp_path / "checked.jax"
+    made = run("export", blob)
+    assert made.returncode == 0, made.stderr[-4000:]
+    served = run("register", blob)
+    assert served.returncode == 0, served.stderr[-4000:]
+    assert served.stdout.strip().splitlines()[-1] == "[2.0, 2.0, 2.0]"
+    missing = run("none", blob)
+    assert missing.returncode != 0
+    assert "kffi function `scale` under a kffi.with_contract contract" in missing.stderr
+    assert "to kffi.jax.register_module" in missing.stderr

@@ -193,13 +193,22 @@ def _function_for(digest: str, name: str):
 
 
 def _missing(target: str, name: str, digest: str) -> UnregisteredTargetError:
+    base, _, key = name.partition("__c")  # "<name>__c<key>": under a kffi.with_contract contract
+    if key:
+        what = f"`{base}` under a kffi.with_contract contract (contract key {key})"
+        how = (
+            f"pass the function that kffi.with_contract makes of its `{base}` with the same "
+            f"contract and name to kffi.jax.register_module"
+        )
+    else:
+        what = f"`{base}`"
+        how = "call kffi.jax.register_module(module_or_function)"
     return UnregisteredTargetError(
-        f"kffi.jax: the exported computation calls the kffi function `{name}` (XLA target "
+        f"kffi.jax: the exported computation calls the kffi function {what} (XLA target "
         f"{target!r}) from a library whose content digest is {digest} (the first 16 hex digits "
         f"of its SHA-256), and no such library is registered in this process. Load the same "
         f"library file (kffi.load_module(path)) or build the same kffi.compile function, then "
-        f"call kffi.jax.register_module(module_or_function) before calling the deserialized "
-        f"function"
+        f"{how} before calling the deserialized function"
     )
 
 

@@ -386,6 +386,9 @@ class Module(Object):
         _tvm.install_bridge_hooks()  # before wrapping: a TVM-FFI export's owning parameters
         f = _core._module_get_function(self, name, True)
         if f is not None:
+            # Where it came from (the library's path, the name): kffi.jax names its XLA targets
+            # by the library's content and this name, the same in every process.
+            f._origin = (self.name, name)
             meta = self.metadata(name)
             if meta:
                 _annotate(f, meta)

@@ -9,6 +9,7 @@ runs, and the result has the structured metadata that kffi.torch.register_op and
 
 from __future__ import annotations
 
+import hashlib
 import json
 
 from . import _core
@@ -75,6 +76,11 @@ def with_contract(
     _annotate(wrapped, _check_metadata(meta, where))
     wrapped.contract = text
     wrapped.wrapped = fn
+    origin = getattr(fn, "_origin", None)
+    if isinstance(origin, tuple) and len(origin) == 2:
+        # A library's function under this contract: kffi.jax names its targets by both.
+        key = hashlib.sha256(f"{name}\0{text}".encode()).hexdigest()[:12]
+        wrapped._origin = (origin[0], f"{origin[1]}__c{key}")
     # A TVM-FFI export's ffi::Tensor parameters keep owning Tensors behind the contract too.
     wrapped._owned_tensor_args = fn._owned_tensor_args
     return wrapped

@@ -51,7 +51,16 @@ FILE_ONLY_LANGS = {"cmake"}
 TAGS = {"gpu"}
 # Packages a page may need that kffi does not: a page stops (skipped) at a block needing one
 # that is not installed. Commands map to the package that provides them.
-OPTIONAL_MODULES = {"torch", "jax", "jaxlib", "tvm_ffi", "jax_tvm_ffi", "cutlass", "cupy"}
+OPTIONAL_MODULES = {
+    "torch",
+    "jax",
+    "jaxlib",
+    "tvm_ffi",
+    "jax_tvm_ffi",
+    "cutlass",
+    "cupy",
+    "flatbuffers",  # jax.export serialization (docs/deploy.md)
+}
 OPTIONAL_COMMANDS = {"tvm-ffi-config": "tvm_ffi"}
 SKIP_EXIT = 77  # the page process's exit status for "stopped at a block needing a missing package"
 

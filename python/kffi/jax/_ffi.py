@@ -13,7 +13,9 @@ from ._build import handler_module
 
 __all__ = [
     "handler_traits",
+    "is_registered",
     "parse_arg_spec",
+    "register_content_target",
     "register_ffi_target",
     "registered_targets",
     "target_count",
@@ -143,6 +145,34 @@ def register_ffi_target(
         jax.ffi.register_ffi_target(name, capsule, platform=jax_platform)
         _registered[key] = (func, capsule, (address, spec, traits))
     return capsule
+
+
+def register_content_target(name: str, fn, platform: str, arg_spec, allow_cuda_graph: bool):
+    """Registers a target whose name is derived from content (kffi/jax/_export.py): the same
+    name means the same library, function and layout, so a target already registered under it
+    (by another plan, or another Function object of the same library) serves as it is."""
+    jax_platform, _ = _device_type(platform)
+    with _lock:
+        entry = _registered.get((name, jax_platform))
+    if entry is not None:
+        return entry[1]
+    try:
+        return register_ffi_target(
+            name, fn, platform=platform, arg_spec=arg_spec, allow_cuda_graph=allow_cuda_graph
+        )
+    except ValueError:
+        with _lock:  # another thread registered it in between
+            entry = _registered.get((name, jax_platform))
+        if entry is None:
+            raise
+        return entry[1]
+
+
+def is_registered(name: str, platform: str) -> bool:
+    """Whether kffi registered the target ``name`` for ``platform`` in this process."""
+    jax_platform, _ = _device_type(platform)
+    with _lock:
+        return (name, jax_platform) in _registered
 
 
 def handler_traits(name: str, platform: str = "cpu") -> int:

@@ -22,8 +22,8 @@ from jax.interpreters import ad, batching, mlir
 
 from .. import Function, _abstract
 from . import _bind as bind
-from . import _shard
-from ._ffi import parse_arg_spec, register_ffi_target
+from . import _export, _shard
+from ._ffi import parse_arg_spec, register_content_target, register_ffi_target
 
 try:  # public names first; jax moves internals between releases
     from jax.core import ShapedArray
@@ -95,6 +95,7 @@ class CallPlan:
         self.vmap = vmap
         self.label = label or bind.fn_name(fn)
         self._targets = {}
+        self._stable = False  # not computed yet
         self._avals = {}
         self._lock = threading.Lock()
         parse_arg_spec(self.arg_spec)  # fail early on a malformed spec
@@ -141,16 +142,30 @@ class CallPlan:
             name = self._targets.get(platform)
             if name is None:
                 self._check_platform(platform)
-                name = f"kffi_{self.label}_{next(_target_counter)}"
-                register_ffi_target(
-                    name,
-                    self.fn,
-                    platform=platform,
-                    arg_spec=list(self.arg_spec),
-                    allow_cuda_graph=self.allow_cuda_graph,
-                )
+                name = self.stable_name()
+                if name is not None:  # named by content: the same in every process
+                    register_content_target(
+                        name, self.fn, platform, list(self.arg_spec), self.allow_cuda_graph
+                    )
+                    _export.remember(self.fn)
+                else:  # not from a library file: a name of this process
+                    name = f"kffi_{self.label}_{next(_target_counter)}"
+                    register_ffi_target(
+                        name,
+                        self.fn,
+                        platform=platform,
+                        arg_spec=list(self.arg_spec),
+                        allow_cuda_graph=self.allow_cuda_graph,
+                    )
                 self._targets[platform] = name
             return name
+
+    def stable_name(self):
+        """The content-derived XLA target name (kffi/jax/_export.py), or None for a function
+        that no library file holds."""
+        if self._stable is False:
+            self._stable = _export.stable_target_name(self.fn, self.arg_spec, self.allow_cuda_graph)
+        return self._stable
 
     def _check_platform(self, platform: str) -> None:
         """A contract that fixes its tensors' device refuses a computation placed elsewhere: a

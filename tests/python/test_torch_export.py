@@ -1,0 +1,70 @@
+"""tests/python/test_torch_export.py: a model with kffi ops, exported with torch.export and
+packaged by AOTInductor (.pt2), runs in a fresh Python process once the kffi ops are registered
+(``module.torch_ops(ns)``); without them, loading fails naming the op.
+
+Packaging takes about a minute and a half on a 2-core host, so the package is cached in kffi's
+build cache, keyed by torch's version and the contents of the kernel library and of the model's
+script: later runs only load it (a few seconds per process)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import kffi
+import kffi.cpp
+
+HERE = Path(__file__).resolve().parent
+CASES = HERE / "torch_export_cases.py"
+
+
+def child(*args, timeout=600):
+    return subprocess.run(
+        [sys.executable, str(CASES), *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+@pytest.fixture(scope="module")
+def package():
+    lib = kffi.cpp.build("kffi_test_deploy_kernels", [str(HERE / "deploy_kernels.cc")], quiet=True)
+    key = hashlib.sha256(
+        torch.__version__.encode() + Path(lib).read_bytes() + CASES.read_bytes()
+    ).hexdigest()[:16]
+    path = Path(kffi.cpp.cache_dir()) / "deploy_pt2" / f"model_{key}.pt2"
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{key}.partial.pt2")
+        proc = child("package", tmp)
+        if proc.returncode != 0:
+            if "aoti" in proc.stderr.lower() and "not" in proc.stderr.lower():
+                pytest.skip(f"AOTInductor is not usable here: {proc.stderr[-500:]}")
+            raise AssertionError(proc.stderr[-4000:])
+        made = json.loads(proc.stdout.strip().splitlines()[-1])
+        assert made["model"] == pytest.approx(made["eager"], rel=1e-6)
+        tmp.replace(path)  # atomic: a killed packaging leaves no package behind
+    return path
+
+
+def test_pt2_runs_in_a_fresh_process_after_registration(package):
+    proc = child("run", package, "register")
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert len(got["model"]) == 10  # a dynamic n: packaged at n = 4, run at n = 5
+    assert got["model"] == pytest.approx(got["eager"], rel=1e-6)
+
+
+def test_pt2_without_registration_names_the_missing_op(package):
+    proc = child("run", package, "none")
+    assert proc.returncode != 0
+    assert "Could not find schema for kffi_deploy_test::" in proc.stderr
+    assert "Segmentation" not in proc.stderr and "Fatal" not in proc.stderr

@@ -227,6 +227,8 @@ def main():
         ("3 ints", "BM_Direct_3Ints", "BM_Typed_3Ints"),
         ("3 ints (TypedFunction)", "BM_Direct_3Ints", "BM_TypedFunction_3Ints"),
         ("3 tensor views", "BM_Direct_3Tensors", "BM_Typed_3TensorViews"),
+        # Not an anchor pair: the if-chain a kernel writes by hand against kffi::DispatchDtype.
+        ("dtype: if-chain|Dispatch", "BM_Typed_HandDispatch", "BM_Typed_DispatchDtype"),
     ]
     rows = []
     print(f"{'case':<24}{'direct ns':>12}{'kffi ns':>12}{'overhead ns':>14}{'ratio':>8}")

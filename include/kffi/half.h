@@ -13,7 +13,9 @@
 //   float without saturation: e4m3fn turns what rounds past 448 (and infinities) into NaN,
 //   e5m2 into infinity.
 // - NaN stays NaN with its sign. half and bfloat16 keep the top bits of a NaN's payload and set
-//   the quiet bit (what x86 F16C and CUDA's bfloat16 conversion do).
+//   the quiet bit (what x86 F16C and CUDA's bfloat16 conversion do). On the device, half converts
+//   with the hardware's instructions: the same results, except that a NaN may come out as the
+//   hardware's canonical NaN.
 //
 // Under nvcc everything is __host__ __device__, CUDA's fp16/bf16 (and fp8, where present) headers
 // are included, layout compatibility is static_asserted, and each type converts to and from its
@@ -152,6 +154,23 @@ KFFI_HOST_DEVICE inline uint16_t FloatToBFloat16Bits(float f) {
   return static_cast<uint16_t>(bits >> 16);
 }
 
+/// half <-> float: the hardware's conversion on the device (NaN payloads as the hardware makes
+/// them), the exact integer one on the host.
+KFFI_HOST_DEVICE inline uint16_t FloatToHalfBits(float f) {
+#if defined(__CUDA_ARCH__)
+  return __half_as_ushort(__float2half_rn(f));
+#else
+  return static_cast<uint16_t>(FromFloat<HalfFormat, 5, 10, true>(f));
+#endif
+}
+KFFI_HOST_DEVICE inline float HalfBitsToFloat(uint16_t b) {
+#if defined(__CUDA_ARCH__)
+  return __half2float(__ushort_as_half(b));
+#else
+  return ToFloat<HalfFormat, 5, 10, true>(b);
+#endif
+}
+
 /// Tag for the constructors from raw bits.
 struct FromBitsTag {};
 
@@ -165,14 +184,14 @@ struct alignas(2) half {
   half() = default;
   /// Rounds to nearest-even; NaN stays NaN, what exceeds 65504 (after rounding) is infinity.
   KFFI_HOST_DEVICE half(float f)  // NOLINT(*-explicit-constructor): a float type converts
-      : x(static_cast<uint16_t>(details::fp::FromFloat<details::fp::HalfFormat, 5, 10, true>(f))) {}
+      : x(details::fp::FloatToHalfBits(f)) {}
   /// The value given as its 16 bits.
   KFFI_HOST_DEVICE static constexpr half from_bits(uint16_t bits) {
     return half(details::fp::FromBitsTag{}, bits);
   }
   /// Exact.
   KFFI_HOST_DEVICE operator float() const {  // NOLINT(*-explicit-constructor)
-    return details::fp::ToFloat<details::fp::HalfFormat, 5, 10, true>(x);
+    return details::fp::HalfBitsToFloat(x);
   }
 #if defined(__CUDACC__)
   KFFI_HOST_DEVICE half(__half h)  // NOLINT(*-explicit-constructor)

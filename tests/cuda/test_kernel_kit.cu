@@ -83,11 +83,17 @@ void CheckFormat(const char* name) {
   std::vector<Bits> out(m);
   CUDA_OK(cudaMemcpy(f.data(), d_f, n * sizeof(float), cudaMemcpyDeviceToHost));
   CUDA_OK(cudaMemcpy(out.data(), d_out, m * sizeof(Bits), cudaMemcpyDeviceToHost));
+  // Bit for bit, but a NaN only needs to stay a NaN: the device's half conversion is the
+  // hardware's, whose NaNs are canonical.
   for (int i = 0; i < n; ++i) {
     const float host = T::from_bits(bits[i]);
-    CHECK(std::memcmp(&host, &f[i], sizeof(float)) == 0);
+    CHECK(std::memcmp(&host, &f[i], sizeof(float)) == 0 || (std::isnan(host) && std::isnan(f[i])));
   }
-  for (int i = 0; i < m; ++i) CHECK(T(probes[i]).x == out[i]);
+  for (int i = 0; i < m; ++i) {
+    const T host(probes[i]);
+    CHECK(host.x == out[i] || (std::isnan(static_cast<float>(host)) &&
+                               std::isnan(static_cast<float>(T::from_bits(out[i])))));
+  }
   cudaFree(d_bits);
   cudaFree(d_f);
   cudaFree(d_probes);

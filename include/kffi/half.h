@@ -69,8 +69,11 @@ KFFI_HOST_DEVICE inline float BitsFloat(uint32_t u) {
 
 /// A small binary float format: kExp exponent bits, kMan mantissa bits; kIeee: the largest
 /// exponent means inf/NaN (half, e5m2); otherwise only all-ones is NaN (e4m3fn).
-template <int kExp, int kMan, bool kIeee>
+template <int kExpBits, int kManBits, bool kIeeeLike>
 struct Format {
+  static constexpr int kExp = kExpBits;
+  static constexpr int kMan = kManBits;
+  static constexpr bool kIeee = kIeeeLike;
   static constexpr int kBias = (1 << (kExp - 1)) - 1;
   static constexpr uint32_t kSign = 1u << (kExp + kMan);
   static constexpr uint32_t kAbsMask = kSign - 1;
@@ -80,8 +83,10 @@ struct Format {
 };
 
 /// The bits of a small-format value as a float: exact for every pattern.
-template <typename Fmt, int kExp, int kMan, bool kIeee>
+template <typename Fmt>
 KFFI_HOST_DEVICE inline float ToFloat(uint32_t b) {
+  constexpr int kExp = Fmt::kExp, kMan = Fmt::kMan;
+  constexpr bool kIeee = Fmt::kIeee;
   const uint32_t sign = (b & Fmt::kSign) != 0 ? 0x80000000u : 0u;
   const uint32_t abs = b & Fmt::kAbsMask;
   const uint32_t exp = abs >> kMan;
@@ -106,8 +111,10 @@ KFFI_HOST_DEVICE inline float ToFloat(uint32_t b) {
 
 /// A float rounded to nearest-even in a small format (its exponent range lies inside float's
 /// normal range, so float subnormals round to zero). Overflow: inf (IEEE) or NaN (e4m3fn).
-template <typename Fmt, int kExp, int kMan, bool kIeee>
+template <typename Fmt>
 KFFI_HOST_DEVICE inline uint32_t FromFloat(float f) {
+  constexpr int kMan = Fmt::kMan;
+  constexpr bool kIeee = Fmt::kIeee;
   const uint32_t bits = FloatBits(f);
   const uint32_t sign = (bits & 0x80000000u) != 0 ? Fmt::kSign : 0u;
   const uint32_t abs = bits & 0x7fffffffu;
@@ -160,14 +167,14 @@ KFFI_HOST_DEVICE inline uint16_t FloatToHalfBits(float f) {
 #if defined(__CUDA_ARCH__)
   return __half_as_ushort(__float2half_rn(f));
 #else
-  return static_cast<uint16_t>(FromFloat<HalfFormat, 5, 10, true>(f));
+  return static_cast<uint16_t>(FromFloat<HalfFormat>(f));
 #endif
 }
 KFFI_HOST_DEVICE inline float HalfBitsToFloat(uint16_t b) {
 #if defined(__CUDA_ARCH__)
   return __half2float(__ushort_as_half(b));
 #else
-  return ToFloat<HalfFormat, 5, 10, true>(b);
+  return ToFloat<HalfFormat>(b);
 #endif
 }
 
@@ -245,13 +252,13 @@ struct alignas(1) float8_e4m3fn {
   float8_e4m3fn() = default;
   /// Rounds to nearest-even; what rounds past 448, infinities and NaN become NaN.
   KFFI_HOST_DEVICE float8_e4m3fn(float f)  // NOLINT(*-explicit-constructor)
-      : x(static_cast<uint8_t>(details::fp::FromFloat<details::fp::E4M3Format, 4, 3, false>(f))) {}
+      : x(static_cast<uint8_t>(details::fp::FromFloat<details::fp::E4M3Format>(f))) {}
   KFFI_HOST_DEVICE static constexpr float8_e4m3fn from_bits(uint8_t bits) {
     return float8_e4m3fn(details::fp::FromBitsTag{}, bits);
   }
   /// Exact.
   KFFI_HOST_DEVICE operator float() const {  // NOLINT(*-explicit-constructor)
-    return details::fp::ToFloat<details::fp::E4M3Format, 4, 3, false>(x);
+    return details::fp::ToFloat<details::fp::E4M3Format>(x);
   }
 #if defined(KFFI_HAS_CUDA_FP8_)
   KFFI_HOST_DEVICE float8_e4m3fn(__nv_fp8_e4m3 h)  // NOLINT(*-explicit-constructor)
@@ -275,13 +282,13 @@ struct alignas(1) float8_e5m2 {
   float8_e5m2() = default;
   /// Rounds to nearest-even; what rounds past 57344 becomes infinity; NaN stays NaN.
   KFFI_HOST_DEVICE float8_e5m2(float f)  // NOLINT(*-explicit-constructor)
-      : x(static_cast<uint8_t>(details::fp::FromFloat<details::fp::E5M2Format, 5, 2, true>(f))) {}
+      : x(static_cast<uint8_t>(details::fp::FromFloat<details::fp::E5M2Format>(f))) {}
   KFFI_HOST_DEVICE static constexpr float8_e5m2 from_bits(uint8_t bits) {
     return float8_e5m2(details::fp::FromBitsTag{}, bits);
   }
   /// Exact.
   KFFI_HOST_DEVICE operator float() const {  // NOLINT(*-explicit-constructor)
-    return details::fp::ToFloat<details::fp::E5M2Format, 5, 2, true>(x);
+    return details::fp::ToFloat<details::fp::E5M2Format>(x);
   }
 #if defined(KFFI_HAS_CUDA_FP8_)
   KFFI_HOST_DEVICE float8_e5m2(__nv_fp8_e5m2 h)  // NOLINT(*-explicit-constructor)

@@ -126,9 +126,8 @@ int OwnTensorArguments(uint64_t mask, PyObject* const* args, Py_ssize_t nargs, K
       h = details::ObjectUnsafe::MoveToHandle(make_inplace_array_object<PyOwnerTensorObj, int64_t>(
           2 * static_cast<size_t>(view->ndim), *view, args[i],
           (flags & kKFFITensorFlagReadOnly) != 0 ? uint64_t{DLPACK_FLAG_BITMASK_READ_ONLY} : 0));
-    } KFFI_CATCH_ALL {
-      return (RaiseFromCppException(), -1);
     }
+    KFFI_CATCH_ALL { return (RaiseFromCppException(), -1); }
     details::SetObject(&packed[i], static_cast<KFFIObject*>(h));
     packed[i].tensor_flags = flags;
     if (!owned->Note(i)) ctx->KeepAlive(packed[i]);

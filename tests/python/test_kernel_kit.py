@@ -13,9 +13,8 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-import pytest
-
 import kffi
+import pytest
 
 np = pytest.importorskip("numpy")
 try:  # comes with jax; scripts/install_python.sh installs it for CI
@@ -23,7 +22,7 @@ try:  # comes with jax; scripts/install_python.sh installs it for CI
 except ImportError:
     ml_dtypes = None
 
-from fake_dlpack import FakeDeviceTensor  # noqa: E402
+from fake_dlpack import FakeDeviceTensor
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -241,9 +240,7 @@ def test_accessor_follows_strides_and_byte_offset(kit):
     base = np.arange(48, dtype=np.float32).reshape(6, 8)
     for view in [base, base.T, base[1:5:2, 3:7], base[::-1, ::3], base.T[2:, 1:4]]:
         rows, cols = view.shape
-        want = sum(
-            float(view[i, j]) * (i + 1) * 10.0**j for i in range(rows) for j in range(cols)
-        )
+        want = sum(float(view[i, j]) * (i + 1) * 10.0**j for i in range(rows) for j in range(cols))
         assert kit.accessor_weighted(view) == pytest.approx(want)
 
 

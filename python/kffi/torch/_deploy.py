@@ -141,7 +141,11 @@ def cpp_flags() -> list:
         f"-Wl,-rpath,{os.path.dirname(glue)}",
         f"-L{torch_lib}",
         f"-Wl,-rpath,{torch_lib}",
+        # libtorch brings libtorch_cuda where torch has CUDA (its AOTInductor runner for CUDA
+        # models registers itself there): kept even by a linker that drops unused libraries.
+        "-Wl,--no-as-needed",
         "-ltorch",
+        "-Wl,--as-needed",
         "-ltorch_cpu",
         "-lc10",
     ]

@@ -1,0 +1,205 @@
+"""tests/python/test_torch_aoti_cpp.py: a C++ program with no Python runs an AOTInductor package
+(.pt2) of a model with kffi ops, after kffi::torch::RegisterOps registers them from the manifest
+kffi.torch.save_ops wrote; without the registration it fails with torch's clear error.
+
+The runner (torch_aoti_runner.cc) is built with the flags of ``python -m kffi.torch --cpp-flags``
+and cached in kffi's build cache, keyed by its source, the flags (which name the glue library by
+its hash) and the compiler, so only a cold run compiles it (about a minute on a 2-core host). The
+CPU package is test_torch_export.py's (cached there too). The CUDA variant packages its own model
+and is skipped without a CUDA torch and nvcc."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import kffi
+import kffi.cpp
+import kffi.torch
+from test_torch_export import package  # noqa: F401  (the CPU .pt2, a cached fixture)
+from torch_export_cases import NAMESPACE, eager, library
+
+HERE = Path(__file__).resolve().parent
+RUNNER_SOURCE = HERE / "torch_aoti_runner.cc"
+TORCH_INCLUDE = Path(torch.__file__).parent / "include"
+
+
+def _compiler():
+    exe = shutil.which(os.environ.get("CXX", "c++"))
+    if exe is None:
+        pytest.skip("needs a C++ compiler")
+    if not (TORCH_INCLUDE / "torch" / "csrc" / "inductor" / "aoti_package").is_dir():
+        pytest.skip("the installed torch ships no AOTInductor C++ headers")
+    return exe
+
+
+@pytest.fixture(scope="module")
+def runner() -> Path:
+    cxx = _compiler()
+    flags = kffi.torch.cpp_flags()
+    version = subprocess.run([cxx, "--version"], capture_output=True, text=True).stdout
+    key = hashlib.sha256(
+        "\0".join([RUNNER_SOURCE.read_text(), cxx, version, *flags]).encode()
+    ).hexdigest()[:16]
+    path = Path(kffi.cpp.cache_dir()) / "aoti_runner" / f"torch_aoti_runner_{key}"
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.partial")
+        cmd = [cxx, "-O1", str(RUNNER_SOURCE), "-o", str(tmp), *flags]
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+        assert proc.returncode == 0, proc.stderr[-4000:]
+        tmp.replace(path)  # atomic: a killed build leaves nothing behind
+    return path
+
+
+@pytest.fixture(scope="module")
+def manifest(tmp_path_factory) -> Path:
+    ops = kffi.load_module(library()).torch_ops(NAMESPACE)
+    return Path(kffi.torch.save_ops(tmp_path_factory.mktemp("aoti") / "model.kffi_ops", ops))
+
+
+def run(runner, manifest, model, values, tmp_path, device="cpu"):
+    x = tmp_path / "x.bin"
+    x.write_bytes(torch.tensor(values, dtype=torch.float32).numpy().tobytes())
+    return subprocess.run(
+        [str(runner), str(manifest), str(model), str(x), device],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def outputs(proc) -> list:
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return [float(v) for v in proc.stdout.split()]
+
+
+def test_runner_has_no_python(runner):
+    ldd = subprocess.run(["ldd", str(runner)], capture_output=True, text=True, check=True).stdout
+    assert "libkffi" in ldd and "libtorch_cpu" in ldd and "kffi_torch_dispatch" in ldd
+    assert "libpython" not in ldd
+
+
+@pytest.mark.parametrize("n", [5, 9])  # packaged at n = 4: the dynamic dimension
+def test_cpp_runner_matches_eager(runner, manifest, package, tmp_path, n):  # noqa: F811
+    x = [float(i) - 2.5 for i in range(n)]
+    proc = run(runner, manifest, package, x, tmp_path)
+    assert "registered 2 kffi ops" in proc.stderr
+    assert outputs(proc) == pytest.approx(eager(torch.tensor(x)), rel=1e-6)
+
+
+def test_cpp_runner_without_registration_fails_clearly(runner, package, tmp_path):  # noqa: F811
+    proc = run(runner, "-", package, [1.0, 2.0], tmp_path)
+    assert proc.returncode == 1, proc.stderr[-2000:]  # an exception, not a crash
+    assert "error: Could not find schema for kffi_deploy_test::" in proc.stderr
+
+
+def test_relative_library_path_is_beside_the_manifest(runner, manifest, package, tmp_path):  # noqa: F811
+    deploy = tmp_path / "deploy"
+    deploy.mkdir()
+    shutil.copy(library(), deploy / "libdeploy.so")  # same content: the SHA-256 matches
+    moved = deploy / "model.kffi_ops"
+    moved.write_text(manifest.read_text().replace(library(), "libdeploy.so"))
+    proc = run(runner, moved, package, [0.5, 1.5, 2.5], tmp_path)
+    assert outputs(proc) == pytest.approx(eager(torch.tensor([0.5, 1.5, 2.5])), rel=1e-6)
+
+
+def test_save_ops_relative_paths(manifest, tmp_path):
+    ops = {q: op for q, op in kffi.torch.registered_ops().items() if q.startswith(NAMESPACE)}
+    text = Path(kffi.torch.save_ops(tmp_path / "rel.kffi_ops", ops, relative=True)).read_text()
+    paths = {line.split("\t")[2] for line in text.splitlines()[1:]}
+    assert len(paths) == 1
+    (path,) = paths
+    assert not path.startswith("/")
+    assert (tmp_path / path).resolve() == Path(library()).resolve()
+
+
+def test_changed_library_is_refused(runner, manifest, package, tmp_path):  # noqa: F811
+    changed = tmp_path / "libchanged.so"
+    shutil.copy(library(), changed)
+    with open(changed, "ab") as f:
+        f.write(b"\0")  # still loadable; not the library the model was exported with
+    text = manifest.read_text().replace(library(), str(changed))
+    bad = tmp_path / "changed.kffi_ops"
+    bad.write_text(text)
+    proc = run(runner, bad, package, [1.0], tmp_path)
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    assert "has SHA-256" in proc.stderr and "deploy the library the model was exported with" in (
+        proc.stderr
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("not a manifest\n", "is not a kffi op manifest"),
+        ("kffi-torch-ops 1\na\tb\n", "expected 8 tab-separated fields, got 2"),
+        ("kffi-torch-ops 1\nns::f\t() -> ()\tlib.so\t" + "0" * 64 + "\tf\t\tx\t1\n", "integer"),
+        ("kffi-torch-ops 1\nns::f\t() -> ()\tlib.so\tabc\tf\t\t\t1\n", "64 hex digits"),
+        ("kffi-torch-ops 1\nf\t() -> ()\tlib.so\t" + "0" * 64 + "\tf\t\t\t1\n", "namespace::name"),
+        (
+            "kffi-torch-ops 1\nns::f\t() -> ()\tmissing.so\t" + "0" * 64 + "\tf\t\t\t1\n",
+            "cannot read the kffi library",
+        ),
+    ],
+)
+def test_malformed_manifest_is_a_clear_error(runner, package, tmp_path, text, message):  # noqa: F811
+    bad = tmp_path / "bad.kffi_ops"
+    bad.write_text(text)
+    proc = run(runner, bad, package, [1.0], tmp_path)
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    assert message in proc.stderr
+    assert re.match(r"error: (ValueError|RuntimeError): kffi::torch::RegisterOps: ", proc.stderr)
+
+
+def test_bad_plan_is_a_clear_error(runner, manifest, package, tmp_path):  # noqa: F811
+    lines = manifest.read_text().splitlines()
+    fields = lines[1].split("\t")
+    fields[7] = "1 0 99 0 0 1 1"  # reads schema argument 99 of 1
+    bad = tmp_path / "plan.kffi_ops"
+    bad.write_text("\n".join([lines[0], "\t".join(fields)]) + "\n")
+    proc = run(runner, bad, package, [1.0], tmp_path)
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    assert "the plan reads schema argument 99" in proc.stderr
+
+
+def test_save_ops_refuses_what_cpp_cannot_load(tmp_path):
+    with pytest.raises(TypeError, match="expected kffi.torch ops"):
+        kffi.torch.save_ops(tmp_path / "m", [object()])
+
+
+def test_cpp_flags_command():
+    out = subprocess.run(
+        [sys.executable, "-m", "kffi.torch", "--cpp-flags"], capture_output=True, text=True
+    )
+    assert out.returncode == 0, out.stderr
+    assert "-std=c++20" in out.stdout and "kffi_torch_dispatch" in out.stdout
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_cpp_runner_on_cuda(runner, tmp_path):
+    if not kffi.cpp.nvcc_available():
+        pytest.skip("needs nvcc")
+    model, manifest_path = tmp_path / "cuda.pt2", tmp_path / "cuda.kffi_ops"
+    made = subprocess.run(
+        [sys.executable, str(HERE / "torch_aoti_cases.py"), str(model), str(manifest_path), "cuda"],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert made.returncode == 0, made.stderr[-4000:]
+    packaged = json.loads(made.stdout.strip().splitlines()[-1])
+    assert packaged["model"] == pytest.approx(packaged["eager"], rel=1e-6)
+    x = [float(i) / 3 for i in range(7)]
+    proc = run(runner, manifest_path, model, x, tmp_path, device="cuda")
+    assert outputs(proc) == pytest.approx(eager(torch.tensor(x)), rel=1e-5)

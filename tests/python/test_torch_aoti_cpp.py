@@ -2,9 +2,10 @@
 (.pt2) of a model with kffi ops, after kffi::torch::RegisterOps registers them from the manifest
 kffi.torch.save_ops wrote; without the registration it fails with torch's clear error.
 
-The runner (torch_aoti_runner.cc) is built with the flags of ``python -m kffi.torch --cpp-flags``
-and cached in kffi's build cache, keyed by its source, the flags (which name the glue library by
-its hash) and the compiler, so only a cold run compiles it (about a minute on a 2-core host). The
+The runner (examples/torch_aoti/runner.cc, shown by docs/deploy.md) is built as that page says,
+with the flags of ``python -m kffi.torch --cxxflags`` and ``--ldflags``, and cached in kffi's
+build cache, keyed by its source, the flags (which name the glue library by its hash) and the
+compiler, so only a cold run compiles it (about a minute on a 2-core host). The
 CPU package is test_torch_export.py's (cached there too). The CUDA variant packages its own model
 and is skipped without a CUDA torch and nvcc."""
 
@@ -30,7 +31,7 @@ from test_torch_export import package  # noqa: F401  (the CPU .pt2, a cached fix
 from torch_export_cases import NAMESPACE, eager, library
 
 HERE = Path(__file__).resolve().parent
-RUNNER_SOURCE = HERE / "torch_aoti_runner.cc"
+RUNNER_SOURCE = HERE.parent.parent / "examples" / "torch_aoti" / "runner.cc"
 TORCH_INCLUDE = Path(torch.__file__).parent / "include"
 
 
@@ -46,18 +47,24 @@ def _compiler():
 @pytest.fixture(scope="module")
 def runner() -> Path:
     cxx = _compiler()
-    flags = kffi.torch.cpp_flags()
+    cxxflags = kffi.torch.cpp_flags(link=False)
+    ldflags = kffi.torch.cpp_flags(compile=False)
     version = subprocess.run([cxx, "--version"], capture_output=True, text=True).stdout
     key = hashlib.sha256(
-        "\0".join([RUNNER_SOURCE.read_text(), cxx, version, *flags]).encode()
+        "\0".join([RUNNER_SOURCE.read_text(), cxx, version, *cxxflags, *ldflags]).encode()
     ).hexdigest()[:16]
     path = Path(kffi.cpp.cache_dir()) / "aoti_runner" / f"torch_aoti_runner_{key}"
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f"{path.name}.{os.getpid()}.partial")
-        cmd = [cxx, "-O1", str(RUNNER_SOURCE), "-o", str(tmp), *flags]
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-        assert proc.returncode == 0, proc.stderr[-4000:]
+        obj = tmp.with_suffix(".o")
+        for cmd in (
+            [cxx, "-O1", "-c", str(RUNNER_SOURCE), "-o", str(obj), *cxxflags],
+            [cxx, str(obj), "-o", str(tmp), *ldflags],
+        ):
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+            assert proc.returncode == 0, proc.stderr[-4000:]
+        obj.unlink()
         tmp.replace(path)  # atomic: a killed build leaves nothing behind
     return path
 
@@ -178,12 +185,19 @@ def test_save_ops_refuses_what_cpp_cannot_load(tmp_path):
         kffi.torch.save_ops(tmp_path / "m", [object()])
 
 
-def test_cpp_flags_command():
-    out = subprocess.run(
-        [sys.executable, "-m", "kffi.torch", "--cpp-flags"], capture_output=True, text=True
-    )
-    assert out.returncode == 0, out.stderr
-    assert "-std=c++20" in out.stdout and "kffi_torch_dispatch" in out.stdout
+def test_flags_command():
+    def flags(*args):
+        return subprocess.run(
+            [sys.executable, "-m", "kffi.torch", *args], capture_output=True, text=True
+        )
+
+    cxx, ld, both = flags("--cxxflags"), flags("--ldflags"), flags("--cxxflags", "--ldflags")
+    assert cxx.returncode == ld.returncode == both.returncode == 0, cxx.stderr + ld.stderr
+    assert "-std=c++20" in cxx.stdout and "kffi_torch_dispatch" not in cxx.stdout
+    assert "kffi_torch_dispatch" in ld.stdout and "-ltorch" in ld.stdout and "-I" not in ld.stdout
+    assert both.stdout.split() == cxx.stdout.split() + ld.stdout.split()
+    bad = flags("--cpp")
+    assert bad.returncode == 2 and "usage: python -m kffi.torch" in bad.stderr
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")

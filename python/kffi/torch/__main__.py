@@ -1,5 +1,5 @@
-"""python/kffi/torch/__main__.py: ``python -m kffi.torch --cpp-flags`` prints the flags of a C++
-program that registers kffi ops with kffi::torch::RegisterOps (kffi.torch.cpp_flags())."""
+"""python/kffi/torch/__main__.py: ``python -m kffi.torch --cxxflags --ldflags`` prints the flags
+of a C++ program that registers kffi ops with kffi::torch::RegisterOps (kffi.torch.cpp_flags())."""
 
 import sys
 

@@ -110,51 +110,61 @@ def save_ops(path, ops=None, *, relative: bool = False) -> str:
     return path
 
 
-def cpp_flags() -> list:
-    """The flags that compile and link a C++ program using ``<kffi/torch_ops.h>`` and libtorch
-    (AOTIModelPackageLoader included): C++20, torch's ABI, the include folders of kffi, of
-    kffi.torch and of torch, the dispatcher glue library (built here on first use), libkffi
-    (kffi-config's flags) and torch's libraries, each with its rpath. Give them after the
-    sources: ``c++ runner.cc -o runner <flags>``. The program does not link libpython."""
+def cpp_flags(compile: bool = True, link: bool = True) -> list:
+    """The flags of a C++ program using ``<kffi/torch_ops.h>`` and libtorch (AOTIModelPackageLoader
+    included). Compile flags: C++20, torch's C++ ABI, the include folders of kffi.torch, torch and
+    kffi (kffi-config's). Link flags: the dispatcher glue library (built here on first use; the
+    very kernels kffi.torch registers in Python), libkffi (kffi-config's), torch's libraries, each
+    with its rpath; give them after the objects. The program does not link libpython."""
     import torch
 
     from .. import config
 
-    kffi_flags = subprocess.run(
-        ["sh", config._SCRIPT, "--cxxflags", "--ldflags", "--libs"],
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout.split()
-    # kffi-config's -std=c++17 and -fvisibility=hidden fit kernel libraries; torch needs C++20.
-    kffi_flags = [f for f in kffi_flags if not f.startswith("-std=")]
-    include, torch_includes, torch_lib = _native._torch_dirs()
-    glue = os.path.abspath(_native.glue().name)
-    abi = int(getattr(torch._C, "_GLIBCXX_USE_CXX11_ABI", 1))
-    return [
-        "-std=c++20",
-        f"-D_GLIBCXX_USE_CXX11_ABI={abi}",
-        f"-I{_native.INCLUDE_DIR}",
-        *(f"-I{p}" for p in torch_includes),
-        *kffi_flags,
-        glue,
-        f"-Wl,-rpath,{os.path.dirname(glue)}",
-        f"-L{torch_lib}",
-        f"-Wl,-rpath,{torch_lib}",
-        # libtorch brings libtorch_cuda where torch has CUDA (its AOTInductor runner for CUDA
-        # models registers itself there): kept even by a linker that drops unused libraries.
-        "-Wl,--no-as-needed",
-        "-ltorch",
-        "-Wl,--as-needed",
-        "-ltorch_cpu",
-        "-lc10",
-    ]
+    def kffi_config(*options):
+        return subprocess.run(
+            ["sh", config._SCRIPT, *options], check=True, capture_output=True, text=True
+        ).stdout.split()
+
+    flags = []
+    if compile:
+        abi = int(getattr(torch._C, "_GLIBCXX_USE_CXX11_ABI", 1))
+        # kffi-config's -std=c++17 fits kernel libraries; torch's headers need C++20.
+        kffi_cxx = [f for f in kffi_config("--cxxflags") if not f.startswith("-std=")]
+        flags += [
+            "-std=c++20",
+            f"-D_GLIBCXX_USE_CXX11_ABI={abi}",
+            f"-I{_native.INCLUDE_DIR}",
+            *(f"-I{p}" for p in _native._torch_dirs()[1]),
+            *kffi_cxx,
+        ]
+    if link:
+        torch_lib = _native._torch_dirs()[2]
+        glue = os.path.abspath(_native.glue().name)
+        flags += [
+            glue,
+            f"-Wl,-rpath,{os.path.dirname(glue)}",
+            *kffi_config("--ldflags", "--libs"),
+            f"-L{torch_lib}",
+            f"-Wl,-rpath,{torch_lib}",
+            # libtorch brings libtorch_cuda where torch has CUDA (its AOTInductor runner for CUDA
+            # models registers itself there): kept even by a linker that drops unused libraries.
+            "-Wl,--no-as-needed",
+            "-ltorch",
+            "-Wl,--as-needed",
+            "-ltorch_cpu",
+            "-lc10",
+        ]
+    return flags
+
+
+_USAGE = "usage: python -m kffi.torch [--cxxflags] [--ldflags]"
 
 
 def main(argv=None) -> int:
     args = sys.argv[1:] if argv is None else list(argv)
-    if args != ["--cpp-flags"]:
-        print("usage: python -m kffi.torch --cpp-flags", file=sys.stderr)
+    if not args or any(a not in ("--cxxflags", "--ldflags") for a in args):
+        print(_USAGE, file=sys.stderr)
         return 2
-    print(" ".join(shlex.quote(f) for f in cpp_flags()))
+    flags = cpp_flags(compile="--cxxflags" in args, link="--ldflags" in args)
+    print(" ".join(shlex.quote(f) for f in flags))
     return 0

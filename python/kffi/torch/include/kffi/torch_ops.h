@@ -4,7 +4,8 @@
 //   kffi::torch::RegisterOps("model.kffi_ops");   // written by kffi.torch.save_ops in Python
 //   torch::inductor::AOTIModelPackageLoader loader("model.pt2");
 //
-// The flags to build such a program: `python -m kffi.torch --cpp-flags` (kffi.torch.cpp_flags()).
+// The flags to build such a program: `python -m kffi.torch --cxxflags --ldflags`
+// (kffi.torch.cpp_flags()).
 #ifndef KFFI_TORCH_OPS_H_
 #define KFFI_TORCH_OPS_H_
 

@@ -1,7 +1,9 @@
-// tests/python/torch_aoti_runner.cc: a C++ program with no Python that serves a .pt2 calling kffi
-// ops (test_torch_aoti_cpp.py builds and runs it).
+// examples/torch_aoti/runner.cc: a C++ program with no Python that serves a .pt2 calling kffi ops
+// (docs/deploy.md; tests/python/test_torch_aoti_cpp.py builds and runs it).
 //
-//   torch_aoti_runner MANIFEST|- MODEL.pt2 INPUT DEVICE
+//   c++ -c runner.cc -o runner.o $(python -m kffi.torch --cxxflags)
+//   c++ runner.o -o runner $(python -m kffi.torch --ldflags)
+//   runner MANIFEST|- MODEL.pt2 INPUT DEVICE
 //
 // Registers the ops of MANIFEST (kffi::torch::RegisterOps; "-": none), loads MODEL.pt2 with
 // AOTIModelPackageLoader, runs it on the float32 values of INPUT (raw, native byte order) on

@@ -180,6 +180,27 @@ def test_bad_plan_is_a_clear_error(runner, manifest, package, tmp_path):  # noqa
     assert "the plan reads schema argument 99" in proc.stderr
 
 
+def test_register_ops_in_process_matches_the_python_ops(manifest, tmp_path):
+    """RegisterOps (through the glue library's export) under another namespace: the ops compute
+    what kffi.torch's do; defining them twice is a clear error."""
+    from kffi.torch import _native
+
+    renamed = tmp_path / "renamed.kffi_ops"
+    renamed.write_text(manifest.read_text().replace(f"{NAMESPACE}::", "kffi_deploy_cxx::"))
+    assert _native.glue().register_ops(str(renamed)) == 2
+    cxx, py = torch.ops.kffi_deploy_cxx, getattr(torch.ops, NAMESPACE)
+    x = torch.linspace(-1, 1, 7)
+    assert torch.equal(cxx.repeat2(x), py.repeat2(x))
+    y = torch.empty(7)
+    cxx.scale(y, x, 2.0)
+    assert torch.equal(y, x * 2)
+    assert str(cxx.scale.default._schema) == str(py.scale.default._schema).replace(
+        NAMESPACE, "kffi_deploy_cxx"
+    )
+    with pytest.raises(ValueError, match="cannot define kffi_deploy_cxx::repeat2"):
+        _native.glue().register_ops(str(renamed))
+
+
 def test_save_ops_refuses_what_cpp_cannot_load(tmp_path):
     with pytest.raises(TypeError, match="expected kffi.torch ops"):
         kffi.torch.save_ops(tmp_path / "m", [object()])

@@ -13,6 +13,7 @@
 // Ints are separated by spaces; `mutated` is the comma-separated names the op writes.
 #include <kffi/container/array.h>
 #include <kffi/error.h>
+#include <kffi/export.h>
 #include <kffi/function.h>
 #include <kffi/module.h>
 #include <kffi/torch_ops.h>
@@ -310,3 +311,8 @@ int RegisterOps(const std::string& manifest_path) {
 
 }  // namespace torch
 }  // namespace kffi
+
+// For Python: the ops of a manifest registered in this process, as a C++ program does (tests and
+// bench/python/torch_ops.py compare them with kffi.torch's own).
+KFFI_EXPORT_DOC(register_ops, kffi::torch::RegisterOps,
+                "Registers the ops of a manifest written by kffi.torch.save_ops", "manifest_path");

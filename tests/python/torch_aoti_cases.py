@@ -26,7 +26,9 @@ HERE = Path(__file__).resolve().parent
 def library(device: str) -> str:
     if device == "cpu":
         return cpu_library()
-    return kffi.cpp.build("kffi_test_deploy_kernels_cu", [str(HERE / "deploy_kernels.cu")], quiet=True)
+    return kffi.cpp.build(
+        "kffi_test_deploy_kernels_cu", [str(HERE / "deploy_kernels.cu")], quiet=True
+    )
 
 
 def main(argv) -> int:

@@ -19,6 +19,8 @@
 //       argument `arg`;
 //   device_arg (the schema argument whose device the call uses; -1 = CPU), ret_kind (kRet*),
 //   n_returns (tensors the function returns).
+#include "_dispatch.h"
+
 #include <ATen/core/LegacyTypeDispatch.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
@@ -44,7 +46,6 @@
 #include <utility>
 #include <vector>
 
-#include "_dispatch.h"
 #include "_torch_dlpack.h"
 
 namespace kffi {

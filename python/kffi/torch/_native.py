@@ -42,7 +42,10 @@ _module = None
 _EAGER_SOURCES = [os.path.join(_HERE, "_eager.cc"), os.path.join(_HERE, "_import.cc")]
 # kffi's own header the glue sources include (its digest keys the builds too).
 _GLUE_HEADER = os.path.join(_HERE, "_torch_dlpack.h")
-_DISPATCH_HEADERS = (os.path.join(_HERE, "_dispatch.h"), os.path.join(INCLUDE_DIR, "kffi", "torch_ops.h"))
+_DISPATCH_HEADERS = (
+    os.path.join(_HERE, "_dispatch.h"),
+    os.path.join(INCLUDE_DIR, "kffi", "torch_ops.h"),
+)
 _eager = None  # the loaded library of _EAGER_SOURCES, or why it is unavailable (str)
 
 

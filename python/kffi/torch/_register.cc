@@ -11,20 +11,20 @@
 //   kffi-torch-ops 1
 //   <ns::name> <schema> <library> <sha256 hex> <function> <mutated> <written ints> <plan ints>
 // Ints are separated by spaces; `mutated` is the comma-separated names the op writes.
+#include <ATen/core/dispatch/Dispatcher.h>
 #include <kffi/container/array.h>
 #include <kffi/error.h>
 #include <kffi/export.h>
 #include <kffi/function.h>
 #include <kffi/module.h>
 #include <kffi/torch_ops.h>
-#include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <algorithm>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -109,10 +109,10 @@ class Sha256 {
       uint32_t s1 = Rotr(w[i - 2], 17) ^ Rotr(w[i - 2], 19) ^ (w[i - 2] >> 10);
       w[i] = w[i - 16] + s0 + w[i - 7] + s1;
     }
-    uint32_t a = h_[0], b = h_[1], c = h_[2], d = h_[3], e = h_[4], f = h_[5], g = h_[6],
-             h = h_[7];
+    uint32_t a = h_[0], b = h_[1], c = h_[2], d = h_[3], e = h_[4], f = h_[5], g = h_[6], h = h_[7];
     for (int i = 0; i < 64; ++i) {
-      uint32_t t1 = h + (Rotr(e, 6) ^ Rotr(e, 11) ^ Rotr(e, 25)) + ((e & f) ^ (~e & g)) + kK[i] + w[i];
+      uint32_t t1 =
+          h + (Rotr(e, 6) ^ Rotr(e, 11) ^ Rotr(e, 25)) + ((e & f) ^ (~e & g)) + kK[i] + w[i];
       uint32_t t2 = (Rotr(a, 2) ^ Rotr(a, 13) ^ Rotr(a, 22)) + ((a & b) ^ (a & c) ^ (b & c));
       h = g;
       g = f;
@@ -230,7 +230,13 @@ class ManifestReader {
       if (f.size() != 8) {
         Fail(i + 1, "expected 8 tab-separated fields, got " + std::to_string(f.size()));
       }
-      OpEntry op{f[0], f[1], f[2], f[3], f[4], f[5], Ints(i + 1, f[6], "the written arguments"),
+      OpEntry op{f[0],
+                 f[1],
+                 f[2],
+                 f[3],
+                 f[4],
+                 f[5],
+                 Ints(i + 1, f[6], "the written arguments"),
                  Ints(i + 1, f[7], "the call plan")};
       if (op.sha256.size() != 64) Fail(i + 1, "the SHA-256 is not 64 hex digits");
       if (op.qualname.find("::") == std::string::npos) {

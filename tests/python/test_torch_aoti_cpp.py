@@ -169,6 +169,25 @@ def test_malformed_manifest_is_a_clear_error(runner, package, tmp_path, text, me
     assert re.match(r"error: (ValueError|RuntimeError): kffi::torch::RegisterOps: ", proc.stderr)
 
 
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        (4, "nope", "AttributeError: Module `"),  # the library has no such function
+        (1, "(Tensor x -> Tensor", "ValueError: kffi::torch::RegisterOps: cannot define"),
+        (6, "7", "written argument 7 of 1"),
+    ],
+)
+def test_bad_op_line_is_a_clear_error(runner, manifest, package, tmp_path, field, value, message):  # noqa: F811
+    lines = manifest.read_text().splitlines()
+    fields = lines[1].split("\t")
+    fields[field] = value
+    bad = tmp_path / "op.kffi_ops"
+    bad.write_text("\n".join([lines[0], "\t".join(fields)]) + "\n")
+    proc = run(runner, bad, package, [1.0], tmp_path)
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    assert message in proc.stderr
+
+
 def test_bad_plan_is_a_clear_error(runner, manifest, package, tmp_path):  # noqa: F811
     lines = manifest.read_text().splitlines()
     fields = lines[1].split("\t")

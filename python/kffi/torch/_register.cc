@@ -26,6 +26,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -292,6 +293,9 @@ int RegisterFromManifest(const std::string& path) {
     } catch (const c10::Error& e) {
       KFFI_THROW(ValueError) << "kffi::torch::RegisterOps: cannot define " << op.qualname
                              << op.schema << ": " << e.what_without_backtrace();
+    } catch (const std::exception& e) {  // the schema parser's torch::jit::ErrorReport
+      KFFI_THROW(ValueError) << "kffi::torch::RegisterOps: cannot define " << op.qualname
+                             << op.schema << ": " << e.what();
     }
     try {
       RegisterOp(op.qualname, std::move(fn), static_cast<int64_t>(num_args),

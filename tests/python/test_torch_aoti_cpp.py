@@ -95,6 +95,9 @@ def test_runner_has_no_python(runner):
     ldd = subprocess.run(["ldd", str(runner)], capture_output=True, text=True, check=True).stdout
     assert "libkffi" in ldd and "libtorch_cpu" in ldd and "kffi_torch_dispatch" in ldd
     assert "libpython" not in ldd
+    # The glue library is needed by file name, so a deployed runner finds it by its rpath.
+    (glue,) = [line.split() for line in ldd.splitlines() if "kffi_torch_dispatch" in line]
+    assert glue[0].startswith("kffi_torch_dispatch_") and glue[1] == "=>"
 
 
 @pytest.mark.parametrize("n", [5, 9])  # packaged at n = 4: the dynamic dimension

@@ -141,7 +141,10 @@ def cpp_flags(compile: bool = True, link: bool = True) -> list:
         torch_lib = _native._torch_dirs()[2]
         glue = os.path.abspath(_native.glue().name)
         flags += [
-            glue,
+            # By file name (-l:NAME), not path: the program then finds the library through its
+            # rpath or LD_LIBRARY_PATH wherever it is deployed.
+            f"-L{os.path.dirname(glue)}",
+            f"-l:{os.path.basename(glue)}",
             f"-Wl,-rpath,{os.path.dirname(glue)}",
             *kffi_config("--ldflags", "--libs"),
             f"-L{torch_lib}",

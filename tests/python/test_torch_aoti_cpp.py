@@ -29,6 +29,7 @@ import kffi.cpp
 import kffi.torch
 from test_torch_export import package  # noqa: F401  (the CPU .pt2, a cached fixture)
 from torch_export_cases import NAMESPACE, eager, library
+from torch_support import tk  # noqa: F401  (tests/python/torch_kernels.cc, loaded)
 
 HERE = Path(__file__).resolve().parent
 RUNNER_SOURCE = HERE.parent.parent / "examples" / "torch_aoti" / "runner.cc"
@@ -221,6 +222,48 @@ def test_register_ops_in_process_matches_the_python_ops(manifest, tmp_path):
     )
     with pytest.raises(ValueError, match="cannot define kffi_deploy_cxx::repeat2"):
         _native.glue().register_ops(str(renamed))
+
+
+def test_register_ops_carries_every_kind_of_plan(tk, tmp_path):  # noqa: F811
+    """Allocated outputs (dtype from the inputs), several returns, optional arguments and
+    streams go through the manifest's text: the ops RegisterOps defines compute the same."""
+    from kffi.torch import _native
+
+    py = {
+        "square_into": kffi.torch.register_op(
+            tk.get_function("square_into"), "kffi_aoti_py::square_into", allocate=True
+        ),
+        "two_out": kffi.torch.register_op(tk.get_function("two_out"), "kffi_aoti_py::two_out"),
+        "add_bias": kffi.torch.register_op(tk.get_function("add_bias"), "kffi_aoti_py::add_bias"),
+        "concat": kffi.torch.register_op(tk.get_function("concat"), "kffi_aoti_py::concat"),
+        "streams": kffi.torch.register_op(tk.get_function("streams"), "kffi_aoti_py::streams"),
+    }
+    path = tmp_path / "kinds.kffi_ops"
+    kffi.torch.save_ops(path, py)
+    path.write_text(path.read_text().replace("kffi_aoti_py::", "kffi_aoti_cxx::"))
+    assert _native.glue().register_ops(str(path)) == len(py)
+    cxx = torch.ops.kffi_aoti_cxx
+    for name, op in py.items():
+        assert str(getattr(cxx, name).default._schema) == op.schema.join(
+            [f"kffi_aoti_cxx::{name}", ""]
+        )
+    x64 = torch.linspace(-2, 2, 5, dtype=torch.float64)
+    assert torch.equal(cxx.square_into(x64), py["square_into"].default(x64))
+    assert cxx.square_into(x64).dtype == torch.float64
+    x = torch.linspace(-2, 2, 5)
+    for a, b in zip(cxx.two_out(x), py["two_out"].default(x)):
+        assert torch.equal(a, b)
+    for bias, shift in ((None, None), (torch.ones(5), 3)):
+        y1, y2 = torch.zeros(5), torch.zeros(5)
+        cxx.add_bias(x, y1, bias, shift)
+        py["add_bias"].default(x, y2, bias, shift)
+        assert torch.equal(y1, y2)
+    a, b = torch.rand(2, 3), torch.rand(4, 3)
+    assert torch.equal(cxx.concat(a, b), torch.cat([a, b]))
+    o1, o2 = torch.full((2,), 7, dtype=torch.int64), torch.full((2,), 7, dtype=torch.int64)
+    cxx.streams(o1)
+    py["streams"].default(o2)
+    assert torch.equal(o1, o2)
 
 
 def test_save_ops_refuses_what_cpp_cannot_load(tmp_path):

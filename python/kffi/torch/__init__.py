@@ -7,6 +7,7 @@ autograd).
     torch.compile(lambda x, y: op(y, x, 2.0), fullgraph=True)
     ops = module.torch_ops("mylib")                      # every contract function of a module
     kffi.torch.register_autograd(ops.square, backward=module.square_bwd)
+    kffi.torch.save_ops("model.kffi_ops", ops)         # for kffi::torch::RegisterOps in C++
 
 Importing kffi does not import this package (nor torch). Once kffi.torch's small C library
 is built (on the first register_op, or by ``kffi.torch.fast_tensor_import()``; kept in kffi's
@@ -18,15 +19,18 @@ from __future__ import annotations
 
 from . import _native
 from ._autograd import register_autograd
+from ._deploy import cpp_flags, save_ops
 from ._op import TorchOp, register_op, registered_ops
 
 __all__ = [
     "TorchOp",
+    "cpp_flags",
     "fast_tensor_import",
     "ops_of_module",
     "register_autograd",
     "register_op",
     "registered_ops",
+    "save_ops",
 ]
 
 

@@ -6,7 +6,9 @@
 // of an op without an autograd rule (it refuses inputs that require grad, runs plain calls at
 // once, and bumps the version counter of what the op writes). Compiled graphs and torch.ops
 // calls therefore cost about what a C++ TORCH_LIBRARY op costs. Built once per torch version by
-// kffi.torch._native (kffi.cpp.build), loaded as a kffi module.
+// kffi.torch._native (kffi.cpp.build), loaded as a kffi module. The same library, with
+// _register.cc, is what a C++ program links for kffi::torch::RegisterOps (<kffi/torch_ops.h>):
+// ops registered from C++ run these very kernels.
 //
 // The call plan comes from Python as a flat list of int64 (see _schema.py, `native_plan`):
 //   n_params, then per kffi parameter (source, value): 0 = schema argument `value`, 1 = the
@@ -17,6 +19,8 @@
 //       argument `arg`;
 //   device_arg (the schema argument whose device the call uses; -1 = CPU), ret_kind (kRet*),
 //   n_returns (tensors the function returns).
+#include "_dispatch.h"
+
 #include <ATen/core/LegacyTypeDispatch.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
@@ -721,6 +725,8 @@ std::unique_ptr<torch::Library> NewLibrary(const std::string& ns) {
                                           static_cast<uint32_t>(__LINE__));
 }
 
+}  // namespace
+
 /// Registers fn as the kernels of the op `qualname` (defined beforehand with num_schema_args
 /// arguments): CPU and CUDA, and the Autograd kernel for when it has no rule. `mutated` names
 /// the arguments it writes (comma-separated; empty: none), `written` their indices. Returns
@@ -759,7 +765,6 @@ Array<Function> RegisterOp(const std::string& qualname, Function fn, int64_t num
 /// The packed dtype (code | bits << 8 | lanes << 16) of a dtype name ("float32").
 int64_t PackedDType(const std::string& name) { return PackDType(StringToDataType(name)); }
 
-}  // namespace
 }  // namespace torchglue
 }  // namespace kffi
 

@@ -17,10 +17,14 @@ from .. import cpp as _cpp
 from .. import load_module as _load_module
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
-_SOURCE = os.path.join(_HERE, "_dispatch.cc")
+# The dispatcher glue: the kernels and their registration (_dispatch.cc), and the C++ API that
+# registers ops from a manifest without Python (_register.cc, <kffi/torch_ops.h>).
+_SOURCES = [os.path.join(_HERE, "_dispatch.cc"), os.path.join(_HERE, "_register.cc")]
+INCLUDE_DIR = os.path.join(_HERE, "include")  # <kffi/torch_ops.h>
 # The torch headers _dispatch.cc and _eager.cc include directly: their digest keys the builds.
 _TORCH_HEADERS = (
     "torch/library.h",
+    "ATen/core/dispatch/Dispatcher.h",  # _register.cc
     "ATen/core/Tensor.h",
     "ATen/ops/empty.h",
     "ATen/ops/from_blob.h",
@@ -38,6 +42,10 @@ _module = None
 _EAGER_SOURCES = [os.path.join(_HERE, "_eager.cc"), os.path.join(_HERE, "_import.cc")]
 # kffi's own header the glue sources include (its digest keys the builds too).
 _GLUE_HEADER = os.path.join(_HERE, "_torch_dlpack.h")
+_DISPATCH_HEADERS = (
+    os.path.join(_HERE, "_dispatch.h"),
+    os.path.join(INCLUDE_DIR, "kffi", "torch_ops.h"),
+)
 _eager = None  # the loaded library of _EAGER_SOURCES, or why it is unavailable (str)
 
 
@@ -227,21 +235,23 @@ def glue():
         if _module is None:
             import torch
 
-            flags = _torch_flags(torch)
+            flags = _torch_flags(torch) + [
+                f'-DKFFI_TORCH_DISPATCH_HEADERS="{_file_digest(h)}"' for h in _DISPATCH_HEADERS
+            ]
             ldflags = _torch_ldflags()
-            include_paths = _torch_dirs()[1]
+            include_paths = [INCLUDE_DIR, *_torch_dirs()[1]]
             try:
                 path = _cpp.build(
                     "kffi_torch_dispatch",
-                    [_SOURCE],
+                    _SOURCES,
                     extra_cflags=flags,
                     extra_ldflags=ldflags,
                     extra_include_paths=include_paths,
                 )
             except _cpp.BuildError as e:
                 raise RuntimeError(
-                    "kffi.torch: building the dispatcher glue (python/kffi/torch/_dispatch.cc, "
-                    "against the installed torch's headers) failed; kffi.torch needs a C++20 "
+                    "kffi.torch: building the dispatcher glue (python/kffi/torch/_dispatch.cc and "
+                    "_register.cc, against the installed torch's headers) failed; kffi.torch needs a C++20 "
                     f"compiler for it, once per torch version.\n{e}"
                 ) from None
             _module = _load_module(path)

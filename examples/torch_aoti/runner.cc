@@ -1,0 +1,48 @@
+// examples/torch_aoti/runner.cc: a C++ program with no Python that serves a .pt2 calling kffi ops
+// (docs/deploy.md; tests/python/test_torch_aoti_cpp.py builds and runs it).
+//
+//   c++ -c runner.cc -o runner.o $(python -m kffi.torch --cxxflags)
+//   c++ runner.o -o runner $(python -m kffi.torch --ldflags)
+//   runner MANIFEST|- MODEL.pt2 INPUT DEVICE
+//
+// Registers the ops of MANIFEST (kffi::torch::RegisterOps; "-": none), loads MODEL.pt2 with
+// AOTIModelPackageLoader, runs it on the float32 values of INPUT (raw, native byte order) on
+// DEVICE ("cpu" or "cuda") and prints the first output's values, one a line. An error is printed
+// as "error: <message>" on stderr, with exit status 1.
+#include <kffi/torch_ops.h>
+#include <torch/csrc/inductor/aoti_package/model_package_loader.h>
+#include <torch/torch.h>
+
+#include <cstdio>
+#include <exception>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+int main(int argc, char** argv) {
+  if (argc != 5) {
+    std::fprintf(stderr, "usage: %s MANIFEST|- MODEL.pt2 INPUT cpu|cuda\n", argv[0]);
+    return 2;
+  }
+  try {
+    const std::string manifest = argv[1], model = argv[2], input = argv[3], device = argv[4];
+    if (manifest != "-") {
+      int n = kffi::torch::RegisterOps(manifest);
+      std::fprintf(stderr, "registered %d kffi ops\n", n);
+    }
+    std::ifstream in(input, std::ios::binary);
+    std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const int64_t n = static_cast<int64_t>(bytes.size() / sizeof(float));
+    at::Tensor x = torch::from_blob(bytes.data(), {n}, torch::kFloat32).clone().to(device);
+    torch::inductor::AOTIModelPackageLoader loader(model);
+    std::vector<at::Tensor> outputs = loader.run({x});
+    at::Tensor out = outputs.at(0).to(torch::kCPU).contiguous();
+    const float* values = out.data_ptr<float>();
+    for (int64_t i = 0; i < out.numel(); ++i) std::printf("%.9g\n", values[i]);
+    return 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  }
+}

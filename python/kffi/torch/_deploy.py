@@ -1,0 +1,173 @@
+"""python/kffi/torch/_deploy.py: kffi ops for a C++ program with no Python (AOTInductor .pt2).
+
+``save_ops(path, ops)`` writes the manifest ``kffi::torch::RegisterOps`` (<kffi/torch_ops.h>,
+python/kffi/torch/_register.cc) reads: per op its schema, its kffi library (path and SHA-256),
+function and call plan, as kffi.torch derived them here. ``cpp_flags()`` gives the compiler and
+linker flags of a C++ program that calls RegisterOps: kffi's (kffi-config), torch's, and the
+dispatcher glue library kffi.torch builds (the very kernels Python registers).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shlex
+import subprocess
+import sys
+
+from . import _native
+from ._op import TorchOp, registered_ops
+
+__all__ = ["cpp_flags", "save_ops"]
+
+MAGIC = "kffi-torch-ops 1"
+
+
+def _sha256(path: str) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _field(value: str, what: str, op: str) -> str:
+    if "\t" in value or "\n" in value or "\r" in value:
+        raise ValueError(
+            f"kffi.torch.save_ops: {op}: its {what} {value!r} holds a tab or a newline, which the "
+            f"manifest cannot hold"
+        )
+    return value
+
+
+def _ops_of(ops) -> list:
+    if ops is None:
+        return list(registered_ops().values())
+    if isinstance(ops, TorchOp):
+        return [ops]
+    if hasattr(ops, "_ops") and isinstance(ops._ops, dict):  # an OpNamespace
+        return list(ops._ops.values())
+    if isinstance(ops, dict):
+        ops = ops.values()
+    out = list(ops)
+    for op in out:
+        if not isinstance(op, TorchOp):
+            raise TypeError(
+                f"kffi.torch.save_ops: expected kffi.torch ops (TorchOp, module.torch_ops(ns), or "
+                f"a list of them), got {type(op).__name__}"
+            )
+    return out
+
+
+def _line(op: TorchOp, base: str | None, glue) -> str:
+    origin = getattr(op.fn, "_origin", None)
+    if not (isinstance(origin, tuple) and len(origin) == 2 and isinstance(origin[0], str)):
+        raise ValueError(
+            f"kffi.torch.save_ops: {op.qualname}: its kffi function does not come from a library "
+            f"file (a Python callable, say), so a C++ program cannot load it; register a function "
+            f"of kffi.load_module(path) or kffi.compile"
+        )
+    if op.has_autograd:
+        raise ValueError(
+            f"kffi.torch.save_ops: {op.qualname} has an autograd rule (register_autograd), which "
+            f"is Python; kffi::torch::RegisterOps registers forward kernels only"
+        )
+    path, name = origin
+    library = os.path.abspath(path)
+    if base is not None:
+        library = os.path.relpath(library, base)
+    sig = op.sig
+    written = [i for i, p in enumerate(sig.schema_args) if p.mutable]
+    fields = [
+        _field(op.qualname, "name", op.qualname),
+        _field(op.schema, "schema", op.qualname),
+        _field(library, "library path", op.qualname),
+        _sha256(path),
+        _field(name, "function name", op.qualname),
+        _field(", ".join(sig.mutated), "written arguments", op.qualname),
+        " ".join(map(str, written)),
+        " ".join(map(str, sig.native_plan(glue.packed_dtype))),
+    ]
+    return "\t".join(fields)
+
+
+def save_ops(path, ops=None, *, relative: bool = False) -> str:
+    """Writes the manifest of kffi.torch ops that ``kffi::torch::RegisterOps(path)`` registers in
+    a C++ program (see docs/deploy.md). ``ops``: a TorchOp, the namespace ``module.torch_ops(ns)``
+    returns, a list or dict of TorchOps, or None for every op kffi.torch registered in this
+    process. Each op's function must come from a library file (``kffi.load_module``,
+    ``kffi.compile``); the manifest records its path and SHA-256, which RegisterOps checks. With
+    ``relative=True`` the paths are relative to the manifest's folder (deploy the libraries
+    beside it). Returns the path."""
+    path = os.fspath(path)
+    base = os.path.dirname(os.path.abspath(path)) if relative else None
+    glue = _native.glue()
+    lines = [MAGIC] + [_line(op, base, glue) for op in _ops_of(ops)]
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write("\n".join(lines) + "\n")
+    os.replace(tmp, path)
+    return path
+
+
+def cpp_flags(compile: bool = True, link: bool = True) -> list:
+    """The flags of a C++ program using ``<kffi/torch_ops.h>`` and libtorch (AOTIModelPackageLoader
+    included). Compile flags: C++20, torch's C++ ABI, the include folders of kffi.torch, torch and
+    kffi (kffi-config's). Link flags: the dispatcher glue library (built here on first use; the
+    very kernels kffi.torch registers in Python), libkffi (kffi-config's), torch's libraries, each
+    with its rpath; give them after the objects. The program does not link libpython."""
+    import torch
+
+    from .. import config
+
+    def kffi_config(*options):
+        return subprocess.run(
+            ["sh", config._SCRIPT, *options], check=True, capture_output=True, text=True
+        ).stdout.split()
+
+    flags = []
+    if compile:
+        abi = int(getattr(torch._C, "_GLIBCXX_USE_CXX11_ABI", 1))
+        # kffi-config's -std=c++17 fits kernel libraries; torch's headers need C++20.
+        kffi_cxx = [f for f in kffi_config("--cxxflags") if not f.startswith("-std=")]
+        flags += [
+            "-std=c++20",
+            f"-D_GLIBCXX_USE_CXX11_ABI={abi}",
+            f"-I{_native.INCLUDE_DIR}",
+            *(f"-I{p}" for p in _native._torch_dirs()[1]),
+            *kffi_cxx,
+        ]
+    if link:
+        torch_lib = _native._torch_dirs()[2]
+        glue = os.path.abspath(_native.glue().name)
+        flags += [
+            # By file name (-l:NAME), not path: the program then finds the library through its
+            # rpath or LD_LIBRARY_PATH wherever it is deployed.
+            f"-L{os.path.dirname(glue)}",
+            f"-l:{os.path.basename(glue)}",
+            f"-Wl,-rpath,{os.path.dirname(glue)}",
+            *kffi_config("--ldflags", "--libs"),
+            f"-L{torch_lib}",
+            f"-Wl,-rpath,{torch_lib}",
+            # libtorch brings libtorch_cuda where torch has CUDA (its AOTInductor runner for CUDA
+            # models registers itself there): kept even by a linker that drops unused libraries.
+            "-Wl,--no-as-needed",
+            "-ltorch",
+            "-Wl,--as-needed",
+            "-ltorch_cpu",
+            "-lc10",
+        ]
+    return flags
+
+
+_USAGE = "usage: python -m kffi.torch [--cxxflags] [--ldflags]"
+
+
+def main(argv=None) -> int:
+    args = sys.argv[1:] if argv is None else list(argv)
+    if not args or any(a not in ("--cxxflags", "--ldflags") for a in args):
+        print(_USAGE, file=sys.stderr)
+        return 2
+    flags = cpp_flags(compile="--cxxflags" in args, link="--ldflags" in args)
+    print(" ".join(shlex.quote(f) for f in flags))
+    return 0

@@ -1,0 +1,328 @@
+// python/kffi/torch/_register.cc: kffi::torch::RegisterOps, kffi ops registered from C++.
+//
+// A C++ program that serves a model exported with kffi ops (an AOTInductor .pt2) registers them
+// from the manifest kffi.torch.save_ops wrote, with no Python in the process: per op, the schema
+// kffi.torch derived, the library (and its SHA-256) and function, and the call plan. The kernels
+// are those of _dispatch.cc (RegisterOp), compiled into the same library: one implementation of
+// the dispatcher glue for Python and C++.
+//
+// The manifest is text, one op a line, fields separated by tabs (no field holds a tab or a
+// newline; save_ops refuses those):
+//   kffi-torch-ops 1
+//   <ns::name> <schema> <library> <sha256 hex> <function> <mutated> <written ints> <plan ints>
+// Ints are separated by spaces; `mutated` is the comma-separated names the op writes.
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <kffi/container/array.h>
+#include <kffi/error.h>
+#include <kffi/export.h>
+#include <kffi/function.h>
+#include <kffi/module.h>
+#include <kffi/torch_ops.h>
+#include <torch/library.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "_dispatch.h"
+
+namespace kffi {
+namespace torchglue {
+namespace {
+
+constexpr const char* kMagic = "kffi-torch-ops 1";
+constexpr size_t kMaxManifestBytes = size_t{16} << 20;  // a manifest is a few kB
+constexpr size_t kMaxIntsPerField = 1 << 16;
+
+// ---- SHA-256 (FIPS 180-4), to check that a library is the one the manifest recorded -----------
+
+class Sha256 {
+ public:
+  Sha256() {
+    static constexpr uint32_t kInit[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
+                                          0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
+    std::memcpy(h_, kInit, sizeof(h_));
+  }
+
+  void Update(const unsigned char* data, size_t n) {
+    total_ += n;
+    while (n > 0) {
+      size_t take = std::min(n, sizeof(block_) - used_);
+      std::memcpy(block_ + used_, data, take);
+      used_ += take;
+      data += take;
+      n -= take;
+      if (used_ == sizeof(block_)) {
+        Compress(block_);
+        used_ = 0;
+      }
+    }
+  }
+
+  std::string HexDigest() {
+    const uint64_t bits = total_ * 8;
+    const unsigned char one = 0x80, zero = 0;
+    Update(&one, 1);
+    while (used_ != 56) Update(&zero, 1);
+    unsigned char len[8];
+    for (int i = 0; i < 8; ++i) len[i] = static_cast<unsigned char>(bits >> (56 - 8 * i));
+    Update(len, 8);
+    static constexpr char kHex[] = "0123456789abcdef";
+    std::string out;
+    for (uint32_t word : h_) {
+      for (int shift = 28; shift >= 0; shift -= 4) out.push_back(kHex[(word >> shift) & 0xf]);
+    }
+    return out;
+  }
+
+ private:
+  static uint32_t Rotr(uint32_t x, int n) { return (x >> n) | (x << (32 - n)); }
+
+  void Compress(const unsigned char* p) {
+    static constexpr uint32_t kK[64] = {
+        0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4,
+        0xab1c5ed5, 0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe,
+        0x9bdc06a7, 0xc19bf174, 0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f,
+        0x4a7484aa, 0x5cb0a9dc, 0x76f988da, 0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7,
+        0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967, 0x27b70a85, 0x2e1b2138, 0x4d2c6dfc,
+        0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85, 0xa2bfe8a1, 0xa81a664b,
+        0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070, 0x19a4c116,
+        0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
+        0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7,
+        0xc67178f2};
+    uint32_t w[64];
+    for (int i = 0; i < 16; ++i) {
+      w[i] = (uint32_t{p[4 * i]} << 24) | (uint32_t{p[4 * i + 1]} << 16) |
+             (uint32_t{p[4 * i + 2]} << 8) | uint32_t{p[4 * i + 3]};
+    }
+    for (int i = 16; i < 64; ++i) {
+      uint32_t s0 = Rotr(w[i - 15], 7) ^ Rotr(w[i - 15], 18) ^ (w[i - 15] >> 3);
+      uint32_t s1 = Rotr(w[i - 2], 17) ^ Rotr(w[i - 2], 19) ^ (w[i - 2] >> 10);
+      w[i] = w[i - 16] + s0 + w[i - 7] + s1;
+    }
+    uint32_t a = h_[0], b = h_[1], c = h_[2], d = h_[3], e = h_[4], f = h_[5], g = h_[6], h = h_[7];
+    for (int i = 0; i < 64; ++i) {
+      uint32_t t1 =
+          h + (Rotr(e, 6) ^ Rotr(e, 11) ^ Rotr(e, 25)) + ((e & f) ^ (~e & g)) + kK[i] + w[i];
+      uint32_t t2 = (Rotr(a, 2) ^ Rotr(a, 13) ^ Rotr(a, 22)) + ((a & b) ^ (a & c) ^ (b & c));
+      h = g;
+      g = f;
+      f = e;
+      e = d + t1;
+      d = c;
+      c = b;
+      b = a;
+      a = t1 + t2;
+    }
+    h_[0] += a;
+    h_[1] += b;
+    h_[2] += c;
+    h_[3] += d;
+    h_[4] += e;
+    h_[5] += f;
+    h_[6] += g;
+    h_[7] += h;
+  }
+
+  uint32_t h_[8];
+  unsigned char block_[64];
+  size_t used_ = 0;
+  uint64_t total_ = 0;
+};
+
+/// The SHA-256 (hex) of the file at path; RuntimeError when it cannot be read.
+std::string FileSha256(const std::string& path) {
+  std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(path.c_str(), "rb"), &std::fclose);
+  KFFI_CHECK(f != nullptr, RuntimeError)
+      << "kffi::torch::RegisterOps: cannot read the kffi library " << path << ": "
+      << std::strerror(errno);
+  Sha256 hash;
+  unsigned char buf[1 << 16];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof(buf), f.get())) > 0) hash.Update(buf, n);
+  KFFI_CHECK(!std::ferror(f.get()), RuntimeError)
+      << "kffi::torch::RegisterOps: reading the kffi library " << path << " failed";
+  return hash.HexDigest();
+}
+
+// ---- the manifest ---------------------------------------------------------------------------
+
+std::string ReadManifest(const std::string& path) {
+  std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(path.c_str(), "rb"), &std::fclose);
+  KFFI_CHECK(f != nullptr, ValueError) << "kffi::torch::RegisterOps: cannot open the manifest "
+                                       << path << ": " << std::strerror(errno);
+  std::string text;
+  char buf[1 << 14];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof(buf), f.get())) > 0) {
+    text.append(buf, n);
+    KFFI_CHECK(text.size() <= kMaxManifestBytes, ValueError)
+        << "kffi::torch::RegisterOps: the manifest " << path << " is larger than "
+        << kMaxManifestBytes << " bytes; kffi.torch.save_ops writes a few kB";
+  }
+  KFFI_CHECK(!std::ferror(f.get()), ValueError)
+      << "kffi::torch::RegisterOps: reading the manifest " << path << " failed";
+  return text;
+}
+
+std::vector<std::string> Split(const std::string& text, char sep) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (true) {
+    size_t end = text.find(sep, start);
+    out.push_back(text.substr(start, end == std::string::npos ? std::string::npos : end - start));
+    if (end == std::string::npos) return out;
+    start = end + 1;
+  }
+}
+
+struct OpEntry {
+  std::string qualname, schema, library, sha256, function, mutated;
+  std::vector<int64_t> written, plan;
+};
+
+class ManifestReader {
+ public:
+  explicit ManifestReader(std::string path) : path_(std::move(path)) {}
+
+  [[noreturn]] void Fail(size_t line, const std::string& what) const {
+    KFFI_THROW(ValueError) << "kffi::torch::RegisterOps: " << path_ << " line " << line << ": "
+                           << what << " (the manifest is written by kffi.torch.save_ops)";
+  }
+
+  std::vector<int64_t> Ints(size_t line, const std::string& field, const char* what) const {
+    std::vector<int64_t> out;
+    if (field.empty()) return out;
+    for (const std::string& item : Split(field, ' ')) {
+      errno = 0;
+      char* end = nullptr;
+      long long v = std::strtoll(item.c_str(), &end, 10);
+      if (item.empty() || *end != '\0' || errno == ERANGE) {
+        Fail(line, std::string(what) + " holds \"" + item + "\", expected an integer");
+      }
+      out.push_back(static_cast<int64_t>(v));
+      if (out.size() > kMaxIntsPerField) Fail(line, std::string(what) + " is too long");
+    }
+    return out;
+  }
+
+  std::vector<OpEntry> Parse(const std::string& text) const {
+    std::vector<std::string> lines = Split(text, '\n');
+    if (lines.empty() || lines[0] != kMagic) {
+      KFFI_THROW(ValueError) << "kffi::torch::RegisterOps: " << path_
+                             << " is not a kffi op manifest (its first line is not \"" << kMagic
+                             << "\"; kffi.torch.save_ops writes one)";
+    }
+    std::vector<OpEntry> ops;
+    for (size_t i = 1; i < lines.size(); ++i) {
+      const std::string& line = lines[i];
+      if (line.empty()) continue;
+      std::vector<std::string> f = Split(line, '\t');
+      if (f.size() != 8) {
+        Fail(i + 1, "expected 8 tab-separated fields, got " + std::to_string(f.size()));
+      }
+      OpEntry op{f[0],
+                 f[1],
+                 f[2],
+                 f[3],
+                 f[4],
+                 f[5],
+                 Ints(i + 1, f[6], "the written arguments"),
+                 Ints(i + 1, f[7], "the call plan")};
+      if (op.sha256.size() != 64) Fail(i + 1, "the SHA-256 is not 64 hex digits");
+      if (op.qualname.find("::") == std::string::npos) {
+        Fail(i + 1, "the op name \"" + op.qualname + "\" is not \"namespace::name\"");
+      }
+      ops.push_back(std::move(op));
+    }
+    return ops;
+  }
+
+ private:
+  std::string path_;
+};
+
+std::string Resolve(const std::string& manifest, const std::string& library) {
+  if (!library.empty() && library[0] == '/') return library;
+  size_t slash = manifest.rfind('/');
+  return slash == std::string::npos ? library : manifest.substr(0, slash + 1) + library;
+}
+
+// Registrations made here live for the process (the dispatcher may be gone at exit).
+std::mutex registry_mu;
+std::vector<std::unique_ptr<::torch::Library>>* libraries = nullptr;
+
+int RegisterFromManifest(const std::string& path) {
+  std::vector<OpEntry> ops = ManifestReader(path).Parse(ReadManifest(path));
+  std::lock_guard<std::mutex> lock(registry_mu);
+  if (libraries == nullptr) libraries = new std::vector<std::unique_ptr<::torch::Library>>();
+  std::map<std::string, Module> modules;  // by resolved path, each checked once
+  int count = 0;
+  for (const OpEntry& op : ops) {
+    std::string lib_path = Resolve(path, op.library);
+    auto it = modules.find(lib_path);
+    if (it == modules.end()) {
+      std::string digest = FileSha256(lib_path);
+      KFFI_CHECK(digest == op.sha256, ValueError)
+          << "kffi::torch::RegisterOps: the kffi library " << lib_path << " (for " << op.qualname
+          << ") has SHA-256 " << digest << ", but the manifest " << path << " recorded "
+          << op.sha256 << ": deploy the library the model was exported with";
+      it = modules.emplace(lib_path, Module::Load(lib_path)).first;
+    }
+    Function fn = it->second.GetFunctionRequired(op.function);
+    size_t sep = op.qualname.find("::");
+    std::string ns = op.qualname.substr(0, sep), name = op.qualname.substr(sep + 2);
+    auto lib = std::make_unique<::torch::Library>(::torch::Library::FRAGMENT, ns, std::nullopt,
+                                                  __FILE__, static_cast<uint32_t>(__LINE__));
+    size_t num_args = 0;
+    try {
+      lib->def((name + op.schema).c_str());
+      auto handle = c10::Dispatcher::singleton().findSchema({op.qualname, ""});
+      TORCH_CHECK(handle.has_value(), "the op is not in the dispatcher after its definition");
+      num_args = handle->schema().arguments().size();
+    } catch (const c10::Error& e) {
+      KFFI_THROW(ValueError) << "kffi::torch::RegisterOps: cannot define " << op.qualname
+                             << op.schema << ": " << e.what_without_backtrace();
+    } catch (const std::exception& e) {  // the schema parser's torch::jit::ErrorReport
+      KFFI_THROW(ValueError) << "kffi::torch::RegisterOps: cannot define " << op.qualname
+                             << op.schema << ": " << e.what();
+    }
+    try {
+      RegisterOp(op.qualname, std::move(fn), static_cast<int64_t>(num_args),
+                 Array<int64_t>(op.plan), op.mutated, Array<int64_t>(op.written));
+    } catch (const c10::Error& e) {
+      KFFI_THROW(RuntimeError) << "kffi::torch::RegisterOps: cannot register the kernels of "
+                               << op.qualname << ": " << e.what_without_backtrace();
+    }
+    libraries->push_back(std::move(lib));
+    ++count;
+  }
+  return count;
+}
+
+}  // namespace
+}  // namespace torchglue
+
+namespace torch {
+
+int RegisterOps(const std::string& manifest_path) {
+  return torchglue::RegisterFromManifest(manifest_path);
+}
+
+}  // namespace torch
+}  // namespace kffi
+
+// For Python: the ops of a manifest registered in this process, as a C++ program does (tests and
+// bench/python/torch_ops.py compare them with kffi.torch's own).
+KFFI_EXPORT_DOC(register_ops, kffi::torch::RegisterOps,
+                "Registers the ops of a manifest written by kffi.torch.save_ops", "manifest_path");

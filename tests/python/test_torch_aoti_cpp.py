@@ -1,0 +1,305 @@
+"""tests/python/test_torch_aoti_cpp.py: a C++ program with no Python runs an AOTInductor package
+(.pt2) of a model with kffi ops, after kffi::torch::RegisterOps registers them from the manifest
+kffi.torch.save_ops wrote; without the registration it fails with torch's clear error.
+
+The runner (examples/torch_aoti/runner.cc, shown by docs/deploy.md) is built as that page says,
+with the flags of ``python -m kffi.torch --cxxflags`` and ``--ldflags``, and cached in kffi's
+build cache, keyed by its source, the flags (which name the glue library by its hash) and the
+compiler, so only a cold run compiles it (about a minute on a 2-core host). The
+CPU package is test_torch_export.py's (cached there too). The CUDA variant packages its own model
+and is skipped without a CUDA torch and nvcc."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import kffi
+import kffi.cpp
+import kffi.torch
+from test_torch_export import package  # noqa: F401  (the CPU .pt2, a cached fixture)
+from torch_export_cases import NAMESPACE, eager, library
+from torch_support import tk  # noqa: F401  (tests/python/torch_kernels.cc, loaded)
+
+HERE = Path(__file__).resolve().parent
+RUNNER_SOURCE = HERE.parent.parent / "examples" / "torch_aoti" / "runner.cc"
+TORCH_INCLUDE = Path(torch.__file__).parent / "include"
+
+
+def _compiler():
+    exe = shutil.which(os.environ.get("CXX", "c++"))
+    if exe is None:
+        pytest.skip("needs a C++ compiler")
+    if not (TORCH_INCLUDE / "torch" / "csrc" / "inductor" / "aoti_package").is_dir():
+        pytest.skip("the installed torch ships no AOTInductor C++ headers")
+    return exe
+
+
+@pytest.fixture(scope="module")
+def runner() -> Path:
+    cxx = _compiler()
+    cxxflags = kffi.torch.cpp_flags(link=False)
+    ldflags = kffi.torch.cpp_flags(compile=False)
+    version = subprocess.run([cxx, "--version"], capture_output=True, text=True).stdout
+    key = hashlib.sha256(
+        "\0".join([RUNNER_SOURCE.read_text(), cxx, version, *cxxflags, *ldflags]).encode()
+    ).hexdigest()[:16]
+    path = Path(kffi.cpp.cache_dir()) / "aoti_runner" / f"torch_aoti_runner_{key}"
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.partial")
+        obj = tmp.with_suffix(".o")
+        for cmd in (
+            [cxx, "-O1", "-c", str(RUNNER_SOURCE), "-o", str(obj), *cxxflags],
+            [cxx, str(obj), "-o", str(tmp), *ldflags],
+        ):
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+            assert proc.returncode == 0, proc.stderr[-4000:]
+        obj.unlink()
+        tmp.replace(path)  # atomic: a killed build leaves nothing behind
+    return path
+
+
+@pytest.fixture(scope="module")
+def manifest(tmp_path_factory) -> Path:
+    ops = kffi.load_module(library()).torch_ops(NAMESPACE)
+    return Path(kffi.torch.save_ops(tmp_path_factory.mktemp("aoti") / "model.kffi_ops", ops))
+
+
+def run(runner, manifest, model, values, tmp_path, device="cpu"):
+    x = tmp_path / "x.bin"
+    x.write_bytes(torch.tensor(values, dtype=torch.float32).numpy().tobytes())
+    return subprocess.run(
+        [str(runner), str(manifest), str(model), str(x), device],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def outputs(proc) -> list:
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return [float(v) for v in proc.stdout.split()]
+
+
+def test_runner_has_no_python(runner):
+    ldd = subprocess.run(["ldd", str(runner)], capture_output=True, text=True, check=True).stdout
+    assert "libkffi" in ldd and "libtorch_cpu" in ldd and "kffi_torch_dispatch" in ldd
+    assert "libpython" not in ldd
+    # The glue library is needed by file name, so a deployed runner finds it by its rpath.
+    (glue,) = [line.split() for line in ldd.splitlines() if "kffi_torch_dispatch" in line]
+    assert glue[0].startswith("kffi_torch_dispatch_") and glue[1] == "=>"
+
+
+@pytest.mark.parametrize("n", [5, 9])  # packaged at n = 4: the dynamic dimension
+def test_cpp_runner_matches_eager(runner, manifest, package, tmp_path, n):  # noqa: F811
+    x = [float(i) - 2.5 for i in range(n)]
+    proc = run(runner, manifest, package, x, tmp_path)
+    assert "registered 2 kffi ops" in proc.stderr
+    assert outputs(proc) == pytest.approx(eager(torch.tensor(x)), rel=1e-6)
+
+
+def test_cpp_runner_without_registration_fails_clearly(runner, package, tmp_path):  # noqa: F811
+    proc = run(runner, "-", package, [1.0, 2.0], tmp_path)
+    assert proc.returncode == 1, proc.stderr[-2000:]  # an exception, not a crash
+    assert "error: Could not find schema for kffi_deploy_test::" in proc.stderr
+
+
+def test_relative_library_path_is_beside_the_manifest(runner, manifest, package, tmp_path):  # noqa: F811
+    deploy = tmp_path / "deploy"
+    deploy.mkdir()
+    shutil.copy(library(), deploy / "libdeploy.so")  # same content: the SHA-256 matches
+    moved = deploy / "model.kffi_ops"
+    moved.write_text(manifest.read_text().replace(library(), "libdeploy.so"))
+    proc = run(runner, moved, package, [0.5, 1.5, 2.5], tmp_path)
+    assert outputs(proc) == pytest.approx(eager(torch.tensor([0.5, 1.5, 2.5])), rel=1e-6)
+
+
+def test_save_ops_relative_paths(manifest, tmp_path):
+    ops = {q: op for q, op in kffi.torch.registered_ops().items() if q.startswith(NAMESPACE)}
+    text = Path(kffi.torch.save_ops(tmp_path / "rel.kffi_ops", ops, relative=True)).read_text()
+    paths = {line.split("\t")[2] for line in text.splitlines()[1:]}
+    assert len(paths) == 1
+    (path,) = paths
+    assert not path.startswith("/")
+    assert (tmp_path / path).resolve() == Path(library()).resolve()
+
+
+def test_changed_library_is_refused(runner, manifest, package, tmp_path):  # noqa: F811
+    changed = tmp_path / "libchanged.so"
+    shutil.copy(library(), changed)
+    with open(changed, "ab") as f:
+        f.write(b"\0")  # still loadable; not the library the model was exported with
+    text = manifest.read_text().replace(library(), str(changed))
+    bad = tmp_path / "changed.kffi_ops"
+    bad.write_text(text)
+    proc = run(runner, bad, package, [1.0], tmp_path)
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    assert "has SHA-256" in proc.stderr and "deploy the library the model was exported with" in (
+        proc.stderr
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("not a manifest\n", "is not a kffi op manifest"),
+        ("kffi-torch-ops 1\na\tb\n", "expected 8 tab-separated fields, got 2"),
+        ("kffi-torch-ops 1\nns::f\t() -> ()\tlib.so\t" + "0" * 64 + "\tf\t\tx\t1\n", "integer"),
+        ("kffi-torch-ops 1\nns::f\t() -> ()\tlib.so\tabc\tf\t\t\t1\n", "64 hex digits"),
+        ("kffi-torch-ops 1\nf\t() -> ()\tlib.so\t" + "0" * 64 + "\tf\t\t\t1\n", "namespace::name"),
+        (
+            "kffi-torch-ops 1\nns::f\t() -> ()\tmissing.so\t" + "0" * 64 + "\tf\t\t\t1\n",
+            "cannot read the kffi library",
+        ),
+    ],
+)
+def test_malformed_manifest_is_a_clear_error(runner, package, tmp_path, text, message):  # noqa: F811
+    bad = tmp_path / "bad.kffi_ops"
+    bad.write_text(text)
+    proc = run(runner, bad, package, [1.0], tmp_path)
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    assert message in proc.stderr
+    assert re.match(r"error: (ValueError|RuntimeError): kffi::torch::RegisterOps: ", proc.stderr)
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        (4, "nope", "AttributeError: Module `"),  # the library has no such function
+        (1, "(Tensor x -> Tensor", "ValueError: kffi::torch::RegisterOps: cannot define"),
+        (6, "7", "written argument 7 of 1"),
+    ],
+)
+def test_bad_op_line_is_a_clear_error(runner, manifest, package, tmp_path, field, value, message):  # noqa: F811
+    lines = manifest.read_text().splitlines()
+    fields = lines[1].split("\t")
+    fields[field] = value
+    bad = tmp_path / "op.kffi_ops"
+    bad.write_text("\n".join([lines[0], "\t".join(fields)]) + "\n")
+    proc = run(runner, bad, package, [1.0], tmp_path)
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    assert message in proc.stderr
+
+
+def test_bad_plan_is_a_clear_error(runner, manifest, package, tmp_path):  # noqa: F811
+    lines = manifest.read_text().splitlines()
+    fields = lines[1].split("\t")
+    fields[7] = "1 0 99 0 0 1 1"  # reads schema argument 99 of 1
+    bad = tmp_path / "plan.kffi_ops"
+    bad.write_text("\n".join([lines[0], "\t".join(fields)]) + "\n")
+    proc = run(runner, bad, package, [1.0], tmp_path)
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    assert "the plan reads schema argument 99" in proc.stderr
+
+
+def test_register_ops_in_process_matches_the_python_ops(manifest, tmp_path):
+    """RegisterOps (through the glue library's export) under another namespace: the ops compute
+    what kffi.torch's do; defining them twice is a clear error."""
+    from kffi.torch import _native
+
+    renamed = tmp_path / "renamed.kffi_ops"
+    renamed.write_text(manifest.read_text().replace(f"{NAMESPACE}::", "kffi_deploy_cxx::"))
+    assert _native.glue().register_ops(str(renamed)) == 2
+    cxx, py = torch.ops.kffi_deploy_cxx, getattr(torch.ops, NAMESPACE)
+    x = torch.linspace(-1, 1, 7)
+    assert torch.equal(cxx.repeat2(x), py.repeat2(x))
+    y = torch.empty(7)
+    cxx.scale(y, x, 2.0)
+    assert torch.equal(y, x * 2)
+    assert str(cxx.scale.default._schema) == str(py.scale.default._schema).replace(
+        NAMESPACE, "kffi_deploy_cxx"
+    )
+    with pytest.raises(ValueError, match="cannot define kffi_deploy_cxx::repeat2"):
+        _native.glue().register_ops(str(renamed))
+
+
+def test_register_ops_carries_every_kind_of_plan(tk, tmp_path):  # noqa: F811
+    """Allocated outputs (dtype from the inputs), several returns, optional arguments and
+    streams go through the manifest's text: the ops RegisterOps defines compute the same."""
+    from kffi.torch import _native
+
+    py = {
+        "square_into": kffi.torch.register_op(
+            tk.get_function("square_into"), "kffi_aoti_py::square_into", allocate=True
+        ),
+        "two_out": kffi.torch.register_op(tk.get_function("two_out"), "kffi_aoti_py::two_out"),
+        "add_bias": kffi.torch.register_op(tk.get_function("add_bias"), "kffi_aoti_py::add_bias"),
+        "concat": kffi.torch.register_op(tk.get_function("concat"), "kffi_aoti_py::concat"),
+        "streams": kffi.torch.register_op(tk.get_function("streams"), "kffi_aoti_py::streams"),
+    }
+    path = tmp_path / "kinds.kffi_ops"
+    kffi.torch.save_ops(path, py)
+    path.write_text(path.read_text().replace("kffi_aoti_py::", "kffi_aoti_cxx::"))
+    assert _native.glue().register_ops(str(path)) == len(py)
+    cxx = torch.ops.kffi_aoti_cxx
+    for name, op in py.items():
+        assert str(getattr(cxx, name).default._schema) == op.schema.join(
+            [f"kffi_aoti_cxx::{name}", ""]
+        )
+    x64 = torch.linspace(-2, 2, 5, dtype=torch.float64)
+    assert torch.equal(cxx.square_into(x64), py["square_into"].default(x64))
+    assert cxx.square_into(x64).dtype == torch.float64
+    x = torch.linspace(-2, 2, 5)
+    for a, b in zip(cxx.two_out(x), py["two_out"].default(x)):
+        assert torch.equal(a, b)
+    for bias, shift in ((None, None), (torch.ones(5), 3)):
+        y1, y2 = torch.zeros(5), torch.zeros(5)
+        cxx.add_bias(x, y1, bias, shift)
+        py["add_bias"].default(x, y2, bias, shift)
+        assert torch.equal(y1, y2)
+    a, b = torch.rand(2, 3), torch.rand(4, 3)
+    assert torch.equal(cxx.concat(a, b), torch.cat([a, b]))
+    o1, o2 = torch.full((2,), 7, dtype=torch.int64), torch.full((2,), 7, dtype=torch.int64)
+    cxx.streams(o1)
+    py["streams"].default(o2)
+    assert torch.equal(o1, o2)
+
+
+def test_save_ops_refuses_what_cpp_cannot_load(tmp_path):
+    with pytest.raises(TypeError, match="expected kffi.torch ops"):
+        kffi.torch.save_ops(tmp_path / "m", [object()])
+
+
+def test_flags_command():
+    def flags(*args):
+        return subprocess.run(
+            [sys.executable, "-m", "kffi.torch", *args], capture_output=True, text=True
+        )
+
+    cxx, ld, both = flags("--cxxflags"), flags("--ldflags"), flags("--cxxflags", "--ldflags")
+    assert cxx.returncode == ld.returncode == both.returncode == 0, cxx.stderr + ld.stderr
+    assert "-std=c++20" in cxx.stdout and "kffi_torch_dispatch" not in cxx.stdout
+    assert "kffi_torch_dispatch" in ld.stdout and "-ltorch" in ld.stdout and "-I" not in ld.stdout
+    assert both.stdout.split() == cxx.stdout.split() + ld.stdout.split()
+    bad = flags("--cpp")
+    assert bad.returncode == 2 and "usage: python -m kffi.torch" in bad.stderr
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_cpp_runner_on_cuda(runner, tmp_path):
+    if not kffi.cpp.nvcc_available():
+        pytest.skip("needs nvcc")
+    model, manifest_path = tmp_path / "cuda.pt2", tmp_path / "cuda.kffi_ops"
+    made = subprocess.run(
+        [sys.executable, str(HERE / "torch_aoti_cases.py"), str(model), str(manifest_path), "cuda"],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert made.returncode == 0, made.stderr[-4000:]
+    packaged = json.loads(made.stdout.strip().splitlines()[-1])
+    assert packaged["model"] == pytest.approx(packaged["eager"], rel=1e-6)
+    x = [float(i) / 3 for i in range(7)]
+    proc = run(runner, manifest_path, model, x, tmp_path, device="cuda")
+    assert outputs(proc) == pytest.approx(eager(torch.tensor(x)), rel=1e-5)

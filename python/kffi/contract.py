@@ -28,9 +28,9 @@ import functools
 import os
 import re
 
+from . import _core, libinfo
 from . import aot as _aot
 from . import cpp as _cpp
-from . import libinfo
 from ._abstract import eval_shape_rpn
 from ._types import dtype as _dtype
 
@@ -58,8 +58,7 @@ __all__ = [
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 _INT32_MIN, _INT32_MAX = -(1 << 31), (1 << 31) - 1
-MAX_NDIM = 32  # as the contract parser (kffi/contract_parser.h kMaxNdim)
-MAX_CONTRACT_BYTES = 65536  # kMaxContractBytes
+MAX_CONTRACT_BYTES = _core.MAX_CONTRACT_BYTES  # the parser's limit (contract_plan.h)
 
 # Kept for callers of kffi.contract.cpp_param_names; it lives in kffi.cpp.
 cpp_param_names = _cpp.cpp_param_names
@@ -316,10 +315,10 @@ class FakeTensor:
         self.shape = tuple(
             d if isinstance(d, _Expr) else _positive_int(d, "a dimension") for d in shape
         )
-        if len(self.shape) > MAX_NDIM:
+        if len(self.shape) > _core.MAX_NDIM:
             raise ValueError(
                 f"kffi.fake_tensor: {len(self.shape)} dimensions; a contract tensor "
-                f"has at most {MAX_NDIM}"
+                f"has at most {_core.MAX_NDIM}"
             )
         if align is not None and (
             not isinstance(align, int)

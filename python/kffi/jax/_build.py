@@ -9,7 +9,6 @@ milliseconds.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import threading
 
@@ -18,7 +17,7 @@ from .. import load_module as _load_module
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _SOURCES = [os.path.join(_HERE, f) for f in ("_xla_handler.cc", "_xla_alloc.cc", "_xla_targets.cc")]
-_LOCAL_HEADER = os.path.join(_HERE, "_xla_handler.h")  # not a source: its digest goes in a flag
+_LOCAL_HEADER_NAME = "_xla_handler.h"  # not a source: its digest goes in a flag
 _HEADERS = ("c_api.h",)  # the handler includes only the C API
 
 _lock = threading.Lock()
@@ -32,18 +31,14 @@ def xla_ffi_include_dir() -> str:
 
 
 def _headers_digest(include_dir: str) -> str:
-    h = hashlib.sha256()
-    for name in _HEADERS:
-        path = os.path.join(include_dir, "xla", "ffi", "api", name)
-        try:
-            with open(path, "rb") as f:
-                h.update(name.encode() + b"\0" + f.read())
-        except OSError as e:
-            raise RuntimeError(
-                f"kffi.jax: jaxlib's XLA FFI header {path} cannot be read ({e}); "
-                f"kffi.jax needs a jaxlib that ships its FFI headers"
-            ) from None
-    return h.hexdigest()[:24]
+    api = os.path.join(include_dir, "xla", "ffi", "api")
+    try:
+        return _cpp._headers_digest(api, _HEADERS)[:24]
+    except OSError as e:
+        raise RuntimeError(
+            f"kffi.jax: jaxlib's XLA FFI header {e.filename} cannot be read ({e}); "
+            f"kffi.jax needs a jaxlib that ships its FFI headers"
+        ) from None
 
 
 def handler_module():
@@ -56,8 +51,7 @@ def handler_module():
             import jaxlib
 
             inc = xla_ffi_include_dir()
-            with open(_LOCAL_HEADER, "rb") as f:
-                local = hashlib.sha256(f.read()).hexdigest()[:24]
+            local = _cpp._headers_digest(_HERE, [_LOCAL_HEADER_NAME])[:24]
             flags = [
                 "-O2",
                 f'-DKFFI_JAX_XLA_FFI_HEADERS="{_headers_digest(inc)}"',

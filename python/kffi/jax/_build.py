@@ -10,18 +10,15 @@ milliseconds.
 from __future__ import annotations
 
 import os
-import threading
 
 from .. import cpp as _cpp
 from .. import load_module as _load_module
+from .._lazy import lazy
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _SOURCES = [os.path.join(_HERE, f) for f in ("_xla_handler.cc", "_xla_alloc.cc", "_xla_targets.cc")]
 _LOCAL_HEADER_NAME = "_xla_handler.h"  # not a source: its digest goes in a flag
 _HEADERS = ("c_api.h",)  # the handler includes only the C API
-
-_lock = threading.Lock()
-_module = None
 
 
 def xla_ffi_include_dir() -> str:
@@ -41,25 +38,18 @@ def _headers_digest(include_dir: str) -> str:
         ) from None
 
 
+@lazy
 def handler_module():
     """The loaded handler module (built on first use). Thread safe."""
-    global _module
-    if _module is not None:
-        return _module
-    with _lock:
-        if _module is None:
-            import jaxlib
+    import jaxlib
 
-            inc = xla_ffi_include_dir()
-            local = _cpp._headers_digest(_HERE, [_LOCAL_HEADER_NAME])[:24]
-            flags = [
-                "-O2",
-                f'-DKFFI_JAX_XLA_FFI_HEADERS="{_headers_digest(inc)}"',
-                f'-DKFFI_JAX_JAXLIB_VERSION="{jaxlib.__version__}"',
-                f'-DKFFI_JAX_HANDLER_HEADER="{local}"',
-            ]
-            path = _cpp.build(
-                "kffi_jax_handler", _SOURCES, extra_cflags=flags, extra_include_paths=[inc]
-            )
-            _module = _load_module(path)
-    return _module
+    inc = xla_ffi_include_dir()
+    local = _cpp._headers_digest(_HERE, [_LOCAL_HEADER_NAME])[:24]
+    flags = [
+        "-O2",
+        f'-DKFFI_JAX_XLA_FFI_HEADERS="{_headers_digest(inc)}"',
+        f'-DKFFI_JAX_JAXLIB_VERSION="{jaxlib.__version__}"',
+        f'-DKFFI_JAX_HANDLER_HEADER="{local}"',
+    ]
+    path = _cpp.build("kffi_jax_handler", _SOURCES, extra_cflags=flags, extra_include_paths=[inc])
+    return _load_module(path)

@@ -12,6 +12,8 @@ python3 -c "import flatbuffers" 2>/dev/null || "${PIP[@]}" flatbuffers || echo "
 python3 -c "import scikit_build_core" 2>/dev/null || "${PIP[@]}" "scikit-build-core>=0.10"
 # mypy: the stub tests check kffi-stubgen's output with it (test_aot_stubs, test_hostile_generated).
 python3 -c "import mypy" 2>/dev/null || "${PIP[@]}" mypy || echo "mypy unavailable: its tests skip"
+# ml_dtypes (comes with jax): the reference for the bfloat16/fp8 conversions (test_kernel_kit).
+python3 -c "import ml_dtypes" 2>/dev/null || "${PIP[@]}" ml_dtypes || echo "ml_dtypes unavailable: its tests skip"
 # The TVM-FFI anchors: bridge coexistence tests and the other direction (kffi -> tvm_ffi/jax).
 python3 -c "import tvm_ffi" 2>/dev/null || "${PIP[@]}" apache-tvm-ffi || echo "apache-tvm-ffi unavailable: its tests skip"
 python3 -c "import jax_tvm_ffi" 2>/dev/null || "${PIP[@]}" jax-tvm-ffi || echo "jax-tvm-ffi unavailable: its tests skip"

@@ -1,5 +1,6 @@
 // bench/cpp/bench_call.cc: typed Function calls against direct calls through a function pointer.
 #include <benchmark/benchmark.h>
+#include <kffi/dispatch.h>
 #include <kffi/function.h>
 #include <kffi/tensor.h>
 
@@ -96,6 +97,47 @@ void BM_Typed_3TensorViews(benchmark::State& state) {
   }
 }
 
+// Dtype dispatch: a typed call that reads the first element of a bfloat16 tensor (the last of
+// three dtypes), dispatched by hand (an if-chain on the dtype) and by kffi::DispatchDtype.
+struct Bf16Tensor {
+  kffi::bfloat16 data[16] = {};
+  int64_t shape[1] = {16};
+  DLTensor t{data, DLDevice{kDLCPU, 0}, 1, DLDataType{kDLBfloat, 16, 1}, shape, nullptr, 0};
+};
+
+void BM_Typed_HandDispatch(benchmark::State& state) {
+  Bf16Tensor ts;
+  kffi::Function f =
+      Opaque("bench.hand_dispatch", kffi::Function::FromTyped(
+                                        [](kffi::ConstTensorView x) -> double {
+                                          if (x.dtype() == kffi::dtypes::float32) {
+                                            return x.data<float>()[0];
+                                          } else if (x.dtype() == kffi::dtypes::float16) {
+                                            return x.data<kffi::half>()[0];
+                                          } else if (x.dtype() == kffi::dtypes::bfloat16) {
+                                            return x.data<kffi::bfloat16>()[0];
+                                          }
+                                          KFFI_THROW(TypeError) << "unsupported dtype";
+                                        },
+                                        "hand_dispatch"));
+  kffi::ConstTensorView x(&ts.t);
+  for (auto _ : state) benchmark::DoNotOptimize(f(x).cast<double>());
+}
+void BM_Typed_DispatchDtype(benchmark::State& state) {
+  Bf16Tensor ts;
+  kffi::Function f = Opaque(
+      "bench.dispatch_dtype",
+      kffi::Function::FromTyped(
+          [](kffi::ConstTensorView x) -> double {
+            return kffi::DispatchDtype<float, kffi::half, kffi::bfloat16>(x, "x", [&](auto tag) {
+              return static_cast<double>(x.data<typename decltype(tag)::type>()[0]);
+            });
+          },
+          "dispatch_dtype"));
+  kffi::ConstTensorView x(&ts.t);
+  for (auto _ : state) benchmark::DoNotOptimize(f(x).cast<double>());
+}
+
 BENCHMARK(BM_Direct_0Args);
 BENCHMARK(BM_Typed_0Args);
 BENCHMARK(BM_Direct_3Ints);
@@ -103,6 +145,8 @@ BENCHMARK(BM_Typed_3Ints);
 BENCHMARK(BM_TypedFunction_3Ints);
 BENCHMARK(BM_Direct_3Tensors);
 BENCHMARK(BM_Typed_3TensorViews);
+BENCHMARK(BM_Typed_HandDispatch);
+BENCHMARK(BM_Typed_DispatchDtype);
 
 }  // namespace
 

@@ -176,6 +176,22 @@ def row(label, result, goal):
     }
 
 
+def dispatch_compile_row(repeats):
+    """compile_unit_dispatch.cc (a contract export over three dtypes) with contract-driven
+    kffi::DispatchDtype against the same TU dispatching by an if-chain, in paired runs."""
+    src = os.path.join(ROOT, "bench", "cpp", "compile_unit_dispatch.cc")
+    with tempfile.TemporaryDirectory() as tmp:
+        base = ["g++", *CXXFLAGS, "-I", os.path.join(ROOT, "include"), "-c", src]
+        a = [*base, "-o", os.path.join(tmp, "a.o")]
+        b = [*base, "-DKFFI_BENCH_HAND_DISPATCH", "-o", os.path.join(tmp, "b.o")]
+        ta, tb, ratio = paired(a, b, repeats)
+    print(
+        f"\ncontract export TU, DispatchDtype<ContractDtypes> vs an if-chain: {ta:.3f} s vs "
+        f"{tb:.3f} s (ratio {ratio:.2f}, paired)"
+    )
+    return {"dispatch_s": ta, "if_chain_s": tb, "ratio": ratio}
+
+
 def build_time_rows(repeats, jit_repeats):
     """kffi against apache-tvm-ffi, in paired runs: the export TU, the contract TU (against
     tvm-ffi's export of the same TensorView kernel) and the cold JIT build (issue 14's goals)."""
@@ -227,6 +243,8 @@ def main():
         ("3 ints", "BM_Direct_3Ints", "BM_Typed_3Ints"),
         ("3 ints (TypedFunction)", "BM_Direct_3Ints", "BM_TypedFunction_3Ints"),
         ("3 tensor views", "BM_Direct_3Tensors", "BM_Typed_3TensorViews"),
+        # Not an anchor pair: the if-chain a kernel writes by hand against kffi::DispatchDtype.
+        ("dtype: if-chain|Dispatch", "BM_Typed_HandDispatch", "BM_Typed_DispatchDtype"),
     ]
     rows = []
     print(f"{'case':<24}{'direct ns':>12}{'kffi ns':>12}{'overhead ns':>14}{'ratio':>8}")
@@ -311,6 +329,7 @@ def main():
         f"\ncompile time of a TU that includes the function header and exports one typed "
         f"function: {ct:.3f} s (goal < 1.0 s; TVM-FFI reports ~1.2 s, pybind11 ~2.2 s)"
     )
+    dispatch_row = dispatch_compile_row(args.compile_repeats)
     build_rows = build_time_rows(args.compile_repeats, args.jit_repeats)
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     with open(args.out, "w") as f:
@@ -319,6 +338,7 @@ def main():
                 "calls": rows,
                 "contracts": contract_rows,
                 "compile_time_s": ct,
+                "dispatch_compile": dispatch_row,
                 "build_time_vs_tvm_ffi": build_rows,
                 "medians_ns": med,
                 "contract_medians_ns": cmed,

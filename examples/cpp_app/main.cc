@@ -3,6 +3,7 @@
 // Exits non-zero when a result or an error message is not what it should be, so a test can run
 // it. The CUDA library is called on a GPU when the program was built with the CUDA runtime and a
 // GPU is present; otherwise only its argument checks are shown.
+#include <kffi/dispatch.h>
 #include <kffi/dtype.h>
 #include <kffi/env.h>
 #include <kffi/module.h>
@@ -43,7 +44,8 @@ void ExpectError(F&& fn, const std::string& expected_prefix) {
 constexpr int64_t kN = 1000;
 constexpr DLDevice kCpu{kDLCPU, 0};
 
-// float16 and bfloat16 are passed as raw 16-bit patterns: 1.5 * 2 == 3 exactly in both.
+// float16 and bfloat16 bit patterns of 1.5 and 3 (1.5 * 2 == 3 exactly in both), for the GPU
+// buffers copied as raw bytes.
 struct HalfCase {
   DLDataType dtype;
   uint16_t one_and_a_half;
@@ -71,14 +73,19 @@ void RunCpu(const std::string& path) {
   for (int64_t i = 0; i < kN; ++i) all = all && out[i] == 1.5f * static_cast<float>(i);
   Expect(all, "float32: y == x * 3");
 
+  // kffi::half and kffi::bfloat16 (kffi/half.h) hold the 16-bit elements and convert to float.
   for (const HalfCase& c : kHalfCases) {
-    kffi::Tensor hx = kffi::Tensor::FromEnvAlloc({kN}, c.dtype, kCpu);
-    kffi::Tensor hy = kffi::Tensor::FromEnvAlloc({kN}, c.dtype, kCpu);
-    for (int64_t i = 0; i < kN; ++i) hx.data<uint16_t>()[i] = c.one_and_a_half;
-    scale(hy, hx, 2.0);
-    bool same = true;
-    for (int64_t i = 0; i < kN; ++i) same = same && hy.const_data<uint16_t>()[i] == c.three;
-    Expect(same, kffi::DataTypeToString(c.dtype) + ": 1.5 * 2 == 3");
+    kffi::DispatchDtype<kffi::half, kffi::bfloat16>(c.dtype, "dtype", [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      kffi::Tensor hx = kffi::Tensor::FromEnvAlloc({kN}, c.dtype, kCpu);
+      kffi::Tensor hy = kffi::Tensor::FromEnvAlloc({kN}, c.dtype, kCpu);
+      for (int64_t i = 0; i < kN; ++i) hx.data<T>()[i] = T(1.5f);
+      scale(hy, hx, 2.0);
+      bool same = true;
+      for (int64_t i = 0; i < kN; ++i) same = same && hy.const_data<T>()[i] == 3.0f;
+      Expect(same && T(1.5f).x == c.one_and_a_half,
+             kffi::DataTypeToString(c.dtype) + ": 1.5 * 2 == 3");
+    });
   }
 
   // Bad calls: the messages name the argument, the expectation and what was passed.

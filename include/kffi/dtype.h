@@ -2,11 +2,13 @@
 #ifndef KFFI_DTYPE_H_
 #define KFFI_DTYPE_H_
 
+#include <kffi/half.h>
 #include <kffi/type_traits.h>
 
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <type_traits>
 
 namespace kffi {
 
@@ -36,6 +38,52 @@ inline constexpr DLDataType float8_e8m0fnu{kDLFloat8_e8m0fnu, 8, 1};
 /// Sub-byte: two elements share a byte in packed storage.
 inline constexpr DLDataType float4_e2m1fn{kDLFloat4_e2m1fn, 4, 1};
 
+}  // namespace dtypes
+
+namespace details {
+/// The DLDataType of a C++ element type (known: whether T has one).
+template <typename T>
+struct DataTypeOf {
+  static constexpr bool known = false;
+  static constexpr DLDataType dtype{0, 0, 0};
+};
+#define KFFI_DATA_TYPE_OF_(T, value)             \
+  template <>                                    \
+  struct DataTypeOf<T> {                         \
+    static constexpr bool known = true;          \
+    static constexpr DLDataType dtype = (value); \
+  }
+KFFI_DATA_TYPE_OF_(bool, dtypes::bool_);
+KFFI_DATA_TYPE_OF_(int8_t, dtypes::int8);
+KFFI_DATA_TYPE_OF_(int16_t, dtypes::int16);
+KFFI_DATA_TYPE_OF_(int32_t, dtypes::int32);
+KFFI_DATA_TYPE_OF_(int64_t, dtypes::int64);
+KFFI_DATA_TYPE_OF_(uint8_t, dtypes::uint8);
+KFFI_DATA_TYPE_OF_(uint16_t, dtypes::uint16);
+KFFI_DATA_TYPE_OF_(uint32_t, dtypes::uint32);
+KFFI_DATA_TYPE_OF_(uint64_t, dtypes::uint64);
+KFFI_DATA_TYPE_OF_(half, dtypes::float16);
+KFFI_DATA_TYPE_OF_(float, dtypes::float32);
+KFFI_DATA_TYPE_OF_(double, dtypes::float64);
+KFFI_DATA_TYPE_OF_(bfloat16, dtypes::bfloat16);
+KFFI_DATA_TYPE_OF_(float8_e4m3fn, dtypes::float8_e4m3fn);
+KFFI_DATA_TYPE_OF_(float8_e5m2, dtypes::float8_e5m2);
+#undef KFFI_DATA_TYPE_OF_
+
+template <typename T>
+constexpr DLDataType CheckedDataTypeOf() {
+  static_assert(DataTypeOf<T>::known,
+                "kffi::dtypes::of<T>: T has no dtype (bool, [u]int8..64_t, float, double, "
+                "kffi::half, bfloat16, float8_e4m3fn, float8_e5m2)");
+  return DataTypeOf<T>::dtype;
+}
+}  // namespace details
+
+namespace dtypes {
+/// The DLDataType of a C++ element type: dtypes::of<kffi::half> == dtypes::float16 (the types of
+/// kffi/half.h, bool, [u]int8..64_t, float and double).
+template <typename T>
+inline constexpr DLDataType of = details::CheckedDataTypeOf<std::remove_cv_t<T>>();
 }  // namespace dtypes
 
 /// Formats a dtype the way the runtime does: "float32", "bfloat16", "int8x4", "bool".

@@ -7,11 +7,13 @@
 #include <kffi/any.h>
 #include <kffi/container/containers.h>
 #include <kffi/contract.h>
+#include <kffi/dispatch.h>
 #include <kffi/dtype.h>
 #include <kffi/env.h>
 #include <kffi/error.h>
 #include <kffi/export.h>
 #include <kffi/function.h>
+#include <kffi/half.h>
 #include <kffi/module.h>
 #include <kffi/object.h>
 #include <kffi/optional.h>

@@ -5,6 +5,8 @@
 
 #include <kffi/any.h>
 #include <kffi/dtype.h>
+#include <kffi/function_details.h>
+#include <kffi/tensor_accessor.h>
 #include <kffi/tensor_layout.h>
 
 #include <cstdint>
@@ -25,6 +27,34 @@ namespace details {
 [[noreturn]] KFFI_NOINLINE inline void ThrowReadOnlyData() {
   KFFI_THROW(ValueError) << "Cannot write through data<T>(): the tensor is read-only (use "
                          << "const_data<T>() to read it)";
+}
+
+/// TypeError: data<T>() of a tensor whose dtype is not T's (cold; debug builds check it).
+[[noreturn]] KFFI_NOINLINE inline void ThrowDataTypeMismatch(DLDataType want, DLDataType got) {
+  const std::string w = DataTypeToString(want);
+  const std::string subject = "data<" + w + ">()";
+  RaiseArgumentError("TypeError", subject.c_str(), ("a tensor of " + w).c_str(),
+                     ("a tensor of " + DataTypeToString(got)).c_str(), nullptr, -1, nullptr);
+  ThrowRaisedError(-1);
+}
+
+/// In debug builds (NDEBUG not defined), T must be the element type of dtype when T has a dtype
+/// (kffi::dtypes::of); void, char, std::byte and types without a dtype (CUDA's __half, a
+/// vector type) are not checked.
+template <typename T>
+KFFI_INLINE void CheckElementType(DLDataType dtype) {
+#ifndef NDEBUG
+  using U = std::remove_cv_t<T>;
+  if constexpr (DataTypeOf<U>::known) {
+    constexpr DLDataType want = DataTypeOf<U>::dtype;
+    if (KFFI_UNLIKELY(dtype.code != want.code || dtype.bits != want.bits ||
+                      dtype.lanes != want.lanes)) {
+      ThrowDataTypeMismatch(want, dtype);
+    }
+  }
+#else
+  (void)dtype;
+#endif
 }
 
 /// The accessors shared by Tensor, TensorView and ConstTensorView, written once over the DLTensor
@@ -81,10 +111,20 @@ class TensorAccessors {
   /// byte_offset is 0 for what PyTorch and NumPy export, not for every DLPack producer.
   void* data_ptr() const { return dl().data; }
   /// The first element, byte_offset included, for reading: `x.const_data<float>()[i]`.
+  /// In debug builds (NDEBUG not defined) a T with a dtype (kffi::dtypes::of<T>) other than the
+  /// tensor's is a TypeError: "data<float16>(): expected a tensor of float16, got a tensor of
+  /// float32".
   template <typename T = void>
   const T* const_data() const {
     const DLTensor& t = dl();
+    details::CheckElementType<T>(t.dtype);
     return reinterpret_cast<const T*>(static_cast<const char*>(t.data) + t.byte_offset);
+  }
+  /// Read access to the elements of an N-dimensional tensor: `x.const_accessor<float, 2>()[i][j]`
+  /// (ValueError when ndim is not N; the dtype is checked as by const_data<T>()).
+  template <typename T, size_t N>
+  TensorAccessor<const T, N> const_accessor() const {
+    return MakeAccessor<const T, N>(const_data<T>());
   }
   /// Offset of the first element from data_ptr(), in bytes.
   uint64_t byte_offset() const { return dl().byte_offset; }
@@ -94,6 +134,16 @@ class TensorAccessors {
   bool is_contiguous() const { return IsContiguousLayout(dl()); }
   /// Alias of is_contiguous() (TVM-FFI spelling).
   bool IsContiguous() const { return is_contiguous(); }
+
+ protected:
+  template <typename T, size_t N>
+  TensorAccessor<T, N> MakeAccessor(T* first) const {
+    const DLTensor& t = dl();
+    if (KFFI_UNLIKELY(t.ndim != static_cast<int32_t>(N))) ThrowAccessorNdim(N, t.ndim);
+    if (t.strides != nullptr) return TensorAccessor<T, N>(first, t.shape, t.strides);
+    const StrideArray compact = StrideArray::Compact(shape());
+    return TensorAccessor<T, N>(first, t.shape, compact.data());
+  }
 
  private:
   const DLTensor& dl() const { return *static_cast<const Derived*>(this)->GetDLTensorPtr(); }
@@ -242,6 +292,12 @@ class Tensor : public ObjectRef, public details::TensorAccessors<Tensor> {
   T* data() const {
     if (KFFI_UNLIKELY(is_read_only())) details::ThrowReadOnlyData();
     return const_cast<T*>(const_data<T>());
+  }
+  /// Strided element access for CPU kernels: `y.accessor<float, 2>()[i][j] = v` (writable as
+  /// data<T>(); ValueError when ndim is not N; debug builds check T and the indices).
+  template <typename T, size_t N>
+  TensorAccessor<T, N> accessor() const {
+    return MakeAccessor<T, N>(data<T>());
   }
 
   /// Takes a pre-1.0 DLPack tensor (moved: its deleter runs exactly once, when the Tensor dies,
@@ -447,6 +503,12 @@ class TensorView : public details::BorrowedTensorBits, public details::TensorAcc
     if (KFFI_UNLIKELY(is_read_only())) details::ThrowReadOnlyData();
     return const_cast<T*>(const_data<T>());
   }
+  /// Strided element access for CPU kernels: `y.accessor<float, 2>()[i][j] = v` (writable as
+  /// data<T>(); ValueError when ndim is not N; debug builds check T and the indices).
+  template <typename T, size_t N>
+  TensorAccessor<T, N> accessor() const {
+    return MakeAccessor<T, N>(data<T>());
+  }
 
  private:
   struct FromBits {};
@@ -477,6 +539,11 @@ class ConstTensorView : public details::BorrowedTensorBits,
   template <typename T = void>
   const T* data() const {
     return const_data<T>();
+  }
+  /// Strided read access for CPU kernels: `x.accessor<float, 2>()[i][j]` (as const_accessor).
+  template <typename T, size_t N>
+  TensorAccessor<const T, N> accessor() const {
+    return MakeAccessor<const T, N>(const_data<T>());
   }
 
  private:

@@ -19,14 +19,31 @@
 namespace kffi {
 namespace details {
 
+/// An error of kind "<name><part>: expected <expected>, got <got>" (cold).
+[[noreturn]] KFFI_NOINLINE inline void ThrowCheckError(const char* kind, const char* name,
+                                                       const char* part,
+                                                       const std::string& expected,
+                                                       const std::string& got) {
+  const std::string subject = std::string(name) + part;
+  RaiseArgumentError(kind, subject.c_str(), expected.c_str(), got.c_str(), nullptr, -1, nullptr);
+  ThrowRaisedError(-1);
+}
+
 /// ValueError "<name><part>: expected <expected>, got <got>" (cold).
 [[noreturn]] KFFI_NOINLINE inline void ThrowCheckError(const char* name, const char* part,
                                                        const std::string& expected,
                                                        const std::string& got) {
-  const std::string subject = std::string(name) + part;
-  RaiseArgumentError("ValueError", subject.c_str(), expected.c_str(), got.c_str(), nullptr, -1,
-                     nullptr);
-  ThrowRaisedError(-1);
+  ThrowCheckError("ValueError", name, part, expected, got);
+}
+
+/// "float16|bfloat16": a list of dtypes as messages and contracts write it.
+inline std::string JoinDataTypes(const DLDataType* dtypes, size_t n) {
+  std::string out;
+  for (size_t i = 0; i < n; ++i) {
+    if (i != 0) out += "|";
+    out += DataTypeToString(dtypes[i]);
+  }
+  return out;
 }
 
 }  // namespace details
@@ -89,12 +106,8 @@ inline void CheckDtype(ConstTensorView x, std::initializer_list<DLDataType> allo
   for (const DLDataType& t : allowed) {
     if (x.dtype() == t) return;
   }
-  std::string expected;
-  for (const DLDataType& t : allowed) {
-    if (!expected.empty()) expected += "|";
-    expected += DataTypeToString(t);
-  }
-  details::ThrowCheckError(name, ".dtype", expected, DataTypeToString(x.dtype()));
+  details::ThrowCheckError(name, ".dtype", details::JoinDataTypes(allowed.begin(), allowed.size()),
+                           DataTypeToString(x.dtype()));
 }
 
 /// The first element's address (data + byte_offset) is a multiple of alignment bytes (for

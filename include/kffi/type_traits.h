@@ -171,10 +171,10 @@ inline std::string KFFIToErrorString(const DLDataType& d) {
 inline std::string KFFIToErrorString(const DLDevice& d) {
   return ::kffi::details::DeviceToString(d);
 }
-inline bool operator==(const DLDataType& a, const DLDataType& b) {
+constexpr bool operator==(const DLDataType& a, const DLDataType& b) {
   return a.code == b.code && a.bits == b.bits && a.lanes == b.lanes;
 }
-inline bool operator!=(const DLDataType& a, const DLDataType& b) { return !(a == b); }
+constexpr bool operator!=(const DLDataType& a, const DLDataType& b) { return !(a == b); }
 inline bool operator==(const DLDevice& a, const DLDevice& b) {
   return a.device_type == b.device_type && a.device_id == b.device_id;
 }

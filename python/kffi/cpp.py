@@ -58,11 +58,13 @@ _CUDA_SUFFIXES = (".cu", ".cuh")
 PRE_INCLUDES = (
     "kffi/any.h",
     "kffi/container/containers.h",
+    "kffi/dispatch.h",
     "kffi/dtype.h",
     "kffi/env.h",
     "kffi/error.h",
     "kffi/export.h",
     "kffi/function.h",
+    "kffi/half.h",
     "kffi/module.h",
     "kffi/object.h",
     "kffi/optional.h",

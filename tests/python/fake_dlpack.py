@@ -49,7 +49,24 @@ DLManagedTensor._fields_ = [
 # argtypes to others).
 from dlpack_util import capsule_new
 
-_DTYPES = {"float32": (2, 32), "float16": (2, 16), "float64": (2, 64), "int32": (0, 32)}
+_DTYPES = {
+    "float32": (2, 32),
+    "float16": (2, 16),
+    "float64": (2, 64),
+    "int32": (0, 32),
+    "bool": (6, 8),
+    "int8": (0, 8),
+    "int16": (0, 16),
+    "int64": (0, 64),
+    "uint8": (1, 8),
+    "uint16": (1, 16),
+    "uint32": (1, 32),
+    "uint64": (1, 64),
+    "bfloat16": (4, 16),
+    "float8_e4m3fn": (10, 8),
+    "float8_e5m2": (12, 8),
+    "float8_e4m3fnuz": (11, 8),
+}
 
 
 class FakeDeviceTensor:

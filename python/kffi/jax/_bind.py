@@ -127,6 +127,25 @@ def metadata(fn):
     return meta if isinstance(meta, dict) else None
 
 
+def check_platform(label: str, meta, platform: str) -> None:
+    """A contract that fixes its tensors' device refuses a computation placed elsewhere: a host
+    kernel handed GPU buffers would read device memory as host memory (and crash)."""
+    devices = {
+        d.partition(":")[0]
+        for p in _params(meta) or []
+        if p.get("kind") == "tensor" and p.get("device")
+        for d in str(p["device"]).split("|")
+    }
+    if devices and platform not in devices:
+        want = ", ".join(sorted(devices))
+        raise ValueError(
+            f"kffi.jax: {label} takes {want} tensors (its contract), but this computation runs "
+            f"on {platform}; place its inputs on a {want} device (jax.device_put or "
+            "jax.default_device), or export for that platform (kffi.jax.export(f, "
+            f"platforms=[{want!r}]))"
+        )
+
+
 def fn_name(fn) -> str:
     name = getattr(fn, "__name__", None) or (metadata(fn) or {}).get("name") or "fn"
     return re.sub(r"[^A-Za-z0-9_]", "_", str(name))[:48] or "fn"

@@ -25,6 +25,7 @@ import jax
 
 from .. import Function, Module
 from .._lazy import lazy
+from . import _bind
 
 __all__ = [
     "UnregisteredTargetError",
@@ -228,6 +229,9 @@ def ensure_targets(targets, platforms) -> None:
                 fn = _function_for(digest, name)
                 if fn is None:
                     raise _missing(target, name, digest)
+            # An artifact exported for another platform than the kernel's contract allows would
+            # hand it the wrong memory: refused here, as kffi.jax.call refuses it when lowering.
+            _bind.check_platform(f"`{name}`", _bind.metadata(fn), platform)
             register_content_target(target, fn, platform, spec, graph)
 
 

@@ -168,22 +168,7 @@ class CallPlan:
         return self._stable
 
     def _check_platform(self, platform: str) -> None:
-        """A contract that fixes its tensors' device refuses a computation placed elsewhere: a
-        host kernel handed GPU buffers would read device memory as host memory."""
-        params = (self.meta or {}).get("params") or []
-        devices = {
-            d.partition(":")[0]
-            for p in params
-            if p.get("kind") == "tensor" and p.get("device")
-            for d in str(p["device"]).split("|")
-        }
-        if devices and platform not in devices:
-            want = ", ".join(sorted(devices))
-            raise ValueError(
-                f"kffi.jax: {self.label} takes {want} tensors (its contract), but this "
-                f"computation runs on {platform}; place its inputs on a {want} device "
-                "(jax.device_put or jax.default_device)"
-            )
+        bind.check_platform(self.label, self.meta, platform)
 
 
 def _np_dtype(name: str):

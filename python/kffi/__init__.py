@@ -14,7 +14,6 @@ import os as _os
 from . import _core, _types, libinfo
 from ._error import Error, MissingKeyError, register_error
 from ._objects import Array, Dict, ErrorObject, Function, List, Map, Module, Object, Shape, Tensor
-from ._types import DTYPE_NAMES as _DTYPE_NAMES
 from ._types import Device, dtype
 from .stream import get_current_stream, use_stream
 
@@ -88,7 +87,7 @@ def to_kffi(value):
 
 # kffi.float32, kffi.bfloat16, ...: dtypes, equal to kffi.dtype("float32") and accepted wherever
 # a dtype is.
-globals().update({_name: dtype(_name) for _name in _DTYPE_NAMES})
+globals().update({_name: dtype(_name) for _name in _core.DTYPE_NAMES})
 
 __all__ = [
     "MAX_CONTAINER_DEPTH",
@@ -122,7 +121,7 @@ __all__ = [
     "get_current_stream",
     "check_signals",
     "__version__",
-] + [_name for _name in _DTYPE_NAMES if _name != "bool"]  # `import *` must not shadow bool
+] + [_name for _name in _core.DTYPE_NAMES if _name != "bool"]  # `import *` must not shadow bool
 
 
 # kffi values handed to apache-tvm-ffi (protocol methods; does not import tvm_ffi), JIT builds

@@ -17,6 +17,7 @@ anything int-like works: Python ints, NumPy ints, torch SymInts.
 
 from __future__ import annotations
 
+import numbers
 import operator
 from dataclasses import dataclass
 
@@ -26,6 +27,7 @@ __all__ = [
     "OutputSpec",
     "bind_symbols",
     "eval_rpn",
+    "eval_shape_rpn",
     "has_structured_contract",
     "infer_outputs",
     "output_specs",
@@ -34,6 +36,8 @@ __all__ = [
 
 # A dimension's expression is short (n * 2, (n + 1) // 2); the bound keeps hostile metadata cheap.
 MAX_RPN_TOKENS = 1024
+# Shapes are int64 in C++ (kffi::Contract::OutputShape): a value beyond that is an error here too.
+_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 
 _BINARY = {
     "+": operator.add,
@@ -53,48 +57,75 @@ def _is_int(v) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
-def eval_rpn(tokens, env, *, what: str = "an output dimension"):
-    """Evaluates one dimension given in reverse Polish notation; ``env`` maps symbol names to
-    int-like values. ``what`` names the dimension in error messages."""
-    if not isinstance(tokens, (list, tuple)):
-        raise ContractError(
-            f"{what}: shape_rpn must be a list of tokens, got {type(tokens).__name__}"
-        )
-    if len(tokens) > MAX_RPN_TOKENS:
-        raise ContractError(
-            f"{what}: expression has {len(tokens)} tokens (at most {MAX_RPN_TOKENS})"
-        )
+def _symbol_value(value, name, what):
+    """A symbol's value as eval_shape_rpn computes with it: NumPy ints become ints (so the int64
+    check sees them), symbolic ints stay as they are, and bools and fractions are refused."""
+    if isinstance(value, bool) or (
+        isinstance(value, numbers.Number) and not isinstance(value, numbers.Integral)
+    ):
+        raise ContractError(f"{what}: symbol {name!r} is bound to {value!r}, not an integer")
+    return int(value) if isinstance(value, numbers.Integral) else value
+
+
+def eval_shape_rpn(
+    rpn, symbols, *, what: str = "kffi: cannot evaluate the output shape", nonnegative=False
+):
+    """Evaluates one dimension of an output's ``shape_rpn`` (the metadata of a contract export)
+    with a stack: ``rpn`` lists ints, symbol names and the operators "+", "-", "*", "//", "%"
+    (Python's semantics) and "neg"; ``symbols`` maps names to int-like values (Python or NumPy
+    ints, or symbolic ints such as torch.SymInt, used only through the operators). The C++ side
+    evaluates the same tokens (kffi::Contract::OutputShape). Every problem is a ContractError (a
+    ValueError) that starts with ``what``: a malformed expression, an unbound symbol, a division
+    or modulo by zero, a value beyond int64, and with ``nonnegative`` (callers that allocate the
+    dimension) a negative result.
+
+        meta = kffi.load_module(path).metadata("f")
+        shape = [eval_shape_rpn(d, {"n": 8}) for d in meta["outputs"][0]["shape_rpn"]]
+    """
+    if not isinstance(rpn, (list, tuple)):
+        raise ContractError(f"{what}: shape_rpn must be a list of tokens, got {type(rpn).__name__}")
+    if len(rpn) > MAX_RPN_TOKENS:
+        raise ContractError(f"{what}: expression has {len(rpn)} tokens (at most {MAX_RPN_TOKENS})")
     stack = []
-    for tok in tokens:
+    for tok in rpn:
         if _is_int(tok):
             stack.append(tok)
         elif isinstance(tok, str) and tok in _BINARY:
             if len(stack) < 2:
-                raise ContractError(f"{what}: operator {tok!r} needs two operands in {tokens}")
+                raise ContractError(f"{what}: operator {tok!r} needs two operands in {rpn}")
             rhs = stack.pop()
             lhs = stack.pop()
             if tok in ("//", "%") and _is_int(rhs) and rhs == 0:
-                raise ContractError(f"{what}: division by zero in {tokens} with {dict(env)}")
+                problem = "division by zero" if tok == "//" else "modulo by zero"
+                raise ContractError(f"{what}: {problem} in {rpn} with {dict(symbols)}")
             stack.append(_BINARY[tok](lhs, rhs))
         elif tok == "neg":
             if not stack:
-                raise ContractError(f"{what}: operator 'neg' needs an operand in {tokens}")
+                raise ContractError(f"{what}: operator 'neg' needs an operand in {rpn}")
             stack.append(-stack.pop())
         elif isinstance(tok, str):
-            if tok not in env:
-                bound = ", ".join(sorted(env)) or "none"
+            if tok not in symbols:
+                bound = ", ".join(sorted(symbols)) or "none"
                 raise ContractError(
                     f"{what}: symbol {tok!r} is not bound by any input (bound: {bound})"
                 )
-            stack.append(env[tok])
+            stack.append(_symbol_value(symbols[tok], tok, what))
         else:
-            raise ContractError(f"{what}: cannot read token {tok!r} in {tokens}")
+            raise ContractError(f"{what}: cannot read token {tok!r} in {rpn}")
+        if _is_int(stack[-1]) and not _INT64_MIN <= stack[-1] <= _INT64_MAX:
+            raise ContractError(f"{what}: int64 overflow in {rpn} with {dict(symbols)}")
     if len(stack) != 1:
-        raise ContractError(f"{what}: {tokens} leaves {len(stack)} values instead of one")
+        raise ContractError(f"{what}: {rpn} leaves {len(stack)} values instead of one")
     value = stack[0]
-    if _is_int(value) and value < 0:
-        raise ContractError(f"{what}: evaluates to {value} (negative) with {dict(env)}")
+    if nonnegative and _is_int(value) and value < 0:
+        raise ContractError(f"{what}: evaluates to {value} (negative) with {dict(symbols)}")
     return value
+
+
+def eval_rpn(tokens, env, *, what: str = "an output dimension"):
+    """eval_shape_rpn for a dimension that will be allocated (a negative result is an error).
+    Kept for kffi.torch, which calls it by this name; new code calls eval_shape_rpn."""
+    return eval_shape_rpn(tokens, env, what=what, nonnegative=True)
 
 
 def has_structured_contract(meta) -> bool:
@@ -244,7 +275,11 @@ def infer_outputs(meta, shapes, dtypes) -> list:
             dims = list(shapes[spec.name])  # given by the caller (updated in place)
         elif spec.returned:
             for d, tokens in enumerate(spec.dims):
-                dims.append(eval_rpn(tokens, env, what=f"output {spec.name!r} dimension {d}"))
+                dims.append(
+                    eval_shape_rpn(
+                        tokens, env, what=f"output {spec.name!r} dimension {d}", nonnegative=True
+                    )
+                )
         else:
             for d, dim in enumerate(spec.dims):
                 where = f"output {spec.name!r} dimension {d}"

@@ -8,6 +8,11 @@ from ._objects import Module
 from ._types import Device
 
 MAX_CONTAINER_DEPTH: int
+MAX_NDIM: int
+MAX_CONTRACT_BYTES: int
+DTYPE_NAMES: tuple[str, ...]
+TYPE_FLAG_READ_ONLY: int
+TYPE_FLAG_TORCH: int
 TENSOR_FLAG_READ_ONLY: int
 TYPE_INDEX: dict[str, int]
 DEVICE_TYPE_NAMES: dict[int, str]

@@ -27,59 +27,51 @@ from __future__ import annotations
 import ctypes
 import importlib.util
 import os
-import threading
 
 from . import libinfo
+from ._lazy import lazy
 from ._objects import Array, Dict, Function, Map, Object, Shape, Tensor
 
 _ERR_SIZE = 1024
-_lock = threading.Lock()
-_lib = None
-_from_address = None
-_hooks_installed = False
 
 # Python exception classes for the kinds the bridge reports.
 _KINDS = {"TypeError": TypeError, "ValueError": ValueError, "RuntimeError": RuntimeError}
 
 
+@lazy
 def _bridge() -> ctypes.CDLL:
     """libkffi_tvm, the bridge kffi's loader uses (the same loaded object)."""
-    global _lib
-    with _lock:
-        if _lib is None:
-            lib = ctypes.CDLL(os.path.join(libinfo.lib_dir(), "libkffi_tvm.so"))
-            lib.KFFITvmInstall.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
-            lib.KFFITvmInstall.restype = ctypes.c_int
-            lib.KFFITvmExportObject.argtypes = [
-                ctypes.c_void_p,
-                ctypes.POINTER(ctypes.c_void_p),
-                ctypes.c_char_p,
-                ctypes.c_size_t,
-            ]
-            lib.KFFITvmExportObject.restype = ctypes.c_int
-            lib.KFFITvmRealRuntimeLoaded.argtypes = []
-            lib.KFFITvmRealRuntimeLoaded.restype = ctypes.c_int
-            lib.KFFITvmSetInstalledRuntime.argtypes = [ctypes.c_char_p]
-            lib.KFFITvmSetInstalledRuntime.restype = None
-            _install_hooks(lib)
-            _lib = lib
-        return _lib
+    lib = ctypes.CDLL(os.path.join(libinfo.lib_dir(), "libkffi_tvm.so"))
+    lib.KFFITvmInstall.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
+    lib.KFFITvmInstall.restype = ctypes.c_int
+    lib.KFFITvmExportObject.argtypes = [
+        ctypes.c_void_p,
+        ctypes.POINTER(ctypes.c_void_p),
+        ctypes.c_char_p,
+        ctypes.c_size_t,
+    ]
+    lib.KFFITvmExportObject.restype = ctypes.c_int
+    lib.KFFITvmRealRuntimeLoaded.argtypes = []
+    lib.KFFITvmRealRuntimeLoaded.restype = ctypes.c_int
+    lib.KFFITvmSetInstalledRuntime.argtypes = [ctypes.c_char_p]
+    lib.KFFITvmSetInstalledRuntime.restype = None
+    _install_hooks(lib)
+    return lib
 
 
 def _install_hooks(lib: ctypes.CDLL) -> None:
-    global _hooks_installed
     address = ctypes.cast(lib.KFFITvmFunctionOwnedTensorArgs, ctypes.c_void_p).value
     types = ctypes.cast(lib.KFFITvmForeignTypeInfo, ctypes.c_void_p).value
     Object._install_tvm_bridge(address, types)
-    _hooks_installed = True
 
 
 def install_bridge_hooks() -> None:
     """Hands kffi's extension the bridge's answers once libkffi_tvm is in the process (kffi's
     loader opens it with the first TVM-FFI library; before that no TVM-FFI function or object can
     exist): then functions wrapped from here on know which parameters take owning Tensors. Called
-    before a module's functions are looked up; a flag test once done."""
-    if _hooks_installed:
+    before a module's functions are looked up; a flag test once done (the bridge's loading
+    installs them)."""
+    if _bridge.done:
         return
     try:  # loaded already? (RTLD_NOLOAD: never loads it)
         ctypes.CDLL(os.path.join(libinfo.lib_dir(), "libkffi_tvm.so"), mode=_NOLOAD)
@@ -96,17 +88,15 @@ def _raise_from(buf) -> None:
     raise _KINDS.get(kind, RuntimeError)(message)
 
 
+@lazy
 def _object_from_address():
     """tvm_ffi's `kffi.object_from_address` global (registered once by the bridge)."""
-    global _from_address
-    if _from_address is None:
-        import tvm_ffi
+    import tvm_ffi
 
-        buf = ctypes.create_string_buffer(_ERR_SIZE)
-        if _bridge().KFFITvmInstall(buf, _ERR_SIZE) != 0:
-            _raise_from(buf)
-        _from_address = tvm_ffi.get_global_func("kffi.object_from_address")
-    return _from_address
+    buf = ctypes.create_string_buffer(_ERR_SIZE)
+    if _bridge().KFFITvmInstall(buf, _ERR_SIZE) != 0:
+        _raise_from(buf)
+    return tvm_ffi.get_global_func("kffi.object_from_address")
 
 
 def to_tvm_ffi(obj):
@@ -144,9 +134,7 @@ Map.__tvm_ffi_value__ = _map_value  # Dict inherits it
 Dict.__tvm_ffi_value__ = _map_value
 
 
-_runtime_noted = False
-
-
+@lazy
 def note_installed_runtime() -> None:
     """Tells kffi's loader (once) where the installed apache-tvm-ffi's libtvm_ffi.so is, so that a
     TVM-FFI library that must run on it finds it without ``import tvm_ffi``: one linked with
@@ -154,9 +142,6 @@ def note_installed_runtime() -> None:
     headers, whose process-wide type-index statics must hold apache-tvm-ffi's numbers
     (docs/tvm_ffi.md, "Which runtime a library runs on"). Nothing is loaded here. Skipped when
     KFFI_TVM_RUNTIME is set (the loader reads it) or apache-tvm-ffi is not installed."""
-    global _runtime_noted
-    if _runtime_noted:
-        return
     path = None
     if not os.environ.get("KFFI_TVM_RUNTIME"):
         spec = importlib.util.find_spec("tvm_ffi")
@@ -167,4 +152,3 @@ def note_installed_runtime() -> None:
                 break
     if path is not None:
         _bridge().KFFITvmSetInstalledRuntime(os.fsencode(path))
-    _runtime_noted = True  # set last: a concurrent first load may note it twice, never not at all

@@ -92,37 +92,6 @@ def _dtype_text(value) -> str:
     raise TypeError(f"Cannot interpret {value!r} (of type {type(value).__name__}) as a dtype")
 
 
-# Every dtype the runtime names, exported as kffi.float32, kffi.bfloat16, ... (kffi.bool too).
-DTYPE_NAMES = (
-    "bool",
-    "int8",
-    "int16",
-    "int32",
-    "int64",
-    "uint8",
-    "uint16",
-    "uint32",
-    "uint64",
-    "float16",
-    "float32",
-    "float64",
-    "bfloat16",
-    "complex64",
-    "complex128",
-    "float8_e3m4",
-    "float8_e4m3",
-    "float8_e4m3b11fnuz",
-    "float8_e4m3fn",
-    "float8_e4m3fnuz",
-    "float8_e5m2",
-    "float8_e5m2fnuz",
-    "float8_e8m0fnu",
-    "float6_e2m3fn",
-    "float6_e3m2fn",
-    "float4_e2m1fn",
-)
-
-
 class Device:
     """A device: a type ("cpu", "cuda", ...) and an index. Accepts "cuda:1" and torch.device."""
 
@@ -178,11 +147,6 @@ class Device:
         return (self.device_type, self.index)
 
 
-# TypeInfo flags of the extension's conversion table (python/src/py_common.h).
-_TYPE_READ_ONLY = 1
-_TYPE_TORCH = 2
-
-
 # Run once, when kffi first classifies a torch tensor type: the package face registers kffi.torch's
 # tensor import there (kffi/__init__.py), which reads torch tensors, and their lazy-view bits,
 # from the TensorImpl where its library is built already; without it every torch tensor argument
@@ -202,7 +166,8 @@ def _tensor_entry(tp: type, mod: str):
     whether its arrays may be written."""
     flags, from_dlpack, stream_hook = 0, None, None
     if _is_torch_tensor_type(tp):
-        flags |= _TYPE_TORCH  # lazy views refused (the extension checks the same hierarchy)
+        # Lazy views refused (the extension checks the same hierarchy).
+        flags |= _core.TYPE_FLAG_TORCH
         _torch_tensor_seen()
     elif mod.startswith("numpy"):
         import numpy
@@ -211,7 +176,7 @@ def _tensor_entry(tp: type, mod: str):
     elif mod.startswith(("jax", "jaxlib")):
         import jax.dlpack
 
-        flags |= _TYPE_READ_ONLY  # JAX arrays are immutable
+        flags |= _core.TYPE_FLAG_READ_ONLY  # JAX arrays are immutable
         from_dlpack = jax.dlpack.from_dlpack
     elif mod.startswith("cupy"):
         cupy = sys.modules.get("cupy")

@@ -28,9 +28,10 @@ import functools
 import os
 import re
 
+from . import _core, libinfo
 from . import aot as _aot
 from . import cpp as _cpp
-from . import libinfo
+from ._abstract import eval_shape_rpn
 from ._types import dtype as _dtype
 
 __all__ = [
@@ -57,8 +58,7 @@ __all__ = [
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 _INT32_MIN, _INT32_MAX = -(1 << 31), (1 << 31) - 1
-MAX_NDIM = 32  # as the contract parser (kffi/contract_parser.h kMaxNdim)
-MAX_CONTRACT_BYTES = 65536  # kMaxContractBytes
+MAX_CONTRACT_BYTES = _core.MAX_CONTRACT_BYTES  # the parser's limit (contract_plan.h)
 
 # Kept for callers of kffi.contract.cpp_param_names; it lives in kffi.cpp.
 cpp_param_names = _cpp.cpp_param_names
@@ -315,10 +315,10 @@ class FakeTensor:
         self.shape = tuple(
             d if isinstance(d, _Expr) else _positive_int(d, "a dimension") for d in shape
         )
-        if len(self.shape) > MAX_NDIM:
+        if len(self.shape) > _core.MAX_NDIM:
             raise ValueError(
                 f"kffi.fake_tensor: {len(self.shape)} dimensions; a contract tensor "
-                f"has at most {MAX_NDIM}"
+                f"has at most {_core.MAX_NDIM}"
             )
         if align is not None and (
             not isinstance(align, int)
@@ -745,63 +745,6 @@ def _param_names(param_names, count) -> list:
     if len(set(names)) != len(names):
         raise ValueError(f"kffi.compile: duplicate parameter names in {names}")
     return names
-
-
-# ---------------------------------------------------------------------------------------------
-# Output shapes from metadata.
-# ---------------------------------------------------------------------------------------------
-
-_RPN_BINARY = {
-    "+": lambda a, b: a + b,
-    "-": lambda a, b: a - b,
-    "*": lambda a, b: a * b,
-    "//": lambda a, b: a // b,
-    "%": lambda a, b: a % b,
-}
-
-
-def eval_shape_rpn(rpn, symbols) -> int:
-    """Evaluates one dimension of an output's ``shape_rpn`` (the metadata of a contract export)
-    with a stack: ``rpn`` lists ints, symbol names and the operators "+", "-", "*", "//", "%"
-    (Python's semantics) and "neg"; ``symbols`` maps names to ints. The C++ side evaluates the
-    same tokens (kffi::Contract::OutputShape), with the same errors: ValueError for an unbound
-    symbol, a division by zero or a value beyond int64.
-
-        meta = kffi.load_module(path).metadata("f")
-        shape = [eval_shape_rpn(d, {"n": 8}) for d in meta["outputs"][0]["shape_rpn"]]
-    """
-    stack = []
-    for tok in rpn:
-        if isinstance(tok, int) and not isinstance(tok, bool):
-            stack.append(tok)
-            continue
-        if not isinstance(tok, str):
-            raise ValueError(f"kffi: cannot read the shape token {tok!r}")
-        arity = 1 if tok == "neg" else 2 if tok in _RPN_BINARY else 0
-        if arity == 0:
-            if tok not in symbols:
-                raise ValueError(
-                    f"kffi: cannot evaluate the output shape: symbol `{tok}` is not bound"
-                )
-            stack.append(int(symbols[tok]))
-            continue
-        if len(stack) < arity:
-            raise ValueError(f"kffi: malformed shape expression {rpn!r}")
-        if tok == "neg":
-            stack.append(-stack.pop())
-        else:
-            b, a = stack.pop(), stack.pop()
-            if tok in ("//", "%") and b == 0:
-                raise ValueError(
-                    "kffi: cannot evaluate the output shape: "
-                    + ("division by zero" if tok == "//" else "modulo by zero")
-                )
-            stack.append(_RPN_BINARY[tok](a, b))
-        if not _INT64_MIN <= stack[-1] <= _INT64_MAX:
-            raise ValueError("kffi: cannot evaluate the output shape: int64 overflow")
-    if len(stack) != 1:
-        raise ValueError(f"kffi: malformed shape expression {rpn!r}")
-    return stack[0]
 
 
 # ---------------------------------------------------------------------------------------------

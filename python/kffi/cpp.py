@@ -317,22 +317,34 @@ def _cuda_lib_dir(nvcc_path: str) -> str | None:
 # ---------------------------------------------------------------------------------------------
 
 
+def _headers_digest(root: str, names=None) -> str:
+    """SHA-256 (hex) of the headers a build depends on: each file's path relative to ``root``
+    and its bytes, in order. ``names`` lists the files (paths relative to root); None takes every
+    file under root, in sorted order. The one digest of headers for every build key (kffi's own
+    headers here, the XLA FFI headers in kffi.jax); a file that cannot be read raises OSError,
+    which the caller words (it knows which package should have shipped the file)."""
+    if names is None:
+        names = []
+        for dirpath, dirnames, filenames in os.walk(root):
+            dirnames.sort()
+            names += [os.path.relpath(os.path.join(dirpath, fn), root) for fn in sorted(filenames)]
+    h = hashlib.sha256()
+    for name in names:
+        with open(os.path.join(root, name), "rb") as f:
+            h.update(name.encode() + b"\0" + f.read())
+    return h.hexdigest()
+
+
 @functools.cache
 def _kffi_identity() -> str:
     """kffi version, ABI version and a digest of the installed headers (which change in
     development without a version bump)."""
     from . import _core
 
-    h = hashlib.sha256(repr(tuple(_core.runtime_version())).encode())
-    inc = libinfo.include_dir()
-    for dirpath, dirnames, filenames in os.walk(inc):
-        dirnames.sort()
-        for fn in sorted(filenames):
-            p = os.path.join(dirpath, fn)
-            h.update(os.path.relpath(p, inc).encode() + b"\0")
-            with open(p, "rb") as f:
-                h.update(f.read())
-    return h.hexdigest()
+    version = repr(tuple(_core.runtime_version()))
+    return hashlib.sha256(
+        f"{version}\0{_headers_digest(libinfo.include_dir())}".encode()
+    ).hexdigest()
 
 
 @dataclass

@@ -619,8 +619,42 @@ PyMethodDef kMethods[] = {{"get_global_func", GetGlobalFunc, METH_O, nullptr},
                           {"_env_get_stream", EnvGetStream, METH_VARARGS, nullptr},
                           {nullptr, nullptr, 0, nullptr}};
 
-/// Module constants: the ABI's type indices and the device type names, so that Python does not
-/// retype them.
+/// Every dtype the package names as an attribute (kffi.float32, kffi.bfloat16, ..., kffi.bool), in
+/// the order of kffi.__all__. The runtime formats each (KFFIDataTypeToString), so the spellings
+/// are its own; _core.DTYPE_NAMES hands them to Python.
+constexpr DLDataType kNamedDtypes[] = {
+    {kDLBool, 8, 1},           {kDLInt, 8, 1},
+    {kDLInt, 16, 1},           {kDLInt, 32, 1},
+    {kDLInt, 64, 1},           {kDLUInt, 8, 1},
+    {kDLUInt, 16, 1},          {kDLUInt, 32, 1},
+    {kDLUInt, 64, 1},          {kDLFloat, 16, 1},
+    {kDLFloat, 32, 1},         {kDLFloat, 64, 1},
+    {kDLBfloat, 16, 1},        {kDLComplex, 64, 1},
+    {kDLComplex, 128, 1},      {kDLFloat8_e3m4, 8, 1},
+    {kDLFloat8_e4m3, 8, 1},    {kDLFloat8_e4m3b11fnuz, 8, 1},
+    {kDLFloat8_e4m3fn, 8, 1},  {kDLFloat8_e4m3fnuz, 8, 1},
+    {kDLFloat8_e5m2, 8, 1},    {kDLFloat8_e5m2fnuz, 8, 1},
+    {kDLFloat8_e8m0fnu, 8, 1}, {kDLFloat6_e2m3fn, 6, 1},
+    {kDLFloat6_e3m2fn, 6, 1},  {kDLFloat4_e2m1fn, 4, 1},
+};
+
+/// The names of kNamedDtypes as a tuple of str, or NULL with an exception set.
+PyObject* NamedDtypes() {
+  constexpr Py_ssize_t n = sizeof(kNamedDtypes) / sizeof(kNamedDtypes[0]);
+  PyRef names(PyTuple_New(n));
+  if (!names) return nullptr;
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    KFFIAny out;
+    if (KFFIDataTypeToString(&kNamedDtypes[i], &out) != 0) return RaiseFromKFFIError(-1);
+    PyObject* name = AnyToPy(&out, nullptr);
+    if (name == nullptr) return nullptr;
+    PyTuple_SET_ITEM(names.get(), i, name);  // steals the reference
+  }
+  return names.release();
+}
+
+/// Module constants: the ABI's type indices, the device type names, the dtype names, limits and
+/// the conversion table's type flags, so that Python does not retype them.
 int AddConstants(PyObject* m) {
   static const std::pair<const char*, int32_t> kIndices[] = {
       {"None", kKFFINone},
@@ -665,7 +699,17 @@ int AddConstants(PyObject* m) {
   if (PyModule_AddObjectRef(m, "TYPE_INDEX", indices.get()) != 0 ||
       PyModule_AddObjectRef(m, "DEVICE_TYPE_NAMES", devices.get()) != 0 ||
       PyModule_AddIntConstant(m, "TENSOR_FLAG_READ_ONLY", kKFFITensorFlagReadOnly) != 0 ||
-      PyModule_AddIntConstant(m, "MAX_CONTAINER_DEPTH", kMaxContainerDepth) != 0) {
+      PyModule_AddIntConstant(m, "MAX_CONTAINER_DEPTH", kMaxContainerDepth) != 0 ||
+      PyModule_AddIntConstant(m, "MAX_CONTRACT_BYTES",
+                              static_cast<long>(kffi::details::contract::kMaxContractBytes)) != 0 ||
+      PyModule_AddIntConstant(m, "MAX_NDIM",
+                              static_cast<long>(kffi::details::contract::kMaxNdim)) != 0 ||
+      PyModule_AddIntConstant(m, "TYPE_FLAG_READ_ONLY", kTypeReadOnly) != 0 ||
+      PyModule_AddIntConstant(m, "TYPE_FLAG_TORCH", kTypeTorch) != 0) {
+    return -1;
+  }
+  PyRef dtype_names(NamedDtypes());
+  if (!dtype_names || PyModule_AddObjectRef(m, "DTYPE_NAMES", dtype_names.get()) != 0) {
     return -1;
   }
   return 0;

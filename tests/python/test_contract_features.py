@@ -160,14 +160,25 @@ def test_eval_shape_rpn_follows_python_semantics():
     assert ev(["n", -3, "%"], {"n": 5}) == -1
     assert ev(["n", "neg", 1, "+"], {"n": 5}) == -4
     assert ev([7], {}) == 7
-    with pytest.raises(ValueError, match="symbol `m` is not bound"):
+    # One evaluator serves the public API and the framework integrations (kffi._abstract).
+    assert ev is kffi._abstract.eval_shape_rpn
+    assert ev(["n", 2, "*"], {"n": np.int64(3)}) == 6
+    with pytest.raises(ValueError, match="symbol 'm' is not bound by any input \\(bound: n\\)"):
         ev(["m"], {"n": 1})
     with pytest.raises(ValueError, match="division by zero"):
         ev(["n", 0, "//"], {"n": 1})
+    with pytest.raises(ValueError, match="modulo by zero"):
+        ev(["n", 0, "%"], {"n": 1})
     with pytest.raises(ValueError, match="int64 overflow"):
         ev(["n", "n", "*"], {"n": 1 << 40})
-    with pytest.raises(ValueError, match="malformed shape expression"):
+    with pytest.raises(ValueError, match="int64 overflow"):
+        ev(["n"], {"n": 1 << 63})
+    with pytest.raises(ValueError, match="operator '\\+' needs two operands"):
         ev(["n", "+"], {"n": 1})
+    with pytest.raises(ValueError, match="symbol 'n' is bound to 2.5, not an integer"):
+        ev(["n"], {"n": 2.5})
+    with pytest.raises(ValueError, match="shape_rpn must be a list of tokens, got str"):
+        ev("n", {"n": 1})
 
 
 def test_c_string_literal_takes_any_text():

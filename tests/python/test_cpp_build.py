@@ -190,6 +190,24 @@ def test_changed_flags_or_source_rebuild(cache, counting_cxx):
     assert len([p for p in cache.iterdir() if p.name.startswith("flags_lib_")]) == 3
 
 
+def test_headers_digest_reads_names_and_bytes(tmp_path):
+    # The one digest of headers in build keys (kffi's own, kffi.jax's XLA FFI headers): a
+    # header's bytes, its name and the set of headers each change it.
+    (tmp_path / "a.h").write_text("int a;")
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "b.h").write_text("int b;")
+    digest = kffi.cpp._headers_digest
+    whole = digest(str(tmp_path))
+    assert whole == digest(str(tmp_path), ["a.h", os.path.join("sub", "b.h")])
+    assert digest(str(tmp_path), ["a.h"]) != whole
+    (tmp_path / "sub" / "b.h").write_text("int b2;")
+    assert digest(str(tmp_path)) != whole
+    (tmp_path / "c.h").write_text("int a;")
+    assert digest(str(tmp_path), ["c.h"]) != digest(str(tmp_path), ["a.h"])
+    with pytest.raises(FileNotFoundError):
+        digest(str(tmp_path), ["missing.h"])
+
+
 def test_changed_compiler_rebuilds(cache, counting_cxx, tmp_path, monkeypatch):
     src = "int nine() { return 9; }"
     kffi.cpp.load_inline("compiler_lib", cpp_sources=src, functions=["nine"])

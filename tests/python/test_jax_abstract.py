@@ -77,7 +77,8 @@ def test_eval_rpn_uses_only_operators_so_symbolic_ints_work():
         (["n", "m"], "leaves 2 values instead of one"),
         ([], "leaves 0 values instead of one"),
         (["n", 0, "//"], "division by zero"),
-        (["n", 0, "%"], "division by zero"),
+        (["n", 0, "%"], "modulo by zero"),
+        ([1 << 62, 4, "*"], "int64 overflow"),
         (["m", "n", "-"], "evaluates to -2 (negative)"),
         (["n", 1.5, "*"], "cannot read token 1.5"),
         (["n", True, "*"], "cannot read token True"),
@@ -99,6 +100,16 @@ def test_eval_rpn_bounds_hostile_input():
     with pytest.raises(ContractError, match="shape_rpn must be a list of tokens, got str"):
         A.eval_rpn("n 2 *", {"n": 1})
     assert A.eval_rpn([1] + [1, "+"] * 511, {}) == 512  # long but within the bound
+
+
+def test_eval_rpn_is_eval_shape_rpn_for_allocated_dimensions():
+    # eval_shape_rpn evaluates what C++ evaluates (a negative value included); a dimension to
+    # allocate must not be negative, with the same message from both names.
+    assert A.eval_shape_rpn(["m", "n", "-"], {"n": 5, "m": 3}) == -2
+    with pytest.raises(ContractError, match=r"^d: evaluates to -2 \(negative\)"):
+        A.eval_shape_rpn(["m", "n", "-"], {"n": 5, "m": 3}, what="d", nonnegative=True)
+    with pytest.raises(ContractError, match=r"^an output dimension: evaluates to -2 \(negative\)"):
+        A.eval_rpn(["m", "n", "-"], {"n": 5, "m": 3})
 
 
 def test_contract_error_is_a_value_error():

@@ -236,6 +236,23 @@ def test_the_extension_exports_abi_constants():
     assert kffi.Device("cuda_managed:0").device_type == 13
 
 
+def test_constants_come_from_the_extension():
+    # The C++ side's values, never retyped in Python (contract_plan.h, py_common.h TypeFlag).
+    core = kffi._core
+    assert core.MAX_NDIM == 32 and core.MAX_CONTRACT_BYTES == 65536
+    assert kffi.contract.MAX_CONTRACT_BYTES == core.MAX_CONTRACT_BYTES
+    assert (core.TYPE_FLAG_READ_ONLY, core.TYPE_FLAG_TORCH) == (1, 2)
+    # Every named dtype is the runtime's spelling, exported as kffi.<name> (bool kept out of
+    # __all__ so that `import *` does not shadow the builtin).
+    assert len(core.DTYPE_NAMES) == 26 and len(set(core.DTYPE_NAMES)) == 26
+    for name in core.DTYPE_NAMES:
+        assert getattr(kffi, name) == kffi.dtype(name) == name
+        assert (name in kffi.__all__) == (name != "bool")
+    assert {"float8_e3m4", "float6_e2m3fn", "complex128", "float4_e2m1fn"} <= set(core.DTYPE_NAMES)
+    for name in ("MAX_NDIM", "DTYPE_NAMES"):
+        assert not hasattr(kffi._types, name) and not hasattr(kffi.contract, name)
+
+
 def test_a_second_copy_of_the_extension_is_refused():
     import importlib.util
 

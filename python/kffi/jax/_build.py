@@ -9,20 +9,16 @@ milliseconds.
 
 from __future__ import annotations
 
-import hashlib
 import os
-import threading
 
 from .. import cpp as _cpp
 from .. import load_module as _load_module
+from .._lazy import lazy
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _SOURCES = [os.path.join(_HERE, f) for f in ("_xla_handler.cc", "_xla_alloc.cc", "_xla_targets.cc")]
-_LOCAL_HEADER = os.path.join(_HERE, "_xla_handler.h")  # not a source: its digest goes in a flag
+_LOCAL_HEADER_NAME = "_xla_handler.h"  # not a source: its digest goes in a flag
 _HEADERS = ("c_api.h",)  # the handler includes only the C API
-
-_lock = threading.Lock()
-_module = None
 
 
 def xla_ffi_include_dir() -> str:
@@ -32,40 +28,28 @@ def xla_ffi_include_dir() -> str:
 
 
 def _headers_digest(include_dir: str) -> str:
-    h = hashlib.sha256()
-    for name in _HEADERS:
-        path = os.path.join(include_dir, "xla", "ffi", "api", name)
-        try:
-            with open(path, "rb") as f:
-                h.update(name.encode() + b"\0" + f.read())
-        except OSError as e:
-            raise RuntimeError(
-                f"kffi.jax: jaxlib's XLA FFI header {path} cannot be read ({e}); "
-                f"kffi.jax needs a jaxlib that ships its FFI headers"
-            ) from None
-    return h.hexdigest()[:24]
+    api = os.path.join(include_dir, "xla", "ffi", "api")
+    try:
+        return _cpp._headers_digest(api, _HEADERS)[:24]
+    except OSError as e:
+        raise RuntimeError(
+            f"kffi.jax: jaxlib's XLA FFI header {e.filename} cannot be read ({e}); "
+            f"kffi.jax needs a jaxlib that ships its FFI headers"
+        ) from None
 
 
+@lazy
 def handler_module():
     """The loaded handler module (built on first use). Thread safe."""
-    global _module
-    if _module is not None:
-        return _module
-    with _lock:
-        if _module is None:
-            import jaxlib
+    import jaxlib
 
-            inc = xla_ffi_include_dir()
-            with open(_LOCAL_HEADER, "rb") as f:
-                local = hashlib.sha256(f.read()).hexdigest()[:24]
-            flags = [
-                "-O2",
-                f'-DKFFI_JAX_XLA_FFI_HEADERS="{_headers_digest(inc)}"',
-                f'-DKFFI_JAX_JAXLIB_VERSION="{jaxlib.__version__}"',
-                f'-DKFFI_JAX_HANDLER_HEADER="{local}"',
-            ]
-            path = _cpp.build(
-                "kffi_jax_handler", _SOURCES, extra_cflags=flags, extra_include_paths=[inc]
-            )
-            _module = _load_module(path)
-    return _module
+    inc = xla_ffi_include_dir()
+    local = _cpp._headers_digest(_HERE, [_LOCAL_HEADER_NAME])[:24]
+    flags = [
+        "-O2",
+        f'-DKFFI_JAX_XLA_FFI_HEADERS="{_headers_digest(inc)}"',
+        f'-DKFFI_JAX_JAXLIB_VERSION="{jaxlib.__version__}"',
+        f'-DKFFI_JAX_HANDLER_HEADER="{local}"',
+    ]
+    path = _cpp.build("kffi_jax_handler", _SOURCES, extra_cflags=flags, extra_include_paths=[inc])
+    return _load_module(path)

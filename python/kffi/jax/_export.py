@@ -24,6 +24,7 @@ import threading
 import jax
 
 from .. import Function, Module
+from .._lazy import lazy
 from . import _bind
 
 __all__ = [
@@ -273,36 +274,28 @@ def deserialize(blob, platforms=None):
 # Calling a deserialized Exported: its kffi targets are registered as it is lowered.
 # ---------------------------------------------------------------------------------------------
 
-_hook_installed = False
 
-
+@lazy
 def _install_hook() -> None:
     """Wraps the lowering rules of jax's ``call_exported`` primitive (what ``Exported.call``
     binds; one common rule, or one per platform in older jax) so that the kffi targets of the
     module are registered first, or reported clearly. Where jax's internals differ, nothing is
     wrapped and :func:`deserialize` is the way to register a computation's targets."""
-    global _hook_installed
-    if _hook_installed:
-        return
-    with _lock:
-        if _hook_installed:
-            return
-        _hook_installed = True
-        try:  # jax internals
-            from jax._src.export import _export as jax_export
-            from jax._src.interpreters import mlir as jax_mlir
+    try:  # jax internals
+        from jax._src.export import _export as jax_export
+        from jax._src.interpreters import mlir as jax_mlir
 
-            prim = jax_export.call_exported_p
-            rules = []
-            if prim in jax_mlir._lowerings:
-                rules.append((None, jax_mlir._lowerings[prim]))
-            for platform, table in list(jax_mlir._platform_specific_lowerings.items()):
-                if prim in table:
-                    rules.append((platform, table[prim]))
-        except (ImportError, AttributeError):  # pragma: no cover (other jax)
-            return
-        for platform, entry in rules:
-            jax_mlir.register_lowering(prim, _wrapped(getattr(entry, "rule", entry)), platform)
+        prim = jax_export.call_exported_p
+        rules = []
+        if prim in jax_mlir._lowerings:
+            rules.append((None, jax_mlir._lowerings[prim]))
+        for platform, table in list(jax_mlir._platform_specific_lowerings.items()):
+            if prim in table:
+                rules.append((platform, table[prim]))
+    except (ImportError, AttributeError):  # pragma: no cover (other jax)
+        return
+    for platform, entry in rules:
+        jax_mlir.register_lowering(prim, _wrapped(getattr(entry, "rule", entry)), platform)
 
 
 def _wrapped(original):

@@ -26,7 +26,6 @@ __all__ = [
     "ContractError",
     "OutputSpec",
     "bind_symbols",
-    "eval_rpn",
     "eval_shape_rpn",
     "has_structured_contract",
     "infer_outputs",
@@ -120,12 +119,6 @@ def eval_shape_rpn(
     if nonnegative and _is_int(value) and value < 0:
         raise ContractError(f"{what}: evaluates to {value} (negative) with {dict(symbols)}")
     return value
-
-
-def eval_rpn(tokens, env, *, what: str = "an output dimension"):
-    """eval_shape_rpn for a dimension that will be allocated (a negative result is an error).
-    Kept for kffi.torch, which calls it by this name; new code calls eval_shape_rpn."""
-    return eval_shape_rpn(tokens, env, what=what, nonnegative=True)
 
 
 def has_structured_contract(meta) -> bool:

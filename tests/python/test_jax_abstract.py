@@ -15,7 +15,11 @@ def meta(params, outputs=(), mutates=None):
     return support_meta("f", params, outputs, mutates)
 
 
-# ---- eval_rpn ---------------------------------------------------------------------------------
+# ---- eval_shape_rpn for an allocated dimension ---------------------------------------------------
+
+
+def eval_alloc(tokens, env, **kw):
+    return A.eval_shape_rpn(tokens, env, nonnegative=True, **kw)
 
 
 @pytest.mark.parametrize(
@@ -33,7 +37,7 @@ def meta(params, outputs=(), mutates=None):
     ],
 )
 def test_eval_rpn_values(tokens, expected):
-    assert A.eval_rpn(tokens, {"n": 5, "m": 3}) == expected
+    assert eval_alloc(tokens, {"n": 5, "m": 3}) == expected
 
 
 def test_eval_rpn_uses_only_operators_so_symbolic_ints_work():
@@ -62,10 +66,10 @@ def test_eval_rpn_uses_only_operators_so_symbolic_ints_work():
         def __neg__(self):
             return Sym(f"-{self.text}")
 
-    r = A.eval_rpn([2, "n", "*", 1, "+", 2, "//"], {"n": Sym("s0")})
+    r = eval_alloc([2, "n", "*", 1, "+", 2, "//"], {"n": Sym("s0")})
     assert isinstance(r, Sym)
     assert r.text == "(((2 * s0) + 1) // 2)"
-    assert A.eval_rpn(["n", "neg"], {"n": Sym("s1")}).text == "-s1"
+    assert eval_alloc(["n", "neg"], {"n": Sym("s1")}).text == "-s1"
 
 
 @pytest.mark.parametrize(
@@ -88,7 +92,7 @@ def test_eval_rpn_uses_only_operators_so_symbolic_ints_work():
 )
 def test_eval_rpn_errors(tokens, message):
     with pytest.raises(ContractError) as e:
-        A.eval_rpn(tokens, {"n": 5, "m": 3}, what="output 'y' dimension 0")
+        eval_alloc(tokens, {"n": 5, "m": 3}, what="output 'y' dimension 0")
     assert message in str(e.value)
     assert str(e.value).startswith("output 'y' dimension 0:")
 
@@ -96,20 +100,20 @@ def test_eval_rpn_errors(tokens, message):
 def test_eval_rpn_bounds_hostile_input():
     long = [1] + [1, "+"] * A.MAX_RPN_TOKENS
     with pytest.raises(ContractError, match=r"tokens \(at most 1024\)"):
-        A.eval_rpn(long, {})
+        eval_alloc(long, {})
     with pytest.raises(ContractError, match="shape_rpn must be a list of tokens, got str"):
-        A.eval_rpn("n 2 *", {"n": 1})
-    assert A.eval_rpn([1] + [1, "+"] * 511, {}) == 512  # long but within the bound
+        eval_alloc("n 2 *", {"n": 1})
+    assert eval_alloc([1] + [1, "+"] * 511, {}) == 512  # long but within the bound
 
 
-def test_eval_rpn_is_eval_shape_rpn_for_allocated_dimensions():
+def test_eval_shape_rpn_refuses_negative_allocated_dimensions():
     # eval_shape_rpn evaluates what C++ evaluates (a negative value included); a dimension to
-    # allocate must not be negative, with the same message from both names.
+    # allocate (nonnegative=True, as kffi.jax and kffi.torch call it) must not be negative.
     assert A.eval_shape_rpn(["m", "n", "-"], {"n": 5, "m": 3}) == -2
     with pytest.raises(ContractError, match=r"^d: evaluates to -2 \(negative\)"):
         A.eval_shape_rpn(["m", "n", "-"], {"n": 5, "m": 3}, what="d", nonnegative=True)
     with pytest.raises(ContractError, match=r"^an output dimension: evaluates to -2 \(negative\)"):
-        A.eval_rpn(["m", "n", "-"], {"n": 5, "m": 3})
+        eval_alloc(["m", "n", "-"], {"n": 5, "m": 3}, what="an output dimension")
 
 
 def test_contract_error_is_a_value_error():

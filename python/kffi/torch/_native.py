@@ -8,7 +8,6 @@ torch gets its own build and an unchanged one loads in milliseconds.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import sys
 import threading
@@ -62,23 +61,17 @@ def _torch_dirs():
 
 
 def _headers_digest(include: str) -> str:
-    h = hashlib.sha256()
-    for name in _TORCH_HEADERS:
-        path = os.path.join(include, name)
-        try:
-            with open(path, "rb") as f:
-                h.update(name.encode() + b"\0" + f.read())
-        except OSError as e:
-            raise RuntimeError(
-                f"kffi.torch: torch's header {path} cannot be read ({e}); kffi.torch builds its "
-                f"dispatcher kernels against the headers an installed torch ships"
-            ) from None
-    return h.hexdigest()[:24]
+    try:
+        return _cpp._headers_digest(include, _TORCH_HEADERS)[:24]
+    except OSError as e:
+        raise RuntimeError(
+            f"kffi.torch: a torch header under {include} cannot be read ({e}); kffi.torch builds "
+            f"its dispatcher kernels against the headers an installed torch ships"
+        ) from None
 
 
 def _file_digest(path: str) -> str:
-    with open(path, "rb") as f:
-        return hashlib.sha256(f.read()).hexdigest()[:24]
+    return _cpp._headers_digest(os.path.dirname(path), [os.path.basename(path)])[:24]
 
 
 def _torch_flags(torch) -> list:

@@ -321,7 +321,9 @@ def _contract_fake(sig):
             what = f"output {o.get('name') or k!r}"
             try:
                 shape = [
-                    _abstract.eval_rpn(tokens, env, what=f"{what} dimension {d}")
+                    _abstract.eval_shape_rpn(
+                        tokens, env, what=f"{what} dimension {d}", nonnegative=True
+                    )
                     for d, tokens in enumerate(o.get("shape_rpn") or [])
                 ]
             except _abstract.ContractError as e:

@@ -335,6 +335,15 @@ def _headers_digest(root: str, names=None) -> str:
     return h.hexdigest()
 
 
+def _headers_key(root: str, names, what: str, remedy: str) -> str:
+    """_headers_digest as a build key (24 hex digits); an unreadable header is a RuntimeError
+    naming it: "<what> <path> cannot be read (<why>); <remedy>"."""
+    try:
+        return _headers_digest(root, names)[:24]
+    except OSError as e:
+        raise RuntimeError(f"{what} {e.filename} cannot be read ({e}); {remedy}") from None
+
+
 @functools.cache
 def _kffi_identity() -> str:
     """kffi version, ABI version and a digest of the installed headers (which change in

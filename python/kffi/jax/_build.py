@@ -29,13 +29,12 @@ def xla_ffi_include_dir() -> str:
 
 def _headers_digest(include_dir: str) -> str:
     api = os.path.join(include_dir, "xla", "ffi", "api")
-    try:
-        return _cpp._headers_digest(api, _HEADERS)[:24]
-    except OSError as e:
-        raise RuntimeError(
-            f"kffi.jax: jaxlib's XLA FFI header {e.filename} cannot be read ({e}); "
-            f"kffi.jax needs a jaxlib that ships its FFI headers"
-        ) from None
+    return _cpp._headers_key(
+        api,
+        _HEADERS,
+        "kffi.jax: jaxlib's XLA FFI header",
+        "kffi.jax needs a jaxlib that ships its FFI headers",
+    )
 
 
 @lazy

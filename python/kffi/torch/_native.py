@@ -61,13 +61,12 @@ def _torch_dirs():
 
 
 def _headers_digest(include: str) -> str:
-    try:
-        return _cpp._headers_digest(include, _TORCH_HEADERS)[:24]
-    except OSError as e:
-        raise RuntimeError(
-            f"kffi.torch: a torch header under {include} cannot be read ({e}); kffi.torch builds "
-            f"its dispatcher kernels against the headers an installed torch ships"
-        ) from None
+    return _cpp._headers_key(
+        include,
+        _TORCH_HEADERS,
+        "kffi.torch: torch's header",
+        "kffi.torch builds its dispatcher kernels against the headers an installed torch ships",
+    )
 
 
 def _file_digest(path: str) -> str:

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import os
 import sys
-import threading
 
 from .. import cpp as _cpp
 from .. import load_module as _load_module
+from .._lazy import lazy
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 # The dispatcher glue: the kernels and their registration (_dispatch.cc), and the C++ API that
@@ -36,8 +36,6 @@ _TORCH_HEADERS = (
     "torch/csrc/autograd/python_variable.h",  # _eager.cc
 )
 
-_lock = threading.Lock()
-_module = None
 _EAGER_SOURCES = [os.path.join(_HERE, "_eager.cc"), os.path.join(_HERE, "_import.cc")]
 # kffi's own header the glue sources include (its digest keys the builds too).
 _GLUE_HEADER = os.path.join(_HERE, "_torch_dlpack.h")
@@ -45,7 +43,6 @@ _DISPATCH_HEADERS = (
     os.path.join(_HERE, "_dispatch.h"),
     os.path.join(INCLUDE_DIR, "kffi", "torch_ops.h"),
 )
-_eager = None  # the loaded library of _EAGER_SOURCES, or why it is unavailable (str)
 
 
 def _torch_dirs():
@@ -135,19 +132,20 @@ def _eager_plan():
     )
 
 
+@lazy
+def _eager():
+    """The loaded library of _EAGER_SOURCES, or why it is unavailable (a str)."""
+    return _load_eager(_eager_plan())
+
+
 def _eager_lib(build: bool = True):
     """The library of _eager.cc and _import.cc (ctypes.PyDLL; built on first use: a few seconds),
     or None when it cannot be built here (no Python headers) or, with build=False, is not built
     yet. Thread safe."""
-    global _eager
-    if _eager is None:
-        with _lock:
-            if _eager is None:
-                plan = _eager_plan()
-                if not build and not os.path.exists(plan.output):
-                    return None
-                _eager = _load_eager(plan)
-    return _eager if not isinstance(_eager, str) else None
+    if not _eager.done and not build and not os.path.exists(_eager_plan().output):
+        return None
+    lib = _eager()
+    return lib if not isinstance(lib, str) else None
 
 
 def _load_eager(plan):
@@ -188,63 +186,56 @@ def eager_maker():
     return lib.kffi_torch_make_eager
 
 
-_import_installed = False
-
-
 def install_tensor_import(build: bool = True) -> bool:
     """Makes kffi calls import torch.Tensor arguments with _import.cc (the TensorImpl's fields,
     read directly) instead of torch's DLPack exchange API; the same DLTensors, for less, and
     the lazy-view bits (conjugate, negative) read from the TensorImpl too instead of through
     torch's methods. With build=False, only when the library is built already. Returns whether
     it is installed."""
-    global _import_installed
-    if _import_installed:
-        return True
-    lib = _eager_lib(build)
-    if lib is None:
+    if not _tensor_import.done and _eager_lib(build) is None:
         return False
+    return _tensor_import()
+
+
+@lazy
+def _tensor_import() -> bool:
+    """Installs _import.cc's import (once); False for a torch without the exchange API, where
+    kffi uses __dlpack__."""
     import torch
 
     from .. import _core
 
     original = getattr(torch.Tensor, "__dlpack_c_exchange_api__", None)
-    if original is None:  # a torch without the exchange API: kffi uses __dlpack__
+    if original is None:
         return False
-    with _lock:
-        if not _import_installed:
-            replacement = lib.kffi_torch_exchange_api(original, torch._C.TensorBase)
-            _core._override_exchange_api(original, replacement, lib.kffi_torch_lazy_view_reader())
-            _import_installed = True
+    lib = _eager_lib(build=False)
+    replacement = lib.kffi_torch_exchange_api(original, torch._C.TensorBase)
+    _core._override_exchange_api(original, replacement, lib.kffi_torch_lazy_view_reader())
     return True
 
 
+@lazy
 def glue():
     """The loaded glue module (built on first use, a few tens of seconds). Thread safe."""
-    global _module
-    if _module is not None:
-        return _module
-    with _lock:
-        if _module is None:
-            import torch
+    import torch
 
-            flags = _torch_flags(torch) + [
-                f'-DKFFI_TORCH_DISPATCH_HEADERS="{_file_digest(h)}"' for h in _DISPATCH_HEADERS
-            ]
-            ldflags = _torch_ldflags()
-            include_paths = [INCLUDE_DIR, *_torch_dirs()[1]]
-            try:
-                path = _cpp.build(
-                    "kffi_torch_dispatch",
-                    _SOURCES,
-                    extra_cflags=flags,
-                    extra_ldflags=ldflags,
-                    extra_include_paths=include_paths,
-                )
-            except _cpp.BuildError as e:
-                raise RuntimeError(
-                    "kffi.torch: building the dispatcher glue (python/kffi/torch/_dispatch.cc and "
-                    "_register.cc, against the installed torch's headers) failed; kffi.torch needs a C++20 "
-                    f"compiler for it, once per torch version.\n{e}"
-                ) from None
-            _module = _load_module(path)
-    return _module
+    flags = _torch_flags(torch) + [
+        f'-DKFFI_TORCH_DISPATCH_HEADERS="{_file_digest(h)}"' for h in _DISPATCH_HEADERS
+    ]
+    ldflags = _torch_ldflags()
+    include_paths = [INCLUDE_DIR, *_torch_dirs()[1]]
+    try:
+        path = _cpp.build(
+            "kffi_torch_dispatch",
+            _SOURCES,
+            extra_cflags=flags,
+            extra_ldflags=ldflags,
+            extra_include_paths=include_paths,
+        )
+    except _cpp.BuildError as e:
+        raise RuntimeError(
+            "kffi.torch: building the dispatcher glue (python/kffi/torch/_dispatch.cc and "
+            "_register.cc, against the installed torch's headers) failed; kffi.torch needs a C++20 "
+            f"compiler for it, once per torch version.\n{e}"
+        ) from None
+    return _load_module(path)

@@ -34,7 +34,8 @@
 
 namespace kffi {
 
-/// What DispatchDtype passes to the body: `using T = typename decltype(tag)::type;`.
+/// What DispatchDtype passes to the body: a tag whose member alias `type` is the dtype's C++
+/// type (in a generic lambda, `typename decltype(tag)` followed by that member).
 template <typename T>
 struct TypeTag {
   using type = T;

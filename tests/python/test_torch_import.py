@@ -177,9 +177,7 @@ def test_tensors_stay_alive_and_unchanged_by_the_read(imports):
 
 def test_importing_kffi_torch_turns_it_on_when_built(imports):
     # A fresh process: the library is in the build cache now, so the import alone installs it.
-    code = (
-        "import kffi, kffi.torch; from kffi.torch import _native; print(_native._tensor_import.done)"
-    )
+    code = "import kffi, kffi.torch; from kffi.torch import _native; print(_native._tensor_import.done)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["True"]
 

@@ -129,13 +129,13 @@ def build_kffi_op():
 
 def register_from_cpp(op):
     """The op registered again by kffi::torch::RegisterOps, as kffi_bench_cxx::empty3."""
-    from kffi.torch import _native
+    from kffi.torch import _glue
 
     CACHE.mkdir(parents=True, exist_ok=True)
     manifest = CACHE / "torch_ops.kffi_ops"
     kffi.torch.save_ops(manifest, op)
     manifest.write_text(manifest.read_text().replace("kffi_bench::", "kffi_bench_cxx::"))
-    assert _native.glue().register_ops(str(manifest)) == 1
+    assert _glue.glue().register_ops(str(manifest)) == 1
     return torch.ops.kffi_bench_cxx.empty3.default
 
 

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 import jax
 import numpy as np
 
-from .._objects import _shown_type
+from ..runtime._objects import _shown_type
 
 try:  # public names first; jax moves internals between releases
     from jax.core import Tracer

@@ -23,8 +23,8 @@ import threading
 
 import jax
 
-from .. import Function, Module
 from .._lazy import lazy
+from ..runtime._objects import Function, Module
 from . import _bind
 
 __all__ = [

@@ -20,7 +20,8 @@ import numpy as np
 from jax import tree_util
 from jax.interpreters import ad, batching, mlir
 
-from .. import Function, _abstract
+from ..contract import _abstract
+from ..runtime._objects import Function
 from . import _bind as bind
 from . import _export, _shard
 from ._ffi import parse_arg_spec, register_content_target, register_ffi_target

@@ -15,7 +15,8 @@ import shlex
 import subprocess
 import sys
 
-from . import _native
+from .. import config
+from . import _glue
 from ._op import TorchOp, registered_ops
 
 __all__ = ["cpp_flags", "save_ops"]
@@ -101,7 +102,7 @@ def save_ops(path, ops=None, *, relative: bool = False) -> str:
     beside it). Returns the path."""
     path = os.fspath(path)
     base = os.path.dirname(os.path.abspath(path)) if relative else None
-    glue = _native.glue()
+    glue = _glue.glue()
     lines = [MAGIC] + [_line(op, base, glue) for op in _ops_of(ops)]
     tmp = f"{path}.{os.getpid()}.tmp"
     with open(tmp, "w", encoding="utf-8") as f:
@@ -118,8 +119,6 @@ def cpp_flags(compile: bool = True, link: bool = True) -> list:
     with its rpath; give them after the objects. The program does not link libpython."""
     import torch
 
-    from .. import config
-
     def kffi_config(*options):
         return subprocess.run(
             ["sh", config._SCRIPT, *options], check=True, capture_output=True, text=True
@@ -133,13 +132,13 @@ def cpp_flags(compile: bool = True, link: bool = True) -> list:
         flags += [
             "-std=c++20",
             f"-D_GLIBCXX_USE_CXX11_ABI={abi}",
-            f"-I{_native.INCLUDE_DIR}",
-            *(f"-I{p}" for p in _native._torch_dirs()[1]),
+            f"-I{_glue.INCLUDE_DIR}",
+            *(f"-I{p}" for p in _glue._torch_dirs()[1]),
             *kffi_cxx,
         ]
     if link:
-        torch_lib = _native._torch_dirs()[2]
-        glue = os.path.abspath(_native.glue().name)
+        torch_lib = _glue._torch_dirs()[2]
+        glue = os.path.abspath(_glue.glue().name)
         flags += [
             # By file name (-l:NAME), not path: the program then finds the library through its
             # rpath or LD_LIBRARY_PATH wherever it is deployed.

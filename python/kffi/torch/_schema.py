@@ -23,7 +23,7 @@ import math
 import re
 from dataclasses import dataclass, field
 
-from .. import _abstract
+from ..contract import _abstract
 
 __all__ = ["OpSignature", "Param", "signature_of"]
 

@@ -1,4 +1,4 @@
-"""python/kffi/contract.py: declare a kernel's contract with fake arguments and compile it (JIT)::
+"""python/kffi/contract/_compile.py: declare a kernel's contract with fake arguments and compile it (JIT)::
 
     n = kffi.sym_int(divisibility=16)
     add = kffi.compile(SOURCE, "add_one",
@@ -28,11 +28,12 @@ import functools
 import os
 import re
 
-from . import _core, libinfo
-from . import aot as _aot
-from . import cpp as _cpp
+from .. import _core, libinfo
+from ..build import aot as _aot
+from ..build import cpp as _cpp
+from ..runtime._api import load_module
+from ..runtime._types import dtype as _dtype
 from ._abstract import eval_shape_rpn
-from ._types import dtype as _dtype
 
 __all__ = [
     "Bool",
@@ -855,8 +856,6 @@ def compile(source: str, name: str, *fake_args, options=None, param_names=None, 
         quiet=options.get("quiet"),
         pre_includes=("kffi/kffi.h",),
     )  # the contract compiler too
-    from . import load_module
-
     func = load_module(path)[name]
     func.contract = text
     func.library_path = path

@@ -1,11 +1,11 @@
-"""python/kffi/stream.py: kffi.use_stream, an explicit stream for the calls in a scope."""
+"""python/kffi/runtime/stream.py: kffi.use_stream, an explicit stream for the calls in a scope."""
 
 from __future__ import annotations
 
 import contextlib
 
-from . import _core
-from ._types import _is_stream_type, _stream_handle
+from .. import _core
+from ._types import Device, _is_stream_type, _stream_handle
 
 
 def _stream_spec(stream):
@@ -50,8 +50,6 @@ def use_stream(stream, device=None):
         return
     device_type, device_id, handle = spec
     if device is not None:
-        from ._types import Device
-
         d = Device(device)
         device_type, device_id = d.device_type, d.index
     prev = _core._env_push_stream(device_type, device_id, handle)
@@ -63,7 +61,5 @@ def use_stream(stream, device=None):
 
 def get_current_stream(device="cuda:0") -> int:
     """The stream kffi calls on this thread currently see for a device (0: default stream)."""
-    from ._types import Device
-
     d = Device(device)
     return _core._env_get_stream(d.device_type, d.index)

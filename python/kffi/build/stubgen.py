@@ -1,4 +1,4 @@
-"""python/kffi/stubgen.py: write .pyi stubs for the functions of a kffi module (kffi-stubgen).
+"""python/kffi/build/stubgen.py: write .pyi stubs for the functions of a kffi module (kffi-stubgen).
 
     kffi-stubgen libadd.so -o add.pyi
     kffi.stubgen(kffi.load_module("libadd.so"), "add.pyi")
@@ -18,7 +18,9 @@ import re
 import sys
 import unicodedata
 
-from .aot import parse_type, signature_text
+from ..runtime._api import __version__, load_module
+from ..runtime._objects import Module
+from .aot import load_object, parse_type, signature_text
 
 __all__ = ["main", "python_type", "render_stub", "stubgen"]
 
@@ -249,8 +251,6 @@ def render_stub(functions: dict, module_doc: str | None = None) -> str:
     accepts whatever the names and texts: a name Python source cannot spell (not an
     identifier, or not NFKC-normal) becomes a comment, a function named like a type the stub
     uses gets that type under an alias, and the texts are escaped."""
-    from . import __version__
-
     names = sorted(functions, key=str)
     spell = _Annotations(n for n in names if _reachable(n))
     bodies = [_render_function(n, functions[n], spell) for n in names]
@@ -262,8 +262,6 @@ def render_stub(functions: dict, module_doc: str | None = None) -> str:
 
 
 def _as_module(module):
-    from . import Module, load_module, load_object
-
     if isinstance(module, Module):
         return module
     path = os.fspath(module)
@@ -303,7 +301,11 @@ def main(argv=None) -> int:
     return 0
 
 
-# Run it as `kffi-stubgen` (the console script): `python -m kffi.stubgen` works too, but runpy
-# warns, because importing kffi imports this module (kffi.stubgen the function wraps it).
+# kffi.stubgen, the public name, is the function above (the face re-exports it): documented as
+# kffi's own.
+stubgen.__module__ = "kffi"
+
+# Run it as `kffi-stubgen` (the console script): `python -m kffi.build.stubgen` works too, but
+# runpy warns, because importing kffi imports this module.
 if __name__ == "__main__":
     sys.exit(main())

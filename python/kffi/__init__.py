@@ -8,7 +8,7 @@ Load a kernel library and call it with PyTorch, NumPy, JAX or CuPy arrays::
 This file is the package's face: it only re-exports. The layers below it, lowest first (each
 imports only from its own layer and those below; tests/python/test_layers.py checks it):
 
-- base: the extension ``_core``, ``_lazy``, ``libinfo``, ``config``, ``typing``;
+- base: the extension ``_core``, ``_lazy``, ``_type_text``, ``libinfo``, ``config``, ``typing``;
 - ``runtime/``: objects (Module, Function, Tensor, containers), dtypes, devices, errors, streams,
   loading and the global function registry; higher layers plug in through runtime/_hooks.py;
 - ``build/``: the toolchain, build plan, cache and lock (kffi.cpp), export (kffi.aot), stubs;

@@ -18,7 +18,7 @@ PKG = Path(__file__).resolve().parents[2] / "python" / "kffi"
 # Lowest first. A top-level name of the package (a module or a subpackage) belongs to one layer;
 # a module may import from its own layer and those below it.
 LAYERS = [
-    ("base", {"_core", "_lazy", "libinfo", "config", "typing"}),
+    ("base", {"_core", "_lazy", "_type_text", "libinfo", "config", "typing"}),
     ("runtime", {"runtime"}),
     # kffi.cpp and kffi.aot are the public names of build/cpp.py and build/aot.py.
     ("build", {"build", "cpp", "aot"}),

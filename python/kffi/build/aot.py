@@ -24,6 +24,7 @@ import unicodedata
 from dataclasses import dataclass, field
 
 from .. import _core, libinfo
+from .._type_text import parse_type
 from ..runtime._api import __version__
 from . import cpp as _cpp
 
@@ -280,74 +281,6 @@ def load_object(path):
     if not os.path.exists(path):
         raise FileNotFoundError(f"Cannot load kffi object: no such file {path!r}")
     return _core.load_object(os.path.abspath(path))
-
-
-# ---------------------------------------------------------------------------------------------
-# Type text: the C++ type strings of KFFI_EXPORT metadata ("Optional<float>", "Array<int>") and
-# the contract types ("Tensor([n], float32)", "int32[0, 10]", "Optional[Tensor(...)]").
-# ---------------------------------------------------------------------------------------------
-
-_GENERIC = {"Optional", "Tuple", "Array", "List", "Map", "Dict", "Variant", "Union"}
-_OPEN = {"<": ">", "[": "]", "(": ")"}
-
-
-def _match(text: str, i: int) -> int:
-    """Index just past the bracket group opening at text[i]."""
-    depth = 0
-    for j in range(i, len(text)):
-        if text[j] in "<[(":
-            depth += 1
-        elif text[j] in ">])":
-            depth -= 1
-            if depth == 0:
-                return j + 1
-    raise ValueError(f"unbalanced brackets in type {text!r}")
-
-
-def _split_args(text: str) -> list:
-    parts, depth, cur = [], 0, []
-    for ch in text:
-        if ch in "<[(":
-            depth += 1
-        elif ch in ">])":
-            depth -= 1
-        if ch == "," and depth == 0:
-            parts.append("".join(cur).strip())
-            cur = []
-        else:
-            cur.append(ch)
-    tail = "".join(cur).strip()
-    if tail:
-        parts.append(tail)
-    return parts
-
-
-# Type texts nest at most this deep: a deeper argument reads as Any (no RecursionError, and the
-# Python and C++ types written from it stay readable).
-MAX_TYPE_DEPTH = 32
-
-
-def parse_type(text: str, _depth: int = 0):
-    """``(head, args)`` of a type text: ``"Optional<float>"`` -> ``("Optional", [("float", [])])``;
-    groups after other heads (a tensor's spec, an int's range) are skipped. An unreadable text
-    gives ``("", [])`` (read as Any), and so does an argument nested deeper than
-    :data:`MAX_TYPE_DEPTH`."""
-    text = text.strip() if isinstance(text, str) else ""
-    m = re.match(r"[A-Za-z_][A-Za-z0-9_]*\*?", text)
-    if not m:
-        return ("", [])
-    head, i = m.group(0), m.end()
-    args = []
-    if i < len(text) and text[i] in _OPEN:
-        try:
-            end = _match(text, i)
-        except ValueError:
-            return ("", [])
-        if head in _GENERIC:
-            if _depth >= MAX_TYPE_DEPTH:
-                return ("", [])
-            args = [parse_type(a, _depth + 1) for a in _split_args(text[i + 1 : end - 1])]
-    return (head, args)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -20,7 +20,8 @@ import unicodedata
 
 from ..runtime._api import __version__, load_module
 from ..runtime._objects import Module
-from .aot import load_object, parse_type, signature_text
+from .._type_text import is_optional, parse_type
+from .aot import load_object, signature_text
 
 __all__ = ["main", "python_type", "render_stub", "stubgen"]
 
@@ -217,7 +218,7 @@ def _render_function(name, meta: dict | None, spell: _Annotations) -> str:
         p = params[i]
         if "default" in p:
             defaults[i], has_default[i] = p["default"], True
-        elif p.get("optional") or str(p.get("type", "")).startswith(("Optional<", "Optional[")):
+        elif p.get("optional") or is_optional(p.get("type")):
             has_default[i] = True
         else:
             break

@@ -23,6 +23,7 @@ import math
 import re
 from dataclasses import dataclass, field
 
+from .._type_text import is_tensor, optional_inner
 from ..contract import _abstract
 
 __all__ = ["OpSignature", "Param", "signature_of"]
@@ -253,10 +254,9 @@ def _contract_param(i: int, p: dict, label: str) -> Param:
 def _cpp_param(i: int, p: dict, label: str) -> Param:
     name = p.get("name") or f"arg{i}"
     type_text = str(p.get("type", ""))
-    optional = type_text.startswith("Optional<") and type_text.endswith(">")
-    inner = type_text[len("Optional<") : -1] if optional else type_text
+    optional, inner = optional_inner(type_text)
     default = p["default"] if "default" in p else (None if optional else _NO_DEFAULT)
-    if inner in ("Tensor", "DLTensor*", "TensorView"):
+    if is_tensor(inner):
         return Param(i, name, "tensor", _optional("Tensor", optional), optional, default)
     if inner in _SCALAR_KINDS:
         return Param(i, name, inner, _optional(_SCALAR_KINDS[inner], optional), optional, default)

@@ -23,7 +23,7 @@ import tempfile
 import unicodedata
 from dataclasses import dataclass, field
 
-from .. import _core, libinfo
+from .. import _core
 from .._type_text import parse_type
 from ..runtime._api import __version__
 from . import cpp as _cpp
@@ -166,7 +166,7 @@ def check_header_compiles(text: str, name: str, spec: BuildSpec | None = None):
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
-        cmd = [*cxx.argv, "-std=c++17", "-fsyntax-only", "-I" + libinfo.include_dir(), path]
+        cmd = [*cxx.argv, *_cpp._config_flags()["cxx"], "-fsyntax-only", path]
         if spec is not None:
             include_paths = spec.options.get("extra_include_paths") or []
             cmd += ["-I" + os.path.abspath(os.fspath(p)) for p in include_paths]

@@ -36,7 +36,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 
-from .. import _core, libinfo
+from .. import _core, config, libinfo
 from ..runtime._api import load_module
 from ..runtime._objects import Module
 
@@ -412,6 +412,45 @@ def _depends_key(depends, where: str) -> list:
     return out
 
 
+@functools.cache
+def _config_flags() -> dict[str, list[str]]:
+    """What kffi-config prints (its --cxxflags, --nvccflags, and --ldflags --libs), as argument
+    lists: the one source of the flags a library built against kffi needs, the same script that
+    builds without CMake use (cmake/kffi-config.in). Its folders are asked for alone and kept
+    whole, so a path with spaces stays one argument."""
+    script = config._SCRIPT
+
+    def ask(*options: str) -> str:
+        try:
+            proc = subprocess.run(["sh", script, *options], capture_output=True, text=True)
+        except OSError as e:
+            raise RuntimeError(f"kffi.cpp: cannot run kffi-config ({script}): {e}") from None
+        if proc.returncode != 0:
+            raise RuntimeError(
+                f"kffi.cpp: kffi-config ({script}) failed: {proc.stderr.strip()}; reinstall kffi"
+            )
+        return proc.stdout.rstrip("\n")
+
+    dirs = {"\0I\0": ask("--includedir"), "\0L\0": ask("--libdir")}
+
+    def args(*options: str) -> list[str]:
+        text = ask(*options)
+        for mark, path in dirs.items():
+            text = text.replace(path, mark)
+        out = []
+        for arg in text.split():
+            for mark, path in dirs.items():
+                arg = arg.replace(mark, path)
+            out.append(arg)
+        return out
+
+    return {
+        "cxx": args("--cxxflags"),
+        "nvcc": args("--nvccflags"),
+        "link": args("--ldflags", "--libs"),
+    }
+
+
 class _Plan:
     """One build: what to compile with which flags, its key and where it goes."""
 
@@ -443,7 +482,7 @@ class _Plan:
             "schema": _KEY_SCHEMA,
             "name": name,
             "kffi": _kffi_identity(),
-            "kffi_dirs": [libinfo.include_dir(), libinfo.lib_dir()],  # -I and the rpath
+            "kffi_flags": _config_flags(),  # kffi-config's: -I, -L and the rpath among them
             "sources": [(s.filename, s.path, hashlib.sha256(s.text).hexdigest()) for s in sources],
             "cflags": cflags,
             "cuda_cflags": cuda_cflags,
@@ -475,10 +514,7 @@ class _Plan:
 
     def _cxx_flags(self) -> list:
         return [
-            "-I" + libinfo.include_dir(),
-            "-std=c++17",
-            "-fPIC",
-            "-fvisibility=hidden",
+            *_config_flags()["cxx"],
             "-O2",
             *("-I" + p for p in self.include_paths),
             *self.cflags,
@@ -486,9 +522,7 @@ class _Plan:
 
     def _nvcc_flags(self) -> list:
         return [
-            "-I" + libinfo.include_dir(),
-            "-std=c++17",
-            "-Xcompiler=-fPIC,-fvisibility=hidden",
+            *_config_flags()["nvcc"],
             "-O2",
             *("-I" + p for p in self.include_paths),
             *self.arch_flags,
@@ -502,17 +536,7 @@ class _Plan:
         return [*self.cxx.argv, "-c", src_path, "-o", obj, *pre, *self._cxx_flags()]
 
     def link_command(self, objs: list, out: str) -> list:
-        libdir = libinfo.lib_dir()
-        cmd = [
-            *self.cxx.argv,
-            "-shared",
-            "-o",
-            out,
-            *objs,
-            "-L" + libdir,
-            "-Wl,-rpath," + libdir,
-            "-lkffi",
-        ]
+        cmd = [*self.cxx.argv, "-shared", "-o", out, *objs, *_config_flags()["link"]]
         if self.cuda:
             cudalib = _cuda_lib_dir(self.nvcc.path)
             if cudalib:

@@ -12,10 +12,9 @@ from __future__ import annotations
 import hashlib
 import os
 import shlex
-import subprocess
 import sys
 
-from .. import config
+from ..build.cpp import _config_flags
 from . import _glue
 from ._op import TorchOp, registered_ops
 
@@ -119,16 +118,11 @@ def cpp_flags(compile: bool = True, link: bool = True) -> list:
     with its rpath; give them after the objects. The program does not link libpython."""
     import torch
 
-    def kffi_config(*options):
-        return subprocess.run(
-            ["sh", config._SCRIPT, *options], check=True, capture_output=True, text=True
-        ).stdout.split()
-
     flags = []
     if compile:
         abi = int(getattr(torch._C, "_GLIBCXX_USE_CXX11_ABI", 1))
         # kffi-config's -std=c++17 fits kernel libraries; torch's headers need C++20.
-        kffi_cxx = [f for f in kffi_config("--cxxflags") if not f.startswith("-std=")]
+        kffi_cxx = [f for f in _config_flags()["cxx"] if not f.startswith("-std=")]
         flags += [
             "-std=c++20",
             f"-D_GLIBCXX_USE_CXX11_ABI={abi}",
@@ -145,7 +139,7 @@ def cpp_flags(compile: bool = True, link: bool = True) -> list:
             f"-L{os.path.dirname(glue)}",
             f"-l:{os.path.basename(glue)}",
             f"-Wl,-rpath,{os.path.dirname(glue)}",
-            *kffi_config("--ldflags", "--libs"),
+            *_config_flags()["link"],
             f"-L{torch_lib}",
             f"-Wl,-rpath,{torch_lib}",
             # libtorch brings libtorch_cuda where torch has CUDA (its AOTInductor runner for CUDA

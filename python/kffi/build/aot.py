@@ -107,6 +107,7 @@ def _plan(spec: BuildSpec, export_name: str, extra_flags=()):
         opts.get("extra_include_paths"),
         opts.get("build_directory"),
         ("kffi/kffi.h",),
+        opts.get("depends"),
     )
 
 

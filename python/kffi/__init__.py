@@ -31,11 +31,15 @@ from .contract import (
     Float64,
     Int32,
     Int64,
-    Optional,
-    compile,
     fake_stream,
     fake_tensor,
     sym_int,
+)
+from .contract import (
+    Optional as Optional,
+)
+from .contract import (
+    compile as compile,
 )
 from .runtime._api import (
     ABI_VERSION as ABI_VERSION,
@@ -77,6 +81,8 @@ from .runtime._types import Device, dtype
 from .runtime.stream import get_current_stream, use_stream
 from .tvm import with_contract
 
+# `from kffi import *` brings neither kffi.compile nor kffi.Optional nor kffi.bool: they would
+# shadow the builtins compile and bool and typing.Optional (they stay kffi's attributes).
 __all__ = [
     "MAX_CONTAINER_DEPTH",
     "MissingKeyError",
@@ -115,8 +121,6 @@ __all__ = [
     "Float64",
     "Int32",
     "Int64",
-    "Optional",
-    "compile",
     "cpp",
     "fake_stream",
     "fake_tensor",

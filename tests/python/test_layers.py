@@ -138,3 +138,15 @@ def test_public_module_names_are_the_layer_modules():
     assert kffi.cpp is kffi.build.cpp and kffi.aot is kffi.build.aot
     # kffi.stubgen is the function; its module is kffi.build.stubgen (no name shadowed).
     assert kffi.stubgen is kffi.build.stubgen.stubgen
+
+
+def test_import_star_shadows_no_builtin():
+    import builtins
+
+    import kffi
+
+    shadowed = [n for n in kffi.__all__ if hasattr(builtins, n)]
+    assert not shadowed, f"`from kffi import *` would shadow the builtins {shadowed}"
+    assert "Optional" not in kffi.__all__  # typing.Optional, in every annotated module
+    for name in ("compile", "Optional", "bool"):  # still kffi's attributes
+        assert getattr(kffi, name) is not None

@@ -211,7 +211,7 @@ def _render_function(name, meta: dict | None, spell: _Annotations) -> str:
         )
     params = meta.get("params") or []
     # Trailing parameters with a default may be left out (the call path fills them in); an
-    # Optional without an explicit default defaults to None, as kffi._objects reads it.
+    # Optional without an explicit default defaults to None, as kffi.runtime._objects reads it.
     defaults: list = [None] * len(params)
     has_default = [False] * len(params)
     for i in range(len(params) - 1, -1, -1):

@@ -875,7 +875,7 @@ def compile(
     func = load_module(path)[name]
     func.contract = text
     func.library_path = path
-    func.export = _aot.Exporter(  # .o: object + header; else the shared library (kffi/aot.py)
+    func.export = _aot.Exporter(  # .o: object + header; else the shared library (kffi/build/aot.py)
         _aot.BuildSpec(name, source, cuda, text, doc, path, func._metadata, options)
     )
     return func

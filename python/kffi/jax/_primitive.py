@@ -3,7 +3,7 @@
 One primitive, ``kffi_call``, serves every function. Its parameters are a call plan (the
 function, how JAX operands and attributes map to its parameters, where outputs come from) and
 the static attributes. Abstract evaluation derives output shapes from the function's contract
-(kffi._abstract) or from ``out_shapes``; lowering registers one XLA FFI target per (plan,
+(kffi.contract._abstract) or from ``out_shapes``; lowering registers one XLA FFI target per (plan,
 platform), once, and emits the custom call. Eager calls run the primitive through a one-op jit.
 """
 

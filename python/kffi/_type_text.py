@@ -59,7 +59,10 @@ def _split_args(text: str) -> list:
 MAX_TYPE_DEPTH = 32
 
 
-def parse_type(text: str, _depth: int = 0):
+TypeNode = tuple[str, list["TypeNode"]]  # (head, args)
+
+
+def parse_type(text: str, _depth: int = 0) -> TypeNode:
     """``(head, args)`` of a type text: ``"Optional<float>"`` -> ``("Optional", [("float", [])])``;
     groups after other heads (a tensor's spec, an int's range) are skipped. An unreadable text
     gives ``("", [])`` (read as Any), and so does an argument nested deeper than
@@ -69,7 +72,7 @@ def parse_type(text: str, _depth: int = 0):
     if not m:
         return ("", [])
     head, i = m.group(0), m.end()
-    args = []
+    args: list[TypeNode] = []
     if i < len(text) and text[i] in _OPEN:
         try:
             end = _match(text, i)

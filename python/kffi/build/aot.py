@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from .. import _core
 from .._type_text import parse_type
 from ..runtime._api import __version__
+from ..runtime._objects import Module
 from . import cpp as _cpp
 
 __all__ = ["export", "load_object", "parse_type", "render_header"]
@@ -270,7 +271,7 @@ def _localize(plan, obj: str, verbose: bool):
         os.unlink(f.name)
 
 
-def load_object(path):
+def load_object(path: str | os.PathLike[str]) -> Module:
     """Loads a relocatable object with kffi exports (``compiled.export("x.o")``) as a
     kffi.Module: linked once with the system's C++ driver into a shared object, cached under a
     hash of the object's bytes (docs/aot.md), then loaded like :func:`kffi.load_module`."""

@@ -34,11 +34,19 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TypeAlias
 
 from .. import _core, config, libinfo
 from ..runtime._api import load_module
 from ..runtime._objects import Module
+
+# What the public functions take: one path or flag, or a list of them.
+StrPath: TypeAlias = "str | os.PathLike[str]"
+Paths: TypeAlias = "StrPath | Sequence[StrPath] | None"
+Flags: TypeAlias = "str | Sequence[str] | None"
+Texts: TypeAlias = "str | Sequence[str] | None"
 
 __all__ = [
     "PRE_INCLUDES",
@@ -744,16 +752,16 @@ def _plan_from_files(
 
 def build(
     name: str,
-    sources,
-    extra_cflags=None,
-    extra_ldflags=None,
-    extra_include_paths=None,
-    build_directory=None,
+    sources: Paths,
+    extra_cflags: Flags = None,
+    extra_ldflags: Flags = None,
+    extra_include_paths: Paths = None,
+    build_directory: StrPath | None = None,
     verbose: bool = False,
     *,
-    extra_cuda_cflags=None,
+    extra_cuda_cflags: Flags = None,
     quiet: bool | None = None,
-    depends=None,
+    depends: Paths = None,
 ) -> str:
     """Compiles source files (``.cc``/``.cpp`` with ``$CXX``, ``.cu`` with nvcc) into a shared
     library linked with libkffi, and returns its path. Cached: see the module docstring.
@@ -873,7 +881,7 @@ def _split_top_level(text: str) -> list:
     return [p.strip() for p in parts]
 
 
-def cpp_param_names(source: str, name: str):
+def cpp_param_names(source: str, name: str) -> list[str] | None:
     """The parameter names of the definition of ``name`` in C++ source, or None when they cannot
     be read (an unnamed parameter, no definition, several different ones). Best effort: a
     regular-expression reading, not a C++ parser."""
@@ -911,7 +919,7 @@ def cpp_param_names(source: str, name: str):
     return found[0]
 
 
-def export_lines(functions, source: str = "") -> str:
+def export_lines(functions: Sequence[str] | Mapping[str, str] | None, source: str = "") -> str:
     """KFFI_EXPORT_DOC lines for ``functions`` (a list of names, or {name: docstring}), naming
     the parameters as the definitions in ``source`` do (arg0, arg1, ... where they cannot be
     read)."""
@@ -991,19 +999,19 @@ def _load(path: str):
 
 def build_inline(
     name: str,
-    cpp_sources=None,
-    cuda_sources=None,
+    cpp_sources: Texts = None,
+    cuda_sources: Texts = None,
     epilogue: str = "",
     *,
-    extra_cflags=None,
-    extra_cuda_cflags=None,
-    extra_ldflags=None,
-    extra_include_paths=None,
-    build_directory=None,
+    extra_cflags: Flags = None,
+    extra_cuda_cflags: Flags = None,
+    extra_ldflags: Flags = None,
+    extra_include_paths: Paths = None,
+    build_directory: StrPath | None = None,
     verbose: bool = False,
     quiet: bool | None = None,
-    pre_includes=PRE_INCLUDES,
-    depends=None,
+    pre_includes: Sequence[str] = PRE_INCLUDES,
+    depends: Paths = None,
 ) -> str:
     """Builds source text into a kernel library (cached like :func:`build`) and returns its
     path, without loading it. ``epilogue`` is appended to the C++ source (or to the CUDA one when
@@ -1031,18 +1039,18 @@ def build_inline(
 
 def load_inline(
     name: str,
-    cpp_sources=None,
-    cuda_sources=None,
-    functions=None,
-    extra_cflags=None,
-    extra_cuda_cflags=None,
-    extra_ldflags=None,
-    extra_include_paths=None,
-    build_directory=None,
+    cpp_sources: Texts = None,
+    cuda_sources: Texts = None,
+    functions: Sequence[str] | Mapping[str, str] | None = None,
+    extra_cflags: Flags = None,
+    extra_cuda_cflags: Flags = None,
+    extra_ldflags: Flags = None,
+    extra_include_paths: Paths = None,
+    build_directory: StrPath | None = None,
     verbose: bool = False,
     *,
     quiet: bool | None = None,
-    depends=None,
+    depends: Paths = None,
 ) -> Module:
     """Builds C++ (and CUDA) source text into a kernel library and loads it as a kffi.Module.
 

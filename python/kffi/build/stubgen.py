@@ -18,9 +18,9 @@ import re
 import sys
 import unicodedata
 
+from .._type_text import TypeNode, is_optional, parse_type
 from ..runtime._api import __version__, load_module
 from ..runtime._objects import Module
-from .._type_text import is_optional, parse_type
 from .aot import load_object, signature_text
 
 __all__ = ["main", "python_type", "render_stub", "stubgen"]
@@ -30,7 +30,7 @@ _FLOATS = {"float", "float16", "float32", "float64", "double", "bfloat16"}
 _SIMPLE = {"bool": "bool", "str": "str", "bytes": "bytes", "None": "None"}
 
 
-def python_type(parsed, *, result: bool = False) -> str:
+def python_type(parsed: TypeNode, *, result: bool = False) -> str:
     """The Python annotation of a parsed type text (kffi.aot.parse_type). Parameters take what
     the converter accepts (``TensorLike``, ``Sequence[int]``); results are what a call returns
     (arrays come back as tuples; a tensor as the caller's array type: ``Any``)."""
@@ -262,14 +262,19 @@ def render_stub(functions: dict, module_doc: str | None = None) -> str:
     return "\n".join(lines) + "\n\n\n" + text
 
 
-def _as_module(module):
+def _as_module(module: Module | str | os.PathLike[str]) -> Module:
     if isinstance(module, Module):
         return module
     path = os.fspath(module)
     return load_object(path) if str(path).endswith(".o") else load_module(path)
 
 
-def stubgen(module, path=None, *, module_doc: str | None = None) -> str:
+def stubgen(
+    module: Module | str | os.PathLike[str],
+    path: str | os.PathLike[str] | None = None,
+    *,
+    module_doc: str | None = None,
+) -> str:
     """The .pyi stub of the functions of ``module`` (a kffi.Module, or the path of a library or
     object file); written to ``path`` too when given."""
     mod = _as_module(module)
@@ -281,7 +286,7 @@ def stubgen(module, path=None, *, module_doc: str | None = None) -> str:
     return text
 
 
-def main(argv=None) -> int:
+def main(argv: list[str] | None = None) -> int:
     import argparse  # only the command needs it: importing kffi stays light
 
     ap = argparse.ArgumentParser(

@@ -168,7 +168,7 @@ def test_cpp_runner_without_registration_fails_clearly(runner, package, tmp_path
 def test_cpp_runner_with_a_bad_module_namespace(runner, package, tmp_path):  # noqa: F811
     proc = run(runner, f"module:not-a-name:{library()}", package, [1.0], tmp_path)
     assert proc.returncode == 1, proc.stderr[-2000:]
-    assert "the op namespace is an identifier, got \"not-a-name\"" in proc.stderr
+    assert 'the op namespace is an identifier, got "not-a-name"' in proc.stderr
 
 
 def test_relative_library_path_is_beside_the_manifest(runner, manifest, package, tmp_path):  # noqa: F811

@@ -66,7 +66,9 @@ class _Model(torch.nn.Module):
 
 def test_export_with_dynamic_shapes_needs_no_python_fake(ops):
     ep = torch.export.export(
-        _Model(), (torch.arange(4, dtype=torch.float32),), dynamic_shapes={"x": {0: torch.export.Dim("n")}}
+        _Model(),
+        (torch.arange(4, dtype=torch.float32),),
+        dynamic_shapes={"x": {0: torch.export.Dim("n")}},
     )
     (node,) = [n for n in ep.graph.nodes if "repeat2" in str(n.target)]
     (dim,) = node.meta["val"].shape

@@ -316,6 +316,10 @@ def test_register_ops_carries_every_kind_of_plan(tk, tmp_path):  # noqa: F811
         assert torch.equal(y1, y2)
     a, b = torch.rand(2, 3), torch.rand(4, 3)
     assert torch.equal(cxx.concat(a, b), torch.cat([a, b]))
+    # Meta kernels from the functions' contracts (the allocated output's shape and dtype too).
+    m64 = cxx.square_into(torch.empty(5, dtype=torch.float64, device="meta"))
+    assert m64.shape == (5,) and m64.dtype == torch.float64 and m64.device.type == "meta"
+    assert cxx.concat(a.to("meta"), b.to("meta")).shape == (6, 3)
     o1, o2 = torch.full((2,), 7, dtype=torch.int64), torch.full((2,), 7, dtype=torch.int64)
     cxx.streams(o1)
     py["streams"].default(o2)

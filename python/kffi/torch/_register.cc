@@ -216,6 +216,33 @@ void DefineOp(const std::string& qualname, const std::string& schema, Function f
   libraries->push_back(std::move(lib));
 }
 
+/// The signature of a manifest's op derived from its function's contract, for its Meta kernel:
+/// the outputs the op allocates are the parameters its plan fills with allocated outputs. None
+/// when the function has no contract or the derived schema is not the recorded one (the op then
+/// has no Meta kernel; kffi.torch's Python fake, where Python runs, is not there either).
+std::optional<OpSignature> ManifestSignature(const Module& module, const OpEntry& op) {
+  std::optional<std::string> meta = module.GetFunctionMetadata(op.function);
+  if (!meta.has_value() || !HasStructuredContract(*meta)) return std::nullopt;
+  try {
+    OpSignature sig = SignatureOf(*meta, op.qualname, op.function, SignatureOptions());
+    SignatureOptions options;
+    const std::vector<int64_t>& plan = op.plan;
+    for (size_t i = 0; !plan.empty() && i < static_cast<size_t>(plan[0]) &&
+                       2 * i + 2 < plan.size() && i < sig.params.size();
+         ++i) {
+      if (plan[2 * i + 1] == kAlloc) options.allocate_names.push_back(sig.params[i].name);
+    }
+    if (!options.allocate_names.empty()) {
+      options.allocate = 2;
+      sig = SignatureOf(*meta, op.qualname, op.function, options);
+    }
+    if (sig.Schema() != op.schema) return std::nullopt;
+    return sig;
+  } catch (const Error&) {
+    return std::nullopt;  // the kernels still serve the op; fake tensors then have no rule
+  }
+}
+
 int RegisterFromManifest(const std::string& path) {
   std::vector<OpEntry> ops = ManifestReader(path).Parse(ReadManifest(path));
   std::lock_guard<std::mutex> lock(registry_mu);
@@ -233,8 +260,9 @@ int RegisterFromManifest(const std::string& path) {
       it = modules.emplace(lib_path, Module::Load(lib_path)).first;
     }
     Function fn = it->second.GetFunctionRequired(op.function);
+    std::optional<OpSignature> sig = ManifestSignature(it->second, op);
     DefineOp(op.qualname, op.schema, std::move(fn), Array<int64_t>(op.plan), op.mutated,
-             Array<int64_t>(op.written), nullptr);
+             Array<int64_t>(op.written), sig.has_value() ? &*sig : nullptr);
     ++count;
   }
   return count;

@@ -131,7 +131,7 @@ std::string JsonDumps(const std::string& s) {
     unsigned char c = static_cast<unsigned char>(s[i]);
     uint32_t cp = c;
     size_t len = 1;
-    if (c >= 0xF0 && i + 3 < s.size() + 0) {
+    if (c >= 0xF0 && i + 3 < s.size()) {
       cp = ((c & 0x07u) << 18) | ((s[i + 1] & 0x3Fu) << 12) | ((s[i + 2] & 0x3Fu) << 6) |
            (s[i + 3] & 0x3Fu);
       len = 4;
@@ -160,7 +160,7 @@ std::string JsonDumps(const std::string& s) {
       out += "\\f";
     } else if (cp < 0x20 || (cp >= 0x7F && cp < 0x10000)) {
       std::snprintf(buf, sizeof(buf), "\\u%04x", cp);
-      out += cp == 0x7F ? std::string(1, '\x7f') : std::string(buf);
+      out += buf;
     } else if (cp >= 0x10000) {
       cp -= 0x10000;
       std::snprintf(buf, sizeof(buf), "\\u%04x\\u%04x", 0xD800 + (cp >> 10), 0xDC00 + (cp & 0x3FF));

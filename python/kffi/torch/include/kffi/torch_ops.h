@@ -22,7 +22,8 @@ namespace torch {
 /// Registers every op listed in the manifest file at `manifest_path` (made by
 /// kffi.torch.save_ops): loads each op's kffi library (a relative path is relative to the
 /// manifest's folder) after checking that its SHA-256 is the one recorded, defines the op's
-/// schema and registers the same CPU, CUDA and Autograd kernels kffi.torch registers in Python.
+/// schema and registers the same CPU, CUDA and Autograd kernels kffi.torch registers in Python,
+/// and, for a function with a contract, a Meta kernel computed from it.
 /// Call it before loading a package that calls the ops. Returns the number of ops registered.
 /// Throws kffi::Error (a std::exception): ValueError for a malformed manifest, a library whose
 /// content differs from the recorded one, or an op name torch already has; RuntimeError when a

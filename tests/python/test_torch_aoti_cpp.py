@@ -363,3 +363,8 @@ def test_cpp_runner_on_cuda(runner, tmp_path):
     x = [float(i) / 3 for i in range(7)]
     proc = run(runner, manifest_path, model, x, tmp_path, device="cuda")
     assert outputs(proc) == pytest.approx(eager(torch.tensor(x)), rel=1e-5)
+    # The same ops registered from the library itself (RegisterOps(module, ns)).
+    first = manifest_path.read_text().splitlines()[1].split("\t")
+    ns, lib = first[0].split("::")[0], first[2]
+    proc = run(runner, f"module:{ns}:{lib}", model, x, tmp_path, device="cuda")
+    assert outputs(proc) == pytest.approx(eager(torch.tensor(x)), rel=1e-5)

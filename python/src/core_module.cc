@@ -316,7 +316,9 @@ class PyRpnDomain {
       : rpn_(rpn), symbols_(symbols), what_(std::move(what)) {}
 
   void Token(size_t i, details::RpnOp* op, int64_t* literal, Value* symbol) {
-    PyObject* tok = PySequence_Fast_GET_ITEM(rpn_, static_cast<Py_ssize_t>(i));  // borrowed
+    // Read from the domain's own tuple: a symbolic value's operator (Python code) may change a
+    // list the caller passed while the evaluation runs.
+    PyObject* tok = PyTuple_GET_ITEM(tokens_.get(), static_cast<Py_ssize_t>(i));  // borrowed
     if (PyLong_Check(tok) && !PyBool_Check(tok)) {
       *op = details::RpnOp::kLit;
       *literal = IntOrOverflow(tok);
@@ -397,6 +399,12 @@ class PyRpnDomain {
     return Str(d.get());
   }
   const std::string& message() const { return message_; }
+  size_t num_tokens() const { return static_cast<size_t>(PyTuple_GET_SIZE(tokens_.get())); }
+  /// Takes the tokens (a tuple of rpn's items); false with a Python error set.
+  bool SetTokens() {
+    tokens_ = PyRef(PySequence_Tuple(rpn_));
+    return static_cast<bool>(tokens_);
+  }
 
  private:
   static std::string Text(PyObject* s) {
@@ -467,7 +475,8 @@ class PyRpnDomain {
     return FromObject(std::move(value));
   }
 
-  PyObject* rpn_;      // a list or tuple (borrowed from the call)
+  PyObject* rpn_;      // a list or tuple (borrowed from the call), for messages
+  PyRef tokens_;       // its items when the evaluation starts (SetTokens)
   PyObject* symbols_;  // a mapping (borrowed from the call)
   std::string what_;
   std::string message_;
@@ -498,7 +507,8 @@ PyObject* EvalShapeRpn(PyObject*, PyObject* args) {
       domain.Fail(": expression has " + std::to_string(n) + " tokens (at most " +
                   std::to_string(max_tokens) + ")");
     }
-    PyRpnDomain::Value v = details::EvalRpn(domain, static_cast<size_t>(n));
+    if (!domain.SetTokens()) return nullptr;
+    PyRpnDomain::Value v = details::EvalRpn(domain, domain.num_tokens());
     if (v.is_int && v.i < 0 && nonnegative) {
       domain.Fail(": evaluates to " + std::to_string(v.i) + " (negative) with " +
                   domain.SymbolsText());

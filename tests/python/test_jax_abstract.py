@@ -283,3 +283,14 @@ def test_eval_rpn_passes_a_symbolic_value_s_own_error_through():
 
     with pytest.raises(ArithmeticError, match="no products here"):
         A.eval_shape_rpn(["n", 2, "*"], {"n": Bad()})
+
+
+def test_eval_rpn_reads_the_tokens_given_even_when_an_operator_changes_the_list():
+    tokens = ["n", 2, "*", 3, "+"]
+
+    class Clears:
+        def __mul__(self, other):
+            tokens.clear()  # Python code running mid-evaluation: no stale read, no crash
+            return 10
+
+    assert A.eval_shape_rpn(tokens, {"n": Clears()}) == 13

@@ -34,10 +34,10 @@
 #include <string>
 #include <vector>
 
-#include "../code_symbol.h"
-#include "../module_elf.h"
-#include "../tvm_bridge_api.h"
-#include "bridge_internal.h"
+#include "core/code_symbol.h"
+#include "module/module_elf.h"
+#include "tvm_bridge/bridge_internal.h"
+#include "tvm_bridge/tvm_bridge_api.h"
 
 namespace kffi {
 namespace tvm_bridge {

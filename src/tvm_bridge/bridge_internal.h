@@ -8,7 +8,7 @@
 #include <string_view>
 #include <vector>
 
-#include "../module_elf.h"
+#include "module/module_elf.h"
 
 namespace kffi {
 namespace tvm_bridge {

@@ -29,8 +29,8 @@
 #include <utility>
 #include <vector>
 
-#include "../runtime_internal.h"
-#include "bridge_internal.h"
+#include "core/runtime_internal.h"
+#include "tvm_bridge/bridge_internal.h"
 
 namespace kffi {
 namespace tvm_bridge {

@@ -6,8 +6,8 @@
 #include <utility>
 #include <vector>
 
-#include "../json_writer.h"
-#include "bridge_internal.h"
+#include "core/json_writer.h"
+#include "tvm_bridge/bridge_internal.h"
 
 namespace kffi {
 namespace tvm_bridge {

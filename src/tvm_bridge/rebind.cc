@@ -30,7 +30,7 @@
 #include <mutex>
 #include <vector>
 
-#include "bridge_internal.h"
+#include "tvm_bridge/bridge_internal.h"
 
 namespace kffi {
 namespace tvm_bridge {

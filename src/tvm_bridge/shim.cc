@@ -20,7 +20,7 @@
 #include <string_view>
 #include <vector>
 
-#include "bridge_internal.h"
+#include "tvm_bridge/bridge_internal.h"
 
 // ---- the TVM-FFI C types this file needs, by layout (the ABI document is the reference)
 // ----------

@@ -17,7 +17,7 @@
 #include <mutex>
 #include <utility>
 
-#include "bridge_internal.h"
+#include "tvm_bridge/bridge_internal.h"
 
 namespace kffi {
 namespace tvm_bridge {

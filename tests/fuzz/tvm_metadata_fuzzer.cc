@@ -11,7 +11,7 @@
 #include <cstdint>
 #include <string>
 
-#include "json_writer.h"
+#include "core/json_writer.h"
 #include "tvm_bridge/bridge_internal.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -33,7 +33,7 @@
 #include "tvm_bridge/bridge_internal.h"
 
 namespace kffi {
-namespace tvm_bridge {
+namespace tvmglue {
 namespace {
 
 using details::NewRuntimeObject;
@@ -615,5 +615,5 @@ KFFIObjectHandle WrapKffiFunctionForForeign(KFFIObjectHandle func, const RealRun
   return NewRuntimeObject<KffiCallable>(kKFFIFunction, &KffiEntry, func, real);
 }
 
-}  // namespace tvm_bridge
+}  // namespace tvmglue
 }  // namespace kffi

@@ -12,7 +12,7 @@
 #include "py_common.h"
 
 namespace kffi {
-namespace py {
+namespace pyglue {
 
 PyObject* SetErrorHooks(PyObject* self, PyObject* args);
 PyObject* RegisterObjectClass(PyObject* self, PyObject* args);
@@ -802,7 +802,7 @@ PyModuleDef kModuleDef = {PyModuleDef_HEAD_INIT,
                           ModuleFree};
 
 }  // namespace
-}  // namespace py
+}  // namespace pyglue
 }  // namespace kffi
 
-PyMODINIT_FUNC PyInit__core() { return PyModuleDef_Init(&kffi::py::kModuleDef); }
+PyMODINIT_FUNC PyInit__core() { return PyModuleDef_Init(&kffi::pyglue::kModuleDef); }

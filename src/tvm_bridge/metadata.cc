@@ -6,11 +6,11 @@
 #include <utility>
 #include <vector>
 
-#include "../json_writer.h"
-#include "bridge_internal.h"
+#include "core/json_writer.h"
+#include "tvm_bridge/bridge_internal.h"
 
 namespace kffi {
-namespace tvm_bridge {
+namespace tvmglue {
 namespace {
 
 // A JSON document as far as the metadata needs: objects keep their key order.
@@ -416,5 +416,5 @@ std::string ConvertMetadata(const std::string& name, const std::string& tvm_meta
   return json;
 }
 
-}  // namespace tvm_bridge
+}  // namespace tvmglue
 }  // namespace kffi

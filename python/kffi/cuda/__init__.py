@@ -27,8 +27,8 @@ __all__ = [
     "load_cubin",
     "nvrtc_compile",
     "nvrtc_version",
-    "precompile",
     "prebuilt_roots",
+    "precompile",
 ]
 
 DEFAULT_OPTIONS = ("-std=c++17",)

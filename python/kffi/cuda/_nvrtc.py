@@ -17,7 +17,7 @@ import threading
 
 from ..cpp import BuildError
 
-__all__ = ["NVRTCError", "nvrtc_library", "nvrtc_version", "compile_images", "normalize_arch"]
+__all__ = ["NVRTCError", "compile_images", "normalize_arch", "nvrtc_library", "nvrtc_version"]
 
 
 class NVRTCError(BuildError):

@@ -194,6 +194,16 @@ def test_prebuilt_read_only_cache_compiles_nothing(cache, tmp_path):
             p.chmod(p.stat().st_mode | stat.S_IWUSR)
 
 
+def test_precompile_fills_the_given_cache_after_an_in_memory_compile(cache, tmp_path):
+    kcuda.nvrtc_compile(AXPY, ["axpy"], arch="sm_80")  # now in memory and in the default cache
+    n0 = kcuda.compile_count()
+    [path] = kcuda.precompile([{"source": AXPY, "name": "axpy", "arch": "sm_80"}], tmp_path / "s")
+    assert path.startswith(str(tmp_path / "s")) and os.path.exists(path)
+    assert kcuda.compile_count() == n0  # written from memory, not compiled again
+    with pytest.raises(TypeError, match="takes source, name"):
+        kcuda.precompile([{"source": AXPY, "archs": "sm_80"}])
+
+
 def test_importing_kffi_loads_neither_nvrtc_nor_the_driver():
     code = (
         "import kffi, kffi.cuda\n"

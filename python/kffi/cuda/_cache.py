@@ -99,15 +99,18 @@ def _read(path: str):
 
 def lookup_or_compile(name, key, compile_fn, cache_root=None, use_cache=True):
     """The compile result for key: from memory, a prebuilt root, the disk cache, else compile_fn()
-    (then stored). Returns (result, path or None)."""
+    (then stored). With cache_root (a cache to fill, e.g. for shipping), the entry is made there
+    whatever else holds it. Returns (result, path or None)."""
     global _compiles
-    if use_cache:
-        with _memory_lock:
-            hit = _memory.get(key)
-        if hit is not None:
-            return hit
+    if not use_cache:
+        _compiles += 1
+        return compile_fn(), None
+    with _memory_lock:
+        hit = _memory.get(key)
+    if hit is not None and cache_root is None:
+        return hit
     fname = _file_name(name, key)
-    if use_cache and cache_root is None:
+    if cache_root is None:
         for root in prebuilt_roots():
             path = os.path.join(root, "nvrtc", fname)
             res = _read(path)
@@ -115,11 +118,7 @@ def lookup_or_compile(name, key, compile_fn, cache_root=None, use_cache=True):
                 with _memory_lock:
                     _memory[key] = (res, path)
                 return res, path
-    if not use_cache:
-        _compiles += 1
-        return compile_fn(), None
-    root = cache_root or _cpp.cache_dir()
-    d = os.path.join(root, "nvrtc")
+    d = os.path.join(cache_root or _cpp.cache_dir(), "nvrtc")
     path = os.path.join(d, fname)
     res = _read(path)
     if res is None:
@@ -127,12 +126,16 @@ def lookup_or_compile(name, key, compile_fn, cache_root=None, use_cache=True):
         with _cpp._locked(plan, _cpp._quiet(None)):
             res = _read(path)  # another process may have compiled it while this one waited
             if res is None:
-                _compiles += 1
-                res = compile_fn()
+                if hit is not None:
+                    res = hit[0]  # compiled in this process already: only written here
+                else:
+                    _compiles += 1
+                    res = compile_fn()
                 _cpp._write_atomic(path, pack(res))
                 _cpp._keep_record(path)
-    with _memory_lock:
-        _memory[key] = (res, path)
+    if cache_root is None or hit is None:
+        with _memory_lock:
+            _memory.setdefault(key, (res, path))
     return res, path
 
 

@@ -8,11 +8,14 @@ dynamic loader's path); ``$KFFI_NVRTC_LIBRARY`` names one explicitly. Nothing he
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import functools
 import glob
+import hashlib
 import os
 import re
+import sys
 import threading
 
 from ..cpp import BuildError
@@ -67,22 +70,25 @@ def _toolkit_candidates() -> list:
     return [p for p in found if "builtins" not in os.path.basename(p) and "alt" not in p]
 
 
+def _candidates() -> list:
+    explicit = os.environ.get("KFFI_NVRTC_LIBRARY")
+    found = [explicit] if explicit else []
+    found += _wheel_candidates() + _toolkit_candidates()
+    return found + ["libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"]
+
+
 @functools.cache
 def nvrtc_library() -> tuple:
     """(ctypes library, path) of libnvrtc; RuntimeError naming what was tried when none loads."""
-    explicit = os.environ.get("KFFI_NVRTC_LIBRARY")
     tried = []
-    candidates = [explicit] if explicit else []
-    candidates += _wheel_candidates() + _toolkit_candidates()
-    candidates += ["libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"]
-    for path in candidates:
+    for path in _candidates():
         try:
             lib = ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
         except OSError as e:
             tried.append(f"{path}: {e}")
             continue
         _declare(lib)
-        return lib, getattr(lib, "_name", path)
+        return lib, path
     raise RuntimeError(
         "kffi.cuda: cannot find NVRTC (libnvrtc). Install it with `pip install nvidia-cuda-nvrtc`"
         ", or set CUDA_HOME to a CUDA toolkit, or KFFI_NVRTC_LIBRARY to the library's path. "
@@ -123,13 +129,44 @@ def _declare(lib):
     lib.nvrtcGetErrorString.restype = ctypes.c_char_p
 
 
-@functools.cache
-def nvrtc_version() -> tuple:
-    """NVRTC's (major, minor)."""
+def _loaded_version() -> tuple:
     lib, _ = nvrtc_library()
     major, minor = ctypes.c_int(0), ctypes.c_int(0)
     _check(lib, lib.nvrtcVersion(ctypes.byref(major), ctypes.byref(minor)), "nvrtcVersion")
     return (major.value, minor.value)
+
+
+@functools.cache
+def nvrtc_version() -> tuple:
+    """NVRTC's (major, minor). Remembered in kffi's cache with the library's path, size and mtime
+    (per Python prefix and NVRTC settings), so that a process whose compiles all hit the cache
+    neither searches for the library nor opens it (~25 ms)."""
+    from .. import cpp as _cpp
+
+    where = "\0".join(
+        [sys.prefix]
+        + [os.environ.get(v, "") for v in ("KFFI_NVRTC_LIBRARY", "CUDA_HOME", "CUDA_PATH")]
+    )
+    record = os.path.join(
+        _cpp.cache_dir(), ".compilers", "nvrtc-" + hashlib.sha256(where.encode()).hexdigest()[:24]
+    )
+    try:
+        with open(record, "rb") as f:  # bytes: no codec module to import on a warm start
+            path, size, mtime, major, minor = f.read(4096).decode("utf-8").split("\n")[:5]
+        st = os.stat(path)
+        if str(st.st_size) == size and str(st.st_mtime_ns) == mtime:
+            return (int(major), int(minor))
+    except (OSError, ValueError):
+        pass
+    version = _loaded_version()
+    _, path = nvrtc_library()
+    if os.path.isabs(path):
+        with contextlib.suppress(OSError):
+            st = os.stat(path)
+            _cpp._write_atomic(
+                record, f"{path}\n{st.st_size}\n{st.st_mtime_ns}\n{version[0]}\n{version[1]}\n"
+            )
+    return version
 
 
 @functools.cache

@@ -124,8 +124,8 @@ BODIES = {
     "tvm_ffi.cpp.load_inline": textwrap.dedent(
         """
         import tvm_ffi.cpp
-        os.environ.setdefault("TVM_FFI_CUDA_ARCH_LIST", ARCH.split("_")[1][:1] + "." +
-                              ARCH.split("_")[1][1:].rstrip("af"))
+        digits = ARCH.split("_")[1].rstrip("af")
+        os.environ.setdefault("TVM_FFI_CUDA_ARCH_LIST", digits[:-1] + "." + digits[-1])
         t = time.perf_counter()
         mod = tvm_ffi.cpp.load_inline("gelu_bench_" + str(os.getpid()), cuda_sources=SRC["tvm"],
                                       functions=["gelu_bias_residual"],

@@ -14,7 +14,7 @@ import os
 
 from ._cache import clear_memory_cache, compile_count, prebuilt_roots
 from ._launch import CubinModule, load_cubin
-from ._nvrtc import NVRTCError, normalize_arch, nvrtc_library, nvrtc_version
+from ._nvrtc import NVRTCError, normalize_arch, nvrtc_version
 
 __all__ = [
     "CubinModule",
@@ -224,9 +224,3 @@ def precompile(kernels, cache_dir=None) -> list:
         )
         paths.append(prog.cache_path)
     return paths
-
-
-def __getattr__(name):
-    if name == "nvrtc_path":
-        return nvrtc_library()[1]
-    raise AttributeError(f"module 'kffi.cuda' has no attribute {name!r}")

@@ -285,9 +285,11 @@ def test_launch_without_a_driver_is_a_clear_error(cache):
     if os.path.exists("/dev/nvidia0"):
         pytest.skip("this machine has a GPU driver")
     f = _axpy()
-    with pytest.raises(RuntimeError, match=r"cannot open the CUDA driver \(libcuda.so.1\)"):
+    # No driver at all, or a driver package without a GPU (cuInit fails).
+    no_driver = r"cannot open the CUDA driver \(libcuda.so.1\)|driver failed to initialise"
+    with pytest.raises(RuntimeError, match=no_driver):
         f(FakeDeviceTensor(4), FakeDeviceTensor(4), 2.0, 4)
-    with pytest.raises(RuntimeError, match="cannot open the CUDA driver"):
+    with pytest.raises(RuntimeError, match=no_driver):
         f(FakeDeviceTensor(4), FakeDeviceTensor(4), 2.0, 4)  # and again: the process is fine
 
 

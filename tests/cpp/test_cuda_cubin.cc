@@ -77,7 +77,7 @@ TEST(CudaCubin, WithoutADriverLoadingIsARuntimeError) {
     FAIL() << "loaded without a driver";
   } catch (const kffi::Error& e) {
     EXPECT_EQ(e.kind(), "RuntimeError");
-    EXPECT_NE(std::string(e.message()).find("libcuda.so.1"), std::string::npos);
+    EXPECT_NE(std::string(e.message()).find("CUDA driver"), std::string::npos);  // none, or no GPU
   }
 }
 

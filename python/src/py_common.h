@@ -643,6 +643,8 @@ class CallEnvScope {
 /// Depth of explicit kffi.use_stream scopes on this thread (they win over stream pickup).
 extern thread_local int g_explicit_stream_depth;
 int InitEnv(PyObject* module);
+/// Adds kffi.cuda's launcher functions (py_cuda.cc).
+int InitCuda(PyObject* module);
 
 }  // namespace pyglue
 }  // namespace kffi

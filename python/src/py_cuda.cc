@@ -17,7 +17,7 @@
 #include "py_common.h"
 
 namespace kffi {
-namespace py {
+namespace pyglue {
 namespace {
 
 namespace kc = ::kffi::details::contract;
@@ -461,5 +461,5 @@ PyMethodDef kCudaMethods[] = {{"_cuda_module", CudaModule, METH_VARARGS, nullptr
 
 int InitCuda(PyObject* module) { return PyModule_AddFunctions(module, kCudaMethods); }
 
-}  // namespace py
+}  // namespace pyglue
 }  // namespace kffi

@@ -190,8 +190,9 @@ def stubgen(module, path=None, *, module_doc=None) -> str:
 
 
 def __getattr__(name):
-    # Framework integrations load on first use: importing kffi imports neither jax nor torch.
-    if name in ("jax", "torch"):
+    # Framework integrations load on first use: importing kffi imports neither jax nor torch (nor
+    # kffi.cuda, which opens NVRTC and the CUDA driver only when used).
+    if name in ("cuda", "jax", "torch"):
         import importlib
 
         return importlib.import_module(f"{__name__}.{name}")

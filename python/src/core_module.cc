@@ -13,7 +13,7 @@
 #include "py_common.h"
 
 namespace kffi {
-namespace py {
+namespace pyglue {
 
 PyObject* SetErrorHooks(PyObject* self, PyObject* args);
 PyObject* RegisterObjectClass(PyObject* self, PyObject* args);
@@ -953,7 +953,7 @@ int ModuleExec(PyObject* m) {
   State* state = new (GetModuleState(m)) State();
   g_state = state;
   if (InitObjectTypes(m, state) != 0 || InitTensorSupport(m) != 0 || InitEnv(m) != 0 ||
-      AddConstants(m) != 0) {
+      InitCuda(m) != 0 || AddConstants(m) != 0) {
     return -1;
   }
   return 0;
@@ -1027,7 +1027,7 @@ PyModuleDef kModuleDef = {PyModuleDef_HEAD_INIT,
                           ModuleFree};
 
 }  // namespace
-}  // namespace py
+}  // namespace pyglue
 }  // namespace kffi
 
-PyMODINIT_FUNC PyInit__core() { return PyModuleDef_Init(&kffi::py::kModuleDef); }
+PyMODINIT_FUNC PyInit__core() { return PyModuleDef_Init(&kffi::pyglue::kModuleDef); }

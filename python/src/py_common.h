@@ -16,7 +16,7 @@
 #include <vector>
 
 namespace kffi {
-namespace py {
+namespace pyglue {
 
 /// A Python object that holds one strong reference to a kffi object (kffi.Object and every
 /// subclass: Function, Tensor, Array, Map, Module, ...).
@@ -643,8 +643,10 @@ class CallEnvScope {
 /// Depth of explicit kffi.use_stream scopes on this thread (they win over stream pickup).
 extern thread_local int g_explicit_stream_depth;
 int InitEnv(PyObject* module);
+/// Adds kffi.cuda's launcher functions (py_cuda.cc).
+int InitCuda(PyObject* module);
 
-}  // namespace py
+}  // namespace pyglue
 }  // namespace kffi
 
 #endif  // KFFI_PYTHON_PY_COMMON_H_

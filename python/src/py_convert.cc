@@ -8,7 +8,7 @@
 #include "py_common.h"
 
 namespace kffi {
-namespace py {
+namespace pyglue {
 
 namespace {
 
@@ -628,5 +628,5 @@ PyObject* AnyViewToPy(const KFFIAny* view) {
   return AnyToPy(&owned, nullptr);
 }
 
-}  // namespace py
+}  // namespace pyglue
 }  // namespace kffi

@@ -7,7 +7,7 @@
 #include "structmember.h"
 
 namespace kffi {
-namespace py {
+namespace pyglue {
 
 namespace {
 
@@ -747,5 +747,5 @@ int InitObjectTypes(PyObject* module, State* state) {
   return 0;
 }
 
-}  // namespace py
+}  // namespace pyglue
 }  // namespace kffi

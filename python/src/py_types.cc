@@ -7,7 +7,7 @@
 #include "py_common.h"
 
 namespace kffi {
-namespace py {
+namespace pyglue {
 
 State* g_state = nullptr;
 
@@ -409,5 +409,5 @@ PyObject* OverrideExchangeAPI(PyObject*, PyObject* args) {
   Py_RETURN_NONE;
 }
 
-}  // namespace py
+}  // namespace pyglue
 }  // namespace kffi

@@ -7,11 +7,11 @@
 #include <utility>
 #include <vector>
 
-#include "../json_writer.h"
-#include "bridge_internal.h"
+#include "core/json_writer.h"
+#include "tvm_bridge/bridge_internal.h"
 
 namespace kffi {
-namespace tvm_bridge {
+namespace tvmglue {
 namespace {
 
 using details::Json;  // kffi/json_details.h: the one JSON reader of kffi's C++ side
@@ -192,5 +192,5 @@ std::string ConvertMetadata(const std::string& name, const std::string& tvm_meta
   return json;
 }
 
-}  // namespace tvm_bridge
+}  // namespace tvmglue
 }  // namespace kffi

@@ -324,7 +324,7 @@ def test_quotes_of_examples_are_verbatim():
 
 # Where contract messages are built: the inline check's headers and the runtime's contract sources.
 CONTRACT_SOURCES = sorted((REPO / "include" / "kffi").glob("contract*.h")) + sorted(
-    (REPO / "src").glob("contract*.*")
+    (REPO / "src" / "contract").glob("contract*.*")
 )
 CATALOGUE = DOCS / "contracts.md"
 # Messages the code can emit only through a bug in kffi (with why), so the page does not show them.

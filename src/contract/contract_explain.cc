@@ -6,6 +6,8 @@
 // failure, which it describes. The predicates are the fast run's (BindBits, LayoutOk, StridesOf,
 // FastOther), so the two agree on every input: tests/cpp/contract/test_contract_fuzz.cc and
 // tests/fuzz/contract_fuzzer.cc hold them to it.
+#include <kffi/shape_rpn_details.h>
+
 #include <cfloat>
 #include <cstdint>
 #include <string>
@@ -316,63 +318,59 @@ void CheckCppSignature(const Plan& p, const std::vector<std::string>& cpp) {
 
 namespace {
 
-/// Evaluates an output-shape expression (reverse Polish notation) with a stack: the one
-/// evaluator of contract shapes in C++ (kffi.contract.eval_shape_rpn is Python's, over the
-/// metadata's shape_rpn). A problem (an unbound symbol, a division by zero, an int64 overflow) is
-/// a ValueError whose message starts with `what`.
+/// Evaluates an output-shape expression with libkffi's int64 domain of the one RPN evaluator
+/// (kffi/shape_rpn_details.h; kffi._abstract.eval_shape_rpn is the same evaluator over Python
+/// values). A problem (an unbound symbol, a division by zero, an int64 overflow) is a ValueError
+/// whose message starts with `what`.
+class IntRpnDomain {
+ public:
+  using Value = int64_t;
+  IntRpnDomain(const Plan& p, const std::vector<RpnToken>& rpn, const int64_t* values,
+               uint64_t bound, const std::string& what)
+      : p_(p), rpn_(rpn), values_(values), bound_(bound), what_(what) {}
+
+  void Token(size_t i, RpnOp* op, int64_t* literal, int64_t* symbol_value) {
+    const RpnToken& t = rpn_[i];
+    *op = static_cast<RpnOp>(t.op);  // RpnToken::Op spells RpnOp's values in the same order
+    if (t.op == RpnToken::kLit) *literal = t.value;
+    if (t.op == RpnToken::kSym) {
+      const int32_t slot = p_.SlotOf(t.symbol);
+      if (slot < 0 || ((bound_ >> slot) & 1) == 0) {
+        KFFI_THROW(ValueError) << what_ << "symbol `" << t.symbol << "` is not bound";
+      }
+      *symbol_value = values_[slot];
+    }
+  }
+  int64_t Int(int64_t v) { return v; }
+  bool AsInt(int64_t v, int64_t* out) {
+    *out = v;
+    return true;
+  }
+  int64_t Apply(RpnOp, int64_t, int64_t) { return 0; }  // never: every value is concrete
+  [[noreturn]] void Fail(RpnFailure why, RpnOp, size_t) {
+    if (why == RpnFailure::kDivisionByZero) Fail("division by zero");
+    if (why == RpnFailure::kModuloByZero) Fail("modulo by zero");
+    if (why == RpnFailure::kOverflow) Fail("int64 overflow");
+    Fail("malformed expression");  // the parser never makes one
+  }
+  [[noreturn]] void Fail(const char* text) { KFFI_THROW(ValueError) << what_ << text; }
+
+ private:
+  const Plan& p_;
+  const std::vector<RpnToken>& rpn_;
+  const int64_t* values_;
+  uint64_t bound_;
+  const std::string& what_;
+};
+
+static_assert(static_cast<int>(RpnToken::kNeg) == static_cast<int>(RpnOp::kNeg) &&
+                  static_cast<int>(RpnToken::kFloorDiv) == static_cast<int>(RpnOp::kFloorDiv),
+              "RpnToken::Op and RpnOp list the operations in the same order");
+
 int64_t EvalRpn(const Plan& p, const std::vector<RpnToken>& rpn, const int64_t* values,
                 uint64_t bound, const std::string& what) {
-  auto fail = [&](const std::string& why) { KFFI_THROW(ValueError) << what << why; };
-  std::vector<int64_t> stack;
-  stack.reserve(rpn.size());
-  for (const RpnToken& t : rpn) {
-    if (t.op == RpnToken::kLit) {
-      stack.push_back(t.value);
-      continue;
-    }
-    if (t.op == RpnToken::kSym) {
-      const int32_t slot = p.SlotOf(t.symbol);
-      if (slot < 0 || ((bound >> slot) & 1) == 0) fail("symbol `" + t.symbol + "` is not bound");
-      stack.push_back(values[slot]);
-      continue;
-    }
-    const size_t arity = t.op == RpnToken::kNeg ? 1 : 2;
-    if (stack.size() < arity) fail("malformed expression");  // the parser never makes one
-    const int64_t c = stack.back();
-    if (t.op == RpnToken::kNeg) {
-      if (c == INT64_MIN) fail("int64 overflow");
-      stack.back() = -c;
-      continue;
-    }
-    stack.pop_back();
-    const int64_t a = stack.back();
-    int64_t r = 0;
-    bool overflow = false;
-    switch (t.op) {
-      case RpnToken::kAdd:
-        overflow = __builtin_add_overflow(a, c, &r);
-        break;
-      case RpnToken::kSub:
-        overflow = __builtin_sub_overflow(a, c, &r);
-        break;
-      case RpnToken::kMul:
-        overflow = __builtin_mul_overflow(a, c, &r);
-        break;
-      default:  // floor division and modulo, as Python's // and %
-        if (c == 0) fail(t.op == RpnToken::kMod ? "modulo by zero" : "division by zero");
-        if (a == INT64_MIN && c == -1) {
-          if (t.op == RpnToken::kFloorDiv) fail("int64 overflow");
-          r = 0;
-          break;
-        }
-        r = t.op == RpnToken::kFloorDiv ? a / c : a % c;
-        if (a % c != 0 && ((a < 0) != (c < 0))) r += t.op == RpnToken::kFloorDiv ? -1 : c;
-    }
-    if (overflow) fail("int64 overflow");
-    stack.back() = r;
-  }
-  if (stack.size() != 1) fail("malformed expression");
-  return stack.back();
+  IntRpnDomain domain(p, rpn, values, bound, what);
+  return details::EvalRpn(domain, rpn.size());
 }
 
 }  // namespace

@@ -375,18 +375,12 @@ def cpp_contract_messages() -> set[str]:
 
 
 def python_contract_messages() -> set[str]:
-    """The longest fixed piece of each message python/kffi/contract.py raises, and the shape
-    evaluator it re-exports (kffi._abstract.eval_shape_rpn and its helper)."""
-    trees = [ast.parse((REPO / "python" / "kffi" / "contract.py").read_text())]
-    abstract = ast.parse((REPO / "python" / "kffi" / "_abstract.py").read_text())
-    trees += [
-        f
-        for f in abstract.body
-        if isinstance(f, ast.FunctionDef) and f.name in ("eval_shape_rpn", "_symbol_value")
-    ]
-    assert len(trees) == 3, "kffi._abstract has no eval_shape_rpn/_symbol_value"
+    """The longest fixed piece of each message python/kffi/contract.py raises, and those of the
+    shape evaluator it re-exports (kffi._abstract.eval_shape_rpn, whose messages _core's
+    PyRpnDomain builds in python/src/core_module.cc)."""
+    tree = ast.parse((REPO / "python" / "kffi" / "contract.py").read_text())
     found = set()
-    for node in (n for tree in trees for n in ast.walk(tree)):
+    for node in ast.walk(tree):
         if not (isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call) and node.exc.args):
             continue
         arg = node.exc.args[0]
@@ -399,7 +393,19 @@ def python_contract_messages() -> set[str]:
         best = max(parts, key=len, default="")
         if len(best.strip()) >= 6:
             found.add(best)
-    return found
+    core = (REPO / "python" / "src" / "core_module.cc").read_text()
+    start = core.index("class PyRpnDomain")
+    region = core[start : core.index("/// An owned copy of a stored value", start)]
+    literal = re.compile(r"\"((?:[^\"\\]|\\.)*)\"")
+    evaluator = set()
+    for m in re.finditer(r"\bFail\(", region):
+        statement = region[m.end() : region.index(";", m.end())]
+        parts = [_cpp_literal(s) for s in literal.findall(statement)]
+        best = max(parts, key=len, default="")
+        if len(best.strip()) >= 6:
+            evaluator.add(best)
+    assert len(evaluator) >= 8, f"core_module.cc's PyRpnDomain has no messages: {evaluator}"
+    return found | evaluator
 
 
 def runtime_checks() -> list[str]:

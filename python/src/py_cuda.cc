@@ -7,6 +7,7 @@
 #include <kffi/container/array.h>
 #include <kffi/contract.h>
 #include <kffi/cuda_cubin.h>
+#include <kffi/shape_rpn_details.h>
 
 #include <atomic>
 #include <cstring>
@@ -65,71 +66,67 @@ struct Launcher {
                          << " " << why;
 }
 
-int64_t FloorDiv(int64_t a, int64_t b) {
-  int64_t q = a / b;
-  if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
-  return q;
-}
+/// Evaluates program `which` with Python's integer semantics (kffi's one RPN evaluator,
+/// kffi/shape_rpn_details.h); overflow, division by zero and an unbound symbol are ValueErrors.
+class LaunchRpn {
+ public:
+  using Value = int64_t;
+  LaunchRpn(const Launcher& l, int which, const kc::RunState& st, uint64_t bound,
+            const KFFIAny* args)
+      : l_(l), which_(which), st_(st), bound_(bound), args_(args) {}
 
-/// Evaluates program `which` with Python's integer semantics; overflow, division by zero and an
-/// unbound symbol are ValueErrors.
+  void Token(size_t i, kffi::details::RpnOp* op, int64_t* literal, int64_t* value) {
+    static constexpr kffi::details::RpnOp kOps[] = {
+        kffi::details::RpnOp::kLit,      kffi::details::RpnOp::kSym, kffi::details::RpnOp::kSym,
+        kffi::details::RpnOp::kAdd,      kffi::details::RpnOp::kSub, kffi::details::RpnOp::kMul,
+        kffi::details::RpnOp::kFloorDiv, kffi::details::RpnOp::kMod, kffi::details::RpnOp::kNeg};
+    const struct Token& t = l_.programs[which_][i];
+    *op = kOps[t.kind];
+    if (t.kind == Token::kConst) {
+      *literal = t.value;
+    } else if (t.kind == Token::kSymbol) {
+      if (((bound_ >> t.value) & 1) == 0) {
+        ThrowExpr(
+            l_, which_,
+            "uses the symbol `" + l_.symbol_names[t.value] + "`, which this call leaves unbound");
+      }
+      *value = st_.values[t.value];
+    } else if (t.kind == Token::kArg) {
+      const KFFIAny& a = args_[t.value];
+      if (a.type_index != kKFFIInt && a.type_index != kKFFIBool) {
+        ThrowExpr(l_, which_,
+                  "reads argument " + std::to_string(t.value) + ", which is not an int");
+      }
+      *value = a.v_int64;
+    }
+  }
+  int64_t Int(int64_t v) { return v; }
+  bool AsInt(int64_t v, int64_t* out) {
+    *out = v;
+    return true;
+  }
+  // Every operand is an int64, so the evaluator never asks for symbolic arithmetic.
+  int64_t Apply(kffi::details::RpnOp, int64_t a, int64_t) { return a; }
+  [[noreturn]] void Fail(kffi::details::RpnFailure why, kffi::details::RpnOp, size_t) {
+    using F = kffi::details::RpnFailure;
+    ThrowExpr(l_, which_,
+              why == F::kDivisionByZero || why == F::kModuloByZero ? "divides by zero"
+              : why == F::kOverflow                                ? "overflows int64"
+                                                                   : "is malformed");
+  }
+
+ private:
+  const Launcher& l_;
+  const int which_;
+  const kc::RunState& st_;
+  const uint64_t bound_;
+  const KFFIAny* const args_;
+};
+
 int64_t Evaluate(const Launcher& l, int which, const kc::RunState& st, uint64_t bound,
                  const KFFIAny* args) {
-  int64_t stack[32];
-  int sp = 0;
-  for (const Token& t : l.programs[which]) {
-    if (t.kind == Token::kConst || t.kind == Token::kSymbol || t.kind == Token::kArg) {
-      int64_t v = t.value;
-      if (t.kind == Token::kSymbol) {
-        if (((bound >> t.value) & 1) == 0) {
-          ThrowExpr(
-              l, which,
-              "uses the symbol `" + l.symbol_names[t.value] + "`, which this call leaves unbound");
-        }
-        v = st.values[t.value];
-      } else if (t.kind == Token::kArg) {
-        const KFFIAny& a = args[t.value];
-        if (a.type_index != kKFFIInt && a.type_index != kKFFIBool) {
-          ThrowExpr(l, which,
-                    "reads argument " + std::to_string(t.value) + ", which is not an int");
-        }
-        v = a.v_int64;
-      }
-      stack[sp++] = v;
-      continue;
-    }
-    if (t.kind == Token::kNeg) {
-      if (stack[sp - 1] == INT64_MIN) ThrowExpr(l, which, "overflows int64");
-      stack[sp - 1] = -stack[sp - 1];
-      continue;
-    }
-    const int64_t b = stack[--sp];
-    const int64_t a = stack[sp - 1];
-    int64_t r = 0;
-    bool overflow = false;
-    switch (t.kind) {
-      case Token::kAdd:
-        overflow = __builtin_add_overflow(a, b, &r);
-        break;
-      case Token::kSub:
-        overflow = __builtin_sub_overflow(a, b, &r);
-        break;
-      case Token::kMul:
-        overflow = __builtin_mul_overflow(a, b, &r);
-        break;
-      case Token::kFloorDiv:
-      case Token::kMod:
-        if (b == 0) ThrowExpr(l, which, "divides by zero");
-        if (a == INT64_MIN && b == -1) ThrowExpr(l, which, "overflows int64");
-        r = t.kind == Token::kFloorDiv ? FloorDiv(a, b) : a - FloorDiv(a, b) * b;
-        break;
-      default:
-        break;
-    }
-    if (overflow) ThrowExpr(l, which, "overflows int64");
-    stack[sp - 1] = r;
-  }
-  return stack[0];
+  LaunchRpn d(l, which, st, bound, args);
+  return kffi::details::EvalRpn(d, l.programs[which].size());
 }
 
 /// The seven launch values from the callback's result (a sequence of seven ints).

@@ -177,6 +177,18 @@ sys.modules["__docs__"] = page_module
 namespace = page_module.__dict__
 sys.path.insert(0, os.getcwd())
 ran = 0
+# The page's Python as a source file (by line), so that tools reading a function's source find it
+# as they would in the user's file (inspect.getsource: Triton's @jit, torch.compile's messages).
+import linecache
+page_lines = {}
+for b in blocks:
+    if b["lang"] == "python" and not b["file"]:
+        lines = page_lines.setdefault(b["page"], [])
+        code = b["code"].splitlines(True)
+        lines.extend(["\n"] * max(0, b["line"] - 1 + len(code) - len(lines)))
+        lines[b["line"] - 1 : b["line"] - 1 + len(code)] = code
+for page, lines in page_lines.items():
+    linecache.cache[page] = (sum(map(len, lines)), None, lines, page)
 
 def config(flag):
     out = subprocess.run(["kffi-config", flag], check=True, capture_output=True, text=True)

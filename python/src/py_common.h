@@ -512,6 +512,14 @@ int CallableToFunctionHandle(PyObject* callable, KFFIObjectHandle* out);
 /// it does not have: see py_object.cc); 0 or -1 with a Python error.
 int SetInternalAttr(PyObject* obj, const char* name, PyObject* value);
 
+// ---- reflected objects (py_reflection.cc) ---------------------------------------------------
+/// The class kffi/_reflection.py made and registered for a reflected type (index or an ancestor
+/// has fields) that has none: *out borrowed, or NULL when the type is not reflected. 0, or -1
+/// with a Python error set.
+int ReflectedClass(int32_t index, PyObject** out);
+/// Adds the reflection functions (_install_fields, _reflection, ...) to the module; 0 or -1.
+int InitReflection(PyObject* module);
+
 // ---- TVM-FFI libraries (py_tvm_bridge.cc) ------------------------------------------------------
 /// kffi.Object._install_tvm_bridge(owned_args, foreign_type): the addresses of libkffi_tvm's
 /// KFFITvmFunctionOwnedTensorArgs and KFFITvmForeignTypeInfo (private: kffi/_tvm.py calls it once

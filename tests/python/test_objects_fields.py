@@ -162,7 +162,7 @@ def test_field_access_from_many_threads(mod):
                 assert p.x == 1.0 and p.id == 5
                 p.y = float(i)
                 assert isinstance(p.label, str)
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:
             errors.append(e)
 
     threads = [threading.Thread(target=work) for _ in range(8)]
@@ -194,3 +194,14 @@ def test_no_leak_over_many_round_trips(mod):
     after = rss_objects()
     assert p._use_count == base_count
     assert after - before < 100
+
+
+def test_stubgen_writes_classes_with_typed_fields(mod):
+    text = kffi.stubgen(mod)
+    compile(text, "object_kernels.pyi", "exec")
+    assert "class Point(Object):" in text
+    assert "class Point3(Point):" in text
+    assert "    y: float\n" in text and "    def x(self) -> float: ..." in text
+    assert "    origin: Point\n" in text
+    assert "def make_point(arg0: float, arg1: float, arg2: int) -> Point:" in text
+    assert "def make_points(arg0: int) -> tuple[Point, ...]:" in text

@@ -9,7 +9,10 @@ Rows (ns per operation, best of --reps runs of --number operations each):
                          from nanobind's sources; skipped when nanobind is not installed)
   kffi field write       p.y = 1.0
   python attribute read  a plain Python object's attribute (the floor)
-  4 scalars call         sum4(1.0, 2.0, 3.0, 4.0) (for the dataclass-argument row to come)
+  4 scalars call         config_score4(2, 3, 0.5, 1.0)
+  4-field dataclass call config_score(Config(2, 3, 0.5, 1.0)), a dataclass declared to the C++
+                         type test.Config (kffi.register_record); goal: at most the 4-scalar
+                         call plus 60 ns
 
 Usage: python3 bench/python/object_fields.py [--reps 7] [--number 200000] [--out FILE.json]
 """
@@ -17,6 +20,7 @@ Usage: python3 bench/python/object_fields.py [--reps 7] [--number 200000] [--out
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import hashlib
 import json
 import os
@@ -111,18 +115,37 @@ def main() -> int:
         def __init__(self):
             self.x = 3.0
 
-    env = {"p": p, "q": nb.Point() if nb else None, "o": Plain(), "sum4": mod.sum4}
+    @kffi.register_record("test.Config")
+    @dataclasses.dataclass
+    class Config:
+        tile_m: int
+        tile_n: int
+        alpha: float
+        beta: float
+
+    env = {
+        "p": p,
+        "q": nb.Point() if nb else None,
+        "o": Plain(),
+        "score4": mod.config_score4,
+        "score": mod.config_score,
+        "cfg": Config(2, 3, 0.5, 1.0),
+    }
     rows = {"kffi field read": best_ns("p.x", env, args.reps, args.number)}
     if nb is not None:
         rows["nanobind property read"] = best_ns("q.x", env, args.reps, args.number)
     rows["kffi field write"] = best_ns("p.y = 1.0", env, args.reps, args.number)
     rows["python attribute read"] = best_ns("o.x", env, args.reps, args.number)
-    rows["4 scalars call"] = best_ns("sum4(1.0, 2.0, 3.0, 4.0)", env, args.reps, args.number)
+    rows["4 scalars call"] = best_ns("score4(2, 3, 0.5, 1.0)", env, args.reps, args.number)
+    rows["4-field dataclass call"] = best_ns("score(cfg)", env, args.reps, args.number)
 
     print(f"{'operation':<26}{'ns':>10}")
     for name, ns in rows.items():
         print(f"{name:<26}{ns:>10.1f}")
     result = {"rows_ns": rows, "nanobind": nb is not None}
+    extra = rows["4-field dataclass call"] - rows["4 scalars call"]
+    result["dataclass_minus_scalars_ns"] = extra
+    print(f"4-field dataclass call - 4 scalars call: {extra:.1f} ns (goal <= 60)")
     if nb is not None:
         ratio = rows["kffi field read"] / rows["nanobind property read"]
         result["field_read_vs_nanobind"] = ratio

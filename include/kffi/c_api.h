@@ -335,6 +335,10 @@ typedef struct {
   int32_t num_methods;
   const KFFIFieldInfo* fields;
   const KFFIMethodInfo* methods;
+  /** Makes a default-constructed object of the type into *out (owned), or NULL when the type has
+   * no default constructor: a language binding builds an object from a record's fields with it
+   * (a Python dataclass passed where the object is expected). 0, or -1 with the error raised. */
+  int (*creator)(KFFIObjectHandle* out);
 } KFFITypeReflection;
 
 /** Registers the reflection of a dynamic type (info borrowed: the runtime copies it). Refused with

@@ -72,6 +72,15 @@ int FieldSetter(void* field, const KFFIAny* value) {
   KFFI_SAFE_CALL_END();
 }
 
+/// KFFITypeReflection.creator of a default-constructible T.
+template <typename T>
+int CreateDefaultObject(KFFIObjectHandle* out) {
+  KFFI_SAFE_CALL_BEGIN();
+  *out = nullptr;
+  *out = ObjectUnsafe::MoveToHandle(make_object<T>());
+  KFFI_SAFE_CALL_END();
+}
+
 /// Reports a failed registration: to the module loader when a library is loading (the load fails
 /// with it), else on stderr (a program that links the type in has no one else to tell).
 inline void ReportObjectDefError(const Error& e) {
@@ -174,6 +183,9 @@ class ObjectDef {
     info.num_methods = static_cast<int32_t>(methods.size());
     info.fields = fields_.data();
     info.methods = methods.data();
+    if constexpr (std::is_default_constructible_v<T>) {
+      info.creator = &details::CreateDefaultObject<T>;
+    }
     if (KFFITypeRegisterReflection(&info) != 0) details::ThrowRaisedError(-1);
   }
 

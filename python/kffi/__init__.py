@@ -14,7 +14,7 @@ import os as _os
 from . import _core, _types, libinfo
 from ._error import Error, MissingKeyError, register_error
 from ._objects import Array, Dict, ErrorObject, Function, List, Map, Module, Object, Shape, Tensor
-from ._reflection import register_object
+from ._reflection import register_object, register_record
 from ._types import Device, dtype
 from .stream import get_current_stream, use_stream
 
@@ -104,6 +104,7 @@ __all__ = [
     "Module",
     "Object",
     "register_object",
+    "register_record",
     "Shape",
     "Tensor",
     "dtype",

@@ -240,3 +240,44 @@ def stub_classes(type_texts, taken=()) -> tuple[dict[str, str], str]:
             lines.append(f"    def {mname}(self, *args: Any, **kwargs: Any) -> Any: ...")
         blocks.append("\n".join(lines).rstrip() + "\n")
     return names, "\n\n".join(blocks)
+
+
+def _record_plan(cls) -> tuple[int, tuple[str, ...]]:
+    """For the extension: (kffi type index, field names) of a record class (a dataclass or a
+    typing.NamedTuple with ``__kffi_type__``), read once per class."""
+    import dataclasses
+
+    key = getattr(cls, "__kffi_type__", None)
+    if not isinstance(key, str):
+        raise TypeError(f"record class {cls.__qualname__}: __kffi_type__ must be a type key str")
+    try:
+        index = _core._type_key_to_index(key)
+    except KeyError:
+        raise KeyError(
+            f"record class {cls.__qualname__}: kffi type {key!r} is not registered; load the "
+            "library that defines it first"
+        ) from None
+    if dataclasses.is_dataclass(cls):
+        names = tuple(f.name for f in dataclasses.fields(cls))
+    elif issubclass(cls, tuple) and isinstance(getattr(cls, "_fields", None), tuple):
+        names = tuple(cls._fields)
+    else:
+        raise TypeError(
+            f"record class {cls.__qualname__}: expected a dataclass or a typing.NamedTuple"
+        )
+    return index, names
+
+
+def register_record(type_key: str):
+    """Class decorator for a dataclass or typing.NamedTuple: its instances passed to a kffi
+    function become objects of the kffi type ``type_key`` (made by the type's default
+    constructor, each field assigned through its C++ setter, in the extension). Sets
+    ``cls.__kffi_type__``; a class may set that attribute itself instead."""
+    if not isinstance(type_key, str):
+        raise TypeError(f"register_record: type_key must be a str, got {type(type_key).__name__}")
+
+    def decorate(cls):
+        cls.__kffi_type__ = type_key
+        return cls
+
+    return decorate

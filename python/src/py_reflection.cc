@@ -1,6 +1,8 @@
 // python/src/py_reflection.cc: fields of reflected kffi objects as Python attributes (one getset
 // descriptor per field, made once per type) and the reflection queries of kffi/_reflection.py.
+#include <atomic>
 #include <cstring>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <unordered_map>
@@ -185,6 +187,114 @@ PyObject* SetReflectionHook(PyObject*, PyObject* hook) {
   Py_RETURN_NONE;
 }
 
+// ---- records: dataclass / NamedTuple arguments ------------------------------------------------
+
+// How instances of one Python record class become objects of a reflected type: the type's
+// creator, then each record field read by name and assigned through the C++ field's setter.
+struct RecordField {
+  PyObject* name;  // interned, strong (the plan lives for the process)
+  const KFFIFieldInfo* field;
+  std::string label;  // ".x"
+};
+struct RecordPlan {
+  PyTypeObject* type;
+  int (*creator)(KFFIObjectHandle* out);
+  std::vector<RecordField> fields;
+};
+
+std::mutex g_plans_mutex;
+std::unordered_map<PyTypeObject*, RecordPlan*>* g_plans = nullptr;
+// The plan found last: the arguments of one call site are usually of one record class.
+std::atomic<RecordPlan*> g_last_plan{nullptr};
+
+// The field name declared by type index or its nearest ancestor, or NULL.
+const KFFIFieldInfo* FindTypeField(int32_t index, const char* name, size_t size) {
+  const KFFITypeInfo* info = KFFIGetTypeInfo(index);
+  if (info == nullptr) return nullptr;
+  for (int32_t d = info->type_depth; d >= 0; --d) {
+    const KFFITypeReflection* r =
+        KFFIGetTypeReflection(d == info->type_depth ? index : info->type_ancestors[d]);
+    for (int32_t i = 0; r != nullptr && i < r->num_fields; ++i) {
+      const KFFIFieldInfo& f = r->fields[i];
+      if (f.name.size == size && std::memcmp(f.name.data, name, size) == 0) return &f;
+    }
+  }
+  return nullptr;
+}
+
+// Builds the plan of tp from kffi/_reflection.py's _record_plan(cls) -> (type index, names).
+RecordPlan* BuildPlan(PyTypeObject* tp) {
+  PyRef mod(PyImport_ImportModule("kffi._reflection"));
+  if (!mod) return nullptr;
+  PyRef answer(PyObject_CallMethod(mod.get(), "_record_plan", "O", tp));
+  if (!answer) return nullptr;
+  int index;
+  PyObject* names;
+  if (!PyArg_ParseTuple(answer.get(), "iO!", &index, &PyTuple_Type, &names)) return nullptr;
+  const KFFITypeReflection* r = KFFIGetTypeReflection(index);
+  const KFFITypeInfo* info = KFFIGetTypeInfo(index);
+  if (r == nullptr || info == nullptr || r->creator == nullptr) {
+    PyErr_Format(PyExc_TypeError,
+                 "record class %s: kffi type index %d has no fields or no default constructor, "
+                 "so a record cannot build it",
+                 tp->tp_name, index);
+    return nullptr;
+  }
+  auto plan = std::make_unique<RecordPlan>();
+  plan->type = tp;
+  plan->creator = r->creator;
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(names); ++i) {
+    PyObject* name = PyTuple_GET_ITEM(names, i);
+    Py_ssize_t size = 0;
+    const char* utf8 = PyUnicode_Check(name) ? PyUnicode_AsUTF8AndSize(name, &size) : nullptr;
+    if (utf8 == nullptr) {
+      if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "record field names must be str");
+      return nullptr;
+    }
+    const KFFIFieldInfo* f = FindTypeField(index, utf8, static_cast<size_t>(size));
+    if (f == nullptr || f->setter == nullptr) {
+      PyErr_Format(PyExc_TypeError, "record class %s: field '%s' is %s of kffi type `%s`",
+                   tp->tp_name, utf8, f == nullptr ? "not a field" : "a read-only field",
+                   std::string(info->type_key.data, info->type_key.size).c_str());
+      return nullptr;
+    }
+    Py_INCREF(name);
+    PyUnicode_InternInPlace(&name);
+    plan->fields.push_back(RecordField{name, f, "." + std::string(utf8, size)});
+  }
+  return plan.release();
+}
+
+RecordPlan* PlanOf(PyTypeObject* tp) {
+  RecordPlan* last = g_last_plan.load(std::memory_order_acquire);
+  if (KFFI_LIKELY(last != nullptr && last->type == tp)) return last;
+  {
+    std::lock_guard<std::mutex> lock(g_plans_mutex);
+    if (g_plans != nullptr) {
+      auto it = g_plans->find(tp);
+      if (it != g_plans->end()) {
+        g_last_plan.store(it->second, std::memory_order_release);
+        return it->second;
+      }
+    }
+  }
+  RecordPlan* plan = BuildPlan(tp);  // runs Python code: outside the lock
+  if (plan == nullptr) return nullptr;
+  std::lock_guard<std::mutex> lock(g_plans_mutex);
+  if (g_plans == nullptr) g_plans = new std::unordered_map<PyTypeObject*, RecordPlan*>();
+  // Plans live for the process (and keep their class alive): a class id is never reused then.
+  auto inserted = g_plans->emplace(tp, plan);
+  if (!inserted.second) {
+    for (RecordField& f : plan->fields) Py_DECREF(f.name);
+    delete plan;
+    plan = inserted.first->second;
+  } else {
+    Py_INCREF(reinterpret_cast<PyObject*>(tp));
+  }
+  g_last_plan.store(plan, std::memory_order_release);
+  return plan;
+}
+
 PyMethodDef kReflectionMethods[] = {{"_install_fields", InstallFields, METH_VARARGS, nullptr},
                                     {"_reflection", Reflection, METH_O, nullptr},
                                     {"_type_key_to_index", TypeKeyToIndex, METH_O, nullptr},
@@ -208,6 +318,53 @@ int ReflectedClass(int32_t index, PyObject** out) {
   if (cls == nullptr) return -1;
   *out = cls;  // the hook registered it: RegisterObjectClass holds a reference
   Py_DECREF(cls);
+  return 0;
+}
+
+int ConvertRecordArg(PyObject* obj, KFFIAny* out, CallContext* ctx, Py_ssize_t index) {
+  ctx->NotePythonRuns();
+  RecordPlan* plan = PlanOf(Py_TYPE(obj));
+  if (plan == nullptr) return -1;
+  KFFIObjectHandle h = nullptr;
+  if (plan->creator(&h) != 0) {
+    RaiseFromKFFIError(-1);
+    return -1;
+  }
+  for (const RecordField& rf : plan->fields) {
+    PyRef value(PyObject_GetAttr(obj, rf.name));
+    KFFIAny v;
+    if (!value || PyToOwnedAny(value.get(), &v) != 0) {
+      ReleaseObject(h);
+      return -1;
+    }
+    int rc = rf.field->setter(static_cast<char*>(h) + rf.field->offset, &v);
+    if (v.type_index >= kKFFIStaticObjectBegin) ReleaseObject(v.v_obj);
+    if (rc != 0) {
+      ReleaseObject(h);
+      // "cfg.alpha: expected float, got str (argument #0 of `f(...)`)"
+      KFFIObjectHandle err = nullptr;
+      KFFIErrorMoveFromRaised(&err);
+      std::string kind = "TypeError", message = "cannot be assigned";
+      if (err != nullptr) {
+        const KFFIErrorCell* cell = KFFIErrorGetCellPtr(err);
+        kind.assign(cell->kind.data, cell->kind.size);
+        message.assign(cell->message.data, cell->message.size);
+        ReleaseObject(err);
+      }
+      const ArgPlace place = ArgPlaceOf(ctx, index);
+      PyObject* exc = kind == "ValueError"    ? PyExc_ValueError
+                      : kind == "TypeError"   ? PyExc_TypeError
+                      : kind == "MemoryError" ? PyExc_MemoryError
+                                              : PyExc_RuntimeError;
+      std::string text = place.subject + rf.label + ": " + message + place.context;
+      PyErr_SetString(exc, text.c_str());
+      return -1;
+    }
+  }
+  out->type_index = static_cast<KFFIObject*>(h)->type_index;
+  out->zero_padding = 0;
+  out->v_obj = static_cast<KFFIObject*>(h);
+  ctx->KeepAlive(*out);
   return 0;
 }
 

@@ -72,6 +72,7 @@ KFFI_ABI_SIGNATURE(KFFIGetTypeInfo, const KFFITypeInfo* (*)(int32_t));
 // Reflection (added in 0.5).
 KFFI_ABI_SAME(KFFIFieldGetter, int (*)(void*, KFFIAny*));
 KFFI_ABI_SAME(KFFIFieldSetter, int (*)(void*, const KFFIAny*));
+KFFI_ABI_SAME(decltype(KFFITypeReflection::creator), int (*)(Handle*));
 KFFI_ABI_SIGNATURE(KFFITypeRegisterReflection, int (*)(const KFFITypeReflection*));
 KFFI_ABI_SIGNATURE(KFFIGetTypeReflection, const KFFITypeReflection* (*)(int32_t));
 KFFI_ABI_SIGNATURE(KFFIObjectFindField, int (*)(Handle, const ByteArray*, const KFFIFieldInfo**));

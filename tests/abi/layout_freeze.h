@@ -215,7 +215,7 @@ KFFI_ABI_FIELD(KFFIFieldInfo, setter, 64, 8);
 KFFI_ABI_TYPE(KFFIMethodInfo, 24, 8);
 KFFI_ABI_FIELD(KFFIMethodInfo, name, 0, 16);
 KFFI_ABI_FIELD(KFFIMethodInfo, method, 16, 8);
-KFFI_ABI_TYPE(KFFITypeReflection, 40, 8);
+KFFI_ABI_TYPE(KFFITypeReflection, 48, 8);
 KFFI_ABI_FIELD(KFFITypeReflection, type_index, 0, 4);
 KFFI_ABI_FIELD(KFFITypeReflection, flags, 4, 4);
 KFFI_ABI_FIELD(KFFITypeReflection, object_size, 8, 8);
@@ -223,6 +223,7 @@ KFFI_ABI_FIELD(KFFITypeReflection, num_fields, 16, 4);
 KFFI_ABI_FIELD(KFFITypeReflection, num_methods, 20, 4);
 KFFI_ABI_FIELD(KFFITypeReflection, fields, 24, 8);
 KFFI_ABI_FIELD(KFFITypeReflection, methods, 32, 8);
+KFFI_ABI_FIELD(KFFITypeReflection, creator, 40, 8);
 
 /* ---------------------------------------------------------------------------------------------
  * Environment

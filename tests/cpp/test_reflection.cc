@@ -48,6 +48,14 @@ KFFI_OBJECT_DEF(Vec2Obj)
 
 KFFI_OBJECT_DEF(Vec3Obj).field_rw("z", &Vec3Obj::z);
 
+class DefaultObj : public kffi::Object {
+ public:
+  KFFI_DECLARE_OBJECT_INFO("test.reflection.Default", DefaultObj, kffi::Object)
+  int64_t n = 42;
+};
+
+KFFI_OBJECT_DEF(DefaultObj).field_rw("n", &DefaultObj::n);
+
 KFFIByteArray Bytes(const char* s) { return KFFIByteArray{s, std::strlen(s)}; }
 
 std::string RaisedMessage() {
@@ -130,6 +138,19 @@ TEST(Reflection, GetAndSetThroughTheCApi) {
   KFFIAny got = GetField(base, "label");
   kffi::Any owned = kffi::details::AnyUnsafe::FromOwnedRaw(got);
   EXPECT_EQ(owned.cast<std::string>(), "a label longer than seven bytes");
+}
+
+TEST(Reflection, CreatorMakesADefaultObject) {
+  EXPECT_EQ(KFFIGetTypeReflection(Vec2Obj::RuntimeTypeIndex())->creator, nullptr);
+  const KFFITypeReflection* r = KFFIGetTypeReflection(DefaultObj::RuntimeTypeIndex());
+  ASSERT_NE(r, nullptr);
+  ASSERT_NE(r->creator, nullptr);
+  KFFIObjectHandle h = nullptr;
+  ASSERT_EQ(r->creator(&h), 0);
+  auto obj = kffi::details::ObjectUnsafe::FromOwnedHandle<DefaultObj>(h);
+  EXPECT_EQ(obj->type_index(), DefaultObj::RuntimeTypeIndex());
+  EXPECT_EQ(obj->n, 42);
+  EXPECT_EQ(obj->use_count(), 1u);
 }
 
 TEST(Reflection, MethodsTakeTheObjectFirst) {

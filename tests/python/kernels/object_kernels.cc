@@ -41,6 +41,26 @@ class PlanObj : public kffi::Object {
   int64_t tiles = 4;
 };
 
+// A configuration built from a Python record (dataclass / NamedTuple): default-constructible.
+class ConfigObj : public kffi::Object {
+ public:
+  KFFI_DECLARE_OBJECT_INFO("test.Config", ConfigObj, kffi::Object)
+  int64_t tile_m = 1;
+  int64_t tile_n = 1;
+  double alpha = 1.0;
+  double beta = 0.0;
+  kffi::String name{"default"};
+  int64_t fixed = 3;
+};
+
+KFFI_OBJECT_DEF(ConfigObj)
+    .field_rw("tile_m", &ConfigObj::tile_m)
+    .field_rw("tile_n", &ConfigObj::tile_n)
+    .field_rw("alpha", &ConfigObj::alpha)
+    .field_rw("beta", &ConfigObj::beta)
+    .field_rw("name", &ConfigObj::name)
+    .field_ro("fixed", &ConfigObj::fixed);
+
 KFFI_OBJECT_DEF(PointObj)
     .field_ro("x", &PointObj::x)
     .field_rw("y", &PointObj::y)
@@ -86,6 +106,18 @@ kffi::ObjectPtr<PlanObj> MakePlan(kffi::Tensor weight) {
 
 double PointX(kffi::ObjectPtr<PointObj> p) { return p->x; }
 
+double ConfigScore(kffi::ObjectPtr<ConfigObj> c) {
+  return double(c->tile_m * c->tile_n) * c->alpha + c->beta;
+}
+
+double ConfigScore4(int64_t tile_m, int64_t tile_n, double alpha, double beta) {
+  return double(tile_m * tile_n) * alpha + beta;
+}
+
+kffi::String ConfigName(kffi::ObjectPtr<ConfigObj> c) { return c->name; }
+
+kffi::ObjectPtr<ConfigObj> ConfigEcho(kffi::ObjectPtr<ConfigObj> c) { return c; }
+
 double Sum4(double a, double b, double c, double d) { return a + b + c + d; }
 
 }  // namespace
@@ -97,3 +129,7 @@ KFFI_EXPORT(make_points, MakePoints);
 KFFI_EXPORT(make_plan, MakePlan);
 KFFI_EXPORT(point_x, PointX);
 KFFI_EXPORT(sum4, Sum4);
+KFFI_EXPORT(config_score, ConfigScore);
+KFFI_EXPORT(config_score4, ConfigScore4);
+KFFI_EXPORT(config_name, ConfigName);
+KFFI_EXPORT(config_echo, ConfigEcho);

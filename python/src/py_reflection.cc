@@ -295,6 +295,34 @@ RecordPlan* PlanOf(PyTypeObject* tp) {
   return plan;
 }
 
+// A record field's value: exact int, float and bool inline (the common fields of a
+// configuration, with no conversion context), anything else through PyToOwnedAny.
+KFFI_INLINE int ScalarOrOwnedAny(PyObject* value, KFFIAny* out) {
+  out->zero_padding = 0;
+  PyTypeObject* tp = Py_TYPE(value);
+  if (tp == &PyFloat_Type) {
+    out->type_index = kKFFIFloat;
+    out->v_float64 = PyFloat_AS_DOUBLE(value);
+    return 0;
+  }
+  if (tp == &PyBool_Type) {
+    out->type_index = kKFFIBool;
+    out->v_int64 = value == Py_True ? 1 : 0;
+    return 0;
+  }
+  if (tp == &PyLong_Type) {
+    int overflow = 0;
+    long long v = PyLong_AsLongLongAndOverflow(value, &overflow);
+    if (overflow == 0 && !(v == -1 && PyErr_Occurred())) {
+      out->type_index = kKFFIInt;
+      out->v_int64 = v;
+      return 0;
+    }
+    PyErr_Clear();  // too large for int64: the general path names the problem
+  }
+  return PyToOwnedAny(value, out);
+}
+
 PyMethodDef kReflectionMethods[] = {{"_install_fields", InstallFields, METH_VARARGS, nullptr},
                                     {"_reflection", Reflection, METH_O, nullptr},
                                     {"_type_key_to_index", TypeKeyToIndex, METH_O, nullptr},
@@ -333,7 +361,7 @@ int ConvertRecordArg(PyObject* obj, KFFIAny* out, CallContext* ctx, Py_ssize_t i
   for (const RecordField& rf : plan->fields) {
     PyRef value(PyObject_GetAttr(obj, rf.name));
     KFFIAny v;
-    if (!value || PyToOwnedAny(value.get(), &v) != 0) {
+    if (!value || ScalarOrOwnedAny(value.get(), &v) != 0) {
       ReleaseObject(h);
       return -1;
     }

@@ -14,6 +14,7 @@ import os as _os
 from . import _core, _types, libinfo
 from ._error import Error, MissingKeyError, register_error
 from ._objects import Array, Dict, ErrorObject, Function, List, Map, Module, Object, Shape, Tensor
+from ._reflection import register_object, register_record
 from ._types import Device, dtype
 from .stream import get_current_stream, use_stream
 
@@ -102,6 +103,8 @@ __all__ = [
     "Map",
     "Module",
     "Object",
+    "register_object",
+    "register_record",
     "Shape",
     "Tensor",
     "dtype",

@@ -427,6 +427,8 @@ KFFI_NOINLINE int ConvertArgGeneral(PyObject* obj, KFFIAny* out, CallContext* ct
       ctx->KeepAlive(*out);
       return 0;
     }
+    case Kind::kRecord:
+      return ConvertRecordArg(obj, out, ctx, index);
     case Kind::kOpaque:
     default:
       break;

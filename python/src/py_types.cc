@@ -205,7 +205,7 @@ constexpr KindName kKindNames[] = {
     {"bytes", Kind::kBytes},         {"sequence", Kind::kSequence},
     {"mapping", Kind::kMapping},     {"callable", Kind::kCallable},
     {"stream", Kind::kStream},       {"jax_tracer", Kind::kJaxTracer},
-    {"tensor", Kind::kDLPackTensor},
+    {"tensor", Kind::kDLPackTensor}, {"record", Kind::kRecord},
 };
 
 /// Reads the classify hook's answer (kind, flags, from_dlpack, stream_hook) into info.

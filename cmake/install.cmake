@@ -40,6 +40,8 @@ set(_kffi_build_cmakedir "${PROJECT_BINARY_DIR}/lib/cmake/kffi")
 kffi_configure_package("${_kffi_build_cmakedir}" "${PROJECT_BINARY_DIR}/bin")
 configure_file("${PROJECT_SOURCE_DIR}/cmake/kffiHelpers.cmake"
                "${_kffi_build_cmakedir}/kffiHelpers.cmake" COPYONLY)
+configure_file("${PROJECT_SOURCE_DIR}/cmake/kffiTorch.cmake"
+               "${_kffi_build_cmakedir}/kffiTorch.cmake" COPYONLY)
 export(EXPORT kffiTargets NAMESPACE kffi:: FILE "${_kffi_build_cmakedir}/kffiTargets.cmake")
 
 # Installed: computed for a nominal prefix; only relative paths end up in the files.
@@ -52,6 +54,7 @@ install(EXPORT kffiTargets NAMESPACE kffi:: FILE kffiTargets.cmake
 install(FILES "${_kffi_install_stage}/${KFFI_INSTALL_CMAKEDIR}/kffiConfig.cmake"
               "${PROJECT_BINARY_DIR}/lib/cmake/kffi/kffiConfigVersion.cmake"
               "${PROJECT_SOURCE_DIR}/cmake/kffiHelpers.cmake"
+              "${PROJECT_SOURCE_DIR}/cmake/kffiTorch.cmake"
         DESTINATION "${KFFI_INSTALL_CMAKEDIR}")
 
 # ---- kffi-config -----------------------------------------------------------------------------

@@ -9,9 +9,11 @@
 # runtime a library bound to by looking symbols up the way the library did.
 file(GLOB KFFI_TVM_BRIDGE_SOURCES CONFIGURE_DEPENDS "${PROJECT_SOURCE_DIR}/src/tvm_bridge/*.cc")
 # The ELF reader and the code check are libkffi's internals, compiled in here too: the bridge reads
-# a runtime's file before it opens it, and calls only code (src/code_symbol.h).
-add_library(kffi_tvm SHARED ${KFFI_TVM_BRIDGE_SOURCES} "${PROJECT_SOURCE_DIR}/src/module_elf.cc"
-                            "${PROJECT_SOURCE_DIR}/src/code_symbol.cc")
+# a runtime's file before it opens it, and calls only code (src/core/code_symbol.h).
+add_library(kffi_tvm SHARED ${KFFI_TVM_BRIDGE_SOURCES}
+                            "${PROJECT_SOURCE_DIR}/src/module/module_elf.cc"
+                            "${PROJECT_SOURCE_DIR}/src/core/code_symbol.cc")
+target_include_directories(kffi_tvm PRIVATE "${PROJECT_SOURCE_DIR}/src")
 if(CMAKE_LIBRARY_OUTPUT_DIRECTORY)
   set(_kffi_tvm_dir "${CMAKE_LIBRARY_OUTPUT_DIRECTORY}")
 else()

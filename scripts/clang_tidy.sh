@@ -9,9 +9,10 @@ if [ ! -f "$BUILD/compile_commands.json" ]; then
   cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Debug -DCMAKE_EXPORT_COMPILE_COMMANDS=ON \
     >/dev/null
 fi
-# src/ for the runtime; the testing library, a contract library and the CPU example for the
-# public headers (kffi.h, export.h, contract*.h, containers) as kernel libraries use them.
-FILES=("$ROOT"/src/*.cc "$ROOT/tests/testing_lib/testing_lib.cc"
+# libkffi's sources (src/core, src/contract, src/module); the testing library, a contract library
+# and the CPU example for the public headers (kffi.h, export.h, contract*.h, containers) as
+# kernel libraries use them.
+FILES=("$ROOT"/src/{core,contract,module}/*.cc "$ROOT/tests/testing_lib/testing_lib.cc"
        "$ROOT/tests/module_libs/contractlib.cc" "$ROOT/examples/kernel_library/scale_cpu.cc")
 status=0
 for f in "${FILES[@]}"; do

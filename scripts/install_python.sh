@@ -17,5 +17,9 @@ python3 -c "import ml_dtypes" 2>/dev/null || "${PIP[@]}" ml_dtypes || echo "ml_d
 # The TVM-FFI anchors: bridge coexistence tests and the other direction (kffi -> tvm_ffi/jax).
 python3 -c "import tvm_ffi" 2>/dev/null || "${PIP[@]}" apache-tvm-ffi || echo "apache-tvm-ffi unavailable: its tests skip"
 python3 -c "import jax_tvm_ffi" 2>/dev/null || "${PIP[@]}" jax-tvm-ffi || echo "jax-tvm-ffi unavailable: its tests skip"
+# NVRTC (libnvrtc, no GPU needed): kffi.cuda compiles cubins and PTX with it (test_cuda_compile,
+# docs/runtime_compilation.md).
+python3 -m pip show -q nvidia-cuda-nvrtc >/dev/null 2>&1 \
+  || "${PIP[@]}" nvidia-cuda-nvrtc || echo "nvidia-cuda-nvrtc unavailable: the kffi.cuda tests skip"
 # No build isolation: the build tools above are used as installed (no network round trip).
 "${PIP[@]}" --no-build-isolation "$ROOT"

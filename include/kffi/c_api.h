@@ -20,7 +20,7 @@
  * Version. One source: the build, the Python package and the docs read these macros.
  * ------------------------------------------------------------------------------------------- */
 #define KFFI_VERSION_MAJOR 0
-#define KFFI_VERSION_MINOR 4
+#define KFFI_VERSION_MINOR 5
 #define KFFI_VERSION_PATCH 0
 /** The ABI version: bumped on any break of layout or behaviour (docs/abi.md). */
 #define KFFI_ABI_VERSION 1
@@ -273,6 +273,98 @@ KFFI_DLL int KFFITypeGetOrAllocIndex(const KFFIByteArray* type_key, int32_t stat
                                      int32_t* out_index);
 /** The type's information (borrowed, process lifetime), or NULL for an unknown index. */
 KFFI_DLL const KFFITypeInfo* KFFIGetTypeInfo(int32_t type_index);
+
+/* ---------------------------------------------------------------------------------------------
+ * Reflection: the fields and methods of an object type (added in 0.5). A library registers them
+ * once per type (kffi/reflection.h's KFFI_OBJECT_DEF does it at load); a language binding reads
+ * them to show an object's fields. Fields are read and written through the type's own getter and
+ * setter (compiled into the library that knows the C++ type), never as raw memory.
+ * ------------------------------------------------------------------------------------------- */
+
+/** KFFIFieldInfo.flags: the field may be assigned (setter is not NULL). Added in 0.5. */
+#define kKFFIFieldFlagWritable 1
+/** KFFITypeReflection.flags: instances compare and hash by their fields' values (structural
+ * equality) instead of by identity. Added in 0.5. */
+#define kKFFITypeFlagStructuralEq 1
+
+/** Reads the field at field (the object's address plus the field's offset) into *out (owned).
+ * 0, or -1 with the error raised. Added in 0.5. */
+typedef int (*KFFIFieldGetter)(void* field, KFFIAny* out);
+/** Assigns value (borrowed) to the field at field; a value of the wrong type is a TypeError
+ * "expected <type>, got <type>". 0, or -1 with the error raised. Added in 0.5. */
+typedef int (*KFFIFieldSetter)(void* field, const KFFIAny* value);
+
+/** One field of an object type. Added in 0.5. */
+typedef struct {
+  /** The field's name (UTF-8, not empty, unique in its type). */
+  KFFIByteArray name;
+  /** Byte offset of the field from the start of the object (the KFFIObject header). */
+  int64_t offset;
+  /** Size of the field in bytes: offset + size never passes the object's size. */
+  int64_t size;
+  /** The type index of the field's C++ type (kKFFIInt, kKFFIFloat, kKFFIStr, kKFFITensor, an
+   * object type's index, or kKFFIAny when it holds any value). */
+  int32_t type_index;
+  /** kKFFIFieldFlag* bits. */
+  int32_t flags;
+  /** The field's type as kffi spells it in signatures ("int", "float", "str", "Tensor",
+   * "test.Point"). */
+  KFFIByteArray type_str;
+  KFFIFieldGetter getter;
+  /** NULL unless flags has kKFFIFieldFlagWritable. */
+  KFFIFieldSetter setter;
+} KFFIFieldInfo;
+
+/** One method of an object type: a Function called with the object as its first argument. */
+typedef struct {
+  /** The method's name (UTF-8, not empty, unique in its type). */
+  KFFIByteArray name;
+  /** The Function (borrowed at registration; the registry keeps its own reference). */
+  KFFIObjectHandle method;
+} KFFIMethodInfo;
+
+/** The fields and methods a type declares (not those of its ancestors: a binding walks
+ * KFFITypeInfo.type_ancestors for those). Added in 0.5. */
+typedef struct {
+  int32_t type_index;
+  /** kKFFITypeFlag* bits. */
+  int32_t flags;
+  /** sizeof the C++ object type, header included: every field lies inside it. */
+  int64_t object_size;
+  int32_t num_fields;
+  int32_t num_methods;
+  const KFFIFieldInfo* fields;
+  const KFFIMethodInfo* methods;
+  /** Makes a default-constructed object of the type into *out (owned), or NULL when the type has
+   * no default constructor: a language binding builds an object from a record's fields with it
+   * (a Python dataclass passed where the object is expected). 0, or -1 with the error raised. */
+  int (*creator)(KFFIObjectHandle* out);
+} KFFITypeReflection;
+
+/** Registers the reflection of a dynamic type (info borrowed: the runtime copies it). Refused with
+ * a ValueError naming the type and the record: an unregistered or static type, a type key or a
+ * name that is not UTF-8, a field outside the object (offset before the end of the header, or
+ * offset + size past object_size), a missing getter, a setter that disagrees with the writable
+ * flag, an unknown flag, a duplicate name, a method that is not a Function, a type whose ancestor
+ * chain is inconsistent. Registering the same type again is accepted when the fields are the same
+ * (names, offsets, sizes, types and flags: a type whose header two libraries include), and a
+ * ValueError otherwise. Thread safe. Added in 0.5. */
+KFFI_DLL int KFFITypeRegisterReflection(const KFFITypeReflection* info);
+/** The reflection registered for type_index (borrowed, process lifetime), or NULL when none.
+ * Never fails. Added in 0.5. */
+KFFI_DLL const KFFITypeReflection* KFFIGetTypeReflection(int32_t type_index);
+/** Finds the field name (borrowed) of obj's type or of its nearest ancestor that declares it:
+ * *out_field (borrowed, process lifetime) or NULL when there is none. Added in 0.5. */
+KFFI_DLL int KFFIObjectFindField(KFFIObjectHandle obj, const KFFIByteArray* name,
+                                 const KFFIFieldInfo** out_field);
+/** Reads field name of obj (borrowed) into *out (owned); a field obj's type lacks is an
+ * AttributeError naming the type. Added in 0.5. */
+KFFI_DLL int KFFIObjectGetField(KFFIObjectHandle obj, const KFFIByteArray* name, KFFIAny* out);
+/** Assigns value (borrowed) to field name of obj (borrowed); a read-only or missing field is an
+ * AttributeError, a value of the wrong type a TypeError naming `<type key>.<field>`. Added in 0.5.
+ */
+KFFI_DLL int KFFIObjectSetField(KFFIObjectHandle obj, const KFFIByteArray* name,
+                                const KFFIAny* value);
 
 /* ---------------------------------------------------------------------------------------------
  * Functions

@@ -9,8 +9,8 @@
 // again from scratch, check by check in catalogue order, and raises the first failure with its
 // message (KFFIContractExplain, src/contract_explain.cc). Both runs accept exactly the same
 // arguments: they share their predicates (BindBits here, the others in src/contract_check.cc), and
-// tests/cpp/test_contract_fuzz.cc and the fuzzer tests/fuzz/contract_fuzzer.cc hold them to
-// agreeing on every input.
+// tests/cpp/contract/test_contract_fuzz.cc and the fuzzer tests/fuzz/contract_fuzzer.cc hold them
+// to agreeing on every input.
 #ifndef KFFI_CONTRACT_DETAILS_H_
 #define KFFI_CONTRACT_DETAILS_H_
 

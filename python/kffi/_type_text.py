@@ -68,7 +68,9 @@ def parse_type(text: str, _depth: int = 0) -> TypeNode:
     gives ``("", [])`` (read as Any), and so does an argument nested deeper than
     :data:`MAX_TYPE_DEPTH`."""
     text = text.strip() if isinstance(text, str) else ""
-    m = re.match(r"[A-Za-z_][A-Za-z0-9_]*\*?", text)
+    m = re.match(
+        r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*\*?", text
+    )  # object keys: a.B
     if not m:
         return ("", [])
     head, i = m.group(0), m.end()

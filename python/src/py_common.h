@@ -16,7 +16,7 @@
 #include <vector>
 
 namespace kffi {
-namespace py {
+namespace pyglue {
 
 /// A Python object that holds one strong reference to a kffi object (kffi.Object and every
 /// subclass: Function, Tensor, Array, Map, Module, ...).
@@ -163,6 +163,7 @@ enum class Kind : uint8_t {
   kStream,     // torch.cuda.Stream, CuPy streams, objects with __cuda_stream__
   kJaxTracer,  // a JAX tracer: cannot be passed to an eager call
   kCallable,
+  kRecord,  // a dataclass or NamedTuple declared to a kffi object type (__kffi_type__)
 };
 
 /// TypeInfo::flags.
@@ -512,6 +513,18 @@ int CallableToFunctionHandle(PyObject* callable, KFFIObjectHandle* out);
 /// it does not have: see py_object.cc); 0 or -1 with a Python error.
 int SetInternalAttr(PyObject* obj, const char* name, PyObject* value);
 
+// ---- reflected objects (py_reflection.cc) ---------------------------------------------------
+/// The class kffi/_reflection.py made and registered for a reflected type (index or an ancestor
+/// has fields) that has none: *out borrowed, or NULL when the type is not reflected. 0, or -1
+/// with a Python error set.
+int ReflectedClass(int32_t index, PyObject** out);
+/// Converts argument #index, a record (Kind::kRecord), into a new object of its kffi type: the
+/// type's creator, then each of the record's fields through the C++ field's setter; ctx keeps
+/// the object for the call. 0, or -1 with a Python error naming `param.field`.
+int ConvertRecordArg(PyObject* obj, KFFIAny* out, CallContext* ctx, Py_ssize_t index);
+/// Adds the reflection functions (_install_fields, _reflection, ...) to the module; 0 or -1.
+int InitReflection(PyObject* module);
+
 // ---- TVM-FFI libraries (py_tvm_bridge.cc) ------------------------------------------------------
 /// kffi.Object._install_tvm_bridge(owned_args, foreign_type): the addresses of libkffi_tvm's
 /// KFFITvmFunctionOwnedTensorArgs and KFFITvmForeignTypeInfo (private: kffi/_tvm.py calls it once
@@ -643,8 +656,10 @@ class CallEnvScope {
 /// Depth of explicit kffi.use_stream scopes on this thread (they win over stream pickup).
 extern thread_local int g_explicit_stream_depth;
 int InitEnv(PyObject* module);
+/// Adds kffi.cuda's launcher functions (py_cuda.cc).
+int InitCuda(PyObject* module);
 
-}  // namespace py
+}  // namespace pyglue
 }  // namespace kffi
 
 #endif  // KFFI_PYTHON_PY_COMMON_H_

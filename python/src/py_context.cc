@@ -2,7 +2,7 @@
 #include "py_common.h"
 
 namespace kffi {
-namespace py {
+namespace pyglue {
 
 struct CallContext::Extra {
   std::vector<DLTensor*> tensors;
@@ -123,5 +123,5 @@ PyObject* CallContext::TensorSourcesTuple() const {
   return tuple;
 }
 
-}  // namespace py
+}  // namespace pyglue
 }  // namespace kffi

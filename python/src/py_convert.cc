@@ -8,7 +8,7 @@
 #include "py_common.h"
 
 namespace kffi {
-namespace py {
+namespace pyglue {
 
 namespace {
 
@@ -427,6 +427,8 @@ KFFI_NOINLINE int ConvertArgGeneral(PyObject* obj, KFFIAny* out, CallContext* ct
       ctx->KeepAlive(*out);
       return 0;
     }
+    case Kind::kRecord:
+      return ConvertRecordArg(obj, out, ctx, index);
     case Kind::kOpaque:
     default:
       break;
@@ -628,5 +630,5 @@ PyObject* AnyViewToPy(const KFFIAny* view) {
   return AnyToPy(&owned, nullptr);
 }
 
-}  // namespace py
+}  // namespace pyglue
 }  // namespace kffi

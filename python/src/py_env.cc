@@ -3,7 +3,7 @@
 #include "py_common.h"
 
 namespace kffi {
-namespace py {
+namespace pyglue {
 
 thread_local int g_explicit_stream_depth = 0;
 
@@ -98,5 +98,5 @@ int InitEnv(PyObject*) {
   return 0;
 }
 
-}  // namespace py
+}  // namespace pyglue
 }  // namespace kffi

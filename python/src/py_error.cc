@@ -3,7 +3,7 @@
 #include "py_common.h"
 
 namespace kffi {
-namespace py {
+namespace pyglue {
 
 namespace {
 PyObject* ByteArrayToStr(const KFFIByteArray& b) {
@@ -316,5 +316,5 @@ PyObject* SetErrorHooks(PyObject*, PyObject* args) {
   Py_RETURN_NONE;
 }
 
-}  // namespace py
+}  // namespace pyglue
 }  // namespace kffi

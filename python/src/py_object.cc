@@ -7,7 +7,7 @@
 #include "structmember.h"
 
 namespace kffi {
-namespace py {
+namespace pyglue {
 
 namespace {
 
@@ -654,6 +654,11 @@ PyObject* WrapObject(KFFIObjectHandle owned) {
     if (foreign_ancestor == kKFFIFunction) index = kKFFIFunction;
   } else {
     cls = RegisteredClass(index);
+    // A reflected type without a class of its own gets one made (py_reflection.cc).
+    if (cls == nullptr && ReflectedClass(index, &cls) != 0) {
+      ReleaseObject(owned);
+      return nullptr;
+    }
     if (cls == nullptr && index >= kKFFIDynObjectBegin) {
       // A subclass of a registered type: use the nearest registered ancestor's class.
       const KFFITypeInfo* info = KFFIGetTypeInfo(index);
@@ -747,5 +752,5 @@ int InitObjectTypes(PyObject* module, State* state) {
   return 0;
 }
 
-}  // namespace py
+}  // namespace pyglue
 }  // namespace kffi

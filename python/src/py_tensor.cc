@@ -14,7 +14,7 @@
 #include "py_common.h"
 
 namespace kffi {
-namespace py {
+namespace pyglue {
 
 // ---- size checks (shared with py_tensor_object.cc) -------------------------------------------
 
@@ -808,5 +808,5 @@ PyObject* WrapTensor(KFFIObjectHandle owned, const CallContext* ctx) {
   return wrapped.release();
 }
 
-}  // namespace py
+}  // namespace pyglue
 }  // namespace kffi

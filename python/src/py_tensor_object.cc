@@ -11,7 +11,7 @@
 #include "py_common.h"
 
 namespace kffi {
-namespace py {
+namespace pyglue {
 
 // ---- kffi.Tensor helpers exposed to python/kffi/_objects.py ------------------------------------
 
@@ -217,5 +217,5 @@ int InitTensorSupport(PyObject* module) {
   return 0;
 }
 
-}  // namespace py
+}  // namespace pyglue
 }  // namespace kffi

@@ -14,7 +14,7 @@
 #include "py_common.h"
 
 namespace kffi {
-namespace py {
+namespace pyglue {
 
 namespace {
 
@@ -135,5 +135,5 @@ int OwnTensorArguments(uint64_t mask, PyObject* const* args, Py_ssize_t nargs, K
   return 0;
 }
 
-}  // namespace py
+}  // namespace pyglue
 }  // namespace kffi

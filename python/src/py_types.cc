@@ -7,7 +7,7 @@
 #include "py_common.h"
 
 namespace kffi {
-namespace py {
+namespace pyglue {
 
 State* g_state = nullptr;
 
@@ -205,7 +205,7 @@ constexpr KindName kKindNames[] = {
     {"bytes", Kind::kBytes},         {"sequence", Kind::kSequence},
     {"mapping", Kind::kMapping},     {"callable", Kind::kCallable},
     {"stream", Kind::kStream},       {"jax_tracer", Kind::kJaxTracer},
-    {"tensor", Kind::kDLPackTensor},
+    {"tensor", Kind::kDLPackTensor}, {"record", Kind::kRecord},
 };
 
 /// Reads the classify hook's answer (kind, flags, from_dlpack, stream_hook) into info.
@@ -409,5 +409,5 @@ PyObject* OverrideExchangeAPI(PyObject*, PyObject* args) {
   Py_RETURN_NONE;
 }
 
-}  // namespace py
+}  // namespace pyglue
 }  // namespace kffi

@@ -34,13 +34,13 @@
 #include <string>
 #include <vector>
 
-#include "../code_symbol.h"
-#include "../module_elf.h"
-#include "../tvm_bridge_api.h"
-#include "bridge_internal.h"
+#include "core/code_symbol.h"
+#include "module/module_elf.h"
+#include "tvm_bridge/bridge_internal.h"
+#include "tvm_bridge/tvm_bridge_api.h"
 
 namespace kffi {
-namespace tvm_bridge {
+namespace tvmglue {
 namespace {
 
 using details::ElfExports;
@@ -663,33 +663,33 @@ int RaiseCurrentException() noexcept {
   return -1;
 }
 
-}  // namespace tvm_bridge
+}  // namespace tvmglue
 }  // namespace kffi
 
 extern "C" {
 
 __attribute__((visibility("default"))) const kffi::details::TvmBridgeApi* KFFITvmBridgeGetApi(
     void) {
-  return &kffi::tvm_bridge::kApi;
+  return &kffi::tvmglue::kApi;
 }
 
 /// For kffi/_tvm.py: the path of the installed apache-tvm-ffi's libtvm_ffi.so, loaded (global)
 /// when a library must run on it and none is loaded yet (KFFI_TVM_RUNTIME, when set, wins).
 __attribute__((visibility("default"))) void KFFITvmSetInstalledRuntime(const char* path) {
-  kffi::tvm_bridge::InstalledRuntime* installed = kffi::tvm_bridge::InstalledRuntime::Get();
+  kffi::tvmglue::InstalledRuntime* installed = kffi::tvmglue::InstalledRuntime::Get();
   std::lock_guard<std::mutex> lock(installed->mutex);
   installed->path = path != nullptr ? path : "";
 }
 
 /// For kffi/_tvm.py: whether a libtvm_ffi is loaded (1) or not (0).
 __attribute__((visibility("default"))) int KFFITvmRealRuntimeLoaded(void) {
-  return kffi::tvm_bridge::FindLoadedRealRuntime(false) != nullptr ? 1 : 0;
+  return kffi::tvmglue::FindLoadedRealRuntime(false) != nullptr ? 1 : 0;
 }
 
 /// For kffi/_tvm.py: registers `kffi.object_from_address` in the loaded libtvm_ffi's global
 /// registry (once). 0, or -1 with "Kind: message" in err.
 __attribute__((visibility("default"))) int KFFITvmInstall(char* err, size_t err_size) {
-  using namespace kffi::tvm_bridge;  // NOLINT
+  using namespace kffi::tvmglue;  // NOLINT
   static std::mutex mutex;
   static bool done = false;
   std::lock_guard<std::mutex> lock(mutex);
@@ -726,7 +726,7 @@ __attribute__((visibility("default"))) int KFFITvmInstall(char* err, size_t err_
 /// "Kind: message" in err.
 __attribute__((visibility("default"))) int KFFITvmExportObject(void* obj, void** out, char* err,
                                                                size_t err_size) {
-  using namespace kffi::tvm_bridge;  // NOLINT
+  using namespace kffi::tvmglue;  // NOLINT
   try {
     auto* o = static_cast<KFFIObject*>(obj);
     const RealRuntime* real = FindLoadedRealRuntime(false);

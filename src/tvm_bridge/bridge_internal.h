@@ -8,10 +8,10 @@
 #include <string_view>
 #include <vector>
 
-#include "../module_elf.h"
+#include "module/module_elf.h"
 
 namespace kffi {
-namespace tvm_bridge {
+namespace tvmglue {
 
 /// TVM-FFI's type record (TVMFFITypeInfo), by layout: what TVMFFIGetTypeInfo returns in either
 /// runtime (the shim builds them from kffi's registry).
@@ -158,7 +158,7 @@ bool TryConvertMetadata(const std::string& name, const std::string& tvm_metadata
 /// Sets the calling thread's kffi error from the exception being handled; returns -1.
 int RaiseCurrentException() noexcept;
 
-}  // namespace tvm_bridge
+}  // namespace tvmglue
 }  // namespace kffi
 
 #endif  // KFFI_SRC_TVM_BRIDGE_BRIDGE_INTERNAL_H_

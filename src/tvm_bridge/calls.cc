@@ -29,11 +29,11 @@
 #include <utility>
 #include <vector>
 
-#include "../runtime_internal.h"
-#include "bridge_internal.h"
+#include "core/runtime_internal.h"
+#include "tvm_bridge/bridge_internal.h"
 
 namespace kffi {
-namespace tvm_bridge {
+namespace tvmglue {
 namespace {
 
 using details::NewRuntimeObject;
@@ -615,5 +615,5 @@ KFFIObjectHandle WrapKffiFunctionForForeign(KFFIObjectHandle func, const RealRun
   return NewRuntimeObject<KffiCallable>(kKFFIFunction, &KffiEntry, func, real);
 }
 
-}  // namespace tvm_bridge
+}  // namespace tvmglue
 }  // namespace kffi

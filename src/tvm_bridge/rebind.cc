@@ -30,10 +30,10 @@
 #include <mutex>
 #include <vector>
 
-#include "bridge_internal.h"
+#include "tvm_bridge/bridge_internal.h"
 
 namespace kffi {
-namespace tvm_bridge {
+namespace tvmglue {
 namespace {
 
 struct Range {
@@ -138,5 +138,5 @@ bool RedirectImports(void* handle, const details::ElfExports& elf,
   return true;
 }
 
-}  // namespace tvm_bridge
+}  // namespace tvmglue
 }  // namespace kffi

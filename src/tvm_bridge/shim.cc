@@ -20,13 +20,13 @@
 #include <string_view>
 #include <vector>
 
-#include "bridge_internal.h"
+#include "tvm_bridge/bridge_internal.h"
 
 // ---- the TVM-FFI C types this file needs, by layout (the ABI document is the reference)
 // ----------
 namespace {
 
-using kffi::tvm_bridge::TvmTypeInfo;
+using kffi::tvmglue::TvmTypeInfo;
 
 struct TvmVersion {
   uint32_t major;
@@ -341,7 +341,7 @@ SHIM int TVMFFIEnvTensorAlloc(DLTensor* prototype, KFFIObjectHandle* out) {
         std::move(kffi::details::ObjectUnsafe::RefData(t)));
     return 0;
   }
-  KFFI_CATCH_ALL { return kffi::tvm_bridge::RaiseCurrentException(); }
+  KFFI_CATCH_ALL { return kffi::tvmglue::RaiseCurrentException(); }
 }
 SHIM int TVMFFIEnvCheckSignals(void) { return KFFIEnvCheckSignals(); }
 // Symbols for a runtime's own generated code (C API tables, context symbols): nothing in kffi
@@ -409,7 +409,7 @@ SHIM int TVMFFIHandleDeinitOnce(void** handle_addr, int (*deinit_func)(void* han
 #undef SHIM
 
 namespace kffi {
-namespace tvm_bridge {
+namespace tvmglue {
 
 const std::vector<std::string_view>& ShimCoveredFunctions() {
   static const std::vector<std::string_view>* names = [] {
@@ -466,5 +466,5 @@ const std::vector<std::string_view>& ShimCoveredFunctions() {
   return *names;
 }
 
-}  // namespace tvm_bridge
+}  // namespace tvmglue
 }  // namespace kffi

@@ -17,10 +17,10 @@
 #include <mutex>
 #include <utility>
 
-#include "bridge_internal.h"
+#include "tvm_bridge/bridge_internal.h"
 
 namespace kffi {
-namespace tvm_bridge {
+namespace tvmglue {
 namespace {
 
 // The runtime each library the bridge opened is bound to, by load bias (link_map::l_addr): which
@@ -145,7 +145,7 @@ bool ForeignTypeOf(const KFFIObject* obj, ForeignType* out) {
   return true;
 }
 
-}  // namespace tvm_bridge
+}  // namespace tvmglue
 }  // namespace kffi
 
 extern "C" {
@@ -156,8 +156,8 @@ extern "C" {
 /// framework tensors there as owning Tensors. 0 for any other function.
 __attribute__((visibility("default"))) int KFFITvmFunctionOwnedTensorArgs(void* func,
                                                                           uint64_t* owned) {
-  kffi::tvm_bridge::OwnedTensorMask mask = 0;
-  if (owned == nullptr || !kffi::tvm_bridge::ForeignTensorParams(func, &mask)) return 0;
+  kffi::tvmglue::OwnedTensorMask mask = 0;
+  if (owned == nullptr || !kffi::tvmglue::ForeignTensorParams(func, &mask)) return 0;
   *owned = mask;
   return 1;
 }
@@ -169,9 +169,9 @@ __attribute__((visibility("default"))) int KFFITvmFunctionOwnedTensorArgs(void* 
 /// at least). 0 when kffi's registry (which libraries bound to the shim share) describes it.
 __attribute__((visibility("default"))) int KFFITvmForeignTypeInfo(void* obj, KFFIByteArray* key,
                                                                   int32_t* static_ancestor) {
-  kffi::tvm_bridge::ForeignType type;
+  kffi::tvmglue::ForeignType type;
   if (obj == nullptr || key == nullptr || static_ancestor == nullptr ||
-      !kffi::tvm_bridge::ForeignTypeOf(static_cast<KFFIObject*>(obj), &type)) {
+      !kffi::tvmglue::ForeignTypeOf(static_cast<KFFIObject*>(obj), &type)) {
     return 0;
   }
   *key = type.key;

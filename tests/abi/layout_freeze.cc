@@ -69,6 +69,15 @@ KFFI_ABI_SIGNATURE(KFFITypeKeyToIndex, int (*)(const ByteArray*, int32_t*));
 KFFI_ABI_SIGNATURE(KFFITypeGetOrAllocIndex,
                    int (*)(const ByteArray*, int32_t, int32_t, int32_t, int32_t*));
 KFFI_ABI_SIGNATURE(KFFIGetTypeInfo, const KFFITypeInfo* (*)(int32_t));
+// Reflection (added in 0.5).
+KFFI_ABI_SAME(KFFIFieldGetter, int (*)(void*, KFFIAny*));
+KFFI_ABI_SAME(KFFIFieldSetter, int (*)(void*, const KFFIAny*));
+KFFI_ABI_SAME(decltype(KFFITypeReflection::creator), int (*)(Handle*));
+KFFI_ABI_SIGNATURE(KFFITypeRegisterReflection, int (*)(const KFFITypeReflection*));
+KFFI_ABI_SIGNATURE(KFFIGetTypeReflection, const KFFITypeReflection* (*)(int32_t));
+KFFI_ABI_SIGNATURE(KFFIObjectFindField, int (*)(Handle, const ByteArray*, const KFFIFieldInfo**));
+KFFI_ABI_SIGNATURE(KFFIObjectGetField, int (*)(Handle, const ByteArray*, KFFIAny*));
+KFFI_ABI_SIGNATURE(KFFIObjectSetField, int (*)(Handle, const ByteArray*, const KFFIAny*));
 KFFI_ABI_SIGNATURE(KFFIFunctionCreate, int (*)(void*, KFFISafeCallType, OpaqueDeleter, Handle*));
 KFFI_ABI_SIGNATURE(KFFIFunctionCall, int (*)(Handle, const KFFIAny*, int32_t, KFFIAny*));
 KFFI_ABI_SIGNATURE(KFFIFunctionSetGlobal, int (*)(const ByteArray*, Handle, int));

@@ -200,6 +200,31 @@ KFFI_ABI_FIELD(KFFITypeInfo, type_depth, 4, 4);
 KFFI_ABI_FIELD(KFFITypeInfo, type_key, 8, 16);
 KFFI_ABI_FIELD(KFFITypeInfo, type_ancestors, 24, 8);
 
+/* Reflection (added in 0.5). */
+KFFI_ABI_VALUE(kKFFIFieldFlagWritable, 1);
+KFFI_ABI_VALUE(kKFFITypeFlagStructuralEq, 1);
+KFFI_ABI_TYPE(KFFIFieldInfo, 72, 8);
+KFFI_ABI_FIELD(KFFIFieldInfo, name, 0, 16);
+KFFI_ABI_FIELD(KFFIFieldInfo, offset, 16, 8);
+KFFI_ABI_FIELD(KFFIFieldInfo, size, 24, 8);
+KFFI_ABI_FIELD(KFFIFieldInfo, type_index, 32, 4);
+KFFI_ABI_FIELD(KFFIFieldInfo, flags, 36, 4);
+KFFI_ABI_FIELD(KFFIFieldInfo, type_str, 40, 16);
+KFFI_ABI_FIELD(KFFIFieldInfo, getter, 56, 8);
+KFFI_ABI_FIELD(KFFIFieldInfo, setter, 64, 8);
+KFFI_ABI_TYPE(KFFIMethodInfo, 24, 8);
+KFFI_ABI_FIELD(KFFIMethodInfo, name, 0, 16);
+KFFI_ABI_FIELD(KFFIMethodInfo, method, 16, 8);
+KFFI_ABI_TYPE(KFFITypeReflection, 48, 8);
+KFFI_ABI_FIELD(KFFITypeReflection, type_index, 0, 4);
+KFFI_ABI_FIELD(KFFITypeReflection, flags, 4, 4);
+KFFI_ABI_FIELD(KFFITypeReflection, object_size, 8, 8);
+KFFI_ABI_FIELD(KFFITypeReflection, num_fields, 16, 4);
+KFFI_ABI_FIELD(KFFITypeReflection, num_methods, 20, 4);
+KFFI_ABI_FIELD(KFFITypeReflection, fields, 24, 8);
+KFFI_ABI_FIELD(KFFITypeReflection, methods, 32, 8);
+KFFI_ABI_FIELD(KFFITypeReflection, creator, 40, 8);
+
 /* ---------------------------------------------------------------------------------------------
  * Environment
  * ------------------------------------------------------------------------------------------- */

@@ -17,7 +17,7 @@
 #include <variant>
 #include <vector>
 
-#include "contract_test_util.h"
+#include "contract/contract_test_util.h"
 
 namespace {
 

@@ -7,7 +7,8 @@
 // chosen ways (tests/fuzz/contract_model.h's generator, fed by the input's bytes): the kernel's
 // inline check (FastRun), the runtime's explaining check and the reference model must agree on
 // pass or fail, the failing op and the check, and the public Check must raise exactly the
-// explained failure. tests/cpp/test_contract_fuzz.cc runs the same judges on fixed contracts.
+// explained failure. tests/cpp/contract/test_contract_fuzz.cc runs the same judges on fixed
+// contracts.
 #include <kffi/contract.h>
 #include <kffi/error.h>
 
@@ -20,7 +21,7 @@
 #include <string_view>
 #include <vector>
 
-#include "../cpp/contract_test_util.h"
+#include "../cpp/contract/contract_test_util.h"
 #include "contract_model.h"
 
 namespace {

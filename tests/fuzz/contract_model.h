@@ -2,7 +2,7 @@
 // the checks written from the catalogue's definition (over the syntax tree, not the plan), a
 // generator of calls that pass or fail in chosen ways, and the agreement check of the three
 // judges: the kernel's inline check (FastRun), the runtime's explaining check (Explain) and the
-// model. Used by tests/cpp/test_contract_fuzz.cc (seeded random calls) and
+// model. Used by tests/cpp/contract/test_contract_fuzz.cc (seeded random calls) and
 // tests/fuzz/contract_fuzzer.cc (libFuzzer-driven contracts and calls).
 #ifndef KFFI_TESTS_FUZZ_CONTRACT_MODEL_H_
 #define KFFI_TESTS_FUZZ_CONTRACT_MODEL_H_
@@ -19,7 +19,7 @@
 #include <utility>
 #include <vector>
 
-#include "contract_internal.h"  // src/: the syntax tree and the explaining check
+#include "contract/contract_internal.h"  // src/: the syntax tree and the explaining check
 
 namespace kffi_contract_model {
 

@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <string>
 
-#include "module_elf.h"
+#include "module/module_elf.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   kffi::details::ElfExports e = kffi::details::ReadElfExportsFromMemory(data, size);

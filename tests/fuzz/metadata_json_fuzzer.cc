@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "param_names.h"
+#include "module/param_names.h"
 
 namespace {
 

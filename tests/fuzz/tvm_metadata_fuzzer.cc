@@ -11,7 +11,7 @@
 #include <cstdint>
 #include <string>
 
-#include "json_writer.h"
+#include "core/json_writer.h"
 #include "tvm_bridge/bridge_internal.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -22,7 +22,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string wrapped = w.Take();
   for (const std::string* input : {&text, &wrapped}) {
     std::string out, why;
-    if (kffi::tvm_bridge::TryConvertMetadata("f", *input, "doc", &out, &why)) {
+    if (kffi::tvmglue::TryConvertMetadata("f", *input, "doc", &out, &why)) {
       if (!out.empty() && out.compare(0, 14, "{\"name\":\"f\",\"p") != 0) __builtin_trap();
     } else if (why.empty()) {
       __builtin_trap();  // a refusal always says why
@@ -31,7 +31,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // The throwing entry point the loader uses, on one input in 64 (exceptions are slow).
   if (size > 0 && data[0] % 64 == 0) {
     try {
-      kffi::tvm_bridge::ConvertMetadata("f", text, "");
+      kffi::tvmglue::ConvertMetadata("f", text, "");
     } catch (const kffi::Error& e) {
       if (e.kind() != "ValueError" || e.message().find("function `f`") == std::string::npos) {
         __builtin_trap();

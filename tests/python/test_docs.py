@@ -177,6 +177,18 @@ sys.modules["__docs__"] = page_module
 namespace = page_module.__dict__
 sys.path.insert(0, os.getcwd())
 ran = 0
+# The page's Python as a source file (by line), so that tools reading a function's source find it
+# as they would in the user's file (inspect.getsource: Triton's @jit, torch.compile's messages).
+import linecache
+page_lines = {}
+for b in blocks:
+    if b["lang"] == "python" and not b["file"]:
+        lines = page_lines.setdefault(b["page"], [])
+        code = b["code"].splitlines(True)
+        lines.extend(["\n"] * max(0, b["line"] - 1 + len(code) - len(lines)))
+        lines[b["line"] - 1 : b["line"] - 1 + len(code)] = code
+for page, lines in page_lines.items():
+    linecache.cache[page] = (sum(map(len, lines)), None, lines, page)
 
 def config(flag):
     out = subprocess.run(["kffi-config", flag], check=True, capture_output=True, text=True)
@@ -324,7 +336,7 @@ def test_quotes_of_examples_are_verbatim():
 
 # Where contract messages are built: the inline check's headers and the runtime's contract sources.
 CONTRACT_SOURCES = sorted((REPO / "include" / "kffi").glob("contract*.h")) + sorted(
-    (REPO / "src").glob("contract*.*")
+    (REPO / "src" / "contract").glob("contract*.*")
 )
 CATALOGUE = DOCS / "contracts.md"
 # Messages the code can emit only through a bug in kffi (with why), so the page does not show them.
@@ -375,18 +387,12 @@ def cpp_contract_messages() -> set[str]:
 
 
 def python_contract_messages() -> set[str]:
-    """The longest fixed piece of each message python/kffi/contract/_compile.py raises, and the shape
-    evaluator it re-exports (kffi.contract._abstract.eval_shape_rpn and its helper)."""
-    trees = [ast.parse((REPO / "python" / "kffi" / "contract" / "_compile.py").read_text())]
-    abstract = ast.parse((REPO / "python" / "kffi" / "contract" / "_abstract.py").read_text())
-    trees += [
-        f
-        for f in abstract.body
-        if isinstance(f, ast.FunctionDef) and f.name in ("eval_shape_rpn", "_symbol_value")
-    ]
-    assert len(trees) == 3, "kffi.contract._abstract has no eval_shape_rpn/_symbol_value"
+    """The longest fixed piece of each message python/kffi/contract/_compile.py raises, and those
+    of the shape evaluator it re-exports (kffi.contract._abstract.eval_shape_rpn, whose messages
+    _core's PyRpnDomain builds in python/src/core_module.cc)."""
+    tree = ast.parse((REPO / "python" / "kffi" / "contract" / "_compile.py").read_text())
     found = set()
-    for node in (n for tree in trees for n in ast.walk(tree)):
+    for node in ast.walk(tree):
         if not (isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call) and node.exc.args):
             continue
         arg = node.exc.args[0]
@@ -399,7 +405,19 @@ def python_contract_messages() -> set[str]:
         best = max(parts, key=len, default="")
         if len(best.strip()) >= 6:
             found.add(best)
-    return found
+    core = (REPO / "python" / "src" / "core_module.cc").read_text()
+    start = core.index("class PyRpnDomain")
+    region = core[start : core.index("/// An owned copy of a stored value", start)]
+    literal = re.compile(r"\"((?:[^\"\\]|\\.)*)\"")
+    evaluator = set()
+    for m in re.finditer(r"\bFail\(", region):
+        statement = region[m.end() : region.index(";", m.end())]
+        parts = [_cpp_literal(s) for s in literal.findall(statement)]
+        best = max(parts, key=len, default="")
+        if len(best.strip()) >= 6:
+            evaluator.add(best)
+    assert len(evaluator) >= 8, f"core_module.cc's PyRpnDomain has no messages: {evaluator}"
+    return found | evaluator
 
 
 def runtime_checks() -> list[str]:

@@ -10,7 +10,7 @@ and a thread-local variable. The guard: the ELF reader classifies each symbol fr
 (type and section) before dlopen, so a function symbol outside every executable section refuses
 the load naming it, a metadata symbol that is a string is read as that text, and any other data
 is an error naming the symbol; and every address kffi calls through passes one check that it
-lies in an executable segment (src/code_symbol.h), which catches what the dynamic loader
+lies in an executable segment (src/core/code_symbol.h), which catches what the dynamic loader
 resolved at run time (an indirect function).
 
 Each role loads its libraries in a fresh process with a timeout: before the guard, reading the

@@ -244,3 +244,53 @@ def test_metadata_without_structured_contract():
     assert not A.has_structured_contract(None)
     with pytest.raises(ContractError, match="no structured contract"):
         A.output_specs(old)
+
+
+# ---- the evaluator is C++ (kffi/shape_rpn_details.h through _core): Python's words, exactly -------
+
+
+@pytest.mark.parametrize(
+    "tokens, symbols, message",
+    [
+        (["n", "+"], {"n": 5}, "w: operator '+' needs two operands in ['n', '+']"),
+        (["n", 0, "//"], {"n": 5}, "w: division by zero in ['n', 0, '//'] with {'n': 5}"),
+        ((1 << 63,), {}, "w: int64 overflow in (9223372036854775808,) with {}"),
+        (["n"], {"n": 1 << 64}, "w: int64 overflow in ['n'] with {'n': 18446744073709551616}"),
+        (["n"], {"n": True}, "w: symbol 'n' is bound to True, not an integer"),
+        (["n"], {"n": 2.0}, "w: symbol 'n' is bound to 2.0, not an integer"),
+        (["k"], {}, "w: symbol 'k' is not bound by any input (bound: none)"),
+        (["n", "m"], {"n": 1, "m": 2}, "w: ['n', 'm'] leaves 2 values instead of one"),
+    ],
+)
+def test_eval_rpn_messages_are_exact(tokens, symbols, message):
+    with pytest.raises(ContractError) as e:
+        A.eval_shape_rpn(tokens, symbols, what="w")
+    assert str(e.value) == message
+
+
+def test_eval_rpn_reads_numpy_ints_and_python_floor_semantics():
+    np = pytest.importorskip("numpy")
+    assert A.eval_shape_rpn(["n", 2, "*"], {"n": np.int64(4)}) == 8
+    assert type(A.eval_shape_rpn(["n"], {"n": np.int32(3)})) is int
+    assert A.eval_shape_rpn([-7, 2, "//"], {}) == -4 and A.eval_shape_rpn([-7, 2, "%"], {}) == 1
+    assert A.eval_shape_rpn([7, -2, "%"], {}) == -1
+
+
+def test_eval_rpn_passes_a_symbolic_value_s_own_error_through():
+    class Bad:
+        def __mul__(self, other):
+            raise ArithmeticError("no products here")
+
+    with pytest.raises(ArithmeticError, match="no products here"):
+        A.eval_shape_rpn(["n", 2, "*"], {"n": Bad()})
+
+
+def test_eval_rpn_reads_the_tokens_given_even_when_an_operator_changes_the_list():
+    tokens = ["n", 2, "*", 3, "+"]
+
+    class Clears:
+        def __mul__(self, other):
+            tokens.clear()  # Python code running mid-evaluation: no stale read, no crash
+            return 10
+
+    assert A.eval_shape_rpn(tokens, {"n": Clears()}) == 13

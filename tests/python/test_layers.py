@@ -20,7 +20,8 @@ PKG = Path(__file__).resolve().parents[2] / "python" / "kffi"
 # a module may import from its own layer and those below it.
 LAYERS = [
     ("base", {"_core", "_lazy", "_type_text", "libinfo", "config", "typing"}),
-    ("runtime", {"runtime"}),
+    # _reflection: at the top level because the extension imports it by that name.
+    ("runtime", {"runtime", "_reflection"}),
     # kffi.cpp and kffi.aot are the public names of build/cpp.py and build/aot.py.
     ("build", {"build", "cpp", "aot"}),
     ("contract", {"contract"}),

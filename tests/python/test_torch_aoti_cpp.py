@@ -1,11 +1,12 @@
 """tests/python/test_torch_aoti_cpp.py: a C++ program with no Python runs an AOTInductor package
-(.pt2) of a model with kffi ops, after kffi::torch::RegisterOps registers them from the manifest
-kffi.torch.save_ops wrote; without the registration it fails with torch's clear error.
+(.pt2) of a model with kffi ops, after kffi::torch::RegisterOps registers them from the loaded
+kffi library (RegisterOps(module, ns)) or from the manifest kffi.torch.save_ops wrote; without the
+registration kffi::torch::CheckPackage names the missing ops.
 
-The runner (examples/torch_aoti/runner.cc, shown by docs/deploy.md) is built as that page says,
-with the flags of ``python -m kffi.torch --cxxflags`` and ``--ldflags``, and cached in kffi's
-build cache, keyed by its source, the flags (which name the glue library by its hash) and the
-compiler, so only a cold run compiles it (about a minute on a 2-core host). The
+The runner (examples/torch_aoti/runner.cc) is built with its CMakeLists.txt (find_package(Torch),
+find_package(kffi), kffi::torch), as docs/deploy.md shows, and cached in kffi's build cache,
+keyed by its sources, kffi's CMake package, the glue library, torch's version and the compiler,
+so only a cold run configures and compiles it (about a minute and a half on a 2-core host). The
 CPU package is test_torch_export.py's (cached there too). The CUDA variant packages its own model
 and is skipped without a CUDA torch and nvcc."""
 
@@ -32,7 +33,8 @@ from torch_export_cases import NAMESPACE, eager, library
 from torch_support import tk  # noqa: F401  (tests/python/torch_kernels.cc, loaded)
 
 HERE = Path(__file__).resolve().parent
-RUNNER_SOURCE = HERE.parent.parent / "examples" / "torch_aoti" / "runner.cc"
+EXAMPLE = HERE.parent.parent / "examples" / "torch_aoti"
+RUNNER_SOURCE = EXAMPLE / "runner.cc"
 TORCH_INCLUDE = Path(torch.__file__).parent / "include"
 
 
@@ -45,28 +47,61 @@ def _compiler():
     return exe
 
 
+def _cmake():
+    exe = shutil.which("cmake")
+    if exe is None:
+        pytest.skip("needs cmake")
+    return exe
+
+
 @pytest.fixture(scope="module")
 def runner() -> Path:
-    cxx = _compiler()
-    cxxflags = kffi.torch.cpp_flags(link=False)
-    ldflags = kffi.torch.cpp_flags(compile=False)
+    """examples/torch_aoti built with CMake against the torch wheel's libtorch and kffi::torch."""
+    import torch.utils
+    from kffi import libinfo
+    from kffi.torch import _glue
+
+    cxx, cmake = _compiler(), _cmake()
     version = subprocess.run([cxx, "--version"], capture_output=True, text=True).stdout
+    cmake_files = sorted(Path(libinfo.cmake_dir()).glob("*.cmake"))
     key = hashlib.sha256(
-        "\0".join([RUNNER_SOURCE.read_text(), cxx, version, *cxxflags, *ldflags]).encode()
+        "\0".join(
+            [
+                RUNNER_SOURCE.read_text(),
+                (EXAMPLE / "CMakeLists.txt").read_text(),
+                *(f.read_text() for f in cmake_files),
+                _glue.glue().name,
+                torch.__version__,
+                cxx,
+                version,
+            ]
+        ).encode()
     ).hexdigest()[:16]
     path = Path(kffi.cpp.cache_dir()) / "aoti_runner" / f"torch_aoti_runner_{key}"
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f"{path.name}.{os.getpid()}.partial")
-        obj = tmp.with_suffix(".o")
-        for cmd in (
-            [cxx, "-O1", "-c", str(RUNNER_SOURCE), "-o", str(obj), *cxxflags],
-            [cxx, str(obj), "-o", str(tmp), *ldflags],
-        ):
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-            assert proc.returncode == 0, proc.stderr[-4000:]
-        obj.unlink()
-        tmp.replace(path)  # atomic: a killed build leaves nothing behind
+        build = path.with_name(f"{path.name}.{os.getpid()}.build")
+        try:
+            for cmd in (
+                [
+                    cmake,
+                    "-S",
+                    str(EXAMPLE),
+                    "-B",
+                    str(build),
+                    f"-DCMAKE_CXX_COMPILER={cxx}",
+                    "-DCMAKE_BUILD_TYPE=Release",
+                    f"-DCMAKE_PREFIX_PATH={torch.utils.cmake_prefix_path}",
+                    f"-Dkffi_DIR={libinfo.cmake_dir()}",
+                    f"-DPython3_EXECUTABLE={sys.executable}",
+                ],
+                [cmake, "--build", str(build), "-j2"],
+            ):
+                proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+                assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+            (build / "runner").replace(path)  # atomic: a killed build leaves no runner behind
+        finally:
+            shutil.rmtree(build, ignore_errors=True)
     return path
 
 
@@ -93,6 +128,7 @@ def outputs(proc) -> list:
 
 
 def test_runner_has_no_python(runner):
+    # Built by CMake with kffi::torch: libkffi, libtorch and the glue, and no libpython.
     ldd = subprocess.run(["ldd", str(runner)], capture_output=True, text=True, check=True).stdout
     assert "libkffi" in ldd and "libtorch_cpu" in ldd and "kffi_torch_dispatch" in ldd
     assert "libpython" not in ldd
@@ -109,10 +145,30 @@ def test_cpp_runner_matches_eager(runner, manifest, package, tmp_path, n):  # no
     assert outputs(proc) == pytest.approx(eager(torch.tensor(x)), rel=1e-6)
 
 
+@pytest.mark.parametrize("n", [5, 9])
+def test_cpp_runner_registers_a_module(runner, package, tmp_path, n):  # noqa: F811
+    """RegisterOps(kffi::Module::Load(lib), ns): schemas and plans derived in C++ from the
+    library's metadata, the same as the ones the package was exported with."""
+    x = [float(i) / 2 - 1 for i in range(n)]
+    proc = run(runner, f"module:{NAMESPACE}:{library()}", package, x, tmp_path)
+    assert "registered 2 kffi ops" in proc.stderr
+    assert outputs(proc) == pytest.approx(eager(torch.tensor(x)), rel=1e-6)
+
+
 def test_cpp_runner_without_registration_fails_clearly(runner, package, tmp_path):  # noqa: F811
     proc = run(runner, "-", package, [1.0, 2.0], tmp_path)
     assert proc.returncode == 1, proc.stderr[-2000:]  # an exception, not a crash
-    assert "error: Could not find schema for kffi_deploy_test::" in proc.stderr
+    assert (
+        f"error: ValueError: kffi::torch::CheckPackage: the package {package} calls ops this "
+        f"process has not registered: {NAMESPACE}::repeat2, {NAMESPACE}::scale. Register kffi "
+        "ops before loading it: kffi::torch::RegisterOps("
+    ) in proc.stderr
+
+
+def test_cpp_runner_with_a_bad_module_namespace(runner, package, tmp_path):  # noqa: F811
+    proc = run(runner, f"module:not-a-name:{library()}", package, [1.0], tmp_path)
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    assert 'the op namespace is an identifier, got "not-a-name"' in proc.stderr
 
 
 def test_relative_library_path_is_beside_the_manifest(runner, manifest, package, tmp_path):  # noqa: F811
@@ -260,6 +316,10 @@ def test_register_ops_carries_every_kind_of_plan(tk, tmp_path):  # noqa: F811
         assert torch.equal(y1, y2)
     a, b = torch.rand(2, 3), torch.rand(4, 3)
     assert torch.equal(cxx.concat(a, b), torch.cat([a, b]))
+    # Meta kernels from the functions' contracts (the allocated output's shape and dtype too).
+    m64 = cxx.square_into(torch.empty(5, dtype=torch.float64, device="meta"))
+    assert m64.shape == (5,) and m64.dtype == torch.float64 and m64.device.type == "meta"
+    assert cxx.concat(a.to("meta"), b.to("meta")).shape == (6, 3)
     o1, o2 = torch.full((2,), 7, dtype=torch.int64), torch.full((2,), 7, dtype=torch.int64)
     cxx.streams(o1)
     py["streams"].default(o2)
@@ -302,4 +362,9 @@ def test_cpp_runner_on_cuda(runner, tmp_path):
     assert packaged["model"] == pytest.approx(packaged["eager"], rel=1e-6)
     x = [float(i) / 3 for i in range(7)]
     proc = run(runner, manifest_path, model, x, tmp_path, device="cuda")
+    assert outputs(proc) == pytest.approx(eager(torch.tensor(x)), rel=1e-5)
+    # The same ops registered from the library itself (RegisterOps(module, ns)).
+    first = manifest_path.read_text().splitlines()[1].split("\t")
+    ns, lib = first[0].split("::")[0], first[2]
+    proc = run(runner, f"module:{ns}:{lib}", model, x, tmp_path, device="cuda")
     assert outputs(proc) == pytest.approx(eager(torch.tensor(x)), rel=1e-5)

@@ -17,9 +17,9 @@ anything int-like works: Python ints, NumPy ints, torch SymInts.
 
 from __future__ import annotations
 
-import numbers
-import operator
 from dataclasses import dataclass
+
+from .. import _core
 
 __all__ = [
     "MAX_RPN_TOKENS",
@@ -35,16 +35,6 @@ __all__ = [
 
 # A dimension's expression is short (n * 2, (n + 1) // 2); the bound keeps hostile metadata cheap.
 MAX_RPN_TOKENS = 1024
-# Shapes are int64 in C++ (kffi::Contract::OutputShape): a value beyond that is an error here too.
-_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
-
-_BINARY = {
-    "+": operator.add,
-    "-": operator.sub,
-    "*": operator.mul,
-    "//": operator.floordiv,
-    "%": operator.mod,
-}
 
 
 class ContractError(ValueError):
@@ -54,16 +44,6 @@ class ContractError(ValueError):
 
 def _is_int(v) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
-
-
-def _symbol_value(value, name, what):
-    """A symbol's value as eval_shape_rpn computes with it: NumPy ints become ints (so the int64
-    check sees them), symbolic ints stay as they are, and bools and fractions are refused."""
-    if isinstance(value, bool) or (
-        isinstance(value, numbers.Number) and not isinstance(value, numbers.Integral)
-    ):
-        raise ContractError(f"{what}: symbol {name!r} is bound to {value!r}, not an integer")
-    return int(value) if isinstance(value, numbers.Integral) else value
 
 
 def eval_shape_rpn(
@@ -81,43 +61,10 @@ def eval_shape_rpn(
         meta = kffi.load_module(path).metadata("f")
         shape = [eval_shape_rpn(d, {"n": 8}) for d in meta["outputs"][0]["shape_rpn"]]
     """
-    if not isinstance(rpn, (list, tuple)):
-        raise ContractError(f"{what}: shape_rpn must be a list of tokens, got {type(rpn).__name__}")
-    if len(rpn) > MAX_RPN_TOKENS:
-        raise ContractError(f"{what}: expression has {len(rpn)} tokens (at most {MAX_RPN_TOKENS})")
-    stack = []
-    for tok in rpn:
-        if _is_int(tok):
-            stack.append(tok)
-        elif isinstance(tok, str) and tok in _BINARY:
-            if len(stack) < 2:
-                raise ContractError(f"{what}: operator {tok!r} needs two operands in {rpn}")
-            rhs = stack.pop()
-            lhs = stack.pop()
-            if tok in ("//", "%") and _is_int(rhs) and rhs == 0:
-                problem = "division by zero" if tok == "//" else "modulo by zero"
-                raise ContractError(f"{what}: {problem} in {rpn} with {dict(symbols)}")
-            stack.append(_BINARY[tok](lhs, rhs))
-        elif tok == "neg":
-            if not stack:
-                raise ContractError(f"{what}: operator 'neg' needs an operand in {rpn}")
-            stack.append(-stack.pop())
-        elif isinstance(tok, str):
-            if tok not in symbols:
-                bound = ", ".join(sorted(symbols)) or "none"
-                raise ContractError(
-                    f"{what}: symbol {tok!r} is not bound by any input (bound: {bound})"
-                )
-            stack.append(_symbol_value(symbols[tok], tok, what))
-        else:
-            raise ContractError(f"{what}: cannot read token {tok!r} in {rpn}")
-        if _is_int(stack[-1]) and not _INT64_MIN <= stack[-1] <= _INT64_MAX:
-            raise ContractError(f"{what}: int64 overflow in {rpn} with {dict(symbols)}")
-    if len(stack) != 1:
-        raise ContractError(f"{what}: {rpn} leaves {len(stack)} values instead of one")
-    value = stack[0]
-    if nonnegative and _is_int(value) and value < 0:
-        raise ContractError(f"{what}: evaluates to {value} (negative) with {dict(symbols)}")
+    # The one evaluator is C++ (kffi/shape_rpn_details.h, through _core): these messages are its.
+    value, error = _core._eval_shape_rpn(rpn, symbols, what, bool(nonnegative), MAX_RPN_TOKENS)
+    if error is not None:
+        raise ContractError(error)
     return value
 
 

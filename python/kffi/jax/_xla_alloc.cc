@@ -11,7 +11,7 @@
 #include "_xla_handler.h"
 
 namespace kffi {
-namespace jaxffi {
+namespace jaxglue {
 
 // ---- The per-call environment allocator
 // ----------------------------------------------------------
@@ -244,5 +244,5 @@ int EnvAlloc(DLTensor* proto, DLManagedTensorVersioned** out, void* error_ctx,
   return 0;
 }
 
-}  // namespace jaxffi
+}  // namespace jaxglue
 }  // namespace kffi

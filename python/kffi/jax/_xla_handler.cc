@@ -15,7 +15,7 @@
 #include <vector>
 
 namespace kffi {
-namespace jaxffi {
+namespace jaxglue {
 
 // ---- Errors -------------------------------------------------------------------------------------
 
@@ -645,13 +645,14 @@ XLA_FFI_Error* Execute(XLA_FFI_CallFrame* frame, const Target* t) {
   return nullptr;
 }
 
-}  // namespace jaxffi
+}  // namespace jaxglue
 }  // namespace kffi
 
-extern "C" XLA_FFI_Error* KFFIJaxDispatch(XLA_FFI_CallFrame* frame, const kffi::jaxffi::Target* t) {
-  using kffi::jaxffi::Execute;
-  using kffi::jaxffi::FillMetadata;
-  using kffi::jaxffi::MakeError;
+extern "C" XLA_FFI_Error* KFFIJaxDispatch(XLA_FFI_CallFrame* frame,
+                                          const kffi::jaxglue::Target* t) {
+  using kffi::jaxglue::Execute;
+  using kffi::jaxglue::FillMetadata;
+  using kffi::jaxglue::MakeError;
   if (frame->extension_start != nullptr &&
       frame->extension_start->type == XLA_FFI_Extension_Metadata) {
     return FillMetadata(frame->api,

@@ -17,7 +17,7 @@
 #include "xla/ffi/api/c_api.h"
 
 namespace kffi {
-namespace jaxffi {
+namespace jaxglue {
 
 // ---- Targets ------------------------------------------------------------------------------------
 
@@ -100,10 +100,10 @@ int EnvAlloc(DLTensor* proto, DLManagedTensorVersioned** out, void* error_ctx,
 /// An XLA error of code with message (made through api).
 XLA_FFI_Error* MakeError(const XLA_FFI_Api* api, XLA_FFI_Error_Code code, const std::string& msg);
 
-}  // namespace jaxffi
+}  // namespace jaxglue
 }  // namespace kffi
 
 /// Every target's handler enters here (through its trampoline, which supplies t).
-extern "C" XLA_FFI_Error* KFFIJaxDispatch(XLA_FFI_CallFrame* frame, const kffi::jaxffi::Target* t);
+extern "C" XLA_FFI_Error* KFFIJaxDispatch(XLA_FFI_CallFrame* frame, const kffi::jaxglue::Target* t);
 
 #endif  // KFFI_JAX_XLA_HANDLER_H_

@@ -16,7 +16,7 @@
 #include "_xla_handler.h"
 
 namespace kffi {
-namespace jaxffi {
+namespace jaxglue {
 
 // ---- Trampolines: one handler address per target --------------------------------------------
 //
@@ -221,13 +221,13 @@ String HeaderApiVersion() {
   return String(std::to_string(XLA_FFI_API_MAJOR) + "." + std::to_string(XLA_FFI_API_MINOR));
 }
 
-}  // namespace jaxffi
+}  // namespace jaxglue
 }  // namespace kffi
 
-KFFI_EXPORT_DOC(make_target, kffi::jaxffi::MakeTarget, "A handler address for a kffi function.",
+KFFI_EXPORT_DOC(make_target, kffi::jaxglue::MakeTarget, "A handler address for a kffi function.",
                 "fn, kinds, indices, names, device_type, traits, label");
-KFFI_EXPORT_DOC(handler_traits, kffi::jaxffi::HandlerTraits, "The XLA traits a handler reports.",
+KFFI_EXPORT_DOC(handler_traits, kffi::jaxglue::HandlerTraits, "The XLA traits a handler reports.",
                 "address");
-KFFI_EXPORT_DOC(target_count, kffi::jaxffi::TargetCount, "Targets made in this process.", "");
-KFFI_EXPORT_DOC(header_api_version, kffi::jaxffi::HeaderApiVersion,
+KFFI_EXPORT_DOC(target_count, kffi::jaxglue::TargetCount, "Targets made in this process.", "");
+KFFI_EXPORT_DOC(header_api_version, kffi::jaxglue::HeaderApiVersion,
                 "The XLA FFI API version of the headers built against.", "");

@@ -25,6 +25,7 @@ before_lookup: list[Callable[[], None]] = []
 INTEGRATIONS: dict[str, str] = {
     "jax": "kffi.jax",
     "torch": "kffi.torch",
+    "cuda": "kffi.cuda",  # NVRTC and the CUDA driver, opened only when used
 }
 
 

@@ -223,6 +223,8 @@ def _classify_kind(tp: type):
         return "dtype"
     if issubclass(tp, Device):
         return "device"
+    if any("__kffi_type__" in k.__dict__ for k in tp.__mro__):
+        return "record"  # a dataclass / NamedTuple declared to a kffi type (kffi._reflection)
     if mod.startswith("jax") and any(k.__name__ == "Tracer" for k in tp.__mro__):
         return "jax_tracer"
     if (hasattr(tp, "__dlpack__") or hasattr(tp, "__dlpack_c_exchange_api__")) and not issubclass(

@@ -153,11 +153,17 @@ def cpp_flags(compile: bool = True, link: bool = True) -> list:
     return flags
 
 
-_USAGE = "usage: python -m kffi.torch [--cxxflags] [--ldflags]"
+_USAGE = "usage: python -m kffi.torch [--cxxflags] [--ldflags] | --cmake-info"
 
 
 def main(argv=None) -> int:
     args = sys.argv[1:] if argv is None else list(argv)
+    if args == ["--cmake-info"]:
+        # For kffi's CMake package (cmake/kffiTorch.cmake, the kffi::torch target): the folder
+        # of <kffi/torch_ops.h> and the glue library (built here when needed), one a line.
+        print(_glue.INCLUDE_DIR)
+        print(os.path.abspath(_glue.glue().name))
+        return 0
     if not args or any(a not in ("--cxxflags", "--ldflags") for a in args):
         print(_USAGE, file=sys.stderr)
         return 2

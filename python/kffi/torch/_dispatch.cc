@@ -10,7 +10,7 @@
 // _register.cc, is what a C++ program links for kffi::torch::RegisterOps (<kffi/torch_ops.h>):
 // ops registered from C++ run these very kernels.
 //
-// The call plan comes from Python as a flat list of int64 (see _schema.py, `native_plan`):
+// The call plan is a flat list of int64 (made by _signature.cc, OpSignature::Plan):
 //   n_params, then per kffi parameter (source, value): 0 = schema argument `value`, 1 = the
 //       current stream of the call's device (None on CPU), 2 = allocated output `value`, 3 = None;
 //   n_allocs, then per allocated output: ndim, n_dtypes, n_dtypes packed dtypes (one: fixed;
@@ -52,16 +52,6 @@ namespace kffi {
 namespace torchglue {
 namespace {
 
-enum Source : int64_t { kArg = 0, kStream = 1, kAlloc = 2, kNone = 3 };
-enum RetKind : int64_t {
-  kRetNone = 0,
-  kRetTensor = 1,
-  kRetTensors = 2,
-  kRetTensorList = 3,
-  kRetInt = 4,
-  kRetFloat = 5,
-  kRetBool = 6
-};
 constexpr int64_t kMaxPlanItems = 1 << 16;  // a plan is a few dozen numbers
 constexpr int64_t kMaxNdim = 64;
 
@@ -762,7 +752,6 @@ Array<Function> RegisterOp(const std::string& qualname, Function fn, int64_t num
                          Function::FromTyped(register_autograd, "kffi.torch.reregister")};
 }
 
-/// The packed dtype (code | bits << 8 | lanes << 16) of a dtype name ("float32").
 int64_t PackedDType(const std::string& name) { return PackDType(StringToDataType(name)); }
 
 }  // namespace torchglue

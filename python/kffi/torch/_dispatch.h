@@ -12,13 +12,29 @@
 namespace kffi {
 namespace torchglue {
 
+/// Where a kffi parameter's value comes from in the call plan.
+enum Source : int64_t { kArg = 0, kStream = 1, kAlloc = 2, kNone = 3 };
+/// What the op returns.
+enum RetKind : int64_t {
+  kRetNone = 0,
+  kRetTensor = 1,
+  kRetTensors = 2,
+  kRetTensorList = 3,
+  kRetInt = 4,
+  kRetFloat = 5,
+  kRetBool = 6
+};
+
 /// Registers fn as the CPU, CUDA and (no-rule) Autograd kernels of the op `qualname`, defined
-/// beforehand with num_schema_args arguments. plan_items is the call plan of _schema.py's
-/// `native_plan`; `mutated` names the arguments the op writes (comma-separated), `written` their
+/// beforehand with num_schema_args arguments. plan_items is the call plan (OpSignature::Plan,
+/// _signature.h); `mutated` names the arguments the op writes (comma-separated), `written` their
 /// indices. Returns [unregister the backend kernels, unregister the Autograd kernel, register it
 /// again]; the registrations live until unregistered (dropping the functions keeps them).
 Array<Function> RegisterOp(const std::string& qualname, Function fn, int64_t num_schema_args,
                            Array<int64_t> plan_items, std::string mutated, Array<int64_t> written);
+
+/// The packed dtype (code | bits << 8 | lanes << 16) of a dtype name ("float32"), as plans hold.
+int64_t PackedDType(const std::string& name);
 
 }  // namespace torchglue
 }  // namespace kffi

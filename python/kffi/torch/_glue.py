@@ -22,12 +22,19 @@ from ..build.glue import Glue
 _HERE = os.path.dirname(os.path.abspath(__file__))
 # The dispatcher glue: the kernels and their registration (_dispatch.cc), and the C++ API that
 # registers ops from a manifest without Python (_register.cc, <kffi/torch_ops.h>).
-_SOURCES = [os.path.join(_HERE, "_dispatch.cc"), os.path.join(_HERE, "_register.cc")]
+_SOURCES = [
+    os.path.join(_HERE, "_dispatch.cc"),
+    os.path.join(_HERE, "_register.cc"),
+    os.path.join(_HERE, "_signature.cc"),  # op signatures (schema, plan) from metadata
+    os.path.join(_HERE, "_meta.cc"),  # meta kernels from contracts (RegisterOps(module, ns))
+]
 INCLUDE_DIR = os.path.join(_HERE, "include")  # <kffi/torch_ops.h>
 # The torch headers _dispatch.cc and _eager.cc include directly: their digest keys the builds.
 _TORCH_HEADERS = (
     "torch/library.h",
     "ATen/core/dispatch/Dispatcher.h",  # _register.cc
+    "caffe2/serialize/inline_container.h",  # _register.cc (CheckPackage)
+    "c10/core/SymInt.h",  # _meta.cc
     "ATen/core/Tensor.h",
     "ATen/ops/empty.h",
     "ATen/ops/from_blob.h",
@@ -45,6 +52,8 @@ _EAGER_SOURCES = [os.path.join(_HERE, "_eager.cc"), os.path.join(_HERE, "_import
 _GLUE_HEADER = os.path.join(_HERE, "_torch_dlpack.h")
 _DISPATCH_HEADERS = (
     os.path.join(_HERE, "_dispatch.h"),
+    os.path.join(_HERE, "_signature.h"),
+    os.path.join(_HERE, "_meta.h"),
     os.path.join(INCLUDE_DIR, "kffi", "torch_ops.h"),
 )
 

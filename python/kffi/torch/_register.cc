@@ -1,5 +1,13 @@
 // python/kffi/torch/_register.cc: kffi::torch::RegisterOps, kffi ops registered from C++.
 //
+// RegisterOps(module, ns) registers every contract function of a loaded kffi module as ns::name:
+// the schema and call plan come from the function's metadata (_signature.cc, the derivation
+// kffi.torch uses in Python), the kernels are _dispatch.cc's, and a Meta kernel computed from the
+// contract (_meta.cc) serves fake tensors (torch.export, AOTInductor) without Python.
+// CheckPackage(pt2) lists the kffi ops (any custom ops) an AOTInductor package calls that are not
+// registered, as a kffi error, before torch's loader meets them.
+//
+// The manifest form, RegisterOps(manifest_path):
 // A C++ program that serves a model exported with kffi ops (an AOTInductor .pt2) registers them
 // from the manifest kffi.torch.save_ops wrote, with no Python in the process: per op, the schema
 // kffi.torch derived, the library (and its SHA-256) and function, and the call plan. The kernels
@@ -12,16 +20,19 @@
 //   <ns::name> <schema> <library> <sha256 hex> <function> <mutated> <written ints> <plan ints>
 // Ints are separated by spaces; `mutated` is the comma-separated names the op writes.
 #include <ATen/core/dispatch/Dispatcher.h>
+#include <caffe2/serialize/inline_container.h>
 #include <kffi/container/array.h>
 #include <kffi/error.h>
 #include <kffi/export.h>
 #include <kffi/function.h>
+#include <kffi/json_details.h>
 #include <kffi/module.h>
 #include <kffi/sha256_details.h>
 #include <kffi/torch_ops.h>
 #include <torch/library.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
@@ -31,11 +42,14 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "_dispatch.h"
+#include "_meta.h"
+#include "_signature.h"
 
 namespace kffi {
 namespace torchglue {
@@ -167,10 +181,71 @@ std::string Resolve(const std::string& manifest, const std::string& library) {
 std::mutex registry_mu;
 std::vector<std::unique_ptr<::torch::Library>>* libraries = nullptr;
 
+/// Defines the op `qualname` with `schema` and registers fn as its kernels (_dispatch.cc), and
+/// with a signature, its Meta kernel (_meta.cc). The registrations live for the process.
+/// Callers hold registry_mu.
+void DefineOp(const std::string& qualname, const std::string& schema, Function fn,
+              Array<int64_t> plan, const std::string& mutated, Array<int64_t> written,
+              const OpSignature* meta_sig) {
+  if (libraries == nullptr) libraries = new std::vector<std::unique_ptr<::torch::Library>>();
+  size_t sep = qualname.find("::");
+  std::string ns = qualname.substr(0, sep), name = qualname.substr(sep + 2);
+  auto lib = std::make_unique<::torch::Library>(::torch::Library::FRAGMENT, ns, std::nullopt,
+                                                __FILE__, static_cast<uint32_t>(__LINE__));
+  size_t num_args = 0;
+  try {
+    lib->def((name + schema).c_str());
+    auto handle = c10::Dispatcher::singleton().findSchema({qualname, ""});
+    TORCH_CHECK(handle.has_value(), "the op is not in the dispatcher after its definition");
+    num_args = handle->schema().arguments().size();
+  } catch (const c10::Error& e) {
+    KFFI_THROW(ValueError) << "kffi::torch::RegisterOps: cannot define " << qualname << schema
+                           << ": " << e.what_without_backtrace();
+  } catch (const std::exception& e) {  // the schema parser's torch::jit::ErrorReport
+    KFFI_THROW(ValueError) << "kffi::torch::RegisterOps: cannot define " << qualname << schema
+                           << ": " << e.what();
+  }
+  try {
+    RegisterOp(qualname, std::move(fn), static_cast<int64_t>(num_args), std::move(plan), mutated,
+               std::move(written));
+    if (meta_sig != nullptr) RegisterMetaKernel(lib.get(), name, *meta_sig);
+  } catch (const c10::Error& e) {
+    KFFI_THROW(RuntimeError) << "kffi::torch::RegisterOps: cannot register the kernels of "
+                             << qualname << ": " << e.what_without_backtrace();
+  }
+  libraries->push_back(std::move(lib));
+}
+
+/// The signature of a manifest's op derived from its function's contract, for its Meta kernel:
+/// the outputs the op allocates are the parameters its plan fills with allocated outputs. None
+/// when the function has no contract or the derived schema is not the recorded one (the op then
+/// has no Meta kernel; kffi.torch's Python fake, where Python runs, is not there either).
+std::optional<OpSignature> ManifestSignature(const Module& module, const OpEntry& op) {
+  std::optional<std::string> meta = module.GetFunctionMetadata(op.function);
+  if (!meta.has_value() || !HasStructuredContract(*meta)) return std::nullopt;
+  try {
+    OpSignature sig = SignatureOf(*meta, op.qualname, op.function, SignatureOptions());
+    SignatureOptions options;
+    const std::vector<int64_t>& plan = op.plan;
+    for (size_t i = 0; !plan.empty() && i < static_cast<size_t>(plan[0]) &&
+                       2 * i + 2 < plan.size() && i < sig.params.size();
+         ++i) {
+      if (plan[2 * i + 1] == kAlloc) options.allocate_names.push_back(sig.params[i].name);
+    }
+    if (!options.allocate_names.empty()) {
+      options.allocate = 2;
+      sig = SignatureOf(*meta, op.qualname, op.function, options);
+    }
+    if (sig.Schema() != op.schema) return std::nullopt;
+    return sig;
+  } catch (const Error&) {
+    return std::nullopt;  // the kernels still serve the op; fake tensors then have no rule
+  }
+}
+
 int RegisterFromManifest(const std::string& path) {
   std::vector<OpEntry> ops = ManifestReader(path).Parse(ReadManifest(path));
   std::lock_guard<std::mutex> lock(registry_mu);
-  if (libraries == nullptr) libraries = new std::vector<std::unique_ptr<::torch::Library>>();
   std::map<std::string, Module> modules;  // by resolved path, each checked once
   int count = 0;
   for (const OpEntry& op : ops) {
@@ -185,40 +260,113 @@ int RegisterFromManifest(const std::string& path) {
       it = modules.emplace(lib_path, Module::Load(lib_path)).first;
     }
     Function fn = it->second.GetFunctionRequired(op.function);
-    size_t sep = op.qualname.find("::");
-    std::string ns = op.qualname.substr(0, sep), name = op.qualname.substr(sep + 2);
-    auto lib = std::make_unique<::torch::Library>(::torch::Library::FRAGMENT, ns, std::nullopt,
-                                                  __FILE__, static_cast<uint32_t>(__LINE__));
-    size_t num_args = 0;
-    try {
-      lib->def((name + op.schema).c_str());
-      auto handle = c10::Dispatcher::singleton().findSchema({op.qualname, ""});
-      TORCH_CHECK(handle.has_value(), "the op is not in the dispatcher after its definition");
-      num_args = handle->schema().arguments().size();
-    } catch (const c10::Error& e) {
-      KFFI_THROW(ValueError) << "kffi::torch::RegisterOps: cannot define " << op.qualname
-                             << op.schema << ": " << e.what_without_backtrace();
-    } catch (const std::exception& e) {  // the schema parser's torch::jit::ErrorReport
-      KFFI_THROW(ValueError) << "kffi::torch::RegisterOps: cannot define " << op.qualname
-                             << op.schema << ": " << e.what();
-    }
-    try {
-      RegisterOp(op.qualname, std::move(fn), static_cast<int64_t>(num_args),
-                 Array<int64_t>(op.plan), op.mutated, Array<int64_t>(op.written));
-    } catch (const c10::Error& e) {
-      KFFI_THROW(RuntimeError) << "kffi::torch::RegisterOps: cannot register the kernels of "
-                               << op.qualname << ": " << e.what_without_backtrace();
-    }
-    libraries->push_back(std::move(lib));
+    std::optional<OpSignature> sig = ManifestSignature(it->second, op);
+    DefineOp(op.qualname, op.schema, std::move(fn), Array<int64_t>(op.plan), op.mutated,
+             Array<int64_t>(op.written), sig.has_value() ? &*sig : nullptr);
     ++count;
   }
   return count;
+}
+
+bool IsIdentifier(const std::string& s) {
+  if (s.empty() || !(std::isalpha(static_cast<unsigned char>(s[0])) || s[0] == '_')) return false;
+  return std::all_of(s.begin(), s.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
+  });
+}
+
+int RegisterFromModule(const Module& module, const char* ns_arg) {
+  const std::string ns = ns_arg == nullptr ? "" : ns_arg;
+  KFFI_CHECK(IsIdentifier(ns), ValueError)
+      << "kffi::torch::RegisterOps: the op namespace is an identifier, got \"" << ns << "\"";
+  std::lock_guard<std::mutex> lock(registry_mu);
+  int count = 0;
+  for (const std::string& name : module.ListFunctions()) {
+    std::optional<std::string> meta = module.GetFunctionMetadata(name);
+    if (!meta.has_value() || !HasStructuredContract(*meta)) continue;  // contract functions only
+    const std::string qualname = ns + "::" + name;
+    KFFI_CHECK(!c10::Dispatcher::singleton().findSchema({qualname, ""}).has_value(), ValueError)
+        << "kffi::torch::RegisterOps: torch already has an op " << qualname
+        << " (an op name is registered once per process)";
+    OpSignature sig = SignatureOf(*meta, qualname, name, SignatureOptions());
+    std::vector<int64_t> written = sig.Written();
+    std::string mutated;
+    for (const std::string& m : sig.Mutated()) mutated += (mutated.empty() ? "" : ", ") + m;
+    DefineOp(qualname, sig.Schema(), module.GetFunctionRequired(name), Array<int64_t>(sig.Plan()),
+             mutated, Array<int64_t>(written), &sig);
+    ++count;
+  }
+  return count;
+}
+
+/// The targets of the extern (fallback) kernel calls an AOTInductor package makes: the
+/// "nodes"[i]."node"."target" of its data/aotinductor/<model>/*.json records.
+std::vector<std::string> PackageTargets(const std::string& path) {
+  std::vector<std::string> targets;
+  try {
+    caffe2::serialize::PyTorchStreamReader reader(path);
+    for (const std::string& record : reader.getAllRecords()) {
+      const std::string suffix = ".json";
+      if (record.rfind("data/aotinductor/", 0) != 0 || record.size() < suffix.size() ||
+          record.compare(record.size() - suffix.size(), suffix.size(), suffix) != 0) {
+        continue;
+      }
+      auto [data, size] = reader.getRecord(record);
+      std::string text(static_cast<const char*>(data.get()), size);
+      details::Json doc;
+      if (!details::JsonReader(text).Parse(&doc)) continue;  // not the extern kernels' record
+      const details::Json* nodes = doc.Get("nodes");
+      if (nodes == nullptr || nodes->kind != details::Json::kArray) continue;
+      for (const details::Json& n : nodes->items) {
+        const details::Json* node = n.Get("node");
+        const std::string* target = node == nullptr ? nullptr : node->GetString("target");
+        if (target != nullptr &&
+            std::find(targets.begin(), targets.end(), *target) == targets.end()) {
+          targets.push_back(*target);
+        }
+      }
+    }
+  } catch (const c10::Error& e) {
+    KFFI_THROW(ValueError) << "kffi::torch::CheckPackage: cannot read the package " << path << ": "
+                           << e.what_without_backtrace();
+  }
+  return targets;
+}
+
+int CheckPackageOps(const std::string& path) {
+  std::vector<std::string> targets = PackageTargets(path), missing;
+  for (const std::string& t : targets) {
+    size_t dot = t.find('.', t.find("::") == std::string::npos ? 0 : t.find("::"));
+    std::string op = dot == std::string::npos ? t : t.substr(0, dot);
+    std::string overload = dot == std::string::npos ? "" : t.substr(dot + 1);
+    if (overload == "default") overload.clear();
+    if (!c10::Dispatcher::singleton().findSchema({op, overload}).has_value()) missing.push_back(t);
+  }
+  if (!missing.empty()) {
+    std::string list;
+    for (const std::string& m : missing) list += (list.empty() ? "" : ", ") + m;
+    KFFI_THROW(ValueError)
+        << "kffi::torch::CheckPackage: the package " << path
+        << " calls ops this process has not registered: " << list
+        << ". Register kffi ops before loading it: "
+           "kffi::torch::RegisterOps(kffi::Module::Load(library), \"<namespace>\") "
+           "or RegisterOps(manifest) (kffi.torch.save_ops)";
+  }
+  return static_cast<int>(targets.size());
 }
 
 }  // namespace
 }  // namespace torchglue
 
 namespace torch {
+
+int RegisterOps(const Module& module, const char* ns) {
+  return torchglue::RegisterFromModule(module, ns);
+}
+
+int CheckPackage(const std::string& package_path) {
+  return torchglue::CheckPackageOps(package_path);
+}
 
 int RegisterOps(const std::string& manifest_path) {
   return torchglue::RegisterFromManifest(manifest_path);
@@ -229,5 +377,21 @@ int RegisterOps(const std::string& manifest_path) {
 
 // For Python: the ops of a manifest registered in this process, as a C++ program does (tests and
 // bench/python/torch_ops.py compare them with kffi.torch's own).
-KFFI_EXPORT_DOC(register_ops, kffi::torch::RegisterOps,
+namespace {
+int RegisterManifestOps(const std::string& manifest_path) {
+  return kffi::torch::RegisterOps(manifest_path);
+}
+int RegisterModuleOps(kffi::Module module, const std::string& ns) {
+  return kffi::torch::RegisterOps(module, ns.c_str());
+}
+}  // namespace
+
+// For Python: the ops of a module registered as a C++ program registers them (tests and
+// bench/python/torch_ops.py compare them with kffi.torch's own), and the package check.
+KFFI_EXPORT_DOC(register_module_ops, RegisterModuleOps,
+                "Registers the contract functions of a module as torch ops (C++ RegisterOps)",
+                "module, ns");
+KFFI_EXPORT_DOC(check_package, kffi::torch::CheckPackage,
+                "Checks that the ops an AOTInductor package calls are registered", "package_path");
+KFFI_EXPORT_DOC(register_ops, RegisterManifestOps,
                 "Registers the ops of a manifest written by kffi.torch.save_ops", "manifest_path");

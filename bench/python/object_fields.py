@@ -1,0 +1,161 @@
+#!/usr/bin/env python3
+"""bench/python/object_fields.py: what reading a field of a kffi object costs from Python (goal:
+at most 1.5x a nanobind property read of the same field, same run).
+
+Rows (ns per operation, best of --reps runs of --number operations each):
+  kffi field read        p.x, p a kffi object of tests/python/kernels/object_kernels.cc
+                         (KFFI_OBJECT_DEF, a double field)
+  nanobind property read q.x, q a nanobind class with .def_rw("x", ...) of a double (built here
+                         from nanobind's sources; skipped when nanobind is not installed)
+  kffi field write       p.y = 1.0
+  python attribute read  a plain Python object's attribute (the floor)
+  4 scalars call         config_score4(2, 3, 0.5, 1.0)
+  4-field dataclass call config_score(Config(2, 3, 0.5, 1.0)), a dataclass declared to the C++
+                         type test.Config (kffi.register_record); goal: at most the 4-scalar
+                         call plus 60 ns
+
+Usage: python3 bench/python/object_fields.py [--reps 7] [--number 200000] [--out FILE.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import timeit
+from pathlib import Path
+
+import kffi
+
+ROOT = Path(__file__).resolve().parents[2]
+KERNELS = ROOT / "tests" / "python" / "kernels" / "object_kernels.cc"
+
+NB_SOURCE = r"""
+#include <nanobind/nanobind.h>
+namespace nb = nanobind;
+struct Point { double x = 3.0; double y = 4.0; };
+NB_MODULE(nb_point, m) {
+  nb::class_<Point>(m, "Point").def(nb::init<>()).def_rw("x", &Point::x).def_rw("y", &Point::y);
+}
+"""
+
+
+def _cache() -> Path:
+    d = Path(tempfile.gettempdir()) / f"kffi-bench-objects-{os.getuid()}"
+    d.mkdir(parents=True, exist_ok=True)
+    return d
+
+
+def build_kernels() -> Path:
+    flags = subprocess.run(
+        [sys.executable, "-m", "kffi.config", "--cxxflags", "--ldflags", "--libs"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.split()
+    digest = hashlib.sha256(KERNELS.read_bytes() + " ".join(flags).encode()).hexdigest()[:16]
+    out = _cache() / f"libobject_kernels-{digest}.so"
+    if not out.exists():
+        cmd = ["g++", "-shared", "-O2", "-o", str(out), str(KERNELS), *flags]
+        subprocess.run(cmd, check=True)
+    return out
+
+
+def build_nanobind():
+    """The nanobind module (imported), or None when nanobind is not installed."""
+    try:
+        import nanobind
+    except ImportError:
+        return None
+    nb_dir = Path(nanobind.__file__).parent
+    suffix = sysconfig.get_config_var("EXT_SUFFIX")
+    digest = hashlib.sha256((NB_SOURCE + nanobind.__version__).encode()).hexdigest()[:12]
+    d = _cache() / f"nb-{digest}"
+    d.mkdir(exist_ok=True)
+    out = d / f"nb_point{suffix}"
+    if not out.exists():
+        src = d / "nb_point.cpp"
+        src.write_text(NB_SOURCE)
+        cmd = [
+            "g++", "-O2", "-shared", "-fPIC", "-std=c++17", "-fvisibility=hidden",
+            f"-I{nanobind.include_dir()}", f"-I{nb_dir / 'ext' / 'robin_map' / 'include'}",
+            f"-I{sysconfig.get_paths()['include']}", str(src),
+            str(nb_dir / "src" / "nb_combined.cpp"), "-o", str(out),
+        ]  # fmt: skip
+        subprocess.run(cmd, check=True)
+    sys.path.insert(0, str(d))
+    import nb_point
+
+    return nb_point
+
+
+def best_ns(stmt: str, env: dict, reps: int, number: int) -> float:
+    t = timeit.Timer(stmt, globals=env)
+    return min(t.repeat(repeat=reps, number=number)) / number * 1e9
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--reps", type=int, default=7)
+    ap.add_argument("--number", type=int, default=200_000)
+    ap.add_argument("--out", default=str(ROOT / "build" / "bench_object_fields.json"))
+    args = ap.parse_args()
+
+    mod = kffi.load_module(build_kernels())
+    p = mod.make_point(3.0, 4.0, 0)
+    nb = build_nanobind()
+
+    class Plain:
+        def __init__(self):
+            self.x = 3.0
+
+    @kffi.register_record("test.Config")
+    @dataclasses.dataclass
+    class Config:
+        tile_m: int
+        tile_n: int
+        alpha: float
+        beta: float
+
+    env = {
+        "p": p,
+        "q": nb.Point() if nb else None,
+        "o": Plain(),
+        "score4": mod.config_score4,
+        "score": mod.config_score,
+        "cfg": Config(2, 3, 0.5, 1.0),
+    }
+    rows = {"kffi field read": best_ns("p.x", env, args.reps, args.number)}
+    if nb is not None:
+        rows["nanobind property read"] = best_ns("q.x", env, args.reps, args.number)
+    rows["kffi field write"] = best_ns("p.y = 1.0", env, args.reps, args.number)
+    rows["python attribute read"] = best_ns("o.x", env, args.reps, args.number)
+    rows["4 scalars call"] = best_ns("score4(2, 3, 0.5, 1.0)", env, args.reps, args.number)
+    rows["4-field dataclass call"] = best_ns("score(cfg)", env, args.reps, args.number)
+
+    print(f"{'operation':<26}{'ns':>10}")
+    for name, ns in rows.items():
+        print(f"{name:<26}{ns:>10.1f}")
+    result = {"rows_ns": rows, "nanobind": nb is not None}
+    extra = rows["4-field dataclass call"] - rows["4 scalars call"]
+    result["dataclass_minus_scalars_ns"] = extra
+    print(f"4-field dataclass call - 4 scalars call: {extra:.1f} ns (goal <= 60)")
+    if nb is not None:
+        ratio = rows["kffi field read"] / rows["nanobind property read"]
+        result["field_read_vs_nanobind"] = ratio
+        print(f"kffi field read / nanobind property read: {ratio:.2f} (goal <= 1.5)")
+    else:
+        print("nanobind is not installed: no nanobind row")
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(result, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

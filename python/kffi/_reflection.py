@@ -1,0 +1,234 @@
+"""python/kffi/_reflection.py: Python classes of reflected kffi object types (fields, methods).
+
+A C++ object type that declares fields (KFFI_OBJECT_DEF, kffi/reflection.h) shows them as
+attributes: one descriptor per field, made by the extension, reads the field through the type's
+getter (and assigns it through its setter when the field is read-write). Such a type gets a class
+made here the first time one of its objects reaches Python, unless `register_object` named one.
+"""
+
+from __future__ import annotations
+
+import reprlib
+import threading
+
+from . import _core
+
+Object = _core.Object
+
+_lock = threading.RLock()
+# type index -> the class made or registered for it
+_classes: dict[int, type] = {}
+
+
+def _info(index: int):
+    """(key, parent index, flags, fields, methods) of a type's own declarations, or None."""
+    return _core._reflection(index)
+
+
+def _chain(index: int) -> list[int]:
+    """The type and its ancestors, root first."""
+    out = []
+    while index >= 0:
+        info = _info(index)
+        if info is None:
+            break
+        out.append(index)
+        index = info[1]
+    return out[::-1]
+
+
+def fields_of(index: int) -> list[tuple[str, str, int, bool]]:
+    """(name, type, type index, writable) of every field of the type, ancestors' first."""
+    seen: dict[str, tuple] = {}
+    for at in _chain(index):
+        for f in _info(at)[3]:
+            seen[f[0]] = f
+    return list(seen.values())
+
+
+def _structural(index: int) -> bool:
+    return any(_info(at)[2] & 1 for at in _chain(index))
+
+
+class ReflectedObject(Object):
+    """Base of the classes of reflected kffi object types: fields as attributes, a repr that shows
+    them, and ==/hash by field values where the C++ type declared structural equality."""
+
+    __slots__ = ()
+    _kffi_fields: tuple[str, ...] = ()
+    _kffi_structural = False
+
+    @reprlib.recursive_repr("...")
+    def __repr__(self):
+        if not self._handle:
+            return f"<kffi.{type(self).__name__} (released)>"
+        body = ", ".join(f"{n}={getattr(self, n)!r}" for n in self._kffi_fields)
+        return f"{self.type_key}({body})"
+
+    def _field_values(self) -> tuple:
+        return tuple(getattr(self, n) for n in self._kffi_fields)
+
+    def __eq__(self, other):
+        if not self._kffi_structural:
+            return Object.__eq__(self, other)
+        if not isinstance(other, Object) or other.type_index != self.type_index:
+            return NotImplemented
+        if self.same_as(other):
+            return True
+        return _values_equal(self._field_values(), other._field_values())
+
+    def __ne__(self, other):
+        eq = self.__eq__(other)
+        return eq if eq is NotImplemented else not eq
+
+    def __hash__(self):
+        if not self._kffi_structural:
+            return Object.__hash__(self)
+        return hash((self.type_index,) + tuple(_hashable(v) for v in self._field_values()))
+
+
+def _values_equal(a: tuple, b: tuple) -> bool:
+    for x, y in zip(a, b):
+        if isinstance(x, Object) and not hasattr(x, "_kffi_fields"):
+            # Tensors and other opaque objects compare by identity (no elementwise ==).
+            if not (isinstance(y, Object) and x.same_as(y)):
+                return False
+        elif x is not y and x != y:
+            return False
+    return len(a) == len(b)
+
+
+def _hashable(v):
+    if isinstance(v, Object) and not hasattr(v, "_kffi_fields"):
+        return v._handle
+    return v
+
+
+def _method(fn, name: str):
+    def method(self, *args, **kwargs):
+        return fn(self, *args, **kwargs)
+
+    method.__name__ = name
+    method.__qualname__ = name
+    return method
+
+
+def _prepare(cls: type, index: int) -> None:
+    """Installs the fields (descriptors), the native methods the class does not define itself and
+    the structural flags on cls."""
+    _core._install_fields(cls, index)
+    cls._kffi_fields = tuple(f[0] for f in fields_of(index))
+    cls._kffi_structural = _structural(index)
+    for at in _chain(index):
+        for name, fn in _info(at)[4]:
+            if name not in cls.__dict__ or getattr(cls.__dict__[name], "_kffi_native", False):
+                m = _method(fn, name)
+                m._kffi_native = True
+                setattr(cls, name, m)
+    _core._register_object_class(index, cls)
+    _classes[index] = cls
+
+
+def _nearest_class(index: int) -> type:
+    """The class of the nearest ancestor with one, else ReflectedObject."""
+    chain = _chain(index)[:-1]
+    for at in reversed(chain):
+        if at in _classes:
+            return _classes[at]
+    return ReflectedObject
+
+
+def _class_for(index: int) -> type:
+    """Called by the extension for an object of a reflected type that has no class yet."""
+    with _lock:
+        cls = _classes.get(index)
+        if cls is not None:
+            return cls
+        key = _info(index)[0]
+        base = _nearest_class(index)
+        cls = type(key.rsplit(".", 1)[-1], (base,), {"__slots__": (), "__module__": "kffi.objects"})
+        cls.__qualname__ = key
+        _prepare(cls, index)
+        return cls
+
+
+def register_object(type_key: str):
+    """Class decorator: objects of the kffi type `type_key` come to Python as this class.
+
+    The class must derive from kffi.Object (a subclass of a class registered for an ancestor type
+    is fine); it gets the type's fields as attributes and its native methods, and keeps the
+    methods it defines itself. The library that defines the type must be loaded first.
+
+        @kffi.register_object("test.Point")
+        class Point(kffi.Object):
+            def dist2(self):
+                return self.x**2 + self.y**2
+    """
+    if not isinstance(type_key, str):
+        raise TypeError(f"register_object: type_key must be a str, got {type(type_key).__name__}")
+
+    def decorate(cls):
+        if not (isinstance(cls, type) and issubclass(cls, Object)):
+            raise TypeError(
+                f"register_object({type_key!r}): expected a subclass of kffi.Object, got {cls!r}"
+            )
+        try:
+            index = _core._type_key_to_index(type_key)
+        except KeyError:
+            raise KeyError(
+                f"register_object: type key {type_key!r} is not registered; load the library "
+                "that defines it first"
+            ) from None
+        with _lock:
+            # The repr, == and hash of reflected objects where the class defines none.
+            for name in ("__repr__", "__eq__", "__ne__", "__hash__", "_field_values"):
+                if name not in cls.__dict__ and not issubclass(cls, ReflectedObject):
+                    setattr(cls, name, ReflectedObject.__dict__[name])
+            _prepare(cls, index)
+        return cls
+
+    return decorate
+
+
+_core._set_reflection_hook(_class_for)
+
+
+def _record_plan(cls) -> tuple[int, tuple[str, ...]]:
+    """For the extension: (kffi type index, field names) of a record class (a dataclass or a
+    typing.NamedTuple with ``__kffi_type__``), read once per class."""
+    import dataclasses
+
+    key = getattr(cls, "__kffi_type__", None)
+    if not isinstance(key, str):
+        raise TypeError(f"record class {cls.__qualname__}: __kffi_type__ must be a type key str")
+    try:
+        index = _core._type_key_to_index(key)
+    except KeyError:
+        raise KeyError(
+            f"record class {cls.__qualname__}: kffi type {key!r} is not registered; load the "
+            "library that defines it first"
+        ) from None
+    if dataclasses.is_dataclass(cls):
+        names = tuple(f.name for f in dataclasses.fields(cls))
+    elif issubclass(cls, tuple) and isinstance(getattr(cls, "_fields", None), tuple):
+        names = tuple(cls._fields)
+    else:
+        raise TypeError(
+            f"record class {cls.__qualname__}: expected a dataclass or a typing.NamedTuple"
+        )
+    return index, names
+
+
+def register_record(type_key: str):
+    """Class decorator for a dataclass or typing.NamedTuple: its instances passed to a kffi
+    function become objects of the kffi type ``type_key`` (made by the type's default
+    constructor, each field assigned through its C++ setter, in the extension). Sets
+    ``cls.__kffi_type__``; a class may set that attribute itself instead."""
+    if not isinstance(type_key, str):
+        raise TypeError(f"register_record: type_key must be a str, got {type(type_key).__name__}")
+
+    def decorate(cls):
+        cls.__kffi_type__ = type_key
+        return cls
+
+    return decorate

@@ -1,0 +1,307 @@
+"""python/kffi/cuda/_launch.py: CubinModule and its kernels as kffi Functions (the launcher itself
+is C++: python/src/py_cuda.cc over include/kffi/cuda_cubin.h).
+
+A kernel's contract is written as for kffi.compile (fake arguments) or kffi.with_contract (text).
+Its tensors are passed as data pointers (plus byte_offset), its scalars as the contract types
+say (int32 -> int, int64 -> long long, float32 -> float, float64 -> double, bool -> bool): the
+contract is the kernel's parameter list, in order. Grid, block and shared memory are expressions
+of the contract's symbols and integer parameters (sym_int arithmetic, or text such as
+"cdiv(n, 256)"), or come from a launch callback.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import re
+
+from .. import _core
+from ..contract import _compile as _contract
+from ..runtime._objects import Function, _annotate, _check_metadata
+from ._nvrtc import normalize_arch
+
+__all__ = ["CubinModule", "load_cubin"]
+
+_OPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.FloorDiv: "//", ast.Mod: "%"}
+_MAX_EXPR_CHARS = 1000
+
+
+def _tokens(text: str, what: str) -> list:
+    """RPN tokens of an integer expression: ints, names, + - * // % unary -, cdiv(a, b)."""
+    if len(text) > _MAX_EXPR_CHARS:
+        raise ValueError(f"kffi.cuda: {what} is longer than {_MAX_EXPR_CHARS} characters")
+    try:
+        tree = ast.parse(text.strip(), mode="eval").body
+    except SyntaxError as e:
+        raise ValueError(f"kffi.cuda: cannot read {what} {text!r}: {e.msg}") from None
+    out = []
+
+    def walk(node, depth):
+        if depth > 30:
+            raise ValueError(f"kffi.cuda: {what} {text!r} nests too deeply")
+        if isinstance(node, ast.Constant) and type(node.value) is int:
+            out.append(node.value)
+        elif isinstance(node, ast.Name):
+            out.append("name:" + node.id)
+        elif isinstance(node, ast.BinOp) and type(node.op) in _OPS:
+            walk(node.left, depth + 1)
+            walk(node.right, depth + 1)
+            out.append(_OPS[type(node.op)])
+        elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+            walk(node.operand, depth + 1)
+            out.append("neg")
+        elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.UAdd):
+            walk(node.operand, depth + 1)
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id == "cdiv"
+            and len(node.args) == 2
+            and not node.keywords
+        ):
+            a, b = node.args  # (a + b - 1) // b
+            walk(a, depth + 1)
+            walk(b, depth + 1)
+            out.append("+")
+            out.append(1)
+            out.append("-")
+            walk(b, depth + 1)
+            out.append("//")
+        else:
+            raise ValueError(
+                f"kffi.cuda: {what} {text!r}: only ints, symbols, integer parameters, + - * // %"
+                f" and cdiv(a, b) are allowed (found {ast.dump(node)[:60]})"
+            )
+
+    walk(tree, 0)
+    return out
+
+
+def _programs(grid, block, shared_mem, sym_names) -> list:
+    """The seven token programs (grid x y z, block x y z, shared memory)."""
+
+    def one(value, what):
+        if isinstance(value, bool):
+            raise TypeError(f"kffi.cuda: {what} is an int or an expression, got a bool")
+        if isinstance(value, int):
+            return [value]
+        if isinstance(value, _contract._Expr):
+            if sym_names is None:
+                raise TypeError(
+                    f"kffi.cuda: {what} uses sym_int arithmetic, which needs a contract given as "
+                    "fake arguments; with a contract's text, write the expression as text"
+                )
+            return _tokens(value.render(sym_names), what)
+        if isinstance(value, str):
+            return _tokens(value, what)
+        raise TypeError(
+            f"kffi.cuda: {what} is an int, a str or a sym_int expression, got "
+            f"{type(value).__name__}"
+        )
+
+    def dims(value, what):
+        if value is None:
+            raise TypeError(f"kffi.cuda: {what} is required (or give launch=)")
+        items = list(value) if isinstance(value, (tuple, list)) else [value]
+        if not 1 <= len(items) <= 3:
+            raise ValueError(f"kffi.cuda: {what} has 1 to 3 dimensions, got {len(items)}")
+        items += [1] * (3 - len(items))
+        return [one(v, f"{what}[{i}]") for i, v in enumerate(items)]
+
+    return dims(grid, "grid") + dims(block, "block") + [one(shared_mem, "shared_mem")]
+
+
+def _config_callback(launch, name):
+    """A kffi Function that calls launch(*args) and flattens its (grid, block[, shared_mem])."""
+    if not callable(launch):
+        raise TypeError(f"kffi.cuda: launch must be callable, got {type(launch).__name__}")
+
+    def flat(value, what):
+        items = list(value) if isinstance(value, (tuple, list)) else [value]
+        if not 1 <= len(items) <= 3 or not all(
+            isinstance(v, int) and not isinstance(v, bool) for v in items
+        ):
+            raise TypeError(
+                f"kffi.cuda kernel `{name}`: the launch callback's {what} must be an int or 1 to 3"
+                f" ints, got {value!r}"
+            )
+        return items + [1] * (3 - len(items))
+
+    def config(*args):
+        r = launch(*args)
+        if not isinstance(r, (tuple, list)) or len(r) not in (2, 3):
+            raise TypeError(
+                f"kffi.cuda kernel `{name}`: the launch callback must return (grid, block) or "
+                f"(grid, block, shared_mem), got {r!r}"
+            )
+        smem = r[2] if len(r) == 3 else 0
+        if not isinstance(smem, int) or isinstance(smem, bool):
+            raise TypeError(f"kffi.cuda kernel `{name}`: shared_mem must be an int, got {smem!r}")
+        return (*flat(r[0], "grid"), *flat(r[1], "block"), smem)
+
+    return _core._to_kffi(config)
+
+
+class CubinModule:
+    """Kernels of cubin / fatbin / PTX images, launched through the CUDA driver (loaded on the
+    first launch; making a module needs no GPU). Several images tagged by arch form one module:
+    each device loads the one that runs best there (an exact cubin, else the newest cubin of its
+    major version, else PTX), and a device none runs on is a RuntimeError naming the archs.
+    """
+
+    def __init__(self, images: dict, label: str = "a CUDA module"):
+        if not isinstance(images, dict) or not images:
+            raise TypeError("kffi.cuda.CubinModule: images is a non-empty {arch: bytes} dict")
+        items = []
+        for arch, data in images.items():
+            tag = "" if arch in (None, "") else normalize_arch(arch)
+            if not isinstance(data, (bytes, bytearray, memoryview)):
+                raise TypeError(
+                    f"kffi.cuda.CubinModule: the image for {arch!r} is bytes, got "
+                    f"{type(data).__name__}"
+                )
+            items.append((tag, bytes(data)))
+        self.images = dict(items)
+        self.label = label
+        self._capsule = _core._cuda_module(items, label)
+
+    @property
+    def archs(self) -> list:
+        """The images' arch tags ("" for an untagged image, e.g. a fatbin)."""
+        return list(self.images)
+
+    def pick(self, compute_capability) -> str:
+        """The arch tag of the image a device of this compute capability ((9, 0), 90 or "9.0")
+        loads; RuntimeError when none runs there."""
+        cc = compute_capability
+        if isinstance(cc, tuple):
+            cc = cc[0] * 10 + cc[1]
+        elif isinstance(cc, str):
+            cc = int(normalize_arch(cc)[3:].rstrip("af"))
+        i = _core._cuda_pick_image(list(self.images), int(cc))
+        if i < 0:
+            raise RuntimeError(
+                f"kffi.cuda: {self.label} has no image for sm_{cc}; it has: "
+                f"{', '.join(self.images) or '?'}"
+            )
+        return list(self.images)[i]
+
+    def kernel(
+        self,
+        kernel_name: str,
+        *contract,
+        grid=None,
+        block=None,
+        shared_mem=0,
+        launch=None,
+        param_names=None,
+        outputs=None,
+        name=None,
+        doc="",
+    ) -> Function:
+        """The kernel ``kernel_name`` (its symbol in the image: mangled for C++ unless
+        ``extern "C"``) as a kffi Function checked against a contract, then launched on the
+        environment stream of its first CUDA tensor's device.
+
+        ``contract``: fake arguments as for :func:`kffi.compile` (tensors default to
+        ``device="cuda"``), with ``param_names`` and ``outputs``; or one string, the contract's
+        text. It lists the kernel's parameters in order. ``grid`` / ``block``: an int, an
+        expression, or 1 to 3 of them; ``shared_mem``: dynamic shared memory bytes (an int or an
+        expression). An expression is sym_int arithmetic or text over the contract's symbols and
+        integer parameters (``"cdiv(n, 256)"``, ``"(n + 255) // 256"``). ``launch``: instead, a
+        callable taking the call's arguments and returning ``(grid, block)`` or ``(grid, block,
+        shared_mem)`` (a Python call per launch). ``name``: the Function's name (default: the
+        kernel's identifier).
+        """
+        if not isinstance(kernel_name, str) or not kernel_name or "\0" in kernel_name:
+            raise ValueError(f"kffi.cuda: kernel_name is a symbol name, got {kernel_name!r}")
+        if name is None:
+            name = re.sub(r"\W", "_", kernel_name.split("<")[0]).strip("_") or "kernel"
+            if name[0].isdigit():
+                name = "k" + name
+        if not isinstance(name, str) or not name.isidentifier():
+            raise ValueError(f"kffi.cuda: name must be an identifier, got {name!r}")
+        if not isinstance(doc, str):
+            raise TypeError(f"kffi.cuda: doc must be a str, got {type(doc).__name__}")
+        sym_names = None
+        if len(contract) == 1 and isinstance(contract[0], str):
+            if param_names is not None or outputs is not None:
+                raise TypeError(
+                    "kffi.cuda: param_names and outputs go with fake arguments, not with a "
+                    "contract's text"
+                )
+            text = contract[0]
+        else:
+            fakes = [_contract._as_fake(a) for a in contract]
+            if any(isinstance(a, _contract.FakeStream) for a in fakes):
+                raise ValueError(
+                    "kffi.cuda: a kernel launches on the environment stream itself; its contract"
+                    " declares no stream"
+                )
+            text = _contract.render_contract(
+                *contract, param_names=param_names, outputs=outputs, default_device="cuda"
+            )
+            names = _contract._param_names(param_names, len(fakes))
+            sym_names, _ = _contract._symbol_names(fakes, _contract._outputs_of(outputs), names)
+        if launch is not None:
+            if grid is not None or block is not None or shared_mem != 0:
+                raise TypeError("kffi.cuda: give either launch= or grid/block/shared_mem")
+            programs, callback = [], _config_callback(launch, name)
+        else:
+            programs, callback = _programs(grid, block, shared_mem, sym_names), None
+        fn, meta_text = _core._cuda_kernel(
+            self._capsule, kernel_name, name, text, doc, "", programs, callback
+        )
+        where = f"kffi.cuda: the metadata of `{name}`"
+        try:
+            meta = json.loads(meta_text)
+        except ValueError as e:
+            raise ValueError(f"{where} is not JSON: {e}") from None
+        meta["name"] = name
+        _annotate(fn, _check_metadata(meta, where))
+        fn.contract = text
+        fn.kernel_name = kernel_name
+        fn.cubin_module = self
+        return fn
+
+    def __repr__(self):
+        return f"<kffi.cuda.CubinModule {self.label} archs={self.archs}>"
+
+
+def _read_image(value, what):
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value)
+    if isinstance(value, (str, os.PathLike)):
+        path = os.fspath(value)
+        if "\0" in path:
+            raise ValueError(f"kffi.cuda.load_cubin: the path {path!r} contains a NUL byte")
+        try:
+            with open(path, "rb") as f:
+                return f.read()
+        except OSError as e:
+            raise FileNotFoundError(
+                f"kffi.cuda.load_cubin: cannot read {what} {path!r}: {e}"
+            ) from None
+    raise TypeError(f"kffi.cuda.load_cubin: {what} is bytes or a path, got {type(value).__name__}")
+
+
+def load_cubin(image, arch=None) -> CubinModule:
+    """A :class:`CubinModule` of a cubin, fatbin or PTX (bytes or a path), e.g. Triton's
+    ``compiled.asm["cubin"]`` or a CuTe DSL cubin; or of several, as ``{arch: bytes or path}``
+    (``{"sm_90a": ..., "sm_100a": ..., "compute_90": ptx}``). ``arch`` tags a single image (the
+    driver picks from an untagged one itself, and rejects it on a device it does not fit).
+    """
+    if isinstance(image, dict):
+        if arch is not None:
+            raise TypeError("kffi.cuda.load_cubin: arch tags a single image; a dict has its own")
+        images = {a: _read_image(v, f"the image for {a!r}") for a, v in image.items()}
+        label = "a CUDA module"
+    else:
+        images = {arch or "": _read_image(image, "the image")}
+        label = (
+            f"the CUDA module {os.fspath(image)!r}"
+            if isinstance(image, (str, os.PathLike))
+            else "a CUDA module"
+        )
+    return CubinModule(images, label)

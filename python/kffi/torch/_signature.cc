@@ -1,0 +1,763 @@
+// python/kffi/torch/_signature.cc: a kffi function's torch op signature (see _signature.h).
+//
+// The messages are kffi.torch's (Python's reprs included: 'x', ['a', 'b']): kffi.torch raises
+// them as they are, and a C++ program gets them as kffi::Errors.
+#include "_signature.h"
+
+#include <kffi/container/array.h>
+#include <kffi/error.h>
+#include <kffi/export.h>
+#include <kffi/string.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "_dispatch.h"
+
+namespace kffi {
+namespace torchglue {
+
+using details::Json;
+
+namespace {
+
+constexpr const char* kPythonKeywords[] = {
+    "False", "None",     "True",  "and",    "as",   "assert", "async",  "await",    "break",
+    "class", "continue", "def",   "del",    "elif", "else",   "except", "finally",  "for",
+    "from",  "global",   "if",    "import", "in",   "is",     "lambda", "nonlocal", "not",
+    "or",    "pass",     "raise", "return", "try",  "while",  "with",   "yield"};
+
+bool IsIdentifier(const std::string& s) {
+  if (s.empty() || !(std::isalpha(static_cast<unsigned char>(s[0])) || s[0] == '_')) return false;
+  for (char c : s) {
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_')) return false;
+  }
+  for (const char* k : kPythonKeywords) {
+    if (s == k) return false;
+  }
+  return true;
+}
+
+/// A double as Python's repr writes it: the shortest digits that read back the same value, fixed
+/// notation for exponents in [-4, 16), else d.ddde+XX.
+std::string PyFloat(double v) {
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  char buf[64];
+  auto res = std::to_chars(buf, buf + sizeof(buf), v, std::chars_format::scientific);
+  std::string sci(buf, res.ptr);  // [-]d[.ddd]e[+-]XX
+  std::string sign;
+  if (sci[0] == '-') {
+    sign = "-";
+    sci.erase(0, 1);
+  }
+  size_t e = sci.find('e');
+  std::string digits = sci.substr(0, e);
+  digits.erase(std::remove(digits.begin(), digits.end(), '.'), digits.end());
+  int exp = std::stoi(sci.substr(e + 1));
+  if (exp >= -4 && exp < 16) {
+    std::string out;
+    if (exp < 0) {
+      out = "0." + std::string(static_cast<size_t>(-exp - 1), '0') + digits;
+    } else if (static_cast<size_t>(exp) + 1 >= digits.size()) {
+      out = digits + std::string(static_cast<size_t>(exp) + 1 - digits.size(), '0') + ".0";
+    } else {
+      out = digits.substr(0, static_cast<size_t>(exp) + 1) + "." +
+            digits.substr(static_cast<size_t>(exp) + 1);
+    }
+    return sign + out;
+  }
+  std::string mant = digits.substr(0, 1);
+  if (digits.size() > 1) mant += "." + digits.substr(1);
+  char ebuf[16];
+  std::snprintf(ebuf, sizeof(ebuf), "e%c%02d", exp < 0 ? '-' : '+', exp < 0 ? -exp : exp);
+  return sign + mant + ebuf;
+}
+
+/// A JSON value as Python's repr writes what json.loads makes of it.
+std::string PyReprJson(const Json& v, int depth = 0) {
+  switch (v.kind) {
+    case Json::kNull:
+      return "None";
+    case Json::kBool:
+      return v.boolean ? "True" : "False";
+    case Json::kNumber:
+      return v.integral ? std::to_string(v.integer) : PyFloat(v.number);
+    case Json::kString:
+      return PyRepr(v.str);
+    case Json::kArray: {
+      if (depth > details::kMaxJsonDepth) return "[...]";
+      std::string out = "[";
+      for (size_t i = 0; i < v.items.size(); ++i) {
+        out += (i ? ", " : "") + PyReprJson(v.items[i], depth + 1);
+      }
+      return out + "]";
+    }
+    default: {
+      if (depth > details::kMaxJsonDepth) return "{...}";
+      std::string out = "{";
+      for (size_t i = 0; i < v.members.size(); ++i) {
+        out += (i ? ", " : "") + PyRepr(v.members[i].first) + ": " +
+               PyReprJson(v.members[i].second, depth + 1);
+      }
+      return out + "}";
+    }
+  }
+}
+
+std::string PyList(const std::vector<std::string>& names) {
+  std::string out = "[";
+  for (size_t i = 0; i < names.size(); ++i) out += (i ? ", " : "") + PyRepr(names[i]);
+  return out + "]";
+}
+
+std::string Join(const std::vector<std::string>& items, const char* sep) {
+  std::string out;
+  for (size_t i = 0; i < items.size(); ++i) out += (i ? sep : "") + items[i];
+  return out;
+}
+
+/// A string as json.dumps writes it (ASCII only: other code points as \uXXXX).
+std::string JsonDumps(const std::string& s) {
+  std::string out = "\"";
+  for (size_t i = 0; i < s.size();) {
+    unsigned char c = static_cast<unsigned char>(s[i]);
+    uint32_t cp = c;
+    size_t len = 1;
+    if (c >= 0xF0 && i + 3 < s.size()) {
+      cp = ((c & 0x07u) << 18) | ((s[i + 1] & 0x3Fu) << 12) | ((s[i + 2] & 0x3Fu) << 6) |
+           (s[i + 3] & 0x3Fu);
+      len = 4;
+    } else if (c >= 0xE0 && i + 2 < s.size()) {
+      cp = ((c & 0x0Fu) << 12) | ((s[i + 1] & 0x3Fu) << 6) | (s[i + 2] & 0x3Fu);
+      len = 3;
+    } else if (c >= 0xC0 && i + 1 < s.size()) {
+      cp = ((c & 0x1Fu) << 6) | (s[i + 1] & 0x3Fu);
+      len = 2;
+    }
+    i += len;
+    char buf[16];
+    if (cp == '"') {
+      out += "\\\"";
+    } else if (cp == '\\') {
+      out += "\\\\";
+    } else if (cp == '\n') {
+      out += "\\n";
+    } else if (cp == '\r') {
+      out += "\\r";
+    } else if (cp == '\t') {
+      out += "\\t";
+    } else if (cp == '\b') {
+      out += "\\b";
+    } else if (cp == '\f') {
+      out += "\\f";
+    } else if (cp < 0x20 || (cp >= 0x7F && cp < 0x10000)) {
+      std::snprintf(buf, sizeof(buf), "\\u%04x", cp);
+      out += buf;
+    } else if (cp >= 0x10000) {
+      cp -= 0x10000;
+      std::snprintf(buf, sizeof(buf), "\\u%04x\\u%04x", 0xD800 + (cp >> 10), 0xDC00 + (cp & 0x3FF));
+      out += buf;
+    } else {
+      out += static_cast<char>(cp);
+    }
+  }
+  return out + "\"";
+}
+
+const Json* Member(const Json& obj, const char* key) { return obj.Get(key); }
+
+bool Truthy(const Json* v) {
+  if (v == nullptr) return false;
+  switch (v->kind) {
+    case Json::kNull:
+      return false;
+    case Json::kBool:
+      return v->boolean;
+    case Json::kNumber:
+      return v->number != 0;
+    case Json::kString:
+      return !v->str.empty();
+    case Json::kArray:
+      return !v->items.empty();
+    default:
+      return !v->members.empty();
+  }
+}
+
+std::string Str(const Json* v) {
+  if (v == nullptr) return "";
+  return v->kind == Json::kString ? v->str : PyReprJson(*v);
+}
+
+/// A dtype field as _abstract._dtype_options reads it: null, "*" or "": any; "a|b"; a list.
+std::vector<std::string> DtypeOptions(const Json* v) {
+  std::vector<std::string> out;
+  if (v == nullptr || v->kind == Json::kNull) return out;
+  if (v->kind == Json::kString) {
+    if (v->str.empty() || v->str == "*") return out;
+    size_t start = 0;
+    while (true) {
+      size_t end = v->str.find('|', start);
+      std::string item = v->str.substr(start, end == std::string::npos ? end : end - start);
+      size_t a = item.find_first_not_of(" \t\n\r"), b = item.find_last_not_of(" \t\n\r");
+      item = a == std::string::npos ? "" : item.substr(a, b - a + 1);
+      if (!item.empty() && item != "*") out.push_back(item);
+      if (end == std::string::npos) break;
+      start = end + 1;
+    }
+    return out;
+  }
+  if (v->kind == Json::kArray) {
+    for (const Json& item : v->items) {
+      std::string s = Str(&item);
+      if (s != "*") out.push_back(s);
+    }
+  }
+  return out;
+}
+
+SigDim DimOf(const Json& v) {
+  SigDim d;
+  d.repr = PyReprJson(v);
+  if (v.kind == Json::kNumber && v.integral) {
+    d.kind = SigDim::kInt;
+    d.value = v.integer;
+  } else if (v.kind == Json::kString) {
+    d.kind = v.str.rfind('*', 0) == 0 ? SigDim::kWildcard : SigDim::kSymbol;
+    d.symbol = v.str;
+  }
+  return d;
+}
+
+std::string WithOptional(const std::string& t, bool optional) { return optional ? t + "?" : t; }
+
+const char* ScalarSchema(const std::string& kind) {
+  if (kind == "int") return "SymInt";
+  if (kind == "float") return "float";
+  if (kind == "bool") return "bool";
+  if (kind == "str") return "str";
+  return nullptr;
+}
+
+void SetDefault(const Json& p, bool optional, SigParam* out) {
+  if (const Json* d = p.Get("default"); d != nullptr) {
+    out->has_default = true;
+    out->default_value = *d;
+  } else if (optional) {
+    out->has_default = true;  // None
+  }
+}
+
+SigParam ContractParam(int64_t i, const Json& p, const std::string& label) {
+  SigParam out;
+  out.index = i;
+  out.name = Truthy(p.Get("name")) ? Str(p.Get("name")) : "arg" + std::to_string(i);
+  const std::string kind = Str(p.Get("kind"));
+  out.optional = Truthy(p.Get("optional"));
+  SetDefault(p, out.optional, &out);
+  if (kind == "tensor") {
+    out.kind = "tensor";
+    out.schema_type = WithOptional("Tensor", out.optional);
+    out.is_mutable = Truthy(p.Get("mutable"));
+    const Json* shape = p.Get("shape");
+    if (shape != nullptr && shape->kind != Json::kNull) {
+      out.has_shape = true;
+      if (shape->kind == Json::kArray) {
+        for (const Json& d : shape->items) out.shape.push_back(DimOf(d));
+      }
+    }
+    out.dtypes = DtypeOptions(p.Get("dtypes"));
+    return out;
+  }
+  if (kind == "int" || kind == "float" || kind == "bool") {
+    out.kind = kind;
+    out.schema_type = WithOptional(ScalarSchema(kind), out.optional);
+    return out;
+  }
+  if (kind == "stream") {
+    out.kind = "stream";
+    out.optional = true;
+    out.has_default = true;
+    out.default_value = Json();
+    return out;
+  }
+  if (kind == "tuple") {
+    std::set<std::string> elems;
+    if (const Json* e = p.Get("elems"); e != nullptr && e->kind == Json::kArray) {
+      for (const Json& item : e->items) elems.insert(Str(item.Get("kind")));
+    }
+    if (elems.size() == 1 &&
+        (*elems.begin() == "int" || *elems.begin() == "float" || *elems.begin() == "bool")) {
+      out.kind = "list";
+      out.schema_type =
+          WithOptional(std::string(ScalarSchema(*elems.begin())) + "[]", out.optional);
+      return out;
+    }
+  }
+  const Json* type = p.Get("type");
+  KFFI_THROW(TypeError) << "kffi.torch: " << label << ": parameter " << PyRepr(out.name)
+                        << " has type " << (type ? PyReprJson(*type) : "None")
+                        << ", which a torch op cannot take (tensors, int, float, bool, streams, "
+                           "and tuples of int/float/bool)";
+}
+
+SigParam CppParam(int64_t i, const Json& p, const std::string& label) {
+  SigParam out;
+  out.index = i;
+  out.name = Truthy(p.Get("name")) ? Str(p.Get("name")) : "arg" + std::to_string(i);
+  const Json* t = p.Get("type");
+  const std::string type_text = t == nullptr ? "" : Str(t);
+  const std::string opt_prefix = "Optional<";
+  out.optional = type_text.size() > opt_prefix.size() &&
+                 type_text.compare(0, opt_prefix.size(), opt_prefix) == 0 &&
+                 type_text.back() == '>';
+  const std::string inner =
+      out.optional ? type_text.substr(opt_prefix.size(), type_text.size() - opt_prefix.size() - 1)
+                   : type_text;
+  SetDefault(p, out.optional, &out);
+  if (inner == "Tensor" || inner == "DLTensor*" || inner == "TensorView") {
+    out.kind = "tensor";
+    out.schema_type = WithOptional("Tensor", out.optional);
+    return out;
+  }
+  if (const char* s = ScalarSchema(inner); s != nullptr) {
+    out.kind = inner;
+    out.schema_type = WithOptional(s, out.optional);
+    return out;
+  }
+  const char* list = inner == "Array<int>"     ? "SymInt[]"
+                     : inner == "Array<float>" ? "float[]"
+                     : inner == "Array<bool>"  ? "bool[]"
+                                               : nullptr;
+  if (list != nullptr) {
+    out.kind = "list";
+    out.schema_type = WithOptional(list, out.optional);
+    return out;
+  }
+  KFFI_THROW(TypeError) << "kffi.torch: " << label << ": parameter " << PyRepr(out.name)
+                        << " has C++ type " << PyRepr(type_text)
+                        << ", which a torch op cannot take (Tensor, int, float, bool, str, "
+                           "Optional of them, Array<int|float|bool>)";
+}
+
+std::string AliasName(size_t i) {
+  return i < 26 ? std::string(1, static_cast<char>('a' + i)) : "a" + std::to_string(i);
+}
+
+std::string SchemaDefault(const SigParam& p) {
+  const Json& v = p.default_value;
+  switch (v.kind) {
+    case Json::kNull:
+      return "None";
+    case Json::kBool:
+      return v.boolean ? "True" : "False";
+    case Json::kNumber:
+      return v.integral ? std::to_string(v.integer) : PyFloat(v.number);
+    case Json::kString:
+      return JsonDumps(v.str);
+    case Json::kArray: {
+      std::vector<std::string> items;
+      bool ok = true;
+      for (const Json& x : v.items) {
+        if (x.kind != Json::kNumber && x.kind != Json::kBool) ok = false;
+        items.push_back(PyReprJson(x));
+      }
+      if (ok) return "[" + Join(items, ", ") + "]";
+      break;
+    }
+    default:
+      break;
+  }
+  KFFI_THROW(TypeError) << "kffi.torch: parameter " << PyRepr(p.name)
+                        << ": cannot write its default " << PyReprJson(v) << " in a schema";
+}
+
+std::vector<std::string> Sorted(std::vector<std::string> v) {
+  std::sort(v.begin(), v.end());
+  v.erase(std::unique(v.begin(), v.end()), v.end());
+  return v;
+}
+
+bool Contains(const std::vector<std::string>& v, const std::string& s) {
+  return std::find(v.begin(), v.end(), s) != v.end();
+}
+
+}  // namespace
+
+std::string PyRepr(const std::string& s) {
+  const bool dq = s.find('\'') != std::string::npos && s.find('"') == std::string::npos;
+  const char q = dq ? '"' : '\'';
+  std::string out(1, q);
+  for (unsigned char c : s) {
+    char buf[8];
+    if (c == '\\') {
+      out += "\\\\";
+    } else if (c == static_cast<unsigned char>(q)) {
+      out += std::string("\\") + q;
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\r') {
+      out += "\\r";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (c < 0x20 || c == 0x7F) {
+      std::snprintf(buf, sizeof(buf), "\\x%02x", c);
+      out += buf;
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out + q;
+}
+
+std::vector<const SigParam*> OpSignature::SchemaArgs() const {
+  std::vector<const SigParam*> out;
+  for (const SigParam& p : params) {
+    if (!p.schema_type.empty()) out.push_back(&p);
+  }
+  return out;
+}
+
+std::vector<std::string> OpSignature::Mutated() const {
+  std::vector<std::string> out;
+  for (const SigParam& p : params) {
+    if (p.is_mutable && !p.allocated) out.push_back(p.name);
+  }
+  return out;
+}
+
+std::vector<int64_t> OpSignature::Written() const {
+  std::vector<int64_t> out;
+  std::vector<const SigParam*> args = SchemaArgs();
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i]->is_mutable) out.push_back(static_cast<int64_t>(i));
+  }
+  return out;
+}
+
+std::string OpSignature::Schema() const {
+  std::vector<const SigParam*> args = SchemaArgs();
+  // Only a trailing run of defaults (as the kffi call path fills them).
+  size_t first_default = args.size();
+  while (first_default > 0 && args[first_default - 1]->has_default) --first_default;
+  std::vector<std::string> parts;
+  size_t alias = 0;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const SigParam& p = *args[i];
+    std::string t = p.schema_type;
+    if (p.is_mutable) {
+      const bool opt = !t.empty() && t.back() == '?';
+      if (opt) t.pop_back();
+      t += "(" + AliasName(alias++) + "!)" + (opt ? "?" : "");
+    }
+    std::string text = t + " " + p.name;
+    if (i >= first_default) text += "=" + SchemaDefault(p);
+    parts.push_back(std::move(text));
+  }
+  std::string ret;
+  if (returns.empty()) {
+    ret = "()";
+  } else if (returns.size() == 1) {
+    ret = returns[0];
+  } else {
+    ret = "(" + Join(returns, ", ") + ")";
+  }
+  return "(" + Join(parts, ", ") + ") -> " + ret;
+}
+
+int64_t OpSignature::DeviceArg() const {
+  std::vector<const SigParam*> args = SchemaArgs();
+  for (bool want_required : {true, false}) {
+    for (size_t i = 0; i < args.size(); ++i) {
+      if (args[i]->kind == "tensor" && (!args[i]->optional || !want_required)) {
+        return static_cast<int64_t>(i);
+      }
+    }
+  }
+  return -1;
+}
+
+std::vector<std::pair<int64_t, int64_t>> OpSignature::AllocDims(const SigParam& p) const {
+  std::vector<const SigParam*> args = SchemaArgs();
+  // The tensor arguments that bind symbols: required ones first, each group in order.
+  std::vector<size_t> candidates;
+  for (bool optional : {false, true}) {
+    for (size_t i = 0; i < args.size(); ++i) {
+      if (args[i]->kind == "tensor" && args[i]->has_shape && args[i]->optional == optional) {
+        candidates.push_back(i);
+      }
+    }
+  }
+  std::vector<std::pair<int64_t, int64_t>> out;
+  for (size_t d = 0; d < p.shape.size(); ++d) {
+    const SigDim& dim = p.shape[d];
+    if (dim.kind == SigDim::kInt) {
+      out.emplace_back(-1, dim.value);
+      continue;
+    }
+    bool found = false;
+    if (dim.kind == SigDim::kSymbol) {
+      for (size_t i : candidates) {
+        const std::vector<SigDim>& shape = args[i]->shape;
+        for (size_t k = 0; k < shape.size() && !found; ++k) {
+          if (shape[k].kind == SigDim::kSymbol && shape[k].symbol == dim.symbol) {
+            out.emplace_back(static_cast<int64_t>(i), static_cast<int64_t>(k));
+            found = true;
+          }
+        }
+        if (found) break;
+      }
+    }
+    KFFI_CHECK(found, TypeError) << "kffi.torch: " << label << ": cannot allocate "
+                                 << PyRepr(p.name) << ": its dimension " << d << " (" << dim.repr
+                                 << ") is not fixed by any tensor argument; pass it as an argument "
+                                    "(leave it out of allocate=)";
+  }
+  return out;
+}
+
+std::vector<int64_t> OpSignature::Plan() const {
+  std::vector<const SigParam*> args = SchemaArgs();
+  auto schema_pos = [&](const SigParam& p) {
+    for (size_t i = 0; i < args.size(); ++i) {
+      if (args[i] == &p) return static_cast<int64_t>(i);
+    }
+    return int64_t{-1};
+  };
+  std::vector<const SigParam*> allocs;
+  for (const SigParam& p : params) {
+    if (p.allocated) allocs.push_back(&p);
+  }
+  std::vector<int64_t> items{static_cast<int64_t>(params.size())};
+  int64_t alloc_pos = 0;
+  for (const SigParam& p : params) {
+    if (p.allocated) {
+      items.insert(items.end(), {kAlloc, alloc_pos++});
+    } else if (p.kind == "stream") {
+      items.insert(items.end(), {kStream, 0});
+    } else if (p.schema_type.empty()) {
+      items.insert(items.end(), {kNone, 0});
+    } else {
+      items.insert(items.end(), {kArg, schema_pos(p)});
+    }
+  }
+  items.push_back(static_cast<int64_t>(allocs.size()));
+  for (const SigParam* p : allocs) {
+    items.push_back(static_cast<int64_t>(p->shape.size()));
+    items.push_back(static_cast<int64_t>(p->dtypes.size()));
+    for (const std::string& d : p->dtypes) items.push_back(PackedDType(d));
+    for (const auto& [arg, value] : AllocDims(*p)) items.insert(items.end(), {arg, value});
+  }
+  items.insert(items.end(), {DeviceArg(), ret_kind, n_fn_returns});
+  return items;
+}
+
+bool HasStructuredContract(const std::string& metadata) {
+  Json meta;
+  details::JsonReader reader(metadata);
+  return reader.Parse(&meta) && meta.kind == Json::kObject && meta.Get("mutates") != nullptr;
+}
+
+OpSignature SignatureOf(const std::string& metadata, const std::string& qualname,
+                        const std::string& fallback_label, const SignatureOptions& options) {
+  Json meta;
+  details::JsonReader reader(metadata);
+  const bool parsed = reader.Parse(&meta) && meta.kind == Json::kObject;
+  std::string label = parsed && Truthy(meta.Get("name")) ? Str(meta.Get("name")) : fallback_label;
+  if (label.empty()) label = "function";
+  const Json* raw = parsed ? meta.Get("params") : nullptr;
+  KFFI_CHECK(raw != nullptr && raw->kind == Json::kArray, TypeError)
+      << "kffi.torch: " << label
+      << " has no metadata (parameter names and types); torch ops are made from functions of "
+         "kffi.load_module(...) / kffi.compile / kffi.cpp.load_inline";
+  OpSignature sig;
+  sig.qualname = qualname;
+  sig.label = label;
+  sig.contract = meta.Get("mutates") != nullptr;
+  std::vector<SigParam>& params = sig.params;
+  for (size_t i = 0; i < raw->items.size(); ++i) {
+    const Json& p = raw->items[i];
+    static const Json kEmpty = [] {
+      Json j;
+      j.kind = Json::kObject;
+      return j;
+    }();
+    const Json& pj = p.kind == Json::kObject ? p : kEmpty;
+    params.push_back(sig.contract ? ContractParam(static_cast<int64_t>(i), pj, label)
+                                  : CppParam(static_cast<int64_t>(i), pj, label));
+  }
+  if (sig.contract) {
+    std::vector<std::string> declared;
+    for (const SigParam& p : params) {
+      if (p.is_mutable) declared.push_back(p.name);
+    }
+    if (const Json* m = meta.Get("mutates"); m != nullptr && m->kind == Json::kArray) {
+      for (const Json& n : m->items) declared.push_back(Str(&n));
+    }
+    declared = Sorted(declared);
+    if (options.has_mutates && Sorted(options.mutates) != declared) {
+      KFFI_THROW(ValueError) << "kffi.torch: " << label
+                             << ": mutates_args=" << PyList(Sorted(options.mutates))
+                             << " contradicts its contract, which marks "
+                             << (declared.empty() ? "nothing" : PyList(declared)) << " `mut`";
+    }
+    for (SigParam& p : params) p.is_mutable = p.kind == "tensor" && Contains(declared, p.name);
+  } else {
+    KFFI_CHECK(options.has_mutates, TypeError)
+        << "kffi.torch: " << label
+        << " has no contract saying which tensors it writes; pass mutates_args=(names of the "
+           "tensor parameters it writes) (or () for none)";
+    for (const std::string& n : Sorted(options.mutates)) {
+      SigParam* found = nullptr;
+      for (SigParam& p : params) {
+        if (p.name == n) {
+          found = &p;
+          break;  // the first of that name, as a dict of names keeps the last: names are unique
+        }
+      }
+      if (found == nullptr || found->kind != "tensor") {
+        std::vector<std::string> tensors;
+        for (const SigParam& p : params) {
+          if (p.kind == "tensor") tensors.push_back(p.name);
+        }
+        KFFI_THROW(ValueError) << "kffi.torch: " << label << ": mutates_args names " << PyRepr(n)
+                               << ", which is not one of its tensor parameters ("
+                               << (tensors.empty() ? "none" : Join(tensors, ", ")) << ")";
+      }
+      found->is_mutable = true;
+    }
+  }
+  for (const SigParam& p : params) {
+    KFFI_CHECK(IsIdentifier(p.name), ValueError)
+        << "kffi.torch: " << label << ": parameter name " << PyRepr(p.name)
+        << " cannot name a torch schema argument";
+  }
+
+  // Allocated outputs: mut tensors the op makes and returns.
+  if (options.allocate != 0) {
+    KFFI_CHECK(sig.contract, TypeError)
+        << "kffi.torch: " << label << ": allocate= needs a contract (output shapes come from it)";
+    std::vector<std::string> mut;
+    for (const SigParam& p : params) {
+      if (p.is_mutable) mut.push_back(p.name);
+    }
+    std::vector<std::string> chosen = options.allocate == 1 ? mut : options.allocate_names;
+    for (const std::string& n : Sorted(chosen)) {
+      KFFI_CHECK(Contains(mut, n), ValueError)
+          << "kffi.torch: " << label << ": allocate= names " << PyRepr(n)
+          << ", which is not a `mut` tensor parameter (" << (mut.empty() ? "none" : Join(mut, ", "))
+          << ")";
+    }
+    for (SigParam& p : params) {
+      if (p.is_mutable && Contains(chosen, p.name)) {
+        KFFI_CHECK(p.has_shape, TypeError)
+            << "kffi.torch: " << label << ": " << PyRepr(p.name) << " has no declared shape";
+        p.allocated = true;
+        p.schema_type.clear();
+      }
+    }
+  }
+
+  for (const SigParam& p : params) {
+    if (p.allocated) sig.returns.push_back("Tensor");
+  }
+  const Json* outputs = sig.contract ? meta.Get("outputs") : nullptr;
+  if (outputs != nullptr && outputs->kind == Json::kArray && !outputs->items.empty()) {
+    for (size_t k = 0; k < outputs->items.size(); ++k) {
+      const Json& o = outputs->items[k];
+      SigOutput out;
+      out.name = Truthy(o.Get("name")) ? Str(o.Get("name")) : "";
+      out.dtypes = DtypeOptions(o.Get("dtype"));
+      if (const Json* rpn = o.Get("shape_rpn"); rpn != nullptr && rpn->kind == Json::kArray) {
+        for (const Json& dim : rpn->items) {
+          out.shape_rpn.push_back(dim.kind == Json::kArray ? dim.items : std::vector<Json>{dim});
+        }
+      }
+      sig.outputs.push_back(std::move(out));
+      sig.returns.push_back("Tensor");
+    }
+    sig.ret_kind = sig.outputs.size() == 1 ? kRetTensor : kRetTensors;
+    sig.n_fn_returns = static_cast<int64_t>(sig.outputs.size());
+  } else {
+    const Json* r = meta.Get("return");
+    const std::string ret_type = r == nullptr ? "None" : Str(r);
+    if (ret_type == "None" || ret_type == "void" || ret_type.empty()) {
+      sig.ret_kind = kRetNone;
+    } else if (ret_type == "Tensor" || ret_type == "DLTensor*") {
+      sig.returns.push_back("Tensor");
+      sig.ret_kind = kRetTensor;
+      sig.n_fn_returns = 1;
+    } else if (ret_type == "Array<Tensor>" && !sig.contract) {
+      sig.returns.push_back("Tensor[]");
+      sig.ret_kind = kRetTensorList;
+    } else if (ret_type == "int" || ret_type == "float" || ret_type == "bool") {
+      sig.returns.push_back(ScalarSchema(ret_type));
+      sig.ret_kind = ret_type == "int" ? kRetInt : ret_type == "float" ? kRetFloat : kRetBool;
+    } else {
+      KFFI_THROW(TypeError) << "kffi.torch: " << label << " returns " << ret_type
+                            << "; a torch op made from it returns tensors (a contract's outputs, "
+                               "Tensor, Array<Tensor>), int, float, bool or None";
+    }
+  }
+  for (const SigParam& p : params) {
+    if (p.allocated) sig.AllocDims(p);  // fail now when a dimension is not fixed by the arguments
+  }
+  return sig;
+}
+
+namespace {
+
+/// For kffi.torch (_schema.py): the signature as [schema, plan, label, ret_kind, n_fn_returns,
+/// contract, returns, device_arg, params], each param [name, kind, schema_type or None,
+/// optional, has_default, mutable, allocated, dtypes, alloc_dims (flat (arg, value) pairs)].
+Array<Any> OpSignatureForPython(const std::string& metadata, const std::string& qualname,
+                                const std::string& fallback_label, bool has_mutates,
+                                Array<String> mutates, int64_t allocate,
+                                Array<String> allocate_names) {
+  SignatureOptions options;
+  options.has_mutates = has_mutates;
+  for (const String& s : mutates) options.mutates.emplace_back(s.data(), s.size());
+  options.allocate = static_cast<int>(allocate);
+  for (const String& s : allocate_names) options.allocate_names.emplace_back(s.data(), s.size());
+  OpSignature sig = SignatureOf(metadata, qualname, fallback_label, options);
+  std::string schema = sig.Schema();
+  std::vector<int64_t> plan = sig.Plan();
+  Array<Any> params;
+  for (const SigParam& p : sig.params) {
+    Array<String> dtypes;
+    for (const std::string& d : p.dtypes) dtypes.push_back(String(d));
+    Array<int64_t> dims;
+    if (p.allocated) {
+      for (const auto& [arg, value] : sig.AllocDims(p)) {
+        dims.push_back(arg);
+        dims.push_back(value);
+      }
+    }
+    Any schema_type;
+    if (!p.schema_type.empty()) schema_type = String(p.schema_type);
+    params.push_back(Array<Any>{String(p.name), String(p.kind), schema_type, p.optional,
+                                p.has_default, p.is_mutable, p.allocated, dtypes, dims});
+  }
+  Array<String> returns;
+  for (const std::string& r : sig.returns) returns.push_back(String(r));
+  return Array<Any>{String(schema), Array<int64_t>(plan), String(sig.label),
+                    sig.ret_kind,   sig.n_fn_returns,     sig.contract,
+                    returns,        sig.DeviceArg(),      params};
+}
+
+}  // namespace
+}  // namespace torchglue
+}  // namespace kffi
+
+KFFI_EXPORT_DOC(op_signature, kffi::torchglue::OpSignatureForPython,
+                "The torch op signature of a kffi function, from its metadata (JSON)",
+                "metadata, qualname, fallback_label, has_mutates, mutates, allocate, "
+                "allocate_names");

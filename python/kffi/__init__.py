@@ -23,6 +23,7 @@ from __future__ import annotations
 from . import _core as _core
 from . import aot as aot
 from . import cpp, libinfo
+from ._reflection import register_object, register_record
 from .build.aot import load_object
 from .build.stubgen import stubgen
 from .contract import (
@@ -96,6 +97,8 @@ __all__ = [
     "Map",
     "Module",
     "Object",
+    "register_object",
+    "register_record",
     "Shape",
     "Tensor",
     "dtype",

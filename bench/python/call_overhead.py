@@ -380,26 +380,14 @@ def ext_suffix():
     return sysconfig.get_config_var("EXT_SUFFIX") or ".so"
 
 
-def kffi_flags():
-    out = subprocess.run(
-        [sys.executable, "-m", "kffi.config", "--cxxflags", "--ldflags", "--libs"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.split()
-    return out
-
-
 def build_kffi():
-    import kffi
+    # kffi.cpp, the one way to build a kffi library (kffi-config's flags, cached by content), with
+    # the optimisation flags every binding here gets. The other bindings are built by their own
+    # toolchains (tvm-ffi-config, nanobind, pybind11, torch): cached_build below.
+    import kffi.cpp
 
-    flags = kffi_flags()
-    inc = [f[2:] for f in flags if f.startswith("-I")]
-    return cached_build(
-        "kbench_kffi",
-        KFFI_SRC,
-        lambda s, o: [CXX, *OPT, "-shared", str(s), "-o", str(o), *flags],
-        [kffi.__version__, " ".join(flags), *(tree_hash(i) for i in inc)],
+    return Path(
+        kffi.cpp.build_inline("kbench_kffi", cpp_sources=KFFI_SRC, extra_cflags=OPT, quiet=True)
     )
 
 

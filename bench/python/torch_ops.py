@@ -132,9 +132,9 @@ def build_kffi_op():
 def register_from_cpp(module):
     """The module's contract functions registered by kffi::torch::RegisterOps(module, ns), as a
     C++ program registers them: kffi_bench_cxx::empty3."""
-    from kffi.torch import _native
+    from kffi.torch import _glue
 
-    assert _native.glue().register_module_ops(module, "kffi_bench_cxx") == 1
+    assert _glue.glue().register_module_ops(module, "kffi_bench_cxx") == 1
     return torch.ops.kffi_bench_cxx.empty3.default
 
 

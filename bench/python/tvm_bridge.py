@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import hashlib
 import itertools
 import json
 import os
@@ -65,26 +64,17 @@ def log(msg):
 
 
 def build_native() -> Path:
-    flags = subprocess.run(
-        [sys.executable, "-m", "kffi.config", "--cxxflags", "--ldflags", "--libs"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.split()
-    key = hashlib.sha256((NATIVE_SRC + " ".join(flags)).encode()).hexdigest()[:16]
-    cache = ROOT / "build" / "bench_cache"
-    cache.mkdir(parents=True, exist_ok=True)
-    out = cache / f"libtvm_bridge_native-{key}.so"
-    if not out.exists():
-        src = cache / f"tvm_bridge_native-{key}.cc"
-        src.write_text(NATIVE_SRC)
-        cxx = os.environ.get("CXX", "c++")
-        tmp = out.with_suffix(f".{os.getpid()}.tmp")
-        subprocess.run(
-            [cxx, "-O3", "-DNDEBUG", "-shared", str(src), "-o", str(tmp), *flags], check=True
+    # kffi.cpp, the one way to build a kffi library, at the TVM libraries' release flags.
+    import kffi.cpp
+
+    return Path(
+        kffi.cpp.build_inline(
+            "tvm_bridge_native",
+            cpp_sources=NATIVE_SRC,
+            extra_cflags=["-O3", "-DNDEBUG"],
+            quiet=True,
         )
-        os.replace(tmp, out)
-    return out
+    )
 
 
 class CallTimer:

@@ -22,7 +22,7 @@ class lazy(Generic[T]):
     exists); a run that raises stores nothing, so the next call tries again. ``done`` tells
     whether the value exists (without making it)."""
 
-    def __init__(self, make: Callable[[], T]):
+    def __init__(self, make: Callable[[], T]) -> None:
         self._make = make
         self._lock = threading.Lock()
         self._done = False

@@ -193,55 +193,6 @@ def register_object(type_key: str):
 _core._set_reflection_hook(_class_for)
 
 
-def stub_classes(type_texts, taken=()) -> tuple[dict[str, str], str]:
-    """For kffi-stubgen: the reflected object types named in type_texts (metadata type strings
-    such as "test.Point" or "Array<test.Point>") and their reflected ancestors, as
-    ({type key: class name}, the classes' .pyi text). A type whose short name is no identifier or
-    is taken (a function's name, another type's) is left out (it stays Any)."""
-    import keyword
-    import re
-
-    from .aot import parse_type
-    from .stubgen import python_type
-
-    keys: list[str] = []
-    for text in type_texts:
-        for token in re.findall(r"[A-Za-z_][\w]*(?:\.[\w]+)+", str(text)):
-            try:
-                index = _core._type_key_to_index(token)
-            except KeyError:
-                continue
-            for at in _chain(index):
-                key = _info(at)[0]
-                if key not in keys and fields_of(at) is not None:
-                    keys.append(key)
-    names: dict[str, str] = {}
-    used = set(taken) | {"Object"}
-    for key in keys:
-        name = key.rsplit(".", 1)[-1]
-        if name.isidentifier() and not keyword.iskeyword(name) and name not in used:
-            names[key] = name
-            used.add(name)
-    blocks = []
-    for key, name in names.items():
-        index = _core._type_key_to_index(key)
-        parent = _info(index)[1]
-        parent_key = _info(parent)[0] if parent >= 0 and _info(parent) else None
-        base = names.get(parent_key, "Object")
-        lines = [f"class {name}({base}):", f'    """kffi object type `{key}`."""', ""]
-        for fname, ftype, _, writable in _info(index)[3]:
-            ann = python_type(parse_type(ftype), result=True)
-            ann = names.get(ftype, ann)
-            if writable:
-                lines.append(f"    {fname}: {ann}")
-            else:
-                lines += ["    @property", f"    def {fname}(self) -> {ann}: ...", ""]
-        for mname, _ in _info(index)[4]:
-            lines.append(f"    def {mname}(self, *args: Any, **kwargs: Any) -> Any: ...")
-        blocks.append("\n".join(lines).rstrip() + "\n")
-    return names, "\n\n".join(blocks)
-
-
 def _record_plan(cls) -> tuple[int, tuple[str, ...]]:
     """For the extension: (kffi type index, field names) of a record class (a dataclass or a
     typing.NamedTuple with ``__kffi_type__``), read once per class."""

@@ -14,7 +14,7 @@ import sys
 _SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "bin", "kffi-config")
 
 
-def main(argv=None) -> int:
+def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else list(argv)
     if not os.path.exists(_SCRIPT):
         print(

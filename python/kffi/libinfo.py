@@ -7,7 +7,7 @@ import os
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def _first_existing(*candidates):
+def _first_existing(*candidates: str) -> str:
     for c in candidates:
         if os.path.exists(c):
             return c

@@ -1,44 +1,26 @@
 """tests/python/conftest.py: builds and loads the testing library and the test kernel libraries.
 
-The libraries are compiled with the flags `kffi-config` gives (exactly what a kernel author
-uses) into a temporary folder, named by a hash of the sources, headers and flags so that an
-unchanged library is not rebuilt by the next session.
+The libraries are built by kffi.cpp.build (the flags `kffi-config` gives, exactly what a kernel
+author uses) into a temporary folder, named by a hash of the sources, headers and flags so that
+an unchanged library is not rebuilt by the next session.
 """
 
 from __future__ import annotations
 
-import hashlib
+import concurrent.futures
 import os
-import shutil
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 import kffi
+import kffi.cpp
 import pytest
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
 TESTING_LIB_SOURCE = REPO / "tests" / "testing_lib" / "testing_lib.cc"
 KERNEL_SOURCES = {p.stem: p for p in sorted((HERE / "kernels").glob("*.cc"))}
-
-
-def _kffi_config_flags() -> list[str]:
-    exe = shutil.which("kffi-config")
-    cmd = [exe] if exe else [sys.executable, "-m", "kffi.config"]
-    out = subprocess.run(
-        cmd + ["--cxxflags", "--ldflags", "--libs"], check=True, capture_output=True, text=True
-    ).stdout
-    return out.split()
-
-
-def _headers_digest() -> bytes:
-    h = hashlib.sha256()
-    for path in sorted(Path(kffi.libinfo.include_dir()).rglob("*.h")):
-        h.update(str(path).encode())
-        h.update(path.read_bytes())
-    return h.digest()
 
 
 def _cache_dir() -> Path:
@@ -52,47 +34,28 @@ def _cache_dir() -> Path:
 
 
 class LibraryBuilder:
-    """Compiles one .cc file into a shared library with `g++ -shared -O1 $(kffi-config ...)`."""
+    """Compiles .cc files into shared libraries with kffi.cpp.build, the one way the tests build
+    a library: kffi-config's flags (exactly what a kernel author uses), keyed by the source,
+    flags, compiler and kffi's headers, so an unchanged library is not rebuilt by the next
+    session; with warnings on and the tests' quick -O1."""
+
+    CFLAGS = ("-O1", "-Wall", "-Wextra")
 
     def __init__(self):
-        self.flags = _kffi_config_flags()
         self.dir = _cache_dir()
-        self._base = hashlib.sha256(_headers_digest() + " ".join(self.flags).encode()).digest()
 
-    def output_path(self, source: Path) -> Path:
-        digest = hashlib.sha256(self._base + source.read_bytes()).hexdigest()[:16]
-        return self.dir / f"lib{source.stem}-{digest}.so"
-
-    def start(self, source: Path):
-        """Starts compiling source unless a library for this exact source exists.
-
-        Returns (path, process or None).
-        """
-        out = self.output_path(source)
-        if out.exists():
-            return out, None
-        tmp = out.with_suffix(f".{os.getpid()}.tmp")
-        cmd = ["g++", "-shared", "-O1", "-Wall", "-Wextra", "-o", str(tmp), str(source)]
-        cmd += self.flags
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        proc._kffi_tmp = tmp
-        proc._kffi_cmd = cmd
-        return out, proc
-
-    @staticmethod
-    def finish(out: Path, proc) -> Path:
-        if proc is None:
-            return out
-        output, _ = proc.communicate()
-        if proc.returncode != 0:
-            raise RuntimeError(f"building {out.name} failed:\n{' '.join(proc._kffi_cmd)}\n{output}")
-        os.replace(proc._kffi_tmp, out)  # atomic: a concurrent session sees all or nothing
-        return out
+    def build(self, name: str, source: Path) -> Path:
+        return Path(
+            kffi.cpp.build(
+                name, [source], extra_cflags=self.CFLAGS, build_directory=self.dir, quiet=True
+            )
+        )
 
     def build_all(self, sources: dict[str, Path]) -> dict[str, Path]:
         """Builds several libraries in parallel (a 2-core box builds 3 libraries in ~10 s)."""
-        started = {name: self.start(src) for name, src in sources.items()}
-        return {name: self.finish(out, proc) for name, (out, proc) in started.items()}
+        with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, len(sources))) as pool:
+            futures = {name: pool.submit(self.build, name, src) for name, src in sources.items()}
+            return {name: f.result() for name, f in futures.items()}
 
 
 class TestingGlobals:

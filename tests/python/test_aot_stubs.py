@@ -13,7 +13,7 @@ from pathlib import Path
 import kffi
 import pytest
 from kffi.aot import parse_type, render_header
-from kffi.stubgen import python_type, render_stub
+from kffi.build.stubgen import python_type, render_stub
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -181,7 +181,11 @@ def _stubgen_command() -> list:
     exe = Path(sys.executable).parent / "kffi-stubgen"
     if exe.exists():
         return [str(exe)]
-    return [sys.executable, "-c", "import sys; from kffi.stubgen import main; sys.exit(main())"]
+    return [
+        sys.executable,
+        "-c",
+        "import sys; from kffi.build.stubgen import main; sys.exit(main())",
+    ]
 
 
 def test_kffi_stubgen_command(axpy, tmp_path):
@@ -196,8 +200,9 @@ def test_kffi_stubgen_command(axpy, tmp_path):
     missing = subprocess.run([*cmd, tmp_path / "nope.so"], capture_output=True, text=True)
     assert missing.returncode == 1
     assert missing.stderr.startswith("kffi-stubgen: Cannot load kffi module: no such file")
-    # kffi.stubgen stays the function after the submodule is imported by name.
-    import kffi.stubgen
+    # kffi.stubgen is the function: the module is kffi.build.stubgen, and importing it leaves the
+    # name alone (no module shadowed by a function).
+    import kffi.build.stubgen
 
     assert callable(kffi.stubgen) and kffi.stubgen.__module__ == "kffi"
 

@@ -809,6 +809,23 @@ def test_compile_errors_and_bad_options(module_cache):
 
 
 @needs_contracts
+def test_build_options_as_keywords_or_options_and_depends(module_cache, tmp_path):
+    """kffi.compile takes kffi.cpp.build's keywords as well as options={...} (not both for one
+    option), and depends= keys a header the source includes."""
+    header = tmp_path / "step.h"
+    header.write_text("#pragma once\nconstexpr int64_t kStep = 1;\n")
+    src = '#include "step.h"\nint64_t step(int64_t x) { return x + kStep; }\n'
+    kw = {"extra_include_paths": [str(tmp_path)], "depends": [str(header)], "quiet": True}
+    assert kffi.compile(src, "step", kffi.Int64, **kw)(1) == 2
+    header.write_text("#pragma once\nconstexpr int64_t kStep = 5;\n")
+    assert kffi.compile(src, "step", kffi.Int64, options=kw)(1) == 6
+    with pytest.raises(TypeError, match=r"options \['quiet'\] given both"):
+        kffi.compile(src, "step", kffi.Int64, options={"quiet": True}, quiet=True)
+    with pytest.raises(TypeError, match=r"unknown options \['opt'\]"):
+        kffi.compile(src, "step", kffi.Int64, opt=3)
+
+
+@needs_contracts
 @pytest.mark.skipif(not kffi.cpp.nvcc_available(), reason="no nvcc found")
 def test_cuda_source_compiles_with_cuda_devices_by_default(module_cache):
     src = r"""

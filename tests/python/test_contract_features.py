@@ -160,8 +160,8 @@ def test_eval_shape_rpn_follows_python_semantics():
     assert ev(["n", -3, "%"], {"n": 5}) == -1
     assert ev(["n", "neg", 1, "+"], {"n": 5}) == -4
     assert ev([7], {}) == 7
-    # One evaluator serves the public API and the framework integrations (kffi._abstract).
-    assert ev is kffi._abstract.eval_shape_rpn
+    # One evaluator serves the public API and the framework integrations (kffi.contract._abstract).
+    assert ev is kffi.contract._abstract.eval_shape_rpn
     assert ev(["n", 2, "*"], {"n": np.int64(3)}) == 6
     with pytest.raises(ValueError, match="symbol 'm' is not bound by any input \\(bound: n\\)"):
         ev(["m"], {"n": 1})

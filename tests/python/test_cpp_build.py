@@ -344,6 +344,38 @@ def test_build_from_files_with_include_paths_and_build_directory(cache, tmp_path
     assert not list(cache.glob("answer_lib_*"))  # build_directory replaces the cache folder
 
 
+def test_depends_files_enter_the_build_key(cache, tmp_path):
+    """A header the source includes is keyed only when listed in depends=: then changing it
+    rebuilds, in build() and load_inline() alike; an unreadable one is named."""
+    inc = tmp_path / "inc"
+    inc.mkdir()
+    header = inc / "answer.h"
+    header.write_text("#pragma once\ninline int Answer() { return 41; }\n")
+    src = tmp_path / "a.cc"
+    src.write_text(
+        '#include <kffi/export.h>\n#include "answer.h"\n'
+        "int Answer1() { return Answer() + 1; }\nKFFI_EXPORT(answer, Answer1);\n"
+    )
+    path = kffi.cpp.build("dep_lib", [src], extra_include_paths=[inc], depends=[header])
+    assert kffi.load_module(path).answer() == 42
+    assert kffi.cpp.build("dep_lib", [src], extra_include_paths=[inc], depends=[header]) == path
+    # Without depends=, the header is not part of the key: a different key from the one above.
+    plain = kffi.cpp.build("dep_lib", [src], extra_include_paths=[inc])
+    assert plain != path
+    header.write_text("#pragma once\ninline int Answer() { return 42; }\n")
+    path2 = kffi.cpp.build("dep_lib", [src], extra_include_paths=[inc], depends=[str(header)])
+    assert path2 != path and kffi.load_module(path2).answer() == 43
+    assert kffi.cpp.build("dep_lib", [src], extra_include_paths=[inc]) == plain  # stale, unkeyed
+    inline = "int Two() { return Answer() * 2; }"
+    kw = {"functions": ["Two"], "extra_cflags": [f"-include{header}"], "depends": [header]}
+    assert kffi.cpp.load_inline("dep_inline", cpp_sources=inline, **kw).Two() == 84
+    header.write_text("#pragma once\ninline int Answer() { return 5; }\n")
+    assert kffi.cpp.load_inline("dep_inline", cpp_sources=inline, **kw).Two() == 10
+    missing = tmp_path / "missing.h"
+    with pytest.raises(FileNotFoundError, match="cannot read depends file .*missing.h"):
+        kffi.cpp.build("dep_lib", [src], depends=[missing])
+
+
 def test_concurrent_builds_of_one_key_build_once(cache, counting_cxx, tmp_path):
     go = tmp_path / "go"
     code = f"""

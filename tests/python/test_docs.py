@@ -342,7 +342,7 @@ CATALOGUE = DOCS / "contracts.md"
 # Messages the code can emit only through a bug in kffi (with why), so the page does not show them.
 NOT_SHOWN = {
     "malformed expression": "the parser never builds a malformed RPN (contract.h EvalRpn)",
-    # The shape evaluator (kffi._abstract.eval_shape_rpn) on metadata a library could forge.
+    # The shape evaluator (kffi.contract._abstract.eval_shape_rpn) on metadata a library could forge.
     ": shape_rpn must be a list of tokens, got ": "the parser writes lists",
     ": expression has ": "the parser writes short expressions (at most 1024 tokens)",
     " needs two operands in ": "the parser never builds a malformed RPN",
@@ -387,10 +387,10 @@ def cpp_contract_messages() -> set[str]:
 
 
 def python_contract_messages() -> set[str]:
-    """The longest fixed piece of each message python/kffi/contract.py raises, and those of the
-    shape evaluator it re-exports (kffi._abstract.eval_shape_rpn, whose messages _core's
-    PyRpnDomain builds in python/src/core_module.cc)."""
-    tree = ast.parse((REPO / "python" / "kffi" / "contract.py").read_text())
+    """The longest fixed piece of each message python/kffi/contract/_compile.py raises, and those
+    of the shape evaluator it re-exports (kffi.contract._abstract.eval_shape_rpn, whose messages
+    _core's PyRpnDomain builds in python/src/core_module.cc)."""
+    tree = ast.parse((REPO / "python" / "kffi" / "contract" / "_compile.py").read_text())
     found = set()
     for node in ast.walk(tree):
         if not (isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call) and node.exc.args):

@@ -16,15 +16,14 @@ import sys
 
 import kffi
 import pytest
+from kffi._type_text import MAX_TYPE_DEPTH, parse_type
 from kffi.aot import (
     _KEYWORDS,
-    MAX_TYPE_DEPTH,
     check_header_compiles,
     check_header_name,
-    parse_type,
     render_header,
 )
-from kffi.stubgen import python_type, render_stub
+from kffi.build.stubgen import python_type, render_stub
 
 needs_mypy = pytest.mark.skipif(
     subprocess.run([sys.executable, "-m", "mypy", "--version"], capture_output=True).returncode

@@ -23,7 +23,7 @@ from dlpack_util import (
     DLPackVersion,
     capsule_new,
 )
-from kffi._objects import _annotate, _check_metadata
+from kffi.runtime._objects import _annotate, _check_metadata
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""tests/python/test_jax_abstract.py: output shapes from contract metadata (kffi._abstract), with
+"""tests/python/test_jax_abstract.py: output shapes from contract metadata (kffi.contract._abstract), with
 hand-built metadata in the structured format (params' kind/shape/dtypes/mutable, mutates,
 outputs' shape_rpn)."""
 
@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 from jax_support import meta as support_meta
 from jax_support import out, scalar, tensor
-from kffi import _abstract as A
-from kffi._abstract import ContractError
+from kffi.contract import _abstract as A
+from kffi.contract._abstract import ContractError
 
 
 def meta(params, outputs=(), mutates=None):

@@ -487,7 +487,7 @@ def test_calls_leak_neither_memory_nor_references(jk):
 
 
 def test_unreadable_xla_ffi_header_is_named(tmp_path):
-    from kffi.jax import _build
+    from kffi.jax import _glue as _build
 
     path = os.path.join(str(tmp_path), "xla", "ffi", "api", "c_api.h")
     with pytest.raises(RuntimeError) as e:

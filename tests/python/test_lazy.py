@@ -7,8 +7,8 @@ import threading
 import time
 
 import pytest
-from kffi import _tvm
 from kffi._lazy import lazy
+from kffi.tvm import _bridge as _tvm
 
 
 def test_first_call_makes_the_value_once_for_every_thread():
@@ -51,7 +51,8 @@ def test_a_failed_make_stores_nothing_and_the_next_call_tries_again():
 
 def test_the_package_singletons_are_lazy():
     pytest.importorskip("jax")
-    from kffi.jax import _build, _export
+    from kffi.jax import _export
+    from kffi.jax import _glue as _build
 
     for f in (
         _tvm._bridge,

@@ -250,7 +250,7 @@ def test_constants_come_from_the_extension():
         assert (name in kffi.__all__) == (name != "bool")
     assert {"float8_e3m4", "float6_e2m3fn", "complex128", "float4_e2m1fn"} <= set(core.DTYPE_NAMES)
     for name in ("MAX_NDIM", "DTYPE_NAMES"):
-        assert not hasattr(kffi._types, name) and not hasattr(kffi.contract, name)
+        assert not hasattr(kffi.runtime._types, name) and not hasattr(kffi.contract, name)
 
 
 def test_a_second_copy_of_the_extension_is_refused():

@@ -59,7 +59,7 @@ def runner() -> Path:
     """examples/torch_aoti built with CMake against the torch wheel's libtorch and kffi::torch."""
     import torch.utils
     from kffi import libinfo
-    from kffi.torch import _native
+    from kffi.torch import _glue
 
     cxx, cmake = _compiler(), _cmake()
     version = subprocess.run([cxx, "--version"], capture_output=True, text=True).stdout
@@ -70,7 +70,7 @@ def runner() -> Path:
                 RUNNER_SOURCE.read_text(),
                 (EXAMPLE / "CMakeLists.txt").read_text(),
                 *(f.read_text() for f in cmake_files),
-                _native.glue().name,
+                _glue.glue().name,
                 torch.__version__,
                 cxx,
                 version,
@@ -262,11 +262,11 @@ def test_bad_plan_is_a_clear_error(runner, manifest, package, tmp_path):  # noqa
 def test_register_ops_in_process_matches_the_python_ops(manifest, tmp_path):
     """RegisterOps (through the glue library's export) under another namespace: the ops compute
     what kffi.torch's do; defining them twice is a clear error."""
-    from kffi.torch import _native
+    from kffi.torch import _glue
 
     renamed = tmp_path / "renamed.kffi_ops"
     renamed.write_text(manifest.read_text().replace(f"{NAMESPACE}::", "kffi_deploy_cxx::"))
-    assert _native.glue().register_ops(str(renamed)) == 2
+    assert _glue.glue().register_ops(str(renamed)) == 2
     cxx, py = torch.ops.kffi_deploy_cxx, getattr(torch.ops, NAMESPACE)
     x = torch.linspace(-1, 1, 7)
     assert torch.equal(cxx.repeat2(x), py.repeat2(x))
@@ -277,13 +277,13 @@ def test_register_ops_in_process_matches_the_python_ops(manifest, tmp_path):
         NAMESPACE, "kffi_deploy_cxx"
     )
     with pytest.raises(ValueError, match="cannot define kffi_deploy_cxx::repeat2"):
-        _native.glue().register_ops(str(renamed))
+        _glue.glue().register_ops(str(renamed))
 
 
 def test_register_ops_carries_every_kind_of_plan(tk, tmp_path):  # noqa: F811
     """Allocated outputs (dtype from the inputs), several returns, optional arguments and
     streams go through the manifest's text: the ops RegisterOps defines compute the same."""
-    from kffi.torch import _native
+    from kffi.torch import _glue
 
     py = {
         "square_into": kffi.torch.register_op(
@@ -297,7 +297,7 @@ def test_register_ops_carries_every_kind_of_plan(tk, tmp_path):  # noqa: F811
     path = tmp_path / "kinds.kffi_ops"
     kffi.torch.save_ops(path, py)
     path.write_text(path.read_text().replace("kffi_aoti_py::", "kffi_aoti_cxx::"))
-    assert _native.glue().register_ops(str(path)) == len(py)
+    assert _glue.glue().register_ops(str(path)) == len(py)
     cxx = torch.ops.kffi_aoti_cxx
     for name, op in py.items():
         assert str(getattr(cxx, name).default._schema) == op.schema.join(

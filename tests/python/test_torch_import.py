@@ -40,9 +40,9 @@ def imports():
     """(torch's DLTensor import, kffi.torch's), both called through ctypes."""
     if not kffi.torch.fast_tensor_import():
         pytest.skip("kffi.torch's C library does not build here")
-    from kffi.torch import _native
+    from kffi.torch import _glue
 
-    lib = _native._eager_lib()
+    lib = _glue._eager_lib()
     original = torch.Tensor.__dlpack_c_exchange_api__
     ours = lib.kffi_torch_exchange_api(original, torch._C.TensorBase)
     return _import_of(original), _import_of(ours)
@@ -177,7 +177,7 @@ def test_tensors_stay_alive_and_unchanged_by_the_read(imports):
 
 def test_importing_kffi_torch_turns_it_on_when_built(imports):
     # A fresh process: the library is in the build cache now, so the import alone installs it.
-    code = "import kffi, kffi.torch; from kffi.torch import _native; print(_native._tensor_import.done)"
+    code = "import kffi, kffi.torch; from kffi.torch import _glue; print(_glue._tensor_import.done)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["True"]
 
@@ -195,9 +195,9 @@ def test_override_refuses_what_is_no_exchange_api(imports):
     ):
         _core._override_exchange_api("x", original)
     # Overriding the same API again is allowed, another framework's is not.
-    from kffi.torch import _native
+    from kffi.torch import _glue
 
-    again = _native._eager_lib().kffi_torch_exchange_api(original, torch._C.TensorBase)
+    again = _glue._eager_lib().kffi_torch_exchange_api(original, torch._C.TensorBase)
     assert _core._override_exchange_api(original, again) is None
     with pytest.raises(ValueError, match="another framework's exchange API is already overridden"):
         _core._override_exchange_api(kffi.Tensor.__dlpack_c_exchange_api__, again)
@@ -214,10 +214,10 @@ def _managed_import_of(capsule):
 
 
 def test_the_fast_imports_refuse_lazy_views_which_torchs_hand_over(imports):
-    from kffi.torch import _native
+    from kffi.torch import _glue
 
     theirs, ours = imports
-    ours_capsule = _native._eager_lib().kffi_torch_exchange_api(
+    ours_capsule = _glue._eager_lib().kffi_torch_exchange_api(
         torch.Tensor.__dlpack_c_exchange_api__, torch._C.TensorBase
     )
     managed = _managed_import_of(ours_capsule)
@@ -247,9 +247,9 @@ def test_the_fast_imports_refuse_lazy_views_which_torchs_hand_over(imports):
 
 
 def test_the_lazy_view_reader_reads_the_tensorimpl(imports):
-    from kffi.torch import _native
+    from kffi.torch import _glue
 
-    reader_capsule = _native._eager_lib().kffi_torch_lazy_view_reader()
+    reader_capsule = _glue._eager_lib().kffi_torch_lazy_view_reader()
     read = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.py_object)(
         _capsule_pointer(reader_capsule, b"kffi.torch.lazy_view_bits")
     )

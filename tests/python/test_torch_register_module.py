@@ -12,7 +12,7 @@ torch = pytest.importorskip("torch")
 
 import kffi
 import kffi.torch
-from kffi.torch import _native
+from kffi.torch import _glue
 from test_torch_export import package  # noqa: F401  (the CPU .pt2, a cached fixture)
 from torch_export_cases import NAMESPACE, library
 
@@ -23,7 +23,7 @@ CXX, PY = "kffi_regmod_cxx", "kffi_regmod_py"
 def ops():
     mod = kffi.load_module(library())
     py = mod.torch_ops(PY)
-    assert _native.glue().register_module_ops(mod, CXX) == 2
+    assert _glue.glue().register_module_ops(mod, CXX) == 2
     return getattr(torch.ops, CXX), py
 
 
@@ -78,7 +78,7 @@ def test_export_with_dynamic_shapes_needs_no_python_fake(ops):
 
 
 def test_registration_errors(ops):
-    glue, mod = _native.glue(), kffi.load_module(library())
+    glue, mod = _glue.glue(), kffi.load_module(library())
     with pytest.raises(ValueError, match=f"torch already has an op {CXX}::"):
         glue.register_module_ops(mod, CXX)
     with pytest.raises(ValueError, match='the op namespace is an identifier, got "a-b"'):
@@ -86,7 +86,7 @@ def test_registration_errors(ops):
 
 
 def test_check_package(ops, package, tmp_path):  # noqa: F811
-    glue = _native.glue()
+    glue = _glue.glue()
     if not hasattr(getattr(torch.ops, NAMESPACE), "repeat2"):
         with pytest.raises(ValueError, match="calls ops this process has not registered"):
             glue.check_package(str(package))

@@ -48,11 +48,11 @@ def _fast_import_parts():
     """(torch's exchange capsule, kffi.torch's replacement, its lazy-view reader), or None when
     kffi.torch's C library cannot be built here."""
     import kffi.torch
-    from kffi.torch import _native
+    from kffi.torch import _glue
 
     if not kffi.torch.fast_tensor_import():
         return None
-    lib = _native._eager_lib()
+    lib = _glue._eager_lib()
     original = torch.Tensor.__dlpack_c_exchange_api__
     return (
         original,
@@ -366,7 +366,7 @@ def test_kffi_torch_ops_resolve_lazy_views_through_the_dispatcher(tk, ns, gate):
 
 
 def test_torch_tensor_classes_are_known_by_hierarchy_not_module():
-    from kffi import _types
+    from kffi.runtime import _types
 
     Outside = type("Outside", (torch.Tensor,), {"__module__": "somewhere.else"})
     for tp in (torch.Tensor, torch.nn.Parameter, ViewsTensor, Outside):

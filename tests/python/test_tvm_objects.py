@@ -100,7 +100,7 @@ SCRIPT = textwrap.dedent("""
 @pytest.fixture(scope="module")
 def libs():
     builder = LibraryBuilder()
-    kffi_lib = builder.finish(*builder.start(tvm_libs.SOURCES / "kffi_objects.cc"))
+    kffi_lib = builder.build("kffi_objects", tvm_libs.SOURCES / "kffi_objects.cc")
     return {"tvm": str(tvm_libs.build("tvm_testlib", linked=False)), "kffi": str(kffi_lib)}
 
 

@@ -59,7 +59,11 @@ def build(
     the tests' quick -O1. metadata=False leaves out the signature symbols
     (`__tvm_ffi__metadata_<name>`), as apache-tvm-ffi's default build does; such a build
     registers its global functions under its own prefix, so that it can share a process with the
-    others."""
+    others.
+
+    Not kffi.cpp.build: these are apache-tvm-ffi libraries, built with its headers and nothing of
+    kffi (kffi.cpp links every library with libkffi and kffi's headers), which the bridge tests
+    need (a library that must load and run without kffi's ABI)."""
     tvm = tvm_ffi_dir()
     if tvm is None:
         raise RuntimeError("apache-tvm-ffi is not installed")

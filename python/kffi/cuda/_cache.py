@@ -19,7 +19,7 @@ import threading
 import types
 
 from .. import _core
-from .. import cpp as _cpp
+from ..build import cpp as _cpp
 
 _SCHEMA = "kffi.cuda/1"
 _MAGIC = b"KFFICUDA1\n"

@@ -17,8 +17,8 @@ import os
 import re
 
 from .. import _core
-from .. import contract as _contract
-from .._objects import Function, _annotate, _check_metadata
+from ..contract import _compile as _contract
+from ..runtime._objects import Function, _annotate, _check_metadata
 from ._nvrtc import normalize_arch
 
 __all__ = ["CubinModule", "load_cubin"]

@@ -18,7 +18,7 @@ import re
 import sys
 import threading
 
-from ..cpp import BuildError
+from ..build.cpp import BuildError
 
 __all__ = ["NVRTCError", "compile_images", "normalize_arch", "nvrtc_library", "nvrtc_version"]
 
@@ -141,7 +141,7 @@ def nvrtc_version() -> tuple:
     """NVRTC's (major, minor). Remembered in kffi's cache with the library's path, size and mtime
     (per Python prefix and NVRTC settings), so that a process whose compiles all hit the cache
     neither searches for the library nor opens it (~25 ms)."""
-    from .. import cpp as _cpp
+    from ..build import cpp as _cpp
 
     where = "\0".join(
         [sys.prefix]

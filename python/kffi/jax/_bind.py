@@ -29,7 +29,8 @@ from dataclasses import dataclass, field
 import jax
 import numpy as np
 
-from .._objects import _shown_type
+from .._type_text import is_tensor
+from ..runtime._objects import _shown_type
 
 try:  # public names first; jax moves internals between releases
     from jax.core import Tracer
@@ -168,10 +169,7 @@ def _is_tensor_param(p) -> bool:
     (``Tensor``, ``DLTensor*``, ``Optional<Tensor>``)."""
     if "kind" in p:
         return p.get("kind") == "tensor"
-    text = p.get("type")
-    return isinstance(text, str) and text.startswith(
-        ("Tensor", "DLTensor", "Optional<Tensor", "Optional[Tensor")
-    )
+    return is_tensor(p.get("type"))
 
 
 def _default_of(p):

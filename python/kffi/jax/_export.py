@@ -23,9 +23,10 @@ import threading
 
 import jax
 
-from .. import Function, Module
 from .._lazy import lazy
+from ..runtime._objects import Function, Module
 from . import _bind
+from ._ffi import is_registered, register_content_target
 
 __all__ = [
     "UnregisteredTargetError",
@@ -217,8 +218,6 @@ def _missing(target: str, name: str, digest: str) -> UnregisteredTargetError:
 def ensure_targets(targets, platforms) -> None:
     """Registers the kffi targets among ``targets`` for each of ``platforms`` (lowering
     platforms: "cpu", "cuda", "rocm") from the registered libraries."""
-    from ._ffi import is_registered, register_content_target
-
     for target in targets:
         digest, name, spec, graph = parse_target_name(target)
         fn = None

@@ -8,8 +8,9 @@ import threading
 import jax
 import jax.ffi
 
-from .. import Function, to_kffi
-from ._build import handler_module
+from ..runtime._api import to_kffi
+from ..runtime._objects import Function
+from ._glue import handler_module
 
 __all__ = [
     "handler_traits",

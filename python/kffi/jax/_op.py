@@ -14,7 +14,7 @@ import threading
 
 import jax
 
-from .. import Function
+from ..runtime._objects import Function
 from ._bind import is_array as _is_array
 from ._bind import rule_out_shapes
 from ._primitive import _bind, _plan_for

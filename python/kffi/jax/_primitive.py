@@ -3,7 +3,7 @@
 One primitive, ``kffi_call``, serves every function. Its parameters are a call plan (the
 function, how JAX operands and attributes map to its parameters, where outputs come from) and
 the static attributes. Abstract evaluation derives output shapes from the function's contract
-(kffi._abstract) or from ``out_shapes``; lowering registers one XLA FFI target per (plan,
+(kffi.contract._abstract) or from ``out_shapes``; lowering registers one XLA FFI target per (plan,
 platform), once, and emits the custom call. Eager calls run the primitive through a one-op jit.
 """
 
@@ -20,7 +20,8 @@ import numpy as np
 from jax import tree_util
 from jax.interpreters import ad, batching, mlir
 
-from .. import Function, _abstract
+from ..contract import _abstract
+from ..runtime._objects import Function
 from . import _bind as bind
 from . import _export, _shard
 from ._ffi import parse_arg_spec, register_content_target, register_ffi_target

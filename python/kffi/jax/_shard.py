@@ -23,6 +23,8 @@ from __future__ import annotations
 import math
 import threading
 
+from ..contract import _abstract
+
 __all__ = ["ShardRule", "fold_batch", "require_devices", "rule_of", "sharded_lowering"]
 
 _NO_RULE = object()
@@ -179,8 +181,6 @@ def _operand_decls(plan):
 def _output_decls(plan):
     """Per output, per dimension: the symbol it is exactly, an int, or "expr" (anything else),
     and the symbols each output mentions. None when the outputs cannot be read."""
-    from .. import _abstract
-
     try:
         specs = _abstract.output_specs(plan.meta)
     except _abstract.ContractError:

@@ -17,7 +17,8 @@ through torch's DLPack exchange API: the same DLTensors, about 30 ns less per te
 
 from __future__ import annotations
 
-from . import _native
+from ..contract import _abstract
+from . import _glue
 from ._autograd import register_autograd
 from ._deploy import cpp_flags, save_ops
 from ._op import TorchOp, register_op, registered_ops
@@ -40,7 +41,7 @@ def fast_tensor_import(build: bool = True) -> bool:
     tensor. Anything unusual (another layout or device, a tensor without storage) still goes
     through torch's API. Builds kffi.torch's C library the first time (a few seconds; cached) or,
     with ``build=False``, only uses it when built already. Returns whether it is on."""
-    return _native.install_tensor_import(build)
+    return _glue.install_tensor_import(build)
 
 
 fast_tensor_import(build=False)  # free where the library is built already
@@ -84,8 +85,6 @@ class OpNamespace:
 def ops_of_module(module, namespace: str) -> OpNamespace:
     """Registers every function of ``module`` that has a contract as ``namespace::<name>``
     (functions whose names are not identifiers are skipped)."""
-    from .. import _abstract
-
     ops = {}
     for name in module.functions():
         fn = module.get_function(name)

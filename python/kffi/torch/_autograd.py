@@ -20,7 +20,8 @@ import threading
 
 import torch
 
-from .. import Function, _abstract
+from ..contract import _abstract
+from ..runtime._objects import Function
 from ._op import TorchOp, register_op, registered_ops
 from ._schema import signature_of
 

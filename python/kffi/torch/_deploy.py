@@ -12,10 +12,10 @@ from __future__ import annotations
 import hashlib
 import os
 import shlex
-import subprocess
 import sys
 
-from . import _native
+from ..build.cpp import _config_flags
+from . import _glue
 from ._op import TorchOp, registered_ops
 
 __all__ = ["cpp_flags", "save_ops"]
@@ -101,7 +101,7 @@ def save_ops(path, ops=None, *, relative: bool = False) -> str:
     beside it). Returns the path."""
     path = os.fspath(path)
     base = os.path.dirname(os.path.abspath(path)) if relative else None
-    glue = _native.glue()
+    glue = _glue.glue()
     lines = [MAGIC] + [_line(op, base, glue) for op in _ops_of(ops)]
     tmp = f"{path}.{os.getpid()}.tmp"
     with open(tmp, "w", encoding="utf-8") as f:
@@ -118,35 +118,28 @@ def cpp_flags(compile: bool = True, link: bool = True) -> list:
     with its rpath; give them after the objects. The program does not link libpython."""
     import torch
 
-    from .. import config
-
-    def kffi_config(*options):
-        return subprocess.run(
-            ["sh", config._SCRIPT, *options], check=True, capture_output=True, text=True
-        ).stdout.split()
-
     flags = []
     if compile:
         abi = int(getattr(torch._C, "_GLIBCXX_USE_CXX11_ABI", 1))
         # kffi-config's -std=c++17 fits kernel libraries; torch's headers need C++20.
-        kffi_cxx = [f for f in kffi_config("--cxxflags") if not f.startswith("-std=")]
+        kffi_cxx = [f for f in _config_flags()["cxx"] if not f.startswith("-std=")]
         flags += [
             "-std=c++20",
             f"-D_GLIBCXX_USE_CXX11_ABI={abi}",
-            f"-I{_native.INCLUDE_DIR}",
-            *(f"-I{p}" for p in _native._torch_dirs()[1]),
+            f"-I{_glue.INCLUDE_DIR}",
+            *(f"-I{p}" for p in _glue._torch_dirs()[1]),
             *kffi_cxx,
         ]
     if link:
-        torch_lib = _native._torch_dirs()[2]
-        glue = os.path.abspath(_native.glue().name)
+        torch_lib = _glue._torch_dirs()[2]
+        glue = os.path.abspath(_glue.glue().name)
         flags += [
             # By file name (-l:NAME), not path: the program then finds the library through its
             # rpath or LD_LIBRARY_PATH wherever it is deployed.
             f"-L{os.path.dirname(glue)}",
             f"-l:{os.path.basename(glue)}",
             f"-Wl,-rpath,{os.path.dirname(glue)}",
-            *kffi_config("--ldflags", "--libs"),
+            *_config_flags()["link"],
             f"-L{torch_lib}",
             f"-Wl,-rpath,{torch_lib}",
             # libtorch brings libtorch_cuda where torch has CUDA (its AOTInductor runner for CUDA
@@ -168,8 +161,8 @@ def main(argv=None) -> int:
     if args == ["--cmake-info"]:
         # For kffi's CMake package (cmake/kffiTorch.cmake, the kffi::torch target): the folder
         # of <kffi/torch_ops.h> and the glue library (built here when needed), one a line.
-        print(_native.INCLUDE_DIR)
-        print(os.path.abspath(_native.glue().name))
+        print(_glue.INCLUDE_DIR)
+        print(os.path.abspath(_glue.glue().name))
         return 0
     if not args or any(a not in ("--cxxflags", "--ldflags") for a in args):
         print(_USAGE, file=sys.stderr)

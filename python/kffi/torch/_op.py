@@ -16,8 +16,9 @@ import threading
 
 import torch
 
-from .. import Function, _abstract
-from . import _native
+from ..contract import _abstract
+from ..runtime._objects import Function
+from . import _glue
 from ._schema import RET_NONE, RET_TENSOR, RET_TENSOR_LIST, RET_TENSORS, signature_of
 
 __all__ = ["TorchOp", "register_op", "registered_ops"]
@@ -94,7 +95,7 @@ class TorchOp:
         self._ret_kind = sig.ret_kind
         self.__name__ = sig.qualname.split("::")[1]
         self.__doc__ = getattr(fn, "__doc__", None)
-        make = _native.eager_maker() if self._direct else None
+        make = _glue.eager_maker() if self._direct else None
         if make is None:
             self._eager = self._call_python
         else:
@@ -442,7 +443,7 @@ def register_op(
             raise ValueError(f"kffi.torch.register_op: torch already has an op {qualname}")
         sig = signature_of(fn, qualname, mutates_args=mutates_args, allocate=allocate)
         fake_impl = _fake_for(sig, fake)
-        glue = _native.glue()
+        glue = _glue.glue()
         plan = sig.native_plan(glue.packed_dtype)
         lib = torch.library.Library(ns, "FRAGMENT")
         lib.define(name + sig.schema())

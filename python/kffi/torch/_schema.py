@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from . import _native
+from . import _glue
 
 __all__ = ["OpSignature", "Param", "signature_of"]
 
@@ -123,7 +123,7 @@ def signature_of(fn, qualname: str, *, mutates_args=None, allocate=None) -> OpSi
     elif allocate:
         mode, alloc_names = 2, _names(allocate, "allocate")
     (schema, plan, label, ret_kind, n_fn, contract, returns, device_arg, raw) = (
-        _native.glue().op_signature(
+        _glue.glue().op_signature(
             json.dumps(meta), qualname, label, mutates_args is not None, mutates, mode, alloc_names
         )
     )

@@ -1,19 +1,23 @@
-"""python/kffi/torch/_native.py: builds (once, into kffi's build cache) and loads the dispatcher glue.
+"""python/kffi/torch/_glue.py: kffi.torch's native glue (built once, into kffi's build cache, and
+loaded) through the one glue helper, kffi.build.glue: the dispatcher glue and the eager library.
 
 _dispatch.cc is C++ against the headers of the torch that runs, so it is built where torch is, on
-first use, with kffi.cpp.build: the library is keyed by its source, the compiler and the flags,
-and the flags carry torch's version and a digest of the torch headers it includes, so a new
-torch gets its own build and an unchanged one loads in milliseconds.
+first use, with kffi.cpp: the library is keyed by its sources, the compiler, the flags and kffi's
+own glue headers (``depends``), and the flags carry torch's version and a digest of the torch
+headers it includes, so a new torch gets its own build and an unchanged one loads in
+milliseconds.
 """
 
 from __future__ import annotations
 
 import os
 import sys
+from typing import Any
 
-from .. import cpp as _cpp
-from .. import load_module as _load_module
+from .. import _core
 from .._lazy import lazy
+from ..build import cpp as _cpp
+from ..build.glue import Glue
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 # The dispatcher glue: the kernels and their registration (_dispatch.cc), and the C++ API that
@@ -75,10 +79,6 @@ def _headers_digest(include: str) -> str:
     )
 
 
-def _file_digest(path: str) -> str:
-    return _cpp._headers_digest(os.path.dirname(path), [os.path.basename(path)])[:24]
-
-
 def _torch_flags(torch) -> list:
     include = _torch_dirs()[0]
     abi = int(getattr(torch._C, "_GLIBCXX_USE_CXX11_ABI", 1))
@@ -91,7 +91,6 @@ def _torch_flags(torch) -> list:
         f"-D_GLIBCXX_USE_CXX11_ABI={abi}",
         f'-DKFFI_TORCH_VERSION="{torch.__version__}"',
         f'-DKFFI_TORCH_HEADERS="{_headers_digest(include)}"',
-        f'-DKFFI_TORCH_GLUE_HEADER="{_file_digest(_GLUE_HEADER)}"',
         "-Wno-unused-parameter",
     ]
 
@@ -123,46 +122,38 @@ def _torch_ldflags() -> list:
     return flags
 
 
-def _eager_plan():
+def _eager_options() -> dict[str, Any]:
     import sysconfig
 
     import torch
 
     paths = sysconfig.get_paths()
     py_includes = sorted({paths["include"], paths.get("platinclude", paths["include"])})
-    return _cpp._plan_from_files(
-        "kffi_torch_eager",
-        _EAGER_SOURCES,
-        _torch_flags(torch) + [f'-DKFFI_PYTHON="{sys.version}"'],
-        None,
-        _torch_ldflags(),
-        py_includes + _torch_dirs()[1],
-        None,
-    )
-
-
-@lazy
-def _eager():
-    """The loaded library of _EAGER_SOURCES, or why it is unavailable (a str)."""
-    return _load_eager(_eager_plan())
+    return {
+        "extra_cflags": _torch_flags(torch) + [f'-DKFFI_PYTHON="{sys.version}"'],
+        "extra_ldflags": _torch_ldflags(),
+        "extra_include_paths": py_includes + _torch_dirs()[1],
+        "depends": [_GLUE_HEADER],
+    }
 
 
 def _eager_lib(build: bool = True):
     """The library of _eager.cc and _import.cc (ctypes.PyDLL; built on first use: a few seconds),
     or None when it cannot be built here (no Python headers) or, with build=False, is not built
     yet. Thread safe."""
-    if not _eager.done and not build and not os.path.exists(_eager_plan().output):
+    if not build and not _eager.built():
         return None
     lib = _eager()
     return lib if not isinstance(lib, str) else None
 
 
-def _load_eager(plan):
+def _load_eager(glue: Glue[Any]) -> Any:
+    """The loaded library of _EAGER_SOURCES, or why it is unavailable (a str)."""
     import ctypes
     import warnings
 
     try:
-        lib = ctypes.PyDLL(_cpp._build(plan, False, True))
+        lib = ctypes.PyDLL(glue.build())
         make = lib.kffi_torch_make_eager
         exchange = lib.kffi_torch_exchange_api
         reader = lib.kffi_torch_lazy_view_reader
@@ -183,6 +174,12 @@ def _load_eager(plan):
     reader.restype = ctypes.py_object
     reader.argtypes = []
     return lib
+
+
+# The loaded library of _EAGER_SOURCES (ctypes.PyDLL), or why it is unavailable (a str).
+_eager: Glue[Any] = Glue(
+    "kffi_torch_eager", _EAGER_SOURCES, _eager_options, load=_load_eager, quiet=True
+)
 
 
 def eager_maker():
@@ -212,8 +209,6 @@ def _tensor_import() -> bool:
     kffi uses __dlpack__."""
     import torch
 
-    from .. import _core
-
     original = getattr(torch.Tensor, "__dlpack_c_exchange_api__", None)
     if original is None:
         return False
@@ -223,28 +218,23 @@ def _tensor_import() -> bool:
     return True
 
 
-@lazy
-def glue():
-    """The loaded glue module (built on first use, a few tens of seconds). Thread safe."""
+def _glue_options() -> dict[str, Any]:
     import torch
 
-    flags = _torch_flags(torch) + [
-        f'-DKFFI_TORCH_DISPATCH_HEADERS="{_file_digest(h)}"' for h in _DISPATCH_HEADERS
-    ]
-    ldflags = _torch_ldflags()
-    include_paths = [INCLUDE_DIR, *_torch_dirs()[1]]
-    try:
-        path = _cpp.build(
-            "kffi_torch_dispatch",
-            _SOURCES,
-            extra_cflags=flags,
-            extra_ldflags=ldflags,
-            extra_include_paths=include_paths,
-        )
-    except _cpp.BuildError as e:
-        raise RuntimeError(
-            "kffi.torch: building the dispatcher glue (python/kffi/torch/_dispatch.cc and "
-            "_register.cc, against the installed torch's headers) failed; kffi.torch needs a C++20 "
-            f"compiler for it, once per torch version.\n{e}"
-        ) from None
-    return _load_module(path)
+    return {
+        "extra_cflags": _torch_flags(torch),
+        "extra_ldflags": _torch_ldflags(),
+        "extra_include_paths": [INCLUDE_DIR, *_torch_dirs()[1]],
+        "depends": [_GLUE_HEADER, *_DISPATCH_HEADERS],
+    }
+
+
+# The loaded glue module (built on first use, a few tens of seconds). Thread safe.
+glue: Glue[Any] = Glue(
+    "kffi_torch_dispatch",
+    _SOURCES,
+    _glue_options,
+    failure="kffi.torch: building the dispatcher glue (python/kffi/torch/_dispatch.cc and "
+    "_register.cc, against the installed torch's headers) failed; kffi.torch needs a C++20 "
+    "compiler for it, once per torch version.",
+)

@@ -1,4 +1,4 @@
-"""python/kffi/_objects.py: Python views of kffi objects: containers, Tensor, Module, Function."""
+"""python/kffi/runtime/_objects.py: Python views of kffi objects: containers, Tensor, Module, Function."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ import keyword
 import operator
 from collections.abc import Mapping, Sequence
 
-from . import _core
+from .. import _core
+from . import _hooks
 from ._types import Device, dtype
 
 Object = _core.Object
@@ -381,9 +382,8 @@ class Module(Object):
 
     def get_function(self, name: str):
         """The function, or None when the module has no function of that name."""
-        from . import _tvm
-
-        _tvm.install_bridge_hooks()  # before wrapping: a TVM-FFI export's owning parameters
+        for hook in _hooks.before_lookup:  # kffi.tvm: a TVM-FFI export's owning parameters
+            hook()
         f = _core._module_get_function(self, name, True)
         if f is not None:
             # Where it came from (the library's path, the name): kffi.jax names its XLA targets
@@ -402,10 +402,8 @@ class Module(Object):
     def torch_ops(self, namespace: str):
         """Registers every function of this module that has a contract as the torch op
         ``namespace::<name>`` (see kffi.torch.register_op); returns them by name: ``ops.scale``.
-        Imports torch."""
-        from .torch import ops_of_module
-
-        return ops_of_module(self, namespace)
+        Imports torch (through kffi.torch's entry point: runtime/_hooks.py)."""
+        return _hooks.integration("torch").ops_of_module(self, namespace)
 
     def __getitem__(self, name: str):
         f = self.get_function(name)

@@ -1,4 +1,4 @@
-"""python/kffi/_error.py: native errors become Python exceptions (and back), tracebacks kept."""
+"""python/kffi/runtime/_error.py: native errors become Python exceptions (and back), tracebacks kept."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import sys
 import traceback
 import types
 
-from . import _core
+from .. import _core
 
 
 class Error(RuntimeError):

@@ -1,14 +1,16 @@
-"""python/kffi/stream.py: kffi.use_stream, an explicit stream for the calls in a scope."""
+"""python/kffi/runtime/stream.py: kffi.use_stream, an explicit stream for the calls in a scope."""
 
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Iterator
+from typing import Any
 
-from . import _core
-from ._types import _is_stream_type, _stream_handle
+from .. import _core
+from ._types import Device, _is_stream_type, _stream_handle
 
 
-def _stream_spec(stream):
+def _stream_spec(stream: Any) -> tuple[int, int, int] | None:
     """(device_type, device_id, handle) of torch/CuPy streams, __cuda_stream__ objects, ints."""
     if stream is None:
         return None
@@ -40,7 +42,7 @@ def _current_cuda_device() -> int:
 
 
 @contextlib.contextmanager
-def use_stream(stream, device=None):
+def use_stream(stream: Any, device: Any = None) -> Iterator[None]:
     """Runs the kffi calls in the block on ``stream`` (it wins over the stream picked up from
     tensor arguments). ``device`` ("cuda:1") overrides the device the stream is taken to be on.
     """
@@ -50,8 +52,6 @@ def use_stream(stream, device=None):
         return
     device_type, device_id, handle = spec
     if device is not None:
-        from ._types import Device
-
         d = Device(device)
         device_type, device_id = d.device_type, d.index
     prev = _core._env_push_stream(device_type, device_id, handle)
@@ -61,9 +61,7 @@ def use_stream(stream, device=None):
         _core._env_pop_stream(device_type, device_id, prev)
 
 
-def get_current_stream(device="cuda:0") -> int:
+def get_current_stream(device: Any = "cuda:0") -> int:
     """The stream kffi calls on this thread currently see for a device (0: default stream)."""
-    from ._types import Device
-
     d = Device(device)
     return _core._env_get_stream(d.device_type, d.index)

@@ -1,4 +1,4 @@
-"""python/kffi/_abstract.py: output shapes and dtypes of a contract function, from its metadata.
+"""python/kffi/contract/_abstract.py: output shapes and dtypes of a contract function, from its metadata.
 
 Framework integrations (kffi.jax's abstract evaluation, kffi.torch's fake implementations) ask
 what a call will produce without running it. A contract's metadata says so:
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from . import _core
+from .. import _core
 
 __all__ = [
     "MAX_RPN_TOKENS",

@@ -1,4 +1,4 @@
-"""python/kffi/contract.py: declare a kernel's contract with fake arguments and compile it (JIT)::
+"""python/kffi/contract/_compile.py: declare a kernel's contract with fake arguments and compile it (JIT)::
 
     n = kffi.sym_int(divisibility=16)
     add = kffi.compile(SOURCE, "add_one",
@@ -28,11 +28,12 @@ import functools
 import os
 import re
 
-from . import _core, libinfo
-from . import aot as _aot
-from . import cpp as _cpp
+from .. import _core, libinfo
+from ..build import aot as _aot
+from ..build import cpp as _cpp
+from ..runtime._api import load_module
+from ..runtime._types import dtype as _dtype
 from ._abstract import eval_shape_rpn
-from ._types import dtype as _dtype
 
 __all__ = [
     "Bool",
@@ -775,6 +776,7 @@ _OPTION_KEYS = {
     "verbose",
     "quiet",
     "doc",
+    "depends",
 }
 
 
@@ -782,7 +784,15 @@ def _is_cuda_source(source: str) -> bool:
     return re.search(r"__global__|<<<", _cpp.strip_comments(source)) is not None
 
 
-def compile(source: str, name: str, *fake_args, options=None, param_names=None, outputs=None):
+def compile(
+    source: str,
+    name: str,
+    *fake_args,
+    options=None,
+    param_names=None,
+    outputs=None,
+    **build_options,
+):
     """Compiles C++ (or CUDA) ``source`` defining the function ``name`` and exports it with the
     contract that ``fake_args`` declare. Returns the loaded kffi.Function (cached on disk like
     :func:`kffi.cpp.build`), which takes torch / NumPy / JAX / CuPy arrays directly and checks
@@ -799,7 +809,9 @@ def compile(source: str, name: str, *fake_args, options=None, param_names=None, 
     of the inputs' symbols (metadata for framework integration). ``options``: a dict of
     ``cuda`` (default: True when the source has ``__global__``), ``extra_cflags``,
     ``extra_cuda_cflags``, ``extra_ldflags``, ``extra_include_paths``, ``build_directory``,
-    ``verbose``, ``quiet``, ``doc``.
+    ``verbose``, ``quiet``, ``doc``, ``depends``. They may be given as keywords too, the way
+    :func:`kffi.cpp.build` takes them (``kffi.compile(src, "f", x, extra_cflags=["-O3"])``);
+    an option given both ways is a TypeError.
 
     The result has ``.contract`` (the text), ``.library_path``, ``.export(path)`` (copies the
     library; ``kffi.load_module(path)`` gives the function back with its contract) and a
@@ -812,6 +824,10 @@ def compile(source: str, name: str, *fake_args, options=None, param_names=None, 
             f"kffi.compile: name is a C++ identifier not starting with '_', got {name!r}"
         )
     options = dict(options or {})
+    twice = sorted(set(options) & set(build_options))
+    if twice:
+        raise TypeError(f"kffi.compile: options {twice} given both in options= and as keywords")
+    options.update(build_options)
     unknown = set(options) - _OPTION_KEYS
     if unknown:
         raise TypeError(
@@ -854,13 +870,12 @@ def compile(source: str, name: str, *fake_args, options=None, param_names=None, 
         verbose=bool(options.get("verbose")),
         quiet=options.get("quiet"),
         pre_includes=("kffi/kffi.h",),
+        depends=options.get("depends"),
     )  # the contract compiler too
-    from . import load_module
-
     func = load_module(path)[name]
     func.contract = text
     func.library_path = path
-    func.export = _aot.Exporter(  # .o: object + header; else the shared library (kffi/aot.py)
+    func.export = _aot.Exporter(  # .o: object + header; else the shared library (kffi/build/aot.py)
         _aot.BuildSpec(name, source, cuda, text, doc, path, func._metadata, options)
     )
     return func

@@ -1,4 +1,4 @@
-"""python/kffi/stubgen.py: write .pyi stubs for the functions of a kffi module (kffi-stubgen).
+"""python/kffi/build/stubgen.py: write .pyi stubs for the functions of a kffi module (kffi-stubgen).
 
     kffi-stubgen libadd.so -o add.pyi
     kffi.stubgen(kffi.load_module("libadd.so"), "add.pyi")
@@ -18,7 +18,12 @@ import re
 import sys
 import unicodedata
 
-from .aot import parse_type, signature_text
+from .. import _core
+from .._reflection import _chain, _info, fields_of
+from .._type_text import TypeNode, is_optional, parse_type
+from ..runtime._api import __version__, load_module
+from ..runtime._objects import Module
+from .aot import load_object, signature_text
 
 __all__ = ["main", "python_type", "render_stub", "stubgen"]
 
@@ -29,7 +34,7 @@ _SIMPLE = {"bool": "bool", "str": "str", "bytes": "bytes", "None": "None"}
 _OBJECT_CLASSES: dict[str, str] = {}
 
 
-def python_type(parsed, *, result: bool = False) -> str:
+def python_type(parsed: TypeNode, *, result: bool = False) -> str:
     """The Python annotation of a parsed type text (kffi.aot.parse_type). Parameters take what
     the converter accepts (``TensorLike``, ``Sequence[int]``); results are what a call returns
     (arrays come back as tuples; a tensor as the caller's array type: ``Any``)."""
@@ -212,14 +217,14 @@ def _render_function(name, meta: dict | None, spell: _Annotations) -> str:
         )
     params = meta.get("params") or []
     # Trailing parameters with a default may be left out (the call path fills them in); an
-    # Optional without an explicit default defaults to None, as kffi._objects reads it.
+    # Optional without an explicit default defaults to None, as kffi.runtime._objects reads it.
     defaults: list = [None] * len(params)
     has_default = [False] * len(params)
     for i in range(len(params) - 1, -1, -1):
         p = params[i]
         if "default" in p:
             defaults[i], has_default[i] = p["default"], True
-        elif p.get("optional") or str(p.get("type", "")).startswith(("Optional<", "Optional[")):
+        elif p.get("optional") or is_optional(p.get("type")):
             has_default[i] = True
         else:
             break
@@ -253,8 +258,6 @@ def render_stub(functions: dict, module_doc: str | None = None, classes: str = "
     accepts whatever the names and texts: a name Python source cannot spell (not an
     identifier, or not NFKC-normal) becomes a comment, a function named like a type the stub
     uses gets that type under an alias, and the texts are escaped."""
-    from . import __version__
-
     names = sorted(functions, key=str)
     spell = _Annotations(n for n in names if _reachable(n))
     bodies = [_render_function(n, functions[n], spell) for n in names]
@@ -269,23 +272,71 @@ def render_stub(functions: dict, module_doc: str | None = None, classes: str = "
     return "\n".join(lines) + "\n\n\n" + text
 
 
-def _as_module(module):
-    from . import Module, load_module, load_object
+# Moved from kffi/_reflection.py (a runtime module: it must not import this build-layer one).
+def stub_classes(type_texts, taken=()) -> tuple[dict[str, str], str]:
+    """For kffi-stubgen: the reflected object types named in type_texts (metadata type strings
+    such as "test.Point" or "Array<test.Point>") and their reflected ancestors, as
+    ({type key: class name}, the classes' .pyi text). A type whose short name is no identifier or
+    is taken (a function's name, another type's) is left out (it stays Any)."""
+    import keyword
+    import re
 
+    keys: list[str] = []
+    for text in type_texts:
+        for token in re.findall(r"[A-Za-z_][\w]*(?:\.[\w]+)+", str(text)):
+            try:
+                index = _core._type_key_to_index(token)
+            except KeyError:
+                continue
+            for at in _chain(index):
+                key = _info(at)[0]
+                if key not in keys and fields_of(at) is not None:
+                    keys.append(key)
+    names: dict[str, str] = {}
+    used = set(taken) | {"Object"}
+    for key in keys:
+        name = key.rsplit(".", 1)[-1]
+        if name.isidentifier() and not keyword.iskeyword(name) and name not in used:
+            names[key] = name
+            used.add(name)
+    blocks = []
+    for key, name in names.items():
+        index = _core._type_key_to_index(key)
+        parent = _info(index)[1]
+        parent_key = _info(parent)[0] if parent >= 0 and _info(parent) else None
+        base = names.get(parent_key, "Object")
+        lines = [f"class {name}({base}):", f'    """kffi object type `{key}`."""', ""]
+        for fname, ftype, _, writable in _info(index)[3]:
+            ann = python_type(parse_type(ftype), result=True)
+            ann = names.get(ftype, ann)
+            if writable:
+                lines.append(f"    {fname}: {ann}")
+            else:
+                lines += ["    @property", f"    def {fname}(self) -> {ann}: ...", ""]
+        for mname, _ in _info(index)[4]:
+            lines.append(f"    def {mname}(self, *args: Any, **kwargs: Any) -> Any: ...")
+        blocks.append("\n".join(lines).rstrip() + "\n")
+    return names, "\n\n".join(blocks)
+
+
+def _as_module(module: Module | str | os.PathLike[str]) -> Module:
     if isinstance(module, Module):
         return module
     path = os.fspath(module)
     return load_object(path) if str(path).endswith(".o") else load_module(path)
 
 
-def stubgen(module, path=None, *, module_doc: str | None = None) -> str:
+def stubgen(
+    module: Module | str | os.PathLike[str],
+    path: str | os.PathLike[str] | None = None,
+    *,
+    module_doc: str | None = None,
+) -> str:
     """The .pyi stub of the functions of ``module`` (a kffi.Module, or the path of a library or
     object file); written to ``path`` too when given."""
     mod = _as_module(module)
     functions = {name: mod.metadata(name) for name in mod.functions()}
     # Classes for the reflected object types the functions take or return (kffi._reflection).
-    from ._reflection import stub_classes
-
     texts = [p.get("type") for m in functions.values() if m for p in m.get("params") or []]
     texts += [m.get("return") for m in functions.values() if m]
     names, classes = stub_classes(texts, taken=functions)
@@ -302,7 +353,7 @@ def stubgen(module, path=None, *, module_doc: str | None = None) -> str:
     return text
 
 
-def main(argv=None) -> int:
+def main(argv: list[str] | None = None) -> int:
     import argparse  # only the command needs it: importing kffi stays light
 
     ap = argparse.ArgumentParser(
@@ -323,7 +374,11 @@ def main(argv=None) -> int:
     return 0
 
 
-# Run it as `kffi-stubgen` (the console script): `python -m kffi.stubgen` works too, but runpy
-# warns, because importing kffi imports this module (kffi.stubgen the function wraps it).
+# kffi.stubgen, the public name, is the function above (the face re-exports it): documented as
+# kffi's own.
+stubgen.__module__ = "kffi"
+
+# Run it as `kffi-stubgen` (the console script): `python -m kffi.build.stubgen` works too, but
+# runpy warns, because importing kffi imports this module.
 if __name__ == "__main__":
     sys.exit(main())

@@ -1,4 +1,4 @@
-"""python/kffi/_with_contract.py: a contract for a function that carries none (kffi.with_contract).
+"""python/kffi/tvm/_with_contract.py: a contract for a function that carries none (kffi.with_contract).
 
 Kernels built for the TVM-FFI ABI (CuTe DSL exports, FlashInfer modules) carry no parameter
 names, types or shapes, so frameworks cannot make ops of them. kffi.with_contract gives such a
@@ -12,9 +12,9 @@ from __future__ import annotations
 import hashlib
 import json
 
-from . import _core
-from ._objects import Function, _annotate, _check_metadata
-from .contract import MAX_CONTRACT_BYTES, FakeStream, _as_fake, render_contract
+from .. import _core
+from ..contract._compile import MAX_CONTRACT_BYTES, FakeStream, _as_fake, render_contract
+from ..runtime._objects import Function, _annotate, _check_metadata
 
 __all__ = ["with_contract"]
 

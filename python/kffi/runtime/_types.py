@@ -1,11 +1,12 @@
-"""python/kffi/_types.py: kffi.dtype and kffi.Device, and how Python values are classified."""
+"""python/kffi/runtime/_types.py: kffi.dtype and kffi.Device, and how Python values are classified."""
 
 from __future__ import annotations
 
 import ctypes
 import sys
 
-from . import _core
+from .. import _core
+from . import _hooks
 
 # Device type codes and names as the C++ side spells them (exported by the extension).
 _DEVICE_NAMES: dict[int, str] = dict(_core.DEVICE_TYPE_NAMES)
@@ -147,11 +148,11 @@ class Device:
         return (self.device_type, self.index)
 
 
-# Run once, when kffi first classifies a torch tensor type: the package face registers kffi.torch's
-# tensor import there (kffi/__init__.py), which reads torch tensors, and their lazy-view bits,
-# from the TensorImpl where its library is built already; without it every torch tensor argument
-# costs calls into torch's methods. A lower layer offers the hook; the face fills it.
-first_torch_tensor_hook = None
+# Run once, when kffi first classifies a torch tensor type: kffi.torch's tensor import
+# (runtime/_hooks.py), which reads torch tensors, and their lazy-view bits, from the TensorImpl
+# where its library is built already; without it every torch tensor argument costs calls into
+# torch's methods. The runtime reaches kffi.torch only through its entry point there.
+first_torch_tensor_hook = _hooks.first_torch_tensor
 
 
 def _torch_tensor_seen() -> None:

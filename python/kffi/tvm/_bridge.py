@@ -1,4 +1,4 @@
-"""python/kffi/_tvm.py: kffi and apache-tvm-ffi in one process (docs/tvm_ffi.md).
+"""python/kffi/tvm/_bridge.py: kffi and apache-tvm-ffi in one process (docs/tvm_ffi.md).
 
 Loading libraries built for the TVM-FFI ABI needs nothing from Python: kffi's loader does it.
 This module adds the Python side of the other direction, kffi values handed to ``tvm_ffi``:
@@ -28,9 +28,10 @@ import ctypes
 import importlib.util
 import os
 
-from . import libinfo
-from ._lazy import lazy
-from ._objects import Array, Dict, Function, Map, Object, Shape, Tensor
+from .. import libinfo
+from .._lazy import lazy
+from ..runtime import _hooks
+from ..runtime._objects import Array, Dict, Function, Map, Object, Shape, Tensor
 
 _ERR_SIZE = 1024
 
@@ -152,3 +153,9 @@ def note_installed_runtime() -> None:
                 break
     if path is not None:
         _bridge().KFFITvmSetInstalledRuntime(os.fsencode(path))
+
+
+# The runtime's loader calls these (it imports no higher layer): before a library loads, and
+# before a module's function is wrapped.
+_hooks.before_load.append(note_installed_runtime)
+_hooks.before_lookup.append(install_bridge_hooks)

@@ -1,0 +1,1079 @@
+"""python/kffi/build/cpp.py: build and load C++/CUDA kernel libraries at run time (JIT), cached on disk.
+
+    mod = kffi.cpp.load_inline("scale", cpp_sources=SRC, functions=["scale"])
+    mod.scale(y, x, 2.0)
+
+Every build is keyed by a hash of its sources, flags, compilers (path and ``--version``), the kffi
+version, ABI version and headers. The library lands in ``$KFFI_CACHE_DIR`` (default
+``$XDG_CACHE_HOME/kffi`` or ``~/.cache/kffi``) under ``<name>_<hash>/``; a later call with the same
+key loads it without running any compiler, in this process or another. Processes that build the
+same key at once take turns on a lock file (``fcntl.flock``) and the library appears by an atomic
+rename, so none ever loads a half-written file. Beside the library lies its size and SHA-256
+(``<library>.sha256``): a library that does not match them (a damaged cache entry) is built again.
+
+Environment: ``CXX`` (C++ compiler, default ``c++``), ``KFFI_NVCC`` / ``CUDA_HOME`` (nvcc),
+``KFFI_CUDA_ARCH`` (e.g. ``90``, ``8.0;9.0a``, ``90+PTX``; default: the architectures of the GPUs
+on this machine, as NVML reports them, else nvcc's own),
+``KFFI_CACHE_DIR``, ``KFFI_BUILD_QUIET=1`` (no progress lines).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import contextlib
+import fcntl
+import functools
+import hashlib
+import json
+import os
+import re
+import shlex
+import shutil
+import stat
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TypeAlias
+
+from .. import _core, config, libinfo
+from ..runtime._api import load_module
+from ..runtime._objects import Module
+
+# What the public functions take: one path or flag, or a list of them.
+StrPath: TypeAlias = "str | os.PathLike[str]"
+Paths: TypeAlias = "StrPath | Sequence[StrPath] | None"
+Flags: TypeAlias = "str | Sequence[str] | None"
+Texts: TypeAlias = "str | Sequence[str] | None"
+
+__all__ = [
+    "PRE_INCLUDES",
+    "BuildError",
+    "build",
+    "build_inline",
+    "c_string_literal",
+    "cache_dir",
+    "cpp_param_names",
+    "get_compiler_invocations",
+    "load_inline",
+    "nvcc_available",
+]
+
+_CUDA_SUFFIXES = (".cu", ".cuh")
+# Headers included before inline sources by load_inline: those of <kffi/kffi.h> but the contract
+# compiler, whose parsing alone costs a cold build about 0.7 s of CPU (kffi.compile, which needs
+# it, includes <kffi/kffi.h>; tests/python/test_contract_features.py holds the list to kffi.h's).
+PRE_INCLUDES = (
+    "kffi/any.h",
+    "kffi/container/containers.h",
+    "kffi/dispatch.h",
+    "kffi/dtype.h",
+    "kffi/env.h",
+    "kffi/error.h",
+    "kffi/export.h",
+    "kffi/function.h",
+    "kffi/half.h",
+    "kffi/module.h",
+    "kffi/object.h",
+    "kffi/optional.h",
+    "kffi/string.h",
+    "kffi/tensor.h",
+    "kffi/tensor_checks.h",
+    "kffi/variant.h",
+)
+_KEY_SCHEMA = "kffi.cpp/1"  # bump when the layout or the commands change meaning
+
+
+class BuildError(RuntimeError):
+    """A compiler or linker command failed.
+
+    Attributes: ``command`` (the argument list), ``output`` (its stdout and stderr),
+    ``returncode``, ``build_directory``.
+    """
+
+    def __init__(
+        self, name: str, command: list, output: str, returncode: int, build_directory: str
+    ):
+        self.name = name
+        self.command = list(command)
+        self.output = output
+        self.returncode = returncode
+        self.build_directory = build_directory
+        super().__init__(
+            f"Building kffi library {name!r} failed (exit status {returncode}).\n"
+            f"Command: {shlex.join(self.command)}\n{output.rstrip()}"
+        )
+
+
+# ---------------------------------------------------------------------------------------------
+# Where builds go, and which compilers make them.
+# ---------------------------------------------------------------------------------------------
+
+
+def cache_dir() -> str:
+    """Root of the build cache: $KFFI_CACHE_DIR, else $XDG_CACHE_HOME/kffi, else ~/.cache/kffi."""
+    root = os.environ.get("KFFI_CACHE_DIR")
+    if root:
+        return os.path.abspath(os.path.expanduser(root))
+    xdg = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(os.path.abspath(xdg), "kffi")
+
+
+_invocations = 0
+
+
+def get_compiler_invocations() -> int:
+    """How many compiler processes (including ``--version`` probes) this process has started."""
+    return _invocations
+
+
+def _run(cmd: list, cwd: str | None = None) -> subprocess.CompletedProcess:
+    global _invocations
+    _invocations += 1
+    return subprocess.run(
+        cmd,
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        errors="replace",
+        check=False,
+    )
+
+
+@dataclass(frozen=True)
+class _Compiler:
+    argv: tuple  # e.g. ("ccache", "g++") or ("/usr/local/cuda/bin/nvcc",)
+    path: str  # the resolved executable of argv[0]
+    version: str  # its `--version` output
+
+
+def _resolve(exe: str) -> str | None:
+    found = shutil.which(exe)
+    return os.path.realpath(found) if found else None
+
+
+def _compiler_output(argv: tuple, path: str, option: str, required: bool = False) -> str | None:
+    """`<compiler> <option>`, remembered on disk by the executable's identity (path, size, mtime,
+    inode), so that a cache hit in a fresh process starts no compiler at all. (A launcher such as
+    ccache, or a script that runs another nvcc, is identified by its own file.) When the command
+    fails: None, or a BuildError when required."""
+    st = os.stat(path)
+    ident = f"{shlex.join(argv)}\0{path}\0{st.st_size}\0{st.st_mtime_ns}\0{st.st_ino}"
+    if option != "--version":  # the memo of --version keeps its name from before
+        ident += f"\0{option}"
+    memo = os.path.join(
+        cache_dir(), ".compilers", hashlib.sha256(ident.encode()).hexdigest()[:24] + ".txt"
+    )
+    try:
+        with open(memo, encoding="utf-8") as f:
+            return f.read()
+    except OSError:
+        pass
+    proc = _run([*argv, option])
+    if proc.returncode != 0:
+        if required:
+            raise BuildError("<compiler check>", [*argv, option], proc.stdout, proc.returncode, "")
+        return None
+    _write_atomic(memo, proc.stdout)
+    return proc.stdout
+
+
+@functools.cache
+def _compiler_cached(argv: tuple, path: str, size: int, mtime_ns: int) -> _Compiler:
+    return _Compiler(argv, path, _compiler_output(argv, path, "--version", required=True))
+
+
+def _compiler_from(argv: tuple, what: str, hint: str) -> _Compiler:
+    path = _resolve(argv[0])
+    if path is None:
+        raise RuntimeError(f"kffi.cpp: cannot find the {what} {argv[0]!r} ({hint})")
+    st = os.stat(path)
+    return _compiler_cached(argv, path, st.st_size, st.st_mtime_ns)
+
+
+def _cxx() -> _Compiler:
+    argv = tuple(shlex.split(os.environ.get("CXX") or "c++"))
+    return _compiler_from(argv, "C++ compiler", "set CXX")
+
+
+def _cuda_homes() -> list:
+    homes = [os.environ.get(v) for v in ("CUDA_HOME", "CUDA_PATH")]
+    return [h for h in homes if h] + ["/usr/local/cuda"]
+
+
+def _nvcc_path() -> str:
+    explicit = os.environ.get("KFFI_NVCC")
+    if explicit:
+        return explicit
+    for home in _cuda_homes():
+        if os.path.exists(os.path.join(home, "bin", "nvcc")):
+            return os.path.join(home, "bin", "nvcc")
+    return shutil.which("nvcc") or "nvcc"
+
+
+def _nvcc() -> _Compiler:
+    return _compiler_from((_nvcc_path(),), "CUDA compiler", "set KFFI_NVCC or CUDA_HOME")
+
+
+def nvcc_available() -> bool:
+    """Whether an nvcc is found (CUDA sources can be built)."""
+    return _resolve(_nvcc_path()) is not None
+
+
+def _gencode(arch: str, ptx: bool = False) -> list:
+    flags = [f"-gencode=arch=compute_{arch},code=sm_{arch}"]
+    if ptx:
+        flags.append(f"-gencode=arch=compute_{arch},code=compute_{arch}")
+    return flags
+
+
+@functools.cache
+def _machine_gpu_archs() -> tuple:
+    """The compute capabilities ("90", "80", ...) of the NVIDIA GPUs on this machine, ascending;
+    () without a driver or a GPU. Read through NVML (libnvidia-ml), not the CUDA driver API:
+    cuInit would create driver state in this process, and a process forked after it cannot use
+    CUDA (multiprocessing's default start method on Linux). All GPUs count, visible or not: a
+    library built for each of them runs wherever CUDA_VISIBLE_DEVICES points later."""
+    import ctypes
+
+    try:
+        nvml = ctypes.CDLL("libnvidia-ml.so.1")
+    except OSError:
+        return ()
+    if nvml.nvmlInit_v2() != 0:
+        return ()
+    try:
+        count = ctypes.c_uint(0)
+        if nvml.nvmlDeviceGetCount_v2(ctypes.byref(count)) != 0:
+            return ()
+        archs = set()
+        for i in range(count.value):
+            handle = ctypes.c_void_p()
+            major, minor = ctypes.c_int(0), ctypes.c_int(0)
+            if (
+                nvml.nvmlDeviceGetHandleByIndex_v2(i, ctypes.byref(handle)) == 0
+                and nvml.nvmlDeviceGetCudaComputeCapability(
+                    handle, ctypes.byref(major), ctypes.byref(minor)
+                )
+                == 0
+                and major.value > 0
+            ):
+                archs.add(major.value * 10 + minor.value)
+        return tuple(str(a) for a in sorted(archs))
+    finally:
+        nvml.nvmlShutdown()
+
+
+def _nvcc_gpu_codes(nvcc: _Compiler) -> tuple:
+    """The real architectures ("75", "90", ...) nvcc generates code for (--list-gpu-code),
+    ascending; () when it cannot say (an old nvcc)."""
+    out = _compiler_output(nvcc.argv, nvcc.path, "--list-gpu-code") or ""
+    codes = {int(m.group(1)) for m in re.finditer(r"^sm_(\d{2,3})\s*$", out, re.MULTILINE)}
+    return tuple(str(c) for c in sorted(codes))
+
+
+def _cuda_arch_flags(nvcc: _Compiler | None = None) -> list:
+    """-gencode flags from $KFFI_CUDA_ARCH ("90", "9.0", "sm_90a", "80;90+PTX"). Unset: native code
+    for each GPU architecture of this machine that nvcc supports (so nothing is JIT-compiled from
+    PTX at load, and the kernels are the ones the hardware runs best; PTX of nvcc's newest
+    architecture is added for a GPU newer than nvcc). [] = nvcc's default (no GPU found)."""
+    spec = os.environ.get("KFFI_CUDA_ARCH", "").strip()
+    if not spec:
+        return _machine_arch_flags(nvcc)
+    flags = []
+    for item in re.split(r"[;,\s]+", spec):
+        if not item:
+            continue
+        ptx = item.upper().endswith("+PTX")
+        arch = item[:-4] if ptx else item
+        arch = re.sub(r"^(sm_|compute_)", "", arch).replace(".", "")
+        if not re.fullmatch(r"\d{2,3}[af]?", arch):
+            raise ValueError(
+                f"KFFI_CUDA_ARCH: cannot read {item!r} (expected e.g. 90, 9.0, sm_90a or 90+PTX)"
+            )
+        flags += _gencode(arch, ptx)
+    return flags
+
+
+def _machine_arch_flags(nvcc: _Compiler | None) -> list:
+    gpus = _machine_gpu_archs()
+    codes = _nvcc_gpu_codes(nvcc or _nvcc()) if gpus else ()
+    if not codes:
+        return []  # no GPU, or nvcc cannot list its architectures: nvcc's default
+    flags = []
+    for arch in gpus:
+        if arch in codes:
+            flags += _gencode(arch)
+    if int(gpus[-1]) > int(codes[-1]):  # a GPU newer than nvcc: its newest PTX, JIT-compiled
+        flags.append(f"-gencode=arch=compute_{codes[-1]},code=compute_{codes[-1]}")
+    return flags
+
+
+def _cuda_lib_dir(nvcc_path: str) -> str | None:
+    """The folder of libcudart.so: beside the nvcc in use, else in a CUDA home."""
+    homes = [os.path.dirname(os.path.dirname(nvcc_path))] + _cuda_homes()
+    for home in homes:
+        for sub in ("lib64", os.path.join("targets", "x86_64-linux", "lib"), "lib"):
+            if os.path.exists(os.path.join(home, sub, "libcudart.so")):
+                return os.path.join(home, sub)
+    return None  # let the linker search its default paths
+
+
+# ---------------------------------------------------------------------------------------------
+# The cache key.
+# ---------------------------------------------------------------------------------------------
+
+
+def _headers_digest(root: str, names=None) -> str:
+    """SHA-256 (hex) of the headers a build depends on: each file's path relative to ``root``
+    and its bytes, in order. ``names`` lists the files (paths relative to root); None takes every
+    file under root, in sorted order. The one digest of headers for every build key (kffi's own
+    headers here, the XLA FFI headers in kffi.jax); a file that cannot be read raises OSError,
+    which the caller words (it knows which package should have shipped the file)."""
+    if names is None:
+        names = []
+        for dirpath, dirnames, filenames in os.walk(root):
+            dirnames.sort()
+            names += [os.path.relpath(os.path.join(dirpath, fn), root) for fn in sorted(filenames)]
+    h = hashlib.sha256()
+    for name in names:
+        with open(os.path.join(root, name), "rb") as f:
+            h.update(name.encode() + b"\0" + f.read())
+    return h.hexdigest()
+
+
+def _headers_key(root: str, names, what: str, remedy: str) -> str:
+    """_headers_digest as a build key (24 hex digits); an unreadable header is a RuntimeError
+    naming it: "<what> <path> cannot be read (<why>); <remedy>"."""
+    try:
+        return _headers_digest(root, names)[:24]
+    except OSError as e:
+        raise RuntimeError(f"{what} {e.filename} cannot be read ({e}); {remedy}") from None
+
+
+@functools.cache
+def _kffi_identity() -> str:
+    """kffi version, ABI version and a digest of the installed headers (which change in
+    development without a version bump)."""
+    version = repr(tuple(_core.runtime_version()))
+    return hashlib.sha256(
+        f"{version}\0{_headers_digest(libinfo.include_dir())}".encode()
+    ).hexdigest()
+
+
+@dataclass
+class _Source:
+    filename: str  # name of the file the compiler reads (inside the build dir when text is set)
+    text: bytes
+    path: str | None  # a user's file, compiled where it is; None: written into the build dir
+
+    @property
+    def inline(self) -> bool:
+        return self.path is None
+
+    @property
+    def is_cuda(self) -> bool:
+        return self.filename.endswith(_CUDA_SUFFIXES)
+
+
+def _check_name(name: str):
+    if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.-]*", name):
+        raise ValueError(
+            f"kffi.cpp: a build name is letters, digits, '_', '.', '-' (a file name), got {name!r}"
+        )
+
+
+def _str_list(value, what: str) -> list:
+    if value is None:
+        return []
+    if isinstance(value, (str, os.PathLike)):
+        return [os.fspath(value)]
+    try:
+        items = list(value)
+    except TypeError:
+        raise TypeError(
+            f"kffi.cpp: {what} must be a str or a list of str, got {type(value).__name__}"
+        ) from None
+    for i, v in enumerate(items):
+        if not isinstance(v, (str, os.PathLike)):
+            raise TypeError(
+                f"kffi.cpp: {what} must be a str or a list of str, got {type(v).__name__} "
+                f"{v!r} at index {i}"
+            )
+    return [os.fspath(v) for v in items]
+
+
+def _depends_key(depends, where: str) -> list:
+    """[(absolute path, SHA-256 of its bytes)] of the extra files a build depends on (headers
+    the sources include, data they embed): a change to any of them makes a new build key."""
+    out = []
+    for p in _str_list(depends, "depends"):
+        p = os.path.abspath(p)
+        try:
+            with open(p, "rb") as f:
+                out.append((p, hashlib.sha256(f.read()).hexdigest()))
+        except OSError as e:
+            raise FileNotFoundError(f"{where}: cannot read depends file {p!r}: {e}") from None
+    return out
+
+
+@functools.cache
+def _config_flags() -> dict[str, list[str]]:
+    """What kffi-config prints (its --cxxflags, --nvccflags, and --ldflags --libs), as argument
+    lists: the one source of the flags a library built against kffi needs, the same script that
+    builds without CMake use (cmake/kffi-config.in). Its folders are asked for alone and kept
+    whole, so a path with spaces stays one argument."""
+    script = config._SCRIPT
+
+    def ask(*options: str) -> str:
+        try:
+            proc = subprocess.run(["sh", script, *options], capture_output=True, text=True)
+        except OSError as e:
+            raise RuntimeError(f"kffi.cpp: cannot run kffi-config ({script}): {e}") from None
+        if proc.returncode != 0:
+            raise RuntimeError(
+                f"kffi.cpp: kffi-config ({script}) failed: {proc.stderr.strip()}; reinstall kffi"
+            )
+        return proc.stdout.rstrip("\n")
+
+    dirs = {"\0I\0": ask("--includedir"), "\0L\0": ask("--libdir")}
+
+    def args(*options: str) -> list[str]:
+        text = ask(*options)
+        for mark, path in dirs.items():
+            text = text.replace(path, mark)
+        out = []
+        for arg in text.split():
+            for mark, path in dirs.items():
+                arg = arg.replace(mark, path)
+            out.append(arg)
+        return out
+
+    return {
+        "cxx": args("--cxxflags"),
+        "nvcc": args("--nvccflags"),
+        "link": args("--ldflags", "--libs"),
+    }
+
+
+class _Plan:
+    """One build: what to compile with which flags, its key and where it goes."""
+
+    def __init__(
+        self,
+        name,
+        sources,
+        cflags,
+        cuda_cflags,
+        ldflags,
+        include_paths,
+        build_directory,
+        pre_includes=PRE_INCLUDES,
+        depends=(),
+    ):
+        _check_name(name)
+        self.name = name
+        self.sources = sources
+        self.cflags = cflags
+        self.cuda_cflags = cuda_cflags
+        self.ldflags = ldflags
+        self.include_paths = [os.path.abspath(p) for p in include_paths]
+        self.pre_includes = tuple(pre_includes)
+        self.cuda = any(s.is_cuda for s in sources)
+        self.cxx = _cxx()
+        self.nvcc = _nvcc() if self.cuda else None
+        self.arch_flags = _cuda_arch_flags(self.nvcc) if self.cuda else []
+        key = {
+            "schema": _KEY_SCHEMA,
+            "name": name,
+            "kffi": _kffi_identity(),
+            "kffi_flags": _config_flags(),  # kffi-config's: -I, -L and the rpath among them
+            "sources": [(s.filename, s.path, hashlib.sha256(s.text).hexdigest()) for s in sources],
+            "cflags": cflags,
+            "cuda_cflags": cuda_cflags,
+            "ldflags": ldflags,
+            "include_paths": self.include_paths,
+            "cxx": [self.cxx.argv, self.cxx.path, self.cxx.version],
+            "nvcc": [self.nvcc.argv, self.nvcc.path, self.nvcc.version] if self.nvcc else None,
+            "arch": self.arch_flags,
+            "platform": sys.platform,
+            "pre_includes": self.pre_includes,
+        }
+        if depends:  # absent when empty: builds without depends= keep their keys
+            key["depends"] = _depends_key(depends, "kffi.cpp")
+        self.hash = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
+        if build_directory is None:
+            self.dir = os.path.join(cache_dir(), f"{name}_{self.hash}")
+        elif isinstance(build_directory, (str, os.PathLike)):
+            self.dir = os.path.abspath(os.fspath(build_directory))
+        else:
+            raise TypeError(
+                "kffi.cpp: build_directory must be a str or an os.PathLike, got "
+                f"{type(build_directory).__name__}"
+            )
+        # The hash is in the file name as well: the dynamic loader caches libraries by path, so a
+        # rebuilt library in a caller's build_directory must not reuse an old path.
+        self.output = os.path.join(self.dir, f"{name}_{self.hash}.so")
+
+    # -- commands -----------------------------------------------------------------------------
+
+    def _cxx_flags(self) -> list:
+        return [
+            *_config_flags()["cxx"],
+            "-O2",
+            *("-I" + p for p in self.include_paths),
+            *self.cflags,
+        ]
+
+    def _nvcc_flags(self) -> list:
+        return [
+            *_config_flags()["nvcc"],
+            "-O2",
+            *("-I" + p for p in self.include_paths),
+            *self.arch_flags,
+            *self.cuda_cflags,
+        ]
+
+    def compile_command(self, src: _Source, src_path: str, obj: str) -> list:
+        pre = [f for h in self.pre_includes for f in ("-include", h)] if src.inline else []
+        if src.is_cuda:
+            return [*self.nvcc.argv, "-c", src_path, "-o", obj, *pre, *self._nvcc_flags()]
+        return [*self.cxx.argv, "-c", src_path, "-o", obj, *pre, *self._cxx_flags()]
+
+    def link_command(self, objs: list, out: str) -> list:
+        cmd = [*self.cxx.argv, "-shared", "-o", out, *objs, *_config_flags()["link"]]
+        if self.cuda:
+            cudalib = _cuda_lib_dir(self.nvcc.path)
+            if cudalib:
+                cmd += ["-L" + cudalib, "-Wl,-rpath," + cudalib]
+            cmd.append("-lcudart")
+        return cmd + list(self.ldflags)
+
+
+def _write_atomic(path: str, data):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".tmp-")
+    try:
+        with os.fdopen(fd, "wb" if isinstance(data, bytes) else "w") as f:
+            f.write(data)
+        os.chmod(tmp, 0o644)  # mkstemp makes 0600; a shared cache is read by others
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+# ---------------------------------------------------------------------------------------------
+# The cache's records: beside each built file, `<file>.sha256` holds its size and SHA-256. A file
+# that does not match (truncated by a full disk or a killed copy, overwritten, edited) is built
+# again instead of failing every later load.
+# ---------------------------------------------------------------------------------------------
+
+
+def _file_record(path: str) -> str | None:
+    """``"<size> <sha256 hex>"`` of the regular file at path; None when it cannot be read."""
+    try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return None  # a FIFO would block the read; anything else is no build output
+        h = hashlib.sha256()
+        size = 0
+        with open(path, "rb") as f:
+            for chunk in iter(lambda: f.read(1 << 20), b""):
+                h.update(chunk)
+                size += len(chunk)
+    except OSError:
+        return None
+    return f"{size} {h.hexdigest()}"
+
+
+def _cache_entry_intact(path: str) -> bool:
+    """Whether the built file at path is the one its record describes (size first: no read)."""
+    record_path = path + ".sha256"
+    try:
+        if not stat.S_ISREG(os.stat(record_path).st_mode):
+            return False
+        with open(record_path, encoding="ascii", errors="replace") as f:
+            record = f.read(256).strip()
+        size = os.stat(path).st_size
+    except OSError:
+        return False
+    if record.split(" ", 1)[0] != str(size):
+        return False
+    return _file_record(path) == record
+
+
+def _keep_record(path: str):
+    """Writes the record of the file just built at path (after the file: a reader that sees the
+    new file with an old record takes the entry as damaged and waits for the build's lock)."""
+    record = _file_record(path)
+    if record is None:
+        raise OSError(f"kffi.cpp: cannot read back the file just built: {path}")
+    _write_atomic(path + ".sha256", record + "\n")
+
+
+def _quiet(quiet: bool | None) -> bool:
+    if quiet is not None:
+        return quiet
+    return os.environ.get("KFFI_BUILD_QUIET", "") not in ("", "0")
+
+
+@contextlib.contextmanager
+def _locked(plan: _Plan, quiet: bool):
+    os.makedirs(plan.dir, exist_ok=True)
+    lock_path = os.path.join(plan.dir, f".{plan.name}_{plan.hash}.lock")
+    with open(lock_path, "a+") as f:
+        try:
+            fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if not quiet:
+                print(
+                    f"kffi.cpp: waiting for another process building {plan.name!r} in {plan.dir}",
+                    file=sys.stderr,
+                    flush=True,
+                )
+            fcntl.flock(f.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f.fileno(), fcntl.LOCK_UN)
+
+
+def _compile_and_link(plan: _Plan, verbose: bool):
+    """Runs the commands (sources compile in parallel) and renames the library into place."""
+    work = tempfile.mkdtemp(dir=plan.dir, prefix=f".build-{os.getpid()}-")
+    try:
+        jobs = []
+        for i, s in enumerate(plan.sources):
+            if s.path is None:  # in-memory source: the build dir keeps it for error messages
+                src_path = os.path.join(plan.dir, s.filename)
+                _write_atomic(src_path, s.text)
+            else:
+                src_path = s.path
+            obj = os.path.join(work, f"{i}_{os.path.basename(s.filename)}.o")
+            jobs.append((plan.compile_command(s, src_path, obj), obj))
+
+        def run(cmd):
+            if verbose:
+                print("kffi.cpp:", shlex.join(cmd), file=sys.stderr, flush=True)
+            proc = _run(cmd, cwd=plan.dir)
+            if verbose and proc.stdout:
+                print(proc.stdout, file=sys.stderr, end="", flush=True)
+            if proc.returncode != 0:
+                raise BuildError(plan.name, cmd, proc.stdout, proc.returncode, plan.dir)
+
+        workers = max(1, min(len(jobs), os.cpu_count() or 1))
+        with concurrent.futures.ThreadPoolExecutor(workers) as pool:
+            for fut in [pool.submit(run, cmd) for cmd, _ in jobs]:
+                fut.result()  # the first failure (in source order) is raised
+        tmp_out = os.path.join(work, os.path.basename(plan.output))
+        run(plan.link_command([obj for _, obj in jobs], tmp_out))
+        os.replace(tmp_out, plan.output)
+        _keep_record(plan.output)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _build(plan: _Plan, verbose: bool, quiet: bool | None) -> str:
+    if _cache_entry_intact(plan.output):
+        return plan.output
+    quiet = _quiet(quiet)
+    with _locked(plan, quiet):
+        if _cache_entry_intact(plan.output):  # another process built it while we waited
+            return plan.output
+        start = time.monotonic()
+        if not quiet:
+            n = len(plan.sources)
+            print(
+                f"kffi.cpp: building {plan.name!r} ({n} source{'s' * (n != 1)}) in {plan.dir}",
+                file=sys.stderr,
+                flush=True,
+            )
+        try:
+            _compile_and_link(plan, verbose)
+        except BuildError:
+            if not quiet:
+                print(
+                    f"kffi.cpp: building {plan.name!r} failed after "
+                    f"{time.monotonic() - start:.1f} s",
+                    file=sys.stderr,
+                    flush=True,
+                )
+            raise
+        if not quiet:
+            print(
+                f"kffi.cpp: built {plan.name!r} in {time.monotonic() - start:.1f} s",
+                file=sys.stderr,
+                flush=True,
+            )
+    return plan.output
+
+
+# ---------------------------------------------------------------------------------------------
+# Public API.
+# ---------------------------------------------------------------------------------------------
+
+
+def _plan_from_files(
+    name,
+    sources,
+    extra_cflags,
+    extra_cuda_cflags,
+    extra_ldflags,
+    extra_include_paths,
+    build_directory,
+    depends=None,
+) -> _Plan:
+    paths = _str_list(sources, "sources")
+    if not paths:
+        raise ValueError("kffi.cpp.build: give at least one source file")
+    srcs = []
+    for p in paths:
+        p = os.path.abspath(p)
+        try:
+            with open(p, "rb") as f:
+                srcs.append(_Source(os.path.basename(p), f.read(), p))
+        except OSError as e:
+            raise FileNotFoundError(f"kffi.cpp.build: cannot read source {p!r}: {e}") from None
+    return _Plan(
+        name,
+        srcs,
+        _str_list(extra_cflags, "extra_cflags"),
+        _str_list(extra_cuda_cflags, "extra_cuda_cflags"),
+        _str_list(extra_ldflags, "extra_ldflags"),
+        _str_list(extra_include_paths, "extra_include_paths"),
+        build_directory,
+        depends=depends or (),
+    )
+
+
+def build(
+    name: str,
+    sources: Paths,
+    extra_cflags: Flags = None,
+    extra_ldflags: Flags = None,
+    extra_include_paths: Paths = None,
+    build_directory: StrPath | None = None,
+    verbose: bool = False,
+    *,
+    extra_cuda_cflags: Flags = None,
+    quiet: bool | None = None,
+    depends: Paths = None,
+) -> str:
+    """Compiles source files (``.cc``/``.cpp`` with ``$CXX``, ``.cu`` with nvcc) into a shared
+    library linked with libkffi, and returns its path. Cached: see the module docstring.
+
+    ``extra_cflags`` go to the C++ compiler, ``extra_cuda_cflags`` to nvcc, ``extra_ldflags`` to
+    the link. ``verbose`` prints every command and its output; ``quiet`` drops the progress
+    lines (default: ``$KFFI_BUILD_QUIET``). ``depends``: more files whose content enters the
+    build key (headers the sources include, data they read at compile time): the sources'
+    own text is keyed always, their includes only when listed here or under kffi's headers.
+    A failing command raises :class:`BuildError`.
+    """
+    plan = _plan_from_files(
+        name,
+        sources,
+        extra_cflags,
+        extra_cuda_cflags,
+        extra_ldflags,
+        extra_include_paths,
+        build_directory,
+        depends,
+    )
+    return _build(plan, verbose, quiet)
+
+
+# ---------------------------------------------------------------------------------------------
+# Source helpers (also used by kffi.compile): C++ string literals and parameter names.
+# ---------------------------------------------------------------------------------------------
+
+_SIMPLE_ESCAPES = {
+    "\\": "\\\\",
+    '"': '\\"',
+    "\n": "\\n",
+    "\t": "\\t",
+    "\r": "\\r",
+    "?": "\\?",
+}  # \? keeps "??=" from ever reading as a trigraph
+
+
+def c_string_literal(text: str) -> str:
+    """``text`` as a C/C++ string literal whose bytes are its UTF-8 encoding. Printable ASCII is
+    kept; every other byte is a 3-digit octal escape (valid in C, C++ and CUDA, and unlike
+    ``\\u`` escapes it takes any character, including those outside the Basic Multilingual
+    Plane). Lone surrogates cannot be encoded: ValueError."""
+    try:
+        data = text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise ValueError(f"kffi.cpp: cannot write {text!r} as UTF-8: {e.reason}") from None
+    out = ['"']
+    for byte in data:
+        ch = chr(byte)
+        if ch in _SIMPLE_ESCAPES:
+            out.append(_SIMPLE_ESCAPES[ch])
+        elif 0x20 <= byte < 0x7F:
+            out.append(ch)
+        else:
+            out.append(f"\\{byte:03o}")
+    out.append('"')
+    return "".join(out)
+
+
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_TYPE_WORDS = {
+    "int",
+    "float",
+    "double",
+    "bool",
+    "char",
+    "long",
+    "short",
+    "unsigned",
+    "signed",
+    "void",
+    "auto",
+    "const",
+    "volatile",
+    "size_t",
+    "int32_t",
+    "int64_t",
+    "uint32_t",
+    "uint64_t",
+    "int8_t",
+    "uint8_t",
+    "int16_t",
+    "uint16_t",
+    "TensorView",
+    "ConstTensorView",
+    "Tensor",
+    "Any",
+    "String",
+    "Array",
+    "Optional",
+    "Tuple",
+    "Shape",
+    "Function",
+}
+
+
+def strip_comments(source: str) -> str:
+    """C++ source without its comments (each replaced by a space)."""
+    src = re.sub(r"/\*.*?\*/", " ", source, flags=re.DOTALL)
+    return re.sub(r"//[^\n]*", " ", src)
+
+
+def _split_top_level(text: str) -> list:
+    parts, depth, cur = [], 0, []
+    for ch in text:
+        if ch in "<([{":
+            depth += 1
+        elif ch in ">)]}":
+            depth -= 1
+        if ch == "," and depth == 0:
+            parts.append("".join(cur))
+            cur = []
+        else:
+            cur.append(ch)
+    parts.append("".join(cur))
+    return [p.strip() for p in parts]
+
+
+def cpp_param_names(source: str, name: str) -> list[str] | None:
+    """The parameter names of the definition of ``name`` in C++ source, or None when they cannot
+    be read (an unnamed parameter, no definition, several different ones). Best effort: a
+    regular-expression reading, not a C++ parser."""
+    src = strip_comments(source)
+    found = []
+    for m in re.finditer(r"(?<![\w.:>])" + re.escape(name) + r"\s*\(", src):
+        depth, i = 1, m.end()
+        while i < len(src) and depth:
+            depth += {"(": 1, ")": -1}.get(src[i], 0)
+            i += 1
+        rest = src[i : i + 200]
+        if not re.match(r"\s*(const\s*)?(noexcept\s*)?(->\s*[\w:<>,\s*&]+)?\{", rest):
+            continue  # a call or a declaration, not a definition
+        params = src[m.end() : i - 1].strip()
+        if params in ("", "void"):
+            found.append([])
+            continue
+        names = []
+        for p in _split_top_level(params):
+            p = p.split("=", 1)[0].strip()
+            p = re.sub(r"\[[^\]]*\]\s*$", "", p).strip()  # float x[4]
+            tokens = re.findall(r"[A-Za-z_]\w*|::|[^\sA-Za-z_]", p)
+            if (
+                len(tokens) < 2
+                or not _IDENT.fullmatch(tokens[-1])
+                or tokens[-2] == "::"
+                or tokens[-1] in _TYPE_WORDS
+            ):
+                names = None
+                break
+            names.append(tokens[-1])
+        found.append(names)
+    if not found or any(f != found[0] for f in found) or found[0] is None:
+        return None
+    return found[0]
+
+
+def export_lines(functions: Sequence[str] | Mapping[str, str] | None, source: str = "") -> str:
+    """KFFI_EXPORT_DOC lines for ``functions`` (a list of names, or {name: docstring}), naming
+    the parameters as the definitions in ``source`` do (arg0, arg1, ... where they cannot be
+    read)."""
+    if functions is None:
+        return ""
+    items = functions.items() if isinstance(functions, dict) else ((f, None) for f in functions)
+    lines = []
+    for fname, doc in items:
+        if not isinstance(fname, str) or not re.fullmatch(r"[A-Za-z][A-Za-z0-9_]*", fname):
+            raise ValueError(
+                f"kffi.cpp.load_inline: function names to export are C++ "
+                f"identifiers not starting with '_', got {fname!r}"
+            )
+        names = cpp_param_names(source, fname) if source else None
+        lines.append(
+            f"KFFI_EXPORT_DOC({fname}, {fname}, {c_string_literal(doc or '')}, "
+            f"{c_string_literal(', '.join(names or []))});"
+        )
+    return (
+        "// Exports added by kffi.cpp.load_inline(functions=...)\n" + "\n".join(lines) + "\n"
+        if lines
+        else ""
+    )
+
+
+def _join(sources) -> str:
+    if sources is None:
+        return ""
+    if isinstance(sources, str):
+        return sources
+    return "\n".join(sources)
+
+
+def _inline_plan(
+    name,
+    cpp_sources,
+    cuda_sources,
+    epilogue,
+    extra_cflags,
+    extra_cuda_cflags,
+    extra_ldflags,
+    extra_include_paths,
+    build_directory,
+    pre_includes=PRE_INCLUDES,
+    depends=None,
+) -> _Plan:
+    cpp = _join(cpp_sources)
+    cuda = _join(cuda_sources)
+    if not cpp.strip() and not cuda.strip():
+        raise ValueError("kffi.cpp.load_inline: give cpp_sources or cuda_sources")
+    srcs = []
+    # The exports go at the end of the C++ translation unit (where the functions are declared),
+    # or of the CUDA one when there is no C++ source.
+    # The kffi headers come in by -include (see PRE_INCLUDES), so the file on disk is exactly the
+    # caller's text and compiler messages point at the caller's line numbers.
+    if cpp.strip():
+        srcs.append(_Source(f"{name}.cpp", f"{cpp}\n\n{epilogue}".encode(), None))
+    if cuda.strip():
+        tail = "" if cpp.strip() else "\n\n" + epilogue
+        srcs.append(_Source(f"{name}_cuda.cu", f"{cuda}{tail}".encode(), None))
+    return _Plan(
+        name,
+        srcs,
+        _str_list(extra_cflags, "extra_cflags"),
+        _str_list(extra_cuda_cflags, "extra_cuda_cflags"),
+        _str_list(extra_ldflags, "extra_ldflags"),
+        _str_list(extra_include_paths, "extra_include_paths"),
+        build_directory,
+        pre_includes,
+        depends or (),
+    )
+
+
+def _load(path: str):
+    return load_module(path)
+
+
+def build_inline(
+    name: str,
+    cpp_sources: Texts = None,
+    cuda_sources: Texts = None,
+    epilogue: str = "",
+    *,
+    extra_cflags: Flags = None,
+    extra_cuda_cflags: Flags = None,
+    extra_ldflags: Flags = None,
+    extra_include_paths: Paths = None,
+    build_directory: StrPath | None = None,
+    verbose: bool = False,
+    quiet: bool | None = None,
+    pre_includes: Sequence[str] = PRE_INCLUDES,
+    depends: Paths = None,
+) -> str:
+    """Builds source text into a kernel library (cached like :func:`build`) and returns its
+    path, without loading it. ``epilogue`` is appended to the C++ source (or to the CUDA one when
+    there is no C++ source): export lines such as ``KFFI_EXPORT(f, f);`` (see
+    :func:`export_lines`, :func:`c_string_literal`). ``pre_includes`` come in first by
+    ``-include`` (default :data:`PRE_INCLUDES`: the headers of ``<kffi/kffi.h>`` but
+    ``<kffi/contract.h>``), so compiler messages keep the caller's line numbers.
+    :func:`load_inline` and :func:`kffi.compile` are built on it. ``depends`` as in
+    :func:`build`."""
+    plan = _inline_plan(
+        name,
+        cpp_sources,
+        cuda_sources,
+        epilogue,
+        extra_cflags,
+        extra_cuda_cflags,
+        extra_ldflags,
+        extra_include_paths,
+        build_directory,
+        pre_includes,
+        depends,
+    )
+    return _build(plan, verbose, quiet)
+
+
+def load_inline(
+    name: str,
+    cpp_sources: Texts = None,
+    cuda_sources: Texts = None,
+    functions: Sequence[str] | Mapping[str, str] | None = None,
+    extra_cflags: Flags = None,
+    extra_cuda_cflags: Flags = None,
+    extra_ldflags: Flags = None,
+    extra_include_paths: Paths = None,
+    build_directory: StrPath | None = None,
+    verbose: bool = False,
+    *,
+    quiet: bool | None = None,
+    depends: Paths = None,
+) -> Module:
+    """Builds C++ (and CUDA) source text into a kernel library and loads it as a kffi.Module.
+
+    ``functions``: names of C++ functions in the sources to export (``KFFI_EXPORT_DOC`` lines
+    are appended after the sources, with the parameter names of the C++ definitions), or
+    ``{name: docstring}``. Leave it out when the sources export with ``KFFI_EXPORT``
+    themselves. The headers of ``<kffi/kffi.h>`` (but ``<kffi/contract.h>``: include it for
+    ``KFFI_EXPORT_CONTRACT``, or use :func:`kffi.compile`) come in before the sources (by
+    ``-include``), so the files keep the caller's line numbers. ``depends`` as in :func:`build`.
+    """
+    source = _join(cpp_sources) + "\n" + _join(cuda_sources)
+    path = build_inline(
+        name,
+        cpp_sources,
+        cuda_sources,
+        export_lines(functions, source),
+        extra_cflags=extra_cflags,
+        extra_cuda_cflags=extra_cuda_cflags,
+        extra_ldflags=extra_ldflags,
+        extra_include_paths=extra_include_paths,
+        build_directory=build_directory,
+        verbose=verbose,
+        quiet=quiet,
+        depends=depends,
+    )
+    return _load(path)

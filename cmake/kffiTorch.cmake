@@ -1,5 +1,5 @@
 # cmake/kffiTorch.cmake: the kffi::torch target, for C++ programs that register kffi ops in torch's
-# dispatcher (<kffi/torch_ops.h>: kffi::torch::RegisterOps, CheckPackage) and serve models with
+# dispatcher (<kffi/torch.h>: kffi::torch::RegisterOps, CheckPackage) and serve models with
 # libtorch (AOTInductor packages), with no Python at run time.
 #
 #   find_package(Torch REQUIRED)   # CMAKE_PREFIX_PATH: torch.utils.cmake_prefix_path
@@ -30,7 +30,7 @@ if(NOT _kffi_torch_rc EQUAL 0)
                   "(kffi and torch installed there?): ${_kffi_torch_error}")
   return()
 endif()
-# Two lines: the folder of <kffi/torch_ops.h>, and the glue library.
+# Two lines: the folder of <kffi/torch.h>, and the glue library.
 string(REPLACE "\n" ";" _kffi_torch_info "${_kffi_torch_info}")
 list(GET _kffi_torch_info 0 _kffi_torch_include)
 list(GET _kffi_torch_info 1 _kffi_torch_glue)

@@ -14,7 +14,7 @@
 // the first output's values, one a line. An error is printed as "error: <message>" on stderr,
 // with exit status 1.
 #include <kffi/module.h>
-#include <kffi/torch_ops.h>
+#include <kffi/torch.h>
 #include <torch/csrc/inductor/aoti_package/model_package_loader.h>
 #include <torch/torch.h>
 

@@ -1,6 +1,6 @@
 """python/kffi/torch/_deploy.py: kffi ops for a C++ program with no Python (AOTInductor .pt2).
 
-``save_ops(path, ops)`` writes the manifest ``kffi::torch::RegisterOps`` (<kffi/torch_ops.h>,
+``save_ops(path, ops)`` writes the manifest ``kffi::torch::RegisterOps`` (<kffi/torch.h>,
 python/kffi/torch/_register.cc) reads: per op its schema, its kffi library (path and SHA-256),
 function and call plan, as kffi.torch derived them here. ``cpp_flags()`` gives the compiler and
 linker flags of a C++ program that calls RegisterOps: kffi's (kffi-config), torch's, and the
@@ -111,7 +111,7 @@ def save_ops(path, ops=None, *, relative: bool = False) -> str:
 
 
 def cpp_flags(compile: bool = True, link: bool = True) -> list:
-    """The flags of a C++ program using ``<kffi/torch_ops.h>`` and libtorch (AOTIModelPackageLoader
+    """The flags of a C++ program using ``<kffi/torch.h>`` and libtorch (AOTIModelPackageLoader
     included). Compile flags: C++20, torch's C++ ABI, the include folders of kffi.torch, torch and
     kffi (kffi-config's). Link flags: the dispatcher glue library (built here on first use; the
     very kernels kffi.torch registers in Python), libkffi (kffi-config's), torch's libraries, each
@@ -160,7 +160,7 @@ def main(argv=None) -> int:
     args = sys.argv[1:] if argv is None else list(argv)
     if args == ["--cmake-info"]:
         # For kffi's CMake package (cmake/kffiTorch.cmake, the kffi::torch target): the folder
-        # of <kffi/torch_ops.h> and the glue library (built here when needed), one a line.
+        # of <kffi/torch.h> and the glue library (built here when needed), one a line.
         print(_glue.INCLUDE_DIR)
         print(os.path.abspath(_glue.glue().name))
         return 0

@@ -21,14 +21,14 @@ from ..build.glue import Glue
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 # The dispatcher glue: the kernels and their registration (_dispatch.cc), and the C++ API that
-# registers ops from a manifest without Python (_register.cc, <kffi/torch_ops.h>).
+# registers ops from a manifest without Python (_register.cc, <kffi/torch.h>).
 _SOURCES = [
     os.path.join(_HERE, "_dispatch.cc"),
     os.path.join(_HERE, "_register.cc"),
     os.path.join(_HERE, "_signature.cc"),  # op signatures (schema, plan) from metadata
     os.path.join(_HERE, "_meta.cc"),  # meta kernels from contracts (RegisterOps(module, ns))
 ]
-INCLUDE_DIR = os.path.join(_HERE, "include")  # <kffi/torch_ops.h>
+INCLUDE_DIR = os.path.join(_HERE, "include")  # <kffi/torch.h>
 # The torch headers _dispatch.cc and _eager.cc include directly: their digest keys the builds.
 _TORCH_HEADERS = (
     "torch/library.h",
@@ -54,7 +54,7 @@ _DISPATCH_HEADERS = (
     os.path.join(_HERE, "_dispatch.h"),
     os.path.join(_HERE, "_signature.h"),
     os.path.join(_HERE, "_meta.h"),
-    os.path.join(INCLUDE_DIR, "kffi", "torch_ops.h"),
+    os.path.join(INCLUDE_DIR, "kffi", "torch.h"),
 )
 
 

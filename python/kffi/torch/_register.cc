@@ -28,7 +28,7 @@
 #include <kffi/json_details.h>
 #include <kffi/module.h>
 #include <kffi/sha256_details.h>
-#include <kffi/torch_ops.h>
+#include <kffi/torch.h>
 #include <torch/library.h>
 
 #include <algorithm>

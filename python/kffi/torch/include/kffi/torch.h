@@ -1,4 +1,4 @@
-// python/kffi/torch/include/kffi/torch_ops.h: registers kffi ops in torch's dispatcher from C++,
+// python/kffi/torch/include/kffi/torch.h: registers kffi ops in torch's dispatcher from C++,
 // without Python, for AOTInductor packages (.pt2) and TorchScript served by a C++ program.
 //
 //   kffi::torch::RegisterOps(kffi::Module::Load("kernels.so"), "my_ops");
@@ -7,8 +7,8 @@
 //
 // Build it with CMake (find_package(kffi), target kffi::torch; docs/deploy.md) or with the flags
 // of `python -m kffi.torch --cxxflags --ldflags` (kffi.torch.cpp_flags()).
-#ifndef KFFI_TORCH_OPS_H_
-#define KFFI_TORCH_OPS_H_
+#ifndef KFFI_TORCH_H_
+#define KFFI_TORCH_H_
 
 #include <kffi/module.h>
 
@@ -50,4 +50,4 @@ KFFI_TORCH_API int CheckPackage(const std::string& package_path);
 }  // namespace torch
 }  // namespace kffi
 
-#endif  // KFFI_TORCH_OPS_H_
+#endif  // KFFI_TORCH_H_

@@ -95,20 +95,20 @@ class JsonReader {
       return Literal("null");
     }
     if (c == '-' || (c >= '0' && c <= '9')) {
-      const char* begin = s_.c_str() + pos_;
-      char* end = nullptr;
+      // RFC 8259's grammar first: strtod alone would also take "-inf", "0x1p3" or "01".
+      const size_t len = NumberLength();
+      if (len == 0) return Fail("bad number");
+      const std::string text = s_.substr(pos_, len);
       out->kind = Json::kNumber;
-      out->number = std::strtod(begin, &end);
-      if (end == begin) return Fail("bad number");
-      const std::string_view text(begin, static_cast<size_t>(end - begin));
-      if (text.find_first_of(".eE") == std::string_view::npos) {
+      out->number = std::strtod(text.c_str(), nullptr);
+      if (text.find_first_of(".eE") == std::string::npos) {
         errno = 0;
         char* int_end = nullptr;
-        long long v = std::strtoll(begin, &int_end, 10);
-        out->integral = errno != ERANGE && int_end == end;
+        long long v = std::strtoll(text.c_str(), &int_end, 10);
+        out->integral = errno != ERANGE && int_end == text.c_str() + len;
         out->integer = out->integral ? static_cast<int64_t>(v) : 0;
       }
-      pos_ += static_cast<size_t>(end - begin);
+      pos_ += len;
       return true;
     }
     return Fail("unexpected character");
@@ -200,11 +200,39 @@ class JsonReader {
     *out = v;
     return true;
   }
+  /// The length of the number at pos_ under -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?, or 0.
+  size_t NumberLength() const {
+    size_t i = pos_;
+    auto digits = [&] {
+      const size_t from = i;
+      while (i < s_.size() && s_[i] >= '0' && s_[i] <= '9') ++i;
+      return i - from;
+    };
+    if (i < s_.size() && s_[i] == '-') ++i;
+    if (i < s_.size() && s_[i] == '0') {
+      ++i;
+    } else if (digits() == 0) {
+      return 0;
+    }
+    if (i < s_.size() && s_[i] == '.') {
+      ++i;
+      if (digits() == 0) return 0;
+    }
+    if (i < s_.size() && (s_[i] == 'e' || s_[i] == 'E')) {
+      ++i;
+      if (i < s_.size() && (s_[i] == '+' || s_[i] == '-')) ++i;
+      if (digits() == 0) return 0;
+    }
+    return i - pos_;
+  }
+
   bool String(std::string* out) {
     ++pos_;  // opening quote
     while (pos_ < s_.size()) {
       char c = s_[pos_++];
       if (c == '"') return true;
+      // Raw control characters are not JSON (a writer escapes them).
+      if (static_cast<unsigned char>(c) < 0x20) return Fail("raw control character in a string");
       if (c != '\\') {
         *out += c;
         continue;

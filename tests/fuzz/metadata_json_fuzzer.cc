@@ -13,6 +13,7 @@
 // reader of TVM-FFI metadata has its own target (tvm_metadata_fuzzer.cc).
 #include <kffi/error.h>
 #include <kffi/export.h>
+#include <kffi/json_details.h>
 
 #include <cstddef>
 #include <cstdint>
@@ -23,163 +24,9 @@
 
 namespace {
 
-// ---- a strict JSON reader (only what the check needs) -----------------------------------------
-
-struct JsonValue {
-  enum Kind { kNull, kBool, kNumber, kString, kArray, kObject } kind = kNull;
-  std::string str;
-  std::vector<JsonValue> items;
-  std::vector<std::pair<std::string, JsonValue>> members;
-  const JsonValue* Get(const std::string& key) const {
-    for (const auto& m : members) {
-      if (m.first == key) return &m.second;
-    }
-    return nullptr;
-  }
-};
-
-class StrictReader {
- public:
-  explicit StrictReader(const std::string& s) : s_(s) {}
-  bool Document(JsonValue* out) {
-    if (!Value(out, 0)) return false;
-    Space();
-    return pos_ == s_.size();
-  }
-
- private:
-  void Space() {
-    while (pos_ < s_.size() &&
-           (s_[pos_] == ' ' || s_[pos_] == '\t' || s_[pos_] == '\n' || s_[pos_] == '\r')) {
-      ++pos_;
-    }
-  }
-  bool Literal(const char* word) {
-    size_t n = std::char_traits<char>::length(word);
-    if (s_.compare(pos_, n, word) != 0) return false;
-    pos_ += n;
-    return true;
-  }
-  static int Hex(char c) {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-  }
-  bool String(std::string* out) {
-    if (pos_ >= s_.size() || s_[pos_] != '"') return false;
-    ++pos_;
-    while (pos_ < s_.size()) {
-      unsigned char c = static_cast<unsigned char>(s_[pos_++]);
-      if (c == '"') return true;
-      if (c < 0x20) return false;  // raw control characters are not JSON
-      if (c != '\\') {
-        *out += static_cast<char>(c);
-        continue;
-      }
-      if (pos_ >= s_.size()) return false;
-      char e = s_[pos_++];
-      switch (e) {
-        case '"':
-        case '\\':
-        case '/':
-          *out += e;
-          break;
-        case 'b':
-          *out += '\b';
-          break;
-        case 'f':
-          *out += '\f';
-          break;
-        case 'n':
-          *out += '\n';
-          break;
-        case 'r':
-          *out += '\r';
-          break;
-        case 't':
-          *out += '\t';
-          break;
-        case 'u': {
-          if (pos_ + 4 > s_.size()) return false;
-          int v = 0;
-          for (int i = 0; i < 4; ++i) {
-            int h = Hex(s_[pos_++]);
-            if (h < 0) return false;
-            v = v * 16 + h;
-          }
-          // The writer escapes only control characters this way: they read back as one byte.
-          if (v >= 0x80) return false;
-          *out += static_cast<char>(v);
-          break;
-        }
-        default:
-          return false;
-      }
-    }
-    return false;
-  }
-  bool Number() {
-    size_t start = pos_;
-    if (pos_ < s_.size() && s_[pos_] == '-') ++pos_;
-    while (pos_ < s_.size() &&
-           ((s_[pos_] >= '0' && s_[pos_] <= '9') || s_[pos_] == '.' || s_[pos_] == 'e' ||
-            s_[pos_] == 'E' || s_[pos_] == '+' || s_[pos_] == '-')) {
-      ++pos_;
-    }
-    return pos_ > start;
-  }
-  bool Value(JsonValue* out, int depth) {
-    if (depth > 16) return false;  // the writer nests three deep
-    Space();
-    if (pos_ >= s_.size()) return false;
-    char c = s_[pos_];
-    if (c == '{') {
-      out->kind = JsonValue::kObject;
-      ++pos_;
-      Space();
-      if (pos_ < s_.size() && s_[pos_] == '}') return ++pos_, true;
-      while (true) {
-        Space();
-        std::string key;
-        if (!String(&key)) return false;
-        Space();
-        if (pos_ >= s_.size() || s_[pos_++] != ':') return false;
-        out->members.emplace_back(std::move(key), JsonValue());
-        if (!Value(&out->members.back().second, depth + 1)) return false;
-        Space();
-        if (pos_ >= s_.size()) return false;
-        if (s_[pos_] == '}') return ++pos_, true;
-        if (s_[pos_++] != ',') return false;
-      }
-    }
-    if (c == '[') {
-      out->kind = JsonValue::kArray;
-      ++pos_;
-      Space();
-      if (pos_ < s_.size() && s_[pos_] == ']') return ++pos_, true;
-      while (true) {
-        out->items.emplace_back();
-        if (!Value(&out->items.back(), depth + 1)) return false;
-        Space();
-        if (pos_ >= s_.size()) return false;
-        if (s_[pos_] == ']') return ++pos_, true;
-        if (s_[pos_++] != ',') return false;
-      }
-    }
-    if (c == '"') {
-      out->kind = JsonValue::kString;
-      return String(&out->str);
-    }
-    if (Literal("null")) return true;
-    if (Literal("true") || Literal("false")) return out->kind = JsonValue::kBool, true;
-    out->kind = JsonValue::kNumber;
-    return Number();
-  }
-
-  const std::string& s_;
-  size_t pos_ = 0;
-};
+// The strict JSON reader is libkffi's one reader (kffi/json_details.h: RFC 8259 grammar, only the
+// escapes it defines, no raw control characters, nothing after the document).
+using JsonValue = kffi::details::Json;
 
 class Input {
  public:
@@ -228,7 +75,7 @@ void CheckWriter(Input& in) {
   std::string json(view);
   if (out.type_index >= kKFFIStaticObjectBegin) KFFIObjectDecRef(out.v_obj);
   JsonValue v;
-  if (!StrictReader(json).Document(&v)) __builtin_trap();  // not valid JSON
+  if (!kffi::details::JsonReader(json).Parse(&v)) __builtin_trap();  // not valid JSON
   if (v.kind != JsonValue::kObject) __builtin_trap();
   const JsonValue* n = v.Get("name");
   const JsonValue* params = v.Get("params");

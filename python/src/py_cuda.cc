@@ -113,6 +113,7 @@ struct Launcher {
   std::vector<std::string> symbol_names;  // by slot, for messages
   Function config;                        // a launch-configuration callback, or undefined
   std::atomic<int> shared_attr_set[kffi::cuda::CubinKernel::kMaxDevices] = {};
+  std::atomic<bool> params_checked[kffi::cuda::CubinKernel::kMaxDevices] = {};
 };
 
 [[noreturn]] void ThrowExpr(const Launcher& l, int which, const std::string& why) {
@@ -274,6 +275,34 @@ void Pack(const Launcher& l, const KernelParam& p, const Field& f, const KFFIAny
   StoreInt(l, p, f.type, stride, out);
 }
 
+/// The packed parameters' sizes against the kernel's own as the driver reports them (the image
+/// loaded for this device may be PTX or a fatbin, which carry no sizes kffi can read offline).
+void CheckParams(const Launcher& l, int device) {
+  std::vector<std::pair<size_t, size_t>> info;
+  if (!l.kernel.ParamInfo(device, &info)) return;
+  for (size_t i = 0; i < l.params.size() || i < info.size(); ++i) {
+    if (i >= info.size()) {
+      KFFI_THROW(ValueError) << "kffi.cuda kernel `" << l.name << "`: the contract packs "
+                             << l.params.size() << " kernel parameters, `" << l.kernel.name()
+                             << "` takes " << info.size() << ": parameter " << i << " (`"
+                             << l.params[i].text << "`, " << l.params[i].size
+                             << " bytes) is not in the kernel";
+    }
+    if (i >= l.params.size()) {
+      KFFI_THROW(ValueError) << "kffi.cuda kernel `" << l.name << "`: `" << l.kernel.name()
+                             << "` takes " << info.size() << " parameters, the contract packs "
+                             << l.params.size() << ": parameter " << i << " (" << info[i].second
+                             << " bytes) is missing";
+    }
+    if (info[i].second != l.params[i].size) {
+      KFFI_THROW(ValueError) << "kffi.cuda kernel `" << l.name << "`: parameter " << i << " (`"
+                             << l.params[i].text << "`) is " << info[i].second << " bytes in `"
+                             << l.kernel.name() << "`, " << l.params[i].size
+                             << " bytes as the contract packs it";
+    }
+  }
+}
+
 void Launch(Launcher& l, PackedArgs packed, Any*) {
   const KFFIAny* args = reinterpret_cast<const KFFIAny*>(packed.data());
   const int32_t n = packed.size();
@@ -324,6 +353,11 @@ void Launch(Launcher& l, PackedArgs packed, Any*) {
     // Launches above 48 KiB need the kernel's limit raised first (once per device and size).
     l.kernel.SetMaxDynamicSharedMemory(device, static_cast<int>(v[6]));
     l.shared_attr_set[device].store(static_cast<int>(v[6]), std::memory_order_relaxed);
+  }
+  if (device >= 0 && device < kffi::cuda::CubinKernel::kMaxDevices &&
+      KFFI_UNLIKELY(!l.params_checked[device].load(std::memory_order_acquire))) {
+    CheckParams(l, device);
+    l.params_checked[device].store(true, std::memory_order_release);
   }
   void* stream = KFFIEnvGetStream(kDLCUDA, device);
   l.kernel.Launch(

@@ -11,7 +11,6 @@ import subprocess
 import sys
 import textwrap
 
-import kffi
 import pytest
 
 try:
@@ -198,8 +197,7 @@ def build_cute_cubin(out_dir) -> tuple:
 
 
 CUTE_CONTRACT = (
-    "a: Tensor([n], float32, device=cuda), b: Tensor([n], float32, mut, device=cuda), "
-    "s: float32"
+    "a: Tensor([n], float32, device=cuda), b: Tensor([n], float32, mut, device=cuda), s: float32"
 )
 # A compact 1-D CuTe tensor of dynamic shape: {data, shape[0] as int32} (its stride is static).
 CUTE_PARAMS = ["{a.data, a.shape[0]:i32}", "{b.data, b.shape[0]:i32}", "s"]

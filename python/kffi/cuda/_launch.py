@@ -12,6 +12,7 @@ of the contract's symbols and integer parameters (sym_int arithmetic, or text su
 from __future__ import annotations
 
 import ast
+import hashlib
 import json
 import os
 import re
@@ -239,6 +240,7 @@ class CubinModule:
             items.append((tag, bytes(data)))
         self.images = dict(items)
         self.label = label
+        self._digest = None
         self._capsule = _core._cuda_module(items, label)
 
     @property
@@ -351,7 +353,27 @@ class CubinModule:
         fn.kernel_name = kernel_name
         fn.cubin_module = self
         fn.param_sizes = [size for size, _ in sizes]
+        if callback is None:
+            # Named by content for kffi.jax.export: the same images, kernel, contract, parameter
+            # layout and launch configuration give the same XLA target name in every process.
+            # (A launch callback is Python code: such a kernel has no content name.)
+            key = json.dumps([kernel_name, name, text, layout, programs], separators=(",", ":"))
+            h = hashlib.sha256(b"kffi.cuda.kernel.v1\0")
+            h.update(self.digest.encode())
+            h.update(key.encode())
+            fn._content_origin = (h.hexdigest()[:16], name)
         return fn
+
+    @property
+    def digest(self) -> str:
+        """SHA-256 (hex) of the module's images and their arch tags."""
+        if self._digest is None:
+            h = hashlib.sha256()
+            for arch, data in sorted(self.images.items()):
+                h.update(f"{arch}\0{len(data)}\0".encode())
+                h.update(data)
+            self._digest = h.hexdigest()
+        return self._digest
 
     def param_info(self, kernel_name: str) -> dict:
         """``{arch: [(offset, size), ...]}``: the parameters of ``kernel_name`` as each cubin

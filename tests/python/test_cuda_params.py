@@ -214,3 +214,27 @@ def test_cute_dsl_cubin_parameters(tmp_path):
     assert f.param_sizes == [16, 16, 4]
     with pytest.raises(ValueError, match=r"parameter 0 \(`a`\) is 16 bytes .* 8 bytes"):
         mod.kernel(name, CUTE_CONTRACT, grid="cdiv(n, 128)", block=128)
+
+
+def test_param_info_of_damaged_cubins_is_none_or_a_value_error(cache):
+    import random
+
+    from kffi.cuda._cubin_info import kernel_params
+
+    good = kcuda.nvrtc_compile(DESC, ["scaled"], arch="sm_80").images["sm_80"]
+    assert kernel_params(good, "scaled") == [(0, 24), (24, 24), (48, 4), (56, 24), (80, 8)]
+    assert kernel_params(b"not an ELF file", "scaled") is None
+    rng = random.Random(28)
+    cases = [good[:n] for n in range(0, len(good), 97)]
+    for _ in range(300):
+        b = bytearray(good)
+        for _ in range(rng.randint(1, 8)):
+            b[rng.randrange(len(b))] = rng.randrange(256)
+        cases.append(bytes(b))
+    for data in cases:
+        try:
+            info = kernel_params(data, "scaled")
+        except ValueError as e:
+            assert "has no kernel `scaled`" in str(e)
+        else:
+            assert info is None or all(0 <= s < 1 << 14 for _, s in info)

@@ -4,7 +4,10 @@ is C++: python/src/py_cuda.cc over include/kffi/cuda_cubin.h).
 A kernel's contract is written as for kffi.compile (fake arguments) or kffi.with_contract (text).
 Its tensors are passed as data pointers (plus byte_offset), its scalars as the contract types
 say (int32 -> int, int64 -> long long, float32 -> float, float64 -> double, bool -> bool): the
-contract is the kernel's parameter list, in order. Grid, block and shared memory are expressions
+contract is the kernel's parameter list, in order, unless ``params=`` lays the kernel's parameters
+out otherwise (structs passed by value, such as CuTe DSL tensors: {data, shape..., stride...}; the
+sizes are checked against the cubin's own, python/kffi/cuda/_cubin_info.py, or at the first launch
+against the driver's). Grid, block and shared memory are expressions
 of the contract's symbols and integer parameters (sym_int arithmetic, or text such as
 "cdiv(n, 256)"), or come from a launch callback.
 """

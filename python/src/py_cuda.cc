@@ -505,7 +505,10 @@ std::vector<Token> ReadProgram(PyObject* prog, const Contract& c, const Launcher
 }
 
 int64_t TupleInt(PyObject* t, Py_ssize_t i) {
-  const long long v = PyLong_AsLongLong(PyTuple_GET_ITEM(t, i));
+  // Exact ints only: no __index__ runs while the layout's items are borrowed.
+  PyObject* o = PyTuple_GET_ITEM(t, i);
+  if (!PyLong_CheckExact(o)) KFFI_THROW(TypeError) << "kffi.cuda: a parameter layout holds ints";
+  const long long v = PyLong_AsLongLong(o);
   if (v == -1 && PyErr_Occurred()) {
     PyErr_Clear();
     KFFI_THROW(TypeError) << "kffi.cuda: a parameter layout holds ints";

@@ -7,9 +7,11 @@ are in test_cuda_params_gpu.py."""
 from __future__ import annotations
 
 import importlib.util
+import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -176,10 +178,17 @@ CUTE_SCRIPT = textwrap.dedent(
 
 def build_cute_cubin(out_dir) -> tuple:
     """(cubin path, PTX text, kernel name) of a CuTe DSL kernel add_s(a, b, s) compiled here (no
-    GPU; skips without nvidia-cutlass-dsl). A separate interpreter: the DSL loads its own CUDA
-    bindings."""
+    GPU; skips without nvidia-cutlass-dsl), or taken from $KFFI_CUTE_CUBIN_DIR (a folder that
+    ``python tests/python/test_cuda_params.py DIR`` made, for a GPU host without the DSL). A
+    separate interpreter: the DSL loads its own CUDA bindings."""
+    prebuilt = os.environ.get("KFFI_CUTE_CUBIN_DIR")
+    if prebuilt:
+        out_dir = Path(prebuilt)
+        (cubin,) = out_dir.glob("*.cubin")
+        (ptx,) = out_dir.glob("*.ptx")
+        return cubin, ptx.read_text(), (out_dir / "kernel_name").read_text()
     if importlib.util.find_spec("cutlass") is None:
-        pytest.skip("nvidia-cutlass-dsl is not installed")
+        pytest.skip("nvidia-cutlass-dsl is not installed and KFFI_CUTE_CUBIN_DIR is not set")
     out_dir.mkdir(parents=True, exist_ok=True)
     script = out_dir / "build_cute.py"  # the DSL reads its kernels' source from a file
     script.write_text(CUTE_SCRIPT)
@@ -238,3 +247,7 @@ def test_param_info_of_damaged_cubins_is_none_or_a_value_error(cache):
             assert "has no kernel `scaled`" in str(e)
         else:
             assert info is None or all(0 <= s < 1 << 14 for _, s in info)
+
+
+if __name__ == "__main__":  # builds the CuTe cubin into a folder for KFFI_CUTE_CUBIN_DIR
+    print(build_cute_cubin(Path(sys.argv[1]).resolve())[0])

@@ -63,6 +63,8 @@ struct DriverApi {
   CUresult (*kernel_set_attribute)(int, int, CUkernel, CUdevice);
   CUresult (*launch_kernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                             unsigned, CUstream, void**, void**);
+  // Drivers for CUDA 12.4 and newer; nullptr on older ones (parameter checks are then skipped).
+  CUresult (*kernel_get_param_info)(CUkernel, size_t, size_t*, size_t*) = nullptr;
   int device_count = 0;
 };
 
@@ -93,6 +95,7 @@ inline const DriverApi& Driver() {
                        BindDriverSymbol(lib, "cuLibraryGetKernel", &d->library_get_kernel) &&
                        BindDriverSymbol(lib, "cuKernelSetAttribute", &d->kernel_set_attribute) &&
                        BindDriverSymbol(lib, "cuLaunchKernel", &d->launch_kernel);
+    (void)BindDriverSymbol(lib, "cuKernelGetParamInfo", &d->kernel_get_param_info);
     if (!bound || d->init(0) != 0 || d->device_get_count(&d->device_count) != 0) {
       delete d;
       return reinterpret_cast<const DriverApi*>(uintptr_t{1});  // present but unusable
@@ -291,6 +294,26 @@ class CubinKernel {
         details::Driver().kernel_set_attribute(details::kCuFuncAttrMaxDynamicSharedSizeBytes, bytes,
                                                Handle(device_id), device_id),
         "cuKernelSetAttribute", " of " + name());
+  }
+
+  /// The kernel's parameters as the driver reports them for a device: (offset, size) in bytes,
+  /// in order (cuKernelGetParamInfo). False when the driver is older than CUDA 12.4 and cannot
+  /// tell.
+  bool ParamInfo(int device_id, std::vector<std::pair<size_t, size_t>>* out) const {
+    void* h = Handle(device_id);
+    const details::DriverApi& d = details::Driver();
+    out->clear();
+    if (d.kernel_get_param_info == nullptr) return false;
+    constexpr int kCudaErrorInvalidValue = 1;
+    for (size_t i = 0;; ++i) {
+      size_t offset = 0, size = 0;
+      const details::CUresult rc = d.kernel_get_param_info(h, i, &offset, &size);
+      if (rc == kCudaErrorInvalidValue) break;  // past the last parameter
+      details::CheckCu(rc, "cuKernelGetParamInfo", " of " + name());
+      out->emplace_back(offset, size);
+      if (i > 4096) break;  // a kernel has fewer parameters than bytes of them
+    }
+    return true;
   }
 
   /// Launches on a stream (NULL: the default stream) of device_id with the kernel's parameters

@@ -79,6 +79,8 @@ TEST(CudaCubin, WithoutADriverLoadingIsARuntimeError) {
     EXPECT_EQ(e.kind(), "RuntimeError");
     EXPECT_NE(std::string(e.message()).find("CUDA driver"), std::string::npos);  // none, or no GPU
   }
+  std::vector<std::pair<size_t, size_t>> info;
+  EXPECT_THROW((void)mod["kernel"].ParamInfo(0, &info), kffi::Error);  // loads the image first
 }
 
 }  // namespace

@@ -158,6 +158,7 @@ def compile(
     outputs=None,
     doc="",
     cache=True,
+    params=None,
 ):
     """Compiles the CUDA kernel ``name`` of ``source`` with NVRTC and returns it as a kffi
     Function that checks the contract of ``fake_args`` (as :func:`kffi.compile` takes them; one
@@ -168,7 +169,8 @@ def compile(
     The contract lists the kernel's parameters in order: tensors become their data pointers,
     ``kffi.Int32`` an ``int``, ``kffi.Int64`` a ``long long``, ``kffi.Float32`` a ``float``,
     ``kffi.Float64`` a ``double``, ``kffi.Bool`` a ``bool``. ``grid``, ``block``, ``shared_mem``
-    or ``launch``: see :meth:`CubinModule.kernel`. ``arch``, ``options``, ``cache``: see
+    or ``launch``, and ``params`` (kernel parameters that are not the contract's arguments one to
+    one, e.g. structs by value): see :meth:`CubinModule.kernel`. ``arch``, ``options``, ``cache``: see
     :func:`nvrtc_compile`. The result has ``.contract``, ``.program`` (the :class:`Program`) and
     the metadata kffi.torch.register_op and kffi.jax read.
     """
@@ -187,6 +189,7 @@ def compile(
         outputs=outputs,
         name=_function_name(name),
         doc=doc,
+        params=params,
     )
     fn.program = prog
     return fn

@@ -4,7 +4,10 @@ is C++: python/src/py_cuda.cc over include/kffi/cuda_cubin.h).
 A kernel's contract is written as for kffi.compile (fake arguments) or kffi.with_contract (text).
 Its tensors are passed as data pointers (plus byte_offset), its scalars as the contract types
 say (int32 -> int, int64 -> long long, float32 -> float, float64 -> double, bool -> bool): the
-contract is the kernel's parameter list, in order. Grid, block and shared memory are expressions
+contract is the kernel's parameter list, in order, unless ``params=`` lays the kernel's parameters
+out otherwise (structs passed by value, such as CuTe DSL tensors: {data, shape..., stride...}; the
+sizes are checked against the cubin's own, python/kffi/cuda/_cubin_info.py, or at the first launch
+against the driver's). Grid, block and shared memory are expressions
 of the contract's symbols and integer parameters (sym_int arithmetic, or text such as
 "cdiv(n, 256)"), or come from a launch callback.
 """
@@ -12,6 +15,7 @@ of the contract's symbols and integer parameters (sym_int arithmetic, or text su
 from __future__ import annotations
 
 import ast
+import hashlib
 import json
 import os
 import re
@@ -112,6 +116,81 @@ def _programs(grid, block, shared_mem, sym_names) -> list:
     return dims(grid, "grid") + dims(block, "block") + [one(shared_mem, "shared_mem")]
 
 
+_TYPES = {
+    "ptr": "P",
+    "i32": "i",
+    "int32": "i",
+    "i64": "l",
+    "int64": "l",
+    "f32": "f",
+    "float32": "f",
+    "f64": "d",
+    "float64": "d",
+    "bool": "b",
+}
+_FIELD = re.compile(
+    r"^\s*(?:(?P<const>-?\d+|null(?!\w))"
+    r"|(?P<name>[A-Za-z_]\w*)(?:\.(?P<what>data|shape|stride)(?:\[\s*(?P<dim>-?\d+)\s*\])?)?)"
+    r"\s*(?::\s*(?P<type>\w+)\s*)?$"
+)
+
+
+def _layout(params) -> list:
+    """The kernel parameters of ``params=`` as the launcher reads them: [(text, fields)]."""
+    if isinstance(params, str):
+        raise TypeError("kffi.cuda: params is a list of kernel parameters, not one str")
+    out = []
+    for spec in params:
+        if not isinstance(spec, str) or len(spec) > _MAX_EXPR_CHARS or "\0" in spec:
+            raise TypeError(f"kffi.cuda: a kernel parameter is a str, got {spec!r}")
+        text = spec.strip()
+        struct = text.startswith("{")
+        if struct and not text.endswith("}"):
+            raise ValueError(f"kffi.cuda: the kernel parameter {spec!r} has no closing }}")
+        items = text[1:-1].split(",") if struct else [text]
+        fields = []
+        for item in items:
+            m = _FIELD.match(item)
+            if not m:
+                raise ValueError(
+                    f"kffi.cuda: cannot read {item.strip()!r} in the kernel parameter {spec!r} "
+                    "(expected NAME, NAME.data, NAME.shape[D]:i32|i64, NAME.stride[D]:i32|i64, "
+                    "an int constant or null, each with an optional :TYPE)"
+                )
+            type_ = m["type"]
+            if type_ is not None and type_ not in _TYPES:
+                raise ValueError(
+                    f"kffi.cuda: unknown type {type_!r} in the kernel parameter {spec!r} "
+                    f"(known: {', '.join(_TYPES)})"
+                )
+            code = _TYPES[type_] if type_ else "?"
+            what, dim = m["what"], m["dim"]
+            if what in ("shape", "stride"):
+                if dim is None:
+                    raise ValueError(f"kffi.cuda: {item.strip()!r} names no dimension ([D])")
+                if type_ is None:
+                    raise ValueError(
+                        f"kffi.cuda: {item.strip()!r} says its type (:i32 or :i64), as the "
+                        "kernel stores it"
+                    )
+            elif dim is not None:
+                raise ValueError(f"kffi.cuda: cannot read {item.strip()!r}")
+            if m["const"] is not None:
+                c = m["const"]
+                if c == "null":
+                    fields.append(("c", "P" if code == "?" else code, "", 0, 0))
+                else:
+                    v = int(c)
+                    if not -(2**63) <= v < 2**63:
+                        raise ValueError(f"kffi.cuda: the constant {c} overflows int64")
+                    fields.append(("c", code, "", 0, v))
+            else:
+                src = {None: "a", "data": "p", "shape": "s", "stride": "t"}[what]
+                fields.append((src, code, m["name"], int(dim or 0), 0))
+        out.append((text, fields))
+    return out
+
+
 def _config_callback(launch, name):
     """A kffi Function that calls launch(*args) and flattens its (grid, block[, shared_mem])."""
     if not callable(launch):
@@ -164,6 +243,7 @@ class CubinModule:
             items.append((tag, bytes(data)))
         self.images = dict(items)
         self.label = label
+        self._digest = None
         self._capsule = _core._cuda_module(items, label)
 
     @property
@@ -199,6 +279,7 @@ class CubinModule:
         outputs=None,
         name=None,
         doc="",
+        params=None,
     ) -> Function:
         """The kernel ``kernel_name`` (its symbol in the image: mangled for C++ unless
         ``extern "C"``) as a kffi Function checked against a contract, then launched on the
@@ -213,6 +294,15 @@ class CubinModule:
         callable taking the call's arguments and returning ``(grid, block)`` or ``(grid, block,
         shared_mem)`` (a Python call per launch). ``name``: the Function's name (default: the
         kernel's identifier).
+
+        ``params``: the kernel's parameters, when they are not the contract's arguments one to
+        one: a list with one str per kernel parameter, each a field or a struct of fields passed
+        by value (``"{x.data, x.shape[0]:i32, x.stride[0]:i64}"``, laid out as C lays out a
+        struct). A field is ``NAME`` (a contract argument as its type says), ``NAME.data`` (a
+        tensor's data pointer), ``NAME.shape[D]`` / ``NAME.stride[D]`` with ``:i32`` or ``:i64``
+        (strides in elements), or a constant (``0:i64``, ``null``). When the image is a cubin,
+        the parameters' sizes are checked against the kernel's own (a ValueError naming the
+        parameter).
         """
         if not isinstance(kernel_name, str) or not kernel_name or "\0" in kernel_name:
             raise ValueError(f"kffi.cuda: kernel_name is a symbol name, got {kernel_name!r}")
@@ -250,9 +340,11 @@ class CubinModule:
             programs, callback = [], _config_callback(launch, name)
         else:
             programs, callback = _programs(grid, block, shared_mem, sym_names), None
-        fn, meta_text = _core._cuda_kernel(
-            self._capsule, kernel_name, name, text, doc, "", programs, callback
+        layout = None if params is None else _layout(params)
+        fn, meta_text, sizes = _core._cuda_kernel(
+            self._capsule, kernel_name, name, text, doc, layout, programs, callback
         )
+        self._check_params(kernel_name, name, sizes)
         where = f"kffi.cuda: the metadata of `{name}`"
         try:
             meta = json.loads(meta_text)
@@ -263,7 +355,66 @@ class CubinModule:
         fn.contract = text
         fn.kernel_name = kernel_name
         fn.cubin_module = self
+        fn.param_sizes = [size for size, _ in sizes]
+        if callback is None:
+            # Named by content for kffi.jax.export: the same images, kernel, contract, parameter
+            # layout and launch configuration give the same XLA target name in every process.
+            # (A launch callback is Python code: such a kernel has no content name.)
+            key = json.dumps([kernel_name, name, text, layout, programs], separators=(",", ":"))
+            h = hashlib.sha256(b"kffi.cuda.kernel.v1\0")
+            h.update(self.digest.encode())
+            h.update(key.encode())
+            fn._content_origin = (h.hexdigest()[:16], name)
         return fn
+
+    @property
+    def digest(self) -> str:
+        """SHA-256 (hex) of the module's images and their arch tags."""
+        if self._digest is None:
+            h = hashlib.sha256()
+            for arch, data in sorted(self.images.items()):
+                h.update(f"{arch}\0{len(data)}\0".encode())
+                h.update(data)
+            self._digest = h.hexdigest()
+        return self._digest
+
+    def param_info(self, kernel_name: str) -> dict:
+        """``{arch: [(offset, size), ...]}``: the parameters of ``kernel_name`` as each cubin
+        image records them (its ELF ``.nv.info`` attributes), read with no GPU. Images that are
+        not ELF cubins (PTX, fatbins) are left out; a cubin without the kernel is a ValueError."""
+        from ._cubin_info import kernel_params
+
+        out = {}
+        for arch, data in self.images.items():
+            info = kernel_params(data, kernel_name, self.label + (f" ({arch})" if arch else ""))
+            if info is not None:
+                out[arch] = info
+        return out
+
+    def _check_params(self, kernel_name, name, sizes):
+        """The packed parameters ([(size, text)]) against each cubin's own; ValueError on a
+        difference, naming the parameter and both sizes."""
+        for arch, info in self.param_info(kernel_name).items():
+            where = self.label + (f" ({arch})" if arch else "")
+            for i, (size, text) in enumerate(sizes):
+                if i >= len(info):
+                    raise ValueError(
+                        f"kffi.cuda kernel `{name}`: the contract packs {len(sizes)} kernel "
+                        f"parameters, `{kernel_name}` in {where} takes {len(info)}: parameter {i} "
+                        f"(`{text}`, {size} bytes) is not in the kernel"
+                    )
+                if info[i][1] != size:
+                    raise ValueError(
+                        f"kffi.cuda kernel `{name}`: parameter {i} (`{text}`) is {info[i][1]} "
+                        f"bytes in `{kernel_name}` of {where}, {size} bytes as the contract "
+                        "packs it"
+                    )
+            if len(info) > len(sizes):
+                raise ValueError(
+                    f"kffi.cuda kernel `{name}`: `{kernel_name}` in {where} takes {len(info)} "
+                    f"parameters, the contract packs {len(sizes)}: parameter {len(sizes)} "
+                    f"({info[len(sizes)][1]} bytes) is missing"
+                )
 
     def __repr__(self):
         return f"<kffi.cuda.CubinModule {self.label} archs={self.archs}>"

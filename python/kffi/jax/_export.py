@@ -86,6 +86,9 @@ def _clean(name: str) -> str:
 
 def origin_of(fn):
     """(library digest, function name) of a function loaded from a library, else None."""
+    named = getattr(fn, "_content_origin", None)  # (digest, name): kffi.cuda names its kernels
+    if isinstance(named, tuple) and len(named) == 2:
+        return named[0], _clean(named[1])
     origin = getattr(fn, "_origin", None)
     if not (isinstance(origin, tuple) and len(origin) == 2):
         return None

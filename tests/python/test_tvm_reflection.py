@@ -133,3 +133,66 @@ def test_field_offset_past_the_object_is_refused(libs, runtime):
     assert "1048576" in r["error"] and "inside the object" in r["error"], r
     if runtime == "shim":
         assert not r["loaded"]  # kffi's registry refuses the record: the load fails with it
+
+
+STRESS = """
+    import gc, threading
+    import kffi
+    from test_leaks import _mallinfo_used
+    m = kffi.load_module({refl!r})
+    p = m.make_point(7, 0.0)
+    errors = []
+
+    def work():
+        try:
+            for i in range(2000):
+                assert p.x == 7
+                p.y = float(i)
+                assert isinstance(p.y, float)
+        except Exception as e:
+            errors.append(repr(e))
+
+    threads = [threading.Thread(target=work) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+    def round_trips(n):
+        for i in range(n):
+            q = m.make_point(i, 1.0)
+            q.y = 2.5
+            _ = q.x, q.y
+            m.point_y(m.identity(q))
+            if i % 10 == 0:
+                (r,) = m.make_points(1)
+                _ = r.x, repr(r)
+
+    keep = m.make_point(1, 1.0)
+    base = keep._use_count
+    round_trips(2000)
+    gc.collect()
+    objects_before, heap_before = len(gc.get_objects()), _mallinfo_used()
+    round_trips(50_000)
+    gc.collect()
+    heap_middle = _mallinfo_used()
+    round_trips(50_000)
+    gc.collect()
+    print(json.dumps({{"errors": errors[:3], "use_count": [base, keep._use_count],
+                      "objects": len(gc.get_objects()) - objects_before,
+                      "heap": [heap_before, heap_middle, _mallinfo_used()]}}))
+"""
+
+
+@pytest.mark.parametrize("runtime", RUNTIMES)
+def test_threads_and_no_leak_over_many_round_trips(libs, runtime):
+    """Fields read and written from 8 threads; 10^5 round trips (made, fields read and written,
+    passed back, in containers) leave the use count, Python's objects and the native heap."""
+    r = run(STRESS, runtime, **libs)
+    assert r["errors"] == []
+    assert r["use_count"][0] == r["use_count"][1]
+    assert r["objects"] < 100
+    before, middle, after = r["heap"]
+    if before is not None:
+        # One leaked small object per round trip would be >= 16 bytes * 50,000.
+        assert after - middle < 256 * 1024, r["heap"]

@@ -84,6 +84,8 @@ int ShimRegisterTypeMetadata(int32_t type_index, const void* metadata) {
     KFFIErrorSetRaisedFromCStr("ValueError", "TVMFFITypeRegisterMetadata: metadata is NULL");
     return -1;
   }
+  // kffi's static types are its own to describe: their records are accepted and not kept.
+  if (type_index < kKFFIDynObjectBegin) return 0;
   Types* all = Types::Get();
   std::lock_guard<std::mutex> lock(all->mutex);
   TypeFields t = all->by_index[type_index];  // a copy: kept only once kffi accepts it
@@ -100,6 +102,7 @@ int ShimRegisterField(int32_t type_index, const void* field) {
     KFFIErrorSetRaisedFromCStr("ValueError", "TVMFFITypeRegisterField: info is NULL");
     return -1;
   }
+  if (type_index < kKFFIDynObjectBegin) return 0;  // as for the metadata
   Types* all = Types::Get();
   std::lock_guard<std::mutex> lock(all->mutex);
   auto it = all->by_index.find(type_index);

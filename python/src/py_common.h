@@ -535,6 +535,13 @@ PyObject* InstallTvmBridge(PyObject* self, PyObject* args);
 /// of its nearest ancestor below kKFFIDynObjectBegin. Asks the bridge only about indices kffi
 /// cannot vouch for (dynamic ones, and static ones kffi lacks).
 bool ForeignType(const KFFIObject* obj, KFFIByteArray* key, int32_t* static_ancestor);
+/// A field of self's native object when its type is a loaded apache-tvm-ffi's (refl::ObjectDef):
+/// value NULL reads it into *out (new reference), else assigns value. 1 when done, 0 when self
+/// has no such foreign field (no error set), -1 with a Python error.
+int ForeignField(PyObject* self, PyObject* name, PyObject* value, PyObject** out);
+/// "type.key(x=1, y=2.0)" for an object of apache-tvm-ffi's registry with fields; NULL without
+/// an error set for any other object.
+PyObject* ForeignRepr(PyObject* self);
 /// The type key of obj from the registry its type belongs to, else "<unknown type index N>":
 /// never a crash, whichever runtime made the object.
 std::string TypeKeyOf(const KFFIObject* obj);

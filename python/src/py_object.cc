@@ -70,8 +70,28 @@ int ObjectClear(PyObject* self) {
 PyObject* ObjectRepr(PyObject* self) {
   KFFIObjectHandle h = reinterpret_cast<PyObjectHandle*>(self)->handle;
   if (h == nullptr) return PyUnicode_FromFormat("<%s (null)>", Py_TYPE(self)->tp_name);
+  if (PyObject* fields = ForeignRepr(self)) return fields;  // apache-tvm-ffi's reflected types
+  if (PyErr_Occurred()) return nullptr;
   std::string key = TypeKeyOf(static_cast<KFFIObject*>(h));
   return PyUnicode_FromFormat("<%s %s at %p>", Py_TYPE(self)->tp_name, key.c_str(), h);
+}
+
+/// The class's attributes, then the fields of a type of apache-tvm-ffi's registry (kffi's own
+/// reflected types have descriptors on their classes).
+PyObject* ObjectGetAttr(PyObject* self, PyObject* name) {
+  PyObject* r = PyObject_GenericGetAttr(self, name);
+  if (r != nullptr || !PyErr_ExceptionMatches(PyExc_AttributeError)) return r;
+  PyObject *type, *value, *tb;
+  PyErr_Fetch(&type, &value, &tb);
+  int rc = ForeignField(self, name, nullptr, &r);
+  if (rc == 0) {
+    PyErr_Restore(type, value, tb);
+    return nullptr;
+  }
+  Py_XDECREF(type);
+  Py_XDECREF(value);
+  Py_XDECREF(tb);
+  return rc == 1 ? r : nullptr;
 }
 
 Py_hash_t ObjectHash(PyObject* self) {
@@ -118,6 +138,10 @@ int ObjectSetAttr(PyObject* self, PyObject* name, PyObject* value) {
     PyErr_Format(PyExc_AttributeError, "'%s' object attribute '%U' is read-only", tp->tp_name,
                  name);
     return -1;
+  }
+  if (value != nullptr) {  // a field of a type of apache-tvm-ffi's registry
+    int rc = ForeignField(self, name, value, nullptr);
+    if (rc != 0) return rc == 1 ? 0 : -1;
   }
   KFFIObjectHandle h = reinterpret_cast<PyObjectHandle*>(self)->handle;
   std::string key = h != nullptr ? TypeKeyOf(static_cast<KFFIObject*>(h)) : "released";
@@ -195,6 +219,7 @@ PyType_Slot kObjectSlots[] = {
     {Py_tp_clear, reinterpret_cast<void*>(ObjectClear)},
     {Py_tp_repr, reinterpret_cast<void*>(ObjectRepr)},
     {Py_tp_setattro, reinterpret_cast<void*>(ObjectSetAttr)},
+    {Py_tp_getattro, reinterpret_cast<void*>(ObjectGetAttr)},
     {Py_tp_hash, reinterpret_cast<void*>(ObjectHash)},
     {Py_tp_richcompare, reinterpret_cast<void*>(ObjectRichCompare)},
     {Py_tp_getset, kObjectGetSet},

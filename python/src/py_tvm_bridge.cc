@@ -6,6 +6,7 @@
 // object's type belongs to the loaded apache-tvm-ffi's registry. kffi/_tvm.py hands the
 // extension the bridge's two private entry points once it is in the process; before that no
 // TVM-FFI function or object can exist, and kffi's registry answers alone.
+#include <dlfcn.h>
 #include <kffi/tensor.h>
 
 #include <atomic>
@@ -24,7 +25,14 @@ using OwnedArgsQuery = int (*)(void* func, uint64_t* owned);
 /// KFFITvmForeignTypeInfo: 1 with the type key and nearest static ancestor when obj's type is not
 /// kffi's registry's to describe.
 using ForeignTypeQuery = int (*)(void* obj, KFFIByteArray* key, int32_t* static_ancestor);
+/// KFFITvmForeignField: a field of an object of apache-tvm-ffi's registry, read (value NULL) or
+/// assigned; KFFITvmForeignFieldName: the name of its field i.
+using ForeignFieldQuery = int (*)(void* obj, const char* name, size_t size, const KFFIAny* value,
+                                  KFFIAny* out);
+using ForeignFieldNameQuery = int (*)(void* obj, int32_t i, KFFIByteArray* name);
 std::atomic<OwnedArgsQuery> g_owned_args_query{nullptr};
+std::atomic<ForeignFieldQuery> g_foreign_field_query{nullptr};
+std::atomic<ForeignFieldNameQuery> g_foreign_field_name_query{nullptr};
 std::atomic<ForeignTypeQuery> g_foreign_type_query{nullptr};
 
 /// Drops a reference to a Python object from any thread (a Tensor below dies wherever the callee
@@ -80,6 +88,20 @@ PyObject* InstallTvmBridge(PyObject*, PyObject* args) {
   void* b = PyLong_AsVoidPtr(foreign_type);
   if (PyErr_Occurred()) return nullptr;
   g_owned_args_query.store(reinterpret_cast<OwnedArgsQuery>(a), std::memory_order_release);
+  // The field queries live in the same library (libkffi_tvm): found by its path, so that
+  // kffi/_tvm.py's call stays as it is.
+  Dl_info where{};
+  if (b != nullptr && dladdr(b, &where) != 0 && where.dli_fname != nullptr) {
+    if (void* lib = dlopen(where.dli_fname, RTLD_LAZY | RTLD_NOLOAD)) {
+      g_foreign_field_query.store(
+          reinterpret_cast<ForeignFieldQuery>(dlsym(lib, "KFFITvmForeignField")),
+          std::memory_order_release);
+      g_foreign_field_name_query.store(
+          reinterpret_cast<ForeignFieldNameQuery>(dlsym(lib, "KFFITvmForeignFieldName")),
+          std::memory_order_release);
+      // The handle stays open: the library is never unloaded while kffi runs.
+    }
+  }
   g_foreign_type_query.store(reinterpret_cast<ForeignTypeQuery>(b), std::memory_order_release);
   Py_RETURN_NONE;
 }
@@ -99,6 +121,63 @@ std::string TypeKeyOf(const KFFIObject* obj) {
     return std::string(info->type_key.data, info->type_key.size);
   }
   return "<unknown type index " + std::to_string(obj->type_index) + ">";
+}
+
+int ForeignField(PyObject* self, PyObject* name, PyObject* value, PyObject** out) {
+  ForeignFieldQuery query = g_foreign_field_query.load(std::memory_order_acquire);
+  KFFIObjectHandle h = reinterpret_cast<PyObjectHandle*>(self)->handle;
+  if (query == nullptr || h == nullptr || !PyUnicode_Check(name) ||
+      static_cast<KFFIObject*>(h)->type_index < kKFFIDynObjectBegin) {
+    return 0;
+  }
+  Py_ssize_t size = 0;
+  const char* utf8 = PyUnicode_AsUTF8AndSize(name, &size);
+  if (utf8 == nullptr) return -1;
+  if (value == nullptr) {
+    KFFIAny got;
+    int rc = query(h, utf8, static_cast<size_t>(size), nullptr, &got);
+    if (rc != 1) return rc < 0 ? (RaiseFromKFFIError(-1), -1) : 0;
+    *out = AnyToPy(&got, nullptr);
+    return *out != nullptr ? 1 : -1;
+  }
+  KFFIAny v;
+  if (PyToOwnedAny(value, &v) != 0) return -1;
+  int rc = query(h, utf8, static_cast<size_t>(size), &v, nullptr);
+  if (v.type_index >= kKFFIStaticObjectBegin) ReleaseObject(v.v_obj);
+  if (rc < 0) return (RaiseFromKFFIError(-1), -1);
+  return rc;
+}
+
+PyObject* ForeignRepr(PyObject* self) {
+  ForeignFieldNameQuery names = g_foreign_field_name_query.load(std::memory_order_acquire);
+  KFFIObjectHandle h = reinterpret_cast<PyObjectHandle*>(self)->handle;
+  if (names == nullptr || h == nullptr ||
+      static_cast<KFFIObject*>(h)->type_index < kKFFIDynObjectBegin) {
+    return nullptr;
+  }
+  std::string body;
+  for (int32_t i = 0;; ++i) {
+    KFFIByteArray n{nullptr, 0};
+    int rc = names(h, i, &n);
+    if (rc < 0) return RaiseFromKFFIError(-1);
+    if (rc == 0) {
+      if (i == 0) return nullptr;  // no fields: the plain repr
+      break;
+    }
+    PyRef name(PyUnicode_DecodeUTF8(n.data, static_cast<Py_ssize_t>(n.size), "surrogateescape"));
+    if (!name) return nullptr;
+    PyObject* value = nullptr;
+    rc = ForeignField(self, name.get(), nullptr, &value);
+    if (rc < 0) return nullptr;
+    PyRef v(value);
+    PyRef text(rc == 1 ? PyObject_Repr(v.get()) : PyUnicode_FromString("?"));
+    if (!text) return nullptr;
+    const char* t = PyUnicode_AsUTF8(text.get());
+    if (t == nullptr) return nullptr;
+    body += (i ? ", " : "") + std::string(n.data, n.size) + "=" + t;
+  }
+  std::string key = TypeKeyOf(static_cast<KFFIObject*>(h));
+  return PyUnicode_FromFormat("%s(%s)", key.c_str(), body.c_str());
 }
 
 uint64_t OwnedTensorArgsOf(KFFIObjectHandle func) {

@@ -153,6 +153,13 @@ class Registry {
     }
     std::lock_guard<std::mutex> lock(mutex_);
     const Entry* old = Find(in->type_index);
+    if (old != nullptr && Extends(old, e)) {
+      // Fields appended to the earlier registration (TVM-FFI's refl::ObjectDef registers field by
+      // field): the new entry replaces it. The old one is never freed: its records are promised
+      // for the process lifetime.
+      table_[in->type_index].store(e, std::memory_order_release);
+      return;
+    }
     if (old != nullptr) {
       std::string why = Difference(old, e);
       Release(e);
@@ -259,6 +266,22 @@ class Registry {
   static void Release(Entry* e) {
     for (const KFFIMethodInfo& m : e->methods) KFFIObjectDecRef(m.method);
     delete e;
+  }
+
+  // Whether b is a: its flags, size, creator and methods, and a's fields followed by more.
+  static bool Extends(const Entry* a, const Entry* b) {
+    if (b->fields.size() <= a->fields.size() || a->info.object_size != b->info.object_size ||
+        a->info.flags != b->info.flags || a->info.creator != b->info.creator ||
+        a->methods.size() != b->methods.size()) {
+      return false;
+    }
+    for (size_t i = 0; i < a->methods.size(); ++i) {
+      if (a->methods[i].method != b->methods[i].method) return false;
+    }
+    Entry prefix;
+    prefix.info.object_size = b->info.object_size;
+    prefix.fields.assign(b->fields.begin(), b->fields.begin() + a->fields.size());
+    return Difference(a, &prefix).empty();
   }
 
   // Why two registrations of one type differ ("" when they agree on every field).

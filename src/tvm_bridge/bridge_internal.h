@@ -28,6 +28,32 @@ struct TvmTypeInfo {
   const void* metadata;
 };
 
+/// TVM-FFI's field record (TVMFFIFieldInfo), by layout: what refl::ObjectDef registers and
+/// TVMFFITypeInfo.fields lists.
+struct TvmFieldInfo {
+  KFFIByteArray name;
+  KFFIByteArray doc;
+  KFFIByteArray metadata;
+  int64_t flags;
+  int64_t size;
+  int64_t alignment;
+  int64_t offset;
+  KFFIFieldGetter getter;
+  void* setter;  // a KFFIFieldSetter, or a Function object when kTvmSetterIsFunction is set
+  KFFIAny default_value_or_factory;
+  int32_t field_static_type_index;
+};
+/// TVM-FFI's type metadata record (TVMFFITypeMetadata, TVMFFITypeInfo.metadata), by layout.
+struct TvmTypeMetadata {
+  KFFIByteArray doc;
+  int (*creator)(KFFIObjectHandle* out);
+  int32_t total_size;
+  int32_t structural_eq_hash_kind;
+};
+/// TvmFieldInfo.flags bits.
+constexpr int64_t kTvmFieldWritable = 1 << 0;
+constexpr int64_t kTvmSetterIsFunction = 1 << 11;
+
 /// The functions of a loaded apache-tvm-ffi runtime (libtvm_ffi) that the bridge calls. Found
 /// with dlsym; the bridge never names a TVMFFI* function in its own code (it defines them).
 struct RealRuntime {
@@ -134,6 +160,10 @@ void NoteBoundLibrary(void* handle, const RealRuntime* real);
 /// allocate.
 bool ForeignTypeOf(const KFFIObject* obj, ForeignType* out);
 
+/// The record of obj's type in the loaded apache-tvm-ffi's registry (*real: that runtime) when
+/// obj was made by code bound to it; NULL otherwise (never asks about an index it did not make).
+const TvmTypeInfo* RealTypeInfoOf(const KFFIObject* obj, const RealRuntime** real);
+
 /// Whether func (borrowed) is a function WrapForeignCallable made; *owned is then its mask.
 bool ForeignTensorParams(KFFIObjectHandle func, OwnedTensorMask* owned);
 
@@ -154,6 +184,12 @@ std::string ConvertMetadata(const std::string& name, const std::string& tvm_meta
 /// The same without exceptions: false with the reason in *why for malformed metadata.
 bool TryConvertMetadata(const std::string& name, const std::string& tvm_metadata,
                         const std::string& doc, std::string* out_json, std::string* why);
+
+/// TVMFFITypeRegisterMetadata and TVMFFITypeRegisterField on the shim (shim_reflection.cc): the
+/// type's size and creator, then its fields one by one, into kffi's reflection registry. 0, or
+/// -1 with kffi's error raised (a field outside the object, an unknown type, ...).
+int ShimRegisterTypeMetadata(int32_t type_index, const void* metadata);
+int ShimRegisterField(int32_t type_index, const void* field);
 
 /// Sets the calling thread's kffi error from the exception being handled; returns -1.
 int RaiseCurrentException() noexcept;

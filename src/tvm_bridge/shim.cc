@@ -219,10 +219,18 @@ SHIM const TvmTypeInfo* TVMFFIGetTypeInfo(int32_t type_index) {
   KFFI_CATCH_ALL { return nullptr; }
 }
 
-// Reflection registrations are accepted and not kept: kffi has no reflection to feed them to.
-SHIM int TVMFFITypeRegisterField(int32_t, const void*) { return 0; }
+// A type's size and fields go to kffi's reflection registry (shim_reflection.cc); a record kffi
+// refuses (a field outside the object) fails the library's load with the reason. Methods are
+// accepted and not kept.
+SHIM int TVMFFITypeRegisterField(int32_t type_index, const void* info) {
+  if (kffi::tvmglue::ShimRegisterField(type_index, info) == 0) return 0;
+  return ReportOrRaise("The library registers an object field kffi cannot accept");
+}
 SHIM int TVMFFITypeRegisterMethod(int32_t, const void*) { return 0; }
-SHIM int TVMFFITypeRegisterMetadata(int32_t, const void*) { return 0; }
+SHIM int TVMFFITypeRegisterMetadata(int32_t type_index, const void* metadata) {
+  if (kffi::tvmglue::ShimRegisterTypeMetadata(type_index, metadata) == 0) return 0;
+  return ReportOrRaise("The library registers object type metadata kffi cannot accept");
+}
 SHIM int TVMFFITypeRegisterAttr(int32_t, const KFFIByteArray*, const KFFIAny*) { return 0; }
 SHIM const void* TVMFFIGetTypeAttrColumn(const KFFIByteArray*) { return nullptr; }
 

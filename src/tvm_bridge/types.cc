@@ -110,6 +110,20 @@ void NoteBoundLibrary(void* handle, const RealRuntime* real) {
   all->by_bias.emplace(bias, real);
 }
 
+const TvmTypeInfo* RealTypeInfoOf(const KFFIObject* obj, const RealRuntime** out_real) {
+  if (obj->type_index < kKFFIDynObjectBegin) return nullptr;
+  // Each runtime numbers its dynamic types: the code that made the object (its deleter) says
+  // whose registry holds its type. apache-tvm-ffi is asked only about objects its own code made
+  // (its TVMFFIGetTypeInfo ends the process for an index it does not know).
+  const RealRuntime* real = LoadedRealRuntime();
+  if (real == nullptr || real->get_type_info == nullptr ||
+      !CodeBoundTo(reinterpret_cast<const void*>(obj->deleter), real)) {
+    return nullptr;
+  }
+  *out_real = real;
+  return real->get_type_info(obj->type_index);
+}
+
 bool ForeignTypeOf(const KFFIObject* obj, ForeignType* out) {
   const int32_t index = obj->type_index;
   if (index < kKFFIDynObjectBegin) {
@@ -123,15 +137,8 @@ bool ForeignTypeOf(const KFFIObject* obj, ForeignType* out) {
     }
     return false;
   }
-  // Each runtime numbers its dynamic types: the code that made the object (its deleter) says
-  // whose registry holds its type. apache-tvm-ffi is asked only about objects its own code made
-  // (its TVMFFIGetTypeInfo ends the process for an index it does not know).
-  const RealRuntime* real = LoadedRealRuntime();
-  if (real == nullptr || real->get_type_info == nullptr ||
-      !CodeBoundTo(reinterpret_cast<const void*>(obj->deleter), real)) {
-    return false;
-  }
-  const TvmTypeInfo* info = real->get_type_info(index);
+  const RealRuntime* real = nullptr;
+  const TvmTypeInfo* info = RealTypeInfoOf(obj, &real);
   if (info == nullptr) return false;
   out->key = info->type_key;
   out->static_ancestor = kKFFIObject;

@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import os
+import re
 import subprocess
 import tempfile
 from pathlib import Path
@@ -89,8 +90,11 @@ def build(
         if rpath:
             flags.append(f"-Wl,-rpath,{lib}")
     headers = sorted(include.rglob("*.h"))
+    # Sources a test library includes from its own folder (`#include "tvm_refl.cc"`) count too.
+    included = re.findall(rb'^#include "([^"/]+)"', source.read_bytes(), flags=re.M)
+    local = [(source.parent / n.decode()).read_bytes() for n in included]
     key = _digest(
-        [source.read_bytes(), " ".join(flags).encode()]
+        [source.read_bytes(), " ".join(flags).encode(), *local]
         + [str(h).encode() + str(h.stat().st_mtime_ns).encode() for h in headers]
     )
     flavour = ("linked" if rpath else "linked-norpath") if linked else "unlinked"

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # examples/demo.sh: the demo. Installs what it needs (g++ and make from apt when missing; NumPy,
-# PyTorch (CPU) and kffi with pip into the active Python environment: use a venv), builds the
+# the build tools and kffi with pip into the active Python environment: use a venv), builds the
 # example kernel library with kffi-config, and calls it from Python: results, contract errors and
-# call overhead.
+# call overhead. PyTorch is not installed here: the demo calls the kernel with torch tensors too
+# when torch is already installed.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$ROOT"
@@ -21,10 +22,15 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 echo "g++ $(g++ -dumpfullversion), $(make --version | head -1)"
 
-phase "Python packages (pip: numpy, torch CPU, the build tools; in $(python3 -c 'import sys; print(sys.prefix)'))"
+phase "Python packages (pip: numpy, the build tools; in $(python3 -c 'import sys; print(sys.prefix)'))"
 python3 -c "import numpy" 2>/dev/null || "${PIP[@]}" numpy
-# The CPU build of torch (a plain `torch` pulls GBs of CUDA packages); the demo runs without it.
-python3 -c "import torch" 2>/dev/null || "${PIP[@]}" torch==2.13.0 || echo "torch unavailable"
+# No torch install: PyPI's torch is the CUDA build (GBs of NVIDIA packages); the demo uses torch
+# only when it is already installed.
+if TORCH="$(python3 -c 'import torch; print(torch.__version__)' 2>/dev/null)"; then
+  echo "torch $TORCH: the demo calls the kernel with torch tensors too"
+else
+  echo "torch not installed: the demo uses NumPy only"
+fi
 python3 -c "import scikit_build_core, cmake, ninja" 2>/dev/null ||
   "${PIP[@]}" "scikit-build-core>=0.10" cmake ninja
 

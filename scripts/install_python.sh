@@ -4,7 +4,8 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 PIP=(python3 -m pip install -q --disable-pip-version-check)
 python3 -c "import numpy, pytest" 2>/dev/null || "${PIP[@]}" numpy pytest
-# The CPU build of torch (a plain `torch` would pull GBs of CUDA packages).
+# torch from the configured index: on plain PyPI the CUDA build (GBs); README.md says how to get
+# the CPU build first.
 python3 -c "import torch" 2>/dev/null || "${PIP[@]}" torch==2.13.0 || echo "torch unavailable: its tests skip"
 python3 -c "import jax" 2>/dev/null || "${PIP[@]}" jax || echo "jax unavailable: its tests skip"
 # flatbuffers: jax.export's serialization (kffi.jax.export round trips, docs/deploy.md).

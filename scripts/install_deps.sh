@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # scripts/install_deps.sh: installs the build and test dependencies (Debian packages, PyPI).
+# SPDX-License-Identifier: Apache-2.0
 set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
 pkgs=(g++ make cmake ninja-build libgtest-dev libgmock-dev libbenchmark-dev clang-format)

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # scripts/install_python.sh: installs the Python test/demo dependencies and kffi itself (pip).
+# SPDX-License-Identifier: Apache-2.0
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 PIP=(python3 -m pip install -q --disable-pip-version-check)

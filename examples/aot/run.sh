@@ -2,6 +2,7 @@
 # examples/aot/run.sh: export a kernel ahead of time, link it into a C++ program, load the object
 # from Python, and check a call against its generated stubs with mypy.
 #   bash examples/aot/run.sh [OUT_DIR]      (needs kffi installed; python3 is the one with kffi)
+# SPDX-License-Identifier: Apache-2.0
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 OUT="${1:-aot_out}"

@@ -4,6 +4,7 @@ The flags have one source: the kffi-config script that CMake installs beside the
 (kffi/bin/kffi-config); this entry point runs it, so a pip install and a CMake install answer
 the same.
 """
+# SPDX-License-Identifier: Apache-2.0
 
 from __future__ import annotations
 

@@ -4,6 +4,7 @@ from kffi.typing import TensorLike
 
 def scale(y: TensorLike, x: TensorLike, factor: float) -> None: ...
 """
+# SPDX-License-Identifier: Apache-2.0
 
 from __future__ import annotations
 

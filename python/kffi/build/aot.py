@@ -11,6 +11,7 @@ kernel function itself, helpers) are made local to the object, so that two expor
 source (say with two contracts, or two dtypes) link into one program; ``function_name`` and
 ``prefix`` name the export itself. docs/aot.md has the whole flow.
 """
+# SPDX-License-Identifier: Apache-2.0
 
 from __future__ import annotations
 

@@ -16,6 +16,7 @@ Environment: ``CXX`` (C++ compiler, default ``c++``), ``KFFI_NVCC`` / ``CUDA_HOM
 on this machine, as NVML reports them, else nvcc's own),
 ``KFFI_CACHE_DIR``, ``KFFI_BUILD_QUIET=1`` (no progress lines).
 """
+# SPDX-License-Identifier: Apache-2.0
 
 from __future__ import annotations
 

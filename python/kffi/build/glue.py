@@ -7,6 +7,7 @@ files (the glue's own headers), locked against other processes building the same
 cached, so an unchanged framework loads it in milliseconds. The loaded library is a
 kffi._lazy.lazy singleton: made once, from any thread, a failed make tried again.
 """
+# SPDX-License-Identifier: Apache-2.0
 
 from __future__ import annotations
 

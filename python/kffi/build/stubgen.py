@@ -8,6 +8,7 @@ Each function becomes a typed ``def`` with Python types (``float | None``, not t
 with its signature, documentation and contract. Put the stub beside a Python module that binds
 the functions (``add_one = kffi.load_module(...).add_one``) and mypy checks every call.
 """
+# SPDX-License-Identifier: Apache-2.0
 
 from __future__ import annotations
 

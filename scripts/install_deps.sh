@@ -3,7 +3,7 @@
 # SPDX-License-Identifier: Apache-2.0
 set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
-pkgs=(g++ make cmake ninja-build libgtest-dev libgmock-dev libbenchmark-dev clang-format)
+pkgs=(g++ make cmake ninja-build libgtest-dev libgmock-dev libbenchmark-dev clang-format shellcheck)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

@@ -31,6 +31,6 @@ add_one(np.zeros(3, np.float32), np.zeros(3, np.float32))
 add_one(np.zeros(3, np.float32))
 PYEOF
   # The stub checks calls: the second one misses an argument.
-  (cd "$OUT" && "$PY" -m mypy --no-error-summary use_add_one.py add_one.pyi || true) |
+  (cd "$OUT" || exit 1; "$PY" -m mypy --no-error-summary use_add_one.py add_one.pyi || true) |
     sed -e 's/^use_add_one.py:\([0-9]*\): /mypy line \1: /'
 fi

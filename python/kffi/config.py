@@ -16,6 +16,7 @@ _SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "bin", "kffi-
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The kffi-config command: runs the installed script with ``argv`` and returns its status."""
     args = sys.argv[1:] if argv is None else list(argv)
     if not os.path.exists(_SCRIPT):
         print(

@@ -6,6 +6,7 @@
 #               source tree, libkffi from the build tree): for building against an uninstalled kffi
 #   install     <prefix>/bin/kffi-config, <prefix>/<libdir>/cmake/kffi/kffiConfig.cmake, with paths
 #               relative to their own location so that the installed tree can be moved
+# SPDX-License-Identifier: Apache-2.0
 
 include(CMakePackageConfigHelpers)
 

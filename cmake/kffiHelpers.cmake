@@ -1,5 +1,6 @@
 # cmake/kffiHelpers.cmake: kffi_add_library(), to build a kernel library from C++/CUDA sources.
 # Installed beside kffiConfig.cmake (find_package(kffi) includes it) and used in-tree too.
+# SPDX-License-Identifier: Apache-2.0
 
 include_guard(GLOBAL)
 

@@ -11,6 +11,7 @@
 # asks the Python that has kffi and torch for it (`python -m kffi.torch --cmake-info`, which
 # builds it when needed): Python3_EXECUTABLE, else the first python3 found. Included by
 # kffiConfig.cmake once a `torch` target exists (find_package(Torch) first).
+# SPDX-License-Identifier: Apache-2.0
 if(TARGET kffi::torch)
   return()
 endif()

@@ -7,6 +7,7 @@
 # function by name (so nothing it does can be interposed by a global libtvm_ffi), and it is not
 # linked -Bsymbolic: that would put it first in its own lookups, and the bridge finds out which
 # runtime a library bound to by looking symbols up the way the library did.
+# SPDX-License-Identifier: Apache-2.0
 file(GLOB KFFI_TVM_BRIDGE_SOURCES CONFIGURE_DEPENDS "${PROJECT_SOURCE_DIR}/src/tvm_bridge/*.cc")
 # The ELF reader and the code check are libkffi's internals, compiled in here too: the bridge reads
 # a runtime's file before it opens it, and calls only code (src/core/code_symbol.h).

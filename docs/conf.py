@@ -3,6 +3,7 @@
 scripts/build_docs.sh builds with warnings as errors; the C++ reference is Doxygen's HTML, copied
 in as cpp/ (see cpp_api.md).
 """
+# SPDX-License-Identifier: Apache-2.0
 
 from __future__ import annotations
 

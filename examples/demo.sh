@@ -4,6 +4,7 @@
 # example kernel library with kffi-config, and calls it from Python: results, contract errors and
 # call overhead. PyTorch is not installed here: the demo calls the kernel with torch tensors too
 # when torch is already installed.
+# SPDX-License-Identifier: Apache-2.0
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$ROOT"

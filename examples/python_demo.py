@@ -2,6 +2,7 @@
 
 Usage: python3 examples/python_demo.py path/to/libscale_cpu.so
 """
+# SPDX-License-Identifier: Apache-2.0
 
 import statistics
 import sys

@@ -6,6 +6,7 @@
 # MyST from PyPI into the Python that `python3` runs (use a venv), and kffi itself from this tree
 # when the installed one is missing or its Python files differ from the tree's (autodoc reads the
 # docstrings of the installed package).
+# SPDX-License-Identifier: Apache-2.0
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 OUT="${1:-$ROOT/build/docs/html}"

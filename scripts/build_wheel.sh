@@ -3,6 +3,7 @@
 # repair), and with --smoke installs it into a fresh venv and runs a kernel library built with the
 # installed kffi-config. The wheel lands in $KFFI_WHEEL_DIR (default build/wheel/dist).
 #   --smoke   after building, test the wheel in a fresh venv (no system site packages)
+# SPDX-License-Identifier: Apache-2.0
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 DIST="${KFFI_WHEEL_DIR:-$ROOT/build/wheel/dist}"

@@ -8,6 +8,7 @@
 #   bash scripts/ci_fuzz.sh [seconds per target]     (default 25, or $KFFI_CI_FUZZ_SECONDS)
 #
 # Needs clang with compiler-rt (Debian: clang); installed here when missing.
+# SPDX-License-Identifier: Apache-2.0
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 SECONDS_PER_TARGET="${1:-${KFFI_CI_FUZZ_SECONDS:-25}}"

@@ -13,6 +13,7 @@
 #             between kffi and libc are reported; CPython's own accesses are not seen).
 #
 # Suppressions: scripts/tsan_suppressions.txt (each one justified there). Any report fails.
+# SPDX-License-Identifier: Apache-2.0
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 JOBS="${KFFI_JOBS:-$(nproc)}"

@@ -2,6 +2,7 @@
 # scripts/clang_tidy.sh: runs clang-tidy (the repo's .clang-tidy) over libkffi's sources and
 # translation units that include every public header, with the compile database of a build.
 #   bash scripts/clang_tidy.sh [build dir, default build/tidy]
+# SPDX-License-Identifier: Apache-2.0
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 BUILD="${1:-$ROOT/build/tidy}"

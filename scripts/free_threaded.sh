@@ -9,6 +9,7 @@
 # --disable-gil, once, into $KFFI_FT_HOME (default build/free_threaded). kffi is then installed
 # into a venv of it and pytest runs there: torch and JAX have no cp313t wheels, so their tests
 # skip. Takes about 15 minutes on 2 cores the first time (the interpreter), then about 10.
+# SPDX-License-Identifier: Apache-2.0
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 HOME_DIR="${KFFI_FT_HOME:-$ROOT/build/free_threaded}"

@@ -2,6 +2,7 @@
 # scripts/gpu_check.sh: the GPU run (CUDA tests, GPU Python tests, GPU benchmark) on a machine
 # with an NVIDIA GPU and no package index: everything is built from this tree.
 #   OUT=<dir for logs and JSON> bash scripts/gpu_check.sh
+# SPDX-License-Identifier: Apache-2.0
 set -uo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 OUT="${OUT:-$ROOT/build/gpu}"

@@ -8,6 +8,7 @@
 #
 # build/cute_gpu holds the exported kernels linked two ways and libcute_dsl_runtime.so (about
 # 44 MB; the kernels find it through $ORIGIN), so the device needs no DSL. Logs and JSON go to OUT.
+# SPDX-License-Identifier: Apache-2.0
 set -uo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 OUT="${OUT:-$ROOT/build/gpu}"

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # scripts/install_python.sh: installs the Python test/demo dependencies and kffi itself (pip).
+# SPDX-License-Identifier: Apache-2.0
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 PIP=(python3 -m pip install -q --disable-pip-version-check)
@@ -11,8 +12,10 @@ python3 -c "import jax" 2>/dev/null || "${PIP[@]}" jax || echo "jax unavailable:
 # flatbuffers: jax.export's serialization (kffi.jax.export round trips, docs/deploy.md).
 python3 -c "import flatbuffers" 2>/dev/null || "${PIP[@]}" flatbuffers || echo "flatbuffers unavailable: the jax.export tests skip"
 python3 -c "import scikit_build_core" 2>/dev/null || "${PIP[@]}" "scikit-build-core>=0.10"
-# mypy: the stub tests check kffi-stubgen's output with it (test_aot_stubs, test_hostile_generated).
-python3 -c "import mypy" 2>/dev/null || "${PIP[@]}" mypy || echo "mypy unavailable: its tests skip"
+# mypy (pinned in requirements-dev.txt): the stub tests check kffi-stubgen's output with it
+# (test_aot_stubs, test_hostile_generated).
+python3 -c "import mypy" 2>/dev/null || "${PIP[@]}" "$(grep '^mypy==' "$ROOT/requirements-dev.txt")" \
+  || echo "mypy unavailable: its tests skip"
 # ml_dtypes (comes with jax): the reference for the bfloat16/fp8 conversions (test_kernel_kit).
 python3 -c "import ml_dtypes" 2>/dev/null || "${PIP[@]}" ml_dtypes || echo "ml_dtypes unavailable: its tests skip"
 # The TVM-FFI anchors: bridge coexistence tests and the other direction (kffi -> tvm_ffi/jax).

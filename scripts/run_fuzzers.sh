@@ -8,6 +8,7 @@
 # under the build folder, so the repository's corpus changes only when someone copies inputs back.
 # Exits non-zero on the first crash, leak or sanitizer report (the reproducer is kept in the
 # build folder), and prints the executions of every target. Default: 60 seconds per target.
+# SPDX-License-Identifier: Apache-2.0
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 BUILD="${KFFI_FUZZ_BUILD_DIR:-$ROOT/build/fuzz}"

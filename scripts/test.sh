@@ -3,6 +3,7 @@
 #   --sanitize   build and run the C++ tests with AddressSanitizer + UndefinedBehaviorSanitizer,
 #                hardened as distributions build (KFFI_HARDENED: _GLIBCXX_ASSERTIONS, so an
 #                out-of-range operator[] on a standard container aborts the test)
+# SPDX-License-Identifier: Apache-2.0
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 JOBS="${KFFI_JOBS:-$(nproc)}"

@@ -6,6 +6,7 @@
 // live in another translation unit (bench_aot_kernels.cc), as a linked object's do. The direct
 // anchors call the functions through a volatile function pointer: what a call into another object
 // costs at the least.
+// SPDX-License-Identifier: Apache-2.0
 #include <benchmark/benchmark.h>
 #include <kffi/container/containers.h>
 #include <kffi/module.h>

@@ -1,5 +1,6 @@
 // bench/cpp/bench_aot_kernels.cc: the kernels of bench_aot.cc, in their own translation unit (as
 // an exported object is), compiled for the system library (-DKFFI_EXPORT_TO_SYSTEM_LIB=1).
+// SPDX-License-Identifier: Apache-2.0
 #include <kffi/export.h>
 #include <kffi/tensor.h>
 

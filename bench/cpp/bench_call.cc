@@ -1,4 +1,5 @@
 // bench/cpp/bench_call.cc: typed Function calls against direct calls through a function pointer.
+// SPDX-License-Identifier: Apache-2.0
 #include <benchmark/benchmark.h>
 #include <kffi/dispatch.h>
 #include <kffi/function.h>

@@ -2,6 +2,7 @@
 // called without a contract and with contracts of growing detail.
 //
 // Per-tensor check cost = (BM_Contract_* - BM_NoContract_3Tensors) / 3.
+// SPDX-License-Identifier: Apache-2.0
 #include <benchmark/benchmark.h>
 #include <kffi/contract.h>
 

@@ -1,5 +1,6 @@
 // bench/cpp/compile_unit.cc: the translation unit whose compile time the benchmark measures:
 // includes the function header and exports one typed function.
+// SPDX-License-Identifier: Apache-2.0
 #include <kffi/export.h>
 #include <kffi/function.h>
 

@@ -2,6 +2,7 @@
 // contract-driven dtype dispatch costs: a contract export over three dtypes, dispatched by
 // kffi::DispatchDtype<kffi::ContractDtypes(...)> or, with -DKFFI_BENCH_HAND_DISPATCH, by an
 // if-chain with the same three instantiations.
+// SPDX-License-Identifier: Apache-2.0
 #include <kffi/contract.h>
 #include <kffi/dispatch.h>
 #include <kffi/tensor.h>

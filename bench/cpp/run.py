@@ -6,6 +6,7 @@ Usage: python3 bench/cpp/run.py [--build-dir DIR] [--out results.json]
 Builds the benchmark (Release) if needed, runs it with repetitions, and reports medians and the
 overhead of each typed call over its direct anchor measured in the same run.
 """
+# SPDX-License-Identifier: Apache-2.0
 
 import argparse
 import json

@@ -16,6 +16,7 @@ within noise (ratio about 1.0). Fresh-process registration is the same code path
 Usage: python3 bench/jax/export_roundtrip.py [--platform cpu|gpu] [--n 1048576] [--reps 15]
                                              [--calls 50] [--out build/bench_export.json]
 """
+# SPDX-License-Identifier: Apache-2.0
 
 from __future__ import annotations
 

@@ -21,6 +21,7 @@ Usage: python3 bench/jax/shard_rows.py [--platform gpu|cpu] [--rows 8192] [--col
 On CPU (the default where fewer than 2 GPUs are present) it runs on 2 virtual CPU devices with
 small sizes (--rows 256 --cols 512 unless given). Never fails on a missed goal.
 """
+# SPDX-License-Identifier: Apache-2.0
 
 from __future__ import annotations
 

@@ -11,6 +11,7 @@ Each timing is of the call alone, in a fresh Python process (``import kffi`` fir
 
 Usage: python3 bench/python/aot_load_object.py [--reps 15] [--out build/bench_aot.json]
 """
+# SPDX-License-Identifier: Apache-2.0
 
 from __future__ import annotations
 

@@ -37,6 +37,7 @@ Usage: python3 bench/python/call_overhead.py [--out build/bench_python.json] [--
 Native builds are cached in build/bench_cache/ keyed by a hash of source, flags and versions.
 The script never fails on a missed goal; a binding that cannot be built is skipped and named.
 """
+# SPDX-License-Identifier: Apache-2.0
 
 from __future__ import annotations
 

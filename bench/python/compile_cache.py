@@ -14,6 +14,7 @@ every fresh process and fails otherwise.
 Usage: python3 bench/python/compile_cache.py [--reps 20] [--out build/bench_compile_cache.json]
                                              [--cache-dir DIR]
 """
+# SPDX-License-Identifier: Apache-2.0
 
 from __future__ import annotations
 

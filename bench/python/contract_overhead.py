@@ -7,6 +7,7 @@ Goal: the checked call costs at most 1.15x the unchecked one. Prints a table, wr
 
 Usage: python3 bench/python/contract_overhead.py [--out build/bench_contract_python.json]
 """
+# SPDX-License-Identifier: Apache-2.0
 
 import argparse
 import json

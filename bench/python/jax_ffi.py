@@ -22,6 +22,7 @@ Usage: python3 bench/python/jax_ffi.py [--out build/bench_jax_ffi.json] [--reps 
                                        [--calls 100] [--skip BINDING ...]
 Never fails on a missed goal; a binding that cannot be built is skipped and named.
 """
+# SPDX-License-Identifier: Apache-2.0
 
 from __future__ import annotations
 

@@ -16,6 +16,7 @@ start and `import kffi` are not counted: they are the same for all).
 
 Usage: python3 bench/python/nvrtc_compile.py [--reps 3] [--arch sm_90] [--out FILE.json]
 """
+# SPDX-License-Identifier: Apache-2.0
 
 from __future__ import annotations
 

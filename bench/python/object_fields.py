@@ -16,6 +16,7 @@ Rows (ns per operation, best of --reps runs of --number operations each):
 
 Usage: python3 bench/python/object_fields.py [--reps 7] [--number 200000] [--out FILE.json]
 """
+# SPDX-License-Identifier: Apache-2.0
 
 from __future__ import annotations
 

@@ -34,6 +34,7 @@ keeps the nanoseconds too. The script never fails on a missed goal.
 Usage: python3 bench/python/torch_ops.py [--out build/bench_torch_ops.json] [--reps 15]
                                          [--sample-ms 5] [--clock cpu|wall] [--device cpu|cuda]
 """
+# SPDX-License-Identifier: Apache-2.0
 
 from __future__ import annotations
 

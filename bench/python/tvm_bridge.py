@@ -30,6 +30,7 @@ every cell once, shuffled), so that a machine's drift between rounds cancels. Pr
 Usage: python3 bench/python/tvm_bridge.py [--out build/bench_tvm_bridge.json] [--reps 15]
                                           [--sample-ms 5]
 """
+# SPDX-License-Identifier: Apache-2.0
 
 from __future__ import annotations
 

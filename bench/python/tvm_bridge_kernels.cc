@@ -1,5 +1,6 @@
 // bench/python/tvm_bridge_kernels.cc: empty TVM-FFI exports for bench/python/tvm_bridge.py, built
 // with apache-tvm-ffi's headers (a kernel library that reads nothing of the environment).
+// SPDX-License-Identifier: Apache-2.0
 #include <tvm/ffi/container/tensor.h>
 #include <tvm/ffi/function.h>
 

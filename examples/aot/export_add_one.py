@@ -5,6 +5,7 @@
 writes OUT_DIR/add_one.o (the object), OUT_DIR/add_one.h (its C and C++ interface),
 OUT_DIR/libadd_one.so (the same function as a shared library) and OUT_DIR/add_one.pyi (stubs).
 """
+# SPDX-License-Identifier: Apache-2.0
 
 import os
 import sys

@@ -1,5 +1,6 @@
 // examples/aot/main.cc: a C++ program that links add_one.o statically and calls it through its
 // generated header (add_one.h) and through the system library.
+// SPDX-License-Identifier: Apache-2.0
 #include <iostream>
 #include <vector>
 

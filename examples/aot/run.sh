@@ -2,6 +2,7 @@
 # examples/aot/run.sh: export a kernel ahead of time, link it into a C++ program, load the object
 # from Python, and check a call against its generated stubs with mypy.
 #   bash examples/aot/run.sh [OUT_DIR]      (needs kffi installed; python3 is the one with kffi)
+# SPDX-License-Identifier: Apache-2.0
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 OUT="${1:-aot_out}"
@@ -30,6 +31,6 @@ add_one(np.zeros(3, np.float32), np.zeros(3, np.float32))
 add_one(np.zeros(3, np.float32))
 PYEOF
   # The stub checks calls: the second one misses an argument.
-  (cd "$OUT" && "$PY" -m mypy --no-error-summary use_add_one.py add_one.pyi || true) |
+  (cd "$OUT" || exit 1; "$PY" -m mypy --no-error-summary use_add_one.py add_one.pyi || true) |
     sed -e 's/^use_add_one.py:\([0-9]*\): /mypy line \1: /'
 fi

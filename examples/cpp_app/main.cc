@@ -3,6 +3,7 @@
 // Exits non-zero when a result or an error message is not what it should be, so a test can run
 // it. The CUDA library is called on a GPU when the program was built with the CUDA runtime and a
 // GPU is present; otherwise only its argument checks are shown.
+// SPDX-License-Identifier: Apache-2.0
 #include <kffi/dispatch.h>
 #include <kffi/dtype.h>
 #include <kffi/env.h>

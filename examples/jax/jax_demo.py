@@ -9,6 +9,7 @@ Builds two small CPU kernels with kffi.cpp.load_inline, then:
 Usage: python3 examples/jax/jax_demo.py   (CPU; on a CUDA machine the same calls work with GPU
 kernels, registered with platform="gpu")
 """
+# SPDX-License-Identifier: Apache-2.0
 
 import jax
 import jax.numpy as jnp

@@ -3,6 +3,7 @@
 // Every kernel follows the same steps: validate the arguments, make the tensors' device current,
 // take the caller's stream, dispatch on dtype, launch. On CPU the middle two have nothing to do;
 // scale_cuda.cu shows them in full.
+// SPDX-License-Identifier: Apache-2.0
 #include <kffi/dispatch.h>
 #include <kffi/export.h>
 #include <kffi/tensor_checks.h>

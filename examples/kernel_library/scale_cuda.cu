@@ -2,6 +2,7 @@
 //
 // Every kernel follows the same steps: validate the arguments, make the tensors' device current,
 // take the caller's stream, dispatch on dtype, launch.
+// SPDX-License-Identifier: Apache-2.0
 #include <kffi/cuda.h>
 #include <kffi/dispatch.h>
 #include <kffi/export.h>

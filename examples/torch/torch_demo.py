@@ -9,6 +9,7 @@ Builds three small CPU kernels with contracts (kffi.cpp.load_inline), then:
 
 Usage: python3 examples/torch/torch_demo.py   (CPU; CUDA kernels register the same way)
 """
+# SPDX-License-Identifier: Apache-2.0
 
 import kffi
 import kffi.torch

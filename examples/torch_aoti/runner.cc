@@ -13,6 +13,7 @@
 // on the float32 values of INPUT (raw, native byte order) on DEVICE ("cpu" or "cuda") and prints
 // the first output's values, one a line. An error is printed as "error: <message>" on stderr,
 // with exit status 1.
+// SPDX-License-Identifier: Apache-2.0
 #include <kffi/module.h>
 #include <kffi/torch.h>
 #include <torch/csrc/inductor/aoti_package/model_package_loader.h>

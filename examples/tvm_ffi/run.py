@@ -8,6 +8,7 @@ linking libtvm_ffi, then loads it with kffi.load_module: kffi provides the TVM-F
 functions the library imports, so apache-tvm-ffi is not even loaded. Needs `pip install
 apache-tvm-ffi` for the headers. docs/tvm_ffi.md walks through the same steps.
 """
+# SPDX-License-Identifier: Apache-2.0
 
 import os
 import shutil

@@ -1,5 +1,6 @@
 // examples/tvm_ffi/scale_tvm.cc: a kernel library written for the TVM-FFI ABI (apache-tvm-ffi's
 // headers only, nothing of kffi), which kffi loads like its own.
+// SPDX-License-Identifier: Apache-2.0
 #include <tvm/ffi/container/tensor.h>
 #include <tvm/ffi/function.h>
 

@@ -1,4 +1,5 @@
 // include/kffi/any.h: Any (owning) and AnyView (borrowing) values, both laid out as KFFIAny.
+// SPDX-License-Identifier: Apache-2.0
 #ifndef KFFI_ANY_H_
 #define KFFI_ANY_H_
 

@@ -1,4 +1,5 @@
 // include/kffi/base.h: common macros and small utilities of the C++ API.
+// SPDX-License-Identifier: Apache-2.0
 #ifndef KFFI_BASE_H_
 #define KFFI_BASE_H_
 

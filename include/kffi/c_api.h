@@ -8,6 +8,7 @@
  * Every function returns 0 on success and -1 on error, with the error left in the calling
  * thread's slot (KFFIErrorMoveFromRaised), unless its comment says otherwise. No C++ exception
  * ever crosses this boundary. docs/abi.md holds the versioning and compatibility rules. */
+/* SPDX-License-Identifier: Apache-2.0 */
 #ifndef KFFI_C_API_H_
 #define KFFI_C_API_H_
 

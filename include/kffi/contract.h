@@ -77,6 +77,7 @@
 //   void Scale(kffi::TensorView y, kffi::ConstTensorView x, double factor);
 //   KFFI_EXPORT_CONTRACT(scale, Scale, "y: Tensor([n], float32, mut), x: Tensor([n], float32), "
 //                                      "factor: float");
+// SPDX-License-Identifier: Apache-2.0
 #ifndef KFFI_CONTRACT_H_
 #define KFFI_CONTRACT_H_
 

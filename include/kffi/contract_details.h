@@ -11,6 +11,7 @@
 // arguments: they share their predicates (BindBits here, the others in src/contract_check.cc), and
 // tests/cpp/contract/test_contract_fuzz.cc and the fuzzer tests/fuzz/contract_fuzzer.cc hold them
 // to agreeing on every input.
+// SPDX-License-Identifier: Apache-2.0
 #ifndef KFFI_CONTRACT_DETAILS_H_
 #define KFFI_CONTRACT_DETAILS_H_
 

@@ -9,6 +9,7 @@
 // failure (KFFIContractExplain). The layout is not part of the C ABI, but it is fixed here, as
 // container/map_details.h fixes Map's: a change to any struct below bumps kPlanLayoutVersion, and
 // the runtime refuses a version it does not build (a clear error at load time, not a misread).
+// SPDX-License-Identifier: Apache-2.0
 #ifndef KFFI_CONTRACT_PLAN_H_
 #define KFFI_CONTRACT_PLAN_H_
 

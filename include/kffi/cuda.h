@@ -1,4 +1,5 @@
 // include/kffi/cuda.h: CUDA helpers for kernels: device guard, current stream, error checks.
+// SPDX-License-Identifier: Apache-2.0
 #ifndef KFFI_CUDA_H_
 #define KFFI_CUDA_H_
 

@@ -20,6 +20,7 @@
 //
 // The C++ types: bool, int8_t..int64_t, uint8_t..uint64_t, float, double and kffi::half,
 // bfloat16, float8_e4m3fn, float8_e5m2 (kffi/half.h); kffi::dtypes::of<T> is T's DLDataType.
+// SPDX-License-Identifier: Apache-2.0
 #ifndef KFFI_DISPATCH_H_
 #define KFFI_DISPATCH_H_
 

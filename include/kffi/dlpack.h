@@ -5,6 +5,7 @@
  * are identical by specification. kffi needs DLPack 1.3 or a later 1.x (the versioned tensor,
  * its flags and the exchange API); when another dlpack.h came first, its version is checked
  * here, since its declarations are the ones every kffi header then uses. */
+/* SPDX-License-Identifier: Apache-2.0 */
 #if defined(DLPACK_DLPACK_H_) && !defined(KFFI_DLPACK_H_)
 #if !defined(DLPACK_MAJOR_VERSION) || !defined(DLPACK_MINOR_VERSION)
 #error \

@@ -1,4 +1,5 @@
 // include/kffi/dtype.h: DLDataType constants, parsing/formatting and element sizes.
+// SPDX-License-Identifier: Apache-2.0
 #ifndef KFFI_DTYPE_H_
 #define KFFI_DTYPE_H_
 

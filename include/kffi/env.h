@@ -1,4 +1,5 @@
 // include/kffi/env.h: C++ helpers over the per-thread environment (streams, allocator, signals).
+// SPDX-License-Identifier: Apache-2.0
 #ifndef KFFI_ENV_H_
 #define KFFI_ENV_H_
 

@@ -1,4 +1,5 @@
 // include/kffi/error.h: Error, the throw/check macros and the C-boundary conversions.
+// SPDX-License-Identifier: Apache-2.0
 #ifndef KFFI_ERROR_H_
 #define KFFI_ERROR_H_
 

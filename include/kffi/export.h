@@ -13,6 +13,7 @@
 // an underscore. Parameters without a name are called arg0, arg1, ... in metadata and messages.
 // KFFI_EXPORT_CONTRACT (exports with a contract) lives in <kffi/contract.h>; <kffi/kffi.h> has
 // both.
+// SPDX-License-Identifier: Apache-2.0
 #ifndef KFFI_EXPORT_H_
 #define KFFI_EXPORT_H_
 

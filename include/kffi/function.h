@@ -1,4 +1,5 @@
 // include/kffi/function.h: Function (packed and typed), TypedFunction, globals, static init.
+// SPDX-License-Identifier: Apache-2.0
 #ifndef KFFI_FUNCTION_H_
 #define KFFI_FUNCTION_H_
 

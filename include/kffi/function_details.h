@@ -1,4 +1,5 @@
 // include/kffi/function_details.h: argument packing/unpacking and signatures of typed calls.
+// SPDX-License-Identifier: Apache-2.0
 #ifndef KFFI_FUNCTION_DETAILS_H_
 #define KFFI_FUNCTION_DETAILS_H_
 

@@ -21,6 +21,7 @@
 // are included, layout compatibility is static_asserted, and each type converts to and from its
 // CUDA counterpart (`__half h = static_cast<__half>(kffi::half(1.0f))`, `kffi::half(h)`); a
 // pointer may be reinterpret_cast between them. This header needs nothing else from kffi.
+// SPDX-License-Identifier: Apache-2.0
 #ifndef KFFI_HALF_H_
 #define KFFI_HALF_H_
 

@@ -4,6 +4,7 @@
 // glue (kffi::torch::RegisterOps, kffi.torch's op signatures) reads kffi export metadata. Header
 // only, so the glue, built apart from libkffi, uses the same code. Nesting is bounded: metadata
 // comes from library files.
+// SPDX-License-Identifier: Apache-2.0
 #ifndef KFFI_JSON_DETAILS_H_
 #define KFFI_JSON_DETAILS_H_
 

@@ -1,6 +1,7 @@
 // include/kffi/kffi.h: the whole C++ API in one include: enough to write a kernel and export it
 // (KFFI_EXPORT*, KFFI_EXPORT_CONTRACT*) or to load and call modules. Including it adds no symbol
 // to a program: the ABI version record comes with the export macros.
+// SPDX-License-Identifier: Apache-2.0
 #ifndef KFFI_KFFI_H_
 #define KFFI_KFFI_H_
 

@@ -1,4 +1,5 @@
 // include/kffi/module.h: Module: load kernel libraries and call the functions they export.
+// SPDX-License-Identifier: Apache-2.0
 #ifndef KFFI_MODULE_H_
 #define KFFI_MODULE_H_
 

@@ -1,4 +1,5 @@
 // include/kffi/object.h: the object model: Object, ObjectPtr, WeakObjectPtr, ObjectRef, types.
+// SPDX-License-Identifier: Apache-2.0
 #ifndef KFFI_OBJECT_H_
 #define KFFI_OBJECT_H_
 

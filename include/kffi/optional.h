@@ -1,4 +1,5 @@
 // include/kffi/optional.h: Optional<T> (std::optional): None on the ABI side is nullopt.
+// SPDX-License-Identifier: Apache-2.0
 #ifndef KFFI_OPTIONAL_H_
 #define KFFI_OPTIONAL_H_
 

@@ -1,4 +1,5 @@
 // include/kffi/reflection.h: KFFI_OBJECT_DEF: declare an object type's fields and methods.
+// SPDX-License-Identifier: Apache-2.0
 #ifndef KFFI_REFLECTION_H_
 #define KFFI_REFLECTION_H_
 

@@ -2,6 +2,7 @@
 //
 // Internal (kffi::details): libkffi's object cache keys and records, and kffi::torch::RegisterOps'
 // check that a deployed library is the one a manifest recorded, hash with this one class.
+// SPDX-License-Identifier: Apache-2.0
 #ifndef KFFI_SHA256_DETAILS_H_
 #define KFFI_SHA256_DETAILS_H_
 

@@ -10,6 +10,7 @@
 //   - c10::SymInt in the torch glue's meta kernels (kffi::torch::RegisterOps).
 // Concrete operands always go through the checked int64 arithmetic below; a domain computes only
 // with symbolic values. Header only: the torch glue is built apart from libkffi.
+// SPDX-License-Identifier: Apache-2.0
 #ifndef KFFI_SHAPE_RPN_DETAILS_H_
 #define KFFI_SHAPE_RPN_DETAILS_H_
 

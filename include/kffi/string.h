@@ -1,4 +1,5 @@
 // include/kffi/string.h: String and Bytes, immutable, with up to 7 bytes stored inline.
+// SPDX-License-Identifier: Apache-2.0
 #ifndef KFFI_STRING_H_
 #define KFFI_STRING_H_
 

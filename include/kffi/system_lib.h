@@ -21,6 +21,7 @@
 // Link such archives whole (CMake: $<LINK_LIBRARY:WHOLE_ARCHIVE,lib>, or an OBJECT library), or
 // refer to one of its symbols (the generated header's entry point does). A linker section
 // (__start_/__stop_ symbols) would be lost the same way and needs code in the program to read it.
+// SPDX-License-Identifier: Apache-2.0
 #ifndef KFFI_SYSTEM_LIB_H_
 #define KFFI_SYSTEM_LIB_H_
 

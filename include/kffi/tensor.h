@@ -1,5 +1,6 @@
 // include/kffi/tensor.h: Tensor (owning, reference counted), TensorView and ConstTensorView
 // (borrowed) and DLPack.
+// SPDX-License-Identifier: Apache-2.0
 #ifndef KFFI_TENSOR_H_
 #define KFFI_TENSOR_H_
 

@@ -1,4 +1,5 @@
 // include/kffi/tensor_accessor.h: TensorAccessor: strided element access for CPU kernels.
+// SPDX-License-Identifier: Apache-2.0
 #ifndef KFFI_TENSOR_ACCESSOR_H_
 #define KFFI_TENSOR_ACCESSOR_H_
 

@@ -1,4 +1,5 @@
 // include/kffi/tensor_checks.h: argument checks for kernels (device, dtype, ndim, layout).
+// SPDX-License-Identifier: Apache-2.0
 #ifndef KFFI_TENSOR_CHECKS_H_
 #define KFFI_TENSOR_CHECKS_H_
 

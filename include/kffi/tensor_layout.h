@@ -1,4 +1,5 @@
 // include/kffi/tensor_layout.h: shapes and strides: IntArrayView, StrideArray, sizes and checks.
+// SPDX-License-Identifier: Apache-2.0
 #ifndef KFFI_TENSOR_LAYOUT_H_
 #define KFFI_TENSOR_LAYOUT_H_
 

@@ -1,4 +1,5 @@
 // include/kffi/type_traits.h: how each C++ type converts to and from a KFFIAny value.
+// SPDX-License-Identifier: Apache-2.0
 #ifndef KFFI_TYPE_TRAITS_H_
 #define KFFI_TYPE_TRAITS_H_
 

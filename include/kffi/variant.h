@@ -1,4 +1,5 @@
 // include/kffi/variant.h: Variant<Ts...> (std::variant): a value of one of several types.
+// SPDX-License-Identifier: Apache-2.0
 #ifndef KFFI_VARIANT_H_
 #define KFFI_VARIANT_H_
 

@@ -16,6 +16,7 @@ imports only from its own layer and those below; tests/python/test_layers.py che
 - ``tvm/``: the TVM bridge's Python side and kffi.with_contract;
 - ``jax/``, ``torch/``: the framework integrations, loaded on first use (runtime/_hooks.py).
 """
+# SPDX-License-Identifier: Apache-2.0
 
 from __future__ import annotations
 

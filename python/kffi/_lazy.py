@@ -3,6 +3,7 @@
 The package's one lazy singleton (glue built on first use, a library opened once, a hook
 installed once): the lowest layer, importing nothing of kffi, so every layer can use it.
 """
+# SPDX-License-Identifier: Apache-2.0
 
 from __future__ import annotations
 

@@ -5,6 +5,7 @@ attributes: one descriptor per field, made by the extension, reads the field thr
 getter (and assigns it through its setter when the field is read-write). Such a type gets a class
 made here the first time one of its objects reaches Python, unless `register_object` named one.
 """
+# SPDX-License-Identifier: Apache-2.0
 
 from __future__ import annotations
 

@@ -11,6 +11,7 @@ and dtype, an int's range). kffi.aot (C++ headers), kffi.stubgen (Python stubs),
 
 A base module: it imports nothing of kffi.
 """
+# SPDX-License-Identifier: Apache-2.0
 
 from __future__ import annotations
 

@@ -1,5 +1,7 @@
 """python/kffi/aot.py: the public name kffi.aot, which is kffi.build.aot itself (the same module
-object, so that what is set on one is seen by the other)."""
+object, so that what is set on one is seen by the other).
+"""
+# SPDX-License-Identifier: Apache-2.0
 
 import sys
 from typing import TYPE_CHECKING

@@ -4,6 +4,7 @@ The flags have one source: the kffi-config script that CMake installs beside the
 (kffi/bin/kffi-config); this entry point runs it, so a pip install and a CMake install answer
 the same.
 """
+# SPDX-License-Identifier: Apache-2.0
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ _SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "bin", "kffi-
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The kffi-config command: runs the installed script with ``argv`` and returns its status."""
     args = sys.argv[1:] if argv is None else list(argv)
     if not os.path.exists(_SCRIPT):
         print(

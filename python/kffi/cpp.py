@@ -1,5 +1,7 @@
 """python/kffi/cpp.py: the public name kffi.cpp, which is kffi.build.cpp itself (the same module
-object, so that what is set on one is seen by the other)."""
+object, so that what is set on one is seen by the other).
+"""
+# SPDX-License-Identifier: Apache-2.0
 
 import sys
 from typing import TYPE_CHECKING

@@ -1,4 +1,5 @@
 """python/kffi/libinfo.py: where the installed kffi library, headers and CMake package are."""
+# SPDX-License-Identifier: Apache-2.0
 
 from __future__ import annotations
 

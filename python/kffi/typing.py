@@ -4,6 +4,7 @@ from kffi.typing import TensorLike
 
 def scale(y: TensorLike, x: TensorLike, factor: float) -> None: ...
 """
+# SPDX-License-Identifier: Apache-2.0
 
 from __future__ import annotations
 
@@ -14,9 +15,12 @@ __all__ = ["StreamLike", "TensorLike"]
 
 class TensorLike(Protocol):
     """What kffi takes where a function expects a tensor: any object with ``__dlpack__``
-    (torch, NumPy, JAX and CuPy arrays, kffi.Tensor)."""
+    (torch, NumPy, JAX and CuPy arrays, kffi.Tensor).
+    """
 
-    def __dlpack__(self) -> Any: ...
+    def __dlpack__(self) -> Any:
+        """The tensor as a DLPack capsule (the DLPack protocol's method)."""
+        ...
 
 
 #: What an explicit stream parameter takes: None (the default stream), an int (a raw handle),

@@ -1,4 +1,5 @@
 // python/src/core_module.cc: the kffi._core extension module: registry, modules, helpers.
+// SPDX-License-Identifier: Apache-2.0
 #include <kffi/container/map.h>
 #include <kffi/contract.h>
 #include <kffi/shape_rpn_details.h>

@@ -1,4 +1,5 @@
 // python/src/py_common.h: shared declarations of the kffi CPython extension (kffi._core).
+// SPDX-License-Identifier: Apache-2.0
 #ifndef KFFI_PYTHON_PY_COMMON_H_
 #define KFFI_PYTHON_PY_COMMON_H_
 

@@ -1,4 +1,5 @@
 // python/src/py_context.cc: the scratch state of one call (tensor slots and temporaries).
+// SPDX-License-Identifier: Apache-2.0
 #include "py_common.h"
 
 namespace kffi {

@@ -1,5 +1,6 @@
 // python/src/py_convert.cc: Python values <-> KFFIAny, with the converter chosen once per type
 // (py_types.cc's table).
+// SPDX-License-Identifier: Apache-2.0
 #include <kffi/container/array.h>
 #include <kffi/container/map.h>
 

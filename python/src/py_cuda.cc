@@ -4,6 +4,7 @@
 // Everything per call is here in C++ (no Python runs unless a launch-configuration callback was
 // given): the contract's compiled check, grid/block/shared-memory expressions evaluated from the
 // symbols it bound, the device guard of the first CUDA tensor, the stream and cuLaunchKernel.
+// SPDX-License-Identifier: Apache-2.0
 #include <kffi/container/array.h>
 #include <kffi/contract.h>
 #include <kffi/cuda_cubin.h>

@@ -1,5 +1,6 @@
 // python/src/py_env.cc: the per-call environment (framework stream and allocator), use_stream,
 // and the signal hook that lets long native loops notice Ctrl-C.
+// SPDX-License-Identifier: Apache-2.0
 #include "py_common.h"
 
 namespace kffi {

@@ -1,5 +1,6 @@
 // python/src/py_error.cc: kffi errors <-> Python exceptions, keeping tracebacks on both sides;
 // argument errors' places and exception chaining for conversion errors.
+// SPDX-License-Identifier: Apache-2.0
 #include "py_common.h"
 
 namespace kffi {

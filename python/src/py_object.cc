@@ -1,4 +1,5 @@
 // python/src/py_object.cc: kffi.Object and kffi.Function (vectorcall) and Python callbacks.
+// SPDX-License-Identifier: Apache-2.0
 #include <cstddef>
 #include <cstdlib>
 #include <string>

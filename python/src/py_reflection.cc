@@ -1,5 +1,6 @@
 // python/src/py_reflection.cc: fields of reflected kffi objects as Python attributes (one getset
 // descriptor per field, made once per type) and the reflection queries of kffi/_reflection.py.
+// SPDX-License-Identifier: Apache-2.0
 #include <atomic>
 #include <cstring>
 #include <memory>

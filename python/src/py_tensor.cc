@@ -1,6 +1,7 @@
 // python/src/py_tensor.cc: tensor arguments and results: the DLPack C exchange API (PyTorch),
 // NumPy's array fields (NumPy's own headers) and the __dlpack__ protocol. Every size read from a
 // producer is checked before a kernel sees it.
+// SPDX-License-Identifier: Apache-2.0
 #include <kffi/tensor.h>
 
 #include <array>

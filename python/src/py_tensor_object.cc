@@ -1,6 +1,7 @@
 // python/src/py_tensor_object.cc: kffi.Tensor from Python: its layout for python/kffi, DLPack
 // capsules of it, and kffi.Tensor as a producer of the DLPack C exchange API (the allocator checks
 // every size).
+// SPDX-License-Identifier: Apache-2.0
 #include <kffi/tensor.h>
 
 #include <cstdlib>

@@ -6,6 +6,7 @@
 // object's type belongs to the loaded apache-tvm-ffi's registry. kffi/_tvm.py hands the
 // extension the bridge's two private entry points once it is in the process; before that no
 // TVM-FFI function or object can exist, and kffi's registry answers alone.
+// SPDX-License-Identifier: Apache-2.0
 #include <dlfcn.h>
 #include <kffi/tensor.h>
 

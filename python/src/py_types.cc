@@ -1,6 +1,7 @@
 // python/src/py_types.cc: the argument-conversion table: what kind of value each Python type is,
 // decided once per type (partly by the Python hook kffi._types._classify) and looked up without
 // a lock on every call.
+// SPDX-License-Identifier: Apache-2.0
 #include <cstring>
 #include <new>
 

@@ -1,6 +1,7 @@
 // src/contract/contract_api.cc: the KFFIContract* functions of c_api.h: compiled contracts as
 // runtime objects ("kffi.Contract") that hold a Plan (contract_internal.h) and hand kernels its
 // layout.
+// SPDX-License-Identifier: Apache-2.0
 #include <kffi/c_api.h>
 
 #include <cstdint>

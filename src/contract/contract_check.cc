@@ -3,6 +3,7 @@
 // alternatives, bindings under Optional), run by KFFIContractCheckFrom once a kernel's inline check
 // (FastRun, include/kffi/contract_details.h) reaches such an op. The predicates here are shared
 // with the explaining check (contract_explain.cc), so that the two agree on every input.
+// SPDX-License-Identifier: Apache-2.0
 #include <cfloat>
 #include <cmath>
 #include <cstdint>

@@ -6,6 +6,7 @@
 // failure, which it describes. The predicates are the fast run's (BindBits, LayoutOk, StridesOf,
 // FastOther), so the two agree on every input: tests/cpp/contract/test_contract_fuzz.cc and
 // tests/fuzz/contract_fuzzer.cc hold them to it.
+// SPDX-License-Identifier: Apache-2.0
 #include <kffi/shape_rpn_details.h>
 
 #include <cfloat>

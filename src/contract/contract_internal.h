@@ -2,6 +2,7 @@
 // check plan builder, explaining check and metadata (never installed; kernels reach it through the
 // KFFIContract* functions of c_api.h and read the plan as include/kffi/contract_plan.h lays it
 // out). The grammar and the check catalogue are documented in include/kffi/contract.h.
+// SPDX-License-Identifier: Apache-2.0
 #ifndef KFFI_SRC_CONTRACT_CONTRACT_INTERNAL_H_
 #define KFFI_SRC_CONTRACT_CONTRACT_INTERNAL_H_
 

@@ -5,6 +5,7 @@
 // most kMaxContractBytes long, Optional/Tuple nest at most kMaxTypeDepth deep, and parentheses and
 // unary minus nest at most kMaxExprDepth deep. Output expressions are kept in reverse Polish
 // notation (OutputAst's shape_rpn) and evaluated with a stack, never recursively.
+// SPDX-License-Identifier: Apache-2.0
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>

@@ -1,4 +1,5 @@
 // src/core/any.cc: turning a borrowed value view into an owned value.
+// SPDX-License-Identifier: Apache-2.0
 #include <kffi/c_api.h>
 #include <kffi/tensor.h>
 

@@ -7,6 +7,7 @@
 // checks (contract_explain.cc) and the Python binding's own argument errors all build it here
 // (ArgumentMessage; error.cc raises it). The contract tests link this file with the contract
 // compiler's: it defines no C ABI function, so their copy hides none of libkffi's.
+// SPDX-License-Identifier: Apache-2.0
 #include <kffi/c_api.h>
 #include <kffi/type_traits.h>
 

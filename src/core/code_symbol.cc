@@ -1,4 +1,5 @@
 // src/core/code_symbol.cc: checks that what kffi calls is code in an executable segment.
+// SPDX-License-Identifier: Apache-2.0
 #include "core/code_symbol.h"
 
 #include <dlfcn.h>

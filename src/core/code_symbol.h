@@ -1,5 +1,6 @@
 // src/core/code_symbol.h: the one way kffi turns a symbol of a loaded object into a function
 // pointer.
+// SPDX-License-Identifier: Apache-2.0
 #ifndef KFFI_SRC_CORE_CODE_SYMBOL_H_
 #define KFFI_SRC_CORE_CODE_SYMBOL_H_
 

@@ -5,6 +5,7 @@
 // what cudaSetDevice does, and a kernel library's own CUDA runtime sees the switch. kffi links no
 // CUDA library: it uses the driver that the process has already loaded (a CUDA tensor cannot exist
 // without it) and never loads one itself.
+// SPDX-License-Identifier: Apache-2.0
 #include <dlfcn.h>
 #include <kffi/c_api.h>
 #include <link.h>

@@ -1,4 +1,5 @@
 // src/core/env.cc: per-thread streams, the tensor allocator and the signal-check hook.
+// SPDX-License-Identifier: Apache-2.0
 #include <kffi/c_api.h>
 
 #include <atomic>

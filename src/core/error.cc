@@ -1,4 +1,5 @@
 // src/core/error.cc: Error objects, the thread-local raised-error slot and backtrace frames.
+// SPDX-License-Identifier: Apache-2.0
 #include <kffi/c_api.h>
 #include <kffi/type_traits.h>
 

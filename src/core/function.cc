@@ -1,5 +1,6 @@
 // src/core/function.cc: Function objects over a C callback, calls, and the global function
 // registry.
+// SPDX-License-Identifier: Apache-2.0
 #include <kffi/c_api.h>
 
 #include <map>

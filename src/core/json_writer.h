@@ -1,5 +1,6 @@
 // src/core/json_writer.h: the one JSON writer of kffi (libkffi's metadata and libkffi_tvm's), and
 // the double formatting that messages and metadata share (never installed).
+// SPDX-License-Identifier: Apache-2.0
 #ifndef KFFI_SRC_CORE_JSON_WRITER_H_
 #define KFFI_SRC_CORE_JSON_WRITER_H_
 

@@ -1,5 +1,6 @@
 // src/core/object.cc: the reference-counting C API (over kffi/object.h's one implementation) and
 // opaque (foreign pointer) objects.
+// SPDX-License-Identifier: Apache-2.0
 #include <kffi/c_api.h>
 
 #include <string>

@@ -1,4 +1,5 @@
 // src/core/reflection.cc: the fields and methods of object types (KFFITypeRegisterReflection, ...).
+// SPDX-License-Identifier: Apache-2.0
 #include <kffi/c_api.h>
 
 #include <atomic>

@@ -1,4 +1,5 @@
 // src/core/runtime_internal.h: private helpers shared by the runtime sources (never installed).
+// SPDX-License-Identifier: Apache-2.0
 #ifndef KFFI_SRC_CORE_RUNTIME_INTERNAL_H_
 #define KFFI_SRC_CORE_RUNTIME_INTERNAL_H_
 

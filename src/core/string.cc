@@ -1,4 +1,5 @@
 // src/core/string.cc: str/bytes values (small inline or Str/Bytes objects) and dtype <-> string.
+// SPDX-License-Identifier: Apache-2.0
 #include <kffi/c_api.h>
 
 #include <cstring>

@@ -1,4 +1,5 @@
 // src/core/tensor.cc: the Tensor part of the C ABI: DLPack import (both forms) and export.
+// SPDX-License-Identifier: Apache-2.0
 #include <kffi/c_api.h>
 #include <kffi/tensor.h>
 

@@ -1,4 +1,5 @@
 // src/core/type_registry.cc: the process-wide type registry (type key <-> index, ancestors).
+// SPDX-License-Identifier: Apache-2.0
 #include <kffi/c_api.h>
 
 #include <atomic>

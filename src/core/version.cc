@@ -1,4 +1,5 @@
 // src/core/version.cc: the loaded runtime's version, from the macros in c_api.h.
+// SPDX-License-Identifier: Apache-2.0
 #include <kffi/c_api.h>
 
 void KFFIGetVersion(KFFIVersion* out) {

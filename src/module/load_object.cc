@@ -9,6 +9,7 @@
 // cost is a C++ driver on the machine at the first load of each object; later loads find the
 // linked file in the cache by the hash of the object's bytes and cost a hash and a dlopen.
 // docs/aot.md has the evaluation and the limits.
+// SPDX-License-Identifier: Apache-2.0
 #include "module/load_object.h"
 
 #include <cxxabi.h>

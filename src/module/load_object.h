@@ -1,4 +1,5 @@
 // src/module/load_object.h: what module.cc needs to know of KFFIModuleLoadObject (load_object.cc).
+// SPDX-License-Identifier: Apache-2.0
 #ifndef KFFI_SRC_MODULE_LOAD_OBJECT_H_
 #define KFFI_SRC_MODULE_LOAD_OBJECT_H_
 

@@ -2,6 +2,7 @@
 // exports (KFFIExportGetMetadata) and exports with a contract (KFFIContractGetMetadata), through
 // the one JsonWriter (json_writer.h). The keys are documented in include/kffi/export.h and
 // include/kffi/contract.h; tests pin them.
+// SPDX-License-Identifier: Apache-2.0
 #include <kffi/c_api.h>
 #include <kffi/function.h>
 

@@ -1,4 +1,5 @@
 // src/module/module.cc: modules: loading kernel libraries, the system library, lookups and imports.
+// SPDX-License-Identifier: Apache-2.0
 #include <dlfcn.h>
 #include <errno.h>
 #include <kffi/c_api.h>

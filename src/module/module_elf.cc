@@ -1,4 +1,5 @@
 // src/module/module_elf.cc: a small, self-contained ELF64 reader for the dynamic symbol table.
+// SPDX-License-Identifier: Apache-2.0
 #include "module/module_elf.h"
 
 #include <fcntl.h>

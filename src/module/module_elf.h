@@ -1,4 +1,5 @@
 // src/module/module_elf.h: reads what a shared library exports and imports from its ELF file.
+// SPDX-License-Identifier: Apache-2.0
 #ifndef KFFI_SRC_MODULE_MODULE_ELF_H_
 #define KFFI_SRC_MODULE_MODULE_ELF_H_
 

@@ -1,5 +1,6 @@
 // src/module/param_names.h: splits the comma-separated parameter names an export gives (runtime
 // side).
+// SPDX-License-Identifier: Apache-2.0
 #ifndef KFFI_SRC_MODULE_PARAM_NAMES_H_
 #define KFFI_SRC_MODULE_PARAM_NAMES_H_
 

@@ -17,6 +17,7 @@
 //      library is opened as the dependency of a small generated "stub" object that also depends
 //      on the shim, which puts the shim in the library's own lookup scope only.
 // Before any of that, a library that needs a TVM-FFI function the shim lacks is refused by name.
+// SPDX-License-Identifier: Apache-2.0
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <kffi/error.h>

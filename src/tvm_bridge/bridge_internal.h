@@ -1,4 +1,5 @@
 // src/tvm_bridge/bridge_internal.h: what the sources of libkffi_tvm share.
+// SPDX-License-Identifier: Apache-2.0
 #ifndef KFFI_SRC_TVM_BRIDGE_BRIDGE_INTERNAL_H_
 #define KFFI_SRC_TVM_BRIDGE_BRIDGE_INTERNAL_H_
 

@@ -19,6 +19,7 @@
 //     so that a callee may keep them (ForeignTensorParams tells it where).
 // When a library is bound to the shim, kffi's state is the TVM-FFI state: only the last two
 // points apply, and the error and environment steps are skipped.
+// SPDX-License-Identifier: Apache-2.0
 #include <kffi/c_api.h>
 #include <kffi/tensor.h>
 

@@ -6,6 +6,7 @@
 // independently), so its records are read from apache-tvm-ffi's TVMFFITypeInfo. They come from
 // another runtime, so each is checked before use: the field must lie inside the object
 // (TVMFFITypeMetadata.total_size), else the access is a ValueError and nothing is read.
+// SPDX-License-Identifier: Apache-2.0
 #include <kffi/base.h>
 #include <kffi/c_api.h>
 

@@ -1,4 +1,5 @@
 // src/tvm_bridge/metadata.cc: TVM-FFI function metadata (type schema JSON, docstring) -> kffi's.
+// SPDX-License-Identifier: Apache-2.0
 #include <kffi/error.h>
 #include <kffi/json_details.h>
 

@@ -20,6 +20,7 @@
 // first store; should a store still fail (mprotect refused), the slots already written stay
 // redirected, which is harmless: an unmarked thread's forwarders call the runtime's functions,
 // and the library keeps the per-call copy.
+// SPDX-License-Identifier: Apache-2.0
 #include <dlfcn.h>
 #include <link.h>
 #include <sys/mman.h>

@@ -7,6 +7,7 @@
 // and the call convention have one layout in both ABIs, so most functions forward 1:1; the type
 // information record is the exception (TVM-FFI's has more fields) and is rebuilt here.
 // docs/tvm_ffi.md lists what is covered.
+// SPDX-License-Identifier: Apache-2.0
 #include <kffi/error.h>
 #include <kffi/tensor.h>
 

@@ -7,6 +7,7 @@
 // one call each; each call here re-registers the type with every field so far (kffi's registry
 // accepts a registration that appends fields to an earlier one). Field getters and setters have
 // kffi's signatures and value layout, so they are registered as they are.
+// SPDX-License-Identifier: Apache-2.0
 #include <kffi/c_api.h>
 
 #include <deque>

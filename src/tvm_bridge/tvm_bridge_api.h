@@ -6,6 +6,7 @@
 // shim), the binding of a library to that shim or to a loaded apache-tvm-ffi, the call wrappers
 // and the metadata conversion. Both libraries come from one build, so this interface is checked
 // by version only. Nothing here is part of kffi's C ABI. docs/tvm_ffi.md explains the design.
+// SPDX-License-Identifier: Apache-2.0
 #ifndef KFFI_SRC_TVM_BRIDGE_TVM_BRIDGE_API_H_
 #define KFFI_SRC_TVM_BRIDGE_TVM_BRIDGE_API_H_
 

@@ -7,6 +7,7 @@
 // library bound to it means apache-tvm-ffi's registry, anything else kffi's (which libraries
 // bound to the shim share). apache-tvm-ffi's TVMFFIGetTypeInfo ends the process for an index it
 // does not know, so it is asked only about objects its own code made.
+// SPDX-License-Identifier: Apache-2.0
 #include <dlfcn.h>
 #include <link.h>
 

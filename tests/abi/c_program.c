@@ -3,6 +3,7 @@
  * It plays the part of a foreign library (a kernel DSL's generated code, another language's
  * binding): it never sees a C++ type, only the structs and functions of c_api.h, so anything it
  * can do any C client can do. Every check counts; the first failure prints where and exits 1. */
+/* SPDX-License-Identifier: Apache-2.0 */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -4,6 +4,7 @@
 # library with several exports, possibly from several translation units) must export
 # `__kffi__abi_version` exactly once; PROGRAM (which includes <kffi/kffi.h> but exports nothing)
 # must not define it at all.
+# SPDX-License-Identifier: Apache-2.0
 foreach(_var LIBRARY PROGRAM NM)
   if(NOT DEFINED ${_var} OR "${${_var}}" STREQUAL "")
     message(FATAL_ERROR "check_abi_record.cmake needs -D${_var}=...")

@@ -3,6 +3,7 @@
 #
 # Run as `cmake -DSOURCE=<this folder>/add_library_project -DHELPERS=.../kffiHelpers.cmake
 #   -DINCLUDE=.../include -DWORK=<scratch dir> [-DGENERATOR=Ninja] -P check_add_library.cmake`.
+# SPDX-License-Identifier: Apache-2.0
 foreach(_var SOURCE HELPERS INCLUDE WORK)
   if(NOT DEFINED ${_var} OR "${${_var}}" STREQUAL "")
     message(FATAL_ERROR "check_add_library.cmake needs -D${_var}=...")

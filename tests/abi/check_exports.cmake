@@ -4,6 +4,7 @@
 # that is not exported breaks every client at link or load time; anything else exported (a C++
 # symbol, a std:: template instantiation) can interpose another runtime's copy in the same
 # process, which the design forbids ("hidden visibility for everything not in the C ABI").
+# SPDX-License-Identifier: Apache-2.0
 foreach(_var LIBRARY HEADER NM)
   if(NOT DEFINED ${_var} OR "${${_var}}" STREQUAL "")
     message(FATAL_ERROR "check_exports.cmake needs -D${_var}=...")

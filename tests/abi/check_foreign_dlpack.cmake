@@ -3,6 +3,7 @@
 #
 # Run as `cmake -DCXX=... -DSOURCE=.../foreign_dlpack.cc -DINCLUDE=.../include
 #   -DFOREIGN=.../foreign_dlpack -P check_foreign_dlpack.cmake`.
+# SPDX-License-Identifier: Apache-2.0
 foreach(_var CXX SOURCE INCLUDE FOREIGN)
   if(NOT DEFINED ${_var} OR "${${_var}}" STREQUAL "")
     message(FATAL_ERROR "check_foreign_dlpack.cmake needs -D${_var}=...")

@@ -2,6 +2,7 @@
 #
 # Run as `cmake -DROOT=<repository> -P check_no_machine_paths.cmake`. Tests, scripts, sources and
 # docs must work from any checkout, so a home, root or workspace folder named in one is a bug.
+# SPDX-License-Identifier: Apache-2.0
 if(NOT DEFINED ROOT)
   message(FATAL_ERROR "check_no_machine_paths.cmake needs -DROOT=...")
 endif()

@@ -3,6 +3,7 @@
 # Run as `cmake -DHEADER=.../c_api.h -DPINS=.../layout_freeze.cc -P check_signature_pins.cmake`.
 # The compiler checks each KFFI_ABI_SIGNATURE line, but only the lines that exist: a function
 # added to the header without one would go unpinned, so this keeps the list complete.
+# SPDX-License-Identifier: Apache-2.0
 foreach(_var HEADER PINS)
   if(NOT DEFINED ${_var} OR "${${_var}}" STREQUAL "")
     message(FATAL_ERROR "check_signature_pins.cmake needs -D${_var}=...")

@@ -1,5 +1,6 @@
 // tests/abi/export_macros.cc: one kernel per export macro, written with <kffi/kffi.h> alone (the
 // umbrella header must be enough to write and export a kernel). Loaded by loader_only.cc.
+// SPDX-License-Identifier: Apache-2.0
 #include <kffi/kffi.h>
 
 #include <cstdint>

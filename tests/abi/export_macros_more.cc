@@ -1,5 +1,6 @@
 // tests/abi/export_macros_more.cc: a second translation unit with exports in the same library, so
 // that check_abi_record.cmake proves the ABI version record is emitted once per library.
+// SPDX-License-Identifier: Apache-2.0
 #include <kffi/kffi.h>
 
 #include <cstdint>

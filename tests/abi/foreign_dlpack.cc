@@ -4,6 +4,7 @@
 // declarations under DLPack's guard, version 1.4) kffi's headers use its declarations and this
 // program builds and runs; with an incompatible one (0.8, 1.2, 2.0) the build must stop at
 // kffi/dlpack.h's #error, which check_foreign_dlpack.cmake asserts.
+// SPDX-License-Identifier: Apache-2.0
 #include FOREIGN_DLPACK_H
 
 #include <kffi/function.h>

@@ -2,6 +2,7 @@
  *
  * dlpack.h comes first on purpose: it must stand alone (a framework may include it without kffi),
  * and c_api.h must then reuse it through DLPack's own include guard rather than redeclare it. */
+/* SPDX-License-Identifier: Apache-2.0 */
 #include <cstdio>
 
 #include "kffi/c_api.h"

@@ -3,6 +3,7 @@
  * The static asserts in layout_freeze.h do the real work at compile time; main() only checks
  * that the header's inline cell accessors agree with the pinned header size, and gives CTest a
  * test to show. */
+/* SPDX-License-Identifier: Apache-2.0 */
 #include "layout_freeze.h"
 
 #include <stdio.h>

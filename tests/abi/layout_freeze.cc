@@ -4,6 +4,7 @@
  * also compare function types exactly (decltype), which pins every exported signature: a changed
  * parameter type is an ABI break that the layout pins alone would not see. No linking is needed,
  * so this runs before the runtime exists. */
+/* SPDX-License-Identifier: Apache-2.0 */
 #include "layout_freeze.h"
 
 #include <cstdio>

@@ -4,6 +4,7 @@
  * on one layout. The numbers come from docs/abi.md (the source of truth) and from the DLPack
  * specification. A failure here means a layout break: either undo the change, or bump
  * KFFI_ABI_VERSION and update this file and docs/abi.md together. */
+/* SPDX-License-Identifier: Apache-2.0 */
 #ifndef KFFI_TESTS_ABI_LAYOUT_FREEZE_H_
 #define KFFI_TESTS_ABI_LAYOUT_FREEZE_H_
 

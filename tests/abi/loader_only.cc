@@ -3,6 +3,7 @@
 // twin), calls each export, and exits non-zero on a wrong result. The build checks with nm that
 // this program carries no `__kffi__abi_version` (check_abi_record.cmake): including the headers
 // adds no symbol; only the export macros emit the record.
+// SPDX-License-Identifier: Apache-2.0
 #include <kffi/kffi.h>
 
 #include <cstdio>

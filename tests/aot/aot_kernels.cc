@@ -1,4 +1,5 @@
 // tests/aot/aot_kernels.cc: exports built for static linking, twice (prefixes a_ and b_).
+// SPDX-License-Identifier: Apache-2.0
 #include <kffi/kffi.h>
 
 #include <cstdint>

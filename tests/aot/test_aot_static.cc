@@ -1,5 +1,6 @@
 // tests/aot/test_aot_static.cc: statically linked exports in the system library, export
 // prefixes, and Module::LoadObject (link an object into a cached shared object and load it).
+// SPDX-License-Identifier: Apache-2.0
 #include <gtest/gtest.h>
 #include <kffi/kffi.h>
 

@@ -2,6 +2,7 @@
 // Each case raises one error kind with a message that names the argument (a parameter of the C
 // function, the argument of a typed call, the tensor of a check, the path of a load) and, where
 // the message has them, what was expected and what was received; afterwards the process works.
+// SPDX-License-Identifier: Apache-2.0
 #include <gtest/gtest.h>
 #include <kffi/kffi.h>
 #include <sys/stat.h>

@@ -3,6 +3,7 @@
 // Contract::Wrap costs no C stack per level (class 9), a dtype of 0 bits or 0 lanes is refused
 // wherever a tensor is made from one (class 10), and data registered in the system library is
 // never called (class 1; libraries: test_hostile_symbols.py).
+// SPDX-License-Identifier: Apache-2.0
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 #include <kffi/contract.h>

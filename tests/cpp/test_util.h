@@ -1,4 +1,5 @@
 // tests/cpp/test_util.h: helpers shared by the gtest files.
+// SPDX-License-Identifier: Apache-2.0
 #ifndef KFFI_TESTS_CPP_TEST_UTIL_H_
 #define KFFI_TESTS_CPP_TEST_UTIL_H_
 

@@ -1,6 +1,7 @@
 // tests/cuda/test_cuda_stream.cu: kernels launch on the environment stream; DeviceGuard; typed
 // calls run on their first CUDA tensor's device (kffi::NoDeviceGuard opts out); errors.
 // Exits 0 when all checks pass, 1 on a failure, 77 (CTest: skipped) on a machine without a GPU.
+// SPDX-License-Identifier: Apache-2.0
 #include <kffi/cuda.h>
 #include <kffi/function.h>
 #include <kffi/tensor.h>

@@ -3,6 +3,7 @@
 // floats between every pair of neighbours back), interoperate with __half/__nv_bfloat16 and fp8,
 // and DispatchDtype picks the kernel instantiation. Exits 77 (skipped) without a GPU; building
 // it is the test that the kit compiles under nvcc.
+// SPDX-License-Identifier: Apache-2.0
 #include <kffi/cuda.h>
 #include <kffi/dispatch.h>
 

@@ -16,6 +16,7 @@ With ``--copy-runtime`` libcute_dsl_runtime.so is copied into OUT_DIR and found 
 ``$ORIGIN``, so the folder can be carried to a machine without the DSL (the GPU checks).
 Writes OUT_DIR/manifest.json.
 """
+# SPDX-License-Identifier: Apache-2.0
 
 from __future__ import annotations
 

@@ -3,6 +3,7 @@
 Imported by build_kernels.py after it sets CUTE_DSL_ARCH. The DSL resolves annotations from
 module globals, so the kernels live at module level.
 """
+# SPDX-License-Identifier: Apache-2.0
 
 from cuda.bindings.driver import CUstream
 from cutlass import cute

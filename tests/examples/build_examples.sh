@@ -6,6 +6,7 @@
 # builds examples/cpp_app with the CMake package, and runs cpp_app on each kernel build. The CUDA
 # kernel is built where nvcc exists and run where a GPU exists. <extra flags> (sanitizers) are
 # added to every compile and to the program's link, matching how libkffi was built.
+# SPDX-License-Identifier: Apache-2.0
 set -eu
 
 if [ $# -lt 3 ]; then

@@ -9,6 +9,7 @@
 // pass or fail, the failing op and the check, and the public Check must raise exactly the
 // explained failure. tests/cpp/contract/test_contract_fuzz.cc runs the same judges on fixed
 // contracts.
+// SPDX-License-Identifier: Apache-2.0
 #include <kffi/contract.h>
 #include <kffi/error.h>
 

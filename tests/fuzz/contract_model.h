@@ -4,6 +4,7 @@
 // judges: the kernel's inline check (FastRun), the runtime's explaining check (Explain) and the
 // model. Used by tests/cpp/contract/test_contract_fuzz.cc (seeded random calls) and
 // tests/fuzz/contract_fuzzer.cc (libFuzzer-driven contracts and calls).
+// SPDX-License-Identifier: Apache-2.0
 #ifndef KFFI_TESTS_FUZZ_CONTRACT_MODEL_H_
 #define KFFI_TESTS_FUZZ_CONTRACT_MODEL_H_
 

@@ -4,6 +4,7 @@
 // The reader sees every library file before dlopen does, so any byte string must give a clean
 // "readable" or "not readable" answer: no crash, no read outside the input, no allocation larger
 // than the input justifies (libFuzzer's -rss_limit_mb / -malloc_limit_mb catch those).
+// SPDX-License-Identifier: Apache-2.0
 #include <cstddef>
 #include <cstdint>
 #include <string>

@@ -11,6 +11,7 @@
 // failure that raises nothing, or a status code outside the protocol. The runtime must hand back
 // the str, or fail with a well-formed error that names the symbol, and leak nothing. The JSON
 // reader of TVM-FFI metadata has its own target (tvm_metadata_fuzzer.cc).
+// SPDX-License-Identifier: Apache-2.0
 #include <kffi/error.h>
 #include <kffi/export.h>
 #include <kffi/json_details.h>

@@ -4,6 +4,7 @@
 // Any input gives kffi's metadata JSON, nothing, or a reason (a ValueError naming the function,
 // from the loader's entry point): never a crash, and no recursion deeper than the reader's limit
 // however deeply the input nests.
+// SPDX-License-Identifier: Apache-2.0
 #include <kffi/error.h>
 #include <kffi/export.h>
 

@@ -10,6 +10,7 @@
 //
 // Values are valid as the ABI defines them (pointers point at live memory, SmallStr lengths are
 // 0..7, a borrowed DLTensor's shape holds ndim entries); everything else is hostile.
+// SPDX-License-Identifier: Apache-2.0
 #include <kffi/any.h>
 #include <kffi/container/containers.h>
 #include <kffi/function.h>

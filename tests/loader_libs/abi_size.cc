@@ -1,6 +1,7 @@
 // tests/loader_libs/abi_size.cc: a library whose ABI version record is 8 bytes instead of 4. Its
 // static initialiser sets an environment variable, so a test can tell that the loader refused it
 // before running any of its code.
+// SPDX-License-Identifier: Apache-2.0
 #define KFFI_NO_ABI_VERSION_SYMBOL
 #include <kffi/export.h>
 

@@ -1,5 +1,6 @@
 // tests/loader_libs/datasym.cc: a kffi library that also exports data objects named like
 // functions (`__kffi_x`, `__kffi_table`). The loader must list and call only the function.
+// SPDX-License-Identifier: Apache-2.0
 #include <kffi/export.h>
 
 #include <cstdint>

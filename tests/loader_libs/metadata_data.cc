@@ -1,6 +1,7 @@
 // tests/loader_libs/metadata_data.cc: a kffi library whose metadata symbols are data (issue 29,
 // class 1): `__kffi__meta_text` a `const char[]` (read as its text), `__kffi__meta_pointer` a
 // pointer (an error naming it). Neither may ever be called.
+// SPDX-License-Identifier: Apache-2.0
 #include <kffi/c_api.h>
 
 #include <cstdint>

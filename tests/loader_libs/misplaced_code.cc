@@ -1,5 +1,6 @@
 // tests/loader_libs/misplaced_code.cc: a kffi library whose export is a function placed in .data
 // (issue 29, class 1): the loader refuses it before dlopen, naming the symbol and the section.
+// SPDX-License-Identifier: Apache-2.0
 #include <kffi/c_api.h>
 
 #include <cstdint>

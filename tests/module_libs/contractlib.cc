@@ -1,6 +1,7 @@
 // tests/module_libs/contractlib.cc: exports with contracts, read by test_contract_module.cc and
 // the Python tests (the malformed ones are in contractlib_bad.cc and contractlib_hostile.cc: a
 // library holding one does not load). Only <kffi/kffi.h> is included: it has every export macro.
+// SPDX-License-Identifier: Apache-2.0
 #include <kffi/kffi.h>
 
 #include <cstdint>

@@ -1,5 +1,6 @@
 // tests/module_libs/contractlib_bad.cc: a library with a malformed and two misfit contracts next to
 // a good one: Module::Load refuses it, naming each (test_contract_module.cc).
+// SPDX-License-Identifier: Apache-2.0
 #include <kffi/contract.h>
 
 #include <cstdint>

@@ -1,6 +1,7 @@
 // tests/module_libs/contractlib_hostile.cc: contracts built to exhaust a recursive parser (deep
 // nesting, within the length limit) and a huge one: loading the library must fail with a
 // ValueError, not crash.
+// SPDX-License-Identifier: Apache-2.0
 #include <kffi/kffi.h>
 
 #include <string>

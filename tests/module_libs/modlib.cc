@@ -1,4 +1,5 @@
 // tests/module_libs/modlib.cc: a kernel library with several exports, read by test_module.cc.
+// SPDX-License-Identifier: Apache-2.0
 #include <kffi/export.h>
 
 #include <cstdint>

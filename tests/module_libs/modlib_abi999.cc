@@ -1,6 +1,7 @@
 // tests/module_libs/modlib_abi999.cc: a kernel library that claims ABI version 999. Its static
 // initialiser sets an environment variable, so a test can tell that the loader refused it before
 // running any of its code.
+// SPDX-License-Identifier: Apache-2.0
 #define KFFI_NO_ABI_VERSION_SYMBOL
 #include <kffi/export.h>
 

@@ -1,5 +1,6 @@
 /* tests/module_libs/modlib_c.c: an export written by hand in C against c_api.h alone, with no
  * ABI version symbol and no metadata (what a code generator might emit). */
+/* SPDX-License-Identifier: Apache-2.0 */
 #include <kffi/c_api.h>
 
 /* Adds two ints; anything else is a TypeError. */

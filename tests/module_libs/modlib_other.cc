@@ -1,4 +1,5 @@
 // tests/module_libs/modlib_other.cc: a second kernel library, imported by modules in the tests.
+// SPDX-License-Identifier: Apache-2.0
 #include <kffi/export.h>
 
 #include <cstdint>

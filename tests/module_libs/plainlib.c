@@ -1,5 +1,6 @@
 /* tests/module_libs/plainlib.c: an ordinary shared library with no kffi symbols. Its constructor
  * sets an environment variable, so a test can tell the loader refused it without running it. */
+/* SPDX-License-Identifier: Apache-2.0 */
 #include <stdlib.h>
 
 __attribute__((constructor)) static void MarkInitialised(void) {

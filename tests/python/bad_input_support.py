@@ -10,6 +10,7 @@ contracts, the loader, kffi.compile's options (those refused before compiling), 
 hostile __index__/__float__/__dlpack__ that mutate or raise, deep nesting and malformed metadata.
 After the whole catalogue the process still works.
 """
+# SPDX-License-Identifier: Apache-2.0
 
 from __future__ import annotations
 

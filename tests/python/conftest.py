@@ -4,6 +4,7 @@ The libraries are built by kffi.cpp.build (the flags `kffi-config` gives, exactl
 author uses) into a temporary folder, named by a hash of the sources, headers and flags so that
 an unchanged library is not rebuilt by the next session.
 """
+# SPDX-License-Identifier: Apache-2.0
 
 from __future__ import annotations
 

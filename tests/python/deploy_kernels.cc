@@ -1,4 +1,5 @@
 // tests/python/deploy_kernels.cc: contract kernels of the deploy tests (jax.export round trips).
+// SPDX-License-Identifier: Apache-2.0
 #include <kffi/kffi.h>
 
 // y = x * factor, into a mut output.

@@ -1,4 +1,5 @@
 // tests/python/deploy_kernels.cu: CUDA twins of deploy_kernels.cc (jax.export round trips on GPU).
+// SPDX-License-Identifier: Apache-2.0
 #include <cuda_runtime.h>
 #include <kffi/kffi.h>
 

@@ -1,5 +1,6 @@
 """tests/python/dlpack_util.py: DLPack producers made with ctypes, for layouts and flags no real
 framework produces (huge or negative shapes, read-only flags, CUDA device tags on host memory)."""
+# SPDX-License-Identifier: Apache-2.0
 
 from __future__ import annotations
 

@@ -5,6 +5,7 @@ DLTensor's fields, so a tensor that says it lives on CUDA device 0 but points at
 exercises those checks on a machine without a GPU. Its data must never be touched: use these
 only for calls that are expected to fail validation.
 """
+# SPDX-License-Identifier: Apache-2.0
 
 from __future__ import annotations
 

@@ -8,6 +8,7 @@
 f calls a module kernel twice (repeat2: n -> 2n, scale) and a kffi.compile kernel (add_one);
 on cuda, the CUDA twins of the three. Each run prints one JSON line.
 """
+# SPDX-License-Identifier: Apache-2.0
 
 from __future__ import annotations
 

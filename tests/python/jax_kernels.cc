@@ -1,4 +1,5 @@
 // tests/python/jax_kernels.cc: CPU kernels the kffi.jax tests run inside XLA.
+// SPDX-License-Identifier: Apache-2.0
 #include <kffi/export.h>
 #include <kffi/kffi.h>
 

@@ -6,6 +6,7 @@ from collecting it in the main process). The kernel is a row normalisation, y = 
 sum(x's row): its rows are independent (n parallel) and its columns are not (m), so a result
 computed on a column shard is wrong.
 """
+# SPDX-License-Identifier: Apache-2.0
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
 """tests/python/jax_support.py: shared fixtures of the kffi.jax tests (the test kernel library)."""
+# SPDX-License-Identifier: Apache-2.0
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
 """tests/python/test_aot.py: ahead of time: compiled.export("x.o") writes an object and a header;
 programs link objects statically (C++ through the header and the system library, C through the
 safe call, an embedded interpreter through kffi.system_lib()); kffi.load_object; defaults."""
+# SPDX-License-Identifier: Apache-2.0
 
 from __future__ import annotations
 

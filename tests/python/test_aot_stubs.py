@@ -1,6 +1,7 @@
 """tests/python/test_aot_stubs.py: kffi-stubgen / kffi.stubgen write .pyi stubs that mypy accepts
 and that make mypy flag wrong calls; the header generator's C++ types; the package's own typing
 (py.typed, _core.pyi); examples/aot runs."""
+# SPDX-License-Identifier: Apache-2.0
 
 from __future__ import annotations
 

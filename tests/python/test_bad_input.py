@@ -1,5 +1,6 @@
 """tests/python/test_bad_input.py: a catalogue of bad inputs. Each raises a precise Python
 exception with a helpful message, and afterwards the process is still healthy."""
+# SPDX-License-Identifier: Apache-2.0
 
 from __future__ import annotations
 

@@ -6,6 +6,7 @@ and parameter name) and, where the message has them, what was expected and what 
 The loader, metadata, kffi.compile, containers, hostile objects and deep nesting are in
 test_bad_input_catalogue_system.py; the fixtures and hostile objects in bad_input_support.py.
 """
+# SPDX-License-Identifier: Apache-2.0
 
 from __future__ import annotations
 

@@ -6,6 +6,7 @@ As in test_bad_input_catalogue.py, every case in CASES names what it blames (the
 path, the option, the function and module, the key). OTHER_CASES are errors of the callee itself
 (a kernel's C++ exception, a callback's exception, the interpreter's recursion limit).
 """
+# SPDX-License-Identifier: Apache-2.0
 
 from __future__ import annotations
 

@@ -5,6 +5,7 @@ signature, the metadata and contracts say which), byte_offset included by data<T
 of argument errors naming what the caller passed, and the device guard's behaviour where no CUDA
 driver is loaded. The two-GPU behaviour is tests/python/test_two_gpus.py's.
 """
+# SPDX-License-Identifier: Apache-2.0
 
 from __future__ import annotations
 

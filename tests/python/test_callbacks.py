@@ -1,5 +1,6 @@
 """tests/python/test_callbacks.py: Python -> C++ -> Python -> C++ calls through testing.apply,
 errors raised in callbacks, callbacks from native threads, and the global function registry."""
+# SPDX-License-Identifier: Apache-2.0
 
 from __future__ import annotations
 

@@ -6,6 +6,7 @@ pending), while a frame unwinds, when a container conversion fails halfway. Pyth
 exception pending fails with SystemError or swallows the exception; kffi keeps the pending exception
 aside while such cleanup runs, so the caller sees the original error and the deleter runs normally.
 """
+# SPDX-License-Identifier: Apache-2.0
 
 from __future__ import annotations
 

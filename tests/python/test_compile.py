@@ -1,6 +1,7 @@
 """tests/python/test_compile.py: kffi.compile: contracts declared with fake tensors, rendered to
 the KFFI_EXPORT_CONTRACT text, compiled, checked per call in compiled code (every message row of
 docs/contracts), exported and loaded back with the contract intact."""
+# SPDX-License-Identifier: Apache-2.0
 
 from __future__ import annotations
 

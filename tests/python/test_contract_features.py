@@ -4,6 +4,7 @@ kffi.load_module and kffi.compile), output shapes from `shape_rpn`, text outside
 Multilingual Plane in docstrings and bodies, the limits checked before any compiler runs, unknown
 dtypes and hostile contracts failing load_module, and the C++ parameter names kept by
 kffi.cpp.load_inline."""
+# SPDX-License-Identifier: Apache-2.0
 
 from __future__ import annotations
 

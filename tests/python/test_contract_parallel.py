@@ -4,6 +4,7 @@ A parallel symbol declares that the kernel computes each index along every dimen
 independently. It is a fact for frameworks (kffi.jax's partitioning and vmap: test_jax_shard.py),
 not a check: the metadata's symbol entry says `"parallel": true`, calls are checked as before.
 """
+# SPDX-License-Identifier: Apache-2.0
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
 """tests/python/test_cpp_build.py: kffi.cpp.build / load_inline: JIT builds, the on-disk cache,
 locking between processes, compiler errors and CUDA sources."""
+# SPDX-License-Identifier: Apache-2.0
 
 from __future__ import annotations
 

@@ -3,6 +3,7 @@ several archs, the content-addressed cache (across processes, prebuilt and read-
 entries), NVRTC's errors, image picking by compute capability, kernels' contracts and launch
 expressions, and a library that embeds a cubin (KFFI_EMBED_CUBIN). GPU runs are in
 test_cuda_compile_gpu.py."""
+# SPDX-License-Identifier: Apache-2.0
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
 """tests/python/test_cuda_compile_gpu.py: kffi.cuda kernels on a GPU: results, the stream they
 launch on, CUDA graph capture, torch ops and JAX calls, a multi-arch image set, a Triton cubin
 launched through kffi.cuda.load_cubin, and a library that embeds a cubin. Skipped without a GPU."""
+# SPDX-License-Identifier: Apache-2.0
 
 from __future__ import annotations
 

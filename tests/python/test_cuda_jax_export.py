@@ -2,6 +2,7 @@
 XLA targets are named by content (the images, kernel, contract, parameter layout and launch
 configuration), the same in every process, and a fresh process that builds the same kernel
 registers them (kffi.jax.register_module). Exported for CUDA on a host without one."""
+# SPDX-License-Identifier: Apache-2.0
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
 """tests/python/test_cuda_jax_export_gpu.py: a kffi.cuda kernel exported with kffi.jax.export runs
 in a fresh process that builds the same kernel and registers it. Skipped without a CUDA JAX
 backend."""
+# SPDX-License-Identifier: Apache-2.0
 
 from __future__ import annotations
 

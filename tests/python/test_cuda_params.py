@@ -3,6 +3,7 @@ one (params=): structs passed by value, such as CuTe DSL tensors {data, shape...
 constants; and the check of the packed sizes against the kernel's own, read from the cubin with no
 GPU. A CuTe DSL kernel is compiled to a cubin here when nvidia-cutlass-dsl is installed. GPU runs
 are in test_cuda_params_gpu.py."""
+# SPDX-License-Identifier: Apache-2.0
 
 from __future__ import annotations
 

@@ -2,6 +2,7 @@
 (params=), launched on a GPU: an NVRTC kernel taking tensor descriptors {data, n, stride} (a
 strided view, so the strides are read from the call), and a CuTe DSL cubin (no TVM-FFI wrapper)
 built here when nvidia-cutlass-dsl is installed. Skipped without a GPU."""
+# SPDX-License-Identifier: Apache-2.0
 
 from __future__ import annotations
 

@@ -10,6 +10,7 @@ tensors, and tensors that only claim to be on CUDA (fake_dlpack.py), reach them.
 (result, torch's current stream, CUDA graph capture, errors on real CUDA tensors) skip without
 CUDA.
 """
+# SPDX-License-Identifier: Apache-2.0
 
 from __future__ import annotations
 

@@ -24,6 +24,7 @@ The module also checks that docs/contracts.md shows every message the contract c
 and runs the examples the docs point to (examples/python_demo.py, examples/jax,
 examples/tvm_ffi).
 """
+# SPDX-License-Identifier: Apache-2.0
 
 from __future__ import annotations
 

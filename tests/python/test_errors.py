@@ -1,5 +1,6 @@
 """tests/python/test_errors.py: native errors become Python exceptions by kind, keep their message,
 and carry the native frames in the Python traceback."""
+# SPDX-License-Identifier: Apache-2.0
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
 """tests/python/test_gpu.py: CUDA tensors from PyTorch and CuPy, the stream the callee sees (picked
 up from the caller framework, or set with kffi.use_stream), and allocation on the GPU. Skipped
 where there is no GPU."""
+# SPDX-License-Identifier: Apache-2.0
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
 """tests/python/test_gpu_streams.py: stream objects as explicit stream parameters, and CuPy's
 current stream picked up for a call, on a real GPU (skipped without one; the CPU tests of the same
 logic use stand-ins, in test_surface.py)."""
+# SPDX-License-Identifier: Apache-2.0
 
 from __future__ import annotations
 

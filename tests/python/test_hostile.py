@@ -1,6 +1,7 @@
 """tests/python/test_hostile.py: input that tries to break the extension: impossible sizes,
 containers changed while they convert, exceptions that cannot be printed, deep nesting, and
 memory that must not be written. Each case ends in a clear exception or a sane result."""
+# SPDX-License-Identifier: Apache-2.0
 
 from __future__ import annotations
 

@@ -3,6 +3,7 @@
 so 20000 (and 100000) nested wrappers cost no more C stack than one: called and released on a
 thread whose whole stack is 256 KB. Every contract of the chain is still checked, the outermost
 first. In a subprocess with a timeout: before the guard, the call overflowed the C stack."""
+# SPDX-License-Identifier: Apache-2.0
 
 from __future__ import annotations
 

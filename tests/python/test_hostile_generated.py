@@ -5,6 +5,7 @@ imports and builtins, keywords, not identifiers), hostile texts (quotes, backsla
 was not UTF-8, control characters and line separators, a 3000-deep type) and hostile parameters
 and defaults; the AOT header of an export named with any C or C++ keyword is refused at export
 time, clearly, and the header of every other tricky name compiles as C++ and as C."""
+# SPDX-License-Identifier: Apache-2.0
 
 from __future__ import annotations
 

@@ -6,6 +6,7 @@ overwritten, without its record) is linked again instead of failing every later 
 Every load runs in a fresh process with a timeout: before the guards, an undefined function
 killed the process at its first call and a FIFO blocked forever.
 """
+# SPDX-License-Identifier: Apache-2.0
 
 from __future__ import annotations
 

@@ -6,6 +6,7 @@ another path to the same file (a symbolic or a hard link).
 Each case runs in a fresh process (a failed library stays failed for the life of a process), with
 a timeout: a regression fails the test instead of hanging or killing the run.
 """
+# SPDX-License-Identifier: Apache-2.0
 
 from __future__ import annotations
 

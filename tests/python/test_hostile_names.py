@@ -2,6 +2,7 @@
 the global registry's likewise, whatever bytes the library gave the name (issue 29, class 8):
 names that are not UTF-8 come back decoded with surrogateescape, and a lookup encodes them back
 to the same bytes. The stub of such a module is valid Python too (class 7)."""
+# SPDX-License-Identifier: Apache-2.0
 
 from __future__ import annotations
 

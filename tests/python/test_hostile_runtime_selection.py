@@ -13,6 +13,7 @@ made it global before refusing it, and a later `import tvm_ffi` aborted; naming 
 Every kind of target runs in a fresh process with a timeout, and after each refusal nothing of
 TVM-FFI is global and `import tvm_ffi` still works in that process.
 """
+# SPDX-License-Identifier: Apache-2.0
 
 from __future__ import annotations
 

@@ -8,6 +8,7 @@ Each path runs in a subprocess with a timeout: the threads are parked inside the
 main thread exits, and the process must end with status 0 and nothing on stderr about it. A
 static check keeps every catch-all of the sources in the one form (KFFI_CATCH_ALL, kffi/base.h).
 """
+# SPDX-License-Identifier: Apache-2.0
 
 from __future__ import annotations
 

@@ -2,6 +2,7 @@
 function and says so; metadata whose named and unnamed parameters go by one name is refused naming
 the function and the module; a dtype of 0 bits or 0 lanes is refused by every entry that takes a
 DLDataType from outside to make a tensor; a damaged entry of the build cache is built again."""
+# SPDX-License-Identifier: Apache-2.0
 
 from __future__ import annotations
 

@@ -17,6 +17,7 @@ Each role loads its libraries in a fresh process with a timeout: before the guar
 metadata of `g` called a `const char[]` (SIGSEGV), and an export placed in .data was listed and
 called.
 """
+# SPDX-License-Identifier: Apache-2.0
 
 from __future__ import annotations
 

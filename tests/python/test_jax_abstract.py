@@ -1,6 +1,7 @@
 """tests/python/test_jax_abstract.py: output shapes from contract metadata (kffi.contract._abstract), with
 hand-built metadata in the structured format (params' kind/shape/dtypes/mutable, mutates,
 outputs' shape_rpn)."""
+# SPDX-License-Identifier: Apache-2.0
 
 from __future__ import annotations
 

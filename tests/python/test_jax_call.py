@@ -2,6 +2,7 @@
 shapes from contracts (hand-built structured metadata; kffi.compile contracts once they carry
 it), outputs named in out_shapes without a contract, binding order, refusals of JAX inputs for
 parameters the function may write, attributes, aliases, caching, missing rules."""
+# SPDX-License-Identifier: Apache-2.0
 
 from __future__ import annotations
 

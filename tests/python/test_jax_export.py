@@ -1,5 +1,6 @@
 """tests/python/test_jax_export.py: kffi.jax.export, content-named targets, and round trips of
 serialized computations into fresh processes (tests/python/jax_export_cases.py)."""
+# SPDX-License-Identifier: Apache-2.0
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
 """tests/python/test_jax_export_gpu.py: the jax.export round trip of CUDA kernels (a module and a
 kffi.compile function) into a fresh process, on a CUDA JAX backend (skipped elsewhere)."""
+# SPDX-License-Identifier: Apache-2.0
 
 from __future__ import annotations
 

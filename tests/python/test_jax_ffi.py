@@ -1,5 +1,6 @@
 """tests/python/test_jax_ffi.py: kffi.jax.register_ffi_target: kffi functions as XLA FFI targets
 (CPU), called with jax.ffi.ffi_call, eagerly and under jax.jit."""
+# SPDX-License-Identifier: Apache-2.0
 
 from __future__ import annotations
 

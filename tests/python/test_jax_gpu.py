@@ -7,6 +7,7 @@ KFFI_CUTE_ADD_ONE_LIB: a shared library exporting `__tvm_ffi_add_one` (seed 000'
 `add_one(a, b)`: b = a + 1 on float32 [n], environment stream), as built by the TVM-FFI bridge
 helper's script; KFFI_CUTE_ADD_ONE_NAME overrides the function name.
 """
+# SPDX-License-Identifier: Apache-2.0
 
 from __future__ import annotations
 

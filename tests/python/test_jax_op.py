@@ -1,5 +1,6 @@
 """tests/python/test_jax_op.py: kffi.jax.primitive: custom VJP / JVP made of other kffi
 functions (checked with jax.grad against numerical gradients) and batching rules."""
+# SPDX-License-Identifier: Apache-2.0
 
 from __future__ import annotations
 

@@ -4,6 +4,7 @@ XLA_FLAGS=--xla_force_host_platform_device_count=4 takes effect only before jax 
 process may have started it already, so jax_shard_cases.py runs in one child pytest with the flag
 set; each case there is reported here as its own test (from the child's JUnit XML).
 """
+# SPDX-License-Identifier: Apache-2.0
 
 from __future__ import annotations
 

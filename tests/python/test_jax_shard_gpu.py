@@ -4,6 +4,7 @@ The CPU cases (4 virtual devices) are in jax_shard_cases.py; these run the same 
 CUDA devices: a CUDA row normalisation compiled with kffi.compile, and a bridged CuTe DSL export
 made row-parallel with kffi.with_contract. They skip without a CUDA JAX backend of 2 devices.
 """
+# SPDX-License-Identifier: Apache-2.0
 
 from __future__ import annotations
 

@@ -7,6 +7,7 @@ round to even), the floats just either side of each midpoint, and values past th
 compared bit for bit with NumPy (float16) and ml_dtypes (bfloat16, fp8). NaN compares as NaN
 with its sign (payloads differ between libraries); NumPy's float16 payloads are compared too.
 """
+# SPDX-License-Identifier: Apache-2.0
 
 from __future__ import annotations
 

@@ -5,6 +5,7 @@ an import from a lower layer into a higher one, on one framework integration imp
 and on a package face that does more than re-export. The layer order is written down here, lowest
 first; python/kffi/__init__.py describes the same order.
 """
+# SPDX-License-Identifier: Apache-2.0
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
 """tests/python/test_lazy.py: kffi._lazy.lazy, the package's one lazy singleton (glue built on
 first use, libkffi_tvm opened once, jax's export hook installed once)."""
+# SPDX-License-Identifier: Apache-2.0
 
 from __future__ import annotations
 

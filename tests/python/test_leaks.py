@@ -1,5 +1,6 @@
 """tests/python/test_leaks.py: many calls leave reference counts, Python memory, native memory and
 native object counts where they were."""
+# SPDX-License-Identifier: Apache-2.0
 
 from __future__ import annotations
 

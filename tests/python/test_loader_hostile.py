@@ -1,4 +1,5 @@
 """tests/python/test_loader_hostile.py: kffi.load_module opens only what it should (issue 15)."""
+# SPDX-License-Identifier: Apache-2.0
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
 """tests/python/test_modules.py: loading kernel libraries with kffi.load_module and calling their
 exports by attribute, by item, by keyword; signatures and docstrings from the export metadata."""
+# SPDX-License-Identifier: Apache-2.0
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
 """tests/python/test_objects_fields.py: kffi objects with fields (KFFI_OBJECT_DEF) from Python."""
+# SPDX-License-Identifier: Apache-2.0
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
 """tests/python/test_public_types.py: a user's script typed with kffi's public classes passes
 ``mypy --strict`` (kffi ships py.typed), and the types are real: a wrong annotation is flagged.
 Skipped where mypy is not installed."""
+# SPDX-License-Identifier: Apache-2.0
 
 from __future__ import annotations
 

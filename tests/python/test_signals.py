@@ -1,5 +1,6 @@
 """tests/python/test_signals.py: Ctrl-C during a long native call that polls KFFIEnvCheckSignals
 raises KeyboardInterrupt (or whatever the Python signal handler raises)."""
+# SPDX-License-Identifier: Apache-2.0
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
 """tests/python/test_surface.py: the Python surface a new user meets: dtype constants, NumPy and
 JAX views of kffi.Tensor, results in the caller's types, reprs, defaults, stream parameters and
 framework streams, and the errors for tensors that cannot be passed."""
+# SPDX-License-Identifier: Apache-2.0
 
 from __future__ import annotations
 

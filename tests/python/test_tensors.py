@@ -1,5 +1,6 @@
 """tests/python/test_tensors.py: NumPy, PyTorch (CPU) and JAX (CPU) tensors into exported kernels
 and back, zero-copy; kffi.Tensor as a DLPack producer and consumer."""
+# SPDX-License-Identifier: Apache-2.0
 
 from __future__ import annotations
 

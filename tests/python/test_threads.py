@@ -1,5 +1,6 @@
 """tests/python/test_threads.py: native calls release the GIL (so Python threads overlap in native
 code), results stay correct under concurrency, and the per-function / global opt-outs work."""
+# SPDX-License-Identifier: Apache-2.0
 
 from __future__ import annotations
 

@@ -9,6 +9,7 @@ keyed by its sources, kffi's CMake package, the glue library, torch's version an
 so only a cold run configures and compiles it (about a minute and a half on a 2-core host). The
 CPU package is test_torch_export.py's (cached there too). The CUDA variant packages its own model
 and is skipped without a CUDA torch and nvcc."""
+# SPDX-License-Identifier: Apache-2.0
 
 from __future__ import annotations
 

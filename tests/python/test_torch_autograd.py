@@ -1,6 +1,7 @@
 """tests/python/test_torch_autograd.py: kffi.torch.register_autograd (kffi backward kernels,
 gradcheck, compiled backward), ops without a rule refusing inputs that require grad (never a
 silent grad_fn=None), and version counters of tensors an op writes."""
+# SPDX-License-Identifier: Apache-2.0
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
 """tests/python/test_torch_compile.py: kffi ops under torch.compile (fullgraph, no graph break,
 dynamic shapes), fake tensors from contracts, opcheck, and contract messages in compiled code."""
+# SPDX-License-Identifier: Apache-2.0
 
 from __future__ import annotations
 

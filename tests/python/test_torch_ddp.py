@@ -5,6 +5,7 @@ test starts it in a subprocess with a timeout, so a hung collective fails the te
 suite, and checks what each rank reported. The CUDA case (NCCL, one GPU per rank) needs two GPUs;
 the CPU case (gloo) runs anywhere torch does.
 """
+# SPDX-License-Identifier: Apache-2.0
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
 """tests/python/test_torch_example.py: examples/torch/torch_demo.py runs as written."""
+# SPDX-License-Identifier: Apache-2.0
 
 from __future__ import annotations
 

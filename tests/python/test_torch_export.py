@@ -5,6 +5,7 @@ packaged by AOTInductor (.pt2), runs in a fresh Python process once the kffi ops
 Packaging takes about a minute and a half on a 2-core host, so the package is cached in kffi's
 build cache, keyed by torch's version and the contents of the kernel library and of the model's
 script: later runs only load it (a few seconds per process)."""
+# SPDX-License-Identifier: Apache-2.0
 
 from __future__ import annotations
 

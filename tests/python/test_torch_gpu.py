@@ -2,6 +2,7 @@
 without one): the current stream in every path (eager, torch.ops, compiled), stream ordering,
 tensors from torch's allocator, and torch.compile(mode="reduce-overhead") capturing kffi kernels
 into CUDA graphs."""
+# SPDX-License-Identifier: Apache-2.0
 
 from __future__ import annotations
 

@@ -4,6 +4,7 @@ the direct read does not cover still goes through torch's API (same results, sam
 conjugate and negative views, which torch's import hands over unresolved, are refused; the
 lazy-view reader gives kffi their bits. (test_torch_views.py checks kffi calls over a generated
 space of tensors.)"""
+# SPDX-License-Identifier: Apache-2.0
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
 """tests/python/test_torch_ops.py: kffi.torch.register_op and module.torch_ops: schemas from
 metadata, eager calls (the direct kffi path and the dispatcher path agree), errors."""
+# SPDX-License-Identifier: Apache-2.0
 
 from __future__ import annotations
 

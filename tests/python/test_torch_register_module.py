@@ -3,6 +3,7 @@ registration of a kffi library's contract functions (through the glue library's 
 process): the same schemas and results as kffi.torch's ops, Meta kernels computed from the
 contract in C++ (fake tensors and torch.export need no Python fake, and dynamic shapes stay
 symbolic), clear errors, and kffi::torch::CheckPackage."""
+# SPDX-License-Identifier: Apache-2.0
 
 from __future__ import annotations
 

@@ -13,6 +13,7 @@
   changes another argument (set_, resize_, del) leaves the call correct or refused; those cases
   run in a subprocess, so that reading freed memory fails the test instead of the run.
 """
+# SPDX-License-Identifier: Apache-2.0
 
 from __future__ import annotations
 

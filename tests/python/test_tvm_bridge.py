@@ -11,6 +11,7 @@ The cases of tvm_bridge_cases.py run three ways:
 The cases of tensors passed to `ffi::Tensor` parameters also run on a build without metadata
 (apache-tvm-ffi's default), where kffi cannot see which parameters those are.
 """
+# SPDX-License-Identifier: Apache-2.0
 
 from __future__ import annotations
 

@@ -6,6 +6,7 @@ results. Where apache-tvm-ffi is installed, a library built with its C++ headers
 runs on it even before `import tvm_ffi` (kffi loads the installed runtime); scenarios that mix
 kffi's shim and apache-tvm-ffi in one process opt in to the shim with KFFI_TVM_RUNTIME=shim.
 """
+# SPDX-License-Identifier: Apache-2.0
 
 from __future__ import annotations
 

@@ -14,6 +14,7 @@ Every scenario runs in a fresh interpreter with a timeout: where apache-tvm-ffi 
 before, after, or loaded by kffi for the library) changes the registries, and a crash must fail
 the test rather than the session.
 """
+# SPDX-License-Identifier: Apache-2.0
 
 from __future__ import annotations
 

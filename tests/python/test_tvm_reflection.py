@@ -8,6 +8,7 @@ apache-tvm-ffi loaded (the library is bound to it). A field record that points p
 is refused with a message, never read. Each scenario runs in a fresh interpreter with a timeout:
 which runtime is loaded depends on the process, and a crash must fail the test, not the session.
 """
+# SPDX-License-Identifier: Apache-2.0
 
 from __future__ import annotations
 

@@ -7,6 +7,7 @@ torch.compile), CUDA graph capture, kffi.jax, and bridged CuTe DSL exports (with
 kffi.with_contract). The kernels here carry no device guard of their own: kffi's is what is
 tested. Skipped with fewer than two GPUs (run it on a two-GPU host).
 """
+# SPDX-License-Identifier: Apache-2.0
 
 from __future__ import annotations
 

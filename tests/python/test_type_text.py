@@ -1,5 +1,6 @@
 """tests/python/test_type_text.py: kffi._type_text, the one reader of metadata type texts, reads
 both spellings (C++ metadata ``Optional<float>``, contract ``Optional[Tensor(...)]``) alike."""
+# SPDX-License-Identifier: Apache-2.0
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
 """tests/python/test_values.py: every value kind round-trips through testing.echo (Python -> C++ ->
 Python), and kffi objects behave like the Python types they mirror."""
+# SPDX-License-Identifier: Apache-2.0
 
 from __future__ import annotations
 

@@ -5,6 +5,7 @@ shapes or what it writes) gets a contract from fake arguments or text: calls are
 and the metadata makes it a torch op (mutates_args and the fake from the contract) that runs in
 torch.compile(fullgraph=True), and a JAX op in jax.jit, with nothing written for the kernel.
 """
+# SPDX-License-Identifier: Apache-2.0
 
 from __future__ import annotations
 

@@ -6,6 +6,7 @@ test_torch_aoti_cpp.py on a device, with the manifest of its kffi ops.
 The kernels are deploy_kernels.cc (cpu) or deploy_kernels.cu (cuda); prints one JSON line (the
 model's results on arange(4) and eager PyTorch's).
 """
+# SPDX-License-Identifier: Apache-2.0
 
 from __future__ import annotations
 

@@ -12,6 +12,7 @@ step with the same model calling torch ops. On CUDA it also checks that its kern
 own device and on the stream that is current (a side stream). Each rank writes
 rank<r>.json to --out; test_torch_ddp.py reads them. Every collective has a timeout.
 """
+# SPDX-License-Identifier: Apache-2.0
 
 from __future__ import annotations
 

@@ -6,6 +6,7 @@ by AOTInductor from a model with kffi ops, loaded in fresh Python processes).
 
 Each prints one JSON line (the model's results on arange(n), and eager PyTorch's).
 """
+# SPDX-License-Identifier: Apache-2.0
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
 // tests/python/torch_kernels.cc: CPU kernels with contracts that the kffi.torch tests register as
 // torch ops (and two plain exports for the no-contract paths).
+// SPDX-License-Identifier: Apache-2.0
 #include <kffi/kffi.h>
 
 #include <cstdint>

@@ -1,5 +1,6 @@
 // tests/python/torch_kernels.cu: CUDA kernels with contracts that the kffi.torch GPU tests
 // register as torch ops (test_torch_gpu.py). Each launches on the stream the call is given.
+// SPDX-License-Identifier: Apache-2.0
 #include <kffi/contract.h>
 #include <kffi/kffi.h>
 

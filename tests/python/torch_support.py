@@ -1,5 +1,6 @@
 """tests/python/torch_support.py: shared fixtures of the kffi.torch tests (the kernel library and
 unique op namespaces: an op name is registered once per process)."""
+# SPDX-License-Identifier: Apache-2.0
 
 from __future__ import annotations
 

@@ -5,6 +5,7 @@ with the library bound to a loaded apache-tvm-ffi (test_tvm_bridge.py, in-proces
 own shim in a process that never loads libtvm_ffi (test_tvm_bridge.py, in a subprocess): the
 behaviour must not depend on the runtime.
 """
+# SPDX-License-Identifier: Apache-2.0
 
 from __future__ import annotations
 

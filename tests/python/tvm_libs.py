@@ -7,6 +7,7 @@ whichever runtime the loader provides). The package is located without importing
 test process can build them and still never load libtvm_ffi. Built libraries are cached by a
 hash of source, headers and flags, like conftest.py's.
 """
+# SPDX-License-Identifier: Apache-2.0
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
 // tests/testing_lib/testing_lib.cc: testing.* globals that the C++ and Python tests call.
+// SPDX-License-Identifier: Apache-2.0
 #include <kffi/container/array.h>
 #include <kffi/container/dict.h>
 #include <kffi/container/list.h>

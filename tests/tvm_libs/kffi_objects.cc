@@ -2,6 +2,7 @@
 // whose objects are of types registered in kffi's registry, for the object sweep of
 // tests/python/test_tvm_objects.py: objects of every origin side by side with those of TVM-FFI
 // libraries, including kffi types whose dynamic indices apache-tvm-ffi also gave its own types.
+// SPDX-License-Identifier: Apache-2.0
 #include <kffi/export.h>
 
 #include <cstdint>

@@ -3,6 +3,7 @@
 // This program links libtvm_ffi, so it is in the process (and global) from the start: a TVM-FFI
 // library that kffi loads binds to it, not to kffi's shim. kffi's callers must still see kffi's
 // conventions: errors in kffi's slot, kffi's environment stream and allocator in the library.
+// SPDX-License-Identifier: Apache-2.0
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 #include <kffi/container/array.h>

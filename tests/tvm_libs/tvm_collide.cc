@@ -1,6 +1,7 @@
 // tests/tvm_libs/tvm_collide.cc: registers a global function name that tvm_testlib registers too.
 // Loaded through kffi's shim after tvm_testlib, the load fails cleanly (TVM-FFI's own code throws
 // from the static initialiser, which would otherwise abort the process).
+// SPDX-License-Identifier: Apache-2.0
 #include <tvm/ffi/reflection/registry.h>
 #include <tvm/ffi/tvm_ffi.h>
 

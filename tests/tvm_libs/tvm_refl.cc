@@ -2,6 +2,7 @@
 // Point {x: int64 read-only, y: double read-write}) and functions that make and read it, built
 // with apache-tvm-ffi's headers only. With TVM_REFL_HOSTILE defined (tvm_refl_hostile.cc) it
 // also registers a field whose offset lies past the object.
+// SPDX-License-Identifier: Apache-2.0
 #include <tvm/ffi/reflection/registry.h>
 #include <tvm/ffi/tvm_ffi.h>
 

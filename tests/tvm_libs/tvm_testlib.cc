@@ -1,6 +1,7 @@
 // tests/tvm_libs/tvm_testlib.cc: a library written against apache-tvm-ffi's headers only, as
 // TVM-FFI kernel libraries are. kffi's C++ and Python tests load it through kffi, built both with
 // -ltvm_ffi (DT_NEEDED) and without (TVMFFI* imports left for the loader to bind).
+// SPDX-License-Identifier: Apache-2.0
 #include <dlfcn.h>
 #include <tvm/ffi/big_int.h>
 #include <tvm/ffi/container/tensor.h>

@@ -1,5 +1,6 @@
 // tests/tvm_libs/tvm_uncovered.cc: needs a TVM-FFI runtime function that kffi's shim does not
 // provide (big integers), so kffi must refuse it by name before running any of its code.
+// SPDX-License-Identifier: Apache-2.0
 #include <tvm/ffi/c_api.h>
 
 #include <cstdlib>

@@ -1,4 +1,5 @@
 // include/kffi/container/array.h: Array, an immutable copy-on-write sequence of values.
+// SPDX-License-Identifier: Apache-2.0
 #ifndef KFFI_CONTAINER_ARRAY_H_
 #define KFFI_CONTAINER_ARRAY_H_
 

@@ -1,4 +1,5 @@
 // include/kffi/container/containers.h: every container, Optional and Variant in one include.
+// SPDX-License-Identifier: Apache-2.0
 #ifndef KFFI_CONTAINER_CONTAINERS_H_
 #define KFFI_CONTAINER_CONTAINERS_H_
 

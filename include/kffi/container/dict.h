@@ -1,4 +1,5 @@
 // include/kffi/container/dict.h: Dict, a mutable hash map shared by reference (like Python's).
+// SPDX-License-Identifier: Apache-2.0
 #ifndef KFFI_CONTAINER_DICT_H_
 #define KFFI_CONTAINER_DICT_H_
 

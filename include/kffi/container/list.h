@@ -1,4 +1,5 @@
 // include/kffi/container/list.h: List, a mutable sequence shared by reference (like Python's).
+// SPDX-License-Identifier: Apache-2.0
 #ifndef KFFI_CONTAINER_LIST_H_
 #define KFFI_CONTAINER_LIST_H_
 

@@ -1,4 +1,5 @@
 // include/kffi/container/map.h: Map, an immutable copy-on-write hash map in insertion order.
+// SPDX-License-Identifier: Apache-2.0
 #ifndef KFFI_CONTAINER_MAP_H_
 #define KFFI_CONTAINER_MAP_H_
 

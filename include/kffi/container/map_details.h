@@ -1,4 +1,5 @@
 // include/kffi/container/map_details.h: the hash table layout and code shared by Map and Dict.
+// SPDX-License-Identifier: Apache-2.0
 #ifndef KFFI_CONTAINER_MAP_DETAILS_H_
 #define KFFI_CONTAINER_MAP_DETAILS_H_
 

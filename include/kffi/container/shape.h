@@ -1,4 +1,5 @@
 // include/kffi/container/shape.h: Shape, an immutable run of int64 dimensions in one allocation.
+// SPDX-License-Identifier: Apache-2.0
 #ifndef KFFI_CONTAINER_SHAPE_H_
 #define KFFI_CONTAINER_SHAPE_H_
 

@@ -1,4 +1,5 @@
 // include/kffi/container/tuple.h: Tuple<Ts...> (std::tuple) carried across the ABI as an Array.
+// SPDX-License-Identifier: Apache-2.0
 #ifndef KFFI_CONTAINER_TUPLE_H_
 #define KFFI_CONTAINER_TUPLE_H_
 

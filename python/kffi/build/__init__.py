@@ -4,3 +4,4 @@ and lock (cpp.py, public as kffi.cpp), ahead-of-time export (aot.py, kffi.aot) a
 
 It imports the runtime (to load what it builds) and the base modules, never a higher layer.
 """
+# SPDX-License-Identifier: Apache-2.0

@@ -11,6 +11,7 @@ kernel function itself, helpers) are made local to the object, so that two expor
 source (say with two contracts, or two dtypes) link into one program; ``function_name`` and
 ``prefix`` name the export itself. docs/aot.md has the whole flow.
 """
+# SPDX-License-Identifier: Apache-2.0
 
 from __future__ import annotations
 
@@ -151,7 +152,8 @@ def check_header_compiles(text: str, name: str, spec: BuildSpec | None = None):
     the C++ compiler kffi builds with: a name that is fine as a C identifier may still collide
     with what the C and C++ libraries declare at global scope on this platform (`stdin`,
     `FILE`, `pid_t`), which check_header_name cannot know. Checked once per header text (a
-    marker in the build cache)."""
+    marker in the build cache).
+    """
     import hashlib
 
     cxx = _cpp._cxx()
@@ -193,7 +195,8 @@ def check_header_compiles(text: str, name: str, spec: BuildSpec | None = None):
 
 def build_object(spec: BuildSpec, export_name: str) -> str:
     """Compiles ``spec`` with the export named ``export_name`` into a relocatable object (cached
-    like kffi.cpp builds) and returns its path."""
+    like kffi.cpp builds) and returns its path.
+    """
     flags = ["-DKFFI_EXPORT_TO_SYSTEM_LIB=1"]
     plan = _plan(spec, export_name, flags)
     if len(plan.sources) != 1:
@@ -247,7 +250,8 @@ def _tool(name: str) -> str:
 def _localize(plan, obj: str, verbose: bool):
     """Makes every strong global definition of obj local but the `__kffi_*` exports: two objects
     built from the same source then link into one program. Weak and unique definitions (inline
-    functions, templates, the ABI record) stay: the linker keeps one of each."""
+    functions, templates, the ABI record) stay: the linker keeps one of each.
+    """
     out = subprocess.run(
         [_tool("nm"), "-P", "-g", "--defined-only", obj],
         capture_output=True,
@@ -274,7 +278,8 @@ def _localize(plan, obj: str, verbose: bool):
 def load_object(path: str | os.PathLike[str]) -> Module:
     """Loads a relocatable object with kffi exports (``compiled.export("x.o")``) as a
     kffi.Module: linked once with the system's C++ driver into a shared object, cached under a
-    hash of the object's bytes (docs/aot.md), then loaded like :func:`kffi.load_module`."""
+    hash of the object's bytes (docs/aot.md), then loaded like :func:`kffi.load_module`.
+    """
     path = os.fspath(path)
     if isinstance(path, bytes):
         path = os.fsdecode(path)
@@ -371,7 +376,8 @@ _C_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 def check_header_name(name: str):
     """ValueError unless ``name`` can name the C++ entry point of a header (render_header): a C
-    identifier that is neither a C or C++ keyword nor a name the header itself needs."""
+    identifier that is neither a C or C++ keyword nor a name the header itself needs.
+    """
     if not isinstance(name, str) or not _C_IDENTIFIER.fullmatch(name):
         raise ValueError(f"export: the function name {name!r} is not a C identifier")
     if name in _KEYWORDS:
@@ -390,7 +396,8 @@ def check_header_name(name: str):
 
 def _comment_safe(text) -> str:
     """Text for a comment: control characters (line ends included) and lone surrogates (texts
-    that were not UTF-8) as escapes, so that the comment ends where the header ends it."""
+    that were not UTF-8) as escapes, so that the comment ends where the header ends it.
+    """
     out = []
     for ch in str(text):
         cat = unicodedata.category(ch)
@@ -429,7 +436,8 @@ def signature_text(meta: dict) -> str:
 def render_header(meta: dict, object_name: str) -> str:
     """The header of an exported object: the C declarations of its safe-call and metadata
     symbols, and (for C++) a typed inline entry point that throws kffi::Error, with the
-    signature and contract as its doc comment."""
+    signature and contract as its doc comment.
+    """
     name = meta["name"]
     check_header_name(name)
     guard = "KFFI_AOT_" + re.sub(r"[^A-Za-z0-9]", "_", name).upper() + "_H_"

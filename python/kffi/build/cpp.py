@@ -16,6 +16,7 @@ Environment: ``CXX`` (C++ compiler, default ``c++``), ``KFFI_NVCC`` / ``CUDA_HOM
 on this machine, as NVML reports them, else nvcc's own),
 ``KFFI_CACHE_DIR``, ``KFFI_BUILD_QUIET=1`` (no progress lines).
 """
+# SPDX-License-Identifier: Apache-2.0
 
 from __future__ import annotations
 
@@ -159,7 +160,8 @@ def _compiler_output(argv: tuple, path: str, option: str, required: bool = False
     """`<compiler> <option>`, remembered on disk by the executable's identity (path, size, mtime,
     inode), so that a cache hit in a fresh process starts no compiler at all. (A launcher such as
     ccache, or a script that runs another nvcc, is identified by its own file.) When the command
-    fails: None, or a BuildError when required."""
+    fails: None, or a BuildError when required.
+    """
     st = os.stat(path)
     ident = f"{shlex.join(argv)}\0{path}\0{st.st_size}\0{st.st_mtime_ns}\0{st.st_ino}"
     if option != "--version":  # the memo of --version keeps its name from before
@@ -236,7 +238,8 @@ def _machine_gpu_archs() -> tuple:
     () without a driver or a GPU. Read through NVML (libnvidia-ml), not the CUDA driver API:
     cuInit would create driver state in this process, and a process forked after it cannot use
     CUDA (multiprocessing's default start method on Linux). All GPUs count, visible or not: a
-    library built for each of them runs wherever CUDA_VISIBLE_DEVICES points later."""
+    library built for each of them runs wherever CUDA_VISIBLE_DEVICES points later.
+    """
     import ctypes
 
     try:
@@ -269,7 +272,8 @@ def _machine_gpu_archs() -> tuple:
 
 def _nvcc_gpu_codes(nvcc: _Compiler) -> tuple:
     """The real architectures ("75", "90", ...) nvcc generates code for (--list-gpu-code),
-    ascending; () when it cannot say (an old nvcc)."""
+    ascending; () when it cannot say (an old nvcc).
+    """
     out = _compiler_output(nvcc.argv, nvcc.path, "--list-gpu-code") or ""
     codes = {int(m.group(1)) for m in re.finditer(r"^sm_(\d{2,3})\s*$", out, re.MULTILINE)}
     return tuple(str(c) for c in sorted(codes))
@@ -279,7 +283,8 @@ def _cuda_arch_flags(nvcc: _Compiler | None = None) -> list:
     """-gencode flags from $KFFI_CUDA_ARCH ("90", "9.0", "sm_90a", "80;90+PTX"). Unset: native code
     for each GPU architecture of this machine that nvcc supports (so nothing is JIT-compiled from
     PTX at load, and the kernels are the ones the hardware runs best; PTX of nvcc's newest
-    architecture is added for a GPU newer than nvcc). [] = nvcc's default (no GPU found)."""
+    architecture is added for a GPU newer than nvcc). [] = nvcc's default (no GPU found).
+    """
     spec = os.environ.get("KFFI_CUDA_ARCH", "").strip()
     if not spec:
         return _machine_arch_flags(nvcc)
@@ -332,7 +337,8 @@ def _headers_digest(root: str, names=None) -> str:
     and its bytes, in order. ``names`` lists the files (paths relative to root); None takes every
     file under root, in sorted order. The one digest of headers for every build key (kffi's own
     headers here, the XLA FFI headers in kffi.jax); a file that cannot be read raises OSError,
-    which the caller words (it knows which package should have shipped the file)."""
+    which the caller words (it knows which package should have shipped the file).
+    """
     if names is None:
         names = []
         for dirpath, dirnames, filenames in os.walk(root):
@@ -347,7 +353,8 @@ def _headers_digest(root: str, names=None) -> str:
 
 def _headers_key(root: str, names, what: str, remedy: str) -> str:
     """_headers_digest as a build key (24 hex digits); an unreadable header is a RuntimeError
-    naming it: "<what> <path> cannot be read (<why>); <remedy>"."""
+    naming it: "<what> <path> cannot be read (<why>); <remedy>".
+    """
     try:
         return _headers_digest(root, names)[:24]
     except OSError as e:
@@ -356,8 +363,9 @@ def _headers_key(root: str, names, what: str, remedy: str) -> str:
 
 @functools.cache
 def _kffi_identity() -> str:
-    """kffi version, ABI version and a digest of the installed headers (which change in
-    development without a version bump)."""
+    """The kffi version, ABI version and a digest of the installed headers (which change in
+    development without a version bump).
+    """
     version = repr(tuple(_core.runtime_version()))
     return hashlib.sha256(
         f"{version}\0{_headers_digest(libinfo.include_dir())}".encode()
@@ -408,7 +416,8 @@ def _str_list(value, what: str) -> list:
 
 def _depends_key(depends, where: str) -> list:
     """[(absolute path, SHA-256 of its bytes)] of the extra files a build depends on (headers
-    the sources include, data they embed): a change to any of them makes a new build key."""
+    the sources include, data they embed): a change to any of them makes a new build key.
+    """
     out = []
     for p in _str_list(depends, "depends"):
         p = os.path.abspath(p)
@@ -425,7 +434,8 @@ def _config_flags() -> dict[str, list[str]]:
     """What kffi-config prints (its --cxxflags, --nvccflags, and --ldflags --libs), as argument
     lists: the one source of the flags a library built against kffi needs, the same script that
     builds without CMake use (cmake/kffi-config.in). Its folders are asked for alone and kept
-    whole, so a path with spaces stays one argument."""
+    whole, so a path with spaces stays one argument.
+    """
     script = config._SCRIPT
 
     def ask(*options: str) -> str:
@@ -608,7 +618,8 @@ def _cache_entry_intact(path: str) -> bool:
 
 def _keep_record(path: str):
     """Writes the record of the file just built at path (after the file: a reader that sees the
-    new file with an old record takes the entry as damaged and waits for the build's lock)."""
+    new file with an old record takes the entry as damaged and waits for the build's lock).
+    """
     record = _file_record(path)
     if record is None:
         raise OSError(f"kffi.cpp: cannot read back the file just built: {path}")
@@ -801,10 +812,11 @@ _SIMPLE_ESCAPES = {
 
 
 def c_string_literal(text: str) -> str:
-    """``text`` as a C/C++ string literal whose bytes are its UTF-8 encoding. Printable ASCII is
+    r"""``text`` as a C/C++ string literal whose bytes are its UTF-8 encoding. Printable ASCII is
     kept; every other byte is a 3-digit octal escape (valid in C, C++ and CUDA, and unlike
-    ``\\u`` escapes it takes any character, including those outside the Basic Multilingual
-    Plane). Lone surrogates cannot be encoded: ValueError."""
+    ``\u`` escapes it takes any character, including those outside the Basic Multilingual
+    Plane). Lone surrogates cannot be encoded: ValueError.
+    """
     try:
         data = text.encode("utf-8")
     except UnicodeEncodeError as e:
@@ -884,7 +896,8 @@ def _split_top_level(text: str) -> list:
 def cpp_param_names(source: str, name: str) -> list[str] | None:
     """The parameter names of the definition of ``name`` in C++ source, or None when they cannot
     be read (an unnamed parameter, no definition, several different ones). Best effort: a
-    regular-expression reading, not a C++ parser."""
+    regular-expression reading, not a C++ parser.
+    """
     src = strip_comments(source)
     found = []
     for m in re.finditer(r"(?<![\w.:>])" + re.escape(name) + r"\s*\(", src):
@@ -922,7 +935,8 @@ def cpp_param_names(source: str, name: str) -> list[str] | None:
 def export_lines(functions: Sequence[str] | Mapping[str, str] | None, source: str = "") -> str:
     """KFFI_EXPORT_DOC lines for ``functions`` (a list of names, or {name: docstring}), naming
     the parameters as the definitions in ``source`` do (arg0, arg1, ... where they cannot be
-    read)."""
+    read).
+    """
     if functions is None:
         return ""
     items = functions.items() if isinstance(functions, dict) else ((f, None) for f in functions)
@@ -1020,7 +1034,8 @@ def build_inline(
     ``-include`` (default :data:`PRE_INCLUDES`: the headers of ``<kffi/kffi.h>`` but
     ``<kffi/contract.h>``), so compiler messages keep the caller's line numbers.
     :func:`load_inline` and :func:`kffi.compile` are built on it. ``depends`` as in
-    :func:`build`."""
+    :func:`build`.
+    """
     plan = _inline_plan(
         name,
         cpp_sources,

@@ -7,6 +7,7 @@ files (the glue's own headers), locked against other processes building the same
 cached, so an unchanged framework loads it in milliseconds. The loaded library is a
 kffi._lazy.lazy singleton: made once, from any thread, a failed make tried again.
 """
+# SPDX-License-Identifier: Apache-2.0
 
 from __future__ import annotations
 
@@ -27,7 +28,8 @@ class Glue(lazy[T]):
     :func:`kffi.cpp.build` (flags, include paths, ``depends``), computed on first use (they need
     the framework's import); ``load(glue)`` makes the value from the glue (default: builds it and
     loads it as a kffi.Module); ``failure`` words a failed build (a RuntimeError, the compiler's
-    output after it) where the caller wants its own message instead of kffi.cpp.BuildError."""
+    output after it) where the caller wants its own message instead of kffi.cpp.BuildError.
+    """
 
     def __init__(
         self,

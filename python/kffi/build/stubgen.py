@@ -8,6 +8,7 @@ Each function becomes a typed ``def`` with Python types (``float | None``, not t
 with its signature, documentation and contract. Put the stub beside a Python module that binds
 the functions (``add_one = kffi.load_module(...).add_one``) and mypy checks every call.
 """
+# SPDX-License-Identifier: Apache-2.0
 
 from __future__ import annotations
 
@@ -37,7 +38,8 @@ _OBJECT_CLASSES: dict[str, str] = {}
 def python_type(parsed: TypeNode, *, result: bool = False) -> str:
     """The Python annotation of a parsed type text (kffi.aot.parse_type). Parameters take what
     the converter accepts (``TensorLike``, ``Sequence[int]``); results are what a call returns
-    (arrays come back as tuples; a tensor as the caller's array type: ``Any``)."""
+    (arrays come back as tuples; a tensor as the caller's array type: ``Any``).
+    """
     head, args = parsed
     if head in _INTS:
         return "int"
@@ -109,7 +111,8 @@ def _literal_text(text: str) -> str:
     """text, escaped for the inside of a triple-quoted str literal: backslashes and quotes, and
     every character that would end a line, a comment or a source file early or not survive the
     trip to a UTF-8 file (control characters, line separators, lone surrogates from names and
-    texts that were not UTF-8), as escapes. Newlines and tabs stay."""
+    texts that were not UTF-8), as escapes. Newlines and tabs stay.
+    """
     out = []
     for ch in text:
         if ch in '\\"':
@@ -136,7 +139,8 @@ def _docstring(text: str, indent: str) -> str:
 
 def _reachable(name) -> bool:
     """Whether Python source can name it: an identifier, not a keyword, and NFKC-normal (the
-    parser reads identifiers normalised: `mod.\ufb01x` looks up "fix")."""
+    parser reads identifiers normalised: `mod.\ufb01x` looks up "fix").
+    """
     return (
         isinstance(name, str)
         and name.isidentifier()
@@ -166,7 +170,8 @@ _NAME_TOKEN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 class _Annotations:
     """Spells annotations with the stub's own names for the types (an alias where a function of
     the module has the type's name: `def Any(...)` or `def int(...)` would shadow it) and keeps
-    the names used, for the imports."""
+    the names used, for the imports.
+    """
 
     def __init__(self, function_names):
         taken = set(function_names)
@@ -257,7 +262,8 @@ def render_stub(functions: dict, module_doc: str | None = None, classes: str = "
     """The .pyi text of ``functions`` ({name: metadata dict or None}). Valid Python that mypy
     accepts whatever the names and texts: a name Python source cannot spell (not an
     identifier, or not NFKC-normal) becomes a comment, a function named like a type the stub
-    uses gets that type under an alias, and the texts are escaped."""
+    uses gets that type under an alias, and the texts are escaped.
+    """
     names = sorted(functions, key=str)
     spell = _Annotations(n for n in names if _reachable(n))
     bodies = [_render_function(n, functions[n], spell) for n in names]
@@ -277,7 +283,8 @@ def stub_classes(type_texts, taken=()) -> tuple[dict[str, str], str]:
     """For kffi-stubgen: the reflected object types named in type_texts (metadata type strings
     such as "test.Point" or "Array<test.Point>") and their reflected ancestors, as
     ({type key: class name}, the classes' .pyi text). A type whose short name is no identifier or
-    is taken (a function's name, another type's) is left out (it stays Any)."""
+    is taken (a function's name, another type's) is left out (it stays Any).
+    """
     import keyword
     import re
 
@@ -333,7 +340,8 @@ def stubgen(
     module_doc: str | None = None,
 ) -> str:
     """The .pyi stub of the functions of ``module`` (a kffi.Module, or the path of a library or
-    object file); written to ``path`` too when given."""
+    object file); written to ``path`` too when given.
+    """
     mod = _as_module(module)
     functions = {name: mod.metadata(name) for name in mod.functions()}
     # Classes for the reflected object types the functions take or return (kffi._reflection).
@@ -354,6 +362,7 @@ def stubgen(
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The kffi-stubgen command (``argv`` defaults to sys.argv[1:]); returns its exit status."""
     import argparse  # only the command needs it: importing kffi stays light
 
     ap = argparse.ArgumentParser(

@@ -5,6 +5,7 @@ rendering of a contract's text, kffi.compile), and the one shape evaluator every
 
 It imports the build and runtime layers and the base modules, never a higher layer.
 """
+# SPDX-License-Identifier: Apache-2.0
 
 from ._abstract import eval_shape_rpn
 from ._compile import (

@@ -14,6 +14,7 @@ Symbols are bound from the shapes of the tensors a caller gives, then every outp
 evaluated with a stack. Values are used only through ``+ - * // %`` and unary minus, so
 anything int-like works: Python ints, NumPy ints, torch SymInts.
 """
+# SPDX-License-Identifier: Apache-2.0
 
 from __future__ import annotations
 

@@ -21,6 +21,7 @@ into a check plan (grammar in kffi/contract_parser.h, semantics in kffi/contract
 Limits are checked here, before any compiler runs (ValueError): integers fit int64 (int32 for
 Int32 ranges), a tensor has at most 32 dimensions, the text is at most 65536 bytes.
 """
+# SPDX-License-Identifier: Apache-2.0
 
 from __future__ import annotations
 

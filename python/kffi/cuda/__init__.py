@@ -7,6 +7,7 @@ environment stream of the first CUDA tensor's device. ``kffi.cuda.load_cubin`` l
 made elsewhere (Triton, CuTe DSL, nvcc). NVRTC output is cached by content (docs:
 runtime_compilation.md). Importing this module loads neither NVRTC nor the CUDA driver.
 """
+# SPDX-License-Identifier: Apache-2.0
 
 from __future__ import annotations
 

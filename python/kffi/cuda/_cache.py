@@ -8,6 +8,7 @@ that processes asking at once compile once. ``$KFFI_CUDA_PREBUILT`` lists read-o
 (``os.pathsep``-separated, laid out as a cache root) searched first: a deployment ships one made
 by :func:`kffi.cuda.precompile` and compiles nothing at boot.
 """
+# SPDX-License-Identifier: Apache-2.0
 
 from __future__ import annotations
 

@@ -6,6 +6,7 @@ reports the same through cuKernelGetParamInfo, but only with a GPU. The format i
 undocumented but stable; anything unexpected reads as "no information" (None) rather than as
 a wrong answer, except a cubin that lacks the kernel, which is a ValueError.
 """
+# SPDX-License-Identifier: Apache-2.0
 
 from __future__ import annotations
 

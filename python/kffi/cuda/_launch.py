@@ -11,6 +11,7 @@ against the driver's). Grid, block and shared memory are expressions
 of the contract's symbols and integer parameters (sym_int arithmetic, or text such as
 "cdiv(n, 256)"), or come from a launch callback.
 """
+# SPDX-License-Identifier: Apache-2.0
 
 from __future__ import annotations
 

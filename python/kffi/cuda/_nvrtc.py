@@ -5,6 +5,7 @@ libnvrtc comes from the ``nvidia-cuda-nvrtc`` wheel, else the toolkit (``$CUDA_H
 dynamic loader's path); ``$KFFI_NVRTC_LIBRARY`` names one explicitly. Nothing here runs at
 ``import kffi``: the library is opened on the first compile.
 """
+# SPDX-License-Identifier: Apache-2.0
 
 from __future__ import annotations
 

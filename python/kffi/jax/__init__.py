@@ -9,6 +9,7 @@
 
 Importing kffi does not import this package (nor jax).
 """
+# SPDX-License-Identifier: Apache-2.0
 
 from __future__ import annotations
 

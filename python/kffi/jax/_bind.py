@@ -20,6 +20,7 @@ Whatever the layout, a parameter that the function's metadata marks ``mutable`` 
 may write it) never receives a JAX input that is not aliased to an output
 (:func:`check_writable`): JAX arrays are immutable and XLA may share their buffers.
 """
+# SPDX-License-Identifier: Apache-2.0
 
 from __future__ import annotations
 

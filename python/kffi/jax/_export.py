@@ -13,6 +13,7 @@ given to :func:`register_module` (kffi wraps the lowering of jax's ``call_export
 primitive). A target whose library was not registered is a :class:`UnregisteredTargetError`
 naming the function and how to register it.
 """
+# SPDX-License-Identifier: Apache-2.0
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
 """python/kffi/jax/_ffi.py: kffi functions as XLA FFI targets (``register_ffi_target``)."""
+# SPDX-License-Identifier: Apache-2.0
 
 from __future__ import annotations
 

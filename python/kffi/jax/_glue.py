@@ -7,6 +7,7 @@ the compiler, the flags and the handler's own header (``depends``); the flags ca
 the XLA FFI headers and jaxlib's version, so a new jaxlib gets its own build and an unchanged one
 loads in milliseconds.
 """
+# SPDX-License-Identifier: Apache-2.0
 
 from __future__ import annotations
 

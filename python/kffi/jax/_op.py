@@ -7,6 +7,7 @@ Differentiation rules are made of other calls (kffi functions or Python function
 arrays) through jax.custom_vjp / jax.custom_jvp; the batching rule lives in the primitive's
 plan, so it also applies inside those rules.
 """
+# SPDX-License-Identifier: Apache-2.0
 
 from __future__ import annotations
 

@@ -6,6 +6,7 @@ the static attributes. Abstract evaluation derives output shapes from the functi
 (kffi.contract._abstract) or from ``out_shapes``; lowering registers one XLA FFI target per (plan,
 platform), once, and emits the custom call. Eager calls run the primitive through a one-op jit.
 """
+# SPDX-License-Identifier: Apache-2.0
 
 from __future__ import annotations
 

@@ -17,6 +17,7 @@ A parallel symbol is used only where splitting it is exact: it appears at most o
 and every output dimension that mentions it is that symbol alone (an output of ``n * 2`` rows
 computed per shard is not a shard of the full output). Otherwise it is treated as any other.
 """
+# SPDX-License-Identifier: Apache-2.0
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
 // python/kffi/jax/_xla_alloc.cc: the environment tensor allocator during an XLA call: XLA's result
 // buffers first, then (CPU) the allocator that was in force or host memory, (GPU) XLA's scratch
 // memory unless the target may be captured into a CUDA graph.
+// SPDX-License-Identifier: Apache-2.0
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>

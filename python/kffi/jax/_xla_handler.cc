@@ -4,6 +4,7 @@
 // XLA owns, row-major strides), attributes into kffi values, and calls the function's safe_call
 // with XLA's stream as the environment stream and an allocator that hands out XLA's result
 // buffers. Each target reaches it through its own trampoline (_xla_targets.cc).
+// SPDX-License-Identifier: Apache-2.0
 #include "_xla_handler.h"
 
 #include <cstddef>

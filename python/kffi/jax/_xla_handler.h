@@ -5,6 +5,7 @@
 // use, and loaded as a kffi module) is three files: _xla_handler.cc (the call: buffers, attributes,
 // errors), _xla_alloc.cc (the environment allocator that hands out XLA's buffers) and
 // _xla_targets.cc (one handler address per target, and the exports that make targets).
+// SPDX-License-Identifier: Apache-2.0
 #ifndef KFFI_JAX_XLA_HANDLER_H_
 #define KFFI_JAX_XLA_HANDLER_H_
 

@@ -1,5 +1,6 @@
 // python/kffi/jax/_xla_targets.cc: one handler address per target (trampolines), the target
 // registry, and the exports kffi/jax/_ffi.py calls to make targets.
+// SPDX-License-Identifier: Apache-2.0
 #include <kffi/export.h>
 #include <sys/mman.h>
 #include <unistd.h>

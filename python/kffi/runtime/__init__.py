@@ -4,3 +4,4 @@ containers), dtypes and devices, errors, streams, loading and the global functio
 It imports only the extension (kffi._core) and the base modules; higher layers (build, contract,
 tvm, the framework integrations) plug in through runtime/_hooks.py.
 """
+# SPDX-License-Identifier: Apache-2.0

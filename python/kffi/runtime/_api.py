@@ -1,5 +1,6 @@
 """python/kffi/runtime/_api.py: the runtime's functions: loading libraries, the global function
 registry, conversions, the version and the runtime's limits (re-exported by the package face)."""
+# SPDX-License-Identifier: Apache-2.0
 
 from __future__ import annotations
 

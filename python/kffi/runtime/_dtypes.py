@@ -1,6 +1,7 @@
 """python/kffi/runtime/_dtypes.py: kffi.float32, kffi.bfloat16, ...: one dtype per name the runtime
 knows (``_core.DTYPE_NAMES``), equal to kffi.dtype("float32") and accepted wherever a dtype is.
 The package face re-exports them with ``import *``."""
+# SPDX-License-Identifier: Apache-2.0
 
 from __future__ import annotations
 

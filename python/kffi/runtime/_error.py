@@ -1,4 +1,5 @@
 """python/kffi/runtime/_error.py: native errors become Python exceptions (and back), tracebacks kept."""
+# SPDX-License-Identifier: Apache-2.0
 
 from __future__ import annotations
 

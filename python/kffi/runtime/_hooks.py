@@ -10,6 +10,7 @@ framework integration. What it needs of them goes through here:
   load on first use (``kffi.torch``, ``mod.torch_ops(...)``, the first torch tensor argument):
   importing kffi imports no framework. Adding one (MLX, say) is its subpackage plus one line here.
 """
+# SPDX-License-Identifier: Apache-2.0
 
 from __future__ import annotations
 

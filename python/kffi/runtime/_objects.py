@@ -1,4 +1,5 @@
 """python/kffi/runtime/_objects.py: Python views of kffi objects: containers, Tensor, Module, Function."""
+# SPDX-License-Identifier: Apache-2.0
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
 """python/kffi/runtime/_types.py: kffi.dtype and kffi.Device, and how Python values are classified."""
+# SPDX-License-Identifier: Apache-2.0
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
 """python/kffi/runtime/stream.py: kffi.use_stream, an explicit stream for the calls in a scope."""
+# SPDX-License-Identifier: Apache-2.0
 
 from __future__ import annotations
 

@@ -13,6 +13,7 @@ forward's tensor inputs, in order.
 An op without a rule refuses inputs that require grad while grad mode is on (a clear error, never
 a silent grad_fn=None).
 """
+# SPDX-License-Identifier: Apache-2.0
 
 from __future__ import annotations
 

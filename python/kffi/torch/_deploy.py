@@ -6,6 +6,7 @@ function and call plan, as kffi.torch derived them here. ``cpp_flags()`` gives t
 linker flags of a C++ program that calls RegisterOps: kffi's (kffi-config), torch's, and the
 dispatcher glue library kffi.torch builds (the very kernels Python registers).
 """
+# SPDX-License-Identifier: Apache-2.0
 
 from __future__ import annotations
 

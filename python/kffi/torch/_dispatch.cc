@@ -19,6 +19,7 @@
 //       argument `arg`;
 //   device_arg (the schema argument whose device the call uses; -1 = CPU), ret_kind (kRet*),
 //   n_returns (tensors the function returns).
+// SPDX-License-Identifier: Apache-2.0
 #include "_dispatch.h"
 
 #include <ATen/core/LegacyTypeDispatch.h>

@@ -1,5 +1,6 @@
 // python/kffi/torch/_dispatch.h: the dispatcher glue's one registration function, shared by
 // kffi.torch (Python, through _dispatch.cc's export) and kffi::torch::RegisterOps (_register.cc).
+// SPDX-License-Identifier: Apache-2.0
 #ifndef KFFI_TORCH_DISPATCH_H_
 #define KFFI_TORCH_DISPATCH_H_
 

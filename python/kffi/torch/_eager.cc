@@ -12,6 +12,7 @@
 // a call the tensors the op writes get new versions, as through the dispatcher.
 //
 // Loaded with ctypes.PyDLL (it needs the GIL); kffi_torch_make_eager returns the callable.
+// SPDX-License-Identifier: Apache-2.0
 #include <ATen/PythonTorchFunctionTLS.h>
 #include <Python.h>
 #include <c10/core/GradMode.h>

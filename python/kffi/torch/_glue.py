@@ -7,6 +7,7 @@ own glue headers (``depends``), and the flags carry torch's version and a digest
 headers it includes, so a new torch gets its own build and an unchanged one loads in
 milliseconds.
 """
+# SPDX-License-Identifier: Apache-2.0
 
 from __future__ import annotations
 

@@ -18,6 +18,7 @@
 // again, without Python code, when it retakes the views of a call.
 //
 // Built into the library of _eager.cc (kffi.torch._native), loaded with ctypes.PyDLL.
+// SPDX-License-Identifier: Apache-2.0
 #include <Python.h>
 #include <torch/csrc/autograd/python_variable.h>  // THPVariable_Unpack (inline)
 

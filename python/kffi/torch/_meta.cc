@@ -6,6 +6,7 @@
 // outputs' shape expressions evaluated by kffi's one RPN evaluator, kffi/shape_rpn_details.h,
 // over c10::SymInt, so dynamic shapes stay symbolic), their dtypes as the CPU kernel picks them.
 // The rules are kffi.torch's Python fake implementation's (_op.py, _contract_fake).
+// SPDX-License-Identifier: Apache-2.0
 #include "_meta.h"
 
 #include <ATen/core/Tensor.h>

@@ -1,4 +1,5 @@
 // python/kffi/torch/_meta.h: the meta (fake) kernel of a kffi op, from its contract (_meta.cc).
+// SPDX-License-Identifier: Apache-2.0
 #ifndef KFFI_TORCH_META_H_
 #define KFFI_TORCH_META_H_
 

@@ -8,6 +8,7 @@ dispatch or function mode, no functorch transform, plain tensors that are no laz
 negative views, no input that requires grad) it calls the kffi function directly; otherwise it
 calls the op. That gate is C (_eager.cc) when it builds, Python otherwise.
 """
+# SPDX-License-Identifier: Apache-2.0
 
 from __future__ import annotations
 

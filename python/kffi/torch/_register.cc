@@ -19,6 +19,7 @@
 //   kffi-torch-ops 1
 //   <ns::name> <schema> <library> <sha256 hex> <function> <mutated> <written ints> <plan ints>
 // Ints are separated by spaces; `mutated` is the comma-separated names the op writes.
+// SPDX-License-Identifier: Apache-2.0
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <caffe2/serialize/inline_container.h>
 #include <kffi/container/array.h>

@@ -5,6 +5,7 @@ kffi.torch here and ``kffi::torch::RegisterOps(module, ns)`` in a C++ program. T
 it and holds the result as the objects kffi.torch reads: the schema, the call plan, and per
 parameter where it stands in the op (schema argument, stream, allocated output).
 """
+# SPDX-License-Identifier: Apache-2.0
 
 from __future__ import annotations
 

@@ -2,6 +2,7 @@
 //
 // The messages are kffi.torch's (Python's reprs included: 'x', ['a', 'b']): kffi.torch raises
 // them as they are, and a C++ program gets them as kffi::Errors.
+// SPDX-License-Identifier: Apache-2.0
 #include "_signature.h"
 
 #include <kffi/container/array.h>

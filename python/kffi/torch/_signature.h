@@ -13,6 +13,7 @@
 // Stream parameters are not in the schema: the op passes the current stream of the call's device.
 // `mut` tensors are arguments written in place, unless the op allocates them (`allocate`): then
 // they leave the schema and are returned, before the contract's declared outputs.
+// SPDX-License-Identifier: Apache-2.0
 #ifndef KFFI_TORCH_SIGNATURE_H_
 #define KFFI_TORCH_SIGNATURE_H_
 

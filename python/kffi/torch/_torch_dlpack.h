@@ -1,6 +1,7 @@
 // python/kffi/torch/_torch_dlpack.h: torch tensors as borrowed DLTensors, for the glue libraries
 // of kffi.torch (_dispatch.cc: dispatcher kernels; _import.cc: Python call arguments): the one
 // dtype table, and the view of a TensorImpl as a DLTensor.
+// SPDX-License-Identifier: Apache-2.0
 #ifndef KFFI_PYTHON_TORCH_TORCH_DLPACK_H_
 #define KFFI_PYTHON_TORCH_TORCH_DLPACK_H_
 

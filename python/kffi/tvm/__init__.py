@@ -6,6 +6,7 @@ Importing it does not import tvm_ffi. It imports the contract, build and runtime
 base modules, never a framework integration; the package face imports it, which puts its loader
 hooks in place (runtime/_hooks.py).
 """
+# SPDX-License-Identifier: Apache-2.0
 
 from . import _bridge as _bridge  # its import puts the loader hooks in place
 from ._with_contract import with_contract

@@ -21,6 +21,7 @@ hold them), and the type key of an object whose type belongs to apache-tvm-ffi's
 
 Importing this module does not import tvm_ffi: the protocol methods are only called by tvm_ffi.
 """
+# SPDX-License-Identifier: Apache-2.0
 
 from __future__ import annotations
 

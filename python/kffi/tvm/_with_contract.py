@@ -6,6 +6,7 @@ function the contract its author would have written, from the same fake argument
 takes (or the contract's text): every call is then checked in the runtime before the function
 runs, and the result has the structured metadata that kffi.torch.register_op and kffi.jax read.
 """
+# SPDX-License-Identifier: Apache-2.0
 
 from __future__ import annotations
 

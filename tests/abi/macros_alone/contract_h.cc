@@ -1,4 +1,5 @@
 // tests/abi/macros_alone/contract_h.cc: every macro of <kffi/contract.h>, with that header alone.
+// SPDX-License-Identifier: Apache-2.0
 #include <kffi/contract.h>
 
 namespace {

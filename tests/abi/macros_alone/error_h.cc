@@ -1,5 +1,6 @@
 // tests/abi/macros_alone/error_h.cc: every macro of <kffi/error.h> (and base.h's, which it
 // includes), with that header alone.
+// SPDX-License-Identifier: Apache-2.0
 #include <kffi/error.h>
 
 extern "C" int kffi_alone_safe_call(int x) {

@@ -1,4 +1,5 @@
 // tests/abi/macros_alone/export_h.cc: every macro of <kffi/export.h>, with that header alone.
+// SPDX-License-Identifier: Apache-2.0
 #include <kffi/export.h>
 
 #include <cstdint>

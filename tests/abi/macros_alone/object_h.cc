@@ -1,5 +1,6 @@
 // tests/abi/macros_alone/object_h.cc: every public macro of <kffi/object.h>, with that header
 // alone.
+// SPDX-License-Identifier: Apache-2.0
 #include <kffi/object.h>
 
 namespace {

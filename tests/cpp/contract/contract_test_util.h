@@ -1,5 +1,6 @@
 // tests/cpp/contract/contract_test_util.h: fake DLTensors and error capture shared by the contract
 // tests.
+// SPDX-License-Identifier: Apache-2.0
 #ifndef KFFI_TESTS_CPP_CONTRACT_TEST_UTIL_H_
 #define KFFI_TESTS_CPP_CONTRACT_TEST_UTIL_H_
 

@@ -2,6 +2,7 @@
 // message names the parameter, what was expected and what was received), `mut`, Stream parameters
 // and 0-d tensors. Parsing and outputs: test_contract_parse.cc; libraries: test_contract_module.cc;
 // the fast-vs-explaining differential: test_contract_fuzz.cc.
+// SPDX-License-Identifier: Apache-2.0
 #include <gtest/gtest.h>
 #include <kffi/container/tuple.h>
 #include <kffi/contract.h>

@@ -8,6 +8,7 @@
 // beyond the mask, read-only flags, wrong types, None, and odd scalars. Then the public path (a
 // contract compiled by libkffi, its error raised through KFFIContractExplain) must raise exactly
 // the explained failure.
+// SPDX-License-Identifier: Apache-2.0
 #include <gtest/gtest.h>
 #include <kffi/contract.h>
 

@@ -1,6 +1,7 @@
 // tests/cpp/contract/test_contract_module.cc: contract exports in loaded libraries: checked calls,
 // `mut` and Stream parameters, the metadata, and libraries whose contracts are malformed or hostile
 // (they fail Module::Load with a ValueError).
+// SPDX-License-Identifier: Apache-2.0
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 #include <kffi/kffi.h>

@@ -1,6 +1,7 @@
 // tests/cpp/contract/test_contract_parse.cc: contract text: syntax errors naming the column, the
 // limits on hostile text (length, nesting depth, dimensions), strict dtypes, output shapes
 // evaluated from reverse Polish notation, and the metadata JSON.
+// SPDX-License-Identifier: Apache-2.0
 #include <gtest/gtest.h>
 #include <kffi/contract.h>
 

@@ -1,5 +1,6 @@
 // tests/cpp/core/tensor_producer.h: a DLPack producer for the tensor tests (counts its deleter
 // runs).
+// SPDX-License-Identifier: Apache-2.0
 #ifndef KFFI_TESTS_CPP_TENSOR_PRODUCER_H_
 #define KFFI_TESTS_CPP_TENSOR_PRODUCER_H_
 

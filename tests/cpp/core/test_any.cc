@@ -1,5 +1,6 @@
 // tests/cpp/core/test_any.cc: Any and AnyView for every built-in kind: storage, strict and
 // converting reads, cast errors, equality and hashing, and the references they hold.
+// SPDX-License-Identifier: Apache-2.0
 #include <gtest/gtest.h>
 #include <kffi/kffi.h>
 

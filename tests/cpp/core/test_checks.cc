@@ -1,5 +1,6 @@
 // tests/cpp/core/test_checks.cc: the kernel argument checks of kffi/tensor_checks.h and their
 // messages.
+// SPDX-License-Identifier: Apache-2.0
 #include <gtest/gtest.h>
 #include <kffi/tensor_checks.h>
 

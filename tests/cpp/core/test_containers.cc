@@ -1,5 +1,6 @@
 // tests/cpp/core/test_containers.cc: Array, List, Map, Dict and Shape: API, casts, errors,
 // refcounts.
+// SPDX-License-Identifier: Apache-2.0
 #include <gtest/gtest.h>
 #include <kffi/container/containers.h>
 #include <kffi/function.h>

@@ -8,6 +8,7 @@
 // itself (nothing switched, a restore token, or a failure), as the runtime would with a CUDA
 // driver. Without a log every call behaves exactly as libkffi's: the rest of the suite sees the
 // runtime's functions.
+// SPDX-License-Identifier: Apache-2.0
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 #include <kffi/kffi.h>

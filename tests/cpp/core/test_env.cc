@@ -1,4 +1,5 @@
 // tests/cpp/core/test_env.cc: per-thread streams, the tensor allocator levels and signal checks.
+// SPDX-License-Identifier: Apache-2.0
 #include <gtest/gtest.h>
 #include <kffi/env.h>
 

@@ -1,5 +1,6 @@
 // tests/cpp/core/test_error.cc: Error, the throw/check macros, the thread's error slot, backtraces
 // across nested Function calls, and that no error object outlives its handling.
+// SPDX-License-Identifier: Apache-2.0
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 #include <kffi/kffi.h>

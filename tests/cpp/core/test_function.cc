@@ -1,5 +1,6 @@
 // tests/cpp/core/test_function.cc: Function (typed, packed, extern C), TypedFunction, argument
 // checks and their messages, the global registry, static registration and the testing.* library.
+// SPDX-License-Identifier: Apache-2.0
 #include <gtest/gtest.h>
 #include <kffi/kffi.h>
 

@@ -1,5 +1,6 @@
 // tests/cpp/core/test_object.cc: ObjectPtr, WeakObjectPtr, ObjectRef, user object types, the type
 // registry, opaque objects and reference counting (also from several threads).
+// SPDX-License-Identifier: Apache-2.0
 #include <gtest/gtest.h>
 #include <kffi/kffi.h>
 

@@ -1,5 +1,6 @@
 // tests/cpp/core/test_optional_variant.cc: Optional, Variant and Tuple conversions, casts and
 // errors.
+// SPDX-License-Identifier: Apache-2.0
 #include <gtest/gtest.h>
 #include <kffi/container/containers.h>
 #include <kffi/function.h>

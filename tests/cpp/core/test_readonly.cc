@@ -3,6 +3,7 @@
 // flag, and read-only by type: a parameter that may write (TensorView, DLTensor*) refuses read-only
 // memory naming itself, one that only reads (ConstTensorView, const DLTensor*) takes it without a
 // copy, and metadata and signatures say which is which.
+// SPDX-License-Identifier: Apache-2.0
 #include <gtest/gtest.h>
 #include <kffi/kffi.h>
 

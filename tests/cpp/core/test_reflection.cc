@@ -1,5 +1,6 @@
 // tests/cpp/core/test_reflection.cc: KFFI_OBJECT_DEF and the reflection C API (fields, methods,
 // hostile records refused at registration, field access from several threads).
+// SPDX-License-Identifier: Apache-2.0
 #include <gtest/gtest.h>
 #include <kffi/kffi.h>
 #include <kffi/reflection.h>

@@ -1,6 +1,7 @@
 // tests/cpp/core/test_sizes.cc: every size computation is checked: tensor layouts that overflow
 // int64 (allocation, DLPack import, borrowed views), container capacities and string sizes are
 // clear errors, never a small number.
+// SPDX-License-Identifier: Apache-2.0
 #include <gtest/gtest.h>
 #include <kffi/kffi.h>
 

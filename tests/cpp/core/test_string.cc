@@ -1,5 +1,6 @@
 // tests/cpp/core/test_string.cc: String and Bytes (inline up to 7 bytes, objects beyond), their
 // comparisons, hashing and bounds checks, and the dtype <-> string conversions of the C API.
+// SPDX-License-Identifier: Apache-2.0
 #include <gtest/gtest.h>
 #include <kffi/kffi.h>
 

@@ -1,4 +1,5 @@
 // tests/cpp/core/test_tensor.cc: Tensor, TensorView, DLPack exchange, allocation and dtypes.
+// SPDX-License-Identifier: Apache-2.0
 #include <gtest/gtest.h>
 #include <kffi/env.h>
 #include <kffi/function.h>

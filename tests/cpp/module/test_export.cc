@@ -1,4 +1,5 @@
 // tests/cpp/module/test_export.cc: KFFI_EXPORT symbols, their metadata and the system library.
+// SPDX-License-Identifier: Apache-2.0
 #include <gtest/gtest.h>
 #include <kffi/export.h>
 #include <kffi/module.h>

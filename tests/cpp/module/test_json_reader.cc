@@ -1,5 +1,6 @@
 // tests/cpp/module/test_json_reader.cc: the one JSON reader (kffi/json_details.h) keeps to RFC
 // 8259.
+// SPDX-License-Identifier: Apache-2.0
 #include <gtest/gtest.h>
 #include <kffi/json_details.h>
 

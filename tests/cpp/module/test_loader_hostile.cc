@@ -1,4 +1,5 @@
 // tests/cpp/module/test_loader_hostile.cc: the loader opens only what it should (issue 15, item 6).
+// SPDX-License-Identifier: Apache-2.0
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <kffi/module.h>

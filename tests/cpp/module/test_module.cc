@@ -1,5 +1,6 @@
 // tests/cpp/module/test_module.cc: Module: loading kernel libraries, lookups, imports, lifetime,
 // errors.
+// SPDX-License-Identifier: Apache-2.0
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 #include <kffi/module.h>

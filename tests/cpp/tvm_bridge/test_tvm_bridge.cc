@@ -4,6 +4,7 @@
 // The libraries come from tests/tvm_libs (apache-tvm-ffi's headers); without apache-tvm-ffi
 // installed they are not built and these tests skip. tests/tvm_libs/test_tvm_real.cc runs the
 // same library with apache-tvm-ffi loaded.
+// SPDX-License-Identifier: Apache-2.0
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 #include <kffi/container/array.h>

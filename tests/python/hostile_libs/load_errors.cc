@@ -4,6 +4,7 @@
 // "self-only" (loads itself, reports nothing); "sleep" (reports after 300 ms, so that other
 // threads open it meanwhile). What a load from inside the initialiser gave is printed on stderr
 // ("inner load: ok" or "inner load: <kind>: <message>"). test_hostile_loader.py drives it.
+// SPDX-License-Identifier: Apache-2.0
 #include <dlfcn.h>
 #include <kffi/export.h>
 

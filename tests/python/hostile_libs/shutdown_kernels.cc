@@ -1,5 +1,6 @@
 // tests/python/hostile_libs/shutdown_kernels.cc: exports whose calls run Python callbacks, for
 // test_hostile_shutdown.py (daemon threads inside them when the interpreter exits).
+// SPDX-License-Identifier: Apache-2.0
 #include <kffi/contract.h>
 #include <kffi/kffi.h>
 

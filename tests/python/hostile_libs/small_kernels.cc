@@ -1,6 +1,7 @@
 // tests/python/hostile_libs/small_kernels.cc: exports for test_hostile_small.py (issue 29, class
 // 10): raw safe calls that raise errors without text, metadata that mixes named and unnamed
 // parameters, and allocations of tensors with a dtype the caller chooses.
+// SPDX-License-Identifier: Apache-2.0
 #include <kffi/kffi.h>
 
 #include <cstdint>

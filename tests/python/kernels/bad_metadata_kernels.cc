@@ -2,6 +2,7 @@
 // (`__kffi__meta_<name>`) return malformed JSON or values that are not JSON text, written by hand
 // as a careless or hostile library would. Each function returns 1 when called; reading its
 // metadata (`mod.name`) must fail with an error naming the function and the module.
+// SPDX-License-Identifier: Apache-2.0
 #include <kffi/export.h>
 
 #include <cstdint>

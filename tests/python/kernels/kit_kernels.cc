@@ -2,6 +2,7 @@
 // (conversions of whole arrays of bit patterns, compared with NumPy / ml_dtypes in
 // tests/python/test_kernel_kit.py), DispatchDtype (explicit and contract-driven) and the typed
 // accessors. Built without NDEBUG (conftest.py), so the debug checks of data<T>() are on.
+// SPDX-License-Identifier: Apache-2.0
 #include <kffi/contract.h>
 #include <kffi/dispatch.h>
 #include <kffi/export.h>

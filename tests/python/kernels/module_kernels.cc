@@ -1,5 +1,6 @@
 // tests/python/kernels/module_kernels.cc: a kernel library for the module tests (exports with and
 // without parameter names and docstrings).
+// SPDX-License-Identifier: Apache-2.0
 #include <kffi/export.h>
 
 #include <cstdint>

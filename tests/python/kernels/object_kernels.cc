@@ -1,5 +1,6 @@
 // tests/python/kernels/object_kernels.cc: object types with fields and methods (KFFI_OBJECT_DEF)
 // for test_objects_fields.py and bench/python/object_fields.py.
+// SPDX-License-Identifier: Apache-2.0
 #include <kffi/kffi.h>
 #include <kffi/reflection.h>
 

@@ -1,5 +1,6 @@
 // tests/python/kernels/pyext_kernels.cc: exports for the Python extension's tests: Optional
 // parameters (defaults), a stream parameter, tuple results and tensor flags.
+// SPDX-License-Identifier: Apache-2.0
 #include <kffi/container/array.h>
 #include <kffi/export.h>
 #include <kffi/optional.h>

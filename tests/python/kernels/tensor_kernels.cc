@@ -1,4 +1,5 @@
 // tests/python/kernels/tensor_kernels.cc: small CPU kernels that the Python tensor tests call.
+// SPDX-License-Identifier: Apache-2.0
 #include <kffi/container/array.h>
 #include <kffi/container/shape.h>
 #include <kffi/export.h>

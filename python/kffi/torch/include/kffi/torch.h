@@ -7,6 +7,7 @@
 //
 // Build it with CMake (find_package(kffi), target kffi::torch; docs/deploy.md) or with the flags
 // of `python -m kffi.torch --cxxflags --ldflags` (kffi.torch.cpp_flags()).
+// SPDX-License-Identifier: Apache-2.0
 #ifndef KFFI_TORCH_H_
 #define KFFI_TORCH_H_
 

@@ -364,7 +364,7 @@ KFFI_DLL int KFFIObjectFindField(KFFIObjectHandle obj, const KFFIByteArray* name
  * AttributeError naming the type. Added in 0.5. */
 KFFI_DLL int KFFIObjectGetField(KFFIObjectHandle obj, const KFFIByteArray* name, KFFIAny* out);
 /** Assigns value (borrowed) to field name of obj (borrowed); a read-only or missing field is an
- * AttributeError, a value of the wrong type a TypeError naming `<type key>.<field>`. Added in 0.5.
+ * AttributeError, a value of the wrong type a TypeError naming "TYPE_KEY.FIELD". Added in 0.5.
  */
 KFFI_DLL int KFFIObjectSetField(KFFIObjectHandle obj, const KFFIByteArray* name,
                                 const KFFIAny* value);

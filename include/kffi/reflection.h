@@ -134,7 +134,7 @@ struct MethodTraits<R (C::*)(Args...)> {
 ///       .structural_eq();
 ///
 /// Field types: integers, bool, floating point, String, std::string, DLDataType, DLDevice,
-/// Tensor, Any and object references (ObjectRef subclasses, ObjectPtr<U>).
+/// Tensor, Any and object references (ObjectRef subclasses, `ObjectPtr<U>`).
 template <typename T>
 class ObjectDef {
  public:

@@ -158,7 +158,7 @@ def register_object(type_key: str):
 
     The class must derive from kffi.Object (a subclass of a class registered for an ancestor type
     is fine); it gets the type's fields as attributes and its native methods, and keeps the
-    methods it defines itself. The library that defines the type must be loaded first.
+    methods it defines itself. The library that defines the type must be loaded first::
 
         @kffi.register_object("test.Point")
         class Point(kffi.Object):

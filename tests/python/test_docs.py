@@ -136,9 +136,22 @@ def block_needs(block: Block) -> list[str]:
             elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
                 names = [node.module]
             needs += [n.split(".")[0] for n in names if n.split(".")[0] in OPTIONAL_MODULES]
+            # kffi.cuda's compiler is NVRTC, an optional library (the nvidia-cuda-nvrtc wheel).
+            needs += ["nvrtc"] if any(n.startswith("kffi.cuda") for n in names) else []
     elif block.lang == "bash":
         needs += [pkg for cmd, pkg in OPTIONAL_COMMANDS.items() if cmd in block.code]
     return needs
+
+
+def nvrtc_present() -> bool:
+    """kffi.cuda finds NVRTC (it loads the library only when asked)."""
+    try:
+        from kffi.cuda import _nvrtc
+
+        _nvrtc.nvrtc_library()
+    except (ImportError, RuntimeError, OSError):
+        return False
+    return True
 
 
 def cuda_gpu_present() -> bool:
@@ -239,6 +252,8 @@ print(f"ran {ran} blocks")
 def run_page(path: Path, tmp: Path) -> subprocess.CompletedProcess:
     blocks = [b for b in runnable(path) if b.lang not in SHOWN_LANGS]
     missing = sorted(m for m in OPTIONAL_MODULES if importlib.util.find_spec(m) is None)
+    if not nvrtc_present():
+        missing.append("nvrtc")
     spec = [dict(asdict(b), needs=block_needs(b)) for b in blocks]
     work = tmp / "page"
     work.mkdir()

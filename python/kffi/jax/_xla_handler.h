@@ -1,7 +1,7 @@
 // python/kffi/jax/_xla_handler.h: what the XLA FFI handler's files share: targets, the per-call
 // state of the environment allocator, dtype conversion.
 //
-// The handler (built on first use by kffi.jax._build against the XLA FFI headers of the jaxlib in
+// The handler (built on first use by kffi.jax._glue against the XLA FFI headers of the jaxlib in
 // use, and loaded as a kffi module) is three files: _xla_handler.cc (the call: buffers, attributes,
 // errors), _xla_alloc.cc (the environment allocator that hands out XLA's buffers) and
 // _xla_targets.cc (one handler address per target, and the exports that make targets).

@@ -9,7 +9,7 @@ import keyword
 import operator
 from collections.abc import Mapping, Sequence
 
-from .. import _core
+from .. import _core, _type_text
 from . import _hooks
 from ._types import Device, dtype
 
@@ -328,7 +328,7 @@ def _annotate(func: Function, meta: dict):
     for p in reversed(params):
         if "default" in p:
             defaults.append(p["default"])
-        elif str(p.get("type", "")).startswith(("Optional<", "Optional[")):
+        elif _type_text.is_optional(p.get("type")):
             defaults.append(None)
         else:
             break

@@ -6,7 +6,7 @@
 // of an op without an autograd rule (it refuses inputs that require grad, runs plain calls at
 // once, and bumps the version counter of what the op writes). Compiled graphs and torch.ops
 // calls therefore cost about what a C++ TORCH_LIBRARY op costs. Built once per torch version by
-// kffi.torch._native (kffi.cpp.build), loaded as a kffi module. The same library, with
+// kffi.torch._glue (kffi.cpp.build), loaded as a kffi module. The same library, with
 // _register.cc, is what a C++ program links for kffi::torch::RegisterOps (<kffi/torch.h>):
 // ops registered from C++ run these very kernels.
 //

@@ -17,7 +17,7 @@
 // tensor argument (kffi_torch_lazy_view_reader), to name the argument in its error and to check
 // again, without Python code, when it retakes the views of a call.
 //
-// Built into the library of _eager.cc (kffi.torch._native), loaded with ctypes.PyDLL.
+// Built into the library of _eager.cc (kffi.torch._glue), loaded with ctypes.PyDLL.
 // SPDX-License-Identifier: Apache-2.0
 #include <Python.h>
 #include <torch/csrc/autograd/python_variable.h>  // THPVariable_Unpack (inline)

@@ -94,7 +94,13 @@ void CheckWriter(Input& in) {
     const JsonValue* pt = p.Get("type");
     const std::string want_name =
         i < names.size() && !names[i].empty() ? names[i] : kffi::details::DefaultParamName(i);
-    if (pn == nullptr || pn->str != want_name || pt == nullptr || pt->str != types[i]) {
+    // A writable tensor's `Tensor(mut)` is written as `Tensor` with "mutable": true.
+    std::string want_type = types[i];
+    const size_t writable = want_type.find("Tensor(mut)");
+    if (writable != std::string::npos) want_type.replace(writable, 11, "Tensor");
+    const JsonValue* mut = p.Get("mutable");
+    if (pn == nullptr || pn->str != want_name || pt == nullptr || pt->str != want_type ||
+        (writable != std::string::npos) != (mut != nullptr && mut->kind == JsonValue::kBool)) {
       __builtin_trap();
     }
     const bool optional = types[i].compare(0, 9, "Optional<") == 0;

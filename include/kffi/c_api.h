@@ -349,9 +349,9 @@ typedef struct {
  * flag, an unknown flag, a duplicate name, a method that is not a Function, a type whose ancestor
  * chain is inconsistent. Registering the same type again is accepted when the fields are the same
  * (names, offsets, sizes, types and flags: a type whose header two libraries include), and a
- * ValueError otherwise, except that a registration appending fields to the earlier one's (same
- * fields first, same size, flags, creator and methods) replaces it: TVM-FFI's registrations
- * arrive field by field. Thread safe. Added in 0.5. */
+ * ValueError otherwise, except that a registration appending fields or methods to the earlier
+ * one's (its fields and methods first, same size, flags and creator) replaces it: TVM-FFI's
+ * registrations arrive one record at a time. Thread safe. Added in 0.5. */
 KFFI_DLL int KFFITypeRegisterReflection(const KFFITypeReflection* info);
 /** The reflection registered for type_index (borrowed, process lifetime), or NULL when none.
  * Never fails. Added in 0.5. */

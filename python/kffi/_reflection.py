@@ -153,6 +153,18 @@ def _class_for(index: int) -> type:
         return cls
 
 
+# register_object's answer for type keys of other registries: each takes (type_key, cls) and
+# returns True once it made cls the class of that key (kffi/tvm/_bridge.py adds one).
+_foreign_registrars: list = []
+
+
+def _adopt_reflected_methods(cls: type) -> None:
+    """The repr, == and hash of reflected objects where the class defines none."""
+    for name in ("__repr__", "__eq__", "__ne__", "__hash__", "_field_values"):
+        if name not in cls.__dict__ and not issubclass(cls, ReflectedObject):
+            setattr(cls, name, ReflectedObject.__dict__[name])
+
+
 def register_object(type_key: str):
     """Class decorator: objects of the kffi type `type_key` come to Python as this class.
 
@@ -176,15 +188,15 @@ def register_object(type_key: str):
         try:
             index = _core._type_key_to_index(type_key)
         except KeyError:
+            # A type of another runtime's registry (a loaded apache-tvm-ffi's: kffi.tvm).
+            if any(register(type_key, cls) for register in _foreign_registrars):
+                return cls
             raise KeyError(
                 f"register_object: type key {type_key!r} is not registered; load the library "
                 "that defines it first"
             ) from None
         with _lock:
-            # The repr, == and hash of reflected objects where the class defines none.
-            for name in ("__repr__", "__eq__", "__ne__", "__hash__", "_field_values"):
-                if name not in cls.__dict__ and not issubclass(cls, ReflectedObject):
-                    setattr(cls, name, ReflectedObject.__dict__[name])
+            _adopt_reflected_methods(cls)
             _prepare(cls, index)
         return cls
 

@@ -527,10 +527,14 @@ int ConvertRecordArg(PyObject* obj, KFFIAny* out, CallContext* ctx, Py_ssize_t i
 int InitReflection(PyObject* module);
 
 // ---- TVM-FFI libraries (py_tvm_bridge.cc) ------------------------------------------------------
-/// kffi.Object._install_tvm_bridge(owned_args, foreign_type): the addresses of libkffi_tvm's
-/// KFFITvmFunctionOwnedTensorArgs and KFFITvmForeignTypeInfo (private: kffi/_tvm.py calls it once
-/// the bridge is in the process).
-PyObject* InstallTvmBridge(PyObject* self, PyObject* args);
+/// Adds the bridge's functions (_tvm_bridge_open, _tvm_install, ...: kffi/tvm/_bridge.py calls
+/// them) to the module; 0 or -1.
+int InitTvmBridge(PyObject* module);
+/// The class kffi/tvm/_bridge.py made for the type of obj, an object of a loaded
+/// apache-tvm-ffi's registry (fields as descriptors, methods): *out borrowed, or NULL when kffi
+/// makes none for it (no bridge, no fields or methods, records it cannot use). 0, or -1 with a
+/// Python error set.
+int ForeignClass(const KFFIObject* obj, PyObject** out);
 /// Whether obj's type is not kffi's registry's to describe (a type of the loaded apache-tvm-ffi,
 /// or a static TVM-FFI type kffi lacks): then *key is its type key and *static_ancestor the index
 /// of its nearest ancestor below kKFFIDynObjectBegin. Asks the bridge only about indices kffi

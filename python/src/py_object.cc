@@ -203,8 +203,6 @@ PyMethodDef kObjectMethods[] = {
     {"_release", ObjectRelease, METH_NOARGS, "Release the native object now."},
     {"_store_attr", ObjectStoreAttr, METH_VARARGS | METH_STATIC,
      "Stores an attribute of kffi's own on an object (internal)."},
-    {"_install_tvm_bridge", InstallTvmBridge, METH_VARARGS | METH_STATIC,
-     "Installs the TVM-FFI bridge's hooks (internal: kffi/_tvm.py)."},
     {nullptr, nullptr, 0, nullptr}};
 
 PyObject* ObjectNew(PyTypeObject* type, PyObject*, PyObject*) {
@@ -675,8 +673,13 @@ PyObject* WrapObject(KFFIObjectHandle owned) {
   int32_t foreign_ancestor;
   PyObject* cls = nullptr;
   if (ForeignType(static_cast<KFFIObject*>(owned), &foreign_key, &foreign_ancestor)) {
-    // A type of another runtime's registry: kffi's classes go by its static ancestors only.
-    cls = RegisteredClass(foreign_ancestor);
+    // A type of another runtime's registry: its own class (fields, methods) where the bridge
+    // describes it, else kffi's class of its static ancestor.
+    if (ForeignClass(static_cast<KFFIObject*>(owned), &cls) != 0) {
+      ReleaseObject(owned);
+      return nullptr;
+    }
+    if (cls == nullptr) cls = RegisteredClass(foreign_ancestor);
     if (foreign_ancestor == kKFFIFunction) index = kKFFIFunction;
   } else {
     cls = RegisteredClass(index);

@@ -269,11 +269,13 @@ class Registry {
     delete e;
   }
 
-  // Whether b is a: its flags, size, creator and methods, and a's fields followed by more.
+  // Whether b is a with more appended: its flags, size and creator, a's fields followed by more
+  // and a's methods followed by more (TVM-FFI registers fields and methods one call each).
   static bool Extends(const Entry* a, const Entry* b) {
-    if (b->fields.size() <= a->fields.size() || a->info.object_size != b->info.object_size ||
-        a->info.flags != b->info.flags || a->info.creator != b->info.creator ||
-        a->methods.size() != b->methods.size()) {
+    if (b->fields.size() < a->fields.size() || b->methods.size() < a->methods.size() ||
+        (b->fields.size() == a->fields.size() && b->methods.size() == a->methods.size()) ||
+        a->info.object_size != b->info.object_size || a->info.flags != b->info.flags ||
+        a->info.creator != b->info.creator) {
       return false;
     }
     for (size_t i = 0; i < a->methods.size(); ++i) {

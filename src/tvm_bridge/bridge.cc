@@ -135,6 +135,7 @@ const RealRuntime* RuntimeForHandle(void* handle) {
   if (!ok) return nullptr;
   Resolve(handle, "TVMFFIEnvTensorAlloc", &r->env_tensor_alloc);
   Resolve(handle, "TVMFFIGetTypeInfo", &r->get_type_info);
+  Resolve(handle, "TVMFFITypeKeyToIndex", &r->type_key_to_index);
   const RealRuntime* out = r.get();
   all->by_base.emplace(base, std::move(r));
   return out;
@@ -595,32 +596,10 @@ const details::TvmBridgeApi kApi = {
     details::kTvmBridgeApiVersion, KFFI_ABI_VERSION, &OpenLibrary, &MakeFunction, &GetMetadata,
 };
 
-// ---- helpers for kffi's Python package (kffi/_tvm.py, through ctypes) -------------------------
-
-void CopyMessage(const std::string& text, char* buf, size_t size) {
-  if (buf == nullptr || size == 0) return;
-  size_t n = std::min(text.size(), size - 1);
-  std::memcpy(buf, text.data(), n);
-  buf[n] = '\0';
-}
-
-// Writes the raised kffi error as "Kind: message" into buf; returns -1.
-int ReportToBuffer(char* buf, size_t size) {
-  KFFIObjectHandle err = nullptr;
-  KFFIErrorMoveFromRaised(&err);
-  std::string text = "RuntimeError: unknown error";
-  if (err != nullptr) {
-    const KFFIErrorCell* cell = KFFIErrorGetCellPtr(err);
-    text = std::string(cell->kind.data, cell->kind.size) + ": " +
-           std::string(cell->message.data, cell->message.size);
-    KFFIObjectDecRef(err);
-  }
-  CopyMessage(text, buf, size);
-  return -1;
-}
+// ---- helpers for kffi's Python extension (python_api.cc's table) -------------------------------
 
 // The safe call behind TVM-FFI's global `kffi.object_from_address`: turns the owned reference
-// that KFFITvmExportObject handed out (an int address) into the returned object.
+// that ExportObject handed out (an int address) into the returned object.
 int ObjectFromAddress(void*, const KFFIAny* args, int32_t num_args, KFFIAny* result) {
   if (num_args != 1 || args[0].type_index != kKFFIInt || args[0].v_int64 == 0) {
     const RealRuntime* real = FindLoadedRealRuntime(false);
@@ -674,40 +653,38 @@ __attribute__((visibility("default"))) const kffi::details::TvmBridgeApi* KFFITv
   return &kffi::tvmglue::kApi;
 }
 
-/// For kffi/_tvm.py: the path of the installed apache-tvm-ffi's libtvm_ffi.so, loaded (global)
-/// when a library must run on it and none is loaded yet (KFFI_TVM_RUNTIME, when set, wins).
-__attribute__((visibility("default"))) void KFFITvmSetInstalledRuntime(const char* path) {
-  kffi::tvmglue::InstalledRuntime* installed = kffi::tvmglue::InstalledRuntime::Get();
+}  // extern "C"
+
+namespace kffi {
+namespace tvmglue {
+
+void SetInstalledRuntimePath(const char* path) {
+  InstalledRuntime* installed = InstalledRuntime::Get();
   std::lock_guard<std::mutex> lock(installed->mutex);
   installed->path = path != nullptr ? path : "";
 }
 
-/// For kffi/_tvm.py: whether a libtvm_ffi is loaded (1) or not (0).
-__attribute__((visibility("default"))) int KFFITvmRealRuntimeLoaded(void) {
-  return kffi::tvmglue::FindLoadedRealRuntime(false) != nullptr ? 1 : 0;
-}
+int RealRuntimeLoaded() { return FindLoadedRealRuntime(false) != nullptr ? 1 : 0; }
 
-/// For kffi/_tvm.py: registers `kffi.object_from_address` in the loaded libtvm_ffi's global
-/// registry (once). 0, or -1 with "Kind: message" in err.
-__attribute__((visibility("default"))) int KFFITvmInstall(char* err, size_t err_size) {
-  using namespace kffi::tvmglue;  // NOLINT
+int InstallObjectFromAddress() {
   static std::mutex mutex;
   static bool done = false;
   std::lock_guard<std::mutex> lock(mutex);
   if (done) return 0;
   const RealRuntime* real = FindLoadedRealRuntime(false);
   if (real == nullptr) {
-    CopyMessage("RuntimeError: apache-tvm-ffi is not loaded (import tvm_ffi first)", err, err_size);
+    KFFIErrorSetRaisedFromCStr("RuntimeError",
+                               "apache-tvm-ffi is not loaded (import tvm_ffi first)");
     return -1;
   }
   std::string not_code;
   auto create =
       reinterpret_cast<int (*)(void*, KFFISafeCallType, void (*)(void*), KFFIObjectHandle*)>(
-          kffi::details::FindCodeSymbol(real->handle, "TVMFFIFunctionCreate", &not_code));
+          details::FindCodeSymbol(real->handle, "TVMFFIFunctionCreate", &not_code));
   KFFIObjectHandle f = nullptr;
   if (create == nullptr || create(nullptr, &ObjectFromAddress, nullptr, &f) != 0) {
     MoveErrorToKffi(real);
-    return ReportToBuffer(err, err_size);
+    return -1;
   }
   static const char kName[] = "kffi.object_from_address";
   KFFIByteArray name{kName, sizeof(kName) - 1};
@@ -715,24 +692,18 @@ __attribute__((visibility("default"))) int KFFITvmInstall(char* err, size_t err_
   KFFIObjectDecRef(f);
   if (rc != 0) {
     MoveErrorToKffi(real);
-    return ReportToBuffer(err, err_size);
+    return -1;
   }
   done = true;
   return 0;
 }
 
-/// For kffi/_tvm.py: an owned reference (*out) that TVM-FFI code may hold for the kffi object
-/// obj (borrowed): a Function is wrapped (errors and environment follow the calls), a Tensor,
-/// Shape, Str or Bytes is the object itself. Maps, Dicts and Modules are refused. 0, or -1 with
-/// "Kind: message" in err.
-__attribute__((visibility("default"))) int KFFITvmExportObject(void* obj, void** out, char* err,
-                                                               size_t err_size) {
-  using namespace kffi::tvmglue;  // NOLINT
+int ExportObject(KFFIObjectHandle obj, KFFIObjectHandle* out) {
   try {
     auto* o = static_cast<KFFIObject*>(obj);
     const RealRuntime* real = FindLoadedRealRuntime(false);
     if (o == nullptr || out == nullptr) {
-      CopyMessage("ValueError: NULL object", err, err_size);
+      KFFIErrorSetRaisedFromCStr("ValueError", "NULL object");
       return -1;
     }
     switch (o->type_index) {
@@ -746,17 +717,16 @@ __attribute__((visibility("default"))) int KFFITvmExportObject(void* obj, void**
         KFFIObjectIncRef(o);
         *out = o;
         return 0;
-      default:
-        CopyMessage("TypeError: a kffi object of type index " + std::to_string(o->type_index) +
-                        " cannot be handed to TVM-FFI as an object",
-                    err, err_size);
+      default: {
+        std::string message = "a kffi object of type index " + std::to_string(o->type_index) +
+                              " cannot be handed to TVM-FFI as an object";
+        KFFIErrorSetRaisedFromCStr("TypeError", message.c_str());
         return -1;
+      }
     }
   }
-  KFFI_CATCH_ALL {
-    RaiseCurrentException();
-    return ReportToBuffer(err, err_size);
-  }
+  KFFI_CATCH_ALL { return RaiseCurrentException(); }
 }
 
-}  // extern "C"
+}  // namespace tvmglue
+}  // namespace kffi

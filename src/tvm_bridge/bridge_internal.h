@@ -10,9 +10,14 @@
 #include <vector>
 
 #include "module/module_elf.h"
+#include "tvm_bridge/tvm_python_api.h"
 
 namespace kffi {
 namespace tvmglue {
+
+using details::TvmForeignField;
+using details::TvmForeignMethod;
+using details::TvmForeignTypeDesc;
 
 /// TVM-FFI's type record (TVMFFITypeInfo), by layout: what TVMFFIGetTypeInfo returns in either
 /// runtime (the shim builds them from kffi's registry).
@@ -51,8 +56,22 @@ struct TvmTypeMetadata {
   int32_t total_size;
   int32_t structural_eq_hash_kind;
 };
-/// TvmFieldInfo.flags bits.
+/// TVM-FFI's method record (TVMFFIMethodInfo), by layout.
+struct TvmMethodInfo {
+  KFFIByteArray name;
+  KFFIByteArray doc;
+  KFFIByteArray metadata;
+  int64_t flags;  // kTvmFieldStaticMethod
+  KFFIAny method;
+};
+/// TvmFieldInfo.flags (and TvmMethodInfo.flags) bits.
 constexpr int64_t kTvmFieldWritable = 1 << 0;
+constexpr int64_t kTvmFieldStaticMethod = 1 << 2;
+constexpr int64_t kTvmFieldSEqHashIgnore = 1 << 3;
+constexpr int64_t kTvmFieldCompareOff = 1 << 7;
+/// TvmTypeMetadata.structural_eq_hash_kind values that compare by field values (tree, DAG and
+/// constant tree nodes); 0 (unsupported), free variables and unique instances compare by identity.
+inline bool TvmKindIsStructural(int32_t kind) { return kind == 1 || kind == 3 || kind == 4; }
 constexpr int64_t kTvmSetterIsFunction = 1 << 11;
 
 /// The functions of a loaded apache-tvm-ffi runtime (libtvm_ffi) that the bridge calls. Found
@@ -72,6 +91,8 @@ struct RealRuntime {
   int (*function_set_global)(const KFFIByteArray*, KFFIObjectHandle, int) = nullptr;
   // Ends the process for an index its registry lacks: call it only for types it allocated.
   const TvmTypeInfo* (*get_type_info)(int32_t) = nullptr;
+  // 0 with *out the index of a key its registry has (then get_type_info may be asked about it).
+  int (*type_key_to_index)(const KFFIByteArray*, int32_t*) = nullptr;
 };
 
 /// A libtvm_ffi already loaded in the process (found by its soname, else by file name), promoted
@@ -191,6 +212,25 @@ bool TryConvertMetadata(const std::string& name, const std::string& tvm_metadata
 /// -1 with kffi's error raised (a field outside the object, an unknown type, ...).
 int ShimRegisterTypeMetadata(int32_t type_index, const void* metadata);
 int ShimRegisterField(int32_t type_index, const void* field);
+
+/// TVMFFITypeRegisterMethod on the shim: an instance or static method (a Function) into kffi's
+/// reflection registry. 0, or -1 with kffi's error raised.
+int ShimRegisterMethod(int32_t type_index, const void* method);
+
+/// The entries of the Python extension's table (tvm_python_api.h; python_api.cc assembles it):
+/// bridge.cc's, types.cc's and foreign_fields.cc's halves. Each returns as its entry says.
+void SetInstalledRuntimePath(const char* path);
+int RealRuntimeLoaded();
+int InstallObjectFromAddress();
+int ExportObject(KFFIObjectHandle obj, KFFIObjectHandle* out);
+int FunctionOwnedTensorArgs(KFFIObjectHandle func, uint64_t* owned);
+int ForeignTypeInfo(KFFIObjectHandle obj, KFFIByteArray* key, int32_t* static_ancestor);
+int ForeignField(KFFIObjectHandle obj, const char* name, size_t size, const KFFIAny* value,
+                 KFFIAny* out);
+int ForeignFieldName(KFFIObjectHandle obj, int32_t i, KFFIByteArray* name);
+int ForeignTypeDescOf(KFFIObjectHandle obj, const details::TvmForeignTypeDesc** out);
+int ForeignTypeDescByKey(const char* key, size_t size, const details::TvmForeignTypeDesc** out);
+int RaiseFieldError(const char* qualname);
 
 /// Sets the calling thread's kffi error from the exception being handled; returns -1.
 int RaiseCurrentException() noexcept;

@@ -5,12 +5,17 @@
 // Such a type is not in kffi's reflection registry (the two runtimes number dynamic types
 // independently), so its records are read from apache-tvm-ffi's TVMFFITypeInfo. They come from
 // another runtime, so each is checked before use: the field must lie inside the object
-// (TVMFFITypeMetadata.total_size), else the access is a ValueError and nothing is read.
+// (TVMFFITypeMetadata.total_size), else the access is a ValueError and nothing is read. A type's
+// checked records are described once (DescribeType) for the class kffi's Python binding makes
+// per type, with one descriptor per field.
 // SPDX-License-Identifier: Apache-2.0
 #include <kffi/base.h>
 #include <kffi/c_api.h>
 
 #include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -75,20 +80,140 @@ bool CollectFields(const TvmTypeInfo* info, std::vector<const TvmFieldInfo*>* ou
   return true;
 }
 
+// Moves the error that code bound to real left in its slot into kffi's, as "<what>: <message>".
+int RaiseMovedError(const RealRuntime* real, const std::string& what) {
+  MoveErrorToKffi(real);
+  KFFIObjectHandle err = nullptr;
+  KFFIErrorMoveFromRaised(&err);
+  std::string kind = "RuntimeError", message = "failed";
+  if (err != nullptr) {
+    const KFFIErrorCell* cell = KFFIErrorGetCellPtr(err);
+    kind.assign(cell->kind.data, cell->kind.size);
+    message.assign(cell->message.data, cell->message.size);
+    KFFIObjectDecRef(err);
+  }
+  Raise(kind.c_str(), what + ": " + message);
+  return -1;
+}
+
+// The descriptions made so far, by type index (one loaded apache-tvm-ffi numbers them all).
+struct Desc {
+  TvmForeignTypeDesc desc{};
+  std::vector<TvmForeignField> fields;
+  std::vector<TvmForeignMethod> methods;
+};
+struct Descs {
+  std::mutex mutex;
+  std::map<int32_t, std::unique_ptr<Desc>> by_index;
+  static Descs* Get() {
+    static Descs* d = new Descs();  // never freed: classes keep pointers for the process
+    return d;
+  }
+};
+
+// The methods of info and its ancestors (a subclass's method of the same name wins), each a
+// kffi Function around the runtime's. False with the error raised for a malformed record list.
+bool CollectMethods(const TvmTypeInfo* info, const RealRuntime* real,
+                    std::vector<TvmForeignMethod>* out) {
+  for (int32_t d = 0; d <= info->type_depth; ++d) {
+    const TvmTypeInfo* t = d == info->type_depth ? info : info->type_ancestors[d];
+    if (t == nullptr) continue;
+    if (t->num_methods < 0 || t->num_methods > kMaxFields ||
+        (t->num_methods > 0 && t->methods == nullptr)) {
+      Raise("ValueError", "Cannot read the methods of TVM-FFI type `" + KeyOf(info) + "`: `" +
+                              KeyOf(t) + "` lists " + std::to_string(t->num_methods) +
+                              " methods, out of range 0.." + std::to_string(kMaxFields));
+      return false;
+    }
+    const auto* methods = static_cast<const TvmMethodInfo*>(t->methods);
+    for (int32_t i = 0; i < t->num_methods; ++i) {
+      const TvmMethodInfo& m = methods[i];
+      if (m.method.type_index != kKFFIFunction || m.method.v_obj == nullptr ||
+          (m.name.data == nullptr && m.name.size != 0)) {
+        continue;  // not a Function: nothing kffi can call
+      }
+      KFFIObject* fn = m.method.v_obj;
+      KFFIObjectIncRef(fn);
+      auto call = static_cast<KFFIFunctionCell*>(KFFIObjectGetCellPtr(fn))->safe_call;
+      std::string name(m.name.data, m.name.size);
+      KFFIObjectHandle w = WrapForeignCallable(call, fn, fn, real, KeyOf(t) + "." + name);
+      TvmForeignMethod entry{m.name, w, (m.flags & kTvmFieldStaticMethod) != 0 ? 1 : 0};
+      bool replaced = false;
+      for (TvmForeignMethod& earlier : *out) {
+        if (std::string_view(earlier.name.data, earlier.name.size) == name) {
+          earlier = entry;  // the earlier wrapper stays alive (the process holds it)
+          replaced = true;
+        }
+      }
+      if (!replaced) out->push_back(entry);
+    }
+  }
+  return true;
+}
+
+// The description of info (a type of real's registry), made once.
+int DescribeType(const TvmTypeInfo* info, const RealRuntime* real, const TvmForeignTypeDesc** out) {
+  Descs* all = Descs::Get();
+  std::lock_guard<std::mutex> lock(all->mutex);
+  auto it = all->by_index.find(info->type_index);
+  if (it != all->by_index.end()) {
+    *out = &it->second->desc;
+    return 1;
+  }
+  std::vector<const TvmFieldInfo*> records;
+  if (!CollectFields(info, &records)) return -1;
+  auto d = std::make_unique<Desc>();
+  for (const TvmFieldInfo* f : records) {
+    TvmForeignField field{f->name, f->offset, 0, f->getter, nullptr};
+    if ((f->flags & kTvmFieldWritable) != 0 && f->setter != nullptr) {
+      if ((f->flags & kTvmSetterIsFunction) != 0) {
+        field.flags |= details::kTvmForeignFieldSetterIsFunc;
+      } else {
+        field.flags |= details::kTvmForeignFieldWritable;
+        field.setter = reinterpret_cast<KFFIFieldSetter>(f->setter);
+      }
+    }
+    if ((f->flags & (kTvmFieldSEqHashIgnore | kTvmFieldCompareOff)) != 0) {
+      field.flags |= details::kTvmForeignFieldCompareOff;
+    }
+    // A subclass's field of an ancestor's name takes its place.
+    std::string_view name(f->name.data, f->name.size);
+    bool replaced = false;
+    for (TvmForeignField& earlier : d->fields) {
+      if (std::string_view(earlier.name.data, earlier.name.size) == name) {
+        earlier = field;
+        replaced = true;
+      }
+    }
+    if (!replaced) d->fields.push_back(field);
+  }
+  if (!CollectMethods(info, real, &d->methods)) return -1;
+  const auto* meta = static_cast<const TvmTypeMetadata*>(info->metadata);
+  TvmForeignTypeDesc& desc = d->desc;
+  desc.type_index = info->type_index;
+  desc.type_key = info->type_key;
+  desc.static_ancestor = kKFFIObject;
+  for (int32_t k = info->type_depth - 1; k >= 0; --k) {
+    const TvmTypeInfo* a = info->type_ancestors[k];
+    if (a != nullptr && a->type_index < kKFFIDynObjectBegin) {
+      desc.static_ancestor = a->type_index;
+      break;
+    }
+  }
+  desc.structural = meta != nullptr && TvmKindIsStructural(meta->structural_eq_hash_kind) ? 1 : 0;
+  desc.num_fields = static_cast<int32_t>(d->fields.size());
+  desc.fields = d->fields.data();
+  desc.num_methods = static_cast<int32_t>(d->methods.size());
+  desc.methods = d->methods.data();
+  *out = &desc;
+  all->by_index.emplace(info->type_index, std::move(d));
+  return 1;
+}
+
 }  // namespace
-}  // namespace tvmglue
-}  // namespace kffi
 
-extern "C" {
-
-/// For kffi's Python extension: the field name (size bytes) of obj (borrowed) when obj's type is
-/// a loaded apache-tvm-ffi's. value NULL reads it into *out (owned); otherwise assigns value
-/// (borrowed). 1 when done; 0 when obj's type is not apache-tvm-ffi's or has no such field; -1
-/// with kffi's error raised (a read-only field, a record outside the object, a setter's error).
-__attribute__((visibility("default"))) int KFFITvmForeignField(void* obj, const char* name,
-                                                               size_t size, const KFFIAny* value,
-                                                               KFFIAny* out) {
-  using namespace kffi::tvmglue;  // NOLINT(build/namespaces)
+int ForeignField(KFFIObjectHandle obj, const char* name, size_t size, const KFFIAny* value,
+                 KFFIAny* out) {
   try {
     if (obj == nullptr || name == nullptr) return 0;
     const RealRuntime* real = nullptr;
@@ -122,32 +247,14 @@ __attribute__((visibility("default"))) int KFFITvmForeignField(void* obj, const 
       }
       rc = reinterpret_cast<KFFIFieldSetter>(f->setter)(at, value);
     }
-    if (rc != 0) {
-      // The field's code is bound to apache-tvm-ffi: its error is in that runtime's slot.
-      MoveErrorToKffi(real);
-      KFFIObjectHandle err = nullptr;
-      KFFIErrorMoveFromRaised(&err);
-      std::string kind = "RuntimeError", message = "failed";
-      if (err != nullptr) {
-        const KFFIErrorCell* cell = KFFIErrorGetCellPtr(err);
-        kind.assign(cell->kind.data, cell->kind.size);
-        message.assign(cell->message.data, cell->message.size);
-        KFFIObjectDecRef(err);
-      }
-      Raise(kind.c_str(), qualname + ": " + message);
-      return -1;
-    }
+    // The field's code is bound to apache-tvm-ffi: its error is in that runtime's slot.
+    if (rc != 0) return RaiseMovedError(real, qualname);
     return 1;
   }
   KFFI_CATCH_ALL { return RaiseCurrentException(); }
 }
 
-/// For kffi's Python extension: the name of field i (ancestors' first) of obj (borrowed) when
-/// obj's type is a loaded apache-tvm-ffi's: 1 with *name (valid for the process), 0 past the last
-/// field or for any other object, -1 with kffi's error raised for records it cannot use.
-__attribute__((visibility("default"))) int KFFITvmForeignFieldName(void* obj, int32_t i,
-                                                                   KFFIByteArray* name) {
-  using namespace kffi::tvmglue;  // NOLINT(build/namespaces)
+int ForeignFieldName(KFFIObjectHandle obj, int32_t i, KFFIByteArray* name) {
   try {
     if (obj == nullptr || name == nullptr || i < 0) return 0;
     const RealRuntime* real = nullptr;
@@ -162,4 +269,41 @@ __attribute__((visibility("default"))) int KFFITvmForeignFieldName(void* obj, in
   KFFI_CATCH_ALL { return RaiseCurrentException(); }
 }
 
-}  // extern "C"
+int ForeignTypeDescOf(KFFIObjectHandle obj, const TvmForeignTypeDesc** out) {
+  try {
+    if (obj == nullptr || out == nullptr) return 0;
+    const RealRuntime* real = nullptr;
+    const TvmTypeInfo* info = RealTypeInfoOf(static_cast<KFFIObject*>(obj), &real);
+    return info == nullptr ? 0 : DescribeType(info, real, out);
+  }
+  KFFI_CATCH_ALL { return RaiseCurrentException(); }
+}
+
+int ForeignTypeDescByKey(const char* key, size_t size, const TvmForeignTypeDesc** out) {
+  try {
+    const RealRuntime* real = FindLoadedRealRuntime(false);
+    if (key == nullptr || out == nullptr || real == nullptr || real->type_key_to_index == nullptr ||
+        real->get_type_info == nullptr) {
+      return 0;
+    }
+    KFFIByteArray k{key, size};
+    int32_t index = -1;
+    if (real->type_key_to_index(&k, &index) != 0) {
+      KFFIObjectHandle err = nullptr;  // an unknown key: not an error here
+      real->error_move_from_raised(&err);
+      if (err != nullptr) KFFIObjectDecRef(err);
+      return 0;
+    }
+    // The runtime itself named the index: its type info exists.
+    const TvmTypeInfo* info = real->get_type_info(index);
+    return info == nullptr ? 0 : DescribeType(info, real, out);
+  }
+  KFFI_CATCH_ALL { return RaiseCurrentException(); }
+}
+
+int RaiseFieldError(const char* qualname) {
+  return RaiseMovedError(FindLoadedRealRuntime(false), qualname != nullptr ? qualname : "field");
+}
+
+}  // namespace tvmglue
+}  // namespace kffi

@@ -13,7 +13,9 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdint>
 #include <cstring>
+#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -27,20 +29,15 @@
 // ----------
 namespace {
 
+using kffi::tvmglue::TvmFieldInfo;
+using kffi::tvmglue::TvmMethodInfo;
 using kffi::tvmglue::TvmTypeInfo;
+using kffi::tvmglue::TvmTypeMetadata;
 
 struct TvmVersion {
   uint32_t major;
   uint32_t minor;
   uint32_t patch;
-};
-
-struct TvmMethodInfo {
-  KFFIByteArray name;
-  KFFIByteArray doc;
-  KFFIByteArray metadata;
-  int64_t flags;
-  KFFIAny method;
 };
 
 // The TVM-FFI release whose ABI this shim follows (what TVMFFIGetVersion reports).
@@ -74,7 +71,10 @@ uint64_t Fnv1a(std::string_view s) {
 }
 
 // TVM-layout type records, made on first request and kept for the life of the process (callers
-// may hold the pointers forever).
+// may hold the pointers forever). A type's fields, methods and metadata come from kffi's
+// reflection registry, which grows while a library registers them one by one: a record is
+// brought up to date whenever it is asked for after a registration (its arrays are replaced,
+// the earlier ones kept, since a caller may still be reading them).
 class TypeInfoCache {
  public:
   static TypeInfoCache* Get() {
@@ -88,15 +88,67 @@ class TypeInfoCache {
   }
 
  private:
+  // One version of a type's reflection records, in TVM's layout.
+  struct Records {
+    std::vector<TvmFieldInfo> fields;
+    std::vector<TvmMethodInfo> methods;
+    TvmTypeMetadata metadata{};
+  };
   struct Entry {
     TvmTypeInfo info;
     std::string key;
     std::vector<const TvmTypeInfo*> ancestors;
+    const KFFITypeReflection* reflection = nullptr;  // what records was made from
+    std::deque<Records> records;                     // every version (never freed)
   };
+
+  // Makes entry's records from kffi's current reflection of its type, when that changed.
+  static void Refresh(Entry* entry) {
+    const KFFITypeReflection* r = KFFIGetTypeReflection(entry->info.type_index);
+    if (r == nullptr || r == entry->reflection) return;
+    Records& out = entry->records.emplace_back();
+    for (int32_t i = 0; i < r->num_fields; ++i) {
+      const KFFIFieldInfo& f = r->fields[i];
+      TvmFieldInfo t{};
+      t.name = f.name;
+      t.flags = (f.flags & kKFFIFieldFlagWritable) != 0 ? kffi::tvmglue::kTvmFieldWritable : 0;
+      t.size = f.size;
+      // kffi's record has no alignment: a power-of-two size up to 16 is its own, else 1.
+      t.alignment = f.size > 0 && f.size <= 16 && (f.size & (f.size - 1)) == 0 ? f.size : 1;
+      t.offset = f.offset;
+      t.getter = f.getter;
+      t.setter = reinterpret_cast<void*>(f.setter);
+      t.default_value_or_factory.type_index = kKFFINone;
+      t.field_static_type_index = f.type_index;
+      out.fields.push_back(t);
+    }
+    for (int32_t i = 0; i < r->num_methods; ++i) {
+      TvmMethodInfo m{};
+      m.name = r->methods[i].name;
+      m.method.type_index = kKFFIFunction;
+      m.method.v_obj = static_cast<KFFIObject*>(r->methods[i].method);
+      out.methods.push_back(m);
+    }
+    out.metadata.creator = r->creator;
+    // TVM's record holds the size as int32: a larger object has no size there (0: unknown).
+    out.metadata.total_size =
+        r->object_size <= INT32_MAX ? static_cast<int32_t>(r->object_size) : 0;
+    out.metadata.structural_eq_hash_kind = (r->flags & kKFFITypeFlagStructuralEq) != 0 ? 1 : 0;
+    TvmTypeInfo& info = entry->info;
+    info.num_fields = static_cast<int32_t>(out.fields.size());
+    info.num_methods = static_cast<int32_t>(out.methods.size());
+    info.fields = out.fields.empty() ? nullptr : out.fields.data();
+    info.methods = out.methods.empty() ? nullptr : out.methods.data();
+    info.metadata = &out.metadata;
+    entry->reflection = r;
+  }
 
   const TvmTypeInfo* LookupLocked(int32_t index, int depth) {
     auto it = entries_.find(index);
-    if (it != entries_.end()) return &it->second->info;
+    if (it != entries_.end()) {
+      Refresh(it->second.get());
+      return &it->second->info;
+    }
     const KFFITypeInfo* k = KFFIGetTypeInfo(index);
     // Ancestors have smaller depths, so this recursion is bounded by the registry's depth; the
     // guard stops a corrupt registry all the same.
@@ -117,6 +169,7 @@ class TypeInfoCache {
     info.fields = nullptr;
     info.methods = nullptr;
     info.metadata = nullptr;
+    Refresh(entry.get());
     const TvmTypeInfo* out = &entry->info;
     entries_.emplace(index, std::move(entry));
     return out;
@@ -220,14 +273,17 @@ SHIM const TvmTypeInfo* TVMFFIGetTypeInfo(int32_t type_index) {
   KFFI_CATCH_ALL { return nullptr; }
 }
 
-// A type's size and fields go to kffi's reflection registry (shim_reflection.cc); a record kffi
-// refuses (a field outside the object) fails the library's load with the reason. Methods are
-// accepted and not kept.
+// A type's size, fields and instance methods go to kffi's reflection registry
+// (shim_reflection.cc); a record kffi refuses (a field outside the object) fails the library's
+// load with the reason. Static methods are accepted and not kept.
 SHIM int TVMFFITypeRegisterField(int32_t type_index, const void* info) {
   if (kffi::tvmglue::ShimRegisterField(type_index, info) == 0) return 0;
   return ReportOrRaise("The library registers an object field kffi cannot accept");
 }
-SHIM int TVMFFITypeRegisterMethod(int32_t, const void*) { return 0; }
+SHIM int TVMFFITypeRegisterMethod(int32_t type_index, const void* info) {
+  if (kffi::tvmglue::ShimRegisterMethod(type_index, info) == 0) return 0;
+  return ReportOrRaise("The library registers an object method kffi cannot accept");
+}
 SHIM int TVMFFITypeRegisterMetadata(int32_t type_index, const void* metadata) {
   if (kffi::tvmglue::ShimRegisterTypeMetadata(type_index, metadata) == 0) return 0;
   return ReportOrRaise("The library registers object type metadata kffi cannot accept");

@@ -12,6 +12,7 @@
 
 #include <deque>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -25,9 +26,14 @@ namespace {
 // What the shim knows of one type: its size, creator and fields so far (strings owned here).
 struct TypeFields {
   int64_t object_size = 0;
+  int32_t flags = 0;  // kKFFITypeFlag* bits
   int (*creator)(KFFIObjectHandle*) = nullptr;
-  std::deque<std::string> strings;  // a deque: growing it never moves a string
+  // Names and type spellings the records point at: shared by the copies a registration makes
+  // (a copy of the strings would leave the records pointing into the original, freed once the
+  // copy replaces it); a deque, so growing it never moves a string. Only ever appended to.
+  std::shared_ptr<std::deque<std::string>> strings = std::make_shared<std::deque<std::string>>();
   std::vector<KFFIFieldInfo> fields;
+  std::vector<KFFIMethodInfo> methods;  // borrowed: kffi's registry keeps its own references
 };
 
 struct Types {
@@ -73,6 +79,9 @@ int Register(int32_t type_index, const TypeFields& t) {
   info.object_size = t.object_size;
   info.num_fields = static_cast<int32_t>(t.fields.size());
   info.fields = t.fields.empty() ? nullptr : t.fields.data();
+  info.num_methods = static_cast<int32_t>(t.methods.size());
+  info.methods = t.methods.empty() ? nullptr : t.methods.data();
+  info.flags = t.flags;
   info.creator = t.creator;
   return KFFITypeRegisterReflection(&info);
 }
@@ -92,6 +101,8 @@ int ShimRegisterTypeMetadata(int32_t type_index, const void* metadata) {
   TypeFields t = all->by_index[type_index];  // a copy: kept only once kffi accepts it
   t.object_size = m->total_size;
   t.creator = m->creator;
+  // A structural equality kind (tree, DAG, constant tree) means == and hash by field values.
+  t.flags = TvmKindIsStructural(m->structural_eq_hash_kind) ? kKFFITypeFlagStructuralEq : 0;
   if (Register(type_index, t) != 0) return -1;
   all->by_index[type_index] = std::move(t);
   return 0;
@@ -119,15 +130,15 @@ int ShimRegisterField(int32_t type_index, const void* field) {
     KFFIErrorSetRaisedFromCStr("ValueError", "TVMFFITypeRegisterField: the name is NULL");
     return -1;
   }
-  t.strings.emplace_back(f->name.data == nullptr ? "" : std::string(f->name.data, f->name.size));
-  const std::string& name = t.strings.back();
+  t.strings->emplace_back(f->name.data == nullptr ? "" : std::string(f->name.data, f->name.size));
+  const std::string& name = t.strings->back();
   int32_t index = f->field_static_type_index;
   // An index kffi's registry lacks (a TVM-only static type) is a field of any value.
   if (index < kKFFIAny || (index >= kKFFIStaticObjectBegin && KFFIGetTypeInfo(index) == nullptr)) {
     index = kKFFIAny;
   }
-  t.strings.push_back(TypeStr(index));
-  const std::string& type_str = t.strings.back();
+  t.strings->push_back(TypeStr(index));
+  const std::string& type_str = t.strings->back();
   KFFIFieldInfo k{};
   k.name = KFFIByteArray{name.data(), name.size()};
   k.offset = f->offset;
@@ -142,6 +153,40 @@ int ShimRegisterField(int32_t type_index, const void* field) {
     k.setter = reinterpret_cast<KFFIFieldSetter>(f->setter);
   }
   t.fields.push_back(k);
+  if (Register(type_index, t) != 0) return -1;
+  it->second = std::move(t);
+  return 0;
+}
+
+int ShimRegisterMethod(int32_t type_index, const void* method) {
+  const auto* m = static_cast<const TvmMethodInfo*>(method);
+  if (m == nullptr) {
+    KFFIErrorSetRaisedFromCStr("ValueError", "TVMFFITypeRegisterMethod: info is NULL");
+    return -1;
+  }
+  // kffi's static types are its own to describe; kffi's registry has no static methods (a
+  // constructor such as `__ffi_init__`): those are accepted and not kept.
+  if (type_index < kKFFIDynObjectBegin || (m->flags & kTvmFieldStaticMethod) != 0) return 0;
+  if (m->method.type_index != kKFFIFunction || m->method.v_obj == nullptr ||
+      (m->name.data == nullptr && m->name.size != 0)) {
+    KFFIErrorSetRaisedFromCStr("ValueError",
+                               "TVMFFITypeRegisterMethod: the method is not a Function, or its "
+                               "name is NULL");
+    return -1;
+  }
+  Types* all = Types::Get();
+  std::lock_guard<std::mutex> lock(all->mutex);
+  auto it = all->by_index.find(type_index);
+  if (it == all->by_index.end() || it->second.object_size == 0) {
+    std::string message = "TVMFFITypeRegisterMethod: type index " + std::to_string(type_index) +
+                          " registers a method before its metadata (TVMFFITypeRegisterMetadata)";
+    KFFIErrorSetRaisedFromCStr("ValueError", message.c_str());
+    return -1;
+  }
+  TypeFields t = it->second;  // a copy: kept only once kffi accepts it
+  t.strings->emplace_back(m->name.data == nullptr ? "" : std::string(m->name.data, m->name.size));
+  const std::string& name = t.strings->back();
+  t.methods.push_back(KFFIMethodInfo{KFFIByteArray{name.data(), name.size()}, m->method.v_obj});
   if (Register(type_index, t) != 0) return -1;
   it->second = std::move(t);
   return 0;

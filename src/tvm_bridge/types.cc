@@ -156,30 +156,20 @@ bool ForeignTypeOf(const KFFIObject* obj, ForeignType* out) {
 }  // namespace tvmglue
 }  // namespace kffi
 
-extern "C" {
+namespace kffi {
+namespace tvmglue {
 
-/// For kffi's Python extension (hooks installed by kffi/_tvm.py): 1 when func (borrowed) is a
-/// function of a TVM-FFI library, with *owned the parameters that take owning Tensors (bit i for
-/// parameter i, bit 63 for the rest; every bit when its signature is unknown): the binding passes
-/// framework tensors there as owning Tensors. 0 for any other function.
-__attribute__((visibility("default"))) int KFFITvmFunctionOwnedTensorArgs(void* func,
-                                                                          uint64_t* owned) {
-  kffi::tvmglue::OwnedTensorMask mask = 0;
-  if (owned == nullptr || !kffi::tvmglue::ForeignTensorParams(func, &mask)) return 0;
+int FunctionOwnedTensorArgs(KFFIObjectHandle func, uint64_t* owned) {
+  OwnedTensorMask mask = 0;
+  if (owned == nullptr || !ForeignTensorParams(func, &mask)) return 0;
   *owned = mask;
   return 1;
 }
 
-/// For kffi's Python extension: 1 when the type of obj (borrowed) is not kffi's registry's to
-/// describe: a type of the loaded apache-tvm-ffi's registry (obj was made by code bound to it),
-/// or a static TVM-FFI type kffi lacks. *key (valid for the life of the process) is its type key
-/// and *static_ancestor the index of its nearest ancestor below kKFFIDynObjectBegin (64, Object,
-/// at least). 0 when kffi's registry (which libraries bound to the shim share) describes it.
-__attribute__((visibility("default"))) int KFFITvmForeignTypeInfo(void* obj, KFFIByteArray* key,
-                                                                  int32_t* static_ancestor) {
-  kffi::tvmglue::ForeignType type;
+int ForeignTypeInfo(KFFIObjectHandle obj, KFFIByteArray* key, int32_t* static_ancestor) {
+  ForeignType type;
   if (obj == nullptr || key == nullptr || static_ancestor == nullptr ||
-      !kffi::tvmglue::ForeignTypeOf(static_cast<KFFIObject*>(obj), &type)) {
+      !ForeignTypeOf(static_cast<KFFIObject*>(obj), &type)) {
     return 0;
   }
   *key = type.key;
@@ -187,4 +177,5 @@ __attribute__((visibility("default"))) int KFFITvmForeignTypeInfo(void* obj, KFF
   return 1;
 }
 
-}  // extern "C"
+}  // namespace tvmglue
+}  // namespace kffi

@@ -15,9 +15,12 @@ This module adds the Python side of the other direction, kffi values handed to `
 tvm_ffi values handed to kffi go through kffi's usual conversions: a ``tvm_ffi.Function`` is a
 callable, a ``tvm_ffi.Tensor`` a DLPack tensor.
 
-It also hands kffi's extension two answers of the bridge (install_bridge_hooks): which parameters
-of a TVM-FFI function take owning Tensors (there, framework tensors are passed as Tensors that
-hold them), and the type key of an object whose type belongs to apache-tvm-ffi's registry.
+It also opens the bridge (libkffi_tvm) in kffi's extension once it is in the process
+(install_bridge_hooks): the extension calls it through one typed table, whose errors arrive as
+kffi's errors. Then the extension knows which parameters of a TVM-FFI function take owning Tensors
+(there, framework tensors are passed as Tensors that hold them), the type key of an object whose
+type belongs to apache-tvm-ffi's registry, and that type's fields and methods: each such type gets
+a class, made here once, with one descriptor per field (docs/tvm_ffi.md, "Reflected objects").
 
 Importing this module does not import tvm_ffi: the protocol methods are only called by tvm_ffi.
 """
@@ -25,69 +28,82 @@ Importing this module does not import tvm_ffi: the protocol methods are only cal
 
 from __future__ import annotations
 
-import ctypes
 import importlib.util
 import os
 
-from .. import libinfo
+from .. import _core, _reflection, libinfo
 from .._lazy import lazy
 from ..runtime import _hooks
 from ..runtime._objects import Array, Dict, Function, Map, Object, Shape, Tensor
 
-_ERR_SIZE = 1024
 
-# Python exception classes for the kinds the bridge reports.
-_KINDS = {"TypeError": TypeError, "ValueError": ValueError, "RuntimeError": RuntimeError}
+def _bridge_path() -> str:
+    return os.path.join(libinfo.lib_dir(), "libkffi_tvm.so")
 
 
 @lazy
-def _bridge() -> ctypes.CDLL:
-    """libkffi_tvm, the bridge kffi's loader uses (the same loaded object)."""
-    lib = ctypes.CDLL(os.path.join(libinfo.lib_dir(), "libkffi_tvm.so"))
-    lib.KFFITvmInstall.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
-    lib.KFFITvmInstall.restype = ctypes.c_int
-    lib.KFFITvmExportObject.argtypes = [
-        ctypes.c_void_p,
-        ctypes.POINTER(ctypes.c_void_p),
-        ctypes.c_char_p,
-        ctypes.c_size_t,
-    ]
-    lib.KFFITvmExportObject.restype = ctypes.c_int
-    lib.KFFITvmRealRuntimeLoaded.argtypes = []
-    lib.KFFITvmRealRuntimeLoaded.restype = ctypes.c_int
-    lib.KFFITvmSetInstalledRuntime.argtypes = [ctypes.c_char_p]
-    lib.KFFITvmSetInstalledRuntime.restype = None
-    _install_hooks(lib)
-    return lib
-
-
-def _install_hooks(lib: ctypes.CDLL) -> None:
-    address = ctypes.cast(lib.KFFITvmFunctionOwnedTensorArgs, ctypes.c_void_p).value
-    types = ctypes.cast(lib.KFFITvmForeignTypeInfo, ctypes.c_void_p).value
-    Object._install_tvm_bridge(address, types)
+def _bridge() -> None:
+    """libkffi_tvm's table in kffi's extension (the loaded object kffi's loader uses)."""
+    _core._tvm_bridge_open(_bridge_path(), True)
 
 
 def install_bridge_hooks() -> None:
-    """Hands kffi's extension the bridge's answers once libkffi_tvm is in the process (kffi's
-    loader opens it with the first TVM-FFI library; before that no TVM-FFI function or object can
-    exist): then functions wrapped from here on know which parameters take owning Tensors. Called
-    before a module's functions are looked up; a flag test once done (the bridge's loading
-    installs them)."""
+    """Opens the bridge in kffi's extension once libkffi_tvm is in the process (kffi's loader
+    opens it with the first TVM-FFI library; before that no TVM-FFI function or object can
+    exist): then functions wrapped from here on know which parameters take owning Tensors, and
+    objects of apache-tvm-ffi's types get their classes. Called before a module's functions are
+    looked up; a flag test once done."""
     if _bridge.done:
         return
-    try:  # loaded already? (RTLD_NOLOAD: never loads it)
-        ctypes.CDLL(os.path.join(libinfo.lib_dir(), "libkffi_tvm.so"), mode=_NOLOAD)
-    except OSError:
-        return
-    _bridge()
+    if _core._tvm_bridge_open(_bridge_path(), False):  # loaded already? (never loads it)
+        _bridge()
 
 
-_NOLOAD = getattr(os, "RTLD_NOLOAD", 4) | getattr(os, "RTLD_LAZY", 1)
+def _prepare_foreign(cls: type, index: int) -> None:
+    """Fields (descriptors), methods the class does not define itself, and the structural flag
+    of apache-tvm-ffi's type index on cls; registers cls as the type's class."""
+    _key, structural, fields, methods = _core._tvm_foreign_reflection(index)
+    cls._kffi_fields = tuple(name for name, _writable in fields)
+    cls._kffi_structural = structural
+    for name, fn, is_static in methods:
+        if name not in cls.__dict__ or getattr(cls.__dict__[name], "_kffi_native", False):
+            m = staticmethod(fn) if is_static else _reflection._method(fn, name)
+            if not is_static:
+                m._kffi_native = True
+            setattr(cls, name, m)
+    _core._tvm_foreign_install(cls, index)
 
 
-def _raise_from(buf) -> None:
-    kind, _, message = buf.value.decode("utf-8", "replace").partition(": ")
-    raise _KINDS.get(kind, RuntimeError)(message)
+def _foreign_class_for(index: int) -> type:
+    """Called by the extension for the first object of a type of apache-tvm-ffi's registry."""
+    with _reflection._lock:
+        key = _core._tvm_foreign_reflection(index)[0]
+        name = key.rsplit(".", 1)[-1]
+        cls = type(
+            name, (_reflection.ReflectedObject,), {"__slots__": (), "__module__": "kffi.objects"}
+        )
+        cls.__qualname__ = key
+        _prepare_foreign(cls, index)
+        return cls
+
+
+def _register_foreign(type_key: str, cls: type) -> bool:
+    """kffi.register_object for a type key of the loaded apache-tvm-ffi's registry: False when
+    the key is not one (no apache-tvm-ffi loaded, or it lacks the key)."""
+    install_bridge_hooks()
+    if not _bridge.done:
+        return False
+    index = _core._tvm_foreign_index(type_key)
+    if index is None:
+        return False
+    with _reflection._lock:
+        _reflection._adopt_reflected_methods(cls)
+        _prepare_foreign(cls, index)
+    return True
+
+
+_core._tvm_set_foreign_class_hook(_foreign_class_for)
+_reflection._foreign_registrars.append(_register_foreign)
 
 
 @lazy
@@ -95,9 +111,8 @@ def _object_from_address():
     """tvm_ffi's `kffi.object_from_address` global (registered once by the bridge)."""
     import tvm_ffi
 
-    buf = ctypes.create_string_buffer(_ERR_SIZE)
-    if _bridge().KFFITvmInstall(buf, _ERR_SIZE) != 0:
-        _raise_from(buf)
+    _bridge()
+    _core._tvm_install()
     return tvm_ffi.get_global_func("kffi.object_from_address")
 
 
@@ -107,11 +122,8 @@ def to_tvm_ffi(obj):
     if peer is not None:
         return peer
     from_address = _object_from_address()
-    out = ctypes.c_void_p()
-    buf = ctypes.create_string_buffer(_ERR_SIZE)
-    if _bridge().KFFITvmExportObject(obj._handle, ctypes.byref(out), buf, _ERR_SIZE) != 0:
-        _raise_from(buf)
-    peer = from_address(out.value)  # takes the reference the bridge handed out
+    address = _core._tvm_export_object(obj)
+    peer = from_address(address)  # takes the reference the bridge handed out
     Object._store_attr(obj, "_tvm_ffi_peer", peer)
     return peer
 
@@ -153,7 +165,8 @@ def note_installed_runtime() -> None:
                 path = candidate
                 break
     if path is not None:
-        _bridge().KFFITvmSetInstalledRuntime(os.fsencode(path))
+        _bridge()
+        _core._tvm_set_installed_runtime(os.fsencode(path))
 
 
 # The runtime's loader calls these (it imports no higher layer): before a library loads, and

@@ -197,3 +197,91 @@ def test_threads_and_no_leak_over_many_round_trips(libs, runtime):
     if before is not None:
         # One leaked small object per round trip would be >= 16 bytes * 50,000.
         assert after - middle < 256 * 1024, r["heap"]
+
+
+METHODS_EQ = """
+    import kffi
+    m = kffi.load_module({refl!r})
+    out = {{}}
+    p = m.make_point(3, 1.5)
+    out["point_class"] = [type(p).__name__, type(p).__qualname__]
+    out["sum"] = p.sum()                      # a method refl::ObjectDef declared (.def)
+    q = m.make_point(3, 1.5)
+    out["point_eq"] = [p == q, p == p, p != q]  # no structural kind: identity
+    a, b, c = m.make_range(1, 4), m.make_range(1, 4), m.make_range(2, 4)
+    out["range_repr"] = repr(a)
+    out["range_eq"] = [a == b, a != b, a == c, hash(a) == hash(b), len({{a, b, c}})]
+    out["length"] = a.length()
+    try:
+        a.length(1)
+        out["bad_call"] = "called"
+    except Exception as e:
+        out["bad_call"] = type(e).__name__
+    out["type_info"] = [list(m.type_info("tvm_refl.Point")), list(m.type_info("tvm_refl.Range"))]
+    print(json.dumps(out))
+"""
+
+
+@pytest.mark.parametrize("runtime", RUNTIMES)
+def test_methods_structural_equality_and_type_info(libs, runtime):
+    """Methods (`.def`) are callable on the object; a type declaring a structural equality kind
+    compares and hashes by its fields, another by identity; the library reads its own types'
+    fields, methods and size back through TVMFFIGetTypeInfo on either runtime."""
+    r = run(METHODS_EQ, runtime, **libs)
+    assert r["point_class"] == ["Point", "tvm_refl.Point"]
+    assert r["sum"] == 4.5
+    assert r["point_eq"] == [False, True, True]
+    assert r["range_repr"] == "tvm_refl.Range(lo=1, hi=4)"
+    assert r["range_eq"] == [True, False, False, True, 2]
+    assert r["length"] == 3
+    assert r["bad_call"] == "TypeError"
+    point, rng = r["type_info"]
+    assert point[:4] == ["x", "y", "|", "sum"] and point[4] == "|", point
+    assert point[5] >= 16 + 8 + 8 and point[6] == 0, point  # header + x + y; kind unsupported
+    assert rng[:4] == ["lo", "hi", "|", "length"] and rng[6] == 1, rng  # kind: tree node
+
+
+REGISTER = """
+    import kffi
+    m = kffi.load_module({refl!r})
+
+    @kffi.register_object("tvm_refl.Point")  # before any Point reaches Python
+    class Point(kffi.Object):
+        def norm1(self):
+            return abs(self.x) + abs(self.y)
+
+        def sum(self):  # the class's own method wins over the native one
+            return "mine"
+
+    p = m.make_point(-2, 0.5)
+    out = {{"isinstance": isinstance(p, Point), "norm1": p.norm1(), "sum": p.sum(),
+            "repr": repr(p), "fields": [p.x, p.y]}}
+    p.y = 4.0
+    out["library_y"] = m.point_y(m.identity(p))
+    out["in_array"] = [type(r).__name__ for r in m.make_points(2)]
+    try:
+        kffi.register_object("tvm_refl.NoSuchType")(type("N", (kffi.Object,), {{}}))
+        out["unknown"] = "registered"
+    except KeyError as e:
+        out["unknown"] = "KeyError: " + str(e)
+    print(json.dumps(out))
+"""
+
+
+@pytest.mark.parametrize("runtime", RUNTIMES)
+def test_register_object_for_a_tvm_type_key(libs, runtime):
+    """kffi.register_object names the class for a TVM-FFI type key on either runtime: objects
+    come back as it (isinstance, its own methods), keep their fields and go back unchanged."""
+    r = run(REGISTER, runtime, **libs)
+    assert r["isinstance"] and r["norm1"] == 2.5 and r["sum"] == "mine"
+    assert r["repr"] == "tvm_refl.Point(x=-2, y=0.5)" and r["fields"] == [-2, 0.5]
+    assert r["library_y"] == 4.0
+    assert r["in_array"] == ["Point", "Point"]
+    assert r["unknown"].startswith("KeyError") and "NoSuchType" in r["unknown"], r
+
+
+def test_bridge_is_reached_without_ctypes():
+    """The Python side of the bridge calls libkffi_tvm through kffi's extension only."""
+    import kffi.tvm._bridge as bridge
+
+    assert "ctypes" not in vars(bridge)

@@ -1,7 +1,9 @@
-// tests/tvm_libs/tvm_refl.cc: a TVM-FFI library with a reflected object type (refl::ObjectDef:
-// Point {x: int64 read-only, y: double read-write}) and functions that make and read it, built
-// with apache-tvm-ffi's headers only. With TVM_REFL_HOSTILE defined (tvm_refl_hostile.cc) it
-// also registers a field whose offset lies past the object.
+// tests/tvm_libs/tvm_refl.cc: a TVM-FFI library with reflected object types (refl::ObjectDef:
+// Point {x: int64 read-only, y: double read-write, method sum()}, and Range {lo, hi: int64,
+// method length()}, which declares structural equality) and functions that make and read them,
+// built with apache-tvm-ffi's headers only. `type_info` reads a type's record back through
+// TVMFFIGetTypeInfo (whichever runtime the library is bound to). With TVM_REFL_HOSTILE defined
+// (tvm_refl_hostile.cc) it also registers a field whose offset lies past the object.
 // SPDX-License-Identifier: Apache-2.0
 #include <tvm/ffi/reflection/registry.h>
 #include <tvm/ffi/tvm_ffi.h>
@@ -13,6 +15,7 @@ namespace refl = tvm::ffi::reflection;
 
 #ifndef TVM_REFL_KEY
 #define TVM_REFL_KEY "tvm_refl.Point"
+#define TVM_REFL_RANGE_KEY "tvm_refl.Range"
 #endif
 
 namespace {
@@ -24,7 +27,20 @@ class PointObj : public ffi::Object {
   static constexpr bool _type_mutable = true;  // y is written through reflection
   PointObj() = default;
   PointObj(int64_t x_in, double y_in) : x(x_in), y(y_in) {}
+  double Sum() const { return static_cast<double>(x) + y; }
   TVM_FFI_DECLARE_OBJECT_INFO_FINAL(TVM_REFL_KEY, PointObj, ffi::Object);
+};
+
+// Compared by value (a tree node): two Ranges with the same bounds are equal.
+class RangeObj : public ffi::Object {
+ public:
+  int64_t lo = 0;
+  int64_t hi = 0;
+  static constexpr TVMFFISEqHashKind _type_s_eq_hash_kind = kTVMFFISEqHashKindTreeNode;
+  RangeObj() = default;
+  RangeObj(int64_t lo_in, int64_t hi_in) : lo(lo_in), hi(hi_in) {}
+  int64_t Length() const { return hi - lo; }
+  TVM_FFI_DECLARE_OBJECT_INFO_FINAL(TVM_REFL_RANGE_KEY, RangeObj, ffi::Object);
 };
 
 const PointObj* AsPoint(const ffi::ObjectRef& p) {
@@ -42,6 +58,30 @@ double PointY(ffi::ObjectRef p) { return AsPoint(p)->y; }
 ffi::ObjectRef Identity(ffi::ObjectRef p) {
   AsPoint(p);
   return p;
+}
+ffi::ObjectRef MakeRange(int64_t lo, int64_t hi) {
+  return ffi::ObjectRef(ffi::make_object<RangeObj>(lo, hi));
+}
+// What TVMFFIGetTypeInfo says of a type (by key): [field names..., "|", method names..., "|",
+// object size, structural kind], as the library itself reads it back.
+ffi::Array<ffi::Any> TypeInfo(ffi::String key) {
+  int32_t index = -1;
+  TVMFFIByteArray k{key.data(), key.size()};
+  TVM_FFI_CHECK(TVMFFITypeKeyToIndex(&k, &index) == 0, KeyError) << "no type " << key;
+  const TVMFFITypeInfo* info = TVMFFIGetTypeInfo(index);
+  ffi::Array<ffi::Any> out;
+  for (int32_t i = 0; i < info->num_fields; ++i) {
+    out.push_back(ffi::String(info->fields[i].name.data, info->fields[i].name.size));
+  }
+  out.push_back(ffi::String("|"));
+  for (int32_t i = 0; i < info->num_methods; ++i) {
+    out.push_back(ffi::String(info->methods[i].name.data, info->methods[i].name.size));
+  }
+  out.push_back(ffi::String("|"));
+  out.push_back(static_cast<int64_t>(info->metadata != nullptr ? info->metadata->total_size : -1));
+  out.push_back(static_cast<int64_t>(
+      info->metadata != nullptr ? static_cast<int>(info->metadata->structural_eq_hash_kind) : -1));
+  return out;
 }
 ffi::Array<ffi::ObjectRef> MakePoints(int64_t n) {
   ffi::Array<ffi::ObjectRef> out;
@@ -65,9 +105,18 @@ TVM_FFI_DLL_EXPORT_TYPED_FUNC(point_x, PointX);
 TVM_FFI_DLL_EXPORT_TYPED_FUNC(point_y, PointY);
 TVM_FFI_DLL_EXPORT_TYPED_FUNC(identity, Identity);
 TVM_FFI_DLL_EXPORT_TYPED_FUNC(make_points, MakePoints);
+TVM_FFI_DLL_EXPORT_TYPED_FUNC(make_range, MakeRange);
+TVM_FFI_DLL_EXPORT_TYPED_FUNC(type_info, TypeInfo);
 
 TVM_FFI_STATIC_INIT_BLOCK() {
-  refl::ObjectDef<PointObj>().def_ro("x", &PointObj::x).def_rw("y", &PointObj::y);
+  refl::ObjectDef<PointObj>()
+      .def_ro("x", &PointObj::x)
+      .def_rw("y", &PointObj::y)
+      .def("sum", &PointObj::Sum);
+  refl::ObjectDef<RangeObj>()
+      .def_ro("lo", &RangeObj::lo)
+      .def_ro("hi", &RangeObj::hi)
+      .def("length", &RangeObj::Length);
 #ifdef TVM_REFL_HOSTILE
   // A field record whose offset lies 1 MiB past the object's start: reading it would read
   // memory the object does not own.

@@ -3,4 +3,5 @@
 // SPDX-License-Identifier: Apache-2.0
 #define TVM_REFL_HOSTILE 1
 #define TVM_REFL_KEY "tvm_refl_hostile.Point"
+#define TVM_REFL_RANGE_KEY "tvm_refl_hostile.Range"
 #include "tvm_refl.cc"

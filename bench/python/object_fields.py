@@ -9,6 +9,9 @@ Rows (ns per operation, best of --reps runs of --number operations each):
                          from nanobind's sources; skipped when nanobind is not installed)
   kffi field write       p.y = 1.0
   python attribute read  a plain Python object's attribute (the floor)
+  tvm field read         p.y, p a TVM-FFI object (refl::ObjectDef, tests/tvm_libs/tvm_refl.cc) of
+                         a library bound to apache-tvm-ffi (loaded in this process); goal: within
+                         2x of the kffi field read (skipped when apache-tvm-ffi is not installed)
   4 scalars call         config_score4(2, 3, 0.5, 1.0)
   4-field dataclass call config_score(Config(2, 3, 0.5, 1.0)), a dataclass declared to the C++
                          type test.Config (kffi.register_record); goal: at most the 4-scalar
@@ -96,6 +99,18 @@ def build_nanobind():
     return nb_point
 
 
+def build_tvm_point():
+    """A Point of tests/tvm_libs/tvm_refl.cc, its library bound to apache-tvm-ffi, or None when
+    apache-tvm-ffi is not installed."""
+    sys.path.insert(0, str(ROOT / "tests" / "python"))
+    import tvm_libs
+
+    if tvm_libs.tvm_ffi_dir() is None:
+        return None
+    lib = tvm_libs.build("tvm_refl", linked=False, release=True)
+    return kffi.load_module(lib).make_point(3, 4.0)
+
+
 def best_ns(stmt: str, env: dict, reps: int, number: int) -> float:
     t = timeit.Timer(stmt, globals=env)
     return min(t.repeat(repeat=reps, number=number)) / number * 1e9
@@ -137,6 +152,10 @@ def main() -> int:
         rows["nanobind property read"] = best_ns("q.x", env, args.reps, args.number)
     rows["kffi field write"] = best_ns("p.y = 1.0", env, args.reps, args.number)
     rows["python attribute read"] = best_ns("o.x", env, args.reps, args.number)
+    tvm_point = build_tvm_point()
+    if tvm_point is not None:
+        env["t"] = tvm_point
+        rows["tvm field read"] = best_ns("t.y", env, args.reps, args.number)
     rows["4 scalars call"] = best_ns("score4(2, 3, 0.5, 1.0)", env, args.reps, args.number)
     rows["4-field dataclass call"] = best_ns("score(cfg)", env, args.reps, args.number)
 
@@ -153,6 +172,10 @@ def main() -> int:
         print(f"kffi field read / nanobind property read: {ratio:.2f} (goal <= 1.5)")
     else:
         print("nanobind is not installed: no nanobind row")
+    if "tvm field read" in rows:
+        ratio = rows["tvm field read"] / rows["kffi field read"]
+        result["tvm_field_read_vs_kffi"] = ratio
+        print(f"tvm field read / kffi field read: {ratio:.2f} (goal <= 2)")
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(result, indent=2))
     return 0

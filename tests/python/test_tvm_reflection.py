@@ -285,3 +285,65 @@ def test_bridge_is_reached_without_ctypes():
     import kffi.tvm._bridge as bridge
 
     assert "ctypes" not in vars(bridge)
+
+
+METHOD_STRESS = """
+    import gc, threading
+    import kffi
+    from test_leaks import _mallinfo_used
+    m = kffi.load_module({refl!r})
+    errors = []
+
+    def work(k):
+        try:
+            for i in range(1000):
+                # The first objects of each type may reach Python on several threads at once:
+                # each gets a working class either way.
+                r = m.make_range(k, k + i)
+                assert r.length() == i and r == m.make_range(k, k + i)
+                p = m.make_point(i, 0.5)
+                assert p.sum() == i + 0.5
+        except Exception as e:
+            errors.append(repr(e))
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+    def round_trips(n):
+        for i in range(n):
+            r = m.make_range(0, i)
+            _ = r.length(), hash(r), r == r, repr(r), m.make_point(i, 1.0).sum()
+
+    keep = m.make_range(0, 1)
+    base = keep._use_count
+    round_trips(2000)
+    gc.collect()
+    objects_before, heap_before = len(gc.get_objects()), _mallinfo_used()
+    round_trips(50_000)
+    gc.collect()
+    heap_middle = _mallinfo_used()
+    round_trips(50_000)
+    gc.collect()
+    print(json.dumps({{"errors": errors[:3], "use_count": [base, keep._use_count],
+                      "objects": len(gc.get_objects()) - objects_before,
+                      "classes": sorted({{type(m.make_range(0, 1)).__qualname__,
+                                         type(m.make_point(0, 1.0)).__qualname__}}),
+                      "heap": [heap_before, heap_middle, _mallinfo_used()]}}))
+"""
+
+
+@pytest.mark.parametrize("runtime", RUNTIMES)
+def test_methods_and_equality_from_threads_without_leaks(libs, runtime):
+    """Methods and structural ==/hash from 8 threads (the types' classes made while they run);
+    10^5 round trips through methods, hash and repr leave the heap and Python's objects."""
+    r = run(METHOD_STRESS, runtime, **libs)
+    assert r["errors"] == []
+    assert r["classes"] == ["tvm_refl.Point", "tvm_refl.Range"]
+    assert r["use_count"][0] == r["use_count"][1]
+    assert r["objects"] < 100
+    before, middle, after = r["heap"]
+    if before is not None:
+        assert after - middle < 256 * 1024, r["heap"]

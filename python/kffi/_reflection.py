@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import reprlib
 import threading
+from collections.abc import Callable
 
 from . import _core
 
@@ -155,7 +156,7 @@ def _class_for(index: int) -> type:
 
 # register_object's answer for type keys of other registries: each takes (type_key, cls) and
 # returns True once it made cls the class of that key (kffi/tvm/_bridge.py adds one).
-_foreign_registrars: list = []
+_foreign_registrars: list[Callable[[str, type], bool]] = []
 
 
 def _adopt_reflected_methods(cls: type) -> None:

@@ -230,7 +230,8 @@ PyObject* TvmForeignIndex(PyObject*, PyObject* arg) {
   return PyLong_FromLong(desc->type_index);
 }
 
-// _tvm_foreign_reflection(index) -> (key, structural, fields, methods): fields (name, writable),
+// _tvm_foreign_reflection(index) -> (key, structural, fields, methods): fields (name, writable,
+// compared: False for a field left out of structural ==/hash),
 // methods (name, Function, is_static), of a foreign type described earlier.
 PyObject* TvmForeignReflection(PyObject*, PyObject* arg) {
   long index = PyLong_AsLong(arg);
@@ -243,8 +244,9 @@ PyObject* TvmForeignReflection(PyObject*, PyObject* arg) {
   for (int32_t i = 0; i < d->num_fields; ++i) {
     const TvmForeignField& f = d->fields[i];
     PyObject* t =
-        Py_BuildValue("(s#O)", f.name.data, static_cast<Py_ssize_t>(f.name.size),
-                      (f.flags & details::kTvmForeignFieldWritable) != 0 ? Py_True : Py_False);
+        Py_BuildValue("(s#OO)", f.name.data, static_cast<Py_ssize_t>(f.name.size),
+                      (f.flags & details::kTvmForeignFieldWritable) != 0 ? Py_True : Py_False,
+                      (f.flags & details::kTvmForeignFieldCompareOff) != 0 ? Py_False : Py_True);
     if (t == nullptr) return nullptr;
     PyTuple_SET_ITEM(fields.get(), i, t);
   }

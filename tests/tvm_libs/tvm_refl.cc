@@ -1,9 +1,10 @@
 // tests/tvm_libs/tvm_refl.cc: a TVM-FFI library with reflected object types (refl::ObjectDef:
 // Point {x: int64 read-only, y: double read-write, method sum()}, and Range {lo, hi: int64,
-// method length()}, which declares structural equality) and functions that make and read them,
-// built with apache-tvm-ffi's headers only. `type_info` reads a type's record back through
-// TVMFFIGetTypeInfo (whichever runtime the library is bound to). With TVM_REFL_HOSTILE defined
-// (tvm_refl_hostile.cc) it also registers a field whose offset lies past the object.
+// hits: int64 read-write and left out of ==/hash, method length()}, which declares structural
+// equality) and functions that make and read them, built with apache-tvm-ffi's headers only.
+// `type_info` reads a type's record back through TVMFFIGetTypeInfo (whichever runtime the
+// library is bound to). With TVM_REFL_HOSTILE defined (tvm_refl_hostile.cc) it also registers a
+// field whose offset lies past the object.
 // SPDX-License-Identifier: Apache-2.0
 #include <tvm/ffi/reflection/registry.h>
 #include <tvm/ffi/tvm_ffi.h>
@@ -36,6 +37,8 @@ class RangeObj : public ffi::Object {
  public:
   int64_t lo = 0;
   int64_t hi = 0;
+  int64_t hits = 0;  // a counter, left out of structural ==/hash (SEqHashIgnore)
+  static constexpr bool _type_mutable = true;
   static constexpr TVMFFISEqHashKind _type_s_eq_hash_kind = kTVMFFISEqHashKindTreeNode;
   RangeObj() = default;
   RangeObj(int64_t lo_in, int64_t hi_in) : lo(lo_in), hi(hi_in) {}
@@ -116,6 +119,7 @@ TVM_FFI_STATIC_INIT_BLOCK() {
   refl::ObjectDef<RangeObj>()
       .def_ro("lo", &RangeObj::lo)
       .def_ro("hi", &RangeObj::hi)
+      .def_rw("hits", &RangeObj::hits, refl::AttachFieldFlag::SEqHashIgnore())
       .def("length", &RangeObj::Length);
 #ifdef TVM_REFL_HOSTILE
   // A field record whose offset lies 1 MiB past the object's start: reading it would read

@@ -367,8 +367,14 @@ def _kffi_identity() -> str:
     development without a version bump).
     """
     version = repr(tuple(_core.runtime_version()))
+    # The names libkffi is installed under: a library links to the SONAME it finds (libkffi.so
+    # in the Python package, libkffi.so.0 from a CMake install), so another layout is another key.
+    try:
+        names = sorted(n for n in os.listdir(libinfo.lib_dir()) if n.startswith("libkffi.so"))
+    except OSError:
+        names = []
     return hashlib.sha256(
-        f"{version}\0{_headers_digest(libinfo.include_dir())}".encode()
+        f"{version}\0{_headers_digest(libinfo.include_dir())}\0{names}".encode()
     ).hexdigest()
 
 

@@ -526,6 +526,15 @@ int ConvertRecordArg(PyObject* obj, KFFIAny* out, CallContext* ctx, Py_ssize_t i
 /// Adds the reflection functions (_install_fields, _reflection, ...) to the module; 0 or -1.
 int InitReflection(PyObject* module);
 
+// ---- core_module.cc, py_shape_rpn.cc, py_containers.cc -----------------------------------------
+/// The handle of obj when it wraps a kffi object of type_index, else NULL with a TypeError
+/// ("expected a <what>, got <type>") or the released-object error set.
+KFFIObjectHandle HandleOfType(PyObject* obj, int32_t type_index, const char* what);
+/// Adds _eval_shape_rpn (py_shape_rpn.cc) to the module; 0 or -1.
+int InitShapeRpn(PyObject* module);
+/// Adds the container readers _seq_* and _map_* (py_containers.cc) to the module; 0 or -1.
+int InitContainers(PyObject* module);
+
 // ---- TVM-FFI libraries (py_tvm_bridge.cc) ------------------------------------------------------
 /// kffi.Object._install_tvm_bridge(owned_args, foreign_type): the addresses of libkffi_tvm's
 /// KFFITvmFunctionOwnedTensorArgs and KFFITvmForeignTypeInfo (private: kffi/_tvm.py calls it once

@@ -18,16 +18,19 @@ Any OwnedCopy(const KFFIAny& stored) {
   return details::AnyUnsafe::FromOwnedRaw(out);
 }
 
-/// _seq_items(obj) -> list: the elements of an Array or List.
-PyObject* SeqItems(PyObject*, PyObject* obj) {
+/// The handle of obj when it wraps a kffi object of type index a or b (the immutable and the
+/// mutable kind of one container), else NULL with HandleOfType's TypeError set.
+KFFIObjectHandle HandleOfKinds(PyObject* obj, int32_t a, int32_t b, const char* what) {
   KFFIObjectHandle h = GetHandle(obj);
   if (h == nullptr && RaiseIfReleased(obj)) return nullptr;
-  if (h == nullptr || (static_cast<KFFIObject*>(h)->type_index != kKFFIArray &&
-                       static_cast<KFFIObject*>(h)->type_index != kKFFIList)) {
-    PyErr_Format(PyExc_TypeError, "expected a kffi.Array or kffi.List, got %s",
-                 Py_TYPE(obj)->tp_name);
-    return nullptr;
-  }
+  const int32_t index = h == nullptr ? -1 : static_cast<KFFIObject*>(h)->type_index;
+  return HandleOfType(obj, index == b ? b : a, what);
+}
+
+/// _seq_items(obj) -> list: the elements of an Array or List.
+PyObject* SeqItems(PyObject*, PyObject* obj) {
+  KFFIObjectHandle h = HandleOfKinds(obj, kKFFIArray, kKFFIList, "kffi.Array or kffi.List");
+  if (h == nullptr) return nullptr;
   // A snapshot of owned values first: converting one can run Python code (a finalizer during an
   // allocation, a hook) that changes a List or releases it.
   std::vector<Any> values;
@@ -53,12 +56,9 @@ PyObject* SeqGet(PyObject*, PyObject* args) {
   PyObject* obj;
   Py_ssize_t i;
   if (!PyArg_ParseTuple(args, "On", &obj, &i)) return nullptr;
-  KFFIObjectHandle h = GetHandle(obj);
-  if (h == nullptr && RaiseIfReleased(obj)) return nullptr;
-  if (h == nullptr) {
-    PyErr_SetString(PyExc_TypeError, "expected a kffi sequence");
-    return nullptr;
-  }
+  // Only an Array or a List has a sequence cell: another object's cell read as one is garbage.
+  KFFIObjectHandle h = HandleOfKinds(obj, kKFFIArray, kKFFIList, "kffi.Array or kffi.List");
+  if (h == nullptr) return nullptr;
   auto* cell = static_cast<KFFISeqCell*>(KFFIObjectGetCellPtr(h));
   Py_ssize_t n = static_cast<Py_ssize_t>(cell->size);
   if (i < 0) i += n;
@@ -70,25 +70,16 @@ PyObject* SeqGet(PyObject*, PyObject* args) {
 }
 
 PyObject* SeqLen(PyObject*, PyObject* obj) {
-  KFFIObjectHandle h = GetHandle(obj);
-  if (h == nullptr && RaiseIfReleased(obj)) return nullptr;
-  if (h == nullptr) {
-    PyErr_SetString(PyExc_TypeError, "expected a kffi sequence");
-    return nullptr;
-  }
+  // Only an Array or a List has a sequence cell: another object's cell read as one is garbage.
+  KFFIObjectHandle h = HandleOfKinds(obj, kKFFIArray, kKFFIList, "kffi.Array or kffi.List");
+  if (h == nullptr) return nullptr;
   return PyLong_FromLongLong(static_cast<KFFISeqCell*>(KFFIObjectGetCellPtr(h))->size);
 }
 
 /// _map_items(obj) -> list of (key, value) for a Map or Dict, in insertion order.
 PyObject* MapItems(PyObject*, PyObject* obj) {
-  KFFIObjectHandle h = GetHandle(obj);
-  if (h == nullptr && RaiseIfReleased(obj)) return nullptr;
-  if (h == nullptr || (static_cast<KFFIObject*>(h)->type_index != kKFFIMap &&
-                       static_cast<KFFIObject*>(h)->type_index != kKFFIDict)) {
-    PyErr_Format(PyExc_TypeError, "expected a kffi.Map or kffi.Dict, got %s",
-                 Py_TYPE(obj)->tp_name);
-    return nullptr;
-  }
+  KFFIObjectHandle h = HandleOfKinds(obj, kKFFIMap, kKFFIDict, "kffi.Map or kffi.Dict");
+  if (h == nullptr) return nullptr;
   // Owned pairs first (see SeqItems): a Dict may change, or the Map be released, while they
   // convert.
   std::vector<std::pair<Any, Any>> pairs;
@@ -172,14 +163,8 @@ int NumberAlternatives(const KFFIAny& k, KFFIAny* alts) {
 PyObject* MapGet(PyObject*, PyObject* args) {
   PyObject *obj, *key, *missing;
   if (!PyArg_ParseTuple(args, "OOO", &obj, &key, &missing)) return nullptr;
-  KFFIObjectHandle h = GetHandle(obj);
-  if (h == nullptr && RaiseIfReleased(obj)) return nullptr;
-  if (h == nullptr || (static_cast<KFFIObject*>(h)->type_index != kKFFIMap &&
-                       static_cast<KFFIObject*>(h)->type_index != kKFFIDict)) {
-    PyErr_Format(PyExc_TypeError, "expected a kffi.Map or kffi.Dict, got %s",
-                 Py_TYPE(obj)->tp_name);
-    return nullptr;
-  }
+  KFFIObjectHandle h = HandleOfKinds(obj, kKFFIMap, kKFFIDict, "kffi.Map or kffi.Dict");
+  if (h == nullptr) return nullptr;
   auto* base = static_cast<const details::MapObjBase*>(static_cast<Object*>(h));
   const Kind kind = TypeInfoOf(Py_TYPE(key))->kind;
   const bool by_hash = kind == Kind::kInt || kind == Kind::kFloat || kind == Kind::kBool ||
@@ -227,14 +212,8 @@ PyObject* MapGet(PyObject*, PyObject* args) {
 
 /// _map_len(obj) -> the number of pairs.
 PyObject* MapLen(PyObject*, PyObject* obj) {
-  KFFIObjectHandle h = GetHandle(obj);
-  if (h == nullptr && RaiseIfReleased(obj)) return nullptr;
-  if (h == nullptr || (static_cast<KFFIObject*>(h)->type_index != kKFFIMap &&
-                       static_cast<KFFIObject*>(h)->type_index != kKFFIDict)) {
-    PyErr_Format(PyExc_TypeError, "expected a kffi.Map or kffi.Dict, got %s",
-                 Py_TYPE(obj)->tp_name);
-    return nullptr;
-  }
+  KFFIObjectHandle h = HandleOfKinds(obj, kKFFIMap, kKFFIDict, "kffi.Map or kffi.Dict");
+  if (h == nullptr) return nullptr;
   return PyLong_FromLongLong(
       static_cast<const details::MapObjBase*>(static_cast<Object*>(h))->size());
 }

@@ -570,7 +570,12 @@ int ConvertWithPlan(PyObject* obj, const RecordPlan* plan, KFFIAny* out, CallCon
     }
     if (KFFI_LIKELY(rc == 0)) continue;
     ReleaseObject(h);
-    if (python_error) return -1;
+    if (python_error) {
+      // "cfg.n: Python int too large ... (argument #0 of `f(...)`)", of the original's type.
+      const ArgPlace place = ArgPlaceOf(ctx, index);
+      ChainError(PyExc_TypeError, place.subject + rf.label + ": ", true, true, place.context);
+      return -1;
+    }
     // "cfg.alpha: expected float, got str (argument #0 of `f(...)`)"
     KFFIObjectHandle err = nullptr;
     KFFIErrorMoveFromRaised(&err);

@@ -276,8 +276,12 @@ ReadKind ReadKindOf(PyTypeObject* tp, PyObject* name, bool named_tuple, Py_ssize
     }
     return ReadKind::kGetAttr;
   }
-#ifndef Py_GIL_DISABLED  // borrowed dict items are safe only under the GIL
+#ifndef Py_GIL_DISABLED         // borrowed dict items are safe only under the GIL
+#ifdef Py_TPFLAGS_MANAGED_DICT  // 3.11+: the dict may live before the object
   const bool has_dict = tp->tp_dictoffset != 0 || (tp->tp_flags & Py_TPFLAGS_MANAGED_DICT) != 0;
+#else
+  const bool has_dict = tp->tp_dictoffset != 0;
+#endif
   if (has_dict && (attr == nullptr || Py_TYPE(attr)->tp_descr_set == nullptr)) {
     return ReadKind::kDict;
   }

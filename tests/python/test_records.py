@@ -228,3 +228,10 @@ def test_hostile_record_params_are_ignored(rec):
     # Put back as the metadata says.
     kffi._reflection._note_record_params(f, [{"type": "rec.Config"}])
     assert f(Config(1.0, 1, False, "a")) == 1.0
+
+
+def test_stubgen_types_record_structs(rec):
+    text = kffi.stubgen(rec)
+    compile(text, "record_kernels.pyi", "exec")
+    assert "class Config(Object):" in text and "    alpha: float\n    n: int\n" in text
+    assert "def score(cfg: Config) -> float:" in text

@@ -235,3 +235,11 @@ def test_stubgen_types_record_structs(rec):
     compile(text, "record_kernels.pyi", "exec")
     assert "class Config(Object):" in text and "    alpha: float\n    n: int\n" in text
     assert "def score(cfg: Config) -> float:" in text
+
+
+def test_keyword_arguments_and_short_namedtuples(rec):
+    assert rec.score(cfg=Config(1.0, 6, False, "k")) == 6.0
+    assert rec.pair_sum(q=Pair(1.0, 2.0), p=Pair(3.0, 4.0)) == 10.0
+    short = tuple.__new__(Pair, (1.0,))  # a NamedTuple made short behind its back
+    with pytest.raises((AttributeError, IndexError), match=r"^p\.y: "):
+        rec.pair_sum(short, Pair(1.0, 2.0))

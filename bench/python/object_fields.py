@@ -33,8 +33,8 @@ import sys
 import sysconfig
 import tempfile
 import timeit
-from typing import NamedTuple
 from pathlib import Path
+from typing import NamedTuple
 
 import kffi
 

@@ -302,7 +302,7 @@ struct RecordRegistrar {
   RecordRegistrar() {
     ObjectDef<RecordObj<S>> def;
     KFFIRecordFields(static_cast<const S*>(nullptr), def);  // the macro's, by ADL
-    ObjectDefRegistrar registrar(def);
+    [[maybe_unused]] ObjectDefRegistrar registrar(def);
   }
 };
 }  // namespace details

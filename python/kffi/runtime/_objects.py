@@ -9,7 +9,7 @@ import keyword
 import operator
 from collections.abc import Mapping, Sequence
 
-from .. import _core, _type_text
+from .. import _core, _reflection, _type_text
 from . import _hooks
 from ._types import Device, dtype
 
@@ -322,6 +322,7 @@ def _annotate(func: Function, meta: dict):
     names = tuple(p.get("name") or f"arg{i}" for i, p in enumerate(params))
     func._param_names = names
     func._metadata = meta  # the structured contract, for framework integrations (kffi.jax)
+    _reflection._note_record_params(func, params)  # dataclass/NamedTuple -> object parameters
     # Trailing parameters with a default ("default" in the metadata, or an Optional type) may be
     # left out of a call.
     defaults = []

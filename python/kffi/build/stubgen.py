@@ -18,6 +18,8 @@ import os
 import re
 import sys
 import unicodedata
+from collections.abc import Iterable
+from typing import Any
 
 from .. import _core
 from .._reflection import _chain, _info, fields_of
@@ -69,7 +71,7 @@ def python_type(parsed: TypeNode, *, result: bool = False) -> str:
     return "Any"
 
 
-def _param_type(p: dict) -> str:
+def _param_type(p: dict[str, Any]) -> str:
     kind = p.get("kind")
     simple = {"tensor": "TensorLike", "int": "int", "float": "float", "bool": "bool"}
     if kind in simple:
@@ -85,7 +87,7 @@ def _param_type(p: dict) -> str:
 _DEFAULT_FITS = {bool: ("bool", "int", "float"), int: ("int", "float"), float: ("float",)}
 
 
-def _default_text(value, annotation: str) -> str:
+def _default_text(value: object, annotation: str) -> str:
     base = annotation.removesuffix(" | None")
     if value is None:
         fits = annotation in ("Any", "StreamLike") or annotation.endswith("| None")
@@ -137,7 +139,7 @@ def _docstring(text: str, indent: str) -> str:
     return "\n".join(out)
 
 
-def _reachable(name) -> bool:
+def _reachable(name: object) -> bool:
     """Whether Python source can name it: an identifier, not a keyword, and NFKC-normal (the
     parser reads identifiers normalised: `mod.\ufb01x` looks up "fix").
     """
@@ -173,19 +175,19 @@ class _Annotations:
     the names used, for the imports.
     """
 
-    def __init__(self, function_names):
+    def __init__(self, function_names: Iterable[str]) -> None:
         taken = set(function_names)
-        self.alias = {}
+        self.alias: dict[str, str] = {}
         for n in _ANNOTATION_NAMES:
             if n in taken:
                 a = f"_{n}"
                 while a in taken:
                     a = "_" + a
                 self.alias[n] = a
-        self.used = set()
+        self.used: set[str] = set()
 
     def __call__(self, annotation: str) -> str:
-        def one(m):
+        def one(m: re.Match[str]) -> str:
             n = m.group(0)
             if n in _ANNOTATION_NAMES:
                 self.used.add(n)
@@ -194,8 +196,8 @@ class _Annotations:
 
         return _NAME_TOKEN.sub(one, annotation)
 
-    def imports(self) -> list:
-        lines = []
+    def imports(self) -> list[str]:
+        lines: list[str] = []
         for module in ("builtins", "collections.abc", "typing", "kffi.typing"):
             names = sorted(n for n in self.used if _ANNOTATION_NAMES[n] == module)
             if module == "builtins":
@@ -208,7 +210,7 @@ class _Annotations:
         return lines
 
 
-def _render_function(name, meta: dict | None, spell: _Annotations) -> str:
+def _render_function(name: str, meta: dict[str, Any] | None, spell: _Annotations) -> str:
     if not _reachable(name):
         why = (
             "is not a Python identifier"
@@ -223,7 +225,7 @@ def _render_function(name, meta: dict | None, spell: _Annotations) -> str:
     params = meta.get("params") or []
     # Trailing parameters with a default may be left out (the call path fills them in); an
     # Optional without an explicit default defaults to None, as kffi.runtime._objects reads it.
-    defaults: list = [None] * len(params)
+    defaults: list[Any] = [None] * len(params)
     has_default = [False] * len(params)
     for i in range(len(params) - 1, -1, -1):
         p = params[i]
@@ -258,7 +260,7 @@ def _render_function(name, meta: dict | None, spell: _Annotations) -> str:
     return f"def {name}({', '.join(parts)}) -> {ret}:\n{_docstring(doc, '    ')}\n    ...\n"
 
 
-def render_stub(functions: dict, module_doc: str | None = None, classes: str = "") -> str:
+def render_stub(functions: dict[str, Any], module_doc: str | None = None, classes: str = "") -> str:
     """The .pyi text of ``functions`` ({name: metadata dict or None}). Valid Python that mypy
     accepts whatever the names and texts: a name Python source cannot spell (not an
     identifier, or not NFKC-normal) becomes a comment, a function named like a type the stub
@@ -279,7 +281,9 @@ def render_stub(functions: dict, module_doc: str | None = None, classes: str = "
 
 
 # Moved from kffi/_reflection.py (a runtime module: it must not import this build-layer one).
-def stub_classes(type_texts, taken=()) -> tuple[dict[str, str], str]:
+def stub_classes(
+    type_texts: Iterable[object], taken: Iterable[str] = ()
+) -> tuple[dict[str, str], str]:
     """For kffi-stubgen: the reflected object types named in type_texts (metadata type strings
     such as "test.Point" or "Array<test.Point>") and their reflected ancestors, as
     ({type key: class name}, the classes' .pyi text). A type whose short name is no identifier or
@@ -311,7 +315,7 @@ def stub_classes(type_texts, taken=()) -> tuple[dict[str, str], str]:
         index = _core._type_key_to_index(key)
         parent = _info(index)[1]
         parent_key = _info(parent)[0] if parent >= 0 and _info(parent) else None
-        base = names.get(parent_key, "Object")
+        base = names.get(parent_key, "Object") if parent_key is not None else "Object"
         lines = [f"class {name}({base}):", f'    """kffi object type `{key}`."""', ""]
         for fname, ftype, _, writable in _info(index)[3]:
             ann = python_type(parse_type(ftype), result=True)

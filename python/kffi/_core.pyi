@@ -2,7 +2,6 @@
 functions, conversions and the module loader. Private: use the names of the kffi package."""
 # SPDX-License-Identifier: Apache-2.0
 
-import inspect
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -46,13 +45,11 @@ class Function(Object):
     _param_names: tuple[str, ...] | None
     _param_defaults: tuple[Any, ...] | None
     _owned_tensor_args: int
-    # Set by kffi's Python code in the instance's __dict__ (Object._store_attr or plain
-    # assignment: a Function takes attributes), where a module or a kernel describes it.
-    _metadata: dict[str, Any]
-    _origin: tuple[str, str]
-    _content_origin: tuple[str, str]
-    __name__: str
-    __signature__: inspect.Signature
+    # A Function takes any attribute, as a Python function does (functools.wraps; kffi's own,
+    # where a module or a kernel describes it: __name__, __signature__, _metadata, _origin,
+    # .contract and .program of kffi.cuda's kernels, ...): what they hold depends on who set them.
+    def __getattr__(self, name: str) -> Any: ...
+    def __setattr__(self, name: str, value: Any) -> None: ...
     def __init__(self, func: Callable[..., Any]) -> None: ...
     def __call__(self, *args: Any, **kwargs: Any) -> Any: ...
 
@@ -75,11 +72,11 @@ def _cuda_kernel(
     name: str,
     contract: str,
     doc: str,
-    kinds: str,
+    layout: list[tuple[str, list[tuple[str, str, str, int, int]]]] | None,
     programs: list[list[int | str]],
     callback: Function | None,
     /,
-) -> tuple[Function, str]: ...
+) -> tuple[Function, str, list[tuple[int, str]]]: ...
 def _cuda_pick_image(archs: list[str], cc: int, /) -> int: ...
 def _module_name(mod: Module, /) -> str: ...
 def _dtype_from_str(text: str, /) -> tuple[int, int, int]: ...

@@ -37,7 +37,7 @@ import tempfile
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeAlias, cast
+from typing import Any, Protocol, TypeAlias, cast
 
 from .. import _core, config, libinfo
 from ..runtime._api import load_module
@@ -643,8 +643,22 @@ def _quiet(quiet: bool | None) -> bool:
     return os.environ.get("KFFI_BUILD_QUIET", "") not in ("", "0")
 
 
+class _LockSite(Protocol):
+    """What names a build's lock file: ``<dir>/.<name>_<hash>.lock``.
+
+    A _Plan, or a cache entry of kffi.cuda's.
+    """
+
+    @property
+    def dir(self) -> str: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def hash(self) -> str: ...
+
+
 @contextlib.contextmanager
-def _locked(plan: _Plan, quiet: bool) -> Iterator[None]:
+def _locked(plan: _LockSite, quiet: bool) -> Iterator[None]:
     os.makedirs(plan.dir, exist_ok=True)
     lock_path = os.path.join(plan.dir, f".{plan.name}_{plan.hash}.lock")
     with open(lock_path, "a+") as f:

@@ -154,8 +154,9 @@ def export(
 
 
 def check_header_compiles(text: str, name: str, spec: BuildSpec | None = None) -> None:
-    """ValueError naming the first compiler error unless the header ``text`` compiles as C++ with
-    the C++ compiler kffi builds with: a name that is fine as a C identifier may still collide
+    """ValueError naming the first compiler error unless the header ``text`` compiles as C++.
+
+    It is compiled with the C++ compiler kffi builds with: a name that is fine as a C identifier may still collide
     with what the C and C++ libraries declare at global scope on this platform (`stdin`,
     `FILE`, `pid_t`), which check_header_name cannot know. Checked once per header text (a
     marker in the build cache).
@@ -200,8 +201,9 @@ def check_header_compiles(text: str, name: str, spec: BuildSpec | None = None) -
 
 
 def build_object(spec: BuildSpec, export_name: str) -> str:
-    """Compiles ``spec`` with the export named ``export_name`` into a relocatable object (cached
-    like kffi.cpp builds) and returns its path.
+    """Compiles ``spec`` with the export named ``export_name`` into a relocatable object.
+
+    Cached like kffi.cpp builds; returns its path.
     """
     flags = ["-DKFFI_EXPORT_TO_SYSTEM_LIB=1"]
     plan = _plan(spec, export_name, flags)
@@ -254,8 +256,9 @@ def _tool(name: str) -> str:
 
 
 def _localize(plan: _cpp._Plan, obj: str, verbose: bool) -> None:
-    """Makes every strong global definition of obj local but the `__kffi_*` exports: two objects
-    built from the same source then link into one program. Weak and unique definitions (inline
+    """Makes every strong global definition of obj local but the `__kffi_*` exports.
+
+    Two objects built from the same source then link into one program. Weak and unique definitions (inline
     functions, templates, the ABI record) stay: the linker keeps one of each.
     """
     out = subprocess.run(
@@ -282,8 +285,9 @@ def _localize(plan: _cpp._Plan, obj: str, verbose: bool) -> None:
 
 
 def load_object(path: str | os.PathLike[str]) -> Module:
-    """Loads a relocatable object with kffi exports (``compiled.export("x.o")``) as a
-    kffi.Module: linked once with the system's C++ driver into a shared object, cached under a
+    """Loads a relocatable object with kffi exports (``compiled.export("x.o")``) as a Module.
+
+    The object is linked once with the system's C++ driver into a shared object, cached under a
     hash of the object's bytes (docs/aot.md), then loaded like :func:`kffi.load_module`.
     """
     path = os.fspath(path)
@@ -381,8 +385,9 @@ _C_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 def check_header_name(name: str) -> None:
-    """ValueError unless ``name`` can name the C++ entry point of a header (render_header): a C
-    identifier that is neither a C or C++ keyword nor a name the header itself needs.
+    """ValueError unless ``name`` can name the C++ entry point of a header (render_header).
+
+    That is a C identifier that is neither a C or C++ keyword nor a name the header itself needs.
     """
     if not isinstance(name, str) or not _C_IDENTIFIER.fullmatch(name):
         raise ValueError(f"export: the function name {name!r} is not a C identifier")
@@ -401,8 +406,10 @@ def check_header_name(name: str) -> None:
 
 
 def _comment_safe(text: object) -> str:
-    """Text for a comment: control characters (line ends included) and lone surrogates (texts
-    that were not UTF-8) as escapes, so that the comment ends where the header ends it.
+    """Text for a comment, so that the comment ends where the header ends it.
+
+    Control characters (line ends included) and lone surrogates (texts that were not UTF-8) become
+    escapes.
     """
     out = []
     for ch in str(text):
@@ -440,9 +447,10 @@ def signature_text(meta: dict[str, Any]) -> str:
 
 
 def render_header(meta: dict[str, Any], object_name: str) -> str:
-    """The header of an exported object: the C declarations of its safe-call and metadata
-    symbols, and (for C++) a typed inline entry point that throws kffi::Error, with the
-    signature and contract as its doc comment.
+    """The header of an exported object.
+
+    The C declarations of its safe-call and metadata symbols, and (for C++) a typed inline entry
+    point that throws kffi::Error, with the signature and contract as its doc comment.
     """
     name = meta["name"]
     check_header_name(name)

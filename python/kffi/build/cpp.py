@@ -164,8 +164,9 @@ def _resolve(exe: str) -> str | None:
 def _compiler_output(
     argv: tuple[str, ...], path: str, option: str, required: bool = False
 ) -> str | None:
-    """`<compiler> <option>`, remembered on disk by the executable's identity (path, size, mtime,
-    inode), so that a cache hit in a fresh process starts no compiler at all. (A launcher such as
+    """`<compiler> <option>`, remembered on disk by the executable's identity.
+
+    The identity is its path, size, mtime and inode, so that a cache hit in a fresh process starts no compiler at all. (A launcher such as
     ccache, or a script that runs another nvcc, is identified by its own file.) When the command
     fails: None, or a BuildError when required.
     """
@@ -242,7 +243,8 @@ def _gencode(arch: str, ptx: bool = False) -> list[str]:
 
 @functools.cache
 def _machine_gpu_archs() -> tuple[str, ...]:
-    """The compute capabilities ("90", "80", ...) of the NVIDIA GPUs on this machine, ascending;
+    """The compute capabilities ("90", "80", ...) of the NVIDIA GPUs on this machine, ascending.
+
     () without a driver or a GPU. Read through NVML (libnvidia-ml), not the CUDA driver API:
     cuInit would create driver state in this process, and a process forked after it cannot use
     CUDA (multiprocessing's default start method on Linux). All GPUs count, visible or not: a
@@ -279,8 +281,9 @@ def _machine_gpu_archs() -> tuple[str, ...]:
 
 
 def _nvcc_gpu_codes(nvcc: _Compiler) -> tuple[str, ...]:
-    """The real architectures ("75", "90", ...) nvcc generates code for (--list-gpu-code),
-    ascending; () when it cannot say (an old nvcc).
+    """The real architectures ("75", "90", ...) nvcc generates code for, ascending.
+
+    From its --list-gpu-code; () when it cannot say (an old nvcc).
     """
     out = _compiler_output(nvcc.argv, nvcc.path, "--list-gpu-code") or ""
     codes = {int(m.group(1)) for m in re.finditer(r"^sm_(\d{2,3})\s*$", out, re.MULTILINE)}
@@ -288,8 +291,9 @@ def _nvcc_gpu_codes(nvcc: _Compiler) -> tuple[str, ...]:
 
 
 def _cuda_arch_flags(nvcc: _Compiler | None = None) -> list[str]:
-    """-gencode flags from $KFFI_CUDA_ARCH ("90", "9.0", "sm_90a", "80;90+PTX"). Unset: native code
-    for each GPU architecture of this machine that nvcc supports (so nothing is JIT-compiled from
+    """-gencode flags from $KFFI_CUDA_ARCH ("90", "9.0", "sm_90a", "80;90+PTX").
+
+    Unset: native code for each GPU architecture of this machine that nvcc supports (so nothing is JIT-compiled from
     PTX at load, and the kernels are the ones the hardware runs best; PTX of nvcc's newest
     architecture is added for a GPU newer than nvcc). [] = nvcc's default (no GPU found).
     """
@@ -341,8 +345,9 @@ def _cuda_lib_dir(nvcc_path: str) -> str | None:
 
 
 def _headers_digest(root: str, names: Sequence[str] | None = None) -> str:
-    """SHA-256 (hex) of the headers a build depends on: each file's path relative to ``root``
-    and its bytes, in order. ``names`` lists the files (paths relative to root); None takes every
+    """SHA-256 (hex) of the headers a build depends on.
+
+    Each file's path relative to ``root`` and its bytes, in order. ``names`` lists the files (paths relative to root); None takes every
     file under root, in sorted order. The one digest of headers for every build key (kffi's own
     headers here, the XLA FFI headers in kffi.jax); a file that cannot be read raises OSError,
     which the caller words (it knows which package should have shipped the file).
@@ -361,8 +366,10 @@ def _headers_digest(root: str, names: Sequence[str] | None = None) -> str:
 
 
 def _headers_key(root: str, names: Sequence[str] | None, what: str, remedy: str) -> str:
-    """_headers_digest as a build key (24 hex digits); an unreadable header is a RuntimeError
-    naming it: "<what> <path> cannot be read (<why>); <remedy>".
+    """_headers_digest as a build key (24 hex digits).
+
+    An unreadable header is a RuntimeError naming it: "<what> <path> cannot be read (<why>);
+    <remedy>".
     """
     try:
         return _headers_digest(root, names)[:24]
@@ -372,8 +379,9 @@ def _headers_key(root: str, names: Sequence[str] | None, what: str, remedy: str)
 
 @functools.cache
 def _kffi_identity() -> str:
-    """The kffi version, ABI version and a digest of the installed headers (which change in
-    development without a version bump).
+    """The kffi version, ABI version and a digest of the installed headers.
+
+    The headers change in development without a version bump.
     """
     version = repr(tuple(_core.runtime_version()))
     return hashlib.sha256(
@@ -424,8 +432,9 @@ def _str_list(value: Any, what: str) -> list[str]:
 
 
 def _depends_key(depends: Paths, where: str) -> list[tuple[str, str]]:
-    """[(absolute path, SHA-256 of its bytes)] of the extra files a build depends on (headers
-    the sources include, data they embed): a change to any of them makes a new build key.
+    """[(absolute path, SHA-256 of its bytes)] of the extra files a build depends on.
+
+    Headers the sources include, data they embed: a change to any of them makes a new build key.
     """
     out = []
     for p in _str_list(depends, "depends"):
@@ -440,8 +449,9 @@ def _depends_key(depends: Paths, where: str) -> list[tuple[str, str]]:
 
 @functools.cache
 def _config_flags() -> dict[str, list[str]]:
-    """What kffi-config prints (its --cxxflags, --nvccflags, and --ldflags --libs), as argument
-    lists: the one source of the flags a library built against kffi needs, the same script that
+    """What kffi-config prints (its --cxxflags, --nvccflags, and --ldflags --libs), as lists.
+
+    The one source of the flags a library built against kffi needs, the same script that
     builds without CMake use (cmake/kffi-config.in). Its folders are asked for alone and kept
     whole, so a path with spaces stays one argument.
     """
@@ -628,8 +638,10 @@ def _cache_entry_intact(path: str) -> bool:
 
 
 def _keep_record(path: str) -> None:
-    """Writes the record of the file just built at path (after the file: a reader that sees the
-    new file with an old record takes the entry as damaged and waits for the build's lock).
+    """Writes the record of the file just built at path.
+
+    After the file: a reader that sees the new file with an old record takes the entry as damaged
+    and waits for the build's lock.
     """
     record = _file_record(path)
     if record is None:
@@ -799,8 +811,9 @@ def build(
     quiet: bool | None = None,
     depends: Paths = None,
 ) -> str:
-    """Compiles source files (``.cc``/``.cpp`` with ``$CXX``, ``.cu`` with nvcc) into a shared
-    library linked with libkffi, and returns its path. Cached: see the module docstring.
+    """Compiles source files into a shared library linked with libkffi, and returns its path.
+
+    ``.cc``/``.cpp`` with ``$CXX``, ``.cu`` with nvcc. Cached: see the module docstring.
 
     ``extra_cflags`` go to the C++ compiler, ``extra_cuda_cflags`` to nvcc, ``extra_ldflags`` to
     the link. ``verbose`` prints every command and its output; ``quiet`` drops the progress
@@ -837,8 +850,9 @@ _SIMPLE_ESCAPES = {
 
 
 def c_string_literal(text: str) -> str:
-    r"""``text`` as a C/C++ string literal whose bytes are its UTF-8 encoding. Printable ASCII is
-    kept; every other byte is a 3-digit octal escape (valid in C, C++ and CUDA, and unlike
+    r"""``text`` as a C/C++ string literal whose bytes are its UTF-8 encoding.
+
+    Printable ASCII is kept; every other byte is a 3-digit octal escape (valid in C, C++ and CUDA, and unlike
     ``\u`` escapes it takes any character, including those outside the Basic Multilingual
     Plane). Lone surrogates cannot be encoded: ValueError.
     """
@@ -921,9 +935,10 @@ def _split_top_level(text: str) -> list[str]:
 
 
 def cpp_param_names(source: str, name: str) -> list[str] | None:
-    """The parameter names of the definition of ``name`` in C++ source, or None when they cannot
-    be read (an unnamed parameter, no definition, several different ones). Best effort: a
-    regular-expression reading, not a C++ parser.
+    """The parameter names of the definition of ``name`` in C++ source, or None.
+
+    None when they cannot be read (an unnamed parameter, no definition, several different ones).
+    Best effort: a regular-expression reading, not a C++ parser.
     """
     src = strip_comments(source)
     found: list[list[str] | None] = []
@@ -961,9 +976,10 @@ def cpp_param_names(source: str, name: str) -> list[str] | None:
 
 
 def export_lines(functions: Sequence[str] | Mapping[str, str] | None, source: str = "") -> str:
-    """KFFI_EXPORT_DOC lines for ``functions`` (a list of names, or {name: docstring}), naming
-    the parameters as the definitions in ``source`` do (arg0, arg1, ... where they cannot be
-    read).
+    """KFFI_EXPORT_DOC lines for ``functions`` (a list of names, or {name: docstring}).
+
+    They name the parameters as the definitions in ``source`` do (arg0, arg1, ... where they
+    cannot be read).
     """
     if functions is None:
         return ""
@@ -1055,8 +1071,9 @@ def build_inline(
     pre_includes: Sequence[str] = PRE_INCLUDES,
     depends: Paths = None,
 ) -> str:
-    """Builds source text into a kernel library (cached like :func:`build`) and returns its
-    path, without loading it. ``epilogue`` is appended to the C++ source (or to the CUDA one when
+    """Builds source text into a kernel library and returns its path, without loading it.
+
+    Cached like :func:`build`. ``epilogue`` is appended to the C++ source (or to the CUDA one when
     there is no C++ source): export lines such as ``KFFI_EXPORT(f, f);`` (see
     :func:`export_lines`, :func:`c_string_literal`). ``pre_includes`` come in first by
     ``-include`` (default :data:`PRE_INCLUDES`: the headers of ``<kffi/kffi.h>`` but

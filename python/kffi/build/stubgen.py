@@ -38,8 +38,9 @@ _OBJECT_CLASSES: dict[str, str] = {}
 
 
 def python_type(parsed: TypeNode, *, result: bool = False) -> str:
-    """The Python annotation of a parsed type text (kffi.aot.parse_type). Parameters take what
-    the converter accepts (``TensorLike``, ``Sequence[int]``); results are what a call returns
+    """The Python annotation of a parsed type text (kffi.aot.parse_type).
+
+    Parameters take what the converter accepts (``TensorLike``, ``Sequence[int]``); results are what a call returns
     (arrays come back as tuples; a tensor as the caller's array type: ``Any``).
     """
     head, args = parsed
@@ -110,8 +111,9 @@ def _default_text(value: object, annotation: str) -> str:
 
 
 def _literal_text(text: str) -> str:
-    """text, escaped for the inside of a triple-quoted str literal: backslashes and quotes, and
-    every character that would end a line, a comment or a source file early or not survive the
+    """text, escaped for the inside of a triple-quoted str literal.
+
+    Backslashes and quotes, and every character that would end a line, a comment or a source file early or not survive the
     trip to a UTF-8 file (control characters, line separators, lone surrogates from names and
     texts that were not UTF-8), as escapes. Newlines and tabs stay.
     """
@@ -140,8 +142,9 @@ def _docstring(text: str, indent: str) -> str:
 
 
 def _reachable(name: object) -> bool:
-    """Whether Python source can name it: an identifier, not a keyword, and NFKC-normal (the
-    parser reads identifiers normalised: `mod.\ufb01x` looks up "fix").
+    """Whether Python source can name it: an identifier, not a keyword, and NFKC-normal.
+
+    The parser reads identifiers normalised: `mod.\ufb01x` looks up "fix".
     """
     return (
         isinstance(name, str)
@@ -170,9 +173,10 @@ _NAME_TOKEN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 class _Annotations:
-    """Spells annotations with the stub's own names for the types (an alias where a function of
-    the module has the type's name: `def Any(...)` or `def int(...)` would shadow it) and keeps
-    the names used, for the imports.
+    """Spells annotations with the stub's own names for the types, and keeps the names used.
+
+    An alias where a function of the module has the type's name (`def Any(...)` or
+    `def int(...)` would shadow it); the names used make the imports.
     """
 
     def __init__(self, function_names: Iterable[str]) -> None:
@@ -261,8 +265,9 @@ def _render_function(name: str, meta: dict[str, Any] | None, spell: _Annotations
 
 
 def render_stub(functions: dict[str, Any], module_doc: str | None = None, classes: str = "") -> str:
-    """The .pyi text of ``functions`` ({name: metadata dict or None}). Valid Python that mypy
-    accepts whatever the names and texts: a name Python source cannot spell (not an
+    """The .pyi text of ``functions`` ({name: metadata dict or None}).
+
+    Valid Python that mypy accepts whatever the names and texts: a name Python source cannot spell (not an
     identifier, or not NFKC-normal) becomes a comment, a function named like a type the stub
     uses gets that type under an alias, and the texts are escaped.
     """
@@ -284,9 +289,10 @@ def render_stub(functions: dict[str, Any], module_doc: str | None = None, classe
 def stub_classes(
     type_texts: Iterable[object], taken: Iterable[str] = ()
 ) -> tuple[dict[str, str], str]:
-    """For kffi-stubgen: the reflected object types named in type_texts (metadata type strings
-    such as "test.Point" or "Array<test.Point>") and their reflected ancestors, as
-    ({type key: class name}, the classes' .pyi text). A type whose short name is no identifier or
+    """For kffi-stubgen: the reflected object types named in type_texts, and their ancestors.
+
+    type_texts are metadata type strings such as "test.Point" or "Array<test.Point>"; the result
+    is ({type key: class name}, the classes' .pyi text). A type whose short name is no identifier or
     is taken (a function's name, another type's) is left out (it stays Any).
     """
     import keyword
@@ -343,8 +349,9 @@ def stubgen(
     *,
     module_doc: str | None = None,
 ) -> str:
-    """The .pyi stub of the functions of ``module`` (a kffi.Module, or the path of a library or
-    object file); written to ``path`` too when given.
+    """The .pyi stub of the functions of ``module``; written to ``path`` too when given.
+
+    ``module``: a kffi.Module, or the path of a library or object file.
     """
     mod = _as_module(module)
     functions = {name: mod.metadata(name) for name in mod.functions()}

@@ -34,6 +34,11 @@ if python3 -m zipfile -l "${WHEEL[0]}" | grep -q '^kffi\.libs/'; then
   echo "build_wheel.sh: auditwheel grafted libraries into the wheel (kffi.libs/)" >&2
   exit 1
 fi
+# libkffi once: a zip holds no symbolic links, so versioned names would be copies of it.
+if [ "$(python3 -m zipfile -l "${WHEEL[0]}" | grep -c '^kffi/lib/libkffi\.so')" != 1 ]; then
+  echo "build_wheel.sh: the wheel holds libkffi.so more than once (or not at all)" >&2
+  exit 1
+fi
 
 [ "${1:-}" = "--smoke" ] || exit 0
 

@@ -16,6 +16,9 @@ Rows (ns per operation, best of --reps runs of --number operations each):
   4-field dataclass call config_score(Config(2, 3, 0.5, 1.0)), a dataclass declared to the C++
                          type test.Config (kffi.register_record); goal: at most the 4-scalar
                          call plus 60 ns
+  4-field struct call     tiles_score(Tiles(2, 3, 0.5, 1.0)): an undecorated dataclass to a
+                         plain C++ struct parameter (KFFI_RECORD), matched by field names
+  4-field NamedTuple call the same with a typing.NamedTuple
 
 Usage: python3 bench/python/object_fields.py [--reps 7] [--number 200000] [--out FILE.json]
 """
@@ -34,6 +37,7 @@ import sysconfig
 import tempfile
 import timeit
 from pathlib import Path
+from typing import NamedTuple
 
 import kffi
 
@@ -139,6 +143,19 @@ def main() -> int:
         alpha: float
         beta: float
 
+    @dataclasses.dataclass
+    class Tiles:  # no register_record: tiles_score's parameter type says what it becomes
+        tile_m: int
+        tile_n: int
+        alpha: float
+        beta: float
+
+    class TilesNT(NamedTuple):
+        tile_m: int
+        tile_n: int
+        alpha: float
+        beta: float
+
     env = {
         "p": p,
         "q": nb.Point() if nb else None,
@@ -146,6 +163,9 @@ def main() -> int:
         "score4": mod.config_score4,
         "score": mod.config_score,
         "cfg": Config(2, 3, 0.5, 1.0),
+        "tiles": mod.tiles_score,
+        "tdc": Tiles(2, 3, 0.5, 1.0),
+        "tnt": TilesNT(2, 3, 0.5, 1.0),
     }
     rows = {"kffi field read": best_ns("p.x", env, args.reps, args.number)}
     if nb is not None:
@@ -158,6 +178,8 @@ def main() -> int:
         rows["tvm field read"] = best_ns("t.y", env, args.reps, args.number)
     rows["4 scalars call"] = best_ns("score4(2, 3, 0.5, 1.0)", env, args.reps, args.number)
     rows["4-field dataclass call"] = best_ns("score(cfg)", env, args.reps, args.number)
+    rows["4-field struct call"] = best_ns("tiles(tdc)", env, args.reps, args.number)
+    rows["4-field NamedTuple call"] = best_ns("tiles(tnt)", env, args.reps, args.number)
 
     print(f"{'operation':<26}{'ns':>10}")
     for name, ns in rows.items():
@@ -166,6 +188,11 @@ def main() -> int:
     extra = rows["4-field dataclass call"] - rows["4 scalars call"]
     result["dataclass_minus_scalars_ns"] = extra
     print(f"4-field dataclass call - 4 scalars call: {extra:.1f} ns (goal <= 60)")
+    for row in ("4-field struct call", "4-field NamedTuple call"):
+        result[row.replace(" ", "_").replace("-", "") + "_minus_scalars_ns"] = (
+            rows[row] - rows["4 scalars call"]
+        )
+        print(f"{row} - 4 scalars call: {rows[row] - rows['4 scalars call']:.1f} ns")
     if nb is not None:
         ratio = rows["kffi field read"] / rows["nanobind property read"]
         result["field_read_vs_nanobind"] = ratio

@@ -221,10 +221,15 @@ class Function : public ObjectRef {
   /// Calls with C++ values; the result is an Any (cast it: f(1, 2).cast<int>()).
   template <typename... Args>
   KFFI_INLINE Any operator()(Args&&... args) const {
-    constexpr size_t kNum = sizeof...(Args);
-    KFFIAny packed[kNum == 0 ? 1 : kNum];
-    details::PackArgs(packed, std::forward<Args>(args)...);
-    return CallPacked(packed, static_cast<int32_t>(kNum));
+    if constexpr ((details::IsRecord<std::decay_t<Args>>::value || ...)) {
+      // A struct declared with KFFI_RECORD travels boxed; the boxes live through the call.
+      return (*this)(details::BoxRecordArg(std::forward<Args>(args))...);
+    } else {
+      constexpr size_t kNum = sizeof...(Args);
+      KFFIAny packed[kNum == 0 ? 1 : kNum];
+      details::PackArgs(packed, std::forward<Args>(args)...);
+      return CallPacked(packed, static_cast<int32_t>(kNum));
+    }
   }
   /// Calls with already packed borrowed values.
   KFFI_INLINE Any CallPacked(const KFFIAny* args, int32_t num_args) const {

@@ -354,6 +354,25 @@ struct CallableInfo<R (C::*)(Args...) const> : CallableInfo<R (*)(Args...)> {};
 template <typename C, typename R, typename... Args>
 struct CallableInfo<R (C::*)(Args...)> : CallableInfo<R (*)(Args...)> {};
 
+/// Whether T is a plain struct declared with KFFI_RECORD (found by argument-dependent lookup of
+/// the KFFIRecordKey the macro declares beside it).
+template <typename T, typename = void>
+struct IsRecord : std::false_type {};
+template <typename T>
+struct IsRecord<T, std::void_t<decltype(KFFIRecordKey(static_cast<const T*>(nullptr)))>>
+    : std::true_type {};
+
+/// An argument as Function::operator() passes it: a declared struct boxed in an owned Any (a
+/// temporary that lives through the call: a view needs an object), anything else unchanged.
+template <typename T>
+KFFI_INLINE decltype(auto) BoxRecordArg(T&& v) {
+  if constexpr (IsRecord<std::decay_t<T>>::value) {
+    return Any(std::forward<T>(v));
+  } else {
+    return std::forward<T>(v);
+  }
+}
+
 /// Packs C++ values as borrowed views (no references taken: they live through the call).
 template <typename... Args>
 KFFI_INLINE void PackArgs(KFFIAny* out, Args&&... args) {

@@ -10,6 +10,7 @@
 #include <kffi/tensor.h>
 #include <kffi/type_traits.h>
 
+#include <cstddef>
 #include <cstdio>
 #include <deque>
 #include <string>
@@ -124,6 +125,19 @@ struct MethodTraits<R (C::*)(Args...)> {
 
 }  // namespace details
 
+namespace details {
+/// The object a struct S declared with KFFI_RECORD travels in: the object header, then S. Its
+/// type key is the declaration's; its fields are S's declared members.
+template <typename S>
+class RecordObj : public Object {
+ public:
+  KFFI_DECLARE_FINAL_OBJECT_INFO(KFFIRecordKey(static_cast<const S*>(nullptr)), RecordObj, Object)
+  RecordObj() : value() {}
+  explicit RecordObj(S v) : value(std::move(v)) {}
+  S value;
+};
+}  // namespace details
+
 /// Declares the fields and methods of object type T (a subclass of kffi::Object with
 /// KFFI_DECLARE_OBJECT_INFO); KFFI_OBJECT_DEF registers them when the library loads:
 ///
@@ -168,6 +182,17 @@ class ObjectDef {
     return *this;
   }
 
+  /// A read-write field of the struct S a KFFI_RECORD box (details::RecordObj<S>) holds.
+  template <typename S, typename F>
+  ObjectDef& record_field(const char* name, F S::*member) {
+    static_assert(std::is_same_v<T, details::RecordObj<S>>, "record_field is KFFI_RECORD's");
+    alignas(T) unsigned char probe[sizeof(T)];
+    T* obj = reinterpret_cast<T*>(probe);
+    const char* base = reinterpret_cast<const char*>(static_cast<Object*>(obj));
+    const char* at = reinterpret_cast<const char*>(&(obj->value.*member));
+    return AddFieldAt<F>(name, at - base, true);
+  }
+
   /// Registers the declarations (KFFITypeRegisterReflection); throws kffi::Error when refused.
   void Register() {
     std::vector<KFFIMethodInfo> methods;
@@ -194,19 +219,23 @@ class ObjectDef {
   template <typename C, typename F>
   ObjectDef& AddField(const char* name, F C::*member, bool writable) {
     static_assert(std::is_base_of_v<C, T>, "the field must be a member of T or of a base of T");
-    static_assert(TypeTraits<F>::convert_enabled, "kffi cannot convert this field's type");
     // The offset from the object's start, read off storage that is never constructed.
     alignas(T) unsigned char probe[sizeof(T)];
     T* obj = reinterpret_cast<T*>(probe);
     const char* base = reinterpret_cast<const char*>(static_cast<Object*>(obj));
     const char* at = reinterpret_cast<const char*>(&(static_cast<C*>(obj)->*member));
+    return AddFieldAt<F>(name, at - base, writable);
+  }
+  template <typename F>
+  ObjectDef& AddFieldAt(const char* name, ptrdiff_t offset, bool writable) {
+    static_assert(TypeTraits<F>::convert_enabled, "kffi cannot convert this field's type");
     strings_.emplace_back(name);
     const std::string& n = strings_.back();
     strings_.push_back(TypeTraits<F>::TypeStr());
     const std::string& type_str = strings_.back();
     KFFIFieldInfo f{};
     f.name = KFFIByteArray{n.data(), n.size()};
-    f.offset = static_cast<int64_t>(at - base);
+    f.offset = static_cast<int64_t>(offset);
     f.size = static_cast<int64_t>(sizeof(F));
     f.type_index = details::FieldTypeIndex<F>();
     f.flags = writable ? kKFFIFieldFlagWritable : 0;
@@ -240,6 +269,44 @@ struct ObjectDefRegistrar {
 };
 }  // namespace details
 
+/// Conversions of a struct S declared with KFFI_RECORD: it travels as a RecordObj<S> (made when
+/// a C++ value is passed or returned; a Python dataclass or NamedTuple with S's field names
+/// converts to one), and a parameter of type S gets a copy of the value.
+template <typename S>
+struct TypeTraits<S, std::enable_if_t<details::IsRecord<S>::value>> {
+  using Obj = details::RecordObj<S>;
+  static constexpr bool convert_enabled = true;
+  static void MoveToAny(S v, KFFIAny* r) {
+    TypeTraits<ObjectPtr<Obj>>::MoveToAny(make_object<Obj>(std::move(v)), r);
+  }
+  static bool CheckAnyStrict(const KFFIAny* s) {
+    return TypeTraits<ObjectPtr<Obj>>::CheckAnyStrict(s);
+  }
+  static S CopyFromAnyViewAfterCheck(const KFFIAny* s) {
+    return static_cast<const Obj*>(static_cast<const Object*>(static_cast<const void*>(s->v_obj)))
+        ->value;
+  }
+  static std::optional<S> TryCastFromAnyView(const KFFIAny* s) {
+    if (CheckAnyStrict(s)) return CopyFromAnyViewAfterCheck(s);
+    return std::nullopt;
+  }
+  static std::string TypeStr() { return details::TypeKeyToStr(Obj::_type_key); }
+};
+
+namespace details {
+/// Registers the fields of a KFFI_RECORD struct S while the library loads.
+template <typename S>
+struct RecordRegistrar {
+  static_assert(std::is_default_constructible_v<S> && std::is_copy_constructible_v<S>,
+                "a KFFI_RECORD struct must be default- and copy-constructible");
+  RecordRegistrar() {
+    ObjectDef<RecordObj<S>> def;
+    KFFIRecordFields(static_cast<const S*>(nullptr), def);  // the macro's, by ADL
+    [[maybe_unused]] ObjectDefRegistrar registrar(def);
+  }
+};
+}  // namespace details
+
 #define KFFI_OBJECT_DEF_CAT2_(a, b) a##b
 #define KFFI_OBJECT_DEF_CAT_(a, b) KFFI_OBJECT_DEF_CAT2_(a, b)
 /// Registers the fields and methods of object type T at load (see kffi::ObjectDef); chain the
@@ -247,6 +314,46 @@ struct ObjectDefRegistrar {
 #define KFFI_OBJECT_DEF(T)                                                                \
   [[maybe_unused]] static const ::kffi::details::ObjectDefRegistrar KFFI_OBJECT_DEF_CAT_( \
       kffi_object_def_registrar_, __COUNTER__) = ::kffi::ObjectDef<T>()
+
+// KFFI_RECORD's field list, one record_field per name (up to 16 fields).
+#define KFFI_RECORD_F_1(S, a) def.record_field(#a, &S::a);
+#define KFFI_RECORD_F_2(S, a, ...) KFFI_RECORD_F_1(S, a) KFFI_RECORD_F_1(S, __VA_ARGS__)
+#define KFFI_RECORD_F_3(S, a, ...) KFFI_RECORD_F_1(S, a) KFFI_RECORD_F_2(S, __VA_ARGS__)
+#define KFFI_RECORD_F_4(S, a, ...) KFFI_RECORD_F_1(S, a) KFFI_RECORD_F_3(S, __VA_ARGS__)
+#define KFFI_RECORD_F_5(S, a, ...) KFFI_RECORD_F_1(S, a) KFFI_RECORD_F_4(S, __VA_ARGS__)
+#define KFFI_RECORD_F_6(S, a, ...) KFFI_RECORD_F_1(S, a) KFFI_RECORD_F_5(S, __VA_ARGS__)
+#define KFFI_RECORD_F_7(S, a, ...) KFFI_RECORD_F_1(S, a) KFFI_RECORD_F_6(S, __VA_ARGS__)
+#define KFFI_RECORD_F_8(S, a, ...) KFFI_RECORD_F_1(S, a) KFFI_RECORD_F_7(S, __VA_ARGS__)
+#define KFFI_RECORD_F_9(S, a, ...) KFFI_RECORD_F_1(S, a) KFFI_RECORD_F_8(S, __VA_ARGS__)
+#define KFFI_RECORD_F_10(S, a, ...) KFFI_RECORD_F_1(S, a) KFFI_RECORD_F_9(S, __VA_ARGS__)
+#define KFFI_RECORD_F_11(S, a, ...) KFFI_RECORD_F_1(S, a) KFFI_RECORD_F_10(S, __VA_ARGS__)
+#define KFFI_RECORD_F_12(S, a, ...) KFFI_RECORD_F_1(S, a) KFFI_RECORD_F_11(S, __VA_ARGS__)
+#define KFFI_RECORD_F_13(S, a, ...) KFFI_RECORD_F_1(S, a) KFFI_RECORD_F_12(S, __VA_ARGS__)
+#define KFFI_RECORD_F_14(S, a, ...) KFFI_RECORD_F_1(S, a) KFFI_RECORD_F_13(S, __VA_ARGS__)
+#define KFFI_RECORD_F_15(S, a, ...) KFFI_RECORD_F_1(S, a) KFFI_RECORD_F_14(S, __VA_ARGS__)
+#define KFFI_RECORD_F_16(S, a, ...) KFFI_RECORD_F_1(S, a) KFFI_RECORD_F_15(S, __VA_ARGS__)
+#define KFFI_RECORD_NARG_I_(_1, _2, _3, _4, _5, _6, _7, _8, _9, _10, _11, _12, _13, _14, _15, _16, \
+                            N, ...)                                                                \
+  N
+#define KFFI_RECORD_NARG_(...) \
+  KFFI_RECORD_NARG_I_(__VA_ARGS__, 16, 15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0)
+
+/// Declares a plain C++ struct S to kffi as a record with type key TypeKey and the listed
+/// members as its fields (up to 16; each of a type kffi converts, e.g. int64_t, double, bool,
+/// std::string): exported functions take and return S by value, Python passes a dataclass or
+/// NamedTuple with those field names (or a kffi object of the type), and S needs no kffi base
+/// class. Use it once, right after S, in S's namespace:
+///
+///   struct Config { double alpha; int64_t n; };
+///   KFFI_RECORD(Config, "demo.Config", alpha, n);
+#define KFFI_RECORD(S, TypeKey, ...)                                                      \
+  [[maybe_unused]] constexpr const char* KFFIRecordKey(const S*) { return TypeKey; }      \
+  [[maybe_unused]] inline void KFFIRecordFields(                                          \
+      const S*, ::kffi::ObjectDef<::kffi::details::RecordObj<S>>& def) {                  \
+    KFFI_OBJECT_DEF_CAT_(KFFI_RECORD_F_, KFFI_RECORD_NARG_(__VA_ARGS__))(S, __VA_ARGS__)  \
+  }                                                                                       \
+  [[maybe_unused]] static const ::kffi::details::RecordRegistrar<S> KFFI_OBJECT_DEF_CAT_( \
+      kffi_record_registrar_, __COUNTER__)
 
 }  // namespace kffi
 

@@ -207,11 +207,21 @@ def register_object(type_key: str):
 _core._set_reflection_hook(_class_for)
 
 
+def _record_fields(cls):
+    """For the extension: the field names of a record class (a dataclass or a typing.NamedTuple),
+    or None for any other class; read once per class."""
+    import dataclasses
+
+    if dataclasses.is_dataclass(cls):
+        return tuple(f.name for f in dataclasses.fields(cls))
+    if issubclass(cls, tuple) and isinstance(getattr(cls, "_fields", None), tuple):
+        return tuple(cls._fields)
+    return None
+
+
 def _record_plan(cls) -> tuple[int, tuple[str, ...]]:
     """For the extension: (kffi type index, field names) of a record class (a dataclass or a
     typing.NamedTuple with ``__kffi_type__``), read once per class."""
-    import dataclasses
-
     key = getattr(cls, "__kffi_type__", None)
     if not isinstance(key, str):
         raise TypeError(f"record class {cls.__qualname__}: __kffi_type__ must be a type key str")
@@ -222,15 +232,31 @@ def _record_plan(cls) -> tuple[int, tuple[str, ...]]:
             f"record class {cls.__qualname__}: kffi type {key!r} is not registered; load the "
             "library that defines it first"
         ) from None
-    if dataclasses.is_dataclass(cls):
-        names = tuple(f.name for f in dataclasses.fields(cls))
-    elif issubclass(cls, tuple) and isinstance(getattr(cls, "_fields", None), tuple):
-        names = tuple(cls._fields)
-    else:
+    names = _record_fields(cls)
+    if names is None:
         raise TypeError(
             f"record class {cls.__qualname__}: expected a dataclass or a typing.NamedTuple"
         )
     return index, names
+
+
+def _record_type_index(type_text) -> int:
+    """The type index of a parameter type text that names a registered kffi object type, else
+    -1 (the extension keeps only those a record can build: with fields and a constructor)."""
+    if not isinstance(type_text, str) or "." not in type_text or "<" in type_text:
+        return -1
+    try:
+        return _core._type_key_to_index(type_text)
+    except (KeyError, ValueError, TypeError):
+        return -1
+
+
+def _note_record_params(func, params) -> None:
+    """Tells the extension which parameters of func (metadata ``params``) take a record type:
+    there a dataclass or NamedTuple with the type's field names converts to it."""
+    types = tuple(_record_type_index(p.get("type")) for p in params)
+    if any(t >= 0 for t in types):
+        _core._set_record_params(func, types)
 
 
 def register_record(type_key: str):

@@ -37,8 +37,10 @@ def _match(text: str, i: int) -> int:
     raise ValueError(f"unbalanced brackets in type {text!r}")
 
 
-def _split_args(text: str) -> list:
-    parts, depth, cur = [], 0, []
+def _split_args(text: str) -> list[str]:
+    parts: list[str] = []
+    cur: list[str] = []
+    depth = 0
     for ch in text:
         if ch in "<[(":
             depth += 1

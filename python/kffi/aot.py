@@ -1,5 +1,6 @@
-"""python/kffi/aot.py: the public name kffi.aot, which is kffi.build.aot itself (the same module
-object, so that what is set on one is seen by the other).
+"""python/kffi/aot.py: the public name kffi.aot, which is kffi.build.aot itself.
+
+The same module object, so that what is set on one is seen by the other.
 """
 # SPDX-License-Identifier: Apache-2.0
 

@@ -1,5 +1,6 @@
-"""python/kffi/cpp.py: the public name kffi.cpp, which is kffi.build.cpp itself (the same module
-object, so that what is set on one is seen by the other).
+"""python/kffi/cpp.py: the public name kffi.cpp, which is kffi.build.cpp itself.
+
+The same module object, so that what is set on one is seen by the other.
 """
 # SPDX-License-Identifier: Apache-2.0
 

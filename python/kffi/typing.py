@@ -14,8 +14,9 @@ __all__ = ["StreamLike", "TensorLike"]
 
 
 class TensorLike(Protocol):
-    """What kffi takes where a function expects a tensor: any object with ``__dlpack__``
-    (torch, NumPy, JAX and CuPy arrays, kffi.Tensor).
+    """What kffi takes where a function expects a tensor: any object with ``__dlpack__``.
+
+    Such as torch, NumPy, JAX and CuPy arrays, and kffi.Tensor.
     """
 
     def __dlpack__(self) -> Any:

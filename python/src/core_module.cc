@@ -1,11 +1,8 @@
 // python/src/core_module.cc: the kffi._core extension module: registry, modules, helpers.
 // SPDX-License-Identifier: Apache-2.0
-#include <kffi/container/map.h>
 #include <kffi/contract.h>
-#include <kffi/shape_rpn_details.h>
 #include <kffi/type_traits.h>
 
-#include <cmath>
 #include <cstring>
 #include <new>
 #include <string>
@@ -24,6 +21,16 @@ PyObject* EnvGetStream(PyObject* self, PyObject* args);
 PyObject* TensorInfo(PyObject* self, PyObject* obj);
 PyObject* TensorToDLPack(PyObject* self, PyObject* args);
 PyObject* FromDLPack(PyObject* self, PyObject* obj);
+
+KFFIObjectHandle HandleOfType(PyObject* obj, int32_t type_index, const char* what) {
+  KFFIObjectHandle h = GetHandle(obj);
+  if (h == nullptr && RaiseIfReleased(obj)) return nullptr;
+  if (h == nullptr || static_cast<KFFIObject*>(h)->type_index != type_index) {
+    PyErr_Format(PyExc_TypeError, "expected a %s, got %s", what, Py_TYPE(obj)->tp_name);
+    return nullptr;
+  }
+  return h;
+}
 
 namespace {
 
@@ -77,16 +84,6 @@ int CollectName(void* ctx, const KFFIByteArray* name) {
   int rc = PyList_Append(static_cast<PyObject*>(ctx), s);
   Py_DECREF(s);
   return rc != 0 ? 1 : 0;
-}
-
-KFFIObjectHandle HandleOfType(PyObject* obj, int32_t type_index, const char* what) {
-  KFFIObjectHandle h = GetHandle(obj);
-  if (h == nullptr && RaiseIfReleased(obj)) return nullptr;
-  if (h == nullptr || static_cast<KFFIObject*>(h)->type_index != type_index) {
-    PyErr_Format(PyExc_TypeError, "expected a %s, got %s", what, Py_TYPE(obj)->tp_name);
-    return nullptr;
-  }
-  return h;
 }
 
 PyObject* GetGlobalFunc(PyObject*, PyObject* name) {
@@ -300,457 +297,6 @@ PyObject* DTypeToStr(PyObject*, PyObject* args) {
   return AnyToPy(&out, nullptr);
 }
 
-/// kffi._abstract.eval_shape_rpn: the one RPN evaluator (kffi/shape_rpn_details.h) over Python
-/// values: ints computed as checked int64, symbolic dimensions (torch.SymInt, JAX's) through
-/// their own operators. Its messages are _abstract's (Python reprs of the tokens, the expression
-/// and the symbols), returned for it to raise as a ContractError.
-class PyRpnDomain {
- public:
-  struct Value {
-    bool is_int = false;
-    int64_t i = 0;
-    PyRef obj;  // a symbolic value (not is_int)
-  };
-  struct Failed {};  // unwinds the evaluator: message_ holds why, or a Python error is set
-
-  PyRpnDomain(PyObject* rpn, PyObject* symbols, std::string what)
-      : rpn_(rpn), symbols_(symbols), what_(std::move(what)) {}
-
-  void Token(size_t i, details::RpnOp* op, int64_t* literal, Value* symbol) {
-    // Read from the domain's own tuple: a symbolic value's operator (Python code) may change a
-    // list the caller passed while the evaluation runs.
-    PyObject* tok = PyTuple_GET_ITEM(tokens_.get(), static_cast<Py_ssize_t>(i));  // borrowed
-    if (PyLong_Check(tok) && !PyBool_Check(tok)) {
-      *op = details::RpnOp::kLit;
-      *literal = IntOrOverflow(tok);
-      return;
-    }
-    if (PyUnicode_Check(tok)) {
-      const char* t = PyUnicode_AsUTF8(tok);
-      if (t == nullptr) throw Failed{};
-      static constexpr std::pair<const char*, details::RpnOp> kOps[] = {
-          {"+", details::RpnOp::kAdd}, {"-", details::RpnOp::kSub},
-          {"*", details::RpnOp::kMul}, {"//", details::RpnOp::kFloorDiv},
-          {"%", details::RpnOp::kMod}, {"neg", details::RpnOp::kNeg}};
-      for (const auto& [name, o] : kOps) {
-        if (std::strcmp(t, name) == 0) {
-          *op = o;
-          return;
-        }
-      }
-      *op = details::RpnOp::kSym;
-      *symbol = SymbolValue(tok);
-      return;
-    }
-    Fail(": cannot read token " + Repr(tok) + " in " + Str(rpn_));
-  }
-  Value Int(int64_t v) { return Value{true, v, PyRef()}; }
-  bool AsInt(const Value& v, int64_t* out) {
-    *out = v.i;
-    return v.is_int;
-  }
-  Value Apply(details::RpnOp op, const Value& a, const Value& c) {
-    PyRef pa = Object(a), pc = Object(c);
-    PyObject* r = nullptr;
-    switch (op) {
-      case details::RpnOp::kAdd:
-        r = PyNumber_Add(pa.get(), pc.get());
-        break;
-      case details::RpnOp::kSub:
-        r = PyNumber_Subtract(pa.get(), pc.get());
-        break;
-      case details::RpnOp::kMul:
-        r = PyNumber_Multiply(pa.get(), pc.get());
-        break;
-      case details::RpnOp::kFloorDiv:
-        r = PyNumber_FloorDivide(pa.get(), pc.get());
-        break;
-      case details::RpnOp::kMod:
-        r = PyNumber_Remainder(pa.get(), pc.get());
-        break;
-      default:
-        r = PyNumber_Negative(pa.get());
-    }
-    if (r == nullptr) throw Failed{};
-    return FromObject(PyRef(r));
-  }
-  [[noreturn]] void Fail(details::RpnFailure why, details::RpnOp op, size_t count) {
-    switch (why) {
-      case details::RpnFailure::kMissingOperand:
-        if (op == details::RpnOp::kNeg) Fail(": operator 'neg' needs an operand in " + Str(rpn_));
-        Fail(std::string(" needs two operands in ").insert(0, OpRepr(op)) + Str(rpn_));
-      case details::RpnFailure::kDivisionByZero:
-      case details::RpnFailure::kModuloByZero:
-        Fail(std::string(": ") +
-             (why == details::RpnFailure::kDivisionByZero ? "division" : "modulo") +
-             " by zero in " + Str(rpn_) + " with " + SymbolsText());
-      case details::RpnFailure::kOverflow:
-        Fail(": int64 overflow in " + Str(rpn_) + " with " + SymbolsText());
-      default:
-        Fail(": " + Str(rpn_) + " leaves " + std::to_string(count) + " values instead of one");
-    }
-  }
-  [[noreturn]] void Fail(const std::string& why) {
-    message_ = what_ + why;
-    throw Failed{};
-  }
-  std::string SymbolsText() {
-    PyRef d(PyObject_CallOneArg(reinterpret_cast<PyObject*>(&PyDict_Type), symbols_));
-    if (!d) throw Failed{};
-    return Str(d.get());
-  }
-  const std::string& message() const { return message_; }
-  size_t num_tokens() const { return static_cast<size_t>(PyTuple_GET_SIZE(tokens_.get())); }
-  /// Takes the tokens (a tuple of rpn's items); false with a Python error set.
-  bool SetTokens() {
-    tokens_ = PyRef(PySequence_Tuple(rpn_));
-    return static_cast<bool>(tokens_);
-  }
-
- private:
-  static std::string Text(PyObject* s) {
-    if (s == nullptr) throw Failed{};
-    PyRef keep(s);
-    const char* t = PyUnicode_AsUTF8(s);
-    if (t == nullptr) throw Failed{};
-    return t;
-  }
-  static std::string Repr(PyObject* o) { return Text(PyObject_Repr(o)); }
-  static std::string OpRepr(details::RpnOp op) {
-    return std::string(": operator '") + details::RpnOpName(op) + "'";
-  }
-  static std::string Str(PyObject* o) { return Text(PyObject_Str(o)); }
-
-  int64_t IntOrOverflow(PyObject* v) {
-    int overflow = 0;
-    long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
-    if (x == -1 && PyErr_Occurred()) throw Failed{};
-    if (overflow != 0) Fail(details::RpnFailure::kOverflow, details::RpnOp::kLit, 0);
-    return static_cast<int64_t>(x);
-  }
-  PyRef Object(const Value& v) {
-    if (!v.is_int) return PyRef(Py_NewRef(v.obj.get()));
-    PyObject* o = PyLong_FromLongLong(v.i);
-    if (o == nullptr) throw Failed{};
-    return PyRef(o);
-  }
-  Value FromObject(PyRef o) {
-    if (PyLong_Check(o.get()) && !PyBool_Check(o.get())) return Int(IntOrOverflow(o.get()));
-    return Value{false, 0, std::move(o)};
-  }
-  /// _abstract._symbol_value: integral numbers as ints, symbolic values as they are; bools and
-  /// other numbers refused.
-  Value SymbolValue(PyObject* tok) {
-    int has = PySequence_Contains(symbols_, tok);
-    if (has < 0) throw Failed{};
-    if (has == 0) {
-      PyRef names(PySequence_List(symbols_));
-      if (!names || PyList_Sort(names.get()) != 0) throw Failed{};
-      std::string bound;
-      for (Py_ssize_t k = 0; k < PyList_GET_SIZE(names.get()); ++k) {
-        bound += (k ? ", " : "") + Str(PyList_GET_ITEM(names.get(), k));
-      }
-      Fail(": symbol " + Repr(tok) +
-           " is not bound by any input (bound: " + (bound.empty() ? "none" : bound) + ")");
-    }
-    PyRef value(PyObject_GetItem(symbols_, tok));
-    if (!value) throw Failed{};
-    if (!numbers_) {
-      PyRef mod(PyImport_ImportModule("numbers"));
-      if (!mod) throw Failed{};
-      numbers_ = PyRef(PyObject_GetAttrString(mod.get(), "Number"));
-      integral_ = PyRef(PyObject_GetAttrString(mod.get(), "Integral"));
-      if (!numbers_ || !integral_) throw Failed{};
-    }
-    int is_number = PyObject_IsInstance(value.get(), numbers_.get());
-    int is_integral = PyObject_IsInstance(value.get(), integral_.get());
-    if (is_number < 0 || is_integral < 0) throw Failed{};
-    if (PyBool_Check(value.get()) || (is_number && !is_integral)) {
-      Fail(": symbol " + Repr(tok) + " is bound to " + Repr(value.get()) + ", not an integer");
-    }
-    if (is_integral) {
-      PyRef as_int(PyNumber_Long(value.get()));
-      if (!as_int) throw Failed{};
-      return FromObject(std::move(as_int));
-    }
-    return FromObject(std::move(value));
-  }
-
-  PyObject* rpn_;      // a list or tuple (borrowed from the call), for messages
-  PyRef tokens_;       // its items when the evaluation starts (SetTokens)
-  PyObject* symbols_;  // a mapping (borrowed from the call)
-  std::string what_;
-  std::string message_;
-  PyRef numbers_, integral_;
-};
-
-/// _eval_shape_rpn(rpn, symbols, what, nonnegative, max_tokens) -> (value, None) or
-/// (None, message of the ContractError to raise).
-PyObject* EvalShapeRpn(PyObject*, PyObject* args) {
-  PyObject *rpn, *symbols;
-  const char* what;
-  int nonnegative;
-  Py_ssize_t max_tokens;
-  if (!PyArg_ParseTuple(args, "OOspn", &rpn, &symbols, &what, &nonnegative, &max_tokens)) {
-    return nullptr;
-  }
-  PyRpnDomain domain(rpn, symbols, what);
-  try {
-    if (!PyList_Check(rpn) && !PyTuple_Check(rpn)) {
-      PyRef type_name(
-          PyObject_GetAttrString(reinterpret_cast<PyObject*>(Py_TYPE(rpn)), "__name__"));
-      const char* t = type_name ? PyUnicode_AsUTF8(type_name.get()) : nullptr;
-      if (t == nullptr) return nullptr;
-      domain.Fail(std::string(": shape_rpn must be a list of tokens, got ") + t);
-    }
-    const Py_ssize_t n = PySequence_Fast_GET_SIZE(rpn);
-    if (n > max_tokens) {
-      domain.Fail(": expression has " + std::to_string(n) + " tokens (at most " +
-                  std::to_string(max_tokens) + ")");
-    }
-    if (!domain.SetTokens()) return nullptr;
-    PyRpnDomain::Value v = details::EvalRpn(domain, domain.num_tokens());
-    if (v.is_int && v.i < 0 && nonnegative) {
-      domain.Fail(": evaluates to " + std::to_string(v.i) + " (negative) with " +
-                  domain.SymbolsText());
-    }
-    PyObject* out = v.is_int ? PyLong_FromLongLong(v.i) : v.obj.release();
-    if (out == nullptr) return nullptr;
-    return Py_BuildValue("(NO)", out, Py_None);
-  } catch (const PyRpnDomain::Failed&) {
-    if (PyErr_Occurred()) return nullptr;
-    return Py_BuildValue("(Os)", Py_None, domain.message().c_str());
-  }
-}
-
-/// An owned copy of a stored value (a reference more for objects); throws on failure.
-Any OwnedCopy(const KFFIAny& stored) {
-  KFFIAny out;
-  if (KFFIAnyViewToOwnedAny(&stored, &out) != 0) details::ThrowRaisedError(-1);
-  return details::AnyUnsafe::FromOwnedRaw(out);
-}
-
-/// _seq_items(obj) -> list: the elements of an Array or List.
-PyObject* SeqItems(PyObject*, PyObject* obj) {
-  KFFIObjectHandle h = GetHandle(obj);
-  if (h == nullptr && RaiseIfReleased(obj)) return nullptr;
-  if (h == nullptr || (static_cast<KFFIObject*>(h)->type_index != kKFFIArray &&
-                       static_cast<KFFIObject*>(h)->type_index != kKFFIList)) {
-    PyErr_Format(PyExc_TypeError, "expected a kffi.Array or kffi.List, got %s",
-                 Py_TYPE(obj)->tp_name);
-    return nullptr;
-  }
-  // A snapshot of owned values first: converting one can run Python code (a finalizer during an
-  // allocation, a hook) that changes a List or releases it.
-  std::vector<Any> values;
-  try {
-    auto* cell = static_cast<KFFISeqCell*>(KFFIObjectGetCellPtr(h));
-    auto* items = static_cast<const KFFIAny*>(cell->data);
-    values.reserve(static_cast<size_t>(cell->size));
-    for (int64_t i = 0; i < cell->size; ++i) values.push_back(OwnedCopy(items[i]));
-  }
-  KFFI_CATCH_ALL { return RaiseFromCppException(); }
-  PyRef list(PyList_New(static_cast<Py_ssize_t>(values.size())));
-  if (!list) return nullptr;
-  for (size_t i = 0; i < values.size(); ++i) {
-    PyObject* v = AnyViewToPy(details::AnyUnsafe::Raw(values[i]));
-    if (v == nullptr) return nullptr;
-    PyList_SET_ITEM(list.get(), static_cast<Py_ssize_t>(i), v);
-  }
-  return list.release();
-}
-
-/// _seq_len(obj), _seq_get(obj, i): element access without building a list.
-PyObject* SeqGet(PyObject*, PyObject* args) {
-  PyObject* obj;
-  Py_ssize_t i;
-  if (!PyArg_ParseTuple(args, "On", &obj, &i)) return nullptr;
-  KFFIObjectHandle h = GetHandle(obj);
-  if (h == nullptr && RaiseIfReleased(obj)) return nullptr;
-  if (h == nullptr) {
-    PyErr_SetString(PyExc_TypeError, "expected a kffi sequence");
-    return nullptr;
-  }
-  auto* cell = static_cast<KFFISeqCell*>(KFFIObjectGetCellPtr(h));
-  Py_ssize_t n = static_cast<Py_ssize_t>(cell->size);
-  if (i < 0) i += n;
-  if (i < 0 || i >= n) {
-    PyErr_Format(PyExc_IndexError, "index out of range for a sequence of length %zd", n);
-    return nullptr;
-  }
-  return AnyViewToPy(&static_cast<KFFIAny*>(cell->data)[i]);
-}
-
-PyObject* SeqLen(PyObject*, PyObject* obj) {
-  KFFIObjectHandle h = GetHandle(obj);
-  if (h == nullptr && RaiseIfReleased(obj)) return nullptr;
-  if (h == nullptr) {
-    PyErr_SetString(PyExc_TypeError, "expected a kffi sequence");
-    return nullptr;
-  }
-  return PyLong_FromLongLong(static_cast<KFFISeqCell*>(KFFIObjectGetCellPtr(h))->size);
-}
-
-/// _map_items(obj) -> list of (key, value) for a Map or Dict, in insertion order.
-PyObject* MapItems(PyObject*, PyObject* obj) {
-  KFFIObjectHandle h = GetHandle(obj);
-  if (h == nullptr && RaiseIfReleased(obj)) return nullptr;
-  if (h == nullptr || (static_cast<KFFIObject*>(h)->type_index != kKFFIMap &&
-                       static_cast<KFFIObject*>(h)->type_index != kKFFIDict)) {
-    PyErr_Format(PyExc_TypeError, "expected a kffi.Map or kffi.Dict, got %s",
-                 Py_TYPE(obj)->tp_name);
-    return nullptr;
-  }
-  // Owned pairs first (see SeqItems): a Dict may change, or the Map be released, while they
-  // convert.
-  std::vector<std::pair<Any, Any>> pairs;
-  try {
-    auto* base = static_cast<const details::MapObjBase*>(static_cast<Object*>(h));
-    pairs.reserve(static_cast<size_t>(base->size()));
-    for (int64_t i = base->NextLive(0); i < base->used(); i = base->NextLive(i + 1)) {
-      const details::MapEntry& e = base->RawEntries()[i];
-      pairs.emplace_back(OwnedCopy(e.key), OwnedCopy(e.value));
-    }
-  }
-  KFFI_CATCH_ALL { return RaiseFromCppException(); }
-  PyRef list(PyList_New(static_cast<Py_ssize_t>(pairs.size())));
-  if (!list) return nullptr;
-  for (size_t i = 0; i < pairs.size(); ++i) {
-    PyRef k(AnyViewToPy(details::AnyUnsafe::Raw(pairs[i].first)));
-    if (!k) return nullptr;
-    PyRef v(AnyViewToPy(details::AnyUnsafe::Raw(pairs[i].second)));
-    if (!v) return nullptr;
-    PyObject* pair = PyTuple_Pack(2, k.get(), v.get());
-    if (pair == nullptr) return nullptr;
-    PyList_SET_ITEM(list.get(), static_cast<Py_ssize_t>(i), pair);
-  }
-  return list.release();
-}
-
-/// The stored numbers that Python's == makes equal to a number key of another kind (1 == 1.0 ==
-/// True, 0.0 == -0.0): each is looked up by hash too, so that a lookup stays O(1).
-int NumberAlternatives(const KFFIAny& k, KFFIAny* alts) {
-  int n = 0;
-  auto add = [&](int32_t index, uint64_t bits) {
-    details::SetPOD(&alts[n], index);
-    alts[n++].v_uint64 = bits;
-  };
-  auto add_float = [&](double d) {
-    KFFIAny v;
-    v.v_float64 = d;
-    add(kKFFIFloat, v.v_uint64);
-  };
-  switch (k.type_index) {
-    case kKFFIInt: {
-      const int64_t v = k.v_int64;
-      // Exactly representable as a double (|v| <= 2**53, or a multiple that rounds exactly).
-      const double d = static_cast<double>(v);
-      if (d >= -9223372036854775808.0 && d < 9223372036854775808.0 &&
-          static_cast<int64_t>(d) == v) {
-        add_float(d);
-        if (v == 0) add_float(-0.0);
-      }
-      if (v == 0 || v == 1) add(kKFFIBool, static_cast<uint64_t>(v));
-      break;
-    }
-    case kKFFIFloat: {
-      const double d = k.v_float64;
-      if (d >= -9223372036854775808.0 && d < 9223372036854775808.0 &&
-          static_cast<double>(static_cast<int64_t>(d)) == d) {
-        add(kKFFIInt, static_cast<uint64_t>(static_cast<int64_t>(d)));
-      }
-      if (d == 0.0) {
-        add(kKFFIBool, 0);
-        add_float(std::signbit(d) ? 0.0 : -0.0);
-      }
-      if (d == 1.0) add(kKFFIBool, 1);
-      break;
-    }
-    case kKFFIBool:
-      add(kKFFIInt, k.v_int64 != 0 ? 1 : 0);
-      add_float(k.v_int64 != 0 ? 1.0 : 0.0);
-      if (k.v_int64 == 0) add_float(-0.0);
-      break;
-    default:
-      break;
-  }
-  return n;
-}
-
-/// _map_get(obj, key, missing) -> the value of key, or missing. Keys of the kinds a Map stores by
-/// value (int, float, bool, None, str, bytes, kffi objects) are found by hash, numbers under each
-/// kind Python's == equates them with (1 == 1.0 == True): O(1). Other keys (e.g. a tuple, which
-/// would become a new Array) are compared with every key by Python's ==.
-PyObject* MapGet(PyObject*, PyObject* args) {
-  PyObject *obj, *key, *missing;
-  if (!PyArg_ParseTuple(args, "OOO", &obj, &key, &missing)) return nullptr;
-  KFFIObjectHandle h = GetHandle(obj);
-  if (h == nullptr && RaiseIfReleased(obj)) return nullptr;
-  if (h == nullptr || (static_cast<KFFIObject*>(h)->type_index != kKFFIMap &&
-                       static_cast<KFFIObject*>(h)->type_index != kKFFIDict)) {
-    PyErr_Format(PyExc_TypeError, "expected a kffi.Map or kffi.Dict, got %s",
-                 Py_TYPE(obj)->tp_name);
-    return nullptr;
-  }
-  auto* base = static_cast<const details::MapObjBase*>(static_cast<Object*>(h));
-  const Kind kind = TypeInfoOf(Py_TYPE(key))->kind;
-  const bool by_hash = kind == Kind::kInt || kind == Kind::kFloat || kind == Kind::kBool ||
-                       kind == Kind::kNone || kind == Kind::kStr || kind == Kind::kBytes ||
-                       kind == Kind::kObject;
-  if (by_hash) {
-    KFFIAny k;
-    if (PyToOwnedAny(key, &k) != 0) {
-      // An int beyond int64 is no stored int; it can only equal a float key, exactly.
-      if (kind != Kind::kInt || !PyErr_ExceptionMatches(PyExc_OverflowError)) return nullptr;
-      PyErr_Clear();
-      double d = PyLong_AsDouble(key);
-      if (d == -1.0 && PyErr_Occurred()) {
-        PyErr_Clear();
-        return Py_NewRef(missing);  // beyond every double too
-      }
-      PyRef back(PyLong_FromDouble(d));
-      if (!back) return nullptr;
-      int exact = PyObject_RichCompareBool(back.get(), key, Py_EQ);
-      if (exact < 0) return nullptr;
-      if (!exact) return Py_NewRef(missing);
-      details::SetPOD(&k, kKFFIFloat);
-      k.v_float64 = d;
-    }
-    Any owned = details::AnyUnsafe::FromOwnedRaw(k);
-    const KFFIAny& raw = *details::AnyUnsafe::Raw(owned);
-    int64_t i = base->FindEntry(raw);
-    KFFIAny alts[3];
-    const int nalts = i >= 0 ? 0 : NumberAlternatives(raw, alts);
-    for (int a = 0; a < nalts && i < 0; ++a) i = base->FindEntry(alts[a]);
-    if (i >= 0) return AnyViewToPy(&base->RawEntries()[i].value);
-    return Py_NewRef(missing);
-  }
-  // Compare by Python equality over a snapshot of the pairs (== may run any code).
-  PyRef items(MapItems(nullptr, obj));
-  if (!items) return nullptr;
-  for (Py_ssize_t i = 0; i < PyList_GET_SIZE(items.get()); ++i) {
-    PyObject* pair = PyList_GET_ITEM(items.get(), i);
-    int eq = PyObject_RichCompareBool(PyTuple_GET_ITEM(pair, 0), key, Py_EQ);
-    if (eq < 0) return nullptr;
-    if (eq) return Py_NewRef(PyTuple_GET_ITEM(pair, 1));
-  }
-  return Py_NewRef(missing);
-}
-
-/// _map_len(obj) -> the number of pairs.
-PyObject* MapLen(PyObject*, PyObject* obj) {
-  KFFIObjectHandle h = GetHandle(obj);
-  if (h == nullptr && RaiseIfReleased(obj)) return nullptr;
-  if (h == nullptr || (static_cast<KFFIObject*>(h)->type_index != kKFFIMap &&
-                       static_cast<KFFIObject*>(h)->type_index != kKFFIDict)) {
-    PyErr_Format(PyExc_TypeError, "expected a kffi.Map or kffi.Dict, got %s",
-                 Py_TYPE(obj)->tp_name);
-    return nullptr;
-  }
-  return PyLong_FromLongLong(
-      static_cast<const details::MapObjBase*>(static_cast<Object*>(h))->size());
-}
-
 /// _shape_tuple(obj) -> tuple of ints.
 PyObject* ShapeTuple(PyObject*, PyObject* obj) {
   KFFIObjectHandle h = HandleOfType(obj, kKFFIShape, "kffi.Shape");
@@ -819,13 +365,6 @@ PyMethodDef kMethods[] = {{"get_global_func", GetGlobalFunc, METH_O, nullptr},
                           {"_module_name", ModuleName, METH_O, nullptr},
                           {"_dtype_from_str", DTypeFromStr, METH_O, nullptr},
                           {"_dtype_to_str", DTypeToStr, METH_VARARGS, nullptr},
-                          {"_eval_shape_rpn", EvalShapeRpn, METH_VARARGS, nullptr},
-                          {"_seq_items", SeqItems, METH_O, nullptr},
-                          {"_seq_get", SeqGet, METH_VARARGS, nullptr},
-                          {"_seq_len", SeqLen, METH_O, nullptr},
-                          {"_map_items", MapItems, METH_O, nullptr},
-                          {"_map_get", MapGet, METH_VARARGS, nullptr},
-                          {"_map_len", MapLen, METH_O, nullptr},
                           {"_shape_tuple", ShapeTuple, METH_O, nullptr},
                           {"_error_info", ErrorInfo, METH_O, nullptr},
                           {"_to_kffi", ToKFFIObject, METH_O, nullptr},
@@ -954,7 +493,8 @@ int ModuleExec(PyObject* m) {
   State* state = new (GetModuleState(m)) State();
   g_state = state;
   if (InitObjectTypes(m, state) != 0 || InitTensorSupport(m) != 0 || InitEnv(m) != 0 ||
-      InitCuda(m) != 0 || InitReflection(m) != 0 || InitTvmBridge(m) != 0 || AddConstants(m) != 0) {
+      InitCuda(m) != 0 || InitReflection(m) != 0 || InitTvmBridge(m) != 0 ||
+      InitShapeRpn(m) != 0 || InitContainers(m) != 0 || AddConstants(m) != 0) {
     return -1;
   }
   return 0;

@@ -47,6 +47,16 @@ struct PyFunction {
   /// arguments there are passed as Tensors holding the framework tensor (0: none, the common
   /// case; py_object.cc).
   uint64_t owned_tensor_args;
+  /// Parameters of a kffi object type with fields (a record type): where a dataclass or
+  /// NamedTuple argument converts to that type by field names (py_reflection.cc). NULL when the
+  /// function has none (tp_alloc zeroes it); else process-lifetime, shared by equal ones.
+  const struct RecordParams* record_params;
+};
+
+/// The record parameters of a function (PyFunction::record_params): types[i] is the type index
+/// parameter i takes, or -1.
+struct RecordParams {
+  std::vector<int32_t> types;
 };
 
 /// The function's own release_gil setting (1, 0, or -1: follow the global default).
@@ -336,6 +346,7 @@ class CallContext {
   CallContext& operator=(const CallContext&) = delete;
   // Most calls need nothing released: one test, no loops over empty containers.
   ~CallContext() {
+    if (num_inline_keep_ != 0) ReleaseInlineKeep();
     if (extra_ != nullptr) ReleaseExtra();
   }
 
@@ -353,8 +364,16 @@ class CallContext {
     }
     return NewExtraInt64Buffer(n);
   }
-  /// Keeps an owned value alive until the call ends (then releases it).
-  void KeepAlive(const KFFIAny& owned);
+  /// Keeps an owned value alive until the call ends (then releases it): the first few inline
+  /// (a record or container argument costs no heap allocation here), the rest in Extra.
+  void KeepAlive(const KFFIAny& owned) {
+    if (owned.type_index < kKFFIStaticObjectBegin) return;  // owns nothing
+    if (KFFI_LIKELY(num_inline_keep_ < kInlineKeep)) {
+      inline_keep_[num_inline_keep_++] = owned.v_obj;
+      return;
+    }
+    KeepAliveExtra(owned);
+  }
   /// Records a non-CPU device seen in a tensor argument (the first one wins).
   void NoteDevice(DLDevice dev, const DLPackExchangeAPI* api) {
     if (has_device || dev.device_type == kDLCPU) return;
@@ -425,8 +444,11 @@ class CallContext {
   /// What does not fit inline (and everything to release): made on first use.
   struct Extra;
   static constexpr size_t kInlineInts = 64;
+  static constexpr int kInlineKeep = 4;
   Extra* GetExtra();
   void ReleaseExtra();
+  void ReleaseInlineKeep();
+  void KeepAliveExtra(const KFFIAny& owned);
   DLTensor* NewExtraTensorSlot();
   int64_t* NewExtraInt64Buffer(size_t n);
   void NoteExtraTensorSource(const DLTensor* t, PyObject* obj);
@@ -442,6 +464,9 @@ class CallContext {
   int64_t inline_ints_[kInlineInts];
   size_t num_inline_ints_ = 0;
   Extra* extra_ = nullptr;
+  // The first objects KeepAlive keeps (values below kKFFIStaticObjectBegin own nothing).
+  int num_inline_keep_ = 0;
+  KFFIObject* inline_keep_[kInlineKeep];
 };
 
 /// Where an error about argument #index points, in kffi's one argument-error format
@@ -523,8 +548,23 @@ int ReflectedClass(int32_t index, PyObject** out);
 /// type's creator, then each of the record's fields through the C++ field's setter; ctx keeps
 /// the object for the call. 0, or -1 with a Python error naming `param.field`.
 int ConvertRecordArg(PyObject* obj, KFFIAny* out, CallContext* ctx, Py_ssize_t index);
+/// Converts argument #index of a parameter of reflected type type_index (PyFunction::
+/// record_params) when it is a dataclass or NamedTuple whose fields match the type's by name
+/// (every writable field given, no other): 0, -1 with a Python error naming `param.field`, or 1
+/// when obj is no such record (it converts as any argument does).
+int ConvertRecordParamArg(PyObject* obj, int32_t type_index, KFFIAny* out, CallContext* ctx,
+                          Py_ssize_t index);
 /// Adds the reflection functions (_install_fields, _reflection, ...) to the module; 0 or -1.
 int InitReflection(PyObject* module);
+
+// ---- core_module.cc, py_shape_rpn.cc, py_containers.cc -----------------------------------------
+/// The handle of obj when it wraps a kffi object of type_index, else NULL with a TypeError
+/// ("expected a <what>, got <type>") or the released-object error set.
+KFFIObjectHandle HandleOfType(PyObject* obj, int32_t type_index, const char* what);
+/// Adds _eval_shape_rpn (py_shape_rpn.cc) to the module; 0 or -1.
+int InitShapeRpn(PyObject* module);
+/// Adds the container readers _seq_* and _map_* (py_containers.cc) to the module; 0 or -1.
+int InitContainers(PyObject* module);
 
 // ---- TVM-FFI libraries (py_tvm_bridge.cc) ------------------------------------------------------
 /// Adds the bridge's functions (_tvm_bridge_open, _tvm_install, ...: kffi/tvm/_bridge.py calls

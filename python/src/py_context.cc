@@ -47,7 +47,14 @@ void CallContext::NoteExtraTensorSource(const DLTensor* t, PyObject* obj) {
   GetExtra()->sources.push_back(TensorSource{t, obj});
 }
 
-void CallContext::KeepAlive(const KFFIAny& owned) { GetExtra()->keep_alive.push_back(owned); }
+void CallContext::KeepAliveExtra(const KFFIAny& owned) { GetExtra()->keep_alive.push_back(owned); }
+
+void CallContext::ReleaseInlineKeep() {
+  // As ReleaseExtra: with a call's error pending, deleters must not see it (ReleaseObject).
+  const int n = num_inline_keep_;
+  num_inline_keep_ = 0;
+  for (int i = 0; i < n; ++i) ReleaseObject(inline_keep_[i]);
+}
 
 const CallContext::TensorSource& CallContext::tensor_source(size_t i) const {
   if (i < static_cast<size_t>(num_inline_sources_)) return inline_sources_[i];

@@ -482,10 +482,30 @@ KFFI_NOINLINE int RetakeStaleViews(PyObject* const* args, Py_ssize_t nargs, KFFI
   return 0;
 }
 
+/// ConvertArgs for a function with record parameters (out of line: most have none).
+KFFI_NOINLINE int ConvertArgsWithRecords(PyObject* const* args, Py_ssize_t nargs, KFFIAny* packed,
+                                         CallContext* ctx, const RecordParams* records) {
+  const Py_ssize_t nrecords = static_cast<Py_ssize_t>(records->types.size());
+  for (Py_ssize_t i = 0; i < nargs; ++i) {
+    if (i < nrecords && records->types[static_cast<size_t>(i)] >= 0) {
+      const int rc = ConvertRecordParamArg(args[i], records->types[static_cast<size_t>(i)],
+                                           &packed[i], ctx, i);
+      if (rc < 0) return -1;
+      if (rc == 0) continue;
+    }
+    if (ConvertArgFast(args[i], &packed[i], ctx, i) != 0) return -1;
+  }
+  if (KFFI_UNLIKELY(ctx->stale_views)) return RetakeStaleViews(args, nargs, packed, ctx);
+  return 0;
+}
+
 int ConvertArgs(PyObject* const* args, Py_ssize_t nargs, KFFIAny* packed, CallContext* ctx) {
   ctx->args = args;
   ctx->nargs = nargs;
   ctx->torch_checked_end = 0;
+  if (KFFI_UNLIKELY(ctx->function != nullptr && ctx->function->record_params != nullptr)) {
+    return ConvertArgsWithRecords(args, nargs, packed, ctx, ctx->function->record_params);
+  }
   for (Py_ssize_t i = 0; i < nargs; ++i) {
     if (ConvertArgFast(args[i], &packed[i], ctx, i) != 0) return -1;
   }

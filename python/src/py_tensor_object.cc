@@ -18,13 +18,7 @@ namespace pyglue {
 
 namespace {
 KFFIObjectHandle TensorHandleArg(PyObject* obj) {
-  KFFIObjectHandle h = GetHandle(obj);
-  if (h == nullptr && RaiseIfReleased(obj)) return nullptr;
-  if (h == nullptr || static_cast<KFFIObject*>(h)->type_index != kKFFITensor) {
-    PyErr_Format(PyExc_TypeError, "expected a kffi.Tensor, got %s", Py_TYPE(obj)->tp_name);
-    return nullptr;
-  }
-  return h;
+  return HandleOfType(obj, kKFFITensor, "kffi.Tensor");
 }
 
 PyObject* Int64Tuple(const int64_t* v, int n) {

@@ -208,6 +208,22 @@ def test_torch_argument_resized_by_a_later_argument(tensor_kernels):
     assert tensor_kernels.full_like(x, Shrinks()).shape == (0,)
 
 
+def test_container_readers_refuse_another_container_kind():
+    # _core's sequence readers once took any kffi object and read its cell as an Array's: a Map
+    # handed to them read its entries' memory as a length and items.
+    from kffi import _core
+
+    m = kffi.to_kffi({"a": 1, "b": 2})
+    seq = kffi.to_kffi([1, 2, 3])
+    for read in (lambda: _core._seq_len(m), lambda: _core._seq_get(m, 0)):
+        with pytest.raises(TypeError, match=r"expected a kffi\.Array or kffi\.List, got"):
+            read()
+    for read in (lambda: _core._map_len(seq), lambda: _core._map_items(seq)):
+        with pytest.raises(TypeError, match=r"expected a kffi\.Map or kffi\.Dict, got"):
+            read()
+    assert _core._seq_len(seq) == 3 and _core._seq_get(seq, -1) == 3 and _core._map_len(m) == 2
+
+
 def test_map_lookup_key_whose_eq_releases_the_map():
     m = kffi.to_kffi({(1, 2): "a", (3, 4): "b"})
 

@@ -22,10 +22,12 @@ import subprocess
 import sys
 import tempfile
 import unicodedata
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from .. import _core
-from .._type_text import parse_type
+from .._type_text import TypeNode, parse_type
 from ..runtime._api import __version__
 from ..runtime._objects import Module
 from . import cpp as _cpp
@@ -46,8 +48,8 @@ class BuildSpec:
     contract: str
     doc: str
     library_path: str
-    metadata: dict
-    options: dict = field(default_factory=dict)
+    metadata: dict[str, Any]
+    options: dict[str, Any] = field(default_factory=dict)
 
 
 class Exporter:
@@ -60,21 +62,23 @@ class Exporter:
 
     __slots__ = ("spec",)
 
-    def __init__(self, spec: BuildSpec):
+    def __init__(self, spec: BuildSpec) -> None:
         self.spec = spec
 
-    def __call__(self, path, *, function_name: str | None = None, prefix: str = "") -> str:
+    def __call__(
+        self, path: _cpp.StrPath, *, function_name: str | None = None, prefix: str = ""
+    ) -> str:
         return export(self.spec, path, function_name=function_name, prefix=prefix)
 
     @property
     def library_path(self) -> str:
         return self.spec.library_path
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"<export of {self.spec.name!r} ({self.spec.library_path})>"
 
 
-def _export_name(spec: BuildSpec, function_name, prefix) -> str:
+def _export_name(spec: BuildSpec, function_name: object, prefix: object) -> str:
     name = spec.name if function_name is None else function_name
     if not isinstance(name, str) or not _EXPORT_NAME.fullmatch(name):
         raise ValueError(
@@ -95,7 +99,7 @@ def _epilogue(spec: BuildSpec, export_name: str) -> str:
     )
 
 
-def _plan(spec: BuildSpec, export_name: str, extra_flags=()):
+def _plan(spec: BuildSpec, export_name: str, extra_flags: Sequence[str] = ()) -> _cpp._Plan:
     opts = spec.options
     cpp_source, cuda_source = (None, spec.source) if spec.cuda else (spec.source, None)
     return _cpp._inline_plan(
@@ -113,14 +117,16 @@ def _plan(spec: BuildSpec, export_name: str, extra_flags=()):
     )
 
 
-def _copy(src: str, dest: str):
+def _copy(src: str, dest: str) -> None:
     tmp = f"{dest}.tmp-{os.getpid()}"
     shutil.copyfile(src, tmp)
     shutil.copymode(src, tmp)
     os.replace(tmp, dest)
 
 
-def export(spec: BuildSpec, path, *, function_name=None, prefix="") -> str:
+def export(
+    spec: BuildSpec, path: _cpp.StrPath, *, function_name: str | None = None, prefix: str = ""
+) -> str:
     """Writes the compiled function of ``spec`` to ``path``; see :class:`Exporter`."""
     export_name = _export_name(spec, function_name, prefix)
     dest = os.fspath(path)
@@ -147,9 +153,10 @@ def export(spec: BuildSpec, path, *, function_name=None, prefix="") -> str:
     return dest
 
 
-def check_header_compiles(text: str, name: str, spec: BuildSpec | None = None):
-    """ValueError naming the first compiler error unless the header ``text`` compiles as C++ with
-    the C++ compiler kffi builds with: a name that is fine as a C identifier may still collide
+def check_header_compiles(text: str, name: str, spec: BuildSpec | None = None) -> None:
+    """ValueError naming the first compiler error unless the header ``text`` compiles as C++.
+
+    It is compiled with the C++ compiler kffi builds with: a name that is fine as a C identifier may still collide
     with what the C and C++ libraries declare at global scope on this platform (`stdin`,
     `FILE`, `pid_t`), which check_header_name cannot know. Checked once per header text (a
     marker in the build cache).
@@ -194,8 +201,9 @@ def check_header_compiles(text: str, name: str, spec: BuildSpec | None = None):
 
 
 def build_object(spec: BuildSpec, export_name: str) -> str:
-    """Compiles ``spec`` with the export named ``export_name`` into a relocatable object (cached
-    like kffi.cpp builds) and returns its path.
+    """Compiles ``spec`` with the export named ``export_name`` into a relocatable object.
+
+    Cached like kffi.cpp builds; returns its path.
     """
     flags = ["-DKFFI_EXPORT_TO_SYSTEM_LIB=1"]
     plan = _plan(spec, export_name, flags)
@@ -231,7 +239,7 @@ def build_object(spec: BuildSpec, export_name: str) -> str:
     return out
 
 
-def _run_checked(plan, cmd: list, verbose: bool) -> str:
+def _run_checked(plan: _cpp._Plan, cmd: list[str], verbose: bool) -> str:
     if verbose:
         print("kffi:", " ".join(cmd), file=sys.stderr, flush=True)
     proc = _cpp._run(cmd, cwd=plan.dir)
@@ -247,9 +255,10 @@ def _tool(name: str) -> str:
     return found
 
 
-def _localize(plan, obj: str, verbose: bool):
-    """Makes every strong global definition of obj local but the `__kffi_*` exports: two objects
-    built from the same source then link into one program. Weak and unique definitions (inline
+def _localize(plan: _cpp._Plan, obj: str, verbose: bool) -> None:
+    """Makes every strong global definition of obj local but the `__kffi_*` exports.
+
+    Two objects built from the same source then link into one program. Weak and unique definitions (inline
     functions, templates, the ABI record) stay: the linker keeps one of each.
     """
     out = subprocess.run(
@@ -276,8 +285,9 @@ def _localize(plan, obj: str, verbose: bool):
 
 
 def load_object(path: str | os.PathLike[str]) -> Module:
-    """Loads a relocatable object with kffi exports (``compiled.export("x.o")``) as a
-    kffi.Module: linked once with the system's C++ driver into a shared object, cached under a
+    """Loads a relocatable object with kffi exports (``compiled.export("x.o")``) as a Module.
+
+    The object is linked once with the system's C++ driver into a shared object, cached under a
     hash of the object's bytes (docs/aot.md), then loaded like :func:`kffi.load_module`.
     """
     path = os.fspath(path)
@@ -324,7 +334,7 @@ _CPP_SIMPLE = {
 _CPP_RETURN = {"Tensor": "kffi::Tensor", "Any": "kffi::Any"}
 
 
-def cpp_type(parsed, result=False) -> str:
+def cpp_type(parsed: TypeNode, result: bool = False) -> str:
     """The C++ type of a parsed type text (parameters: views; results: owned values)."""
     head, args = parsed
     if result and head in _CPP_RETURN:
@@ -374,9 +384,10 @@ _HEADER_NAMES = frozenset(
 _C_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
-def check_header_name(name: str):
-    """ValueError unless ``name`` can name the C++ entry point of a header (render_header): a C
-    identifier that is neither a C or C++ keyword nor a name the header itself needs.
+def check_header_name(name: str) -> None:
+    """ValueError unless ``name`` can name the C++ entry point of a header (render_header).
+
+    That is a C identifier that is neither a C or C++ keyword nor a name the header itself needs.
     """
     if not isinstance(name, str) or not _C_IDENTIFIER.fullmatch(name):
         raise ValueError(f"export: the function name {name!r} is not a C identifier")
@@ -394,9 +405,11 @@ def check_header_name(name: str):
         )
 
 
-def _comment_safe(text) -> str:
-    """Text for a comment: control characters (line ends included) and lone surrogates (texts
-    that were not UTF-8) as escapes, so that the comment ends where the header ends it.
+def _comment_safe(text: object) -> str:
+    """Text for a comment, so that the comment ends where the header ends it.
+
+    Control characters (line ends included) and lone surrogates (texts that were not UTF-8) become
+    escapes.
     """
     out = []
     for ch in str(text):
@@ -415,7 +428,7 @@ def _line_comment(text: str) -> str:
     return out + " " if out.endswith("\\") else out
 
 
-def _cpp_default(value) -> str | None:
+def _cpp_default(value: object) -> str | None:
     if value is None:
         return "std::nullopt"
     if isinstance(value, bool):
@@ -427,16 +440,17 @@ def _cpp_default(value) -> str | None:
     return None
 
 
-def signature_text(meta: dict) -> str:
+def signature_text(meta: dict[str, Any]) -> str:
     params = meta.get("params") or []
     rendered = ", ".join(f"{p.get('name')}: {p.get('type')}" for p in params)
     return f"{meta.get('name')}({rendered}) -> {meta.get('return', 'None')}"
 
 
-def render_header(meta: dict, object_name: str) -> str:
-    """The header of an exported object: the C declarations of its safe-call and metadata
-    symbols, and (for C++) a typed inline entry point that throws kffi::Error, with the
-    signature and contract as its doc comment.
+def render_header(meta: dict[str, Any], object_name: str) -> str:
+    """The header of an exported object.
+
+    The C declarations of its safe-call and metadata symbols, and (for C++) a typed inline entry
+    point that throws kffi::Error, with the signature and contract as its doc comment.
     """
     name = meta["name"]
     check_header_name(name)
@@ -444,7 +458,7 @@ def render_header(meta: dict, object_name: str) -> str:
     params = meta.get("params") or []
     # Parameter names as C++ spells them: one that cannot be (not an identifier, a keyword, a
     # name of the header, or a repeat) is arg<i>.
-    pnames: list = []
+    pnames: list[str] = []
     for i, p in enumerate(params):
         n = p.get("name")
         ok = isinstance(n, str) and _C_IDENTIFIER.fullmatch(n) and not n.startswith("__")
@@ -456,7 +470,7 @@ def render_header(meta: dict, object_name: str) -> str:
     # The C++ parameters: a contract's EnvStream is no argument (the metadata lists call
     # arguments only). Defaults only where every later parameter has one too.
     cpp_params = []
-    defaults = [None] * len(params)
+    defaults: list[str | None] = [None] * len(params)
     for i in range(len(params) - 1, -1, -1):
         p = params[i]
         if "default" not in p:

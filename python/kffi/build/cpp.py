@@ -35,9 +35,9 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TypeAlias
+from typing import Any, Protocol, TypeAlias, cast
 
 from .. import _core, config, libinfo
 from ..runtime._api import load_module
@@ -95,8 +95,13 @@ class BuildError(RuntimeError):
     """
 
     def __init__(
-        self, name: str, command: list, output: str, returncode: int, build_directory: str
-    ):
+        self,
+        name: str,
+        command: Sequence[str],
+        output: str,
+        returncode: int,
+        build_directory: str,
+    ) -> None:
         self.name = name
         self.command = list(command)
         self.output = output
@@ -130,7 +135,7 @@ def get_compiler_invocations() -> int:
     return _invocations
 
 
-def _run(cmd: list, cwd: str | None = None) -> subprocess.CompletedProcess:
+def _run(cmd: Sequence[str], cwd: str | None = None) -> subprocess.CompletedProcess[str]:
     global _invocations
     _invocations += 1
     return subprocess.run(
@@ -146,7 +151,7 @@ def _run(cmd: list, cwd: str | None = None) -> subprocess.CompletedProcess:
 
 @dataclass(frozen=True)
 class _Compiler:
-    argv: tuple  # e.g. ("ccache", "g++") or ("/usr/local/cuda/bin/nvcc",)
+    argv: tuple[str, ...]  # e.g. ("ccache", "g++") or ("/usr/local/cuda/bin/nvcc",)
     path: str  # the resolved executable of argv[0]
     version: str  # its `--version` output
 
@@ -156,9 +161,12 @@ def _resolve(exe: str) -> str | None:
     return os.path.realpath(found) if found else None
 
 
-def _compiler_output(argv: tuple, path: str, option: str, required: bool = False) -> str | None:
-    """`<compiler> <option>`, remembered on disk by the executable's identity (path, size, mtime,
-    inode), so that a cache hit in a fresh process starts no compiler at all. (A launcher such as
+def _compiler_output(
+    argv: tuple[str, ...], path: str, option: str, required: bool = False
+) -> str | None:
+    """`<compiler> <option>`, remembered on disk by the executable's identity.
+
+    The identity is its path, size, mtime and inode, so that a cache hit in a fresh process starts no compiler at all. (A launcher such as
     ccache, or a script that runs another nvcc, is identified by its own file.) When the command
     fails: None, or a BuildError when required.
     """
@@ -184,11 +192,12 @@ def _compiler_output(argv: tuple, path: str, option: str, required: bool = False
 
 
 @functools.cache
-def _compiler_cached(argv: tuple, path: str, size: int, mtime_ns: int) -> _Compiler:
-    return _Compiler(argv, path, _compiler_output(argv, path, "--version", required=True))
+def _compiler_cached(argv: tuple[str, ...], path: str, size: int, mtime_ns: int) -> _Compiler:
+    version = _compiler_output(argv, path, "--version", required=True)
+    return _Compiler(argv, path, cast(str, version))  # required: a failure raised
 
 
-def _compiler_from(argv: tuple, what: str, hint: str) -> _Compiler:
+def _compiler_from(argv: tuple[str, ...], what: str, hint: str) -> _Compiler:
     path = _resolve(argv[0])
     if path is None:
         raise RuntimeError(f"kffi.cpp: cannot find the {what} {argv[0]!r} ({hint})")
@@ -201,7 +210,7 @@ def _cxx() -> _Compiler:
     return _compiler_from(argv, "C++ compiler", "set CXX")
 
 
-def _cuda_homes() -> list:
+def _cuda_homes() -> list[str]:
     homes = [os.environ.get(v) for v in ("CUDA_HOME", "CUDA_PATH")]
     return [h for h in homes if h] + ["/usr/local/cuda"]
 
@@ -225,7 +234,7 @@ def nvcc_available() -> bool:
     return _resolve(_nvcc_path()) is not None
 
 
-def _gencode(arch: str, ptx: bool = False) -> list:
+def _gencode(arch: str, ptx: bool = False) -> list[str]:
     flags = [f"-gencode=arch=compute_{arch},code=sm_{arch}"]
     if ptx:
         flags.append(f"-gencode=arch=compute_{arch},code=compute_{arch}")
@@ -233,8 +242,9 @@ def _gencode(arch: str, ptx: bool = False) -> list:
 
 
 @functools.cache
-def _machine_gpu_archs() -> tuple:
-    """The compute capabilities ("90", "80", ...) of the NVIDIA GPUs on this machine, ascending;
+def _machine_gpu_archs() -> tuple[str, ...]:
+    """The compute capabilities ("90", "80", ...) of the NVIDIA GPUs on this machine, ascending.
+
     () without a driver or a GPU. Read through NVML (libnvidia-ml), not the CUDA driver API:
     cuInit would create driver state in this process, and a process forked after it cannot use
     CUDA (multiprocessing's default start method on Linux). All GPUs count, visible or not: a
@@ -252,7 +262,7 @@ def _machine_gpu_archs() -> tuple:
         count = ctypes.c_uint(0)
         if nvml.nvmlDeviceGetCount_v2(ctypes.byref(count)) != 0:
             return ()
-        archs = set()
+        archs: set[int] = set()
         for i in range(count.value):
             handle = ctypes.c_void_p()
             major, minor = ctypes.c_int(0), ctypes.c_int(0)
@@ -270,25 +280,27 @@ def _machine_gpu_archs() -> tuple:
         nvml.nvmlShutdown()
 
 
-def _nvcc_gpu_codes(nvcc: _Compiler) -> tuple:
-    """The real architectures ("75", "90", ...) nvcc generates code for (--list-gpu-code),
-    ascending; () when it cannot say (an old nvcc).
+def _nvcc_gpu_codes(nvcc: _Compiler) -> tuple[str, ...]:
+    """The real architectures ("75", "90", ...) nvcc generates code for, ascending.
+
+    From its --list-gpu-code; () when it cannot say (an old nvcc).
     """
     out = _compiler_output(nvcc.argv, nvcc.path, "--list-gpu-code") or ""
     codes = {int(m.group(1)) for m in re.finditer(r"^sm_(\d{2,3})\s*$", out, re.MULTILINE)}
     return tuple(str(c) for c in sorted(codes))
 
 
-def _cuda_arch_flags(nvcc: _Compiler | None = None) -> list:
-    """-gencode flags from $KFFI_CUDA_ARCH ("90", "9.0", "sm_90a", "80;90+PTX"). Unset: native code
-    for each GPU architecture of this machine that nvcc supports (so nothing is JIT-compiled from
+def _cuda_arch_flags(nvcc: _Compiler | None = None) -> list[str]:
+    """-gencode flags from $KFFI_CUDA_ARCH ("90", "9.0", "sm_90a", "80;90+PTX").
+
+    Unset: native code for each GPU architecture of this machine that nvcc supports (so nothing is JIT-compiled from
     PTX at load, and the kernels are the ones the hardware runs best; PTX of nvcc's newest
     architecture is added for a GPU newer than nvcc). [] = nvcc's default (no GPU found).
     """
     spec = os.environ.get("KFFI_CUDA_ARCH", "").strip()
     if not spec:
         return _machine_arch_flags(nvcc)
-    flags = []
+    flags: list[str] = []
     for item in re.split(r"[;,\s]+", spec):
         if not item:
             continue
@@ -303,12 +315,12 @@ def _cuda_arch_flags(nvcc: _Compiler | None = None) -> list:
     return flags
 
 
-def _machine_arch_flags(nvcc: _Compiler | None) -> list:
+def _machine_arch_flags(nvcc: _Compiler | None) -> list[str]:
     gpus = _machine_gpu_archs()
     codes = _nvcc_gpu_codes(nvcc or _nvcc()) if gpus else ()
     if not codes:
         return []  # no GPU, or nvcc cannot list its architectures: nvcc's default
-    flags = []
+    flags: list[str] = []
     for arch in gpus:
         if arch in codes:
             flags += _gencode(arch)
@@ -332,18 +344,20 @@ def _cuda_lib_dir(nvcc_path: str) -> str | None:
 # ---------------------------------------------------------------------------------------------
 
 
-def _headers_digest(root: str, names=None) -> str:
-    """SHA-256 (hex) of the headers a build depends on: each file's path relative to ``root``
-    and its bytes, in order. ``names`` lists the files (paths relative to root); None takes every
+def _headers_digest(root: str, names: Sequence[str] | None = None) -> str:
+    """SHA-256 (hex) of the headers a build depends on.
+
+    Each file's path relative to ``root`` and its bytes, in order. ``names`` lists the files (paths relative to root); None takes every
     file under root, in sorted order. The one digest of headers for every build key (kffi's own
     headers here, the XLA FFI headers in kffi.jax); a file that cannot be read raises OSError,
     which the caller words (it knows which package should have shipped the file).
     """
     if names is None:
-        names = []
+        found: list[str] = []
         for dirpath, dirnames, filenames in os.walk(root):
             dirnames.sort()
-            names += [os.path.relpath(os.path.join(dirpath, fn), root) for fn in sorted(filenames)]
+            found += [os.path.relpath(os.path.join(dirpath, fn), root) for fn in sorted(filenames)]
+        names = found
     h = hashlib.sha256()
     for name in names:
         with open(os.path.join(root, name), "rb") as f:
@@ -351,9 +365,11 @@ def _headers_digest(root: str, names=None) -> str:
     return h.hexdigest()
 
 
-def _headers_key(root: str, names, what: str, remedy: str) -> str:
-    """_headers_digest as a build key (24 hex digits); an unreadable header is a RuntimeError
-    naming it: "<what> <path> cannot be read (<why>); <remedy>".
+def _headers_key(root: str, names: Sequence[str] | None, what: str, remedy: str) -> str:
+    """_headers_digest as a build key (24 hex digits).
+
+    An unreadable header is a RuntimeError naming it: "<what> <path> cannot be read (<why>);
+    <remedy>".
     """
     try:
         return _headers_digest(root, names)[:24]
@@ -363,12 +379,19 @@ def _headers_key(root: str, names, what: str, remedy: str) -> str:
 
 @functools.cache
 def _kffi_identity() -> str:
-    """The kffi version, ABI version and a digest of the installed headers (which change in
-    development without a version bump).
+    """The kffi version, ABI version and a digest of the installed headers.
+
+    The headers change in development without a version bump.
     """
     version = repr(tuple(_core.runtime_version()))
+    # The names libkffi is installed under: a library links to the SONAME it finds (libkffi.so
+    # in the Python package, libkffi.so.0 from a CMake install), so another layout is another key.
+    try:
+        names = sorted(n for n in os.listdir(libinfo.lib_dir()) if n.startswith("libkffi.so"))
+    except OSError:
+        names = []
     return hashlib.sha256(
-        f"{version}\0{_headers_digest(libinfo.include_dir())}".encode()
+        f"{version}\0{_headers_digest(libinfo.include_dir())}\0{names}".encode()
     ).hexdigest()
 
 
@@ -387,14 +410,14 @@ class _Source:
         return self.filename.endswith(_CUDA_SUFFIXES)
 
 
-def _check_name(name: str):
+def _check_name(name: str) -> None:
     if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.-]*", name):
         raise ValueError(
             f"kffi.cpp: a build name is letters, digits, '_', '.', '-' (a file name), got {name!r}"
         )
 
 
-def _str_list(value, what: str) -> list:
+def _str_list(value: Any, what: str) -> list[str]:
     if value is None:
         return []
     if isinstance(value, (str, os.PathLike)):
@@ -414,9 +437,10 @@ def _str_list(value, what: str) -> list:
     return [os.fspath(v) for v in items]
 
 
-def _depends_key(depends, where: str) -> list:
-    """[(absolute path, SHA-256 of its bytes)] of the extra files a build depends on (headers
-    the sources include, data they embed): a change to any of them makes a new build key.
+def _depends_key(depends: Paths, where: str) -> list[tuple[str, str]]:
+    """[(absolute path, SHA-256 of its bytes)] of the extra files a build depends on.
+
+    Headers the sources include, data they embed: a change to any of them makes a new build key.
     """
     out = []
     for p in _str_list(depends, "depends"):
@@ -431,8 +455,9 @@ def _depends_key(depends, where: str) -> list:
 
 @functools.cache
 def _config_flags() -> dict[str, list[str]]:
-    """What kffi-config prints (its --cxxflags, --nvccflags, and --ldflags --libs), as argument
-    lists: the one source of the flags a library built against kffi needs, the same script that
+    """What kffi-config prints (its --cxxflags, --nvccflags, and --ldflags --libs), as lists.
+
+    The one source of the flags a library built against kffi needs, the same script that
     builds without CMake use (cmake/kffi-config.in). Its folders are asked for alone and kept
     whole, so a path with spaces stays one argument.
     """
@@ -474,16 +499,16 @@ class _Plan:
 
     def __init__(
         self,
-        name,
-        sources,
-        cflags,
-        cuda_cflags,
-        ldflags,
-        include_paths,
-        build_directory,
-        pre_includes=PRE_INCLUDES,
-        depends=(),
-    ):
+        name: str,
+        sources: list[_Source],
+        cflags: list[str],
+        cuda_cflags: list[str],
+        ldflags: list[str],
+        include_paths: list[str],
+        build_directory: StrPath | None,
+        pre_includes: Sequence[str] = PRE_INCLUDES,
+        depends: Paths = (),
+    ) -> None:
         _check_name(name)
         self.name = name
         self.sources = sources
@@ -496,7 +521,7 @@ class _Plan:
         self.cxx = _cxx()
         self.nvcc = _nvcc() if self.cuda else None
         self.arch_flags = _cuda_arch_flags(self.nvcc) if self.cuda else []
-        key = {
+        key: dict[str, Any] = {
             "schema": _KEY_SCHEMA,
             "name": name,
             "kffi": _kffi_identity(),
@@ -530,7 +555,7 @@ class _Plan:
 
     # -- commands -----------------------------------------------------------------------------
 
-    def _cxx_flags(self) -> list:
+    def _cxx_flags(self) -> list[str]:
         return [
             *_config_flags()["cxx"],
             "-O2",
@@ -538,7 +563,7 @@ class _Plan:
             *self.cflags,
         ]
 
-    def _nvcc_flags(self) -> list:
+    def _nvcc_flags(self) -> list[str]:
         return [
             *_config_flags()["nvcc"],
             "-O2",
@@ -547,15 +572,17 @@ class _Plan:
             *self.cuda_cflags,
         ]
 
-    def compile_command(self, src: _Source, src_path: str, obj: str) -> list:
+    def compile_command(self, src: _Source, src_path: str, obj: str) -> list[str]:
         pre = [f for h in self.pre_includes for f in ("-include", h)] if src.inline else []
         if src.is_cuda:
+            assert self.nvcc is not None  # a CUDA source made the plan find nvcc
             return [*self.nvcc.argv, "-c", src_path, "-o", obj, *pre, *self._nvcc_flags()]
         return [*self.cxx.argv, "-c", src_path, "-o", obj, *pre, *self._cxx_flags()]
 
-    def link_command(self, objs: list, out: str) -> list:
+    def link_command(self, objs: list[str], out: str) -> list[str]:
         cmd = [*self.cxx.argv, "-shared", "-o", out, *objs, *_config_flags()["link"]]
         if self.cuda:
+            assert self.nvcc is not None  # a CUDA source made the plan find nvcc
             cudalib = _cuda_lib_dir(self.nvcc.path)
             if cudalib:
                 cmd += ["-L" + cudalib, "-Wl,-rpath," + cudalib]
@@ -563,7 +590,7 @@ class _Plan:
         return cmd + list(self.ldflags)
 
 
-def _write_atomic(path: str, data):
+def _write_atomic(path: str, data: str | bytes) -> None:
     os.makedirs(os.path.dirname(path), exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".tmp-")
     try:
@@ -616,9 +643,11 @@ def _cache_entry_intact(path: str) -> bool:
     return _file_record(path) == record
 
 
-def _keep_record(path: str):
-    """Writes the record of the file just built at path (after the file: a reader that sees the
-    new file with an old record takes the entry as damaged and waits for the build's lock).
+def _keep_record(path: str) -> None:
+    """Writes the record of the file just built at path.
+
+    After the file: a reader that sees the new file with an old record takes the entry as damaged
+    and waits for the build's lock.
     """
     record = _file_record(path)
     if record is None:
@@ -632,8 +661,22 @@ def _quiet(quiet: bool | None) -> bool:
     return os.environ.get("KFFI_BUILD_QUIET", "") not in ("", "0")
 
 
+class _LockSite(Protocol):
+    """What names a build's lock file: ``<dir>/.<name>_<hash>.lock``.
+
+    A _Plan, or a cache entry of kffi.cuda's.
+    """
+
+    @property
+    def dir(self) -> str: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def hash(self) -> str: ...
+
+
 @contextlib.contextmanager
-def _locked(plan: _Plan, quiet: bool):
+def _locked(plan: _LockSite, quiet: bool) -> Iterator[None]:
     os.makedirs(plan.dir, exist_ok=True)
     lock_path = os.path.join(plan.dir, f".{plan.name}_{plan.hash}.lock")
     with open(lock_path, "a+") as f:
@@ -653,7 +696,7 @@ def _locked(plan: _Plan, quiet: bool):
             fcntl.flock(f.fileno(), fcntl.LOCK_UN)
 
 
-def _compile_and_link(plan: _Plan, verbose: bool):
+def _compile_and_link(plan: _Plan, verbose: bool) -> None:
     """Runs the commands (sources compile in parallel) and renames the library into place."""
     work = tempfile.mkdtemp(dir=plan.dir, prefix=f".build-{os.getpid()}-")
     try:
@@ -667,7 +710,7 @@ def _compile_and_link(plan: _Plan, verbose: bool):
             obj = os.path.join(work, f"{i}_{os.path.basename(s.filename)}.o")
             jobs.append((plan.compile_command(s, src_path, obj), obj))
 
-        def run(cmd):
+        def run(cmd: list[str]) -> None:
             if verbose:
                 print("kffi.cpp:", shlex.join(cmd), file=sys.stderr, flush=True)
             proc = _run(cmd, cwd=plan.dir)
@@ -729,14 +772,14 @@ def _build(plan: _Plan, verbose: bool, quiet: bool | None) -> str:
 
 
 def _plan_from_files(
-    name,
-    sources,
-    extra_cflags,
-    extra_cuda_cflags,
-    extra_ldflags,
-    extra_include_paths,
-    build_directory,
-    depends=None,
+    name: str,
+    sources: Paths,
+    extra_cflags: Flags,
+    extra_cuda_cflags: Flags,
+    extra_ldflags: Flags,
+    extra_include_paths: Paths,
+    build_directory: StrPath | None,
+    depends: Paths = None,
 ) -> _Plan:
     paths = _str_list(sources, "sources")
     if not paths:
@@ -774,8 +817,9 @@ def build(
     quiet: bool | None = None,
     depends: Paths = None,
 ) -> str:
-    """Compiles source files (``.cc``/``.cpp`` with ``$CXX``, ``.cu`` with nvcc) into a shared
-    library linked with libkffi, and returns its path. Cached: see the module docstring.
+    """Compiles source files into a shared library linked with libkffi, and returns its path.
+
+    ``.cc``/``.cpp`` with ``$CXX``, ``.cu`` with nvcc. Cached: see the module docstring.
 
     ``extra_cflags`` go to the C++ compiler, ``extra_cuda_cflags`` to nvcc, ``extra_ldflags`` to
     the link. ``verbose`` prints every command and its output; ``quiet`` drops the progress
@@ -812,8 +856,9 @@ _SIMPLE_ESCAPES = {
 
 
 def c_string_literal(text: str) -> str:
-    r"""``text`` as a C/C++ string literal whose bytes are its UTF-8 encoding. Printable ASCII is
-    kept; every other byte is a 3-digit octal escape (valid in C, C++ and CUDA, and unlike
+    r"""``text`` as a C/C++ string literal whose bytes are its UTF-8 encoding.
+
+    Printable ASCII is kept; every other byte is a 3-digit octal escape (valid in C, C++ and CUDA, and unlike
     ``\u`` escapes it takes any character, including those outside the Basic Multilingual
     Plane). Lone surrogates cannot be encoded: ValueError.
     """
@@ -877,8 +922,10 @@ def strip_comments(source: str) -> str:
     return re.sub(r"//[^\n]*", " ", src)
 
 
-def _split_top_level(text: str) -> list:
-    parts, depth, cur = [], 0, []
+def _split_top_level(text: str) -> list[str]:
+    parts: list[str] = []
+    cur: list[str] = []
+    depth = 0
     for ch in text:
         if ch in "<([{":
             depth += 1
@@ -894,12 +941,13 @@ def _split_top_level(text: str) -> list:
 
 
 def cpp_param_names(source: str, name: str) -> list[str] | None:
-    """The parameter names of the definition of ``name`` in C++ source, or None when they cannot
-    be read (an unnamed parameter, no definition, several different ones). Best effort: a
-    regular-expression reading, not a C++ parser.
+    """The parameter names of the definition of ``name`` in C++ source, or None.
+
+    None when they cannot be read (an unnamed parameter, no definition, several different ones).
+    Best effort: a regular-expression reading, not a C++ parser.
     """
     src = strip_comments(source)
-    found = []
+    found: list[list[str] | None] = []
     for m in re.finditer(r"(?<![\w.:>])" + re.escape(name) + r"\s*\(", src):
         depth, i = 1, m.end()
         while i < len(src) and depth:
@@ -912,7 +960,8 @@ def cpp_param_names(source: str, name: str) -> list[str] | None:
         if params in ("", "void"):
             found.append([])
             continue
-        names = []
+        names: list[str] = []
+        readable = True  # every parameter named
         for p in _split_top_level(params):
             p = p.split("=", 1)[0].strip()
             p = re.sub(r"\[[^\]]*\]\s*$", "", p).strip()  # float x[4]
@@ -923,19 +972,20 @@ def cpp_param_names(source: str, name: str) -> list[str] | None:
                 or tokens[-2] == "::"
                 or tokens[-1] in _TYPE_WORDS
             ):
-                names = None
+                readable = False
                 break
             names.append(tokens[-1])
-        found.append(names)
+        found.append(names if readable else None)
     if not found or any(f != found[0] for f in found) or found[0] is None:
         return None
     return found[0]
 
 
 def export_lines(functions: Sequence[str] | Mapping[str, str] | None, source: str = "") -> str:
-    """KFFI_EXPORT_DOC lines for ``functions`` (a list of names, or {name: docstring}), naming
-    the parameters as the definitions in ``source`` do (arg0, arg1, ... where they cannot be
-    read).
+    """KFFI_EXPORT_DOC lines for ``functions`` (a list of names, or {name: docstring}).
+
+    They name the parameters as the definitions in ``source`` do (arg0, arg1, ... where they
+    cannot be read).
     """
     if functions is None:
         return ""
@@ -959,7 +1009,7 @@ def export_lines(functions: Sequence[str] | Mapping[str, str] | None, source: st
     )
 
 
-def _join(sources) -> str:
+def _join(sources: Texts) -> str:
     if sources is None:
         return ""
     if isinstance(sources, str):
@@ -968,17 +1018,17 @@ def _join(sources) -> str:
 
 
 def _inline_plan(
-    name,
-    cpp_sources,
-    cuda_sources,
-    epilogue,
-    extra_cflags,
-    extra_cuda_cflags,
-    extra_ldflags,
-    extra_include_paths,
-    build_directory,
-    pre_includes=PRE_INCLUDES,
-    depends=None,
+    name: str,
+    cpp_sources: Texts,
+    cuda_sources: Texts,
+    epilogue: str,
+    extra_cflags: Flags,
+    extra_cuda_cflags: Flags,
+    extra_ldflags: Flags,
+    extra_include_paths: Paths,
+    build_directory: StrPath | None,
+    pre_includes: Sequence[str] = PRE_INCLUDES,
+    depends: Paths = None,
 ) -> _Plan:
     cpp = _join(cpp_sources)
     cuda = _join(cuda_sources)
@@ -1007,7 +1057,7 @@ def _inline_plan(
     )
 
 
-def _load(path: str):
+def _load(path: str) -> Module:
     return load_module(path)
 
 
@@ -1027,8 +1077,9 @@ def build_inline(
     pre_includes: Sequence[str] = PRE_INCLUDES,
     depends: Paths = None,
 ) -> str:
-    """Builds source text into a kernel library (cached like :func:`build`) and returns its
-    path, without loading it. ``epilogue`` is appended to the C++ source (or to the CUDA one when
+    """Builds source text into a kernel library and returns its path, without loading it.
+
+    Cached like :func:`build`. ``epilogue`` is appended to the C++ source (or to the CUDA one when
     there is no C++ source): export lines such as ``KFFI_EXPORT(f, f);`` (see
     :func:`export_lines`, :func:`c_string_literal`). ``pre_includes`` come in first by
     ``-include`` (default :data:`PRE_INCLUDES`: the headers of ``<kffi/kffi.h>`` but

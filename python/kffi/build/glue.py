@@ -1,5 +1,7 @@
-"""python/kffi/build/glue.py: a framework integration's native glue, built on first use and loaded
-once: the one helper kffi.jax (jax/_glue.py) and kffi.torch (torch/_glue.py) build theirs with.
+"""python/kffi/build/glue.py: a framework integration's native glue, built on first use.
+
+Built on first use and loaded once: the one helper kffi.jax (jax/_glue.py) and kffi.torch
+(torch/_glue.py) build theirs with.
 
 The glue is C++ against the headers of the framework that runs, so it is built where that
 framework is, by kffi.cpp: keyed by the sources, the compiler, the flags and the ``depends``
@@ -23,8 +25,9 @@ T = TypeVar("T")
 
 
 class Glue(lazy[T]):
-    """The glue library ``name`` of ``sources``, a lazy singleton: calling it gives the loaded
-    glue (built on first use; thread safe). ``options()`` gives the build's keywords of
+    """The glue library ``name`` of ``sources``, a lazy singleton.
+
+    Calling it gives the loaded glue (built on first use; thread safe). ``options()`` gives the build's keywords of
     :func:`kffi.cpp.build` (flags, include paths, ``depends``), computed on first use (they need
     the framework's import); ``load(glue)`` makes the value from the glue (default: builds it and
     loads it as a kffi.Module); ``failure`` words a failed build (a RuntimeError, the compiler's

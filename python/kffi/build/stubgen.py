@@ -18,6 +18,8 @@ import os
 import re
 import sys
 import unicodedata
+from collections.abc import Iterable
+from typing import Any
 
 from .. import _core
 from .._reflection import _chain, _info, fields_of
@@ -36,8 +38,9 @@ _OBJECT_CLASSES: dict[str, str] = {}
 
 
 def python_type(parsed: TypeNode, *, result: bool = False) -> str:
-    """The Python annotation of a parsed type text (kffi.aot.parse_type). Parameters take what
-    the converter accepts (``TensorLike``, ``Sequence[int]``); results are what a call returns
+    """The Python annotation of a parsed type text (kffi.aot.parse_type).
+
+    Parameters take what the converter accepts (``TensorLike``, ``Sequence[int]``); results are what a call returns
     (arrays come back as tuples; a tensor as the caller's array type: ``Any``).
     """
     head, args = parsed
@@ -69,7 +72,7 @@ def python_type(parsed: TypeNode, *, result: bool = False) -> str:
     return "Any"
 
 
-def _param_type(p: dict) -> str:
+def _param_type(p: dict[str, Any]) -> str:
     kind = p.get("kind")
     simple = {"tensor": "TensorLike", "int": "int", "float": "float", "bool": "bool"}
     if kind in simple:
@@ -85,7 +88,7 @@ def _param_type(p: dict) -> str:
 _DEFAULT_FITS = {bool: ("bool", "int", "float"), int: ("int", "float"), float: ("float",)}
 
 
-def _default_text(value, annotation: str) -> str:
+def _default_text(value: object, annotation: str) -> str:
     base = annotation.removesuffix(" | None")
     if value is None:
         fits = annotation in ("Any", "StreamLike") or annotation.endswith("| None")
@@ -108,8 +111,9 @@ def _default_text(value, annotation: str) -> str:
 
 
 def _literal_text(text: str) -> str:
-    """text, escaped for the inside of a triple-quoted str literal: backslashes and quotes, and
-    every character that would end a line, a comment or a source file early or not survive the
+    """text, escaped for the inside of a triple-quoted str literal.
+
+    Backslashes and quotes, and every character that would end a line, a comment or a source file early or not survive the
     trip to a UTF-8 file (control characters, line separators, lone surrogates from names and
     texts that were not UTF-8), as escapes. Newlines and tabs stay.
     """
@@ -137,9 +141,10 @@ def _docstring(text: str, indent: str) -> str:
     return "\n".join(out)
 
 
-def _reachable(name) -> bool:
-    """Whether Python source can name it: an identifier, not a keyword, and NFKC-normal (the
-    parser reads identifiers normalised: `mod.\ufb01x` looks up "fix").
+def _reachable(name: object) -> bool:
+    """Whether Python source can name it: an identifier, not a keyword, and NFKC-normal.
+
+    The parser reads identifiers normalised: `mod.\ufb01x` looks up "fix".
     """
     return (
         isinstance(name, str)
@@ -168,24 +173,25 @@ _NAME_TOKEN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 class _Annotations:
-    """Spells annotations with the stub's own names for the types (an alias where a function of
-    the module has the type's name: `def Any(...)` or `def int(...)` would shadow it) and keeps
-    the names used, for the imports.
+    """Spells annotations with the stub's own names for the types, and keeps the names used.
+
+    An alias where a function of the module has the type's name (`def Any(...)` or
+    `def int(...)` would shadow it); the names used make the imports.
     """
 
-    def __init__(self, function_names):
+    def __init__(self, function_names: Iterable[str]) -> None:
         taken = set(function_names)
-        self.alias = {}
+        self.alias: dict[str, str] = {}
         for n in _ANNOTATION_NAMES:
             if n in taken:
                 a = f"_{n}"
                 while a in taken:
                     a = "_" + a
                 self.alias[n] = a
-        self.used = set()
+        self.used: set[str] = set()
 
     def __call__(self, annotation: str) -> str:
-        def one(m):
+        def one(m: re.Match[str]) -> str:
             n = m.group(0)
             if n in _ANNOTATION_NAMES:
                 self.used.add(n)
@@ -194,8 +200,8 @@ class _Annotations:
 
         return _NAME_TOKEN.sub(one, annotation)
 
-    def imports(self) -> list:
-        lines = []
+    def imports(self) -> list[str]:
+        lines: list[str] = []
         for module in ("builtins", "collections.abc", "typing", "kffi.typing"):
             names = sorted(n for n in self.used if _ANNOTATION_NAMES[n] == module)
             if module == "builtins":
@@ -208,7 +214,7 @@ class _Annotations:
         return lines
 
 
-def _render_function(name, meta: dict | None, spell: _Annotations) -> str:
+def _render_function(name: str, meta: dict[str, Any] | None, spell: _Annotations) -> str:
     if not _reachable(name):
         why = (
             "is not a Python identifier"
@@ -223,7 +229,7 @@ def _render_function(name, meta: dict | None, spell: _Annotations) -> str:
     params = meta.get("params") or []
     # Trailing parameters with a default may be left out (the call path fills them in); an
     # Optional without an explicit default defaults to None, as kffi.runtime._objects reads it.
-    defaults: list = [None] * len(params)
+    defaults: list[Any] = [None] * len(params)
     has_default = [False] * len(params)
     for i in range(len(params) - 1, -1, -1):
         p = params[i]
@@ -258,9 +264,10 @@ def _render_function(name, meta: dict | None, spell: _Annotations) -> str:
     return f"def {name}({', '.join(parts)}) -> {ret}:\n{_docstring(doc, '    ')}\n    ...\n"
 
 
-def render_stub(functions: dict, module_doc: str | None = None, classes: str = "") -> str:
-    """The .pyi text of ``functions`` ({name: metadata dict or None}). Valid Python that mypy
-    accepts whatever the names and texts: a name Python source cannot spell (not an
+def render_stub(functions: dict[str, Any], module_doc: str | None = None, classes: str = "") -> str:
+    """The .pyi text of ``functions`` ({name: metadata dict or None}).
+
+    Valid Python that mypy accepts whatever the names and texts: a name Python source cannot spell (not an
     identifier, or not NFKC-normal) becomes a comment, a function named like a type the stub
     uses gets that type under an alias, and the texts are escaped.
     """
@@ -279,10 +286,13 @@ def render_stub(functions: dict, module_doc: str | None = None, classes: str = "
 
 
 # Moved from kffi/_reflection.py (a runtime module: it must not import this build-layer one).
-def stub_classes(type_texts, taken=()) -> tuple[dict[str, str], str]:
-    """For kffi-stubgen: the reflected object types named in type_texts (metadata type strings
-    such as "test.Point" or "Array<test.Point>") and their reflected ancestors, as
-    ({type key: class name}, the classes' .pyi text). A type whose short name is no identifier or
+def stub_classes(
+    type_texts: Iterable[object], taken: Iterable[str] = ()
+) -> tuple[dict[str, str], str]:
+    """For kffi-stubgen: the reflected object types named in type_texts, and their ancestors.
+
+    type_texts are metadata type strings such as "test.Point" or "Array<test.Point>"; the result
+    is ({type key: class name}, the classes' .pyi text). A type whose short name is no identifier or
     is taken (a function's name, another type's) is left out (it stays Any).
     """
     import keyword
@@ -311,7 +321,7 @@ def stub_classes(type_texts, taken=()) -> tuple[dict[str, str], str]:
         index = _core._type_key_to_index(key)
         parent = _info(index)[1]
         parent_key = _info(parent)[0] if parent >= 0 and _info(parent) else None
-        base = names.get(parent_key, "Object")
+        base = names.get(parent_key, "Object") if parent_key is not None else "Object"
         lines = [f"class {name}({base}):", f'    """kffi object type `{key}`."""', ""]
         for fname, ftype, _, writable in _info(index)[3]:
             ann = python_type(parse_type(ftype), result=True)
@@ -339,8 +349,9 @@ def stubgen(
     *,
     module_doc: str | None = None,
 ) -> str:
-    """The .pyi stub of the functions of ``module`` (a kffi.Module, or the path of a library or
-    object file); written to ``path`` too when given.
+    """The .pyi stub of the functions of ``module``; written to ``path`` too when given.
+
+    ``module``: a kffi.Module, or the path of a library or object file.
     """
     mod = _as_module(module)
     functions = {name: mod.metadata(name) for name in mod.functions()}

@@ -12,7 +12,10 @@ runtime_compilation.md). Importing this module loads neither NVRTC nor the CUDA 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
+from ..runtime._objects import Function
 from ._cache import clear_memory_cache, compile_count, prebuilt_roots
 from ._launch import CubinModule, load_cubin
 from ._nvrtc import NVRTCError, normalize_arch, nvrtc_version
@@ -40,7 +43,14 @@ class Program:
     ``lowered_names`` ({name expression: symbol}), ``log`` (warnings), ``cache_path`` (the cache
     file it came from or went to; None uncached)."""
 
-    def __init__(self, name, images, lowered_names, log, cache_path):
+    def __init__(
+        self,
+        name: str,
+        images: dict[str, bytes],
+        lowered_names: dict[str, str],
+        log: str,
+        cache_path: str | None,
+    ) -> None:
         self.name = name
         self.images = images
         self.lowered_names = lowered_names
@@ -51,11 +61,11 @@ class Program:
         """The images as one :class:`CubinModule`."""
         return CubinModule(self.images, f"the NVRTC program {self.name!r}")
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"<kffi.cuda.Program {self.name!r} archs={list(self.images)}>"
 
 
-def default_archs() -> list:
+def default_archs() -> list[str]:
     """``$KFFI_CUDA_ARCH`` (as kffi.cpp reads it: "80;90a", "sm_90", "9.0"), else sm_XX of each
     GPU on this machine (read through NVML, without initialising CUDA); ValueError when neither
     says (a machine without a GPU must name its targets)."""
@@ -63,7 +73,7 @@ def default_archs() -> list:
 
     spec = os.environ.get("KFFI_CUDA_ARCH", "").strip()
     if spec:
-        out = []
+        out: list[str] = []
         for item in spec.replace(",", ";").replace(" ", ";").split(";"):
             if item:
                 ptx = item.upper().endswith("+PTX")
@@ -81,13 +91,13 @@ def default_archs() -> list:
     return [f"sm_{a}" for a in gpus]
 
 
-def _archs(arch) -> list:
+def _archs(arch: Any) -> list[str]:
     if arch is None:
         return default_archs()
     items = [arch] if isinstance(arch, (str, int)) else list(arch)
     if not items:
         raise ValueError("kffi.cuda: arch lists at least one target")
-    out = []
+    out: list[str] = []
     for a in items:
         n = normalize_arch(a)
         if n not in out:
@@ -95,7 +105,7 @@ def _archs(arch) -> list:
     return out
 
 
-def _options(options) -> list:
+def _options(options: Any) -> list[str]:
     if options is None:
         return list(DEFAULT_OPTIONS)
     if isinstance(options, str):
@@ -110,7 +120,13 @@ def _options(options) -> list:
 
 
 def nvrtc_compile(
-    source: str, name_expressions=(), *, arch=None, options=None, cache=True, cache_dir=None
+    source: str,
+    name_expressions: str | Iterable[str] = (),
+    *,
+    arch: Any = None,
+    options: Sequence[str] | None = None,
+    cache: bool = True,
+    cache_dir: str | os.PathLike[str] | None = None,
 ) -> Program:
     """Compiles CUDA device code with NVRTC for each arch of ``arch`` (one or a list of
     ``"sm_80"``, ``"sm_90a"``, ``"sm_100f"``: cubins; ``"compute_90"``: PTX; default
@@ -148,19 +164,19 @@ def nvrtc_compile(
 def compile(
     source: str,
     name: str,
-    *fake_args,
-    grid=None,
-    block=None,
-    shared_mem=0,
-    launch=None,
-    arch=None,
-    options=None,
-    param_names=None,
-    outputs=None,
-    doc="",
-    cache=True,
-    params=None,
-):
+    *fake_args: Any,
+    grid: Any = None,
+    block: Any = None,
+    shared_mem: Any = 0,
+    launch: Callable[..., Any] | None = None,
+    arch: Any = None,
+    options: Sequence[str] | None = None,
+    param_names: Any = None,
+    outputs: Any = None,
+    doc: str = "",
+    cache: bool = True,
+    params: Any = None,
+) -> Function:
     """Compiles the CUDA kernel ``name`` of ``source`` with NVRTC and returns it as a kffi
     Function that checks the contract of ``fake_args`` (as :func:`kffi.compile` takes them; one
     str is the contract's text) in compiled code, then launches the kernel on the environment
@@ -203,7 +219,9 @@ def _function_name(name: str) -> str:
     return base if not base[0].isdigit() else "k" + base
 
 
-def precompile(kernels, cache_dir=None) -> list:
+def precompile(
+    kernels: Iterable[dict[str, Any]], cache_dir: str | os.PathLike[str] | None = None
+) -> list[str | None]:
     """Compiles each of ``kernels`` into the cache, so that a later :func:`compile` or
     :func:`nvrtc_compile` of the same source, names, archs and options compiles nothing. Each is
     a dict of :func:`nvrtc_compile`'s arguments (``source``, ``name_expressions`` or ``name``,
@@ -211,7 +229,7 @@ def precompile(kernels, cache_dir=None) -> list:
     it and point ``$KFFI_CUDA_PREBUILT`` at it (read-only) in the deployment. Returns the cache
     files written or found.
     """
-    paths = []
+    paths: list[str | None] = []
     for i, k in enumerate(kernels):
         if not isinstance(k, dict):
             raise TypeError(f"kffi.cuda.precompile: kernel {i} is a dict, got {type(k).__name__}")

@@ -17,14 +17,16 @@ import json
 import os
 import struct
 import threading
-import types
+from collections.abc import Callable, Iterable
+from typing import Any, NamedTuple
 
 from .. import _core
 from ..build import cpp as _cpp
 
 _SCHEMA = "kffi.cuda/1"
 _MAGIC = b"KFFICUDA1\n"
-_memory: dict = {}
+# key -> (compile result, path of its bundle or None)
+_memory: dict[str, tuple[dict[str, Any], str | None]] = {}
 _memory_lock = threading.Lock()
 _compiles = 0
 
@@ -34,7 +36,13 @@ def compile_count() -> int:
     return _compiles
 
 
-def cache_key(source, name_expressions, archs, options, nvrtc_version) -> str:
+def cache_key(
+    source: str,
+    name_expressions: Iterable[str],
+    archs: Iterable[str],
+    options: Iterable[str],
+    nvrtc_version: Iterable[int],
+) -> str:
     ident = {
         "schema": _SCHEMA,
         "source": source,
@@ -47,10 +55,11 @@ def cache_key(source, name_expressions, archs, options, nvrtc_version) -> str:
     return hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()
 
 
-def pack(result: dict) -> bytes:
+def pack(result: dict[str, Any]) -> bytes:
     images = result["images"]
-    header = {"lowered": result["lowered"], "log": result["log"], "images": []}
-    blobs, offset = [], 0
+    header: dict[str, Any] = {"lowered": result["lowered"], "log": result["log"], "images": []}
+    blobs: list[bytes] = []
+    offset = 0
     for arch, data in images.items():
         header["images"].append({"arch": arch, "offset": offset, "size": len(data)})
         blobs.append(data)
@@ -59,7 +68,7 @@ def pack(result: dict) -> bytes:
     return _MAGIC + struct.pack("<Q", len(h)) + h + b"".join(blobs)
 
 
-def unpack(data: bytes) -> dict | None:
+def unpack(data: bytes) -> dict[str, Any] | None:
     """The bundle's contents; None when the bytes are not a whole bundle."""
     try:
         if not data.startswith(_MAGIC):
@@ -68,7 +77,7 @@ def unpack(data: bytes) -> dict | None:
         start = len(_MAGIC) + 8
         header = json.loads(data[start : start + n])
         base = start + n
-        images = {}
+        images: dict[str, bytes] = {}
         for im in header["images"]:
             lo, size = base + int(im["offset"]), int(im["size"])
             if lo + size > len(data):
@@ -84,11 +93,11 @@ def _file_name(name: str, key: str) -> str:
     return f"{safe}_{key[:32]}.kcubin"
 
 
-def prebuilt_roots() -> list:
+def prebuilt_roots() -> list[str]:
     return [p for p in os.environ.get("KFFI_CUDA_PREBUILT", "").split(os.pathsep) if p]
 
 
-def _read(path: str):
+def _read(path: str) -> dict[str, Any] | None:
     if not _cpp._cache_entry_intact(path):
         return None
     try:
@@ -98,7 +107,21 @@ def _read(path: str):
         return None
 
 
-def lookup_or_compile(name, key, compile_fn, cache_root=None, use_cache=True):
+class _LockSite(NamedTuple):
+    """Names the lock of a cache entry for kffi.cpp's file lock (``<dir>/.<name>_<hash>.lock``)."""
+
+    dir: str
+    name: str
+    hash: str
+
+
+def lookup_or_compile(
+    name: str,
+    key: str,
+    compile_fn: Callable[[], dict[str, Any]],
+    cache_root: str | None = None,
+    use_cache: bool = True,
+) -> tuple[dict[str, Any], str | None]:
     """The compile result for key: from memory, a prebuilt root, the disk cache, else compile_fn()
     (then stored). With cache_root (a cache to fill, e.g. for shipping), the entry is made there
     whatever else holds it. Returns (result, path or None)."""
@@ -123,7 +146,7 @@ def lookup_or_compile(name, key, compile_fn, cache_root=None, use_cache=True):
     path = os.path.join(d, fname)
     res = _read(path)
     if res is None:
-        plan = types.SimpleNamespace(dir=d, name=fname[: -len(".kcubin")], hash="lock")
+        plan = _LockSite(dir=d, name=fname[: -len(".kcubin")], hash="lock")
         with _cpp._locked(plan, _cpp._quiet(None)):
             res = _read(path)  # another process may have compiled it while this one waited
             if res is None:
@@ -140,7 +163,7 @@ def lookup_or_compile(name, key, compile_fn, cache_root=None, use_cache=True):
     return res, path
 
 
-def clear_memory_cache():
+def clear_memory_cache() -> None:
     """Forgets the in-memory entries (the disk cache stays)."""
     with _memory_lock:
         _memory.clear()

@@ -16,7 +16,7 @@ _EIFMT_NVAL, _EIFMT_BVAL, _EIFMT_HVAL, _EIFMT_SVAL = 1, 2, 3, 4
 _EIATTR_KPARAM_INFO = 0x17
 
 
-def _sections(data: bytes):
+def _sections(data: bytes) -> dict[str, tuple[int, int]] | None:
     """{name: (offset, size)} of an ELF64 little-endian file; None when it is not one."""
     if len(data) < 64 or data[:4] != b"\x7fELF" or data[4] != 2 or data[5] != 1:
         return None
@@ -33,7 +33,7 @@ def _sections(data: bytes):
     str_off, _, str_size = raw[shstrndx][1], None, raw[shstrndx][2]
     if str_off + str_size > len(data):
         return None
-    out = {}
+    out: dict[str, tuple[int, int]] = {}
     for name, off, size in raw:
         if name >= str_size or off + size > len(data):
             continue
@@ -44,7 +44,9 @@ def _sections(data: bytes):
     return out
 
 
-def kernel_params(data: bytes, kernel: str, label: str = "the cubin"):
+def kernel_params(
+    data: bytes, kernel: str, label: str = "the cubin"
+) -> list[tuple[int, int]] | None:
     """``[(offset, size), ...]`` of ``kernel``'s parameters in order, read from a cubin's
     ``.nv.info.<kernel>`` section; None when ``data`` is not an ELF cubin this can read.
     ValueError when the cubin has no kernel of that name."""
@@ -61,7 +63,7 @@ def kernel_params(data: bytes, kernel: str, label: str = "the cubin"):
         )
     off, size = where
     end, p = off + size, off
-    params = {}
+    params: dict[int, tuple[int, int]] = {}
     while p + 2 <= end:
         fmt, attr = data[p], data[p + 1]
         if fmt in (_EIFMT_NVAL, _EIFMT_BVAL, _EIFMT_HVAL):

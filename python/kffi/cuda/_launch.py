@@ -20,6 +20,8 @@ import hashlib
 import json
 import os
 import re
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from .. import _core
 from ..contract import _compile as _contract
@@ -32,7 +34,13 @@ _OPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.FloorDiv: "//", ast.Mod: 
 _MAX_EXPR_CHARS = 1000
 
 
-def _tokens(text: str, what: str) -> list:
+# A token program: ints, "name:<symbol>", operators (RPN).
+_Program = list[int | str]
+# A kernel parameter of ``params=``: (text, [(source, type code, name, dimension, constant)]).
+_Layout = list[tuple[str, list[tuple[str, str, str, int, int]]]]
+
+
+def _tokens(text: str, what: str) -> _Program:
     """RPN tokens of an integer expression: ints, names, + - * // % unary -, cdiv(a, b)."""
     if len(text) > _MAX_EXPR_CHARS:
         raise ValueError(f"kffi.cuda: {what} is longer than {_MAX_EXPR_CHARS} characters")
@@ -40,9 +48,9 @@ def _tokens(text: str, what: str) -> list:
         tree = ast.parse(text.strip(), mode="eval").body
     except SyntaxError as e:
         raise ValueError(f"kffi.cuda: cannot read {what} {text!r}: {e.msg}") from None
-    out = []
+    out: _Program = []
 
-    def walk(node, depth):
+    def walk(node: ast.expr, depth: int) -> None:
         if depth > 30:
             raise ValueError(f"kffi.cuda: {what} {text!r} nests too deeply")
         if isinstance(node, ast.Constant) and type(node.value) is int:
@@ -83,10 +91,12 @@ def _tokens(text: str, what: str) -> list:
     return out
 
 
-def _programs(grid, block, shared_mem, sym_names) -> list:
+def _programs(
+    grid: Any, block: Any, shared_mem: Any, sym_names: Mapping[Any, str] | None
+) -> list[_Program]:
     """The seven token programs (grid x y z, block x y z, shared memory)."""
 
-    def one(value, what):
+    def one(value: Any, what: str) -> _Program:
         if isinstance(value, bool):
             raise TypeError(f"kffi.cuda: {what} is an int or an expression, got a bool")
         if isinstance(value, int):
@@ -105,7 +115,7 @@ def _programs(grid, block, shared_mem, sym_names) -> list:
             f"{type(value).__name__}"
         )
 
-    def dims(value, what):
+    def dims(value: Any, what: str) -> list[_Program]:
         if value is None:
             raise TypeError(f"kffi.cuda: {what} is required (or give launch=)")
         items = list(value) if isinstance(value, (tuple, list)) else [value]
@@ -136,11 +146,11 @@ _FIELD = re.compile(
 )
 
 
-def _layout(params) -> list:
+def _layout(params: Any) -> _Layout:
     """The kernel parameters of ``params=`` as the launcher reads them: [(text, fields)]."""
     if isinstance(params, str):
         raise TypeError("kffi.cuda: params is a list of kernel parameters, not one str")
-    out = []
+    out: _Layout = []
     for spec in params:
         if not isinstance(spec, str) or len(spec) > _MAX_EXPR_CHARS or "\0" in spec:
             raise TypeError(f"kffi.cuda: a kernel parameter is a str, got {spec!r}")
@@ -149,7 +159,7 @@ def _layout(params) -> list:
         if struct and not text.endswith("}"):
             raise ValueError(f"kffi.cuda: the kernel parameter {spec!r} has no closing }}")
         items = text[1:-1].split(",") if struct else [text]
-        fields = []
+        fields: list[tuple[str, str, str, int, int]] = []
         for item in items:
             m = _FIELD.match(item)
             if not m:
@@ -192,12 +202,12 @@ def _layout(params) -> list:
     return out
 
 
-def _config_callback(launch, name):
+def _config_callback(launch: Callable[..., Any], name: str) -> Function:
     """A kffi Function that calls launch(*args) and flattens its (grid, block[, shared_mem])."""
     if not callable(launch):
         raise TypeError(f"kffi.cuda: launch must be callable, got {type(launch).__name__}")
 
-    def flat(value, what):
+    def flat(value: Any, what: str) -> list[int]:
         items = list(value) if isinstance(value, (tuple, list)) else [value]
         if not 1 <= len(items) <= 3 or not all(
             isinstance(v, int) and not isinstance(v, bool) for v in items
@@ -208,7 +218,7 @@ def _config_callback(launch, name):
             )
         return items + [1] * (3 - len(items))
 
-    def config(*args):
+    def config(*args: Any) -> tuple[int, ...]:
         r = launch(*args)
         if not isinstance(r, (tuple, list)) or len(r) not in (2, 3):
             raise TypeError(
@@ -220,7 +230,8 @@ def _config_callback(launch, name):
             raise TypeError(f"kffi.cuda kernel `{name}`: shared_mem must be an int, got {smem!r}")
         return (*flat(r[0], "grid"), *flat(r[1], "block"), smem)
 
-    return _core._to_kffi(config)
+    fn: Function = _core._to_kffi(config)
+    return fn
 
 
 class CubinModule:
@@ -230,10 +241,10 @@ class CubinModule:
     major version, else PTX), and a device none runs on is a RuntimeError naming the archs.
     """
 
-    def __init__(self, images: dict, label: str = "a CUDA module"):
+    def __init__(self, images: dict[Any, Any], label: str = "a CUDA module") -> None:
         if not isinstance(images, dict) or not images:
             raise TypeError("kffi.cuda.CubinModule: images is a non-empty {arch: bytes} dict")
-        items = []
+        items: list[tuple[str, bytes]] = []
         for arch, data in images.items():
             tag = "" if arch in (None, "") else normalize_arch(arch)
             if not isinstance(data, (bytes, bytearray, memoryview)):
@@ -244,15 +255,15 @@ class CubinModule:
             items.append((tag, bytes(data)))
         self.images = dict(items)
         self.label = label
-        self._digest = None
+        self._digest: str | None = None
         self._capsule = _core._cuda_module(items, label)
 
     @property
-    def archs(self) -> list:
+    def archs(self) -> list[str]:
         """The images' arch tags ("" for an untagged image, e.g. a fatbin)."""
         return list(self.images)
 
-    def pick(self, compute_capability) -> str:
+    def pick(self, compute_capability: tuple[int, int] | int | str) -> str:
         """The arch tag of the image a device of this compute capability ((9, 0), 90 or "9.0")
         loads; RuntimeError when none runs there."""
         cc = compute_capability
@@ -271,16 +282,16 @@ class CubinModule:
     def kernel(
         self,
         kernel_name: str,
-        *contract,
-        grid=None,
-        block=None,
-        shared_mem=0,
-        launch=None,
-        param_names=None,
-        outputs=None,
-        name=None,
-        doc="",
-        params=None,
+        *contract: Any,
+        grid: Any = None,
+        block: Any = None,
+        shared_mem: Any = 0,
+        launch: Callable[..., Any] | None = None,
+        param_names: Any = None,
+        outputs: Any = None,
+        name: str | None = None,
+        doc: str = "",
+        params: Any = None,
     ) -> Function:
         """The kernel ``kernel_name`` (its symbol in the image: mangled for C++ unless
         ``extern "C"``) as a kffi Function checked against a contract, then launched on the
@@ -338,7 +349,8 @@ class CubinModule:
         if launch is not None:
             if grid is not None or block is not None or shared_mem != 0:
                 raise TypeError("kffi.cuda: give either launch= or grid/block/shared_mem")
-            programs, callback = [], _config_callback(launch, name)
+            programs: list[_Program] = []
+            callback: Function | None = _config_callback(launch, name)
         else:
             programs, callback = _programs(grid, block, shared_mem, sym_names), None
         layout = None if params is None else _layout(params)
@@ -379,20 +391,20 @@ class CubinModule:
             self._digest = h.hexdigest()
         return self._digest
 
-    def param_info(self, kernel_name: str) -> dict:
+    def param_info(self, kernel_name: str) -> dict[str, list[tuple[int, int]]]:
         """``{arch: [(offset, size), ...]}``: the parameters of ``kernel_name`` as each cubin
         image records them (its ELF ``.nv.info`` attributes), read with no GPU. Images that are
         not ELF cubins (PTX, fatbins) are left out; a cubin without the kernel is a ValueError."""
         from ._cubin_info import kernel_params
 
-        out = {}
+        out: dict[str, list[tuple[int, int]]] = {}
         for arch, data in self.images.items():
             info = kernel_params(data, kernel_name, self.label + (f" ({arch})" if arch else ""))
             if info is not None:
                 out[arch] = info
         return out
 
-    def _check_params(self, kernel_name, name, sizes):
+    def _check_params(self, kernel_name: str, name: str, sizes: list[tuple[int, str]]) -> None:
         """The packed parameters ([(size, text)]) against each cubin's own; ValueError on a
         difference, naming the parameter and both sizes."""
         for arch, info in self.param_info(kernel_name).items():
@@ -417,11 +429,11 @@ class CubinModule:
                     f"({info[len(sizes)][1]} bytes) is missing"
                 )
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"<kffi.cuda.CubinModule {self.label} archs={self.archs}>"
 
 
-def _read_image(value, what):
+def _read_image(value: object, what: str) -> bytes:
     if isinstance(value, (bytes, bytearray, memoryview)):
         return bytes(value)
     if isinstance(value, (str, os.PathLike)):
@@ -438,7 +450,7 @@ def _read_image(value, what):
     raise TypeError(f"kffi.cuda.load_cubin: {what} is bytes or a path, got {type(value).__name__}")
 
 
-def load_cubin(image, arch=None) -> CubinModule:
+def load_cubin(image: Any, arch: str | None = None) -> CubinModule:
     """A :class:`CubinModule` of a cubin, fatbin or PTX (bytes or a path), e.g. Triton's
     ``compiled.asm["cubin"]`` or a CuTe DSL cubin; or of several, as ``{arch: bytes or path}``
     (``{"sm_90a": ..., "sm_100a": ..., "compute_90": ptx}``). ``arch`` tags a single image (the

@@ -18,6 +18,8 @@ import os
 import re
 import sys
 import threading
+from collections.abc import Sequence
+from typing import Any
 
 from ..build.cpp import BuildError
 
@@ -28,7 +30,7 @@ class NVRTCError(BuildError):
     """NVRTC could not compile the source. ``log`` is NVRTC's log (file:line: error ...),
     ``errors`` the (line, message) pairs of its errors, ``arch`` the target that failed."""
 
-    def __init__(self, name: str, arch: str, options: list, log: str, status: str):
+    def __init__(self, name: str, arch: str, options: list[str], log: str, status: str) -> None:
         self.log = log
         self.arch = arch
         self.errors = [
@@ -42,26 +44,26 @@ class NVRTCError(BuildError):
         )
 
     def __str__(self) -> str:
-        return self.args[0]
+        return str(self.args[0])
 
 
 _lock = threading.Lock()
 
 
-def _wheel_candidates() -> list:
+def _wheel_candidates() -> list[str]:
     try:
         import nvidia  # the namespace package of NVIDIA's wheels
     except ImportError:
         return []
-    found = []
+    found: list[str] = []
     for root in list(getattr(nvidia, "__path__", [])):
         for sub in ("cu13/lib", "cu12/lib", "cuda_nvrtc/lib"):
             found += sorted(glob.glob(os.path.join(root, sub, "libnvrtc.so.*[0-9]")), reverse=True)
     return [p for p in found if "builtins" not in os.path.basename(p)]
 
 
-def _toolkit_candidates() -> list:
-    found = []
+def _toolkit_candidates() -> list[str]:
+    found: list[str] = []
     for var in ("CUDA_HOME", "CUDA_PATH"):
         home = os.environ.get(var)
         if home:
@@ -71,7 +73,7 @@ def _toolkit_candidates() -> list:
     return [p for p in found if "builtins" not in os.path.basename(p) and "alt" not in p]
 
 
-def _candidates() -> list:
+def _candidates() -> list[str]:
     explicit = os.environ.get("KFFI_NVRTC_LIBRARY")
     found = [explicit] if explicit else []
     found += _wheel_candidates() + _toolkit_candidates()
@@ -79,7 +81,7 @@ def _candidates() -> list:
 
 
 @functools.cache
-def nvrtc_library() -> tuple:
+def nvrtc_library() -> tuple[ctypes.CDLL, str]:
     """(ctypes library, path) of libnvrtc; RuntimeError naming what was tried when none loads."""
     tried = []
     for path in _candidates():
@@ -97,7 +99,7 @@ def nvrtc_library() -> tuple:
     )
 
 
-def _declare(lib):
+def _declare(lib: ctypes.CDLL) -> None:
     p, i, sz, cp = ctypes.c_void_p, ctypes.c_int, ctypes.c_size_t, ctypes.c_char_p
     sigs = {
         "nvrtcVersion": [ctypes.POINTER(i), ctypes.POINTER(i)],
@@ -130,7 +132,7 @@ def _declare(lib):
     lib.nvrtcGetErrorString.restype = ctypes.c_char_p
 
 
-def _loaded_version() -> tuple:
+def _loaded_version() -> tuple[int, int]:
     lib, _ = nvrtc_library()
     major, minor = ctypes.c_int(0), ctypes.c_int(0)
     _check(lib, lib.nvrtcVersion(ctypes.byref(major), ctypes.byref(minor)), "nvrtcVersion")
@@ -138,7 +140,7 @@ def _loaded_version() -> tuple:
 
 
 @functools.cache
-def nvrtc_version() -> tuple:
+def nvrtc_version() -> tuple[int, int]:
     """NVRTC's (major, minor). Remembered in kffi's cache with the library's path, size and mtime
     (per Python prefix and NVRTC settings), so that a process whose compiles all hit the cache
     neither searches for the library nor opens it (~25 ms)."""
@@ -171,7 +173,7 @@ def nvrtc_version() -> tuple:
 
 
 @functools.cache
-def supported_archs() -> tuple:
+def supported_archs() -> tuple[int, ...]:
     """The real architectures (as ints: 75, 80, 90, 100, ...) this NVRTC generates code for."""
     lib, _ = nvrtc_library()
     n = ctypes.c_int(0)
@@ -181,7 +183,7 @@ def supported_archs() -> tuple:
     return tuple(arr)
 
 
-def _check(lib, rc: int, what: str):
+def _check(lib: ctypes.CDLL, rc: int, what: str) -> None:
     if rc != 0:
         msg = lib.nvrtcGetErrorString(rc).decode("utf-8", "replace")
         raise RuntimeError(f"kffi.cuda: {what} failed: {msg}")
@@ -190,7 +192,7 @@ def _check(lib, rc: int, what: str):
 _ARCH = re.compile(r"(sm|compute)_(\d{2,3})([af]?)")
 
 
-def normalize_arch(arch) -> str:
+def normalize_arch(arch: object) -> str:
     """ "sm_90", "sm_90a", "compute_90" (PTX), from those or "90", "9.0", "90a"; ValueError else."""
     if isinstance(arch, int) and not isinstance(arch, bool):
         arch = str(arch)
@@ -209,14 +211,23 @@ def normalize_arch(arch) -> str:
     return a
 
 
-def compile_images(source: str, name: str, name_expressions, archs, options) -> dict:
+def compile_images(
+    source: str,
+    name: str,
+    name_expressions: Sequence[str],
+    archs: Sequence[str],
+    options: Sequence[str],
+) -> dict[str, Any]:
     """Compiles source once per arch. Returns {"images": {arch: bytes}, "lowered": {expr: name},
     "log": str}; NVRTCError on a compile error."""
     lib, _ = nvrtc_library()
     supported = supported_archs()
-    images, lowered, logs = {}, {}, []
+    images: dict[str, bytes] = {}
+    lowered: dict[str, str] = {}
+    logs: list[str] = []
     for arch in archs:
         m = _ARCH.fullmatch(arch)
+        assert m is not None  # the caller normalized it (normalize_arch)
         if int(m.group(2)) not in supported:
             raise ValueError(
                 f"kffi.cuda: NVRTC {'.'.join(map(str, nvrtc_version()))} cannot target {arch}; "
@@ -267,6 +278,7 @@ def compile_images(source: str, name: str, name_expressions, archs, options) -> 
                     lib.nvrtcGetLoweredName(prog, expr.encode(), ctypes.byref(low)),
                     f"nvrtcGetLoweredName({expr!r})",
                 )
+                assert low.value is not None  # nvrtcGetLoweredName succeeded
                 lowered[expr] = low.value.decode()
         finally:
             lib.nvrtcDestroyProgram(ctypes.byref(prog))

@@ -27,6 +27,7 @@ import jax
 from .._lazy import lazy
 from ..runtime._objects import Function, Module
 from . import _bind
+from ._call_primitive import kffi_call_p
 from ._ffi import is_registered, register_content_target
 
 __all__ = [
@@ -318,8 +319,6 @@ def _wrapped(original):
 
 def _walk(jaxpr, out: list) -> None:
     """Appends the (plan, eqn) of every kffi_call in a jaxpr and its sub-jaxprs."""
-    from ._primitive import kffi_call_p
-
     inner = getattr(jaxpr, "jaxpr", jaxpr)  # ClosedJaxpr -> Jaxpr
     for eqn in getattr(inner, "eqns", ()):
         if eqn.primitive is kffi_call_p:

@@ -15,7 +15,6 @@ import threading
 from functools import partial
 
 import jax
-import jax.extend
 import jax.ffi
 import numpy as np
 from jax import tree_util
@@ -25,6 +24,7 @@ from ..contract import _abstract
 from ..runtime._objects import Function
 from . import _bind as bind
 from . import _export, _shard
+from ._call_primitive import kffi_call_p
 from ._ffi import parse_arg_spec, register_content_target, register_ffi_target
 
 try:  # public names first; jax moves internals between releases
@@ -39,8 +39,6 @@ except ImportError:  # pragma: no cover (newer jax)
 
 __all__ = ["CallPlan", "call", "kffi_call_p"]
 
-kffi_call_p = jax.extend.core.Primitive("kffi_call")
-kffi_call_p.multiple_results = True
 
 _OPTION_NAMES = ("out_shapes", "input_output_aliases", "arg_spec", "allow_cuda_graph")
 

@@ -25,6 +25,7 @@ import math
 import threading
 
 from ..contract import _abstract
+from ._call_primitive import kffi_call_p
 
 __all__ = ["ShardRule", "fold_batch", "require_devices", "rule_of", "sharded_lowering"]
 
@@ -135,8 +136,6 @@ class ShardRule:
         if hit is not None:
             return hit
         from jax.experimental.custom_partitioning import custom_partitioning
-
-        from ._primitive import kffi_call_p
 
         def call(*operands):
             return tuple(kffi_call_p.bind(*operands, plan=plan, attrs=attrs))

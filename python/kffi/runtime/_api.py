@@ -66,12 +66,13 @@ def load_module(path: str | bytes | os.PathLike[str] | os.PathLike[bytes]) -> Mo
         raise FileNotFoundError(f"Cannot load kffi module: no such file {path!r}")
     for hook in _hooks.before_load:  # kffi.tvm: where apache-tvm-ffi's runtime is
         hook()
-    return _core.load_module(os.path.abspath(path))  # type: ignore[no-any-return]
+    # A bytes path goes on as it is: the extension's TypeError names it ("path must be a str").
+    return _core.load_module(os.path.abspath(path))  # type: ignore[arg-type]
 
 
 def system_lib() -> Module:
     """The process's system library: kernels linked statically into the program."""
-    return _core.system_lib()  # type: ignore[no-any-return]
+    return _core.system_lib()
 
 
 def to_kffi(value: Any) -> Any:

@@ -7,6 +7,8 @@ import builtins
 import sys
 import traceback
 import types
+from collections.abc import Callable
+from typing import TypeVar, cast, overload
 
 from .. import _core
 
@@ -19,7 +21,7 @@ class Error(RuntimeError):
 
     kind = "RuntimeError"
 
-    def __init__(self, message: str = "", kind: str | None = None):
+    def __init__(self, message: str = "", kind: str | None = None) -> None:
         super().__init__(message)
         if kind is not None:
             self.kind = kind
@@ -47,13 +49,20 @@ _KIND_TO_CLASS: dict[str, type[BaseException]] = {k: getattr(builtins, k) for k 
 _CLASS_TO_KIND: dict[type[BaseException], str] = {v: k for k, v in _KIND_TO_CLASS.items()}
 
 
-def register_error(kind: str, cls: type[BaseException] | None = None):
+_E = TypeVar("_E", bound=type[BaseException])
+
+
+@overload
+def register_error(kind: str, cls: None = None) -> Callable[[_E], _E]: ...
+@overload
+def register_error(kind: str, cls: _E) -> _E: ...
+def register_error(kind: str, cls: _E | None = None) -> _E | Callable[[_E], _E]:
     """Maps a native error kind to a Python exception class (both directions).
 
     Usable as a decorator: ``@kffi.register_error("MyError") class MyError(kffi.Error): ...``
     """
 
-    def do_register(c: type[BaseException]):
+    def do_register(c: _E) -> _E:
         if not (isinstance(c, type) and issubclass(c, BaseException)):
             raise TypeError(f"register_error expects an exception class, got {c!r}")
         _KIND_TO_CLASS[kind] = c
@@ -82,7 +91,9 @@ def _native_frame(filename: str, lineno: int, name: str) -> types.FrameType:
             exec(code, {"_M": _FrameMarker})  # noqa: S102 (a synthetic frame, built here)
         except _FrameMarker:
             tb = sys.exc_info()[2]
+            assert tb is not None  # in an except block
             frame = tb.tb_next.tb_frame if tb.tb_next is not None else tb.tb_frame
+        assert frame is not None  # the code raised: the except block set it
         if len(_FRAME_CACHE) < 4096:
             _FRAME_CACHE[key] = frame
     return frame
@@ -115,7 +126,7 @@ def _with_native_frames(exc: BaseException, backtrace: str) -> BaseException:
     return exc.with_traceback(tb)
 
 
-def _make_exception(kind: str, message: str, backtrace: str, original):
+def _make_exception(kind: str, message: str, backtrace: str, original: object) -> BaseException:
     if original is not None and isinstance(original, BaseException):
         # A Python exception raised in a callback: the same exception, with the native frames it
         # crossed put between the outer caller and the callback's own frames.
@@ -127,6 +138,7 @@ def _make_exception(kind: str, message: str, backtrace: str, original):
             tb = types.TracebackType(tb, frame, frame.f_lasti, lineno)
         return original.with_traceback(tb)
     cls = _KIND_TO_CLASS.get(kind)
+    exc: BaseException
     if cls is None:
         exc = Error(message, kind)
     elif cls is KeyError:
@@ -142,18 +154,18 @@ class MissingKeyError(KeyError):
     """The KeyError native code raises (a missing global function, key or name): a KeyError
     that prints its message as is (a plain KeyError shows the repr of its key)."""
 
-    def __str__(self):
+    def __str__(self) -> str:
         return str(self.args[0]) if self.args else ""
 
 
-def _format_python_tb(tb) -> str:
+def _format_python_tb(tb: types.TracebackType | None) -> str:
     lines = []
     for fs in reversed(traceback.extract_tb(tb)):
         lines.append(f'  File "{fs.filename}", line {fs.lineno}, in {fs.name}')
     return "\n".join(lines)
 
 
-def _describe_exception(exc: BaseException):
+def _describe_exception(exc: BaseException) -> tuple[str, str, str]:
     cls = type(exc)
     kind = None
     for klass in cls.__mro__:
@@ -162,7 +174,7 @@ def _describe_exception(exc: BaseException):
             break
         if klass is Error:
             # Reached before its base RuntimeError: a kffi.Error keeps its own kind.
-            kind = exc.kind
+            kind = cast(Error, exc).kind
             break
     if kind is None:
         kind = cls.__name__

@@ -7,9 +7,10 @@ import inspect
 import json
 import keyword
 import operator
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
 
-from .. import _core, _type_text
+from .. import _core, _reflection, _type_text
 from . import _hooks
 from ._types import Device, dtype
 
@@ -17,7 +18,7 @@ Object = _core.Object
 Function = _core.Function
 
 
-def _released_repr(obj) -> str | None:
+def _released_repr(obj: Object) -> str | None:
     """The repr of an object whose native reference was dropped by _release(), else None."""
     return f"<kffi.{type(obj).__name__} (released)>" if not obj._handle else None
 
@@ -27,15 +28,15 @@ _TYPE_INDEX: dict[str, int] = dict(_core.TYPE_INDEX)
 _MISSING = object()
 
 
-class Array(Object, Sequence):
+class Array(Object, Sequence[Any]):
     """An immutable sequence (kffi Array). Behaves like a tuple."""
 
     __slots__ = ()
 
-    def __len__(self):
+    def __len__(self) -> int:
         return _core._seq_len(self)
 
-    def __getitem__(self, i):
+    def __getitem__(self, i: Any) -> Any:  # an index or a slice
         if isinstance(i, slice):
             return _core._seq_items(self)[i]
         if not isinstance(i, int):
@@ -48,18 +49,18 @@ class Array(Object, Sequence):
                 ) from None
         return _core._seq_get(self, i)
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Any]:
         return iter(_core._seq_items(self))
 
-    def __eq__(self, other):
+    def __eq__(self, other: object) -> bool:
         if isinstance(other, (Array, List, tuple, list)):
             return list(self) == list(other)
         return NotImplemented
 
-    def __hash__(self):
+    def __hash__(self) -> int:
         return hash(tuple(self))
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return _released_repr(self) or f"{type(self).__name__}({list(self)!r})"
 
 
@@ -67,47 +68,47 @@ class List(Array):
     """A mutable sequence shared by reference (kffi List). Read access from Python."""
 
     __slots__ = ()
-    __hash__ = None
+    __hash__ = None  # type: ignore[assignment]  # mutable: unhashable, as list is
 
 
-class Map(Object, Mapping):
+class Map(Object, Mapping[Any, Any]):
     """An immutable mapping (kffi Map). Behaves like a read-only dict."""
 
     __slots__ = ()
 
-    def _items(self):
+    def _items(self) -> list[tuple[Any, Any]]:
         return _core._map_items(self)
 
-    def __len__(self):
+    def __len__(self) -> int:
         return _core._map_len(self)
 
-    def __getitem__(self, key):
+    def __getitem__(self, key: Any) -> Any:
         value = _core._map_get(self, key, _MISSING)
         if value is _MISSING:
             raise KeyError(key)
         return value
 
-    def __contains__(self, key):
+    def __contains__(self, key: object) -> bool:
         return _core._map_get(self, key, _MISSING) is not _MISSING
 
-    def get(self, key, default=None):
+    def get(self, key: Any, default: Any = None) -> Any:
         value = _core._map_get(self, key, _MISSING)
         return default if value is _MISSING else value
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Any]:
         return iter([k for k, _ in self._items()])
 
-    def items(self):
+    def items(self) -> list[tuple[Any, Any]]:  # type: ignore[override]  # a list, not a view
         return self._items()
 
-    def __eq__(self, other):
+    def __eq__(self, other: object) -> bool:
         if isinstance(other, (Mapping, dict)):
             return dict(self._items()) == dict(other.items())
         return NotImplemented
 
-    __hash__ = None
+    __hash__ = None  # type: ignore[assignment]  # compares by value, as dict does
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return _released_repr(self) or f"{type(self).__name__}({dict(self._items())!r})"
 
 
@@ -117,29 +118,29 @@ class Dict(Map):
     __slots__ = ()
 
 
-class Shape(Object, Sequence):
+class Shape(Object, Sequence[int]):
     """An immutable tuple of ints (kffi Shape)."""
 
     __slots__ = ()
 
-    def __len__(self):
+    def __len__(self) -> int:
         return len(_core._shape_tuple(self))
 
-    def __getitem__(self, i):
+    def __getitem__(self, i: Any) -> Any:  # an index or a slice
         return _core._shape_tuple(self)[i]
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[int]:
         return iter(_core._shape_tuple(self))
 
-    def __eq__(self, other):
+    def __eq__(self, other: object) -> bool:
         if isinstance(other, (Shape, tuple, list)):
             return tuple(self) == tuple(other)
         return NotImplemented
 
-    def __hash__(self):
+    def __hash__(self) -> int:
         return hash(_core._shape_tuple(self))
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return _released_repr(self) or f"Shape({_core._shape_tuple(self)!r})"
 
 
@@ -153,20 +154,20 @@ class Tensor(Object):
     __slots__ = ()
     __dlpack_c_exchange_api__ = _core._tensor_exchange_api
 
-    def _info(self):
+    def _info(self) -> tuple[Any, ...]:
         return _core._tensor_info(self)
 
     @property
     def data_ptr(self) -> int:
-        return self._info()[0] or 0
+        return int(self._info()[0] or 0)
 
     @property
-    def shape(self) -> tuple:
-        return self._info()[1]
+    def shape(self) -> tuple[int, ...]:
+        return tuple(self._info()[1])
 
     @property
-    def strides(self) -> tuple:
-        return self._info()[2]
+    def strides(self) -> tuple[int, ...]:
+        return tuple(self._info()[2])
 
     @property
     def dtype(self) -> dtype:
@@ -178,7 +179,7 @@ class Tensor(Object):
 
     @property
     def byte_offset(self) -> int:
-        return self._info()[5]
+        return int(self._info()[5])
 
     @property
     def ndim(self) -> int:
@@ -188,7 +189,7 @@ class Tensor(Object):
     def is_read_only(self) -> bool:
         """True when the producer marked the memory read-only (a read-only NumPy array, a JAX
         array): kernels must not write it."""
-        return self._info()[6]
+        return bool(self._info()[6])
 
     def numel(self) -> int:
         n = 1
@@ -196,10 +197,11 @@ class Tensor(Object):
             n *= d
         return n
 
-    def __dlpack_device__(self):
-        return tuple(self._info()[4])
+    def __dlpack_device__(self) -> tuple[int, int]:
+        device_type, device_id = self._info()[4]
+        return (device_type, device_id)
 
-    def __array__(self, dtype=None, copy=None):
+    def __array__(self, dtype: Any = None, copy: bool | None = None) -> Any:
         """``numpy.asarray(t)``: a NumPy array viewing the same memory (CPU tensors; zero-copy
         unless a dtype conversion or ``copy=True`` asks for one)."""
         import numpy
@@ -211,13 +213,20 @@ class Tensor(Object):
             return arr.astype(dtype)
         return arr.copy() if copy else arr
 
-    def __jax_array__(self):
+    def __jax_array__(self) -> Any:
         """``jax.numpy.asarray(t)``: a JAX array of the same memory (through DLPack)."""
         import jax.dlpack
 
         return jax.dlpack.from_dlpack(self)
 
-    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+    def __dlpack__(
+        self,
+        *,
+        stream: Any = None,
+        max_version: tuple[int, int] | None = None,
+        dl_device: tuple[int, int] | None = None,
+        copy: bool | None = None,
+    ) -> Any:
         if copy:
             raise BufferError("kffi.Tensor.__dlpack__ does not copy (copy=True was asked)")
         if dl_device is not None and tuple(dl_device) != self.__dlpack_device__():
@@ -225,7 +234,7 @@ class Tensor(Object):
         versioned = max_version is not None and max_version[0] >= 1
         return _core._tensor_to_dlpack(self, versioned)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return _released_repr(self) or (
             f"kffi.Tensor(shape={self.shape}, dtype={self.dtype}, device={self.device})"
         )
@@ -237,18 +246,18 @@ class ErrorObject(Object):
     __slots__ = ()
 
     @property
-    def kind(self):
+    def kind(self) -> str:
         return _core._error_info(self)[0]
 
     @property
-    def message(self):
+    def message(self) -> str:
         return _core._error_info(self)[1]
 
     @property
-    def backtrace(self):
+    def backtrace(self) -> str:
         return _core._error_info(self)[2]
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return _released_repr(self) or f"ErrorObject({self.kind}: {self.message})"
 
 
@@ -262,7 +271,7 @@ _PY_TYPE_NAMES = {
 }
 
 
-def _check_metadata(meta, where: str) -> dict:
+def _check_metadata(meta: object, where: str) -> dict[str, Any]:
     """Validates the keys a reader relies on (unknown keys are ignored); ValueError naming the
     function and the module otherwise, so a malformed library never fails with a bare
     JSONDecodeError, KeyError or an error of inspect."""
@@ -273,7 +282,9 @@ def _check_metadata(meta, where: str) -> dict:
         params = []
     if not isinstance(params, list):
         raise ValueError(f"{where}: `params` must be a list, got {type(params).__name__}")
-    seen: dict = {}  # the name each parameter goes by (an unnamed one: arg<i>) -> its index
+    seen: dict[
+        str, int
+    ] = {}  # the name each parameter goes by (an unnamed one: arg<i>) -> its index
     for i, p in enumerate(params):
         if not isinstance(p, dict):
             raise ValueError(f"{where}: params[{i}] must be an object, got {type(p).__name__}")
@@ -306,7 +317,7 @@ def _check_metadata(meta, where: str) -> dict:
     return meta
 
 
-def _shown_type(param: dict) -> str:
+def _shown_type(param: dict[str, Any]) -> str:
     """A parameter's type as signatures show it: a tensor the function may write (a C++
     kffi::TensorView: "mutable" in the metadata) reads `Tensor(mut)`, as in C++'s messages."""
     text = str(param.get("type", "Any"))
@@ -315,13 +326,14 @@ def _shown_type(param: dict) -> str:
     return text
 
 
-def _annotate(func: Function, meta: dict):
+def _annotate(func: Function, meta: dict[str, Any]) -> Function:
     """Gives a function from a module its parameter names, signature and docstring (meta has
     passed _check_metadata)."""
     params = meta.get("params") or []
     names = tuple(p.get("name") or f"arg{i}" for i, p in enumerate(params))
     func._param_names = names
     func._metadata = meta  # the structured contract, for framework integrations (kffi.jax)
+    _reflection._note_record_params(func, params)  # dataclass/NamedTuple -> object parameters
     # Trailing parameters with a default ("default" in the metadata, or an Optional type) may be
     # left out of a call.
     defaults = []
@@ -364,11 +376,11 @@ class Module(Object):
     def name(self) -> str:
         return _core._module_name(self)
 
-    def functions(self) -> list:
+    def functions(self) -> list[str]:
         """Names of the functions this module (and its imports) export."""
         return _core._module_list_functions(self, True)
 
-    def metadata(self, name: str) -> dict | None:
+    def metadata(self, name: str) -> dict[str, Any] | None:
         """The exported metadata of a function: params, return type, docstring. Malformed
         metadata is a ValueError naming the function and the module."""
         text = _core._module_get_metadata(self, name)
@@ -381,7 +393,7 @@ class Module(Object):
             raise ValueError(f"{where}: not valid JSON ({e})") from e
         return _check_metadata(meta, where)
 
-    def get_function(self, name: str):
+    def get_function(self, name: str) -> Function | None:
         """The function, or None when the module has no function of that name."""
         for hook in _hooks.before_lookup:  # kffi.tvm: a TVM-FFI export's owning parameters
             hook()
@@ -397,16 +409,16 @@ class Module(Object):
                 f.__name__ = name
         return f
 
-    def import_module(self, other: Module):
+    def import_module(self, other: Module) -> None:
         _core._module_import(self, other)
 
-    def torch_ops(self, namespace: str):
+    def torch_ops(self, namespace: str) -> Any:
         """Registers every function of this module that has a contract as the torch op
         ``namespace::<name>`` (see kffi.torch.register_op); returns them by name: ``ops.scale``.
         Imports torch (through kffi.torch's entry point: runtime/_hooks.py)."""
         return _hooks.integration("torch").ops_of_module(self, namespace)
 
-    def __getitem__(self, name: str):
+    def __getitem__(self, name: str) -> Function:
         f = self.get_function(name)
         if f is None:
             raise KeyError(
@@ -415,7 +427,7 @@ class Module(Object):
             )
         return f
 
-    def __getattr__(self, name: str):
+    def __getattr__(self, name: str) -> Function:
         if name.startswith("__"):
             raise AttributeError(name)
         f = self.get_function(name)
@@ -428,13 +440,13 @@ class Module(Object):
         Object._store_attr(self, name, f)
         return f
 
-    def __contains__(self, name):
+    def __contains__(self, name: str) -> bool:
         return _core._module_get_function(self, name, True) is not None
 
-    def __dir__(self):
+    def __dir__(self) -> list[str]:
         return sorted(set(super().__dir__()) | set(self.functions()))
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return _released_repr(self) or f"kffi.Module({self.name!r})"
 
 

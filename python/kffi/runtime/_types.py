@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import ctypes
 import sys
+from collections.abc import Callable
+from types import ModuleType
+from typing import Any
 
 from .. import _core
 from . import _hooks
@@ -22,8 +25,9 @@ class dtype(str):
     """
 
     __slots__ = ("_dl",)
+    _dl: tuple[int, int, int]  # (DLDataType code, bits, lanes)
 
-    def __new__(cls, value):
+    def __new__(cls, value: Any) -> dtype:
         if isinstance(value, dtype):
             return value
         text = _dtype_text(value)
@@ -49,20 +53,20 @@ class dtype(str):
     def itemsize(self) -> int:
         return (self._dl[1] * self._dl[2] + 7) // 8
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"dtype('{self!s}')"
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[type[dtype], tuple[str]]:
         return (dtype, (str(self),))
 
 
-def _torch():
+def _torch() -> ModuleType | None:
     """The torch module when it is imported, else None (kffi never imports it to classify: an
     object of a torch class exists only once torch is imported)."""
     return sys.modules.get("torch")
 
 
-def _is_torch_instance(value, name: str) -> bool:
+def _is_torch_instance(value: object, name: str) -> bool:
     """isinstance(value, torch.<name>), by the class hierarchy (not the module's name: a
     subclass may live anywhere)."""
     torch = _torch()
@@ -78,7 +82,7 @@ def _is_torch_tensor_type(tp: type) -> bool:
     return isinstance(base, type) and base in tp.__mro__
 
 
-def _dtype_text(value) -> str:
+def _dtype_text(value: Any) -> str:
     if isinstance(value, str):
         return value
     mod = type(value).__module__ or ""
@@ -99,7 +103,10 @@ class Device:
 
     __slots__ = ("device_type", "index")
 
-    def __init__(self, device_type, index: int | None = None):
+    device_type: int
+    index: int
+
+    def __init__(self, device_type: Any, index: int | None = None) -> None:
         if isinstance(device_type, Device):
             device_type, index = device_type.device_type, device_type.index
         elif isinstance(device_type, str):
@@ -129,23 +136,23 @@ class Device:
     def type(self) -> str:
         return _DEVICE_NAMES.get(self.device_type, str(self.device_type))
 
-    def __eq__(self, other):
+    def __eq__(self, other: object) -> bool:
         try:
             other = other if isinstance(other, Device) else Device(other)
         except (TypeError, ValueError):
             return NotImplemented
         return (self.device_type, self.index) == (other.device_type, other.index)
 
-    def __hash__(self):
+    def __hash__(self) -> int:
         return hash((self.device_type, self.index))
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"Device('{self}')"
 
-    def __str__(self):
+    def __str__(self) -> str:
         return "cpu" if self.device_type == 1 else f"{self.type}:{self.index}"
 
-    def __dlpack_device__(self):
+    def __dlpack_device__(self) -> tuple[int, int]:
         return (self.device_type, self.index)
 
 
@@ -153,7 +160,7 @@ class Device:
 # (runtime/_hooks.py), which reads torch tensors, and their lazy-view bits, from the TensorImpl
 # where its library is built already; without it every torch tensor argument costs calls into
 # torch's methods. The runtime reaches kffi.torch only through its entry point there.
-first_torch_tensor_hook = _hooks.first_torch_tensor
+first_torch_tensor_hook: Callable[[], None] | None = _hooks.first_torch_tensor
 
 
 def _torch_tensor_seen() -> None:
@@ -163,10 +170,16 @@ def _torch_tensor_seen() -> None:
         hook()
 
 
-def _tensor_entry(tp: type, mod: str):
+# (kind, flags, from_dlpack, stream_hook): a row of the extension's conversion table.
+_Entry = tuple[str, int, Callable[[Any], Any] | None, Callable[[], int] | None]
+
+
+def _tensor_entry(tp: type, mod: str) -> _Entry:
     """(kind, flags, from_dlpack, stream_hook) of a tensor type: how its results come back and
     whether its arrays may be written."""
-    flags, from_dlpack, stream_hook = 0, None, None
+    flags = 0
+    from_dlpack: Callable[[Any], Any] | None = None
+    stream_hook: Callable[[], int] | None = None
     if _is_torch_tensor_type(tp):
         # Lazy views refused (the extension checks the same hierarchy).
         flags |= _core.TYPE_FLAG_TORCH
@@ -185,11 +198,12 @@ def _tensor_entry(tp: type, mod: str):
         if cupy is not None:
             from_dlpack = cupy.from_dlpack
 
-            def stream_hook():
+            def cupy_stream() -> int:
                 # CuPy's current stream becomes the call's environment stream (as torch's does).
-                return cupy.cuda.get_current_stream().ptr
+                return int(cupy.cuda.get_current_stream().ptr)
 
-            stream_hook.__qualname__ = "cupy_current_stream"
+            cupy_stream.__qualname__ = "cupy_current_stream"
+            stream_hook = cupy_stream
     return ("tensor", flags, from_dlpack, stream_hook)
 
 
@@ -208,7 +222,7 @@ def _is_stream_type(tp: type, mod: str) -> bool:
     return mod.startswith("cupy") and name in ("Stream", "ExternalStream") and hasattr(tp, "ptr")
 
 
-def _classify(tp: type):
+def _classify(tp: type) -> _Entry:
     """Called once per Python type the first time it is passed to a kffi function: returns
     (kind, flags, from_dlpack, stream_hook) for the extension's conversion table."""
     kind = _classify_kind(tp)
@@ -217,7 +231,7 @@ def _classify(tp: type):
     return (kind, 0, None, None)
 
 
-def _classify_kind(tp: type):
+def _classify_kind(tp: type) -> str | _Entry:
     mod = tp.__module__ or ""
     name = tp.__name__
     if issubclass(tp, dtype):
@@ -263,28 +277,28 @@ def _classify_kind(tp: type):
     return "opaque"
 
 
-def _to_dtype(value):
+def _to_dtype(value: Any) -> tuple[int, int, int]:
     return (value if isinstance(value, dtype) else dtype(value))._dl
 
 
-def _to_device(value):
+def _to_device(value: Any) -> tuple[int, int]:
     d = value if isinstance(value, Device) else Device(value)
     return (d.device_type, d.index)
 
 
-def _make_dtype(code, bits, lanes):
+def _make_dtype(code: int, bits: int, lanes: int) -> dtype:
     return dtype(_core._dtype_to_str(code, bits, lanes))
 
 
-def _make_device(device_type, index):
+def _make_device(device_type: int, index: int) -> Device:
     return Device(device_type, index)
 
 
-def _make_voidp(address):
+def _make_voidp(address: int | None) -> ctypes.c_void_p:
     return ctypes.c_void_p(address)
 
 
-def _stream_handle(stream) -> int:
+def _stream_handle(stream: Any) -> int:
     """The raw handle of a stream object: ``__cuda_stream__`` (a (version, handle) pair),
     torch.cuda.Stream's ``cuda_stream``, CuPy's ``ptr``."""
     proto = getattr(stream, "__cuda_stream__", None)

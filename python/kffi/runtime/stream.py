@@ -44,8 +44,10 @@ def _current_cuda_device() -> int:
 
 @contextlib.contextmanager
 def use_stream(stream: Any, device: Any = None) -> Iterator[None]:
-    """Runs the kffi calls in the block on ``stream`` (it wins over the stream picked up from
-    tensor arguments). ``device`` ("cuda:1") overrides the device the stream is taken to be on.
+    """Runs the kffi calls in the block on ``stream``.
+
+    It wins over the stream picked up from tensor arguments. ``device`` ("cuda:1") overrides the
+    device the stream is taken to be on.
     """
     spec = _stream_spec(stream)
     if spec is None:

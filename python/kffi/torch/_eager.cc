@@ -11,7 +11,10 @@
 // read from torch's thread-local state directly instead of through five Python calls. After
 // a call the tensors the op writes get new versions, as through the dispatcher.
 //
-// Loaded with ctypes.PyDLL (it needs the GIL); kffi_torch_make_eager returns the callable.
+// A CPython extension module (PyInit_kffi_torch_eager, built on first use by kffi.torch._glue and
+// loaded with importlib's ExtensionFileLoader, as kffi's own _core is imported): it needs the
+// GIL and takes and returns Python objects. kffi_torch_make_eager returns the callable; the
+// module carries _import.cc's two functions too.
 // SPDX-License-Identifier: Apache-2.0
 #include <ATen/PythonTorchFunctionTLS.h>
 #include <Python.h>
@@ -25,6 +28,14 @@
 #include <vector>
 
 #include "_torch_dlpack.h"  // LazyViewBits
+
+namespace kffi {
+namespace torchglue {
+// _import.cc's functions, which this module's method table exposes.
+PyObject* ExchangeApi(PyObject* torch_api, PyObject* tensor_base);
+PyObject* LazyViewReader();
+}  // namespace torchglue
+}  // namespace kffi
 
 namespace {
 
@@ -195,15 +206,16 @@ static std::vector<Py_ssize_t>* Positions(PyObject* positions) {
   return pos;
 }
 
+namespace {
+
 /// A callable that runs an op's eager calls (see the file comment): fn (the kffi function), op
 /// (the OpOverload), slow (called with keyword arguments), tensor (torch.Tensor), positions (a
 /// tuple of the tensor arguments' positions), ret_kind (0 none, 1 one value, 2 a tuple, 3 a
 /// list), missing (the message when fn returns None for an op that returns a value), written (a
 /// tuple of the positions of the tensors the op writes: their versions are bumped after a call).
 /// Returns a new reference, or NULL with a Python exception set.
-extern "C" __attribute__((visibility("default"))) PyObject* kffi_torch_make_eager(
-    PyObject* fn, PyObject* op, PyObject* slow, PyObject* tensor, PyObject* positions, int ret_kind,
-    PyObject* missing, PyObject* written) {
+PyObject* MakeEager(PyObject* fn, PyObject* op, PyObject* slow, PyObject* tensor,
+                    PyObject* positions, int ret_kind, PyObject* missing, PyObject* written) {
   if (g_requires_grad == nullptr) {
     g_requires_grad = PyUnicode_InternFromString("requires_grad");
     if (g_requires_grad == nullptr) return nullptr;
@@ -255,3 +267,40 @@ extern "C" __attribute__((visibility("default"))) PyObject* kffi_torch_make_eage
   PyObject_GC_Track(reinterpret_cast<PyObject*>(self));
   return reinterpret_cast<PyObject*>(self);
 }
+
+PyObject* PyMakeEager(PyObject*, PyObject* args) {
+  PyObject *fn, *op, *slow, *tensor, *positions, *missing, *written;
+  int ret_kind;
+  if (!PyArg_ParseTuple(args, "OOOOOiOO:kffi_torch_make_eager", &fn, &op, &slow, &tensor,
+                        &positions, &ret_kind, &missing, &written)) {
+    return nullptr;
+  }
+  return MakeEager(fn, op, slow, tensor, positions, ret_kind, missing, written);
+}
+
+PyObject* PyExchangeApi(PyObject*, PyObject* args) {
+  PyObject *torch_api, *tensor_base;
+  if (!PyArg_ParseTuple(args, "OO:kffi_torch_exchange_api", &torch_api, &tensor_base)) {
+    return nullptr;
+  }
+  return kffi::torchglue::ExchangeApi(torch_api, tensor_base);
+}
+
+PyObject* PyLazyViewReader(PyObject*, PyObject*) { return kffi::torchglue::LazyViewReader(); }
+
+PyMethodDef g_methods[] = {
+    {"kffi_torch_make_eager", PyMakeEager, METH_VARARGS,
+     "kffi_torch_make_eager(fn, op, slow, tensor, positions, ret_kind, missing, written)"},
+    {"kffi_torch_exchange_api", PyExchangeApi, METH_VARARGS,
+     "kffi_torch_exchange_api(torch_api, tensor_base): a capsule of the exchange API (_import.cc)"},
+    {"kffi_torch_lazy_view_reader", PyLazyViewReader, METH_NOARGS,
+     "kffi_torch_lazy_view_reader(): a capsule of the lazy-view bits reader (_import.cc)"},
+    {nullptr, nullptr, 0, nullptr}};
+
+PyModuleDef g_module = {PyModuleDef_HEAD_INIT, "kffi_torch_eager",
+                        "kffi.torch's eager gate and tensor import (python/kffi/torch/_eager.cc)",
+                        -1, g_methods};
+
+}  // namespace
+
+PyMODINIT_FUNC PyInit_kffi_torch_eager() { return PyModule_Create(&g_module); }

@@ -139,7 +139,7 @@ def _eager_options() -> dict[str, Any]:
 
 
 def _eager_lib(build: bool = True):
-    """The library of _eager.cc and _import.cc (ctypes.PyDLL; built on first use: a few seconds),
+    """The extension module of _eager.cc and _import.cc (built on first use: a few seconds),
     or None when it cannot be built here (no Python headers) or, with build=False, is not built
     yet. Thread safe."""
     if not build and not _eager.built():
@@ -149,16 +149,21 @@ def _eager_lib(build: bool = True):
 
 
 def _load_eager(glue: Glue[Any]) -> Any:
-    """The loaded library of _EAGER_SOURCES, or why it is unavailable (a str)."""
-    import ctypes
+    """The extension module of _EAGER_SOURCES, or why it is unavailable (a str)."""
+    import importlib.machinery
+    import importlib.util
     import warnings
 
     try:
-        lib = ctypes.PyDLL(glue.build())
-        make = lib.kffi_torch_make_eager
-        exchange = lib.kffi_torch_exchange_api
-        reader = lib.kffi_torch_lazy_view_reader
-    except (_cpp.BuildError, OSError, AttributeError) as e:
+        path = glue.build()
+        # A CPython extension module, imported the way _core is: its PyInit names it.
+        loader = importlib.machinery.ExtensionFileLoader("kffi_torch_eager", path)
+        spec = importlib.util.spec_from_file_location("kffi_torch_eager", path, loader=loader)
+        if spec is None:
+            raise ImportError(f"no module spec for {path}")
+        lib = importlib.util.module_from_spec(spec)
+        loader.exec_module(lib)
+    except (_cpp.BuildError, ImportError, OSError) as e:
         warnings.warn(
             f"kffi.torch: eager op calls take the Python path, and torch tensors the DLPack "
             f"exchange API, which cost more per call: the C gate (python/kffi/torch/_eager.cc, "
@@ -168,16 +173,10 @@ def _load_eager(glue: Glue[Any]) -> Any:
             stacklevel=4,
         )
         return "unavailable"
-    make.restype = ctypes.py_object
-    make.argtypes = [ctypes.py_object] * 5 + [ctypes.c_int, ctypes.py_object, ctypes.py_object]
-    exchange.restype = ctypes.py_object
-    exchange.argtypes = [ctypes.py_object, ctypes.py_object]
-    reader.restype = ctypes.py_object
-    reader.argtypes = []
     return lib
 
 
-# The loaded library of _EAGER_SOURCES (ctypes.PyDLL), or why it is unavailable (a str).
+# The extension module of _EAGER_SOURCES, or why it is unavailable (a str).
 _eager: Glue[Any] = Glue(
     "kffi_torch_eager", _EAGER_SOURCES, _eager_options, load=_load_eager, quiet=True
 )

@@ -17,7 +17,8 @@
 // tensor argument (kffi_torch_lazy_view_reader), to name the argument in its error and to check
 // again, without Python code, when it retakes the views of a call.
 //
-// Built into the library of _eager.cc (kffi.torch._glue), loaded with ctypes.PyDLL.
+// Built into the extension module of _eager.cc (kffi.torch._glue), whose method table calls the
+// two functions below.
 // SPDX-License-Identifier: Apache-2.0
 #include <Python.h>
 #include <torch/csrc/autograd/python_variable.h>  // THPVariable_Unpack (inline)
@@ -78,8 +79,10 @@ int ReadLazyViewBits(PyObject* obj) {
 /// A "dlpack_exchange_api" capsule of torch's exchange API (torch_api: torch.Tensor's capsule)
 /// with the import above; tensor_base: torch._C.TensorBase. The API is static: later calls
 /// return capsules of the same one.
-extern "C" __attribute__((visibility("default"))) PyObject* kffi_torch_exchange_api(
-    PyObject* torch_api, PyObject* tensor_base) {
+namespace kffi {
+namespace torchglue {
+
+PyObject* ExchangeApi(PyObject* torch_api, PyObject* tensor_base) {
   auto* api = static_cast<const DLPackExchangeAPI*>(
       PyCapsule_IsValid(torch_api, "dlpack_exchange_api")
           ? PyCapsule_GetPointer(torch_api, "dlpack_exchange_api")
@@ -116,7 +119,7 @@ extern "C" __attribute__((visibility("default"))) PyObject* kffi_torch_exchange_
 /// _core._override_exchange_api takes beside the API: kffi then reads the lazy-view bits of torch
 /// tensor arguments from the TensorImpl instead of asking torch's Python methods. Needs
 /// kffi_torch_exchange_api first (it fixes torch._C.TensorBase).
-extern "C" __attribute__((visibility("default"))) PyObject* kffi_torch_lazy_view_reader() {
+PyObject* LazyViewReader() {
   if (g_tensor_base == nullptr) {
     PyErr_SetString(PyExc_RuntimeError,
                     "kffi_torch_lazy_view_reader: call kffi_torch_exchange_api first");
@@ -125,3 +128,6 @@ extern "C" __attribute__((visibility("default"))) PyObject* kffi_torch_lazy_view
   return PyCapsule_New(reinterpret_cast<void*>(&ReadLazyViewBits), "kffi.torch.lazy_view_bits",
                        nullptr);
 }
+
+}  // namespace torchglue
+}  // namespace kffi

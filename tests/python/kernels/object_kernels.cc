@@ -121,6 +121,17 @@ kffi::ObjectPtr<ConfigObj> ConfigEcho(kffi::ObjectPtr<ConfigObj> c) { return c; 
 
 double Sum4(double a, double b, double c, double d) { return a + b + c + d; }
 
+// A plain struct declared with KFFI_RECORD (bench/python/object_fields.py's record rows).
+struct Tiles {
+  int64_t tile_m = 1;
+  int64_t tile_n = 1;
+  double alpha = 1.0;
+  double beta = 0.0;
+};
+KFFI_RECORD(Tiles, "test.Tiles", tile_m, tile_n, alpha, beta);
+
+double TilesScore(Tiles t) { return double(t.tile_m * t.tile_n) * t.alpha + t.beta; }
+
 }  // namespace
 
 KFFI_EXPORT(make_point, MakePoint);
@@ -134,3 +145,4 @@ KFFI_EXPORT(config_score, ConfigScore);
 KFFI_EXPORT(config_score4, ConfigScore4);
 KFFI_EXPORT(config_name, ConfigName);
 KFFI_EXPORT(config_echo, ConfigEcho);
+KFFI_EXPORT_DOC(tiles_score, TilesScore, "", "t");

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
 
 from .. import _core
 
@@ -75,7 +75,7 @@ def eval_shape_rpn(
     return value
 
 
-def has_structured_contract(meta: object) -> bool:
+def has_structured_contract(meta: object) -> TypeGuard[dict[str, Any]]:
     """Whether metadata carries the structured contract fields (``mutates``, per-param ``kind``)."""
     return isinstance(meta, dict) and "mutates" in meta
 

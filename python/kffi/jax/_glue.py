@@ -47,7 +47,8 @@ def _options() -> dict[str, Any]:
         "extra_cflags": [
             "-O2",
             f'-DKFFI_JAX_XLA_FFI_HEADERS="{_headers_digest(inc)}"',
-            f'-DKFFI_JAX_JAXLIB_VERSION="{jaxlib.__version__}"',
+            # jaxlib re-exports its version without listing it (no __all__).
+            f'-DKFFI_JAX_JAXLIB_VERSION="{jaxlib.__version__}"',  # type: ignore[attr-defined]
         ],
         "extra_include_paths": [inc],
         "depends": [_LOCAL_HEADER],

@@ -26,7 +26,8 @@ _HEADERS = ("c_api.h",)  # the handler includes only the C API
 def xla_ffi_include_dir() -> str:
     import jax.ffi
 
-    return jax.ffi.include_dir()
+    folder: str = jax.ffi.include_dir()
+    return folder
 
 
 def _headers_digest(include_dir: str) -> str:

@@ -186,7 +186,8 @@ class Op:
                 return _as_tuple(grads)
 
             f.defvjp(fwd, bwd)
-            return f
+            vjp_op: Callable[..., Any] = f
+            return vjp_op
 
         jvp_rule = self.jvp
         g = jax.custom_jvp(primal)
@@ -208,7 +209,8 @@ class Op:
             return jvp_rule(primals, tangents)
 
         g.defjvp(jvp)
-        return g
+        jvp_op: Callable[..., Any] = g
+        return jvp_op
 
 
 def _as_tuple(x: Any) -> tuple[Any, ...]:

@@ -53,7 +53,8 @@ _increment_version = torch.autograd.graph.increment_version
 
 def _is_lazy_view(t: torch.Tensor) -> bool:
     """A lazy negative or conjugate view: kffi refuses those, torch's dispatcher resolves them."""
-    return _is_neg(t) or _is_conj(t)
+    lazy: bool = _is_neg(t) or _is_conj(t)
+    return lazy
 
 
 def _torch_dtype(name: str) -> torch.dtype:

@@ -101,7 +101,8 @@ def _object_from_address() -> Callable[[int | None], Any]:
     buf = ctypes.create_string_buffer(_ERR_SIZE)
     if _bridge().KFFITvmInstall(buf, _ERR_SIZE) != 0:
         _raise_from(buf)
-    return tvm_ffi.get_global_func("kffi.object_from_address")
+    from_address: Callable[[int | None], Any] = tvm_ffi.get_global_func("kffi.object_from_address")
+    return from_address
 
 
 def to_tvm_ffi(obj: Function | Tensor) -> Any:

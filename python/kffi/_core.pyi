@@ -22,9 +22,9 @@ class Object:
     """Base of every Python view of a kffi object."""
 
     @property
-    def type_key(self) -> str: ...
+    def type_key(self) -> str | None: ...  # None once released (_release)
     @property
-    def type_index(self) -> int: ...
+    def type_index(self) -> int | None: ...  # None once released (_release)
     @property
     def _handle(self) -> int: ...
     @property

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import reprlib
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar, cast
 
 from . import _core
 
@@ -19,17 +20,31 @@ Object = _core.Object
 
 _lock = threading.RLock()
 # type index -> the class made or registered for it
-_classes: dict[int, type] = {}
+_classes: dict[int, type[Object]] = {}
+
+# A field: (name, type text, type index, writable); a method: (name, Function).
+_Field = tuple[str, str, int, bool]
+_Info = tuple[str, int, int, tuple[_Field, ...], tuple[tuple[str, _core.Function], ...]]
+_O = TypeVar("_O", bound=Object)
+_T = TypeVar("_T")
 
 
-def _info(index: int):
+def _info(index: int) -> _Info | None:
     """(key, parent index, flags, fields, methods) of a type's own declarations, or None."""
     return _core._reflection(index)
 
 
+def _known(index: int) -> _Info:
+    """_info of a type known to exist (one of _chain's, a registered object's)."""
+    info = _info(index)
+    if info is None:
+        raise KeyError(f"kffi: no type of index {index}")
+    return info
+
+
 def _chain(index: int) -> list[int]:
     """The type and its ancestors, root first."""
-    out = []
+    out: list[int] = []
     while index >= 0:
         info = _info(index)
         if info is None:
@@ -39,17 +54,17 @@ def _chain(index: int) -> list[int]:
     return out[::-1]
 
 
-def fields_of(index: int) -> list[tuple[str, str, int, bool]]:
+def fields_of(index: int) -> list[_Field]:
     """(name, type, type index, writable) of every field of the type, ancestors' first."""
-    seen: dict[str, tuple] = {}
+    seen: dict[str, _Field] = {}
     for at in _chain(index):
-        for f in _info(at)[3]:
+        for f in _known(at)[3]:
             seen[f[0]] = f
     return list(seen.values())
 
 
 def _structural(index: int) -> bool:
-    return any(_info(at)[2] & 1 for at in _chain(index))
+    return any(_known(at)[2] & 1 for at in _chain(index))
 
 
 class ReflectedObject(Object):
@@ -61,35 +76,36 @@ class ReflectedObject(Object):
     _kffi_structural = False
 
     @reprlib.recursive_repr("...")
-    def __repr__(self):
+    def __repr__(self) -> str:
         if not self._handle:
             return f"<kffi.{type(self).__name__} (released)>"
         body = ", ".join(f"{n}={getattr(self, n)!r}" for n in self._kffi_fields)
         return f"{self.type_key}({body})"
 
-    def _field_values(self) -> tuple:
+    def _field_values(self) -> tuple[Any, ...]:
         return tuple(getattr(self, n) for n in self._kffi_fields)
 
-    def __eq__(self, other):
+    def __eq__(self, other: object) -> bool:
         if not self._kffi_structural:
             return Object.__eq__(self, other)
         if not isinstance(other, Object) or other.type_index != self.type_index:
             return NotImplemented
         if self.same_as(other):
             return True
-        return _values_equal(self._field_values(), other._field_values())
+        # The same type: its class is this one, or a registered one given _field_values.
+        return _values_equal(self._field_values(), cast(ReflectedObject, other)._field_values())
 
-    def __ne__(self, other):
+    def __ne__(self, other: object) -> bool:
         eq = self.__eq__(other)
         return eq if eq is NotImplemented else not eq
 
-    def __hash__(self):
+    def __hash__(self) -> int:
         if not self._kffi_structural:
             return Object.__hash__(self)
         return hash((self.type_index,) + tuple(_hashable(v) for v in self._field_values()))
 
 
-def _values_equal(a: tuple, b: tuple) -> bool:
+def _values_equal(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
     for x, y in zip(a, b):
         if isinstance(x, Object) and not hasattr(x, "_kffi_fields"):
             # Tensors and other opaque objects compare by identity (no elementwise ==).
@@ -100,14 +116,14 @@ def _values_equal(a: tuple, b: tuple) -> bool:
     return len(a) == len(b)
 
 
-def _hashable(v):
+def _hashable(v: object) -> object:
     if isinstance(v, Object) and not hasattr(v, "_kffi_fields"):
         return v._handle
     return v
 
 
-def _method(fn, name: str):
-    def method(self, *args, **kwargs):
+def _method(fn: _core.Function, name: str) -> Callable[..., Any]:
+    def method(self: Object, *args: Any, **kwargs: Any) -> Any:
         return fn(self, *args, **kwargs)
 
     method.__name__ = name
@@ -115,23 +131,25 @@ def _method(fn, name: str):
     return method
 
 
-def _prepare(cls: type, index: int) -> None:
+def _prepare(cls: type[Object], index: int) -> None:
     """Installs the fields (descriptors), the native methods the class does not define itself and
     the structural flags on cls."""
     _core._install_fields(cls, index)
-    cls._kffi_fields = tuple(f[0] for f in fields_of(index))
-    cls._kffi_structural = _structural(index)
+    # A ReflectedObject, or a registered class given its methods (register_object).
+    reflected = cast("type[ReflectedObject]", cls)
+    reflected._kffi_fields = tuple(f[0] for f in fields_of(index))
+    reflected._kffi_structural = _structural(index)
     for at in _chain(index):
-        for name, fn in _info(at)[4]:
+        for name, fn in _known(at)[4]:
             if name not in cls.__dict__ or getattr(cls.__dict__[name], "_kffi_native", False):
                 m = _method(fn, name)
-                m._kffi_native = True
+                m.__dict__["_kffi_native"] = True  # marks kffi's own (a later class replaces it)
                 setattr(cls, name, m)
     _core._register_object_class(index, cls)
     _classes[index] = cls
 
 
-def _nearest_class(index: int) -> type:
+def _nearest_class(index: int) -> type[Object]:
     """The class of the nearest ancestor with one, else ReflectedObject."""
     chain = _chain(index)[:-1]
     for at in reversed(chain):
@@ -140,13 +158,13 @@ def _nearest_class(index: int) -> type:
     return ReflectedObject
 
 
-def _class_for(index: int) -> type:
+def _class_for(index: int) -> type[Object]:
     """Called by the extension for an object of a reflected type that has no class yet."""
     with _lock:
         cls = _classes.get(index)
         if cls is not None:
             return cls
-        key = _info(index)[0]
+        key = _known(index)[0]
         base = _nearest_class(index)
         cls = type(key.rsplit(".", 1)[-1], (base,), {"__slots__": (), "__module__": "kffi.objects"})
         cls.__qualname__ = key
@@ -166,7 +184,7 @@ def _adopt_reflected_methods(cls: type) -> None:
             setattr(cls, name, ReflectedObject.__dict__[name])
 
 
-def register_object(type_key: str):
+def register_object(type_key: str) -> Callable[[type[_O]], type[_O]]:
     """Class decorator: objects of the kffi type `type_key` come to Python as this class.
 
     The class must derive from kffi.Object (a subclass of a class registered for an ancestor type
@@ -181,7 +199,7 @@ def register_object(type_key: str):
     if not isinstance(type_key, str):
         raise TypeError(f"register_object: type_key must be a str, got {type(type_key).__name__}")
 
-    def decorate(cls):
+    def decorate(cls: type[_O]) -> type[_O]:
         if not (isinstance(cls, type) and issubclass(cls, Object)):
             raise TypeError(
                 f"register_object({type_key!r}): expected a subclass of kffi.Object, got {cls!r}"
@@ -207,19 +225,20 @@ def register_object(type_key: str):
 _core._set_reflection_hook(_class_for)
 
 
-def _record_fields(cls):
+def _record_fields(cls: type) -> tuple[str, ...] | None:
     """For the extension: the field names of a record class (a dataclass or a typing.NamedTuple),
     or None for any other class; read once per class."""
     import dataclasses
 
+    fields = getattr(cls, "_fields", None)  # a NamedTuple's
     if dataclasses.is_dataclass(cls):
         return tuple(f.name for f in dataclasses.fields(cls))
-    if issubclass(cls, tuple) and isinstance(getattr(cls, "_fields", None), tuple):
-        return tuple(cls._fields)
+    if issubclass(cls, tuple) and isinstance(fields, tuple):
+        return tuple(fields)
     return None
 
 
-def _record_plan(cls) -> tuple[int, tuple[str, ...]]:
+def _record_plan(cls: type) -> tuple[int, tuple[str, ...]]:
     """For the extension: (kffi type index, field names) of a record class (a dataclass or a
     typing.NamedTuple with ``__kffi_type__``), read once per class."""
     key = getattr(cls, "__kffi_type__", None)
@@ -240,7 +259,7 @@ def _record_plan(cls) -> tuple[int, tuple[str, ...]]:
     return index, names
 
 
-def _record_type_index(type_text) -> int:
+def _record_type_index(type_text: object) -> int:
     """The type index of a parameter type text that names a registered kffi object type, else
     -1 (the extension keeps only those a record can build: with fields and a constructor)."""
     if not isinstance(type_text, str) or "." not in type_text or "<" in type_text:
@@ -251,7 +270,7 @@ def _record_type_index(type_text) -> int:
         return -1
 
 
-def _note_record_params(func, params) -> None:
+def _note_record_params(func: _core.Function, params: Sequence[Mapping[str, Any]]) -> None:
     """Tells the extension which parameters of func (metadata ``params``) take a record type:
     there a dataclass or NamedTuple with the type's field names converts to it."""
     types = tuple(_record_type_index(p.get("type")) for p in params)
@@ -259,7 +278,7 @@ def _note_record_params(func, params) -> None:
         _core._set_record_params(func, types)
 
 
-def register_record(type_key: str):
+def register_record(type_key: str) -> Callable[[type[_T]], type[_T]]:
     """Class decorator for a dataclass or typing.NamedTuple: its instances passed to a kffi
     function become objects of the kffi type ``type_key`` (made by the type's default
     constructor, each field assigned through its C++ setter, in the extension). Sets
@@ -267,8 +286,9 @@ def register_record(type_key: str):
     if not isinstance(type_key, str):
         raise TypeError(f"register_record: type_key must be a str, got {type(type_key).__name__}")
 
-    def decorate(cls):
-        cls.__kffi_type__ = type_key
+    def decorate(cls: type[_T]) -> type[_T]:
+        # An attribute of the user's class that no static type declares.
+        setattr(cls, "__kffi_type__", type_key)  # noqa: B010
         return cls
 
     return decorate

@@ -22,7 +22,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from .. import _core
-from .._reflection import _chain, _info, fields_of
+from .._reflection import _chain, _info, _known, fields_of
 from .._type_text import TypeNode, is_optional, parse_type
 from ..runtime._api import __version__, load_module
 from ..runtime._objects import Module
@@ -306,7 +306,7 @@ def stub_classes(
             except KeyError:
                 continue
             for at in _chain(index):
-                key = _info(at)[0]
+                key = _known(at)[0]
                 if key not in keys and fields_of(at) is not None:
                     keys.append(key)
     names: dict[str, str] = {}
@@ -319,18 +319,18 @@ def stub_classes(
     blocks = []
     for key, name in names.items():
         index = _core._type_key_to_index(key)
-        parent = _info(index)[1]
-        parent_key = _info(parent)[0] if parent >= 0 and _info(parent) else None
+        parent = _known(index)[1]
+        parent_key = _known(parent)[0] if parent >= 0 and _info(parent) else None
         base = names.get(parent_key, "Object") if parent_key is not None else "Object"
         lines = [f"class {name}({base}):", f'    """kffi object type `{key}`."""', ""]
-        for fname, ftype, _, writable in _info(index)[3]:
+        for fname, ftype, _, writable in _known(index)[3]:
             ann = python_type(parse_type(ftype), result=True)
             ann = names.get(ftype, ann)
             if writable:
                 lines.append(f"    {fname}: {ann}")
             else:
                 lines += ["    @property", f"    def {fname}(self) -> {ann}: ...", ""]
-        for mname, _ in _info(index)[4]:
+        for mname, _ in _known(index)[4]:
             lines.append(f"    def {mname}(self, *args: Any, **kwargs: Any) -> Any: ...")
         blocks.append("\n".join(lines).rstrip() + "\n")
     return names, "\n\n".join(blocks)

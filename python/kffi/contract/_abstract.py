@@ -18,7 +18,9 @@ anything int-like works: Python ints, NumPy ints, torch SymInts.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any, TypeGuard
 
 from .. import _core
 
@@ -43,13 +45,17 @@ class ContractError(ValueError):
     shapes that contradict the contract)."""
 
 
-def _is_int(v) -> bool:
+def _is_int(v: object) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
 def eval_shape_rpn(
-    rpn, symbols, *, what: str = "kffi: cannot evaluate the output shape", nonnegative=False
-):
+    rpn: Sequence[Any],
+    symbols: Mapping[str, Any],
+    *,
+    what: str = "kffi: cannot evaluate the output shape",
+    nonnegative: bool = False,
+) -> Any:
     """Evaluates one dimension of an output's ``shape_rpn`` (the metadata of a contract export)
     with a stack: ``rpn`` lists ints, symbol names and the operators "+", "-", "*", "//", "%"
     (Python's semantics) and "neg"; ``symbols`` maps names to int-like values (Python or NumPy
@@ -69,12 +75,15 @@ def eval_shape_rpn(
     return value
 
 
-def has_structured_contract(meta) -> bool:
+def has_structured_contract(meta: object) -> TypeGuard[dict[str, Any]]:
     """Whether metadata carries the structured contract fields (``mutates``, per-param ``kind``)."""
     return isinstance(meta, dict) and "mutates" in meta
 
 
-def tensor_params(meta) -> list:
+# Metadata is JSON (a library's, read by Module.metadata): its values are Any.
+
+
+def tensor_params(meta: Mapping[str, Any]) -> list[tuple[int, dict[str, Any]]]:
     """[(index, param dict)] of the tensor parameters, in order."""
     return [
         (i, p)
@@ -83,17 +92,17 @@ def tensor_params(meta) -> list:
     ]
 
 
-def _is_wildcard(dim) -> bool:
+def _is_wildcard(dim: object) -> bool:
     return isinstance(dim, str) and dim.startswith("*")
 
 
-def bind_symbols(meta, shapes) -> dict:
+def bind_symbols(meta: Mapping[str, Any], shapes: Mapping[str, Iterable[Any]]) -> dict[str, Any]:
     """Binds each symbol to its value in the given shapes: ``shapes`` maps parameter names to
     shapes (sequences of int-likes). Checks literal dimensions, ranks and repeated symbols."""
-    env = {}
-    origin = {}
+    env: dict[str, Any] = {}
+    origin: dict[str, str] = {}
     for _, p in tensor_params(meta):
-        name = p.get("name")
+        name: Any = p.get("name")  # JSON, found among the keys of shapes below
         if name not in shapes:
             continue
         shape = tuple(shapes[name])
@@ -127,7 +136,7 @@ def bind_symbols(meta, shapes) -> dict:
     return env
 
 
-def _render(decl) -> str:
+def _render(decl: Iterable[object]) -> str:
     return "[" + ", ".join(str(d) for d in decl) + "]"
 
 
@@ -140,15 +149,15 @@ class OutputSpec:
 
     name: str
     param_index: int | None
-    dims: tuple
-    dtypes: tuple
+    dims: tuple[Any, ...] | None  # None: a parameter whose contract gives no shape
+    dtypes: tuple[str, ...]
 
     @property
     def returned(self) -> bool:
         return self.param_index is None
 
 
-def _dtype_options(value) -> tuple:
+def _dtype_options(value: Any) -> tuple[str, ...]:
     if value is None or value == "*" or value == "":
         return ()
     if isinstance(value, str):
@@ -156,13 +165,13 @@ def _dtype_options(value) -> tuple:
     return tuple(str(x) for x in value if str(x) != "*")
 
 
-def output_specs(meta) -> list:
+def output_specs(meta: Mapping[str, Any]) -> list[OutputSpec]:
     """The outputs a call produces, in order: ``mut`` tensor parameters (parameter order), then
     the declared returned outputs."""
     if not has_structured_contract(meta):
         raise ContractError("the function's metadata has no structured contract (no 'mutates')")
     mutates = set(meta.get("mutates") or [])
-    specs = []
+    specs: list[OutputSpec] = []
     for i, p in tensor_params(meta):
         if p.get("mutable") or p.get("name") in mutates:
             shape = p.get("shape")
@@ -184,7 +193,7 @@ def output_specs(meta) -> list:
     return specs
 
 
-def _pick_dtype(spec: OutputSpec, input_dtypes):
+def _pick_dtype(spec: OutputSpec, input_dtypes: Iterable[object]) -> str:
     if len(spec.dtypes) == 1:
         return spec.dtypes[0]
     for dt in input_dtypes:
@@ -197,7 +206,9 @@ def _pick_dtype(spec: OutputSpec, input_dtypes):
     )
 
 
-def infer_outputs(meta, shapes, dtypes) -> list:
+def infer_outputs(
+    meta: Mapping[str, Any], shapes: Mapping[str, Iterable[Any]], dtypes: Mapping[str, object]
+) -> list[tuple[str, tuple[Any, ...], str]]:
     """[(name, shape tuple, dtype name)] for each output (see :func:`output_specs`).
 
     ``shapes`` / ``dtypes`` map the names of the tensor parameters the caller gives to their
@@ -207,9 +218,9 @@ def infer_outputs(meta, shapes, dtypes) -> list:
     """
     env = bind_symbols(meta, shapes)
     in_dtypes = [dtypes[p["name"]] for _, p in tensor_params(meta) if p.get("name") in dtypes]
-    result = []
+    result: list[tuple[str, tuple[Any, ...], str]] = []
     for spec in output_specs(meta):
-        dims = []
+        dims: list[Any] = []
         if spec.dims is None:
             raise ContractError(f"output {spec.name!r}: the contract gives no shape")
         if spec.param_index is not None and spec.name in shapes:

@@ -28,34 +28,15 @@ from __future__ import annotations
 import functools
 import os
 import re
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, TypeAlias
 
 from .. import _core, libinfo
 from ..build import aot as _aot
 from ..build import cpp as _cpp
 from ..runtime._api import load_module
+from ..runtime._objects import Function
 from ..runtime._types import dtype as _dtype
-from ._abstract import eval_shape_rpn
-
-__all__ = [
-    "Bool",
-    "FakeStream",
-    "FakeTensor",
-    "Float32",
-    "Float64",
-    "Int32",
-    "Int64",
-    "Optional",
-    "ScalarType",
-    "SymInt",
-    "compile",
-    "cpp_param_names",
-    "eval_shape_rpn",
-    "fake_stream",
-    "fake_tensor",
-    "has_contract_support",
-    "render_contract",
-    "sym_int",
-]
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
@@ -64,6 +45,11 @@ MAX_CONTRACT_BYTES = _core.MAX_CONTRACT_BYTES  # the parser's limit (contract_pl
 
 # Kept for callers of kffi.contract.cpp_param_names; it lives in kffi.cpp.
 cpp_param_names = _cpp.cpp_param_names
+
+# The names of a contract's symbols: {id(symbol): name}.
+_Names: TypeAlias = Mapping[int, str]
+# A fake argument, as _as_fake makes it from what a user passes.
+_Fake: TypeAlias = "FakeTensor | FakeStream | ScalarType | _OptionalArg | _TupleArg"
 
 
 def _check_int64(value: int, what: str, lo: int = _INT64_MIN, hi: int = _INT64_MAX) -> int:
@@ -83,54 +69,58 @@ class _Expr:
 
     _prec = 3  # binding strength when rendered: atoms 3, * 2, + - 1
 
-    def _binop(self, op, other, swap=False):
+    def _binop(self, op: str, other: _Expr | int, swap: bool = False) -> _BinExpr:
         other = _as_expr(other, op)
         return _BinExpr(op, other, self) if swap else _BinExpr(op, self, other)
 
-    def __add__(self, o):
+    def __add__(self, o: _Expr | int) -> _BinExpr:
         return self._binop("+", o)
 
-    def __radd__(self, o):
+    def __radd__(self, o: _Expr | int) -> _BinExpr:
         return self._binop("+", o, swap=True)
 
-    def __sub__(self, o):
+    def __sub__(self, o: _Expr | int) -> _BinExpr:
         return self._binop("-", o)
 
-    def __rsub__(self, o):
+    def __rsub__(self, o: _Expr | int) -> _BinExpr:
         return self._binop("-", o, swap=True)
 
-    def __mul__(self, o):
+    def __mul__(self, o: _Expr | int) -> _BinExpr:
         return self._binop("*", o)
 
-    def __rmul__(self, o):
+    def __rmul__(self, o: _Expr | int) -> _BinExpr:
         return self._binop("*", o, swap=True)
 
-    def __floordiv__(self, o):
+    def __floordiv__(self, o: _Expr | int) -> _BinExpr:
         return self._binop("//", o)
 
-    def __rfloordiv__(self, o):
+    def __rfloordiv__(self, o: _Expr | int) -> _BinExpr:
         return self._binop("//", o, swap=True)
 
-    def __mod__(self, o):
+    def __mod__(self, o: _Expr | int) -> _BinExpr:
         return self._binop("%", o)
 
-    def __rmod__(self, o):
+    def __rmod__(self, o: _Expr | int) -> _BinExpr:
         return self._binop("%", o, swap=True)
 
-    def __neg__(self):
+    def __neg__(self) -> _Neg:
         return _Neg(self)
 
-    def __bool__(self):
+    def __bool__(self) -> bool:
         raise TypeError(
             "a symbolic size has no value at compile time; use it in fake_tensor "
             "shapes (and output shapes)"
         )
 
-    def symbols(self):
+    def symbols(self) -> list[SymInt]:
         return []
 
+    def render(self, names: _Names) -> str:
+        """The expression's text, its symbols named by ``names``."""
+        raise NotImplementedError  # each kind of expression renders itself
 
-def _as_expr(value, op="in a shape"):
+
+def _as_expr(value: object, op: str = "in a shape") -> _Expr:
     if isinstance(value, _Expr):
         return value
     if isinstance(value, int) and not isinstance(value, bool):
@@ -144,10 +134,10 @@ def _as_expr(value, op="in a shape"):
 class _Const(_Expr):
     __slots__ = ("value",)
 
-    def __init__(self, value: int):
+    def __init__(self, value: int) -> None:
         self.value = value
 
-    def render(self, names) -> str:
+    def render(self, names: _Names) -> str:
         return str(self.value)
 
 
@@ -155,13 +145,13 @@ class _Neg(_Expr):
     __slots__ = ("arg",)
     _prec = 3
 
-    def __init__(self, arg):
+    def __init__(self, arg: _Expr) -> None:
         self.arg = arg
 
-    def symbols(self):
+    def symbols(self) -> list[SymInt]:
         return self.arg.symbols()
 
-    def render(self, names) -> str:
+    def render(self, names: _Names) -> str:
         text = self.arg.render(names)
         return f"-({text})" if self.arg._prec < 3 else f"-{text}"
 
@@ -169,21 +159,26 @@ class _Neg(_Expr):
 class _BinExpr(_Expr):
     __slots__ = ("lhs", "op", "rhs")
 
-    def __init__(self, op, lhs, rhs):
+    def __init__(self, op: str, lhs: _Expr, rhs: _Expr) -> None:
         self.op, self.lhs, self.rhs = op, lhs, rhs
         self._prec = 2 if op in ("*", "//", "%") else 1
 
-    def symbols(self):
+    def symbols(self) -> list[SymInt]:
         return self.lhs.symbols() + self.rhs.symbols()
 
-    def render(self, names) -> str:
-        def side(e, right):
+    def render(self, names: _Names) -> str:
+        def side(e: _Expr, right: bool) -> str:
             text = e.render(names)
             # a - (b + c), a * (b + c), a // (b * c) and a * (b % c) need the parentheses;
             # a + b * c, a + (b - c) and a * (b * c) do not
             same = right and e._prec == self._prec
             if e._prec < self._prec or (
-                same and (self.op in ("-", "//", "%") or (self.op == "*" and e.op != "*"))
+                same
+                and (
+                    self.op in ("-", "//", "%")
+                    # same binding strength as a product: e is one (only _BinExpr binds below 3)
+                    or (self.op == "*" and isinstance(e, _BinExpr) and e.op != "*")
+                )
             ):
                 return f"({text})"
             return text
@@ -210,7 +205,7 @@ class SymInt(_Expr):
         divisibility: int = 1,
         width: int = 64,
         parallel: bool = False,
-    ):
+    ) -> None:
         if name is not None and (not isinstance(name, str) or not _IDENT.fullmatch(name)):
             raise ValueError(f"kffi.sym_int: name must be an identifier, got {name!r}")
         if not isinstance(divisibility, int) or isinstance(divisibility, bool) or divisibility < 1:
@@ -227,18 +222,18 @@ class SymInt(_Expr):
         self.divisibility = divisibility
         self.width = width
 
-    def symbols(self):
+    def symbols(self) -> list[SymInt]:
         return [self]
 
-    def render(self, names) -> str:
+    def render(self, names: _Names) -> str:
         return names[id(self)]
 
-    def declaration(self, names) -> str:
+    def declaration(self, names: _Names) -> str:
         text = f"{names[id(self)]}: int{self.width}"
         text += f" % {self.divisibility}" if self.divisibility != 1 else ""
         return text + (" parallel" if self.parallel else "")
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return (
             f"kffi.sym_int(name={self.name!r}, divisibility={self.divisibility}, "
             f"width={self.width}" + (", parallel=True)" if self.parallel else ")")
@@ -259,14 +254,14 @@ def sym_int(
 # ---------------------------------------------------------------------------------------------
 
 
-def _dtype_name(value) -> str:
+def _dtype_name(value: Any) -> str:
     try:
         return str(_dtype(value))
     except (TypeError, ValueError) as e:
         raise TypeError(f"kffi.fake_tensor: cannot read dtype {value!r}: {e}") from None
 
 
-def _positive_int(value, what):
+def _positive_int(value: object, what: str) -> int:
     if not isinstance(value, int) or isinstance(value, bool) or value < 0:
         raise ValueError(
             f"kffi.fake_tensor: {what} must be a non-negative int or a "
@@ -294,19 +289,19 @@ class FakeTensor:
 
     def __init__(
         self,
-        dtype,
-        shape,
+        dtype: Any,
+        shape: int | _Expr | Iterable[int | _Expr],
         *,
-        align=None,
-        stride_order=None,
-        device=None,
-        contiguous=None,
-        strides=None,
-        offset0=False,
-        mut=False,
-    ):
+        align: int | None = None,
+        stride_order: str | Sequence[int] | None = None,
+        device: str | Sequence[str] | None = None,
+        contiguous: bool | None = None,
+        strides: Iterable[int | SymInt] | None = None,
+        offset0: bool = False,
+        mut: bool = False,
+    ) -> None:
         if dtype is None or (isinstance(dtype, str) and dtype == "*"):
-            self.dtypes = ("*",)
+            self.dtypes: tuple[str, ...] = ("*",)
         else:
             alts = dtype if isinstance(dtype, (tuple, list)) else (dtype,)
             if not alts:
@@ -314,7 +309,7 @@ class FakeTensor:
             self.dtypes = tuple(_dtype_name(d) for d in alts)
         if isinstance(shape, (int, _Expr)):
             shape = (shape,)
-        self.shape = tuple(
+        self.shape: tuple[int | _Expr, ...] = tuple(
             d if isinstance(d, _Expr) else _positive_int(d, "a dimension") for d in shape
         )
         if len(self.shape) > _core.MAX_NDIM:
@@ -337,19 +332,22 @@ class FakeTensor:
         # nothing said about the layout (no contiguous=, stride_order= or strides=).
         self.layout_default = stride_order is None and contiguous is None and strides is None
         self.device = self._device(device)
+        checked: tuple[int | SymInt, ...] | None = None
         if strides is not None:
-            strides = tuple(
+            checked = tuple(
                 st if isinstance(st, SymInt) else _positive_int(st, "a stride") for st in strides
             )
-            if len(strides) != len(self.shape):
+            if len(checked) != len(self.shape):
                 raise ValueError(
-                    f"kffi.fake_tensor: {len(strides)} strides for {len(self.shape)} dimensions"
+                    f"kffi.fake_tensor: {len(checked)} strides for {len(self.shape)} dimensions"
                 )
-        self.strides = strides
+        self.strides = checked
         self.offset0 = bool(offset0)
         self.mut = bool(mut)
 
-    def _layout(self, stride_order, contiguous, strides):
+    def _layout(
+        self, stride_order: str | Sequence[int] | None, contiguous: bool | None, strides: object
+    ) -> str | None:
         if contiguous is not None and contiguous not in (True, False):
             raise TypeError(
                 f"kffi.fake_tensor: contiguous is True, False (any strides) or None (compact "
@@ -380,13 +378,13 @@ class FakeTensor:
         return "stride_order=(" + ",".join(map(str, order)) + ")"
 
     @staticmethod
-    def _device(device):
+    def _device(device: str | Sequence[str] | None) -> str | None:
         if device is None:
             return None
         alts = device if isinstance(device, (tuple, list)) else (device,)
-        names = []
-        for d in alts:
-            d = str(d)
+        names: list[str] = []
+        for alt in alts:
+            d = str(alt)
             if d not in ("cpu", "cuda", "any"):
                 raise ValueError(
                     f"kffi.fake_tensor: device is 'cpu', 'cuda', 'any' or a tuple "
@@ -399,7 +397,7 @@ class FakeTensor:
     def ndim(self) -> int:
         return len(self.shape)
 
-    def symbols(self):
+    def symbols(self) -> list[SymInt]:
         return [
             s
             for d in self.shape + (self.strides or ())
@@ -407,7 +405,7 @@ class FakeTensor:
             for s in d.symbols()
         ]
 
-    def render(self, names, default_device=None, output=False) -> str:
+    def render(self, names: _Names, default_device: str | None = None, output: bool = False) -> str:
         """The contract text. ``output``: a returned tensor, whose layout is what the function
         allocates: the default compact layout is left unsaid there (nothing checks it)."""
         dims = ", ".join(d.render(names) if isinstance(d, _Expr) else str(d) for d in self.shape)
@@ -433,28 +431,28 @@ class FakeTensor:
             parts.append("mut")
         return f"Tensor({', '.join(parts)})"
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"kffi.fake_tensor({self.render(_NameRepr())})"
 
 
-class _NameRepr(dict):
+class _NameRepr(dict[int, str]):
     """Symbol names for reprs, before kffi.compile has named the unnamed ones."""
 
-    def __missing__(self, key):
+    def __missing__(self, key: int) -> str:
         return "?"
 
 
 def fake_tensor(
-    dtype,
-    shape,
+    dtype: Any,
+    shape: int | _Expr | Iterable[int | _Expr],
     *,
-    align=None,
-    stride_order=None,
-    device=None,
-    contiguous=None,
-    strides=None,
-    offset0=False,
-    mut=False,
+    align: int | None = None,
+    stride_order: str | Sequence[int] | None = None,
+    device: str | Sequence[str] | None = None,
+    contiguous: bool | None = None,
+    strides: Iterable[int | SymInt] | None = None,
+    offset0: bool = False,
+    mut: bool = False,
 ) -> FakeTensor:
     """A fake tensor for :func:`compile`.
 
@@ -497,16 +495,16 @@ class FakeStream:
 
     __slots__ = ("env",)
 
-    def __init__(self, env: bool = True):
+    def __init__(self, env: bool = True) -> None:
         self.env = bool(env)
 
-    def symbols(self):
+    def symbols(self) -> list[SymInt]:
         return []
 
-    def render(self, names, default_device=None) -> str:
+    def render(self, names: _Names, default_device: str | None = None) -> str:
         return "EnvStream" if self.env else "Stream"
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"kffi.fake_stream(env={self.env})"
 
 
@@ -521,12 +519,12 @@ class ScalarType:
 
     __slots__ = ("hi", "lo", "type_name")
 
-    def __init__(self, type_name: str, lo=None, hi=None):
+    def __init__(self, type_name: str, lo: float | None = None, hi: float | None = None) -> None:
         self.type_name = type_name
         self.lo = lo
         self.hi = hi
 
-    def range(self, lo, hi) -> ScalarType:
+    def range(self, lo: float, hi: float) -> ScalarType:
         if self.type_name == "bool":
             raise TypeError("kffi.Bool has no range")
         kind = float if self.type_name.startswith("float") else int
@@ -540,18 +538,18 @@ class ScalarType:
                 (_INT32_MIN, _INT32_MAX) if self.type_name == "int32" else (_INT64_MIN, _INT64_MAX)
             )
             for v in (lo, hi):
-                _check_int64(v, f"kffi.{self!r}.range: a bound", *bounds)
+                _check_int64(int(v), f"kffi.{self!r}.range: a bound", *bounds)  # ints (above)
         return ScalarType(self.type_name, lo, hi)
 
-    def symbols(self):
+    def symbols(self) -> list[SymInt]:
         return []
 
-    def render(self, names=None, default_device=None) -> str:
+    def render(self, names: _Names | None = None, default_device: str | None = None) -> str:
         if self.lo is None:
             return self.type_name
         return f"{self.type_name}[{self.lo}, {self.hi}]"
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         base = {
             "int32": "Int32",
             "int64": "Int64",
@@ -574,7 +572,7 @@ Bool = ScalarType("bool")
 class _OptionalArg:
     __slots__ = ("inner",)
 
-    def __init__(self, inner):
+    def __init__(self, inner: Any) -> None:
         self.inner = _as_fake(inner)
         if isinstance(self.inner, FakeStream):
             raise TypeError(
@@ -582,17 +580,17 @@ class _OptionalArg:
                 "takes None already: the default stream)"
             )
 
-    def symbols(self):
+    def symbols(self) -> list[SymInt]:
         return self.inner.symbols()
 
-    def render(self, names, default_device=None) -> str:
+    def render(self, names: _Names, default_device: str | None = None) -> str:
         return f"Optional[{self.inner.render(names, default_device)}]"
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"kffi.Optional({self.inner!r})"
 
 
-def Optional(x) -> _OptionalArg:
+def Optional(x: Any) -> _OptionalArg:
     """An argument that may be None: ``kffi.Optional(kffi.fake_tensor(...))``."""
     return _OptionalArg(x)
 
@@ -600,7 +598,7 @@ def Optional(x) -> _OptionalArg:
 class _TupleArg:
     __slots__ = ("items",)
 
-    def __init__(self, items):
+    def __init__(self, items: Iterable[Any]) -> None:
         self.items = tuple(_as_fake(x) for x in items)
         if any(isinstance(x, FakeStream) for x in self.items):
             raise TypeError("kffi: a stream cannot be inside a tuple")
@@ -612,14 +610,14 @@ class _TupleArg:
                     "elements carry no read-only flag); make it a parameter"
                 )
 
-    def symbols(self):
+    def symbols(self) -> list[SymInt]:
         return [s for x in self.items for s in x.symbols()]
 
-    def render(self, names, default_device=None) -> str:
+    def render(self, names: _Names, default_device: str | None = None) -> str:
         return "Tuple[" + ", ".join(x.render(names, default_device) for x in self.items) + "]"
 
 
-def _as_fake(x):
+def _as_fake(x: object) -> _Fake:
     """A fake argument from what a user passes: fakes, tuples of them, scalar markers, and the
     Python types (or example values) int, float, bool."""
     if isinstance(x, FakeTensor):
@@ -652,15 +650,18 @@ def _as_fake(x):
 # ---------------------------------------------------------------------------------------------
 
 
-def _symbol_names(args, outputs, param_names) -> tuple:
+def _symbol_names(
+    args: Iterable[_Fake], outputs: Iterable[_OutputTensor], param_names: Iterable[str]
+) -> tuple[dict[int, str], list[SymInt]]:
     """({id(sym): name}, symbols in order of appearance): given names are kept, the others are
     n0, n1, ... (skipping names already taken)."""
-    seen = []
-    for x in list(args) + list(outputs):
+    seen: list[SymInt] = []
+    for x in [*args, *outputs]:
         for s in x.symbols():
             if all(s is not t for t in seen):
                 seen.append(s)
-    names, taken = {}, set(param_names)
+    names: dict[int, str] = {}
+    taken = set(param_names)
     for s in seen:
         if s.name is not None:
             if s.name in taken:
@@ -683,7 +684,7 @@ class _OutputTensor:
     """An output declaration: a fake tensor whose dims are ints and expressions of the inputs'
     symbols (``n * 2``, ``(n + 1) // 2``)."""
 
-    def __init__(self, t):
+    def __init__(self, t: object) -> None:
         if not isinstance(t, FakeTensor):
             raise TypeError(f"kffi.compile: outputs are kffi.fake_tensor(...), got {t!r}")
         if t.strides is not None:
@@ -694,14 +695,14 @@ class _OutputTensor:
             )
         self.tensor = t
 
-    def symbols(self):
+    def symbols(self) -> list[SymInt]:
         return self.tensor.symbols()
 
-    def render(self, names, default_device=None) -> str:
+    def render(self, names: _Names, default_device: str | None = None) -> str:
         return self.tensor.render(names, default_device, output=True)
 
 
-def _outputs_of(outputs):
+def _outputs_of(outputs: FakeTensor | Iterable[FakeTensor] | None) -> list[_OutputTensor]:
     if outputs is None:
         return []
     if isinstance(outputs, FakeTensor):
@@ -709,7 +710,12 @@ def _outputs_of(outputs):
     return [_OutputTensor(o) for o in outputs]
 
 
-def render_contract(*fake_args, param_names=None, outputs=None, default_device=None) -> str:
+def render_contract(
+    *fake_args: Any,
+    param_names: Iterable[str] | None = None,
+    outputs: FakeTensor | Iterable[FakeTensor] | None = None,
+    default_device: str | None = None,
+) -> str:
     """The contract text of fake arguments: ``a0: Tensor([n0], float32), ...; n0: int64``."""
     args = [_as_fake(a) for a in fake_args]
     names = _param_names(param_names, len(args))
@@ -735,7 +741,7 @@ def render_contract(*fake_args, param_names=None, outputs=None, default_device=N
     return text
 
 
-def _param_names(param_names, count) -> list:
+def _param_names(param_names: Iterable[str] | None, count: int) -> list[str]:
     if param_names is None:
         return [f"arg{i}" for i in range(count)]
     names = list(param_names)
@@ -788,12 +794,12 @@ def _is_cuda_source(source: str) -> bool:
 def compile(
     source: str,
     name: str,
-    *fake_args,
-    options=None,
-    param_names=None,
-    outputs=None,
-    **build_options,
-):
+    *fake_args: Any,
+    options: Mapping[str, Any] | None = None,
+    param_names: Iterable[str] | None = None,
+    outputs: FakeTensor | Iterable[FakeTensor] | None = None,
+    **build_options: Any,
+) -> Function:
     """Compiles C++ (or CUDA) ``source`` defining the function ``name`` and exports it with the
     contract that ``fake_args`` declare. Returns the loaded kffi.Function (cached on disk like
     :func:`kffi.cpp.build`), which takes torch / NumPy / JAX / CuPy arrays directly and checks

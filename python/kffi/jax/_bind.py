@@ -25,13 +25,15 @@ may write it) never receives a JAX input that is not aliased to an output
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any, cast
 
 import jax
 import numpy as np
 
 from .._type_text import is_tensor
-from ..runtime._objects import _shown_type
+from ..runtime._objects import Function, _shown_type
 
 try:  # public names first; jax moves internals between releases
     from jax.core import Tracer
@@ -61,13 +63,13 @@ class Binding:
     """One call laid out for the handler: operands, the tensor parameter each operand fills
     (None where unknown), the arg_spec, the static attributes and the (operand, output) aliases."""
 
-    operands: list = field(default_factory=list)
-    input_names: list = field(default_factory=list)
-    spec: list = field(default_factory=list)
-    attrs: list = field(default_factory=list)
-    aliases: list = field(default_factory=list)
+    operands: list[Any] = field(default_factory=list)
+    input_names: list[str | None] = field(default_factory=list)
+    spec: list[str] = field(default_factory=list)
+    attrs: list[tuple[str, Any]] = field(default_factory=list)
+    aliases: list[tuple[int, int]] = field(default_factory=list)
 
-    def add_operand(self, value, name=None) -> None:
+    def add_operand(self, value: Any, name: str | None = None) -> None:
         self.spec.append(f"args.{len(self.operands)}")
         self.operands.append(value)
         self.input_names.append(name)
@@ -78,11 +80,15 @@ class Binding:
 # ---------------------------------------------------------------------------------------------
 
 
-def is_array(x) -> bool:
+# A function's metadata (JSON: its values are Any).
+_Meta = dict[str, Any]
+
+
+def is_array(x: object) -> bool:
     return isinstance(x, (jax.Array, np.ndarray, Tracer)) or hasattr(x, "__jax_array__")
 
 
-def attr_value(name: str, value):
+def attr_value(name: str, value: Any) -> Any:
     """A hashable static value for attribute ``name``: int, float, bool, str, or a tuple
     ("array", dtype name, values) for sequences and 1-d arrays."""
     if isinstance(value, Tracer):
@@ -124,12 +130,12 @@ def attr_value(name: str, value):
     )
 
 
-def metadata(fn):
+def metadata(fn: object) -> _Meta | None:
     meta = getattr(fn, "_metadata", None)
     return meta if isinstance(meta, dict) else None
 
 
-def check_platform(label: str, meta, platform: str) -> None:
+def check_platform(label: str, meta: _Meta | None, platform: str) -> None:
     """A contract that fixes its tensors' device refuses a computation placed elsewhere: a host
     kernel handed GPU buffers would read device memory as host memory (and crash)."""
     devices = {
@@ -148,12 +154,12 @@ def check_platform(label: str, meta, platform: str) -> None:
         )
 
 
-def fn_name(fn) -> str:
+def fn_name(fn: object) -> str:
     name = getattr(fn, "__name__", None) or (metadata(fn) or {}).get("name") or "fn"
     return re.sub(r"[^A-Za-z0-9_]", "_", str(name))[:48] or "fn"
 
 
-def _params(meta):
+def _params(meta: _Meta | None) -> list[dict[str, Any]] | None:
     """The parameter dicts of metadata that names its parameters, else None."""
     params = (meta or {}).get("params")
     if not isinstance(params, list) or not all(isinstance(p, dict) for p in params):
@@ -161,11 +167,11 @@ def _params(meta):
     return params
 
 
-def _names(params) -> list:
+def _names(params: Sequence[Mapping[str, Any]]) -> list[str]:
     return [p.get("name") or f"arg{i}" for i, p in enumerate(params)]
 
 
-def _is_tensor_param(p) -> bool:
+def _is_tensor_param(p: Mapping[str, Any]) -> bool:
     """A tensor parameter: a contract's ``kind: "tensor"``, or a plain export's C++ type
     (``Tensor``, ``DLTensor*``, ``Optional<Tensor>``)."""
     if "kind" in p:
@@ -173,7 +179,7 @@ def _is_tensor_param(p) -> bool:
     return is_tensor(p.get("type"))
 
 
-def _default_of(p):
+def _default_of(p: Mapping[str, Any]) -> tuple[bool, Any]:
     """(has_default, value) of a parameter: Optional parameters default to None."""
     if "default" in p:
         return True, p["default"]
@@ -182,11 +188,11 @@ def _default_of(p):
     return False, None
 
 
-def _label(fn, meta) -> str:
+def _label(fn: object, meta: _Meta | None) -> str:
     return (meta or {}).get("name") or fn_name(fn)
 
 
-def signature(meta) -> str:
+def signature(meta: _Meta | None) -> str:
     params = _params(meta) or []
     return (
         f"{(meta or {}).get('name', '?')}("
@@ -195,7 +201,7 @@ def signature(meta) -> str:
     )
 
 
-def _quoted(names) -> str:
+def _quoted(names: Iterable[object]) -> str:
     return ", ".join(repr(n) for n in names) or "none"
 
 
@@ -204,7 +210,9 @@ def _quoted(names) -> str:
 # ---------------------------------------------------------------------------------------------
 
 
-def bind_contract(fn, meta, args, kwargs) -> Binding:
+def bind_contract(
+    fn: Function, meta: _Meta, args: Sequence[Any], kwargs: Mapping[str, Any]
+) -> Binding:
     """Tensor parameters declared ``mut`` are outputs; given them all (as many arrays as tensor
     parameters), they are updated in place (each input aliased to its output)."""
     params = meta.get("params") or []
@@ -228,7 +236,7 @@ def bind_contract(fn, meta, args, kwargs) -> Binding:
     fillable = [
         i for i, p in enumerate(params) if p.get("kind") != "stream" and (inplace or not is_mut[i])
     ]
-    values = {}
+    values: dict[int, Any] = {}
     if len(args) > len(fillable):
         raise TypeError(
             f"kffi.jax: {label} takes {len(fillable)} argument(s), got {len(args)}; "
@@ -300,16 +308,16 @@ def bind_contract(fn, meta, args, kwargs) -> Binding:
 # ---------------------------------------------------------------------------------------------
 
 
-def has_param_names(meta) -> bool:
+def has_param_names(meta: _Meta | None) -> bool:
     return bool(_params(meta))
 
 
-def _tensor_names(meta) -> list:
+def _tensor_names(meta: _Meta | None) -> list[str]:
     params = _params(meta) or []
     return [n for n, p in zip(_names(params), params) if _is_tensor_param(p)]
 
 
-def naming_hint(meta, label) -> str:
+def naming_hint(meta: _Meta | None, label: str) -> str:
     """How to name outputs, for the messages that ask for it."""
     return (
         f"pass out_shapes={{name: jax.ShapeDtypeStruct(shape, dtype), ...}} naming the "
@@ -319,7 +327,14 @@ def naming_hint(meta, label) -> str:
     )
 
 
-def _fill(label, names, slots, args, kwargs, outputs):
+def _fill(
+    label: str,
+    names: Sequence[str],
+    slots: Sequence[int],
+    args: Sequence[Any],
+    kwargs: Mapping[str, Any],
+    outputs: Mapping[int, int],
+) -> dict[int, Any]:
     """{parameter index: value} from positional arguments (to ``slots``, in order) and keywords.
     A keyword may give an output parameter its initial value (an array)."""
     if len(args) > len(slots):
@@ -347,14 +362,21 @@ def _fill(label, names, slots, args, kwargs, outputs):
     return filled
 
 
-def bind_named(fn, meta, args, kwargs, out_names, out_avals) -> Binding:
+def bind_named(
+    fn: Function,
+    meta: _Meta | None,
+    args: Sequence[Any],
+    kwargs: Mapping[str, Any],
+    out_names: Sequence[str] | None,
+    out_avals: Sequence[Any],
+) -> Binding:
     """Binds a function with parameter metadata. ``out_names``: the parameter receiving each
     output (from a dict ``out_shapes``), or None when ``out_shapes`` is unnamed: the outputs
     are then the function's returned tensors, and every tensor parameter must be filled."""
-    params = _params(meta)
+    params = cast("list[dict[str, Any]]", _params(meta))  # the caller: has_param_names(meta)
     label = _label(fn, meta)
     names = _names(params)
-    outputs = {}  # parameter index -> output index
+    outputs: dict[int, int] = {}  # parameter index -> output index
     for j, name in enumerate(out_names or ()):
         if not isinstance(name, str) or name not in names:
             raise TypeError(
@@ -436,7 +458,7 @@ def bind_named(fn, meta, args, kwargs, out_names, out_avals) -> Binding:
     return b
 
 
-def _check_initial_value(label, name, value, aval) -> None:
+def _check_initial_value(label: str, name: str, value: Any, aval: Any) -> None:
     shape, dtype = aval
     got_shape = tuple(getattr(value, "shape", shape))
     got_dtype = str(getattr(value, "dtype", dtype))
@@ -452,7 +474,13 @@ def _check_initial_value(label, name, value, aval) -> None:
 # ---------------------------------------------------------------------------------------------
 
 
-def bind_flat(fn, meta, args, kwargs, arg_spec) -> Binding:
+def bind_flat(
+    fn: Function,
+    meta: _Meta | None,
+    args: Sequence[Any],
+    kwargs: Mapping[str, Any],
+    arg_spec: Sequence[str] | None,
+) -> Binding:
     """Arrays are the inputs in order, other values attributes; the layout is ``arg_spec``, or
     every input then every result (jax_tvm_ffi's ``["args", "rets"]``)."""
     params = _params(meta)
@@ -483,7 +511,7 @@ def bind_flat(fn, meta, args, kwargs, arg_spec) -> Binding:
     return b
 
 
-def _add_flat(b: Binding, name, v) -> None:
+def _add_flat(b: Binding, name: str, v: Any) -> None:
     if is_array(v):
         b.add_operand(v)
     else:
@@ -496,7 +524,9 @@ def _add_flat(b: Binding, name, v) -> None:
 # ---------------------------------------------------------------------------------------------
 
 
-def check_aliases(label, aliases, n_operands, n_outputs) -> None:
+def check_aliases(
+    label: str, aliases: Sequence[tuple[int, int]], n_operands: int, n_outputs: int
+) -> None:
     """Each alias maps an existing operand to an existing output, each at most once."""
     for i, o in aliases:
         if not (isinstance(i, int) and isinstance(o, int)):
@@ -518,9 +548,9 @@ def check_aliases(label, aliases, n_operands, n_outputs) -> None:
             )
 
 
-def _slots(spec, n_operands, n_outputs):
+def _slots(spec: Iterable[str], n_operands: int, n_outputs: int) -> list[tuple[str, int | None]]:
     """What each parameter receives, in order: ("args", i), ("rets", j) or (item, None)."""
-    out = []
+    out: list[tuple[str, int | None]] = []
     for item in spec:
         if item == "args":
             out.extend(("args", i) for i in range(n_operands))
@@ -534,7 +564,14 @@ def _slots(spec, n_operands, n_outputs):
     return out
 
 
-def check_writable(label, meta, spec, n_operands, n_outputs, aliases) -> None:
+def check_writable(
+    label: str,
+    meta: _Meta | None,
+    spec: Iterable[str],
+    n_operands: int,
+    n_outputs: int,
+    aliases: Iterable[tuple[int, int]],
+) -> None:
     """Refuses a JAX input that reaches a parameter the function may write (``"mutable": true``
     in its metadata) unless the input is aliased to an output: XLA then hands the function a
     buffer of its own. Spec items that cannot be matched to parameters are left alone."""
@@ -563,7 +600,7 @@ def check_writable(label, meta, spec, n_operands, n_outputs, aliases) -> None:
 # ---------------------------------------------------------------------------------------------
 
 
-def rule_out_shapes(fn, n_positional, kw_names, shapes):
+def rule_out_shapes(fn: Function, n_positional: int, kw_names: Iterable[str], shapes: Any) -> Any:
     """``out_shapes`` for a rule function without a contract that kffi calls with
     ``n_positional`` arrays (residuals and cotangents, or primals and tangents) and the keyword
     parameters ``kw_names``: by the rules' convention (inputs first, outputs after) the tensor

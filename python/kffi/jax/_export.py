@@ -21,6 +21,8 @@ import hashlib
 import os
 import re
 import threading
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import jax
 
@@ -29,6 +31,9 @@ from ..runtime._objects import Function, Module
 from . import _bind
 from ._call_primitive import kffi_call_p
 from ._ffi import is_registered, register_content_target
+
+if TYPE_CHECKING:  # _primitive imports this module
+    from ._primitive import CallPlan
 
 __all__ = [
     "UnregisteredTargetError",
@@ -44,8 +49,11 @@ _NAME = re.compile(r"kffi\.v1\.[0-9a-f]{16}\.[A-Za-z0-9_]+(?:\.[A-Za-z0-9_]+)*")
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 _lock = threading.Lock()
-_digests: dict = {}  # path -> ((st_dev, st_ino, st_size, st_mtime_ns), digest)
-_known: dict = {}  # (digest, function name) -> kffi.Function or (Module, name)
+# path -> ((st_dev, st_ino, st_size, st_mtime_ns), digest)
+_digests: dict[str, tuple[tuple[int, int, int, int], str]] = {}
+# (digest, function name) -> kffi.Function or (Module, name)
+_known: dict[tuple[str, str], Function | tuple[Module, str]] = {}
+_M = TypeVar("_M", Module, Function)
 
 
 class UnregisteredTargetError(LookupError):
@@ -86,11 +94,11 @@ def _clean(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_]", "_", name) or "_"
 
 
-def origin_of(fn):
+def origin_of(fn: object) -> tuple[str, str] | None:
     """(library digest, function name) of a function loaded from a library, else None."""
     named = getattr(fn, "_content_origin", None)  # (digest, name): kffi.cuda names its kernels
     if isinstance(named, tuple) and len(named) == 2:
-        return named[0], _clean(named[1])
+        return str(named[0]), _clean(named[1])
     origin = getattr(fn, "_origin", None)
     if not (isinstance(origin, tuple) and len(origin) == 2):
         return None
@@ -124,7 +132,7 @@ def _layout_item(code: str) -> str:
     raise ValueError(f"kffi.jax: unknown layout item {code!r} in a kffi target name")
 
 
-def stable_target_name(fn, arg_spec, allow_cuda_graph: bool):
+def stable_target_name(fn: Function, arg_spec: Iterable[str], allow_cuda_graph: bool) -> str | None:
     """The content-derived target name of ``fn`` called with ``arg_spec``; None for a function
     that no library file holds (a Python callable, a wrapper made in this process)."""
     origin = origin_of(fn)
@@ -137,7 +145,7 @@ def stable_target_name(fn, arg_spec, allow_cuda_graph: bool):
     return PREFIX + ".".join([digest, name, *codes])
 
 
-def parse_target_name(target: str):
+def parse_target_name(target: str) -> tuple[str, str, list[str], bool]:
     """(digest, function name, arg_spec, allow_cuda_graph) of a kffi target name."""
     parts = target[len(PREFIX) :].split(".")
     digest, name, codes = parts[0], parts[1], parts[2:]
@@ -152,7 +160,7 @@ def parse_target_name(target: str):
 # ---------------------------------------------------------------------------------------------
 
 
-def register_module(module_or_function):
+def register_module(module_or_function: _M) -> _M:
     """Makes the functions of a loaded library (a ``kffi.Module`` from ``kffi.load_module``, or
     one ``kffi.Function`` from it or from ``kffi.compile``) available to deserialized
     ``jax.export`` computations: their kffi targets are registered with XLA when the
@@ -161,7 +169,7 @@ def register_module(module_or_function):
     _install_hook()
     if isinstance(module_or_function, Module):
         digest = library_digest(module_or_function.name)
-        entries = {
+        entries: dict[tuple[str, str], Function | tuple[Module, str]] = {
             (digest, _clean(n)): (module_or_function, n) for n in module_or_function.functions()
         }
     elif isinstance(module_or_function, Function):
@@ -182,7 +190,7 @@ def register_module(module_or_function):
     return module_or_function
 
 
-def remember(fn) -> None:
+def remember(fn: Function) -> None:
     """Records a function whose content-named target this process made, so that an Exported
     of it runs here on any platform without register_module."""
     origin = origin_of(fn)
@@ -191,7 +199,7 @@ def remember(fn) -> None:
             _known.setdefault(origin, fn)
 
 
-def _function_for(digest: str, name: str):
+def _function_for(digest: str, name: str) -> Function | None:
     with _lock:
         entry = _known.get((digest, name))
     if isinstance(entry, tuple):
@@ -220,7 +228,7 @@ def _missing(target: str, name: str, digest: str) -> UnregisteredTargetError:
     )
 
 
-def ensure_targets(targets, platforms) -> None:
+def ensure_targets(targets: Iterable[str], platforms: Sequence[str]) -> None:
     """Registers the kffi targets among ``targets`` for each of ``platforms`` (lowering
     platforms: "cpu", "cuda", "rocm") from the registered libraries."""
     for target in targets:
@@ -239,15 +247,15 @@ def ensure_targets(targets, platforms) -> None:
             register_content_target(target, fn, platform, spec, graph)
 
 
-def targets_in_text(text: str) -> list:
+def targets_in_text(text: str) -> list[str]:
     """The kffi target names that an MLIR module's text calls, in order, once each."""
     return list(dict.fromkeys(_NAME.findall(text)))
 
 
-_scanned: dict = {}  # serialized module -> its kffi targets (a few recent ones)
+_scanned: dict[bytes, list[str]] = {}  # serialized module -> its kffi targets (a few recent ones)
 
 
-def targets_of(exported) -> list:
+def targets_of(exported: Any) -> list[str]:
     """The kffi targets that a ``jax.export.Exported`` calls (its module's text, scanned once)."""
     key = exported.mlir_module_serialized
     with _lock:
@@ -261,7 +269,7 @@ def targets_of(exported) -> list:
     return hit
 
 
-def deserialize(blob, platforms=None):
+def deserialize(blob: bytearray, platforms: Sequence[str] | None = None) -> Any:
     """``jax.export.deserialize(blob)``, with the kffi targets it calls registered now for
     ``platforms`` (default: the Exported's own) from the libraries given to
     :func:`register_module`, or an :class:`UnregisteredTargetError`. ``jax.export.deserialize``
@@ -290,7 +298,7 @@ def _install_hook() -> None:
         from jax._src.interpreters import mlir as jax_mlir
 
         prim = jax_export.call_exported_p
-        rules = []
+        rules: list[tuple[str | None, Any]] = []
         if prim in jax_mlir._lowerings:
             rules.append((None, jax_mlir._lowerings[prim]))
         for platform, table in list(jax_mlir._platform_specific_lowerings.items()):
@@ -298,12 +306,12 @@ def _install_hook() -> None:
                 rules.append((platform, table[prim]))
     except (ImportError, AttributeError):  # pragma: no cover (other jax)
         return
-    for platform, entry in rules:
-        jax_mlir.register_lowering(prim, _wrapped(getattr(entry, "rule", entry)), platform)
+    for where, entry in rules:
+        jax_mlir.register_lowering(prim, _wrapped(getattr(entry, "rule", entry)), where)
 
 
-def _wrapped(original):
-    def lowering(ctx, *args, exported, **params):
+def _wrapped(original: Callable[..., Any]) -> Callable[..., Any]:
+    def lowering(ctx: Any, *args: Any, exported: Any, **params: Any) -> Any:
         targets = targets_of(exported)
         if targets:
             ensure_targets(targets, tuple(ctx.module_context.platforms))
@@ -317,7 +325,7 @@ def _wrapped(original):
 # ---------------------------------------------------------------------------------------------
 
 
-def _walk(jaxpr, out: list) -> None:
+def _walk(jaxpr: Any, out: list[CallPlan]) -> None:
     """Appends the (plan, eqn) of every kffi_call in a jaxpr and its sub-jaxprs."""
     inner = getattr(jaxpr, "jaxpr", jaxpr)  # ClosedJaxpr -> Jaxpr
     for eqn in getattr(inner, "eqns", ()):
@@ -329,7 +337,9 @@ def _walk(jaxpr, out: list) -> None:
                     _walk(v, out)
 
 
-def export(f, platforms=None, **kwargs):
+def export(
+    f: Callable[..., Any], platforms: Sequence[str] | None = None, **kwargs: Any
+) -> Callable[..., Any]:
     """Like ``jax.export.export(f, platforms=...)``: returns a function of the arguments (arrays
     or ``jax.ShapeDtypeStruct``s, with ``jax.export.symbolic_shape`` dimensions for shape
     polymorphism) that gives a ``jax.export.Exported``. The custom-call safety check is
@@ -344,8 +354,8 @@ def export(f, platforms=None, **kwargs):
     jitted = f if hasattr(f, "trace") and hasattr(f, "lower") else jax.jit(f)
     extra = list(kwargs.pop("disabled_checks", ()))
 
-    def do_export(*args, **kw):
-        plans = []
+    def do_export(*args: Any, **kw: Any) -> Any:
+        plans: list[CallPlan] = []
         _walk(jitted.trace(*args, **kw).jaxpr, plans)
         names = []
         for plan in plans:

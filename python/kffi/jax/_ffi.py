@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import re
 import threading
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import jax
 import jax.ffi
@@ -31,10 +33,13 @@ _KDL_CPU, _KDL_CUDA, _KDL_ROCM = 1, 2, 10
 TRAIT_COMMAND_BUFFER_COMPATIBLE = 1
 
 _lock = threading.Lock()
-_registered: dict = {}  # (name, platform) -> (function, capsule, handler address)
+# An arg_spec item as the handler reads it: (kind, index, attribute name).
+_Spec = list[tuple[int, int, str]]
+# (name, platform) -> (function, capsule, (handler address, spec, traits))
+_registered: dict[tuple[str, str], tuple[Function, Any, tuple[int, _Spec, int]]] = {}
 
 
-def parse_arg_spec(arg_spec) -> list:
+def parse_arg_spec(arg_spec: Sequence[str] | None) -> _Spec:
     """[(kind, index, name)] for an arg_spec: ``"args"`` (every input), ``"rets"`` (every
     result), ``"attrs.<key>"`` (an attribute), and kffi's ``"args.<i>"`` / ``"rets.<i>"`` (one
     input / result), ``"stream"`` (XLA's stream for an explicit stream parameter; None on CPU)
@@ -43,7 +48,7 @@ def parse_arg_spec(arg_spec) -> list:
         arg_spec = ["args", "rets"]
     if isinstance(arg_spec, str):
         raise TypeError(f"kffi.jax: arg_spec is a list of str, got the str {arg_spec!r}")
-    items = []
+    items: _Spec = []
     for item in arg_spec:
         if not isinstance(item, str):
             raise TypeError(f"kffi.jax: arg_spec items are str, got {item!r}")
@@ -73,7 +78,7 @@ def parse_arg_spec(arg_spec) -> list:
     return items
 
 
-def _device_type(platform: str) -> tuple:
+def _device_type(platform: str) -> tuple[str, int]:
     """(jax platform name, DLPack device type) for a platform argument."""
     if platform == "cpu":
         return "cpu", _KDL_CPU
@@ -86,17 +91,23 @@ def _device_type(platform: str) -> tuple:
     )
 
 
-def _as_function(fn) -> Function:
+def _as_function(fn: Function | Callable[..., Any]) -> Function:
     if isinstance(fn, Function):
         return fn
     if callable(fn):
-        return to_kffi(fn)  # a Python callable: runs under the GIL on XLA's thread
+        func: Function = to_kffi(fn)  # a Python callable: runs under the GIL on XLA's thread
+        return func
     raise TypeError(f"kffi.jax: expected a kffi.Function (or a callable), got {type(fn).__name__}")
 
 
 def register_ffi_target(
-    name: str, fn, *, platform: str = "cpu", arg_spec=None, allow_cuda_graph: bool = False
-):
+    name: str,
+    fn: Function | Callable[..., Any],
+    *,
+    platform: str = "cpu",
+    arg_spec: Sequence[str] | None = None,
+    allow_cuda_graph: bool = False,
+) -> Any:
     """Registers a kffi function as the XLA FFI target ``name``; returns the handler capsule.
 
     ``jax.ffi.ffi_call(name, result_shape_dtypes)(*inputs, **attributes)`` then calls ``fn``
@@ -149,7 +160,13 @@ def register_ffi_target(
     return capsule
 
 
-def register_content_target(name: str, fn, platform: str, arg_spec, allow_cuda_graph: bool):
+def register_content_target(
+    name: str,
+    fn: Function | Callable[..., Any],
+    platform: str,
+    arg_spec: Sequence[str] | None,
+    allow_cuda_graph: bool,
+) -> Any:
     """Registers a target whose name is derived from content (kffi/jax/_export.py): the same
     name means the same library, function and layout, so a target already registered under it
     (by another plan, or another Function object of the same library) serves as it is."""
@@ -185,15 +202,15 @@ def handler_traits(name: str, platform: str = "cpu") -> int:
         entry = _registered.get((name, jax_platform))
     if entry is None:
         raise KeyError(f"kffi.jax: no target {name!r} registered for {jax_platform}")
-    return handler_module().handler_traits(entry[2][0])
+    return int(handler_module().handler_traits(entry[2][0]))
 
 
 def target_count() -> int:
     """How many handler addresses (targets) this process made."""
-    return handler_module().target_count()
+    return int(handler_module().target_count())
 
 
-def registered_targets() -> list:
+def registered_targets() -> list[tuple[str, str]]:
     """[(name, platform)] of the targets kffi.jax registered, in order."""
     with _lock:
         return list(_registered)

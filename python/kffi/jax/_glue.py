@@ -26,7 +26,8 @@ _HEADERS = ("c_api.h",)  # the handler includes only the C API
 def xla_ffi_include_dir() -> str:
     import jax.ffi
 
-    return jax.ffi.include_dir()
+    folder: str = jax.ffi.include_dir()
+    return folder
 
 
 def _headers_digest(include_dir: str) -> str:
@@ -47,7 +48,8 @@ def _options() -> dict[str, Any]:
         "extra_cflags": [
             "-O2",
             f'-DKFFI_JAX_XLA_FFI_HEADERS="{_headers_digest(inc)}"',
-            f'-DKFFI_JAX_JAXLIB_VERSION="{jaxlib.__version__}"',
+            # jaxlib re-exports its version without listing it (no __all__).
+            f'-DKFFI_JAX_JAXLIB_VERSION="{jaxlib.__version__}"',  # type: ignore[attr-defined]
         ],
         "extra_include_paths": [inc],
         "depends": [_LOCAL_HEADER],

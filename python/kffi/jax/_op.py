@@ -12,6 +12,8 @@ plan, so it also applies inside those rules.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import jax
 
@@ -29,16 +31,16 @@ class Op:
 
     def __init__(
         self,
-        fn,
+        fn: Function,
         *,
-        out_shapes=None,
-        input_output_aliases=None,
-        arg_spec=None,
-        allow_cuda_graph=False,
-        jvp=None,
-        vjp=None,
-        vmap=None,
-    ):
+        out_shapes: Any = None,
+        input_output_aliases: Mapping[int, int] | None = None,
+        arg_spec: Sequence[str] | None = None,
+        allow_cuda_graph: bool = False,
+        jvp: Function | Callable[..., Any] | None = None,
+        vjp: tuple[Any, Any] | None = None,
+        vmap: str | Callable[..., Any] | None = None,
+    ) -> None:
         if not isinstance(fn, Function):
             raise TypeError(
                 f"kffi.jax.primitive: expected a kffi.Function, got {type(fn).__name__}"
@@ -56,7 +58,7 @@ class Op:
                 "rule(args, dims, **params) -> (outs, out_dims)"
             )
         self.fn = fn
-        self.options = {
+        self.options: dict[str, Any] = {
             "out_shapes": out_shapes,
             "input_output_aliases": input_output_aliases,
             "arg_spec": arg_spec,
@@ -65,18 +67,20 @@ class Op:
         self.jvp = jvp
         self.vjp = vjp
         self.vmap = vmap
-        self._wrapped = {}
+        self._wrapped: dict[str, Callable[..., Any]] = {}
         self._lock = threading.Lock()
         self.__name__ = getattr(fn, "__name__", "kffi_op")
         self.__doc__ = getattr(fn, "__doc__", None)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         rules = [k for k in ("jvp", "vjp", "vmap") if getattr(self, k) is not None]
         return f"<kffi.jax op {self.__name__}" + (f" with {', '.join(rules)}>" if rules else ">")
 
     # -- plain calls ----------------------------------------------------------------------------
 
-    def _call(self, fn, args, params, **overrides):
+    def _call(
+        self, fn: Function, args: Sequence[Any], params: Mapping[str, Any], **overrides: Any
+    ) -> Any:
         options = dict(self.options, **overrides)
         plan, operands, attrs = _plan_for(
             fn,
@@ -90,7 +94,13 @@ class Op:
         )
         return _bind(plan, operands, attrs)
 
-    def _call_rule(self, rule, args, params, out_shapes=None):
+    def _call_rule(
+        self,
+        rule: Function | Callable[..., Any],
+        args: Sequence[Any],
+        params: Mapping[str, Any],
+        out_shapes: Any = None,
+    ) -> Any:
         """Runs a rule given as a kffi function (a plain call) or as a Python function. A kffi
         rule without a contract takes its inputs first: the tensor parameters they leave
         unfilled receive the outputs (named for kffi.jax.call), else it returns them."""
@@ -102,7 +112,7 @@ class Op:
             )
         return rule(*args, **params)
 
-    def __call__(self, *args, **params):
+    def __call__(self, *args: Any, **params: Any) -> Any:
         if self.jvp is None and self.vjp is None:
             return self._call(self.fn, args, params)
         # Arrays are differentiated; everything else is a static parameter closed over.
@@ -118,24 +128,30 @@ class Op:
 
     # -- custom rules ---------------------------------------------------------------------------
 
-    def _make_custom(self, nargs, positions, statics, params):
+    def _make_custom(
+        self,
+        nargs: int,
+        positions: tuple[int, ...],
+        statics: tuple[tuple[int, Any], ...],
+        params: Mapping[str, Any],
+    ) -> Callable[..., Any]:
         static_map = dict(statics)
 
-        def full_args(arrays):
+        def full_args(arrays: Sequence[Any]) -> list[Any]:
             it = iter(arrays)
             return [next(it) if i in positions else static_map[i] for i in range(nargs)]
 
-        def primal(*arrays):
+        def primal(*arrays: Any) -> Any:
             return self._call(self.fn, full_args(arrays), params)
 
-        def avals_like(xs):
+        def avals_like(xs: Sequence[Any]) -> tuple[Any, ...]:
             return tuple(jax.ShapeDtypeStruct(x.shape, x.dtype) for x in xs)
 
         if self.vjp is not None:
             fwd_rule, bwd_rule = self.vjp
             f = jax.custom_vjp(primal)
 
-            def fwd(*arrays):
+            def fwd(*arrays: Any) -> Any:
                 if fwd_rule is None:  # residuals: the primal inputs
                     return primal(*arrays), tuple(arrays)
                 if isinstance(fwd_rule, Function):
@@ -153,7 +169,7 @@ class Op:
                     return primal_out, tuple(outs[n_primal:])
                 return fwd_rule(*full_args(arrays), **params)
 
-            def bwd(res, cts):
+            def bwd(res: Any, cts: Any) -> tuple[Any, ...]:
                 cts = _as_tuple(cts)
                 if isinstance(bwd_rule, Function):
                     # The gradients are shaped like the primal arrays unless a contract says.
@@ -170,12 +186,13 @@ class Op:
                 return _as_tuple(grads)
 
             f.defvjp(fwd, bwd)
-            return f
+            vjp_op: Callable[..., Any] = f
+            return vjp_op
 
         jvp_rule = self.jvp
-        f = jax.custom_jvp(primal)
+        g = jax.custom_jvp(primal)
 
-        def jvp(primals, tangents):
+        def jvp(primals: Any, tangents: Any) -> Any:
             out = primal(*primals)
             if isinstance(jvp_rule, Function):
                 shapes = avals_like(_as_tuple(out))
@@ -188,36 +205,38 @@ class Op:
                     out_shapes=None if _has_contract(jvp_rule) else shapes,
                 )
                 return out, t_out
+            assert jvp_rule is not None  # with no vjp, a jvp (else no custom rule is made)
             return jvp_rule(primals, tangents)
 
-        f.defjvp(jvp)
-        return f
+        g.defjvp(jvp)
+        jvp_op: Callable[..., Any] = g
+        return jvp_op
 
 
-def _as_tuple(x):
+def _as_tuple(x: Any) -> tuple[Any, ...]:
     return tuple(x) if isinstance(x, (tuple, list)) else (x,)
 
 
-def _has_contract(fn) -> bool:
+def _has_contract(fn: Function) -> bool:
     meta = getattr(fn, "_metadata", None)
     return isinstance(meta, dict) and "mutates" in meta
 
 
-def _primal_arrays(res, positions):
+def _primal_arrays(res: Sequence[Any], positions: tuple[int, ...]) -> tuple[Any, ...]:
     """The primal arrays among the residuals (the default fwd keeps exactly them, first)."""
     return tuple(res[: len(positions)])
 
 
 def primitive(
-    fn,
+    fn: Function,
     *,
-    out_shapes=None,
-    input_output_aliases=None,
-    arg_spec=None,
-    allow_cuda_graph=False,
-    jvp=None,
-    vjp=None,
-    vmap=None,
+    out_shapes: Any = None,
+    input_output_aliases: Mapping[int, int] | None = None,
+    arg_spec: Sequence[str] | None = None,
+    allow_cuda_graph: bool = False,
+    jvp: Function | Callable[..., Any] | None = None,
+    vjp: tuple[Any, Any] | None = None,
+    vmap: str | Callable[..., Any] | None = None,
 ) -> Op:
     """A kffi function as a JAX op with optional transformation rules.
 

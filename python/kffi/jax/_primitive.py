@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import itertools
 import threading
+from collections.abc import Callable, Mapping, Sequence
 from functools import partial
+from typing import Any
 
 import jax
 import jax.ffi
@@ -43,7 +45,7 @@ __all__ = ["CallPlan", "call", "kffi_call_p"]
 _OPTION_NAMES = ("out_shapes", "input_output_aliases", "arg_spec", "allow_cuda_graph")
 
 
-def _mlir_attr(value):
+def _mlir_attr(value: Any) -> Any:
     if isinstance(value, bool):
         return np.bool_(value)
     if isinstance(value, int):
@@ -69,20 +71,23 @@ class CallPlan:
     Plans are cached and compared by identity, so jit's caches hit for repeated calls.
     """
 
+    # kffi.jax._shard's cache on the plan: its ShardRule, or its mark for none.
+    _shard_rule: object
+
     def __init__(
         self,
-        fn,
-        arg_spec,
-        n_inputs,
-        input_names,
-        aliases,
-        allow_cuda_graph,
-        meta=None,
-        out_tree=None,
-        fixed_outs=None,
-        vmap=None,
-        label=None,
-    ):
+        fn: Function,
+        arg_spec: Sequence[str],
+        n_inputs: int,
+        input_names: Sequence[str | None],
+        aliases: Sequence[tuple[int, int]],
+        allow_cuda_graph: bool,
+        meta: dict[str, Any] | None = None,
+        out_tree: Any = None,
+        fixed_outs: tuple[_Aval, ...] | None = None,
+        vmap: str | Callable[..., Any] | None = None,
+        label: str | None = None,
+    ) -> None:
         self.fn = fn
         self.arg_spec = tuple(arg_spec)
         self.n_inputs = n_inputs
@@ -94,9 +99,10 @@ class CallPlan:
         self.fixed_outs = fixed_outs  # tuple of (shape, dtype) when given by out_shapes
         self.vmap = vmap
         self.label = label or bind.fn_name(fn)
-        self._targets = {}
-        self._stable = False  # not computed yet
-        self._avals = {}
+        self._targets: dict[str, str] = {}
+        self._stable: str | None = None
+        self._stable_known = False  # _stable not computed yet
+        self._avals: dict[tuple[_Aval, ...], tuple[Any, ...]] = {}
         self._lock = threading.Lock()
         parse_arg_spec(self.arg_spec)  # fail early on a malformed spec
         if _shard.rule_of(self) is not None:
@@ -104,24 +110,27 @@ class CallPlan:
             # with parallel symbols is called, so other calls lower as before.
             _shard.require_devices(kffi_call_p)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"<kffi.jax plan {self.label} {list(self.arg_spec)}>"
 
     # -- abstract evaluation --------------------------------------------------------------------
 
-    def out_avals(self, in_avals) -> tuple:
+    def out_avals(self, in_avals: Sequence[Any]) -> tuple[Any, ...]:
         key = tuple((tuple(a.shape), str(a.dtype)) for a in in_avals)
         hit = self._avals.get(key)
         if hit is not None:
             return hit
+        outs: tuple[tuple[Any, str], ...]
         if self.fixed_outs is not None:
             outs = self.fixed_outs
         else:
-            shapes, dtypes = {}, {}
+            shapes: dict[str, tuple[int, ...]] = {}
+            dtypes: dict[str, str] = {}
             for name, (shape, dtype) in zip(self.input_names, key):
                 if name is not None:
                     shapes[name] = shape
                     dtypes[name] = dtype
+            assert self.meta is not None  # a plan without fixed outputs has a contract
             _check_input_dtypes(self.meta, dtypes, self.label)
             try:
                 outs = tuple(
@@ -160,18 +169,19 @@ class CallPlan:
                 self._targets[platform] = name
             return name
 
-    def stable_name(self):
+    def stable_name(self) -> str | None:
         """The content-derived XLA target name (kffi/jax/_export.py), or None for a function
         that no library file holds."""
-        if self._stable is False:
+        if not self._stable_known:
             self._stable = _export.stable_target_name(self.fn, self.arg_spec, self.allow_cuda_graph)
+            self._stable_known = True
         return self._stable
 
     def _check_platform(self, platform: str) -> None:
         bind.check_platform(self.label, self.meta, platform)
 
 
-def _np_dtype(name: str):
+def _np_dtype(name: str) -> Any:
     import jax.numpy as jnp
 
     try:
@@ -180,7 +190,7 @@ def _np_dtype(name: str):
         raise TypeError(f"kffi.jax: dtype {name!r} has no JAX equivalent") from None
 
 
-def _check_input_dtypes(meta, dtypes, label):
+def _check_input_dtypes(meta: dict[str, Any], dtypes: Mapping[Any, str], label: str) -> None:
     for _, p in _abstract.tensor_params(meta):
         allowed = p.get("dtypes") or []
         got = dtypes.get(p.get("name"))
@@ -196,12 +206,16 @@ def _check_input_dtypes(meta, dtypes, label):
 # ---------------------------------------------------------------------------------------------
 
 
-def _flatten_out_shapes(out_shapes):
+# An output's (shape, dtype name).
+_Aval = tuple[tuple[int, ...], str]
+
+
+def _flatten_out_shapes(out_shapes: Any) -> tuple[tuple[_Aval, ...], Any]:
     leaves, tree = tree_util.tree_flatten(out_shapes)
     return tuple(_aval_of(leaf) for leaf in leaves), tree
 
 
-def _aval_of(leaf, name=None):
+def _aval_of(leaf: Any, name: str | None = None) -> _Aval:
     if not (hasattr(leaf, "shape") and hasattr(leaf, "dtype")):
         where = f"out_shapes[{name!r}]" if name is not None else "out_shapes leaves"
         raise TypeError(
@@ -210,7 +224,9 @@ def _aval_of(leaf, name=None):
     return (tuple(int(d) for d in leaf.shape), str(np.dtype(leaf.dtype)))
 
 
-def _named_out_shapes(fn, meta, out_shapes):
+def _named_out_shapes(
+    fn: Function, meta: dict[str, Any] | None, out_shapes: Mapping[str, Any]
+) -> tuple[tuple[str, ...], tuple[_Aval, ...]]:
     """(parameter names, avals) of a dict ``out_shapes`` naming the parameter of each output."""
     label = (meta or {}).get("name") or bind.fn_name(fn)
     if not bind.has_param_names(meta):
@@ -226,13 +242,20 @@ def _named_out_shapes(fn, meta, out_shapes):
     return names, tuple(_aval_of(v, k) for k, v in out_shapes.items())
 
 
-_plan_cache = {}
+_plan_cache: dict[tuple[Any, ...], tuple[Function, CallPlan]] = {}
 _plan_lock = threading.Lock()
 
 
 def _plan_for(
-    fn, args, kwargs, out_shapes, input_output_aliases, arg_spec, allow_cuda_graph, vmap=None
-):
+    fn: Function,
+    args: Sequence[Any],
+    kwargs: Mapping[str, Any],
+    out_shapes: Any,
+    input_output_aliases: Mapping[int, int] | None,
+    arg_spec: Sequence[str] | None,
+    allow_cuda_graph: bool,
+    vmap: str | Callable[..., Any] | None = None,
+) -> tuple[CallPlan, list[Any], tuple[Any, ...]]:
     """(plan, operands, attrs) for one call; plans are cached by the call's static structure.
 
     The layouts (_bind.py): a structured contract without out_shapes; parameter names with
@@ -241,8 +264,11 @@ def _plan_for(
     meta = bind.metadata(fn)
     label = (meta or {}).get("name") or bind.fn_name(fn)
     structured = _abstract.has_structured_contract(meta) and out_shapes is None and arg_spec is None
-    out_names = None
+    out_names: tuple[str, ...] | None = None
+    fixed: tuple[_Aval, ...] | None
+    tree: Any
     if structured:
+        assert meta is not None  # has_structured_contract
         b = bind.bind_contract(fn, meta, args, kwargs)
         fixed, tree = None, None
         n_outputs = sum(item.startswith("rets.") for item in b.spec) + len(
@@ -310,14 +336,14 @@ def _plan_for(
 
 
 def call(
-    fn,
-    *args,
-    out_shapes=None,
-    input_output_aliases=None,
-    arg_spec=None,
-    allow_cuda_graph=False,
-    **attrs,
-):
+    fn: Function,
+    *args: Any,
+    out_shapes: Any = None,
+    input_output_aliases: Mapping[int, int] | None = None,
+    arg_spec: Sequence[str] | None = None,
+    allow_cuda_graph: bool = False,
+    **attrs: Any,
+) -> Any:
     """Calls a kffi function on JAX arrays, eagerly or under ``jax.jit``; returns JAX arrays.
 
     With a contract, outputs need no declaration: the function's ``mut`` tensor parameters and
@@ -362,11 +388,11 @@ def call(
     return _bind(plan, operands, attr_key)
 
 
-def _bind(plan, operands, attr_key):
+def _bind(plan: CallPlan, operands: Sequence[Any], attr_key: tuple[Any, ...]) -> Any:
     import jax.numpy as jnp
 
-    operands = [jnp.asarray(x) for x in operands]
-    outs = kffi_call_p.bind(*operands, plan=plan, attrs=attr_key)
+    arrays = [jnp.asarray(x) for x in operands]
+    outs = kffi_call_p.bind(*arrays, plan=plan, attrs=attr_key)
     if plan.out_tree is not None:
         return tree_util.tree_unflatten(plan.out_tree, outs)
     return outs[0] if len(outs) == 1 else tuple(outs)
@@ -377,7 +403,7 @@ def _bind(plan, operands, attr_key):
 # ---------------------------------------------------------------------------------------------
 
 
-def _abstract_eval(*avals, plan, attrs):
+def _abstract_eval(*avals: Any, plan: CallPlan, attrs: tuple[Any, ...]) -> tuple[Any, ...]:
     del attrs
     if len(avals) != plan.n_inputs:
         raise TypeError(
@@ -387,7 +413,9 @@ def _abstract_eval(*avals, plan, attrs):
     return plan.out_avals(avals)
 
 
-def _lowering(ctx, *operands, plan, attrs, platform):
+def _lowering(
+    ctx: Any, *operands: Any, plan: CallPlan, attrs: tuple[Any, ...], platform: str
+) -> Any:
     # Over several devices, a contract with parallel symbols lowers through its partitioning
     # rule (each device runs the kernel on its shard); the per-shard call comes back here.
     sharded = _shard.sharded_lowering(ctx, operands, plan, attrs)
@@ -399,7 +427,7 @@ def _lowering(ctx, *operands, plan, attrs, platform):
     return rule(ctx, *operands, **{k: _mlir_attr(v) for k, v in attrs})
 
 
-def _no_jvp(primals, tangents, *, plan, attrs):
+def _no_jvp(primals: Any, tangents: Any, *, plan: CallPlan, attrs: tuple[Any, ...]) -> Any:
     del primals, tangents, attrs
     raise NotImplementedError(
         f"kffi.jax: {plan.label} has no differentiation rule (jax.grad / jax.jvp). Attach one "
@@ -407,7 +435,7 @@ def _no_jvp(primals, tangents, *, plan, attrs):
     )
 
 
-def _no_transpose(cts, *args, plan, attrs):
+def _no_transpose(cts: Any, *args: Any, plan: CallPlan, attrs: tuple[Any, ...]) -> Any:
     del cts, args, attrs
     raise NotImplementedError(
         f"kffi.jax: {plan.label} cannot be transposed: JAX sees a kffi call as opaque, so "
@@ -416,7 +444,9 @@ def _no_transpose(cts, *args, plan, attrs):
     )
 
 
-def _batch(args, dims, *, plan, attrs):
+def _batch(
+    args: Sequence[Any], dims: Sequence[int | None], *, plan: CallPlan, attrs: tuple[Any, ...]
+) -> Any:
     if plan.vmap is None:
         # A batch in front of a leading parallel symbol folds into it: one call, no rule needed.
         folded = _shard.fold_batch(plan, attrs, args, dims, kffi_call_p.bind)
@@ -432,9 +462,9 @@ def _batch(args, dims, *, plan, attrs):
     import jax.numpy as jnp
 
     batched = [d is not None for d in dims]  # None: not mapped
-    moved = [jnp.moveaxis(a, d, 0) if b else a for a, d, b in zip(args, dims, batched)]
+    moved = [jnp.moveaxis(a, d, 0) if d is not None else a for a, d in zip(args, dims)]
 
-    def one(xs):
+    def one(xs: Sequence[Any]) -> Any:
         it = iter(xs)
         ops = [next(it) if b else a for a, b in zip(moved, batched)]
         return kffi_call_p.bind(*ops, plan=plan, attrs=attrs)

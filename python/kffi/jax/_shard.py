@@ -23,9 +23,14 @@ from __future__ import annotations
 
 import math
 import threading
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, cast
 
 from ..contract import _abstract
 from ._call_primitive import kffi_call_p
+
+if TYPE_CHECKING:  # _primitive imports this module
+    from ._primitive import CallPlan
 
 __all__ = ["ShardRule", "fold_batch", "require_devices", "rule_of", "sharded_lowering"]
 
@@ -33,9 +38,15 @@ _NO_RULE = object()
 _lock = threading.Lock()
 
 
-def _parallel_symbols(meta) -> dict:
+# Per dimension of an operand or output: the parallel symbol it is split along, or None.
+_Dims = tuple[str | None, ...]
+# Per dimension of an output: ("sym", name) or ("expr", the symbols it mentions).
+_OutDecl = list[tuple[str, Any]]
+
+
+def _parallel_symbols(meta: Mapping[str, Any] | None) -> dict[str, int]:
     """{name: divisibility} of the symbols the metadata marks ``"parallel": true``."""
-    out = {}
+    out: dict[str, int] = {}
     for s in (meta or {}).get("symbols") or []:
         if isinstance(s, dict) and s.get("parallel") is True and isinstance(s.get("name"), str):
             div = s.get("divisibility", 1)
@@ -46,22 +57,27 @@ def _parallel_symbols(meta) -> dict:
 class ShardRule:
     """The dims of each operand and output as parallel symbol names (None: not split)."""
 
-    def __init__(self, operand_dims, result_dims, divisibility):
+    def __init__(
+        self,
+        operand_dims: tuple[_Dims, ...],
+        result_dims: tuple[_Dims, ...],
+        divisibility: dict[str, int],
+    ) -> None:
         self.operand_dims = operand_dims  # per operand: tuple of symbol-or-None per dimension
         self.result_dims = result_dims
         self.divisibility = divisibility  # {symbol: divisibility}
         self.symbols = tuple(sorted({s for dims in operand_dims for s in dims if s is not None}))
-        self._partitioned = {}
+        self._partitioned: dict[tuple[Any, ...], Any] = {}
 
     # -- the Shardy rule ------------------------------------------------------------------------
 
-    def sdy_rule(self):
+    def sdy_rule(self) -> Any:
         from jax.experimental.custom_partitioning import ArrayMapping, SdyShardingRule
 
         factor = {s: f"p{i}" for i, s in enumerate(self.symbols)}
-        replicated = []
+        replicated: list[str] = []
 
-        def mapping(dims):
+        def mapping(dims: _Dims) -> Any:
             names = []
             for s in dims:
                 if s is None:
@@ -77,12 +93,15 @@ class ShardRule:
 
     # -- shardings ------------------------------------------------------------------------------
 
-    def _axes(self, mesh, shapes, shardings) -> dict:
+    def _axes(
+        self, mesh: Any, shapes: Sequence[tuple[int, ...]], shardings: Sequence[Any]
+    ) -> dict[str, tuple[str, ...]]:
         """{symbol: mesh axes} that the operands' shardings give the parallel symbols, kept only
         where every dimension of that size splits evenly into pieces the contract accepts."""
         from jax.sharding import NamedSharding
 
-        axes, used = {}, set()
+        axes: dict[str, tuple[str, ...]] = {}
+        used: set[str] = set()
         for dims, shape, sh in zip(self.operand_dims, shapes, shardings):
             if not isinstance(sh, NamedSharding):
                 continue
@@ -111,16 +130,18 @@ class ShardRule:
         return axes
 
     @staticmethod
-    def _sharding(mesh, dims, axes):
+    def _sharding(mesh: Any, dims: _Dims, axes: Mapping[str, tuple[str, ...]]) -> Any:
         from jax.sharding import NamedSharding, PartitionSpec
 
-        spec = []
+        spec: list[Any] = []
         for s in dims:
             names = axes.get(s) if s is not None else None
             spec.append(None if names is None else names[0] if len(names) == 1 else names)
         return NamedSharding(mesh, PartitionSpec(*spec))
 
-    def shardings(self, mesh, arg_shapes):
+    def shardings(
+        self, mesh: Any, arg_shapes: Sequence[Any]
+    ) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
         shapes = [tuple(a.shape) for a in arg_shapes]
         axes = self._axes(mesh, shapes, [a.sharding for a in arg_shapes])
         args = tuple(self._sharding(mesh, d, axes) for d in self.operand_dims)
@@ -129,7 +150,7 @@ class ShardRule:
 
     # -- custom_partitioning ------------------------------------------------------------------
 
-    def partitioned(self, plan, attrs):
+    def partitioned(self, plan: CallPlan, attrs: tuple[Any, ...]) -> Any:
         """A custom_partitioning function binding ``plan`` (cached per attrs)."""
         with _lock:
             hit = self._partitioned.get(attrs)
@@ -137,19 +158,23 @@ class ShardRule:
             return hit
         from jax.experimental.custom_partitioning import custom_partitioning
 
-        def call(*operands):
+        def call(*operands: Any) -> tuple[Any, ...]:
             return tuple(kffi_call_p.bind(*operands, plan=plan, attrs=attrs))
 
-        def partition(mesh, arg_shapes, result_shape):
+        def partition(mesh: Any, arg_shapes: Any, result_shape: Any) -> Any:
             del result_shape
             args, results = self.shardings(mesh, arg_shapes)
             return mesh, call, results, args
 
-        def infer(mesh, arg_shapes, result_shape):  # GSPMD, when Shardy is off
+        def infer(
+            mesh: Any, arg_shapes: Any, result_shape: Any
+        ) -> Any:  # GSPMD, when Shardy is off
             del result_shape
             return self.shardings(mesh, arg_shapes)[1]
 
-        def propagate(mesh, user_shape):  # GSPMD: the user's sharding as a suggestion
+        def propagate(
+            mesh: Any, user_shape: Any
+        ) -> Any:  # GSPMD: the user's sharding as a suggestion
             del mesh
             return user_shape.sharding
 
@@ -165,12 +190,12 @@ class ShardRule:
             return self._partitioned[attrs]
 
 
-def _operand_decls(plan):
+def _operand_decls(plan: CallPlan) -> list[tuple[Any, ...] | None]:
     """The declared shape of each operand's tensor parameter, or None where unknown."""
     params = {
         p.get("name"): p for p in (plan.meta or {}).get("params") or [] if isinstance(p, dict)
     }
-    decls = []
+    decls: list[tuple[Any, ...] | None] = []
     for name in plan.input_names:
         p = params.get(name) if name is not None else None
         shape = p.get("shape") if p is not None and p.get("kind") == "tensor" else None
@@ -178,18 +203,18 @@ def _operand_decls(plan):
     return decls
 
 
-def _output_decls(plan):
+def _output_decls(plan: CallPlan) -> list[_OutDecl] | None:
     """Per output, per dimension: the symbol it is exactly, an int, or "expr" (anything else),
     and the symbols each output mentions. None when the outputs cannot be read."""
     try:
-        specs = _abstract.output_specs(plan.meta)
+        specs = _abstract.output_specs(plan.meta or {})  # none: a ContractError
     except _abstract.ContractError:
         return None
-    outs = []
+    outs: list[_OutDecl] = []
     for spec in specs:
         if spec.dims is None:
             return None
-        dims = []
+        dims: _OutDecl = []
         for d in spec.dims:
             if spec.returned:
                 tokens = list(d) if isinstance(d, (list, tuple)) else [d]
@@ -206,7 +231,11 @@ def _output_decls(plan):
     return outs
 
 
-def _usable(parallel, operand_decls, output_decls) -> set:
+def _usable(
+    parallel: Iterable[str],
+    operand_decls: Iterable[tuple[Any, ...]],
+    output_decls: Iterable[_OutDecl],
+) -> set[str]:
     """The parallel symbols that can be split exactly (see the module docstring)."""
     usable = set(parallel)
     for decl in operand_decls:
@@ -224,18 +253,19 @@ def _usable(parallel, operand_decls, output_decls) -> set:
     return usable
 
 
-def rule_of(plan):
+def rule_of(plan: CallPlan) -> ShardRule | None:
     """The ShardRule of a plan (cached on it), or None: no structured contract, no usable
     parallel symbol, or an operand whose parameter is unknown."""
     cached = getattr(plan, "_shard_rule", None)
     if cached is not None:
-        return None if cached is _NO_RULE else cached
-    rule = None
+        return None if cached is _NO_RULE else cast(ShardRule, cached)
+    rule: ShardRule | None = None
     parallel = _parallel_symbols(plan.meta)
     if parallel and plan.fixed_outs is None:
-        operand_decls = _operand_decls(plan)
+        decls = _operand_decls(plan)
         output_decls = _output_decls(plan)
-        if output_decls is not None and all(d is not None for d in operand_decls):
+        operand_decls = [d for d in decls if d is not None]
+        if output_decls is not None and len(operand_decls) == len(decls):
             usable = _usable(parallel, operand_decls, output_decls)
             if any(s in usable for decl in operand_decls for s in decl):
                 rule = ShardRule(
@@ -257,7 +287,7 @@ def rule_of(plan):
 # ---------------------------------------------------------------------------------------------
 
 
-def _devices(ctx) -> int:
+def _devices(ctx: Any) -> int:
     """How many devices the computation spans when XLA partitions it automatically (a
     ShardingContext); 0 elsewhere (shard_map's manual axes: each body sees its shard already)."""
     try:
@@ -270,7 +300,7 @@ def _devices(ctx) -> int:
     return 0
 
 
-def require_devices(primitive) -> None:
+def require_devices(primitive: Any) -> None:
     """Asks jit to lower ``primitive`` with the device assignment known, as custom_partitioning
     needs (as jax's own cuDNN attention primitives do); older jax always passes it."""
     try:
@@ -282,7 +312,9 @@ def require_devices(primitive) -> None:
         requires.add(primitive)
 
 
-def sharded_lowering(ctx, operands, plan, attrs):
+def sharded_lowering(
+    ctx: Any, operands: Sequence[Any], plan: CallPlan, attrs: tuple[Any, ...]
+) -> Any:
     """The lowering through custom_partitioning when the plan has a rule and the computation
     spans several devices; None otherwise (the caller emits the plain custom call)."""
     rule = rule_of(plan)
@@ -302,7 +334,13 @@ def sharded_lowering(ctx, operands, plan, attrs):
 # ---------------------------------------------------------------------------------------------
 
 
-def fold_batch(plan, attrs, args, dims, bind):
+def fold_batch(
+    plan: CallPlan,
+    attrs: tuple[Any, ...],
+    args: Sequence[Any],
+    dims: Sequence[int | None],
+    bind: Callable[..., Any],
+) -> tuple[list[Any], list[int]] | None:
     """(outputs, out dims) of a vmapped call whose batch folds into a leading parallel symbol,
     or None when the shapes do not allow it. ``bind`` binds the primitive."""
     rule = rule_of(plan)
@@ -326,8 +364,12 @@ def fold_batch(plan, attrs, args, dims, bind):
     if size is None or (args and not all(a.ndim >= 1 for a in args)):
         return None
     folded = []
-    for a, bd in zip(args, dims):
-        a = jnp.moveaxis(a, bd, 0) if bd is not None else jnp.broadcast_to(a, (size, *a.shape))
+    for arg, bd in zip(args, dims):
+        a = (
+            jnp.moveaxis(arg, bd, 0)
+            if bd is not None
+            else jnp.broadcast_to(arg, (size, *arg.shape))
+        )
         folded.append(a.reshape((a.shape[0] * a.shape[1], *a.shape[2:])))
     width = _symbol_width(plan.meta, sym)
     if folded and folded[0].shape[0] > width:
@@ -336,7 +378,7 @@ def fold_batch(plan, attrs, args, dims, bind):
     return [o.reshape((size, n, *o.shape[1:])) for o in outs], [0] * len(outs)
 
 
-def _symbol_width(meta, sym) -> int:
+def _symbol_width(meta: Mapping[str, Any] | None, sym: str | None) -> int:
     for s in (meta or {}).get("symbols") or []:
         if isinstance(s, dict) and s.get("name") == sym and s.get("width") == "int32":
             return (1 << 31) - 1

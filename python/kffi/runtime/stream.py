@@ -36,7 +36,8 @@ def _current_cuda_device() -> int:
         import torch
 
         if torch.cuda.is_available():
-            return torch.cuda.current_device()
+            device: int = torch.cuda.current_device()
+            return device
     except ImportError:
         pass
     return 0

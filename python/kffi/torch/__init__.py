@@ -18,7 +18,10 @@ through torch's DLPack exchange API: the same DLTensors, about 30 ns less per te
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from ..contract import _abstract
+from ..runtime._objects import Module
 from . import _glue
 from ._autograd import register_autograd
 from ._deploy import cpp_flags, save_ops
@@ -51,42 +54,43 @@ fast_tensor_import(build=False)  # free where the library is built already
 class OpNamespace:
     """The ops made from a module's functions: ``ops.scale``, ``ops["scale"]``, ``list(ops)``."""
 
-    def __init__(self, namespace: str, ops: dict):
+    def __init__(self, namespace: str, ops: dict[str, TorchOp]) -> None:
         self._namespace = namespace
         self._ops = dict(ops)
 
-    def __getattr__(self, name):
+    def __getattr__(self, name: str) -> TorchOp:
         try:
-            return self.__dict__["_ops"][name]
+            ops: dict[str, TorchOp] = self.__dict__["_ops"]  # not self._ops: no recursion
+            return ops[name]
         except KeyError:
             raise AttributeError(
                 f"kffi.torch: namespace {self._namespace!r} has no op {name!r}; ops: "
                 f"{', '.join(sorted(self._ops)) or '(none)'}"
             ) from None
 
-    def __getitem__(self, name):
+    def __getitem__(self, name: str) -> TorchOp:
         return self._ops[name]
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[str]:
         return iter(self._ops)
 
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self._ops)
 
-    def __contains__(self, name):
+    def __contains__(self, name: object) -> bool:
         return name in self._ops
 
-    def __dir__(self):
+    def __dir__(self) -> list[str]:
         return sorted(set(super().__dir__()) | set(self._ops))
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"<kffi.torch ops {self._namespace}: {', '.join(sorted(self._ops))}>"
 
 
-def ops_of_module(module, namespace: str) -> OpNamespace:
+def ops_of_module(module: Module, namespace: str) -> OpNamespace:
     """Registers every function of ``module`` that has a contract as ``namespace::<name>``
     (functions whose names are not identifiers are skipped)."""
-    ops = {}
+    ops: dict[str, TorchOp] = {}
     for name in module.functions():
         fn = module.get_function(name)
         if not name.isidentifier() or fn is None:

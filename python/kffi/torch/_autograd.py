@@ -18,20 +18,22 @@ a silent grad_fn=None).
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
+from typing import Any
 
 import torch
 
 from ..contract import _abstract
 from ..runtime._objects import Function
 from ._op import TorchOp, register_op, registered_ops
-from ._schema import signature_of
+from ._schema import OpSignature, signature_of
 
 __all__ = ["register_autograd"]
 
 _lock = threading.Lock()
 
 
-def _resolve(op) -> TorchOp:
+def _resolve(op: TorchOp | str) -> TorchOp:
     if isinstance(op, TorchOp):
         return op
     if isinstance(op, str):
@@ -44,10 +46,13 @@ def _resolve(op) -> TorchOp:
     )
 
 
-def _backward_signature(op: TorchOp, backward):
+def _backward_signature(
+    op: TorchOp, backward: Function | TorchOp
+) -> tuple[OpSignature, bool | None]:
     """(signature, allocate) of the backward op made from ``backward`` (not registered yet)."""
+    allocate: bool | None = None
     if isinstance(backward, TorchOp):
-        sig, allocate = backward.sig, None
+        sig = backward.sig
     else:
         meta = getattr(backward, "_metadata", None)
         if not _abstract.has_structured_contract(meta):
@@ -71,7 +76,12 @@ def _backward_name(op: TorchOp) -> str:
     return op.qualname + "_kffi_backward"
 
 
-def register_autograd(op, backward, *, setup_context=None) -> None:
+def register_autograd(
+    op: TorchOp | str,
+    backward: Function | TorchOp | Callable[..., Any],
+    *,
+    setup_context: Callable[[Any, tuple[Any, ...], Any], None] | None = None,
+) -> None:
     """Makes ``op`` (a :class:`TorchOp`) differentiable with ``backward``.
 
     ``backward``: a kffi function with a contract, called with ``(*residuals, *grads,
@@ -126,15 +136,14 @@ def register_autograd(op, backward, *, setup_context=None) -> None:
                 bwd = register_op(backward, _backward_name(op), allocate=allocate)
             param_names = {p.name for p in bwd_args if p.kind != "tensor"}
 
-            def torch_backward(ctx, *grads):
+            def torch_backward(ctx: Any, *grads: Any) -> Any:
                 params = {k: v for k, v in ctx.kffi_params.items() if k in param_names}
                 # Gradients arrive in any layout (sum's is an expanded, stride-0 tensor); kernels
                 # are written for dense memory.
-                grads = [g.contiguous() if isinstance(g, torch.Tensor) else g for g in grads]
-                out = bwd(*ctx.saved_tensors, *grads, **params)
+                dense = [g.contiguous() if isinstance(g, torch.Tensor) else g for g in grads]
+                out = bwd(*ctx.saved_tensors, *dense, **params)
                 it = iter(out if isinstance(out, tuple) else (out,))
                 return tuple(next(it) if p.kind == "tensor" else None for p in args)
-
         elif callable(backward):
             torch_backward = backward
         else:
@@ -143,7 +152,7 @@ def register_autograd(op, backward, *, setup_context=None) -> None:
                 f"function, got {type(backward).__name__}"
             )
 
-        def torch_setup(ctx, inputs, output):
+        def torch_setup(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
             ctx.kffi_params = {name: inputs[i] for i, name in scalar_names}
             if setup_context is None:
                 ctx.save_for_backward(*(inputs[i] for i in tensor_idx))

@@ -14,6 +14,8 @@ import hashlib
 import os
 import shlex
 import sys
+from collections.abc import Sequence
+from typing import Any
 
 from ..build.cpp import _config_flags
 from . import _glue
@@ -41,7 +43,7 @@ def _field(value: str, what: str, op: str) -> str:
     return value
 
 
-def _ops_of(ops) -> list:
+def _ops_of(ops: Any) -> list[TorchOp]:
     if ops is None:
         return list(registered_ops().values())
     if isinstance(ops, TorchOp):
@@ -60,7 +62,7 @@ def _ops_of(ops) -> list:
     return out
 
 
-def _line(op: TorchOp, base: str | None, glue) -> str:
+def _line(op: TorchOp, base: str | None, glue: Any) -> str:
     origin = getattr(op.fn, "_origin", None)
     if not (isinstance(origin, tuple) and len(origin) == 2 and isinstance(origin[0], str)):
         raise ValueError(
@@ -92,7 +94,7 @@ def _line(op: TorchOp, base: str | None, glue) -> str:
     return "\t".join(fields)
 
 
-def save_ops(path, ops=None, *, relative: bool = False) -> str:
+def save_ops(path: str | os.PathLike[str], ops: Any = None, *, relative: bool = False) -> str:
     """Writes the manifest of kffi.torch ops that ``kffi::torch::RegisterOps(path)`` registers in
     a C++ program (see docs/deploy.md). ``ops``: a TorchOp, the namespace ``module.torch_ops(ns)``
     returns, a list or dict of TorchOps, or None for every op kffi.torch registered in this
@@ -111,7 +113,7 @@ def save_ops(path, ops=None, *, relative: bool = False) -> str:
     return path
 
 
-def cpp_flags(compile: bool = True, link: bool = True) -> list:
+def cpp_flags(compile: bool = True, link: bool = True) -> list[str]:
     """The flags of a C++ program using ``<kffi/torch.h>`` and libtorch (AOTIModelPackageLoader
     included). Compile flags: C++20, torch's C++ ABI, the include folders of kffi.torch, torch and
     kffi (kffi-config's). Link flags: the dispatcher glue library (built here on first use; the
@@ -119,7 +121,7 @@ def cpp_flags(compile: bool = True, link: bool = True) -> list:
     with its rpath; give them after the objects. The program does not link libpython."""
     import torch
 
-    flags = []
+    flags: list[str] = []
     if compile:
         abi = int(getattr(torch._C, "_GLIBCXX_USE_CXX11_ABI", 1))
         # kffi-config's -std=c++17 fits kernel libraries; torch's headers need C++20.
@@ -157,7 +159,7 @@ def cpp_flags(compile: bool = True, link: bool = True) -> list:
 _USAGE = "usage: python -m kffi.torch [--cxxflags] [--ldflags] | --cmake-info"
 
 
-def main(argv=None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else list(argv)
     if args == ["--cmake-info"]:
         # For kffi's CMake package (cmake/kffiTorch.cmake, the kffi::torch target): the folder

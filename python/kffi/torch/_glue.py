@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
+from types import ModuleType
 from typing import Any
 
 from .. import _core
@@ -59,7 +61,8 @@ _DISPATCH_HEADERS = (
 )
 
 
-def _torch_dirs():
+def _torch_dirs() -> tuple[str, list[str], str]:
+    """torch's include folder, the include paths its C++ API needs, and its lib folder."""
     import torch
 
     root = os.path.dirname(torch.__file__)
@@ -80,7 +83,7 @@ def _headers_digest(include: str) -> str:
     )
 
 
-def _torch_flags(torch) -> list:
+def _torch_flags(torch: ModuleType) -> list[str]:
     include = _torch_dirs()[0]
     abi = int(getattr(torch._C, "_GLIBCXX_USE_CXX11_ABI", 1))
     return [
@@ -96,7 +99,7 @@ def _torch_flags(torch) -> list:
     ]
 
 
-def _loaded_libstdcxx():
+def _loaded_libstdcxx() -> str | None:
     """The path of the libstdc++ shared object this process runs (torch's), or None."""
     try:
         with open("/proc/self/maps") as f:
@@ -109,7 +112,7 @@ def _loaded_libstdcxx():
     return None
 
 
-def _torch_ldflags() -> list:
+def _torch_ldflags() -> list[str]:
     libdir = _torch_dirs()[2]
     flags = [f"-L{libdir}", f"-Wl,-rpath,{libdir}", "-lc10", "-ltorch_cpu"]
     # The glue passes C++ objects to and from libtorch (strings, streams, c10 errors), so it must
@@ -138,7 +141,7 @@ def _eager_options() -> dict[str, Any]:
     }
 
 
-def _eager_lib(build: bool = True):
+def _eager_lib(build: bool = True) -> Any:
     """The extension module of _eager.cc and _import.cc (built on first use: a few seconds),
     or None when it cannot be built here (no Python headers) or, with build=False, is not built
     yet. Thread safe."""
@@ -182,14 +185,15 @@ _eager: Glue[Any] = Glue(
 )
 
 
-def eager_maker():
+def eager_maker() -> Callable[..., Any] | None:
     """kffi_torch_make_eager from _eager.cc, or None when it cannot be built here: eager calls
     then take the Python gate. Installs the tensor import too (install_tensor_import)."""
     lib = _eager_lib()
     if lib is None:
         return None
     install_tensor_import(build=False)
-    return lib.kffi_torch_make_eager
+    maker: Callable[..., Any] = lib.kffi_torch_make_eager  # a function of the PyDLL
+    return maker
 
 
 def install_tensor_import(build: bool = True) -> bool:

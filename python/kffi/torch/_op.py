@@ -14,19 +14,28 @@ from __future__ import annotations
 
 import re
 import threading
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, cast
 
 import torch
 
 from ..contract import _abstract
 from ..runtime._objects import Function
 from . import _glue
-from ._schema import RET_NONE, RET_TENSOR, RET_TENSOR_LIST, RET_TENSORS, signature_of
+from ._schema import (
+    RET_NONE,
+    RET_TENSOR,
+    RET_TENSOR_LIST,
+    RET_TENSORS,
+    OpSignature,
+    signature_of,
+)
 
 __all__ = ["TorchOp", "register_op", "registered_ops"]
 
 _QUALNAME = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)::([A-Za-z_][A-Za-z0-9_]*)")
 _lock = threading.Lock()
-_registry: dict = {}  # qualname -> TorchOp
+_registry: dict[str, TorchOp] = {}  # qualname -> TorchOp
 
 # The Python gate's checks, bound once (each is one C call); _eager.cc reads the same state.
 _Tensor = torch.Tensor
@@ -42,19 +51,22 @@ _is_conj = torch._C.TensorBase.is_conj
 _increment_version = torch.autograd.graph.increment_version
 
 
-def _is_lazy_view(t) -> bool:
+def _is_lazy_view(t: torch.Tensor) -> bool:
     """A lazy negative or conjugate view: kffi refuses those, torch's dispatcher resolves them."""
-    return _is_neg(t) or _is_conj(t)
+    lazy: bool = _is_neg(t) or _is_conj(t)
+    return lazy
 
 
-def _torch_dtype(name: str):
+def _torch_dtype(name: str) -> torch.dtype:
     dt = getattr(torch, str(name), None)
     if not isinstance(dt, torch.dtype):
         raise TypeError(f"kffi.torch: dtype {name!r} has no torch equivalent")
     return dt
 
 
-def _pick_dtype(dtypes, tensors, label, what):
+def _pick_dtype(
+    dtypes: Sequence[str], tensors: Iterable[torch.Tensor | None], label: str, what: str
+) -> torch.dtype:
     """The dtype of an output: the contract's one dtype, else that of the first tensor argument
     (schema order) the contract allows for it (as the C++ kernel picks)."""
     if len(dtypes) == 1:
@@ -76,7 +88,17 @@ class TorchOp:
     ``mutates_args`` (the parameters written in place), ``has_autograd`` (a rule is attached).
     """
 
-    def __init__(self, fn, sig, lib, overload, handles):
+    # What registered it (register_op's _origin): a second registration of the same is this op.
+    _origin: tuple[Any, ...]
+
+    def __init__(
+        self,
+        fn: Function,
+        sig: OpSignature,
+        lib: torch.library.Library,
+        overload: Any,
+        handles: dict[str, Any],
+    ) -> None:
         self.fn = fn
         self.sig = sig
         self.qualname = sig.qualname
@@ -97,6 +119,7 @@ class TorchOp:
         self.__name__ = sig.qualname.split("::")[1]
         self.__doc__ = getattr(fn, "__doc__", None)
         make = _glue.eager_maker() if self._direct else None
+        self._eager: Callable[..., Any]
         if make is None:
             self._eager = self._call_python
         else:
@@ -111,12 +134,12 @@ class TorchOp:
                 self._written_pos,
             )
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"<kffi.torch op {self.qualname}{self.schema}>"
 
     # -- eager calls ----------------------------------------------------------------------------
 
-    def __call__(self, *args, **kwargs):
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
         # torch.compile traces the op (dynamo reads this check as True); eager calls take the
         # gate (_eager.cc, else _call_python), which calls the kffi function directly unless
         # something traces or differentiates the call.
@@ -124,7 +147,7 @@ class TorchOp:
             return self.default(*args, **kwargs)
         return self._eager(*args, **kwargs)
 
-    def _call_python(self, *args, **kwargs):
+    def _call_python(self, *args: Any, **kwargs: Any) -> Any:
         """The eager gate in Python (keyword arguments; the C gate's fallback)."""
         if _dispatch_modes() or _function_modes() or _functorch_layer():
             return self.default(*args, **kwargs)
@@ -156,7 +179,7 @@ class TorchOp:
             return list(out) if kind == RET_TENSOR_LIST else tuple(out)
         return self._call_planned(args, kwargs)
 
-    def _bump_written(self, args, kwargs):
+    def _bump_written(self, args: Sequence[Any], kwargs: Mapping[str, Any]) -> None:
         """New versions for the tensors a direct call wrote (autograd checks saved tensors')."""
         n = len(args)
         for i in self._written_pos:
@@ -171,10 +194,10 @@ class TorchOp:
             f"{', '.join(self.sig.returns)}"
         )
 
-    def _missing_result(self):
+    def _missing_result(self) -> None:
         raise TypeError(self._missing_message())
 
-    def _bind(self, args, kwargs) -> list:
+    def _bind(self, args: Sequence[Any], kwargs: Mapping[str, Any]) -> list[Any]:
         """The op's arguments in schema order, defaults filled in (TypeError as Python's)."""
         names = self._names
         if len(args) > len(names):
@@ -196,7 +219,7 @@ class TorchOp:
                 values[i] = p.default
         return values
 
-    def _call_planned(self, args, kwargs):
+    def _call_planned(self, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Any:
         """An eager call whose kffi arguments differ from the op's: allocated outputs, streams."""
         sig = self.sig
         values = self._bind(args, kwargs)
@@ -212,7 +235,7 @@ class TorchOp:
             dtype = _pick_dtype(p.dtypes, tensors, sig.label, repr(p.name))
             allocated.append(torch.empty(shape, dtype=dtype, device=device))
         it = iter(allocated)
-        call = []
+        call: list[Any] = []
         for p in sig.params:
             if p.allocated:
                 call.append(next(it))
@@ -239,7 +262,7 @@ class TorchOp:
 _MISSING = object()
 
 
-def _dim_of(by_name, source, sig):
+def _dim_of(by_name: Mapping[str, Any], source: tuple[str, int], sig: OpSignature) -> Any:
     """Dimension source[1] of argument source[0], for an allocated output (as _dispatch.cc)."""
     t = by_name[source[0]]
     i = [p.name for p in sig.schema_args].index(source[0])
@@ -258,37 +281,41 @@ def _dim_of(by_name, source, sig):
 # ---------------------------------------------------------------------------------------------
 
 
-def _bind_symbols(sig, by_name):
+def _bind_symbols(
+    sig: OpSignature, by_name: Mapping[str, Any]
+) -> tuple[dict[str, Any], str | None]:
     """(symbol values, first rank mismatch) from the tensors given (required arguments first,
     then in order). Lenient on purpose: contradictions are left to the kernel's contract check,
     which raises the contract's own message when the graph runs. The rank mismatch, a message
     in the contract check's words, is raised only when an output's shape needs what it hides."""
-    env, mismatch = {}, None
+    env: dict[str, Any] = {}
+    mismatch: str | None = None
     candidates = [p for p in sig.schema_args if p.kind == "tensor" and p.shape is not None]
     candidates.sort(key=lambda p: p.optional)
     for p in candidates:
         t = by_name.get(p.name)
         if t is None:
             continue
-        if t.dim() != len(p.shape):
+        decl = cast("tuple[Any, ...]", p.shape)  # a candidate's: not None
+        if t.dim() != len(decl):
             if mismatch is None:
                 mismatch = (
-                    f"{p.name}.ndim: expected {len(p.shape)}, got {t.dim()} (argument "
+                    f"{p.name}.ndim: expected {len(decl)}, got {t.dim()} (argument "
                     f"#{p.index} of `{_signature_text(sig)}`)"
                 )
             continue
-        for dim, size in zip(p.shape, t.shape):
+        for dim, size in zip(decl, t.shape):
             if isinstance(dim, str) and not dim.startswith("*") and dim not in env:
                 env[dim] = size
     return env, mismatch
 
 
-def _signature_text(sig) -> str:
-    params = sig.meta.get("params") or []
+def _signature_text(sig: OpSignature) -> str:
+    params = (sig.meta or {}).get("params") or []  # called for contracts, which have metadata
     return f"{sig.label}(" + ", ".join(f"{p.get('name')}: {p.get('type')}" for p in params) + ")"
 
 
-def _contract_fake(sig):
+def _contract_fake(sig: OpSignature) -> Callable[..., Any]:
     """The fake implementation a contract gives: allocated outputs, then declared outputs."""
     names = [p.name for p in sig.schema_args]
     tensor_names = [p.name for p in sig.schema_args if p.kind == "tensor"]
@@ -296,17 +323,18 @@ def _contract_fake(sig):
     outputs = sig.outputs
     allocated = sig.allocated
 
-    def fake(*args, **kwargs):
+    def fake(*args: Any, **kwargs: Any) -> Any:
         by_name = dict(zip(names, args))
         by_name.update(kwargs)
         tensors = [by_name.get(n) for n in tensor_names]
         t0 = by_name.get(names[device_arg]) if device_arg >= 0 else None
         device = t0.device if t0 is not None else torch.device("cpu")
         env, mismatch = _bind_symbols(sig, by_name)
-        outs = []
+        outs: list[torch.Tensor] = []
         for p in allocated:
-            shape = []
-            for d, dim in enumerate(p.shape):
+            shape: list[Any] = []
+            # A contract's allocated output: its tensor declares a shape.
+            for d, dim in enumerate(cast("tuple[Any, ...]", p.shape)):
                 if isinstance(dim, int):
                     shape.append(dim)
                 elif dim in env:
@@ -340,8 +368,8 @@ def _contract_fake(sig):
     return fake
 
 
-def _untraceable_fake(sig):
-    def fake(*args, **kwargs):
+def _untraceable_fake(sig: OpSignature) -> Callable[..., Any]:
+    def fake(*args: Any, **kwargs: Any) -> Any:
         raise NotImplementedError(
             f"kffi.torch: {sig.qualname} returns {', '.join(sig.returns)}, which its contract "
             f"cannot predict while tracing (torch.compile, fake tensors); register it with "
@@ -351,7 +379,7 @@ def _untraceable_fake(sig):
     return fake
 
 
-def _fake_for(sig, fake):
+def _fake_for(sig: OpSignature, fake: Callable[..., Any] | None) -> Callable[..., Any]:
     if fake is not None:
         if not callable(fake):
             raise TypeError(f"kffi.torch: fake is a function of fake tensors, got {fake!r}")
@@ -375,11 +403,14 @@ def _fake_for(sig, fake):
 # ---------------------------------------------------------------------------------------------
 
 
-def _origin(fn, module_name, mutates_args, allocate) -> tuple:
+def _origin(
+    fn: Function, module_name: str | None, mutates_args: Any, allocate: Any
+) -> tuple[Any, ...]:
     """What makes two registrations the same: where the function comes from (a module's
     function of that name, a kffi.compile library, else this very object) and the options."""
     name = (getattr(fn, "_metadata", None) or {}).get("name")
     path = getattr(fn, "library_path", None)
+    where: tuple[Any, ...]
     if module_name is not None:
         where = ("module", module_name, name)
     elif path:
@@ -396,7 +427,13 @@ def _origin(fn, module_name, mutates_args, allocate) -> tuple:
 
 
 def register_op(
-    fn, qualname: str, *, mutates_args=None, fake=None, allocate=None, _module_name=None
+    fn: Function,
+    qualname: str,
+    *,
+    mutates_args: str | Iterable[str] | None = None,
+    fake: Callable[..., Any] | None = None,
+    allocate: bool | str | Iterable[str] | None = None,
+    _module_name: str | None = None,
 ) -> TorchOp:
     """Registers the kffi function ``fn`` as the torch op ``qualname`` ("namespace::name").
 
@@ -469,7 +506,7 @@ def register_op(
     return op
 
 
-def registered_ops() -> dict:
+def registered_ops() -> dict[str, TorchOp]:
     """{qualname: TorchOp} of the ops kffi.torch registered in this process."""
     with _lock:
         return dict(_registry)

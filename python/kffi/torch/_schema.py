@@ -10,8 +10,11 @@ parameter where it stands in the op (schema argument, stream, allocated output).
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
+from ..runtime._objects import Function
 from . import _glue
 
 __all__ = ["OpSignature", "Param", "signature_of"]
@@ -34,9 +37,10 @@ class Param:
     default: object = _NO_DEFAULT
     mutable: bool = False
     allocated: bool = False
-    shape: tuple | None = None
-    dtypes: tuple = ()
-    alloc_dims: list = field(default_factory=list)
+    shape: tuple[Any, ...] | None = None  # the metadata's: ints, symbol names, wildcards
+    dtypes: tuple[str, ...] = ()
+    # per dimension of an allocated output: an int, or (argument name, dimension)
+    alloc_dims: list[int | tuple[str, int]] = field(default_factory=list)
 
     @property
     def has_default(self) -> bool:
@@ -49,27 +53,28 @@ class OpSignature:
 
     qualname: str
     label: str  # the function's name, for messages
-    params: list
-    returns: list  # torch return types
+    params: list[Param]
+    returns: list[str]  # torch return types
     ret_kind: int
     n_fn_returns: int  # tensors the function itself returns
-    outputs: list = field(default_factory=list)  # declared returned outputs (metadata dicts)
-    meta: dict | None = None
+    # declared returned outputs (metadata dicts)
+    outputs: list[dict[str, Any]] = field(default_factory=list)
+    meta: dict[str, Any] | None = None
     contract: bool = False
     _schema: str = ""
-    _plan: list = field(default_factory=list)
+    _plan: list[int] = field(default_factory=list)
     _device_arg: int = -1
 
     @property
-    def schema_args(self) -> list:
+    def schema_args(self) -> list[Param]:
         return [p for p in self.params if p.schema_type is not None]
 
     @property
-    def allocated(self) -> list:
+    def allocated(self) -> list[Param]:
         return [p for p in self.params if p.allocated]
 
     @property
-    def mutated(self) -> list:
+    def mutated(self) -> list[str]:
         return [p.name for p in self.params if p.mutable and not p.allocated]
 
     @property
@@ -81,7 +86,7 @@ class OpSignature:
         """The torch schema, without the name: ``(Tensor(a!) y, Tensor x, float f=2.) -> ()``."""
         return self._schema
 
-    def native_plan(self, packed_dtype=None) -> list:
+    def native_plan(self, packed_dtype: object = None) -> list[int]:
         """The flat call plan of _dispatch.cc (dtypes packed by the glue)."""
         return list(self._plan)
 
@@ -90,12 +95,12 @@ class OpSignature:
         first tensor; -1 when none)."""
         return self._device_arg
 
-    def alloc_dims(self, p: Param) -> list:
+    def alloc_dims(self, p: Param) -> list[int | tuple[str, int]]:
         """Per dimension of an allocated output: an int, or (argument name, dimension)."""
         return list(p.alloc_dims)
 
 
-def _names(value, what: str) -> list:
+def _names(value: str | Iterable[str], what: str) -> list[str]:
     if isinstance(value, str):
         value = (value,)
     try:
@@ -108,7 +113,13 @@ def _names(value, what: str) -> list:
     return sorted(names)
 
 
-def signature_of(fn, qualname: str, *, mutates_args=None, allocate=None) -> OpSignature:
+def signature_of(
+    fn: Function,
+    qualname: str,
+    *,
+    mutates_args: str | Iterable[str] | None = None,
+    allocate: bool | str | Iterable[str] | None = None,
+) -> OpSignature:
     """The op signature of ``fn`` (a kffi Function with metadata) under ``qualname``."""
     meta = getattr(fn, "_metadata", None)
     label = (meta or {}).get("name") or getattr(fn, "__name__", None) or "function"
@@ -118,7 +129,8 @@ def signature_of(fn, qualname: str, *, mutates_args=None, allocate=None) -> OpSi
             f"made from functions of kffi.load_module(...) / kffi.compile / kffi.cpp.load_inline"
         )
     mutates = [] if mutates_args is None else _names(mutates_args, "mutates_args")
-    mode, alloc_names = 0, []
+    mode = 0
+    alloc_names: list[str] = []
     if allocate is True:
         mode = 1
     elif allocate:
@@ -129,7 +141,7 @@ def signature_of(fn, qualname: str, *, mutates_args=None, allocate=None) -> OpSi
         )
     )
     meta_params = meta["params"]
-    params = []
+    params: list[Param] = []
     for i, item in enumerate(raw):
         name, kind, schema_type, optional, has_default, mutable, allocated, dtypes, dims = item
         p = meta_params[i] if isinstance(meta_params[i], dict) else {}

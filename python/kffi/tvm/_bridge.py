@@ -30,6 +30,8 @@ from __future__ import annotations
 
 import importlib.util
 import os
+from collections.abc import Callable
+from typing import Any
 
 from .. import _core, _reflection, libinfo
 from .._lazy import lazy
@@ -114,16 +116,17 @@ _reflection._foreign_registrars.append(_register_foreign)
 
 
 @lazy
-def _object_from_address():
+def _object_from_address() -> Callable[[int | None], Any]:
     """tvm_ffi's `kffi.object_from_address` global (registered once by the bridge)."""
     import tvm_ffi
 
     _bridge()
     _core._tvm_install()
-    return tvm_ffi.get_global_func("kffi.object_from_address")
+    from_address: Callable[[int | None], Any] = tvm_ffi.get_global_func("kffi.object_from_address")
+    return from_address
 
 
-def to_tvm_ffi(obj):
+def to_tvm_ffi(obj: Function | Tensor) -> Any:
     """The tvm_ffi object for a kffi Function or Tensor (cached on obj)."""
     peer = getattr(obj, "_tvm_ffi_peer", None)
     if peer is not None:
@@ -135,24 +138,31 @@ def to_tvm_ffi(obj):
     return peer
 
 
-def _tvm_ffi_object(self):
+def _tvm_ffi_object(self: Function | Tensor) -> Any:
     return to_tvm_ffi(self)
 
 
-def _seq_value(self):
+def _seq_value(self: Array | Shape) -> tuple[Any, ...]:
     return tuple(self)
 
 
-def _map_value(self):
+def _map_value(self: Map) -> dict[Any, Any]:
     return dict(self.items())
 
 
-Function.__tvm_ffi_object__ = _tvm_ffi_object
-Tensor.__tvm_ffi_object__ = _tvm_ffi_object
-Array.__tvm_ffi_value__ = _seq_value  # List inherits it
-Shape.__tvm_ffi_value__ = _seq_value
-Map.__tvm_ffi_value__ = _map_value  # Dict inherits it
-Dict.__tvm_ffi_value__ = _map_value
+# The protocol methods tvm_ffi looks up on the classes (the runtime's classes know nothing of
+# tvm_ffi: this layer adds them).
+_PROTOCOL: tuple[tuple[type[Object], str, Callable[[Any], Any]], ...] = (
+    (Function, "__tvm_ffi_object__", _tvm_ffi_object),
+    (Tensor, "__tvm_ffi_object__", _tvm_ffi_object),
+    (Array, "__tvm_ffi_value__", _seq_value),  # List inherits it
+    (Shape, "__tvm_ffi_value__", _seq_value),
+    (Map, "__tvm_ffi_value__", _map_value),  # Dict inherits it
+    (Dict, "__tvm_ffi_value__", _map_value),
+)
+for _cls, _name, _impl in _PROTOCOL:
+    setattr(_cls, _name, _impl)
+del _cls, _name, _impl
 
 
 @lazy

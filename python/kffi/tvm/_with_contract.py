@@ -12,16 +12,30 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterable
+from typing import Any
 
 from .. import _core
-from ..contract._compile import MAX_CONTRACT_BYTES, FakeStream, _as_fake, render_contract
+from ..contract._compile import (
+    MAX_CONTRACT_BYTES,
+    FakeStream,
+    FakeTensor,
+    _as_fake,
+    render_contract,
+)
 from ..runtime._objects import Function, _annotate, _check_metadata
 
 __all__ = ["with_contract"]
 
 
 def with_contract(
-    fn, *contract, param_names=None, outputs=None, device=None, name=None, doc=""
+    fn: Function,
+    *contract: Any,
+    param_names: Iterable[str] | None = None,
+    outputs: FakeTensor | Iterable[FakeTensor] | None = None,
+    device: str | None = None,
+    name: str | None = None,
+    doc: str = "",
 ) -> Function:
     """A kffi Function that checks each call against a contract, then calls ``fn`` with the same
     arguments.

@@ -192,6 +192,12 @@ PyObject* TvmExportObject(PyObject*, PyObject* obj) {
   const TvmPythonApi* api = RequireApi();
   if (api == nullptr) return nullptr;
   KFFIObjectHandle h = GetHandle(obj);
+  if (h == nullptr) {
+    if (!RaiseIfReleased(obj)) {
+      PyErr_Format(PyExc_TypeError, "expected a kffi object, got %s", Py_TYPE(obj)->tp_name);
+    }
+    return nullptr;
+  }
   KFFIObjectHandle out = nullptr;
   if (api->export_object(h, &out) != 0) return RaiseFromKFFIError(-1);
   return PyLong_FromVoidPtr(out);

@@ -405,7 +405,7 @@ def cpp_contract_messages() -> set[str]:
 def python_contract_messages() -> set[str]:
     """The longest fixed piece of each message python/kffi/contract/_compile.py raises, and those
     of the shape evaluator it re-exports (kffi.contract._abstract.eval_shape_rpn, whose messages
-    _core's PyRpnDomain builds in python/src/core_module.cc)."""
+    _core's PyRpnDomain builds in python/src/py_shape_rpn.cc)."""
     tree = ast.parse((REPO / "python" / "kffi" / "contract" / "_compile.py").read_text())
     found = set()
     for node in ast.walk(tree):
@@ -421,7 +421,7 @@ def python_contract_messages() -> set[str]:
         best = max(parts, key=len, default="")
         if len(best.strip()) >= 6:
             found.add(best)
-    core = (REPO / "python" / "src" / "core_module.cc").read_text()
+    core = (REPO / "python" / "src" / "py_shape_rpn.cc").read_text()
     start = core.index("class PyRpnDomain")
     region = core[start : core.index("/// An owned copy of a stored value", start)]
     literal = re.compile(r"\"((?:[^\"\\]|\\.)*)\"")
@@ -432,7 +432,7 @@ def python_contract_messages() -> set[str]:
         best = max(parts, key=len, default="")
         if len(best.strip()) >= 6:
             evaluator.add(best)
-    assert len(evaluator) >= 8, f"core_module.cc's PyRpnDomain has no messages: {evaluator}"
+    assert len(evaluator) >= 8, f"py_shape_rpn.cc's PyRpnDomain has no messages: {evaluator}"
     return found | evaluator
 
 

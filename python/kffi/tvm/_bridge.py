@@ -61,7 +61,7 @@ def install_bridge_hooks() -> None:
         _bridge()
 
 
-def _prepare_foreign(cls: type, index: int) -> None:
+def _prepare_foreign(cls: type[Any], index: int) -> None:
     """Fields (descriptors), methods the class does not define itself, and the structural flag
     of apache-tvm-ffi's type index on cls; registers cls as the type's class."""
     _key, structural, fields, methods = _core._tvm_foreign_reflection(index)
@@ -76,7 +76,7 @@ def _prepare_foreign(cls: type, index: int) -> None:
         cls._field_values = _field_values
     for name, fn, is_static in methods:
         if name not in cls.__dict__ or getattr(cls.__dict__[name], "_kffi_native", False):
-            m = staticmethod(fn) if is_static else _reflection._method(fn, name)
+            m: Any = staticmethod(fn) if is_static else _reflection._method(fn, name)
             if not is_static:
                 m._kffi_native = True
             setattr(cls, name, m)

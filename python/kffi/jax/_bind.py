@@ -32,6 +32,7 @@ import numpy as np
 
 from .._type_text import is_tensor
 from ..runtime._objects import _shown_type
+from ._records import bind_record, record_layout
 
 try:  # public names first; jax moves internals between releases
     from jax.core import Tracer
@@ -284,6 +285,8 @@ def bind_contract(fn, meta, args, kwargs) -> Binding:
                     f"kffi.jax: {label}: parameter {names[i]!r} is a tensor, got {type(v).__name__}"
                 )
             b.add_operand(v, names[i])
+        elif (layout := record_layout(p)) is not None:
+            bind_record(b, names[i], layout, v, f" (argument #{i} of `{signature(meta)}`)")
         else:
             if is_array(v):
                 raise TypeError(
@@ -420,6 +423,8 @@ def bind_named(fn, meta, args, kwargs, out_names, out_avals) -> Binding:
                     f"kffi.jax: {label}: parameter {names[i]!r} is a tensor, got {type(v).__name__}"
                 )
             b.add_operand(v)
+        elif (layout := record_layout(p)) is not None:
+            bind_record(b, names[i], layout, v, f" (argument #{i} of `{signature(meta)}`)")
         else:
             if is_array(v) and not isinstance(v, Tracer):  # attr_value explains tracers
                 raise TypeError(

@@ -107,6 +107,14 @@ def test_record_fields_are_attributes_named_param_field(rk):
         assert name in text
 
 
+def test_primitive_op_takes_the_record(rk):
+    op = kffi.jax.primitive(rk.blended, out_shapes=sds((4,)), vmap="sequential")
+    b = Blend(0.5, 2, True, "")
+    np.testing.assert_allclose(op(b, jnp.asarray(X)), X * factor(b))
+    batched = jax.vmap(lambda x: op(b, x))(jnp.stack([jnp.asarray(X), jnp.asarray(X) + 1]))
+    np.testing.assert_allclose(batched, np.stack([X, X + 1]) * factor(b))
+
+
 def test_traced_record_field_refused(rk):
     f = jax.jit(
         lambda a, x: kffi.jax.call(rk.blended, Blend(a, 2, True, ""), x, out_shapes=sds((4,)))

@@ -20,6 +20,7 @@ import torch
 from ..contract import _abstract
 from ..runtime._objects import Function
 from . import _glue
+from ._records import RecordArgs
 from ._schema import RET_NONE, RET_TENSOR, RET_TENSOR_LIST, RET_TENSORS, signature_of
 
 __all__ = ["TorchOp", "register_op", "registered_ops"]
@@ -93,6 +94,9 @@ class TorchOp:
         # The tensors the op writes: a direct call bumps their versions, as the dispatcher does.
         self._written_pos = tuple(i for i, p in enumerate(args) if p.mutable)
         self._direct = sig.direct
+        # Record parameters: the call passes each whole (or its fields by keyword); the op takes
+        # its fields (_records.py).
+        self._records = RecordArgs(sig, fn) if sig.records else None
         self._ret_kind = sig.ret_kind
         self.__name__ = sig.qualname.split("::")[1]
         self.__doc__ = getattr(fn, "__doc__", None)
@@ -120,6 +124,8 @@ class TorchOp:
         # torch.compile traces the op (dynamo reads this check as True); eager calls take the
         # gate (_eager.cc, else _call_python), which calls the kffi function directly unless
         # something traces or differentiates the call.
+        if self._records is not None:
+            args, kwargs = tuple(self._records.flatten(args, kwargs)), {}
         if _dynamo_compiling():
             return self.default(*args, **kwargs)
         return self._eager(*args, **kwargs)
@@ -218,6 +224,8 @@ class TorchOp:
                 call.append(next(it))
             elif p.kind == "stream":
                 call.append(torch.cuda.current_stream(device) if device.type == "cuda" else None)
+            elif p.kind == "record":
+                call.append(self._records.kffi_value(p, by_name))
             else:
                 call.append(by_name[p.name])
         out = self.fn(*call)

@@ -42,7 +42,7 @@ _lock = threading.Lock()
 _layouts: dict[str, tuple[str, tuple[tuple[str, str], ...]] | None] = {}
 
 
-def record_layout(param: dict) -> tuple[str, tuple[tuple[str, str], ...]] | None:
+def record_layout(param: dict[str, Any]) -> tuple[str, tuple[tuple[str, str], ...]] | None:
     """(type key, ((field, type), ...) of its writable fields) when the parameter's type is a
     registered kffi object type with fields, else None."""
     type_text = param.get("type")
@@ -69,7 +69,7 @@ def _field_names(cls: type) -> tuple[str, ...] | None:
     if dataclasses.is_dataclass(cls):
         return tuple(f.name for f in dataclasses.fields(cls))
     if issubclass(cls, tuple) and isinstance(getattr(cls, "_fields", None), tuple):
-        return tuple(cls._fields)
+        return tuple(cls._fields)  # type: ignore[attr-defined]
     return None
 
 

@@ -38,7 +38,7 @@ def _record_field_names(cls: type) -> tuple[str, ...] | None:
     if dataclasses.is_dataclass(cls):
         return tuple(f.name for f in dataclasses.fields(cls))
     if issubclass(cls, tuple) and isinstance(getattr(cls, "_fields", None), tuple):
-        return tuple(cls._fields)
+        return tuple(cls._fields)  # type: ignore[attr-defined]
     return None
 
 
@@ -61,9 +61,7 @@ class RecordArgs:
         # The value the kffi function takes for a record: a NamedTuple of exactly its writable
         # fields (kffi matches it to the parameter's type, in C++).
         self._tuple_types = {
-            p.name: collections.namedtuple(  # type: ignore[misc]
-                f"{p.name}_record", [f.field_name for f in p.fields]
-            )
+            p.name: collections.namedtuple(f"{p.name}_record", [f.field_name for f in p.fields])
             for p in sig.records
         }
 
@@ -129,7 +127,7 @@ class RecordArgs:
             out.append(self._field(p, f, v))
         return out
 
-    def flatten(self, args: tuple, kwargs: dict) -> list[object]:
+    def flatten(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[object]:
         """The op's schema arguments, in order (defaults filled in), from a call that passes
         each record whole or as its fields by keyword (``cfg_alpha=...``)."""
         slots = self._slots
@@ -178,6 +176,6 @@ class RecordArgs:
                 out.append(self._field(p, f, fields[f.name]))
         return out
 
-    def kffi_value(self, p: Any, by_name: dict) -> object:
+    def kffi_value(self, p: Any, by_name: dict[str, Any]) -> object:
         """What the kffi function takes for record parameter p, from the schema values."""
         return self._tuple_types[p.name](*(by_name[f.name] for f in p.fields))

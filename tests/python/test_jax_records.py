@@ -132,7 +132,7 @@ def test_traced_record_field_refused(rk):
         ),
         (Blend(0.5, 2.5, True, ""), r"^b\.n: expected int, got float"),
         (Blend(0.5, 2, True, 7), r"^b\.tag: expected str, got int"),
-        ((0.5, 2, True, ""), r"^b: expected a flat\.Blend .* got tuple"),
+        ((0.5, 2, True, ""), r"^b: expected flat\.Blend, got tuple"),
     ],
 )
 def test_wrong_field_types_name_the_field(rk, value, match):
@@ -167,7 +167,9 @@ def test_read_only_field_is_not_an_attribute(rk):
         shift: int
         version: int
 
-    with pytest.raises(TypeError, match=r"^k\.version: expected a field of flat\.Knobs"):
+    with pytest.raises(
+        TypeError, match=r"^k\.version: expected a (writable )?field of flat\.Knobs"
+    ):
         kffi.jax.call(
             rk.knobbed, jnp.asarray(X), WithVersion(1.0, 2, 3), out_shapes={"y": sds((4,))}
         )

@@ -120,16 +120,13 @@ def bind_record(
             )
     if isinstance(value, Object):
         if getattr(value, "type_key", None) != key:
-            raise TypeError(
-                f"{name}: expected a {key} (a dataclass or NamedTuple with its fields, or the "
-                f"object), got a {value.type_key}{where}"
-            )
+            raise TypeError(f"{name}: expected {key}, got {value.type_key}{where}")
     else:
         names = _field_names(type(value))
         if names is None:
             raise TypeError(
-                f"{name}: expected a {key} (a dataclass or NamedTuple with its fields, or the "
-                f"object), got {type(value).__name__}{where}"
+                f"{name}: expected {key}, got {type(value).__name__} (a dataclass or "
+                f"NamedTuple with its fields, or the object, passes){where}"
             )
         known = {f for f, _ in fields}
         for n in names:

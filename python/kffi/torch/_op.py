@@ -125,10 +125,45 @@ class TorchOp:
         # gate (_eager.cc, else _call_python), which calls the kffi function directly unless
         # something traces or differentiates the call.
         if self._records is not None:
+            if not _dynamo_compiling():
+                return self._call_records(args, kwargs)
             args, kwargs = tuple(self._records.flatten(args, kwargs)), {}
         if _dynamo_compiling():
             return self.default(*args, **kwargs)
         return self._eager(*args, **kwargs)
+
+    def _call_records(self, args, kwargs):
+        """An eager call of an op with record parameters. When nothing traces and the records
+        are passed whole, the kffi function takes the call as it is (the extension converts the
+        records, in C++); otherwise the fields are the op's arguments."""
+        r = self._records
+        if r.direct and not (_dispatch_modes() or _function_modes() or _functorch_layer()):
+            values = r.tensor_values(args, kwargs)
+            if values is not None:
+                grad = _grad_enabled()
+                for a in values:
+                    if a is not None and (
+                        type(a) is not _Tensor or (grad and a.requires_grad) or _is_lazy_view(a)
+                    ):
+                        break
+                else:
+                    out = self.fn(*args, **kwargs)
+                    for t in r.written_values(args, kwargs):
+                        if t is not None:
+                            _increment_version(t)
+                    return self._result(out)
+        return self._eager(*r.flatten(args, kwargs))
+
+    def _result(self, out):
+        """What a direct call's result becomes, by the op's return kind."""
+        kind = self._ret_kind
+        if kind == RET_NONE:
+            return None
+        if kind == RET_TENSOR or kind > RET_TENSOR_LIST:
+            if out is None:
+                self._missing_result()
+            return out
+        return list(out) if kind == RET_TENSOR_LIST else tuple(out)
 
     def _call_python(self, *args, **kwargs):
         """The eager gate in Python (keyword arguments; the C gate's fallback)."""
@@ -152,14 +187,7 @@ class TorchOp:
         if self._direct:
             out = self.fn(*args, **kwargs)
             self._bump_written(args, kwargs)
-            kind = self._ret_kind
-            if kind == RET_NONE:
-                return None
-            if kind == RET_TENSOR or kind > RET_TENSOR_LIST:
-                if out is None:
-                    self._missing_result()
-                return out
-            return list(out) if kind == RET_TENSOR_LIST else tuple(out)
+            return self._result(out)
         return self._call_planned(args, kwargs)
 
     def _bump_written(self, args, kwargs):

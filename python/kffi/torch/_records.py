@@ -58,6 +58,11 @@ class RecordArgs:
         self._slots = [p for p in sig.params if p.schema_type is not None or p.kind == "record"]
         self._slot_names = {p.name: i for i, p in enumerate(self._slots)}
         self._field_args = {f.name: (p, f) for p in sig.records for f in p.fields}
+        # Whether a call's arguments are the kffi function's (no allocated outputs, no streams):
+        # then an untraced call passing the records whole goes to the function as it is.
+        self.direct = len(self._slots) == len(sig.params)
+        self._tensors = [(i, p.name) for i, p in enumerate(self._slots) if p.kind == "tensor"]
+        self._written = [(i, p.name) for i, p in enumerate(self._slots) if p.mutable]
         # The value the kffi function takes for a record: a NamedTuple of exactly its writable
         # fields (kffi matches it to the parameter's type, in C++).
         self._tuple_types = {
@@ -98,15 +103,14 @@ class RecordArgs:
         if isinstance(rec, Object):
             if getattr(rec, "type_key", None) != p.record_key:
                 raise TypeError(
-                    f"{p.name}: expected a {p.record_key} (a dataclass or NamedTuple with its "
-                    f"fields, or the object), got a {rec.type_key}{self._where(p)}"
+                    f"{p.name}: expected {p.record_key}, got {rec.type_key}{self._where(p)}"
                 )
         elif not _compiling():
             names = _record_field_names(type(rec))
             if names is None:
                 raise TypeError(
-                    f"{p.name}: expected a {p.record_key} (a dataclass or NamedTuple with its "
-                    f"fields, or the object), got {_type_name(rec)}{self._where(p)}"
+                    f"{p.name}: expected {p.record_key}, got {_type_name(rec)} (a dataclass or "
+                    f"NamedTuple with its fields, or the object, passes){self._where(p)}"
                 )
             known = {f.field_name for f in p.fields}
             for n in names:
@@ -175,6 +179,19 @@ class RecordArgs:
                     )
                 out.append(self._field(p, f, fields[f.name]))
         return out
+
+    def tensor_values(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Any] | None:
+        """The tensor arguments of a call that passes each record whole, else None."""
+        for k in kwargs:
+            if k not in self._slot_names:
+                return None  # a record's field by keyword, or an error flatten reports
+        n = len(args)
+        return [args[i] if i < n else kwargs.get(name) for i, name in self._tensors]
+
+    def written_values(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Any]:
+        """The tensors the call writes (their versions are bumped after a direct call)."""
+        n = len(args)
+        return [args[i] if i < n else kwargs.get(name) for i, name in self._written]
 
     def kffi_value(self, p: Any, by_name: dict[str, Any]) -> object:
         """What the kffi function takes for record parameter p, from the schema values."""

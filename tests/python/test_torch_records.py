@@ -212,3 +212,37 @@ def test_unsupported_field_type_refused_at_registration(rk):
         kffi.torch.register_op(
             rk.shaped, f"kffi_rec::shaped{next(_names)}", mutates_args=(), fake=lambda *a: 0.0
         )
+
+
+def test_contract_metadata_record_param(rk):
+    # A contract's record parameter (metadata with `type`: the type key) derives the same
+    # schema, in the C++ derivation kffi::torch::RegisterOps shares.
+    from kffi.torch._schema import signature_of
+
+    class Fn:
+        _metadata = {
+            "name": "g",
+            "params": [
+                {"name": "b", "kind": "record", "type": "flat.Blend"},
+                {"name": "x", "kind": "tensor", "shape": ["n"], "dtypes": "float32"},
+            ],
+            "mutates": [],
+            "outputs": [],
+        }
+
+    sig = signature_of(Fn(), "kffi_rec::g")
+    assert sig.schema() == "(float b_alpha, SymInt b_n, bool b_flag, str b_tag, Tensor x) -> ()"
+    assert [p.name for p in sig.schema_args] == ["b_alpha", "b_n", "b_flag", "b_tag", "x"]
+
+
+def test_field_name_clash_refused(rk):
+    from kffi.torch._schema import signature_of
+
+    class Fn:
+        _metadata = {
+            "name": "h",
+            "params": [{"name": "b", "type": "flat.Blend"}, {"name": "b_n", "type": "int"}],
+        }
+
+    with pytest.raises(ValueError, match=r"h: schema argument 'b_n'.* is not a unique identifier"):
+        signature_of(Fn(), "kffi_rec::h", mutates_args=())

@@ -34,6 +34,7 @@ import numpy as np
 
 from .._type_text import is_tensor
 from ..runtime._objects import Function, _shown_type
+from ._records import bind_record, record_layout
 
 try:  # public names first; jax moves internals between releases
     from jax.core import Tracer
@@ -292,6 +293,8 @@ def bind_contract(
                     f"kffi.jax: {label}: parameter {names[i]!r} is a tensor, got {type(v).__name__}"
                 )
             b.add_operand(v, names[i])
+        elif (layout := record_layout(p)) is not None:
+            bind_record(b, names[i], layout, v, f" (argument #{i} of `{signature(meta)}`)")
         else:
             if is_array(v):
                 raise TypeError(
@@ -442,6 +445,8 @@ def bind_named(
                     f"kffi.jax: {label}: parameter {names[i]!r} is a tensor, got {type(v).__name__}"
                 )
             b.add_operand(v)
+        elif (layout := record_layout(p)) is not None:
+            bind_record(b, names[i], layout, v, f" (argument #{i} of `{signature(meta)}`)")
         else:
             if is_array(v) and not isinstance(v, Tracer):  # attr_value explains tracers
                 raise TypeError(

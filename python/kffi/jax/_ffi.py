@@ -26,8 +26,14 @@ __all__ = [
 ]
 
 # SpecKind in _xla_handler.cc.
-_ARGS, _RETS, _ARG, _RET, _ATTR, _STREAM, _NONE = 0, 1, 2, 3, 4, 5, 6
+_ARGS, _RETS, _ARG, _RET, _ATTR, _STREAM, _NONE, _RECORD = 0, 1, 2, 3, 4, 5, 6, 7
 _ATTR_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# "record.<param>:<type key>:<field>,...": an object of the type, each field from attribute
+# <param>_<field> (kffi/jax/_records.py).
+_RECORD_ITEM = re.compile(
+    r"record\.([A-Za-z_][A-Za-z0-9_]*):([A-Za-z_][A-Za-z0-9_.]*):"
+    r"([A-Za-z_][A-Za-z0-9_]*(?:,[A-Za-z_][A-Za-z0-9_]*)*)?"
+)
 _KDL_CPU, _KDL_CUDA, _KDL_ROCM = 1, 2, 10
 # XLA_FFI_HANDLER_TRAITS_COMMAND_BUFFER_COMPATIBLE: calls may be captured into CUDA graphs.
 TRAIT_COMMAND_BUFFER_COMPATIBLE = 1
@@ -43,7 +49,9 @@ def parse_arg_spec(arg_spec: Sequence[str] | None) -> _Spec:
     """[(kind, index, name)] for an arg_spec: ``"args"`` (every input), ``"rets"`` (every
     result), ``"attrs.<key>"`` (an attribute), and kffi's ``"args.<i>"`` / ``"rets.<i>"`` (one
     input / result), ``"stream"`` (XLA's stream for an explicit stream parameter; None on CPU)
-    and ``"none"`` (None, for an omitted optional parameter)."""
+    ``"none"`` (None, for an omitted optional parameter) and
+    ``"record.<param>:<type key>:<field>,..."`` (an object of a reflected type, each field
+    assigned from the attribute ``<param>_<field>``)."""
     if arg_spec is None:
         arg_spec = ["args", "rets"]
     if isinstance(arg_spec, str):
@@ -60,6 +68,13 @@ def parse_arg_spec(arg_spec: Sequence[str] | None) -> _Spec:
             items.append((_STREAM, 0, ""))
         elif item == "none":
             items.append((_NONE, 0, ""))
+        elif item.startswith("record."):
+            if not _RECORD_ITEM.fullmatch(item):
+                raise ValueError(
+                    f"kffi.jax: arg_spec item {item!r} is not "
+                    f"'record.<param>:<type key>:<field>,...'"
+                )
+            items.append((_RECORD, 0, item[len("record.") :]))
         elif item.startswith("attrs."):
             key = item[len("attrs.") :]
             if not _ATTR_NAME.fullmatch(key):

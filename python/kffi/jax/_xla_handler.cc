@@ -327,6 +327,47 @@ std::string AttrNames(const XLA_FFI_Attrs& attrs) {
   return out.empty() ? "none" : out;
 }
 
+/// Builds record rec's object from its attributes into *out (kept by keep), or an error naming
+/// the field (`cfg.alpha`).
+XLA_FFI_Error* BuildRecord(const XLA_FFI_Api* api, const Target* t, const RecordTarget& rec,
+                           const XLA_FFI_Attrs& attrs, Keep* keep, KFFIAny* out) {
+  KFFIObjectHandle h = nullptr;
+  if (rec.creator(&h) != 0) return ErrorFromRaised(api, t);
+  KFFIAny raw;
+  raw.type_index = static_cast<KFFIObject*>(h)->type_index;
+  raw.zero_padding = 0;
+  raw.v_obj = static_cast<KFFIObject*>(h);
+  *out = keep->Add(details::AnyUnsafe::FromOwnedRaw(raw));  // keep owns h from here
+  for (const RecordField& rf : rec.fields) {
+    int64_t i = FindAttr(attrs, rf.attr);
+    if (KFFI_UNLIKELY(i < 0)) {
+      return MakeError(api, XLA_FFI_Error_Code_INVALID_ARGUMENT,
+                       "KeyError: kffi.jax target `" + t->label + "`: " + rf.label +
+                           ": attribute '" + rf.attr +
+                           "' is not given (attributes: " + AttrNames(attrs) + ")");
+    }
+    KFFIAny v;
+    std::string why;
+    if (KFFI_UNLIKELY(!AttrToAny(attrs, i, &v, keep, &why))) {
+      return MakeError(api, XLA_FFI_Error_Code_INVALID_ARGUMENT,
+                       "TypeError: kffi.jax target `" + t->label + "`: " + rf.label + ": " + why);
+    }
+    if (KFFI_UNLIKELY(rf.field->setter(static_cast<char*>(h) + rf.field->offset, &v) != 0)) {
+      KFFIObjectHandle err = nullptr;
+      KFFIErrorMoveFromRaised(&err);
+      std::string kind = "TypeError", msg = "cannot be assigned";
+      if (err != nullptr) {
+        const KFFIErrorCell* cell = KFFIErrorGetCellPtr(err);
+        kind.assign(cell->kind.data, cell->kind.size);
+        msg.assign(cell->message.data, cell->message.size);
+        KFFIObjectDecRef(err);
+      }
+      return MakeError(api, CodeOfKind(kind), kind + ": " + rf.label + ": " + msg);
+    }
+  }
+  return nullptr;
+}
+
 // ---- The call -----------------------------------------------------------------------------------
 
 /// Restores the thread's environment (stream, allocator, call state) however the call ends.
@@ -572,6 +613,14 @@ XLA_FFI_Error* Execute(XLA_FFI_CallFrame* frame, const Target* t) {
         a.type_index = kKFFINone;
         a.zero_padding = 0;
         a.v_int64 = 0;
+        break;
+      }
+      case kRecord: {
+        KFFIAny& a = values[v++];
+        if (XLA_FFI_Error* e = BuildRecord(api, t, t->records[static_cast<size_t>(s.index)],
+                                           frame->attrs, &keep, &a)) {
+          return e;
+        }
         break;
       }
       default: {

@@ -23,7 +23,8 @@ namespace jaxglue {
 // ---- Targets ------------------------------------------------------------------------------------
 
 /// What an arg_spec item passes: every input, every result, one input, one result, an attribute,
-/// XLA's stream (an explicit stream parameter; None on CPU), None (an omitted optional).
+/// XLA's stream (an explicit stream parameter; None on CPU), None (an omitted optional), a record
+/// (an object of a reflected type built from attributes, one per field).
 enum SpecKind : int32_t {
   kArgsAll = 0,
   kRetsAll = 1,
@@ -31,13 +32,26 @@ enum SpecKind : int32_t {
   kRetOne = 3,
   kAttr = 4,
   kStream = 5,
-  kNone = 6
+  kNone = 6,
+  kRecord = 7
 };
 
 /// One arg_spec item, 8 bytes (the per-call loop walks these); attribute names live apart.
 struct SpecItem {
   int32_t kind;
-  int32_t index;  // kArgOne / kRetOne: the buffer; kAttr: into Target::attr_names
+  int32_t index;  // kArgOne / kRetOne: the buffer; kAttr: into Target::attr_names; kRecord:
+                  // into Target::records
+};
+
+/// A record argument: the type's creator and, per field, the attribute that holds it.
+struct RecordField {
+  std::string attr;            // the attribute's name: `cfg_alpha`
+  const KFFIFieldInfo* field;  // the runtime's record (process lifetime)
+  std::string label;           // `cfg.alpha`, for messages
+};
+struct RecordTarget {
+  int (*creator)(KFFIObjectHandle* out);
+  std::vector<RecordField> fields;
 };
 
 /// One registered target; lives as long as the process (XLA never forgets a handler).
@@ -49,6 +63,7 @@ struct Target {
   bool passes_all_rets = false;
   std::vector<SpecItem> spec;
   std::vector<std::string> attr_names;
+  std::vector<RecordTarget> records;
   size_t fixed_values = 0;    // spec items that pass one value each
   size_t args_all_count = 0;  // "args" items (each passes every input)
   size_t rets_all_count = 0;  // "rets" items

@@ -143,6 +143,48 @@ std::deque<Target>& Targets() {
 
 // ---- Exports (called by kffi/jax/_ffi.py) -------------------------------------------------------
 
+/// The record of a kRecord arg_spec item, from its text "<param>:<type key>:<field>,<field>,...":
+/// the type's creator and each field's setter, read from the reflection registry now. A field
+/// `f` is read from the attribute `<param>_f`.
+RecordTarget ParseRecord(const std::string& text) {
+  const size_t a = text.find(':'), b = text.rfind(':');
+  KFFI_CHECK(a != std::string::npos && b != a && a > 0, ValueError)
+      << "kffi.jax: arg_spec record item '" << text << "' is not 'param:type.key:field,...'";
+  const std::string param = text.substr(0, a), key = text.substr(a + 1, b - a - 1);
+  KFFIByteArray k{key.data(), key.size()};
+  int32_t index = -1;
+  KFFI_CHECK(KFFITypeKeyToIndex(&k, &index) == 0, KeyError)
+      << "kffi.jax: record type " << key << " is not registered";
+  const KFFITypeInfo* info = KFFIGetTypeInfo(index);
+  const KFFITypeReflection* own = KFFIGetTypeReflection(index);
+  KFFI_CHECK(info != nullptr && own != nullptr && own->creator != nullptr, TypeError)
+      << "kffi.jax: record type " << key << " has no fields or no default constructor";
+  RecordTarget rec;
+  rec.creator = own->creator;
+  size_t start = b + 1;
+  while (start < text.size()) {
+    size_t end = text.find(',', start);
+    if (end == std::string::npos) end = text.size();
+    const std::string name = text.substr(start, end - start);
+    start = end + 1;
+    const KFFIFieldInfo* found = nullptr;  // the nearest declaration
+    for (int32_t d = 0; d <= info->type_depth; ++d) {
+      const KFFITypeReflection* r =
+          KFFIGetTypeReflection(d == info->type_depth ? index : info->type_ancestors[d]);
+      for (int32_t i = 0; r != nullptr && i < r->num_fields; ++i) {
+        const KFFIByteArray& n = r->fields[i].name;
+        if (n.size == name.size() && std::memcmp(n.data, name.data(), n.size) == 0) {
+          found = &r->fields[i];
+        }
+      }
+    }
+    KFFI_CHECK(found != nullptr && found->setter != nullptr, TypeError)
+        << "kffi.jax: " << param << "." << name << ": " << key << " has no writable field " << name;
+    rec.fields.push_back(RecordField{param + "_" + name, found, param + "." + name});
+  }
+  return rec;
+}
+
 /// Makes a target for fn and returns its handler address. kinds/indices/names describe arg_spec
 /// item by item (see SpecKind); traits is XLA_FFI_Handler_Traits.
 int64_t MakeTarget(Function fn, Array<int64_t> kinds, Array<int64_t> indices, Array<String> names,
@@ -158,13 +200,16 @@ int64_t MakeTarget(Function fn, Array<int64_t> kinds, Array<int64_t> indices, Ar
   t.label = std::string(label);
   for (int64_t i = 0; i < kinds.size(); ++i) {
     int64_t k = kinds[i];
-    KFFI_CHECK(k >= kArgsAll && k <= kNone, ValueError) << "kffi.jax: bad arg_spec kind " << k;
+    KFFI_CHECK(k >= kArgsAll && k <= kRecord, ValueError) << "kffi.jax: bad arg_spec kind " << k;
     KFFI_CHECK(indices[i] >= 0 && indices[i] <= INT32_MAX, ValueError)
         << "kffi.jax: arg_spec index out of range: " << indices[i];
     int32_t index = static_cast<int32_t>(indices[i]);
     if (k == kAttr) {
       index = static_cast<int32_t>(t.attr_names.size());
       t.attr_names.emplace_back(names[i]);
+    } else if (k == kRecord) {
+      index = static_cast<int32_t>(t.records.size());
+      t.records.push_back(ParseRecord(std::string(names[i])));
     }
     t.spec.push_back(SpecItem{static_cast<int32_t>(k), index});
     if (k == kRetsAll) t.passes_all_rets = true;

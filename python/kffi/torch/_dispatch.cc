@@ -18,12 +18,17 @@
 //       dimension (arg, value): arg -1 = the literal value, else dimension `value` of schema
 //       argument `arg`;
 //   device_arg (the schema argument whose device the call uses; -1 = CPU), ret_kind (kRet*),
-//   n_returns (tensors the function returns).
+//   n_returns (tensors the function returns);
+//   only when some parameter is a record (source 4 = record `value`): n_records, then per record:
+//       type index, n_fields, then per field (schema argument, the type that declares the field,
+//       its position in that type's reflection). The kernel makes the object with the type's
+//       creator and assigns each field through its setter.
 // SPDX-License-Identifier: Apache-2.0
 #include "_dispatch.h"
 
 #include <ATen/core/LegacyTypeDispatch.h>
 #include <ATen/core/Tensor.h>
+#include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/from_blob.h>
 #include <c10/core/DeviceGuard.h>
@@ -31,6 +36,7 @@
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <c10/util/SmallVector.h>
 #include <kffi/any.h>
+#include <kffi/c_api.h>
 #include <kffi/container/array.h>
 #include <kffi/env.h>
 #include <kffi/error.h>
@@ -238,6 +244,18 @@ class CallEnv {
 
 // ---- the plan -------------------------------------------------------------------------------
 
+/// A record parameter: the object's creator and, per field, its schema argument and setter.
+struct RecordField {
+  int32_t arg;
+  const KFFIFieldInfo* field;  // the runtime's record (process lifetime)
+  std::string label;           // `cfg.alpha`, for messages
+};
+struct RecordSpec {
+  int32_t type_index;
+  int (*creator)(KFFIObjectHandle* out);
+  std::vector<RecordField> fields;
+};
+
 struct AllocSpec {
   std::vector<std::pair<int64_t, int64_t>> dims;  // (arg or -1, dim or literal)
   std::vector<DLDataType> dtypes;
@@ -253,6 +271,7 @@ struct Plan {
   c10::SmallVector<std::pair<int32_t, int32_t>, 8> params;  // (source, value)
   c10::SmallVector<int32_t, 4> written;                     // schema arguments the op writes
   std::vector<AllocSpec> allocs;
+  std::vector<RecordSpec> records;
   int64_t n_returns = 0;
   std::string name;
 };
@@ -287,7 +306,7 @@ std::shared_ptr<Plan> ParsePlan(const std::string& name, int64_t num_schema_args
   int64_t n_params = r.Next("n_params", 0, 1024);
   int64_t max_arg = num_schema_args - 1;
   for (int64_t i = 0; i < n_params; ++i) {
-    int64_t source = r.Next("source", kArg, kNone);
+    int64_t source = r.Next("source", kArg, kRecord);
     int64_t value = r.Next("value", 0, 1024);
     if (source == kArg) {
       KFFI_CHECK(value <= max_arg, ValueError)
@@ -321,6 +340,42 @@ std::shared_ptr<Plan> ParsePlan(const std::string& name, int64_t num_schema_args
   plan->n_returns = r.Next("n_returns", 0, 1024);
   plan->returns_tensors = plan->ret_kind == kRetTensor || plan->ret_kind == kRetTensors ||
                           plan->ret_kind == kRetTensorList;
+  if (!r.AtEnd()) {
+    int64_t n_records = r.Next("n_records", 0, 1024);
+    for (int64_t k = 0; k < n_records; ++k) {
+      RecordSpec rec;
+      rec.type_index = static_cast<int32_t>(r.Next("record type", 0, INT32_MAX));
+      const KFFITypeReflection* refl = KFFIGetTypeReflection(rec.type_index);
+      KFFI_CHECK(refl != nullptr && refl->creator != nullptr, ValueError)
+          << "kffi.torch: the plan's record type " << rec.type_index
+          << " has no fields or no default constructor";
+      rec.creator = refl->creator;
+      int64_t n_fields = r.Next("n_fields", 0, 1024);
+      for (int64_t j = 0; j < n_fields; ++j) {
+        int32_t arg = static_cast<int32_t>(r.Next("field argument", 0, max_arg));
+        int32_t owner = static_cast<int32_t>(r.Next("field owner", 0, INT32_MAX));
+        int64_t at = r.Next("field index", 0, INT32_MAX);
+        const KFFITypeReflection* o = KFFIGetTypeReflection(owner);
+        KFFI_CHECK(o != nullptr && at < o->num_fields && o->fields[at].setter != nullptr,
+                   ValueError)
+            << "kffi.torch: the plan's record field " << owner << ":" << at
+            << " is not a writable field";
+        const KFFIFieldInfo* f = &o->fields[at];
+        const KFFITypeInfo* info = KFFIGetTypeInfo(rec.type_index);
+        std::string label =
+            info == nullptr ? "" : std::string(info->type_key.data, info->type_key.size);
+        label += "." + std::string(f->name.data, f->name.size);
+        rec.fields.push_back(RecordField{arg, f, std::move(label)});
+      }
+      plan->records.push_back(std::move(rec));
+    }
+  }
+  for (const auto& p : plan->params) {
+    if (p.first == kRecord) {
+      KFFI_CHECK(p.second < static_cast<int32_t>(plan->records.size()), ValueError)
+          << "kffi.torch: the plan uses record " << p.second << " of " << plan->records.size();
+    }
+  }
   KFFI_CHECK(r.AtEnd(), ValueError) << "kffi.torch: the call plan has trailing items";
   return plan;
 }
@@ -439,6 +494,8 @@ class KffiCall {
         FillDLTensor(outs[static_cast<size_t>(value)], p.name, &dl[i]);
         a.type_index = kKFFIDLTensorPtr;
         a.v_ptr = &dl[i];
+      } else if (source == kRecord) {
+        BuildRecord(p.records[static_cast<size_t>(value)], args, &a, &keep);
       }
     }
 
@@ -497,6 +554,33 @@ class KffiCall {
     TORCH_CHECK_TYPE(!spec.dtypes.empty(), "kffi.torch: ", plan_.name,
                      ": no tensor argument fixes the dtype of an allocated output");
     return FromDL(spec.dtypes[0]);
+  }
+
+  /// A record parameter's object, made from its field arguments (kept alive by keep).
+  C10_NOINLINE void BuildRecord(const RecordSpec& rec, const c10::IValue* args, KFFIAny* a,
+                                std::vector<Any>* keep) const {
+    KFFIObjectHandle h = nullptr;
+    if (rec.creator(&h) != 0) RethrowRaised(-1);
+    KFFIAny raw;
+    raw.type_index = static_cast<KFFIObject*>(h)->type_index;
+    raw.zero_padding = 0;
+    raw.v_obj = static_cast<KFFIObject*>(h);
+    keep->push_back(details::AnyUnsafe::FromOwnedRaw(raw));  // owns h from here
+    for (const RecordField& rf : rec.fields) {
+      KFFIAny v;
+      v.type_index = kKFFINone;
+      v.zero_padding = 0;
+      v.v_int64 = 0;
+      Pack(args[rf.arg], &v, keep);
+      if (C10_UNLIKELY(rf.field->setter(static_cast<char*>(h) + rf.field->offset, &v) != 0)) {
+        try {
+          details::ThrowRaisedError(-1);
+        } catch (const Error& e) {
+          RethrowAsTorch(e.kind(), rf.label + ": " + e.message());
+        }
+      }
+    }
+    *a = raw;
   }
 
   /// A schema argument that is not a tensor.
@@ -716,6 +800,26 @@ std::unique_ptr<torch::Library> NewLibrary(const std::string& ns) {
                                           static_cast<uint32_t>(__LINE__));
 }
 
+/// Labels record fields `param.field` in messages: a field's schema argument is named
+/// `<param>_<field>` (_signature.cc), and the op is defined by now.
+void NameRecordFields(const std::string& qualname, Plan* plan) {
+  if (plan->records.empty()) return;
+  auto op = c10::Dispatcher::singleton().findSchema({qualname, ""});
+  if (!op.has_value()) return;
+  const auto& schema_args = op->schema().arguments();
+  for (RecordSpec& rec : plan->records) {
+    for (RecordField& rf : rec.fields) {
+      if (rf.arg >= static_cast<int32_t>(schema_args.size())) continue;
+      const std::string& arg = schema_args[static_cast<size_t>(rf.arg)].name();
+      const std::string field(rf.field->name.data, rf.field->name.size);
+      if (arg.size() > field.size() + 1 &&
+          arg.compare(arg.size() - field.size() - 1, std::string::npos, "_" + field) == 0) {
+        rf.label = arg.substr(0, arg.size() - field.size() - 1) + "." + field;
+      }
+    }
+  }
+}
+
 }  // namespace
 
 /// Registers fn as the kernels of the op `qualname` (defined beforehand with num_schema_args
@@ -734,6 +838,7 @@ Array<Function> RegisterOp(const std::string& qualname, Function fn, int64_t num
         << "kffi.torch: written argument " << i << " of " << num_schema_args;
     plan->written.push_back(static_cast<int32_t>(i));
   }
+  NameRecordFields(qualname, plan.get());
   auto call = std::make_shared<const KffiCall>(std::move(fn), std::move(*plan));
   auto backend = NewLibrary(ns);
   for (c10::DispatchKey key : {c10::DispatchKey::CPU, c10::DispatchKey::CUDA}) {

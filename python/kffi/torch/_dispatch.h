@@ -14,7 +14,7 @@ namespace kffi {
 namespace torchglue {
 
 /// Where a kffi parameter's value comes from in the call plan.
-enum Source : int64_t { kArg = 0, kStream = 1, kAlloc = 2, kNone = 3 };
+enum Source : int64_t { kArg = 0, kStream = 1, kAlloc = 2, kNone = 3, kRecord = 4 };
 /// What the op returns.
 enum RetKind : int64_t {
   kRetNone = 0,

@@ -22,6 +22,7 @@ import torch
 from ..contract import _abstract
 from ..runtime._objects import Function
 from . import _glue
+from ._records import RecordArgs
 from ._schema import (
     RET_NONE,
     RET_TENSOR,
@@ -115,6 +116,9 @@ class TorchOp:
         # The tensors the op writes: a direct call bumps their versions, as the dispatcher does.
         self._written_pos = tuple(i for i, p in enumerate(args) if p.mutable)
         self._direct = sig.direct
+        # Record parameters: the call passes each whole (or its fields by keyword); the op takes
+        # its fields (_records.py).
+        self._records = RecordArgs(sig, fn) if sig.records else None
         self._ret_kind = sig.ret_kind
         self.__name__ = sig.qualname.split("::")[1]
         self.__doc__ = getattr(fn, "__doc__", None)
@@ -143,9 +147,47 @@ class TorchOp:
         # torch.compile traces the op (dynamo reads this check as True); eager calls take the
         # gate (_eager.cc, else _call_python), which calls the kffi function directly unless
         # something traces or differentiates the call.
+        if self._records is not None:
+            if not _dynamo_compiling():
+                return self._call_records(args, kwargs)
+            args, kwargs = tuple(self._records.flatten(args, kwargs)), {}
         if _dynamo_compiling():
             return self.default(*args, **kwargs)
         return self._eager(*args, **kwargs)
+
+    def _call_records(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """An eager call of an op with record parameters. When nothing traces and the records
+        are passed whole, the kffi function takes the call as it is (the extension converts the
+        records, in C++); otherwise the fields are the op's arguments."""
+        r = self._records
+        assert r is not None  # only ops with record parameters come here
+        if r.direct and not (_dispatch_modes() or _function_modes() or _functorch_layer()):
+            values = r.tensor_values(args, kwargs)
+            if values is not None:
+                grad = _grad_enabled()
+                for a in values:
+                    if a is not None and (
+                        type(a) is not _Tensor or (grad and a.requires_grad) or _is_lazy_view(a)
+                    ):
+                        break
+                else:
+                    out = self.fn(*args, **kwargs)
+                    for t in r.written_values(args, kwargs):
+                        if t is not None:
+                            _increment_version(t)
+                    return self._result(out)
+        return self._eager(*r.flatten(args, kwargs))
+
+    def _result(self, out: Any) -> Any:
+        """What a direct call's result becomes, by the op's return kind."""
+        kind = self._ret_kind
+        if kind == RET_NONE:
+            return None
+        if kind == RET_TENSOR or kind > RET_TENSOR_LIST:
+            if out is None:
+                self._missing_result()
+            return out
+        return list(out) if kind == RET_TENSOR_LIST else tuple(out)
 
     def _call_python(self, *args: Any, **kwargs: Any) -> Any:
         """The eager gate in Python (keyword arguments; the C gate's fallback)."""
@@ -169,14 +211,7 @@ class TorchOp:
         if self._direct:
             out = self.fn(*args, **kwargs)
             self._bump_written(args, kwargs)
-            kind = self._ret_kind
-            if kind == RET_NONE:
-                return None
-            if kind == RET_TENSOR or kind > RET_TENSOR_LIST:
-                if out is None:
-                    self._missing_result()
-                return out
-            return list(out) if kind == RET_TENSOR_LIST else tuple(out)
+            return self._result(out)
         return self._call_planned(args, kwargs)
 
     def _bump_written(self, args: Sequence[Any], kwargs: Mapping[str, Any]) -> None:
@@ -241,6 +276,9 @@ class TorchOp:
                 call.append(next(it))
             elif p.kind == "stream":
                 call.append(torch.cuda.current_stream(device) if device.type == "cuda" else None)
+            elif p.kind == "record":
+                assert self._records is not None  # a record parameter makes them
+                call.append(self._records.kffi_value(p, by_name))
             else:
                 call.append(by_name[p.name])
         out = self.fn(*call)

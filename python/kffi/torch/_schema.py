@@ -31,7 +31,7 @@ class Param:
 
     index: int
     name: str
-    kind: str  # "tensor", "int", "float", "bool", "str", "list", "stream"
+    kind: str  # "tensor", "int", "float", "bool", "str", "list", "stream", "record"
     schema_type: str | None  # None: not an op argument (stream, allocated output)
     optional: bool = False
     default: object = _NO_DEFAULT
@@ -41,6 +41,10 @@ class Param:
     dtypes: tuple[str, ...] = ()
     # per dimension of an allocated output: an int, or (argument name, dimension)
     alloc_dims: list[int | tuple[str, int]] = field(default_factory=list)
+    # kind "record": its fields, each a schema argument named `<param>_<field>` (field_name set)
+    fields: list[Param] = field(default_factory=list)
+    record_key: str = ""
+    field_name: str = ""
 
     @property
     def has_default(self) -> bool:
@@ -67,7 +71,17 @@ class OpSignature:
 
     @property
     def schema_args(self) -> list[Param]:
-        return [p for p in self.params if p.schema_type is not None]
+        """The op's arguments in order: a record parameter's fields stand in its place."""
+        out: list[Param] = []
+        for p in self.params:
+            if p.schema_type is not None:
+                out.append(p)
+            out.extend(p.fields)
+        return out
+
+    @property
+    def records(self) -> list[Param]:
+        return [p for p in self.params if p.kind == "record"]
 
     @property
     def allocated(self) -> list[Param]:
@@ -143,10 +157,11 @@ def signature_of(
     meta_params = meta["params"]
     params: list[Param] = []
     for i, item in enumerate(raw):
-        name, kind, schema_type, optional, has_default, mutable, allocated, dtypes, dims = item
+        name, kind, schema_type, optional, has_default, mutable, allocated, dtypes, dims = item[:9]
+        fields, record_key = item[9], item[10]
         p = meta_params[i] if isinstance(meta_params[i], dict) else {}
         shape = p.get("shape")
-        names = [q[0] for q in raw if q[2] is not None]
+        names = [n for q in raw for n in ([q[0]] if q[2] is not None else [f[0] for f in q[9]])]
         dims = list(dims)
         params.append(
             Param(
@@ -164,6 +179,11 @@ def signature_of(
                     dims[k + 1] if dims[k] < 0 else (str(names[dims[k]]), dims[k + 1])
                     for k in range(0, len(dims), 2)
                 ],
+                [
+                    Param(i, str(fname), str(fkind), str(ftype), field_name=str(fn_))
+                    for fname, fkind, ftype, fn_ in fields
+                ],
+                str(record_key),
             )
         )
     return OpSignature(

@@ -5,6 +5,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "_signature.h"
 
+#include <kffi/c_api.h>
 #include <kffi/container/array.h>
 #include <kffi/error.h>
 #include <kffi/export.h>
@@ -15,6 +16,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <map>
 #include <set>
 #include <string>
 #include <utility>
@@ -257,6 +259,79 @@ void SetDefault(const Json& p, bool optional, SigParam* out) {
   }
 }
 
+/// The scalar kind of a record field's type text ("int32" is int, "float32" float; the field's
+/// setter checks the range), or "" for a type an op argument cannot carry.
+std::string ScalarFieldKind(const std::string& t) {
+  if (t == "int" || t == "float" || t == "bool" || t == "str") return t;
+  for (const char* k : {"int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"}) {
+    if (t == k) return "int";
+  }
+  if (t == "float16" || t == "float32" || t == "float64" || t == "bfloat16") return "float";
+  return "";
+}
+
+/// Makes out (named, index set) the record parameter of object type `type_key` when that type is
+/// registered with fields: true, or false when it is not a registered type with fields (the
+/// caller refuses the parameter). Its writable fields (ancestors' first; a name declared again
+/// is the nearest declaration's) become schema arguments `<name>_<field>`; a field a torch op
+/// cannot take, or a type without a default constructor, is a TypeError naming `name.field`.
+bool RecordParam(const std::string& type_key, const std::string& label, SigParam* out) {
+  if (type_key.find('.') == std::string::npos || type_key.find('<') != std::string::npos) {
+    return false;
+  }
+  KFFIByteArray key{type_key.data(), type_key.size()};
+  int32_t index = -1;
+  if (KFFITypeKeyToIndex(&key, &index) != 0) {
+    KFFIObjectHandle err = nullptr;
+    KFFIErrorMoveFromRaised(&err);  // an unknown key: not a record parameter
+    if (err != nullptr) KFFIObjectDecRef(err);
+    return false;
+  }
+  const KFFITypeInfo* info = KFFIGetTypeInfo(index);
+  const KFFITypeReflection* own = KFFIGetTypeReflection(index);
+  if (info == nullptr || own == nullptr) return false;
+  KFFI_CHECK(own->creator != nullptr, TypeError)
+      << "kffi.torch: " << label << ": parameter " << PyRepr(out->name) << " has type " << type_key
+      << ", which has no default constructor, so the op cannot build it from its fields";
+  // name -> (owner, position), nearest declaration last; order of first appearance kept.
+  std::vector<std::string> order;
+  std::map<std::string, std::pair<int32_t, int32_t>> where;
+  for (int32_t d = 0; d <= info->type_depth; ++d) {
+    const int32_t at = d == info->type_depth ? index : info->type_ancestors[d];
+    const KFFITypeReflection* r = KFFIGetTypeReflection(at);
+    for (int32_t i = 0; r != nullptr && i < r->num_fields; ++i) {
+      std::string n(r->fields[i].name.data, r->fields[i].name.size);
+      if (where.count(n) == 0) order.push_back(n);
+      where[n] = {at, i};
+    }
+  }
+  out->kind = "record";
+  out->record_type = index;
+  out->record_key = type_key;
+  for (const std::string& n : order) {
+    const auto [owner, i] = where[n];
+    const KFFIFieldInfo& f = KFFIGetTypeReflection(owner)->fields[i];
+    if (f.setter == nullptr) continue;  // read-only: keeps its C++ default
+    const std::string type_str(f.type_str.data, f.type_str.size);
+    const std::string kind = ScalarFieldKind(type_str);
+    const char* schema = kind.empty() ? nullptr : ScalarSchema(kind);
+    KFFI_CHECK(schema != nullptr, TypeError)
+        << "kffi.torch: " << label << ": record field " << out->name << "." << n << " (" << type_key
+        << ") has type " << type_str
+        << ", which a torch op cannot take as a field (int, float, bool, str)";
+    SigParam field;
+    field.index = out->index;
+    field.name = out->name + "_" + n;
+    field.kind = kind;
+    field.schema_type = schema;
+    field.field_name = n;
+    field.field_owner = owner;
+    field.field_index = i;
+    out->fields.push_back(std::move(field));
+  }
+  return true;
+}
+
 SigParam ContractParam(int64_t i, const Json& p, const std::string& label) {
   SigParam out;
   out.index = i;
@@ -304,6 +379,10 @@ SigParam ContractParam(int64_t i, const Json& p, const std::string& label) {
     }
   }
   const Json* type = p.Get("type");
+  if (!out.optional && type != nullptr && type->kind == Json::kString &&
+      RecordParam(type->str, label, &out)) {
+    return out;
+  }
   KFFI_THROW(TypeError) << "kffi.torch: " << label << ": parameter " << PyRepr(out.name)
                         << " has type " << (type ? PyReprJson(*type) : "None")
                         << ", which a torch op cannot take (tensors, int, float, bool, streams, "
@@ -343,6 +422,7 @@ SigParam CppParam(int64_t i, const Json& p, const std::string& label) {
     out.schema_type = WithOptional(list, out.optional);
     return out;
   }
+  if (!out.optional && RecordParam(inner, label, &out)) return out;
   KFFI_THROW(TypeError) << "kffi.torch: " << label << ": parameter " << PyRepr(out.name)
                         << " has C++ type " << PyRepr(type_text)
                         << ", which a torch op cannot take (Tensor, int, float, bool, str, "
@@ -423,6 +503,7 @@ std::vector<const SigParam*> OpSignature::SchemaArgs() const {
   std::vector<const SigParam*> out;
   for (const SigParam& p : params) {
     if (!p.schema_type.empty()) out.push_back(&p);
+    for (const SigParam& f : p.fields) out.push_back(&f);
   }
   return out;
 }
@@ -539,8 +620,11 @@ std::vector<int64_t> OpSignature::Plan() const {
   }
   std::vector<int64_t> items{static_cast<int64_t>(params.size())};
   int64_t alloc_pos = 0;
+  int64_t record_pos = 0;
   for (const SigParam& p : params) {
-    if (p.allocated) {
+    if (p.kind == "record") {
+      items.insert(items.end(), {kRecord, record_pos++});
+    } else if (p.allocated) {
       items.insert(items.end(), {kAlloc, alloc_pos++});
     } else if (p.kind == "stream") {
       items.insert(items.end(), {kStream, 0});
@@ -558,6 +642,16 @@ std::vector<int64_t> OpSignature::Plan() const {
     for (const auto& [arg, value] : AllocDims(*p)) items.insert(items.end(), {arg, value});
   }
   items.insert(items.end(), {DeviceArg(), ret_kind, n_fn_returns});
+  if (record_pos > 0) {  // only then: a plan without records reads as before
+    items.push_back(record_pos);
+    for (const SigParam& p : params) {
+      if (p.kind != "record") continue;
+      items.insert(items.end(), {p.record_type, static_cast<int64_t>(p.fields.size())});
+      for (const SigParam& f : p.fields) {
+        items.insert(items.end(), {schema_pos(f), f.field_owner, f.field_index});
+      }
+    }
+  }
   return items;
 }
 
@@ -641,6 +735,15 @@ OpSignature SignatureOf(const std::string& metadata, const std::string& qualname
         << "kffi.torch: " << label << ": parameter name " << PyRepr(p.name)
         << " cannot name a torch schema argument";
   }
+  {  // a record's fields take names of their own: `cfg_alpha` must not be another parameter
+    std::set<std::string> seen;
+    for (const SigParam* a : sig.SchemaArgs()) {
+      KFFI_CHECK(IsIdentifier(a->name) && seen.insert(a->name).second, ValueError)
+          << "kffi.torch: " << label << ": schema argument " << PyRepr(a->name)
+          << (a->field_name.empty() ? "" : " (a record field)")
+          << " is not a unique identifier; rename the parameter or the field";
+    }
+  }
 
   // Allocated outputs: mut tensors the op makes and returns.
   if (options.allocate != 0) {
@@ -718,7 +821,8 @@ namespace {
 
 /// For kffi.torch (_schema.py): the signature as [schema, plan, label, ret_kind, n_fn_returns,
 /// contract, returns, device_arg, params], each param [name, kind, schema_type or None,
-/// optional, has_default, mutable, allocated, dtypes, alloc_dims (flat (arg, value) pairs)].
+/// optional, has_default, mutable, allocated, dtypes, alloc_dims (flat (arg, value) pairs),
+/// record fields ([schema name, kind, schema_type, field name] each), record type key].
 Array<Any> OpSignatureForPython(const std::string& metadata, const std::string& qualname,
                                 const std::string& fallback_label, bool has_mutates,
                                 Array<String> mutates, int64_t allocate,
@@ -744,8 +848,14 @@ Array<Any> OpSignatureForPython(const std::string& metadata, const std::string& 
     }
     Any schema_type;
     if (!p.schema_type.empty()) schema_type = String(p.schema_type);
+    Array<Any> fields;
+    for (const SigParam& f : p.fields) {
+      fields.push_back(
+          Array<Any>{String(f.name), String(f.kind), String(f.schema_type), String(f.field_name)});
+    }
     params.push_back(Array<Any>{String(p.name), String(p.kind), schema_type, p.optional,
-                                p.has_default, p.is_mutable, p.allocated, dtypes, dims});
+                                p.has_default, p.is_mutable, p.allocated, dtypes, dims, fields,
+                                String(p.record_key)});
   }
   Array<String> returns;
   for (const std::string& r : sig.returns) returns.push_back(String(r));

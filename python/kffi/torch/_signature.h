@@ -10,6 +10,9 @@
 //   - the call plan _dispatch.cc follows (see there): which kffi parameter takes which schema
 //     argument, the current stream, an allocated output or None;
 //   - the rules that shape allocated outputs (a literal, or a dimension of an argument).
+// A record parameter (a kffi object type with fields and a default constructor: a KFFI_OBJECT_DEF
+// type or a KFFI_RECORD struct) becomes its writable scalar fields, one schema argument each,
+// named `<param>_<field>` (torch schema names cannot hold a dot); the kernel rebuilds the object.
 // Stream parameters are not in the schema: the op passes the current stream of the call's device.
 // `mut` tensors are arguments written in place, unless the op allocates them (`allocate`): then
 // they leave the schema and are returned, before the contract's declared outputs.
@@ -40,7 +43,7 @@ struct SigDim {
 struct SigParam {
   int64_t index = 0;
   std::string name;
-  std::string kind;         // "tensor", "int", "float", "bool", "str", "list", "stream"
+  std::string kind;         // "tensor", "int", "float", "bool", "str", "list", "stream", "record"
   std::string schema_type;  // empty: not an op argument (stream, allocated output)
   bool optional = false;
   bool has_default = false;
@@ -50,6 +53,15 @@ struct SigParam {
   bool has_shape = false;
   std::vector<SigDim> shape;
   std::vector<std::string> dtypes;  // empty: any
+  // kind "record": the object type and its fields, each a schema argument (kind int, float,
+  // bool or str) named `<param>_<field>`.
+  int32_t record_type = -1;
+  std::string record_key;
+  std::vector<SigParam> fields;
+  // A record's field: its name in the type, the type that declares it and its position there.
+  std::string field_name;
+  int32_t field_owner = -1;
+  int32_t field_index = -1;
 };
 
 /// A declared returned output of a contract: its name, dtype options and one RPN token list
@@ -71,7 +83,8 @@ struct OpSignature {
   std::vector<SigOutput> outputs;    // declared returned outputs (contracts)
   bool contract = false;
 
-  /// The op's arguments (the parameters with a schema type), in order.
+  /// The op's arguments (the parameters with a schema type, a record's fields in its place), in
+  /// order.
   std::vector<const SigParam*> SchemaArgs() const;
   /// The names of the tensors the op writes in place (not the allocated ones).
   std::vector<std::string> Mutated() const;

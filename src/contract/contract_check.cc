@@ -173,7 +173,6 @@ bool ResolveRecord(const Plan& p, const RecordCheck& r, bool final) {
                         "KFFI_RECORD, or load the library that does, before calling)"
                       : "the type declares no fields (KFFI_OBJECT_DEF)");
   }
-  if (index < kKFFIStaticObjectBegin) return refuse("not an object type");
   std::vector<const KFFIFieldInfo*> fields;
   for (size_t i = 0; i < r.type->field_names.size(); ++i) {
     const std::string& name = r.type->field_names[i];

@@ -108,8 +108,8 @@ struct Op {
   uint8_t mut;    // a `mut` tensor (a call argument): one whose tensor_flags say read-only fails
   int32_t index;  // position in the frame
   int32_t spec;   // tensor: PlanLayout::tensors[spec]; scalar: PlanLayout::scalars[spec]; tuple:
-                 // size; record: the runtime's record check
-  int32_t skip;  // tuple (record): how many following ops describe its elements (fields)
+                  // size; record: the runtime's record check
+  int32_t skip;   // tuple (record): how many following ops describe its elements (fields)
 };
 
 /// What a tensor must satisfy, precomputed (all the per-call work is compares).

@@ -89,12 +89,16 @@ TEST(ContractRecords, KffiRecordStructFieldsAreChecked) {
   kffi::Function f = kffi::FunctionWithContract(Mix, "mix", kMix);
   EXPECT_EQ(f(Blend{0.5, 2, false}, 4.0).cast<double>(), 4.0);
   const std::string sig = std::string("`mix(") + kMix + ")`";
-  EXPECT_EQ(ErrorOf([&] { f(Blend{1.5, 2, false}, 4.0); }),
+  EXPECT_EQ(ErrorOf([&] {
+              f(Blend{1.5, 2, false}, 4.0);
+            }),
             "ValueError: b.alpha: expected a value in range [0.0, 1.0], got 1.5 (argument #0 of " +
                 sig + ")");
-  EXPECT_EQ(ErrorOf([&] { f(Blend{0.5, 9, false}, 4.0); }),
-            "ValueError: b.n: expected a value in range [1, 8], got 9 (argument #0 of " + sig +
-                ")");
+  EXPECT_EQ(
+      ErrorOf([&] {
+        f(Blend{0.5, 9, false}, 4.0);
+      }),
+      "ValueError: b.n: expected a value in range [1, 8], got 9 (argument #0 of " + sig + ")");
   EXPECT_EQ(ErrorOf([&] { f(int64_t{3}, 4.0); }),
             "TypeError: b: expected crt.Blend, got int (argument #0 of " + sig + ")");
   EXPECT_EQ(ErrorOf([&] { f(Knob(1), 4.0); }),
@@ -102,7 +106,9 @@ TEST(ContractRecords, KffiRecordStructFieldsAreChecked) {
   // The same checks without a function behind them.
   Contract c = Contract::Parse("mix", kMix);
   EXPECT_NO_THROW(c.CheckArgs(kffi::Any(Blend{1.0, 8, true}), 1.0));
-  EXPECT_NE(ErrorOf([&] { c.CheckArgs(kffi::Any(Blend{-0.1, 1, true}), 1.0); }).find("b.alpha"),
+  EXPECT_NE(ErrorOf([&] {
+              c.CheckArgs(kffi::Any(Blend{-0.1, 1, true}), 1.0);
+            }).find("b.alpha"),
             std::string::npos);
 }
 

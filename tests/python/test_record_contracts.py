@@ -64,7 +64,7 @@ def test_passing_calls(rc):
     assert rc.score(Config(0.0, 1, True, ""), X) == 3.0
     assert rc.score(Partial(2), X) == 4.0
     assert rc.mix(Blend(0.5, 2), 4.0) == 4.0
-    assert rc.mix(rc.mix.__self__ if False else Blend(1.0, 8), 1.0) == 8.0
+    assert rc.mix(Blend(1.0, 8), 1.0) == 8.0
     assert rc.maybe_n(None) == -1
     assert rc.maybe_n(rc.make_config(0.5, 8)) == 8
     assert rc.flagged(Config(0.5, 1, True, "x")) is True

@@ -25,7 +25,10 @@
 //   type     := "Tensor" "(" "[" [dim {"," dim}] "]" "," dtypes {"," option} ")"
 //             | scalar ["[" number "," number "]"]        (an inclusive range, finite)
 //             | "Optional" "[" type "]" | "Tuple" "[" type {"," type} "]"
-//             | "Stream" | "EnvStream"
+//             | "Stream" | "EnvStream" | record
+//   record   := NAME {"." NAME} ["{" [field {"," field}] "}"]   (a type key: an object type with
+//                                                                fields, or a KFFI_RECORD struct)
+//   field    := NAME ":" scalar ["[" number "," number "]"]   (fields left out: unchecked)
 //   scalar   := "int" | "int32" | "int64" | "float" | "float32" | "float64" | "bool"
 //   dim      := INT | NAME                                 (a literal or a symbol)
 //   dtypes   := "*" | DTYPE {"|" DTYPE}                    (standard names: float32, int8x4, ...)
@@ -70,6 +73,10 @@
 //   layout       ValueError  x.strides: expected contiguous, got [8, 1] for shape [4, 3] (...)
 //   strides      ValueError  y.strides[0]: expected s = 8 (as x.strides[0]), got 16 (...)
 //   range        ValueError  k: expected a value in range [0, 1024], got 2000 (...)
+//                            cfg.alpha: expected a value in range [0, 1], got 1.5 (...)
+// A record's fields are read through the type's getters by the runtime (its check is never
+// inline); a field the type lacks, or a scalar kind other than its C++ type's, fails the load
+// (or, for a type registered after the export, the first call that passes a record).
 // A conflict (match, device index) names both sides with their values. It names first the side
 // the function writes when only one of them is `mut` (out: Tensor([n], float32, mut) given the
 // wrong size is blamed, not the input it disagrees with), else the later one.
@@ -311,12 +318,14 @@ class Contract {
   /// "return", "doc", "contract", "outputs": [{"name", "type", "shape": [expr...], "shape_rpn":
   /// [[token...]...], "dtype"}], "symbols": [{"name", "width", "divisibility", "parallel" (only
   /// when true)}], "env_stream", "mutates": [param...]}. A param's structured fields: "kind"
-  /// ("tensor", "int", "float", "bool", "tuple", "stream"), "optional", and per kind: a tensor's
-  /// "shape" (ints and symbol names), "dtypes" (names; empty: any), "device" (its text, e.g. "cuda"
-  /// or "cpu|cuda"; null: any) and "mutable"; a scalar's "range" ([lo, hi], when declared); a
-  /// tuple's "elems" (each with "type" and these fields). Optional and Stream parameters take None:
-  /// "default": null. An output's shape_rpn has one token list per dimension: ints, symbol names
-  /// and the operators "+", "-", "*", "//", "%" (Python's semantics) and "neg".
+  /// ("tensor", "int", "float", "bool", "tuple", "stream", "record"), "optional", and per kind: a
+  /// tensor's "shape" (ints and symbol names), "dtypes" (names; empty: any), "device" (its text,
+  /// e.g. "cuda" or "cpu|cuda"; null: any) and "mutable"; a scalar's "range" ([lo, hi], when
+  /// declared); a tuple's "elems" (each with "type" and these fields); a record's "type" is its
+  /// type key, with "type_key" and "fields" (each with "name", "type" and these fields). Optional
+  /// and Stream parameters take None: "default": null. An output's shape_rpn has one token list per
+  /// dimension: ints, symbol names and the operators "+", "-", "*", "//", "%" (Python's semantics)
+  /// and "neg".
   std::string MetadataJson(const std::string& return_type, const std::string& doc) const {
     KFFIByteArray r = details::ToByteArray(return_type.data(), return_type.size());
     KFFIByteArray d = details::ToByteArray(doc.data(), doc.size());

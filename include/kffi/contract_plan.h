@@ -61,6 +61,10 @@ namespace contract {
 
 /// The version of the plan layout below (Op, TensorCheck, DimCheck, ScalarCheck, PlanLayout and
 /// the Check numbers). Kernels ask KFFIContractCreate for it; the runtime builds it or refuses.
+/// Two additions kept version 1, because a kernel never reads them: the op kind kOpRecord (never
+/// Op::simple, so a kernel's FastRun hands it to the runtime like any other non-simple op) and
+/// the members after PlanLayout::needs_expand (the runtime's own; a kernel built with older
+/// headers reads the same leading members at the same offsets).
 constexpr int32_t kPlanLayoutVersion = 1;
 
 // Limits of the grammar (the parser enforces them; the checks rely on kMaxNdim and kMaxSymbols).
@@ -75,10 +79,16 @@ constexpr int kMaxExprDepth = 32;
 
 /// Most symbols a contract can bind (their bound set is a 64-bit mask).
 constexpr size_t kMaxSymbols = 64;
-/// Value frames a check reads: the call arguments and one frame per tuple.
+/// Value frames a check reads: the call arguments, one frame per tuple and one for the fields of
+/// records (read by the runtime, never by a kernel).
 constexpr size_t kMaxFrames = 32;
+/// Most fields a record type in a contract can constrain.
+constexpr size_t kMaxRecordFields = 64;
 
-enum OpKind : uint8_t { kOpTensor, kOpInt, kOpFloat, kOpBool, kOpTuple, kOpStream };
+/// kOpRecord: an object of a record type (a kffi object type with reflected fields, or a
+/// KFFI_RECORD struct's object) whose fields the runtime reads through the type's getters into
+/// the frame out_frame; the following Op::skip ops (scalars) check them.
+enum OpKind : uint8_t { kOpTensor, kOpInt, kOpFloat, kOpBool, kOpTuple, kOpStream, kOpRecord };
 enum DimMode : uint8_t { kDimLiteral, kDimBind, kDimMatch, kDimBindOrMatch };
 enum DimFlag : uint8_t { kDimInt32 = 1, kDimDivMask = 2, kDimDivMod = 4 };
 enum LayoutKind : uint8_t { kLayoutAny, kLayoutRowMajor, kLayoutOrdered };
@@ -94,12 +104,12 @@ struct Op {
                       // ndim when 1 to 4 (UniformRun's unrolled checks), 5 for other ranks, else 0
   uint8_t optional;   // None is accepted
   uint8_t frame;      // where the value lives: 0 the call arguments, else a tuple's elements
-  uint8_t out_frame;  // tuple: the frame that receives its elements
+  uint8_t out_frame;  // tuple: the frame that receives its elements; record: its fields
   uint8_t mut;    // a `mut` tensor (a call argument): one whose tensor_flags say read-only fails
   int32_t index;  // position in the frame
-  int32_t
-      spec;  // tensor: PlanLayout::tensors[spec]; scalar: PlanLayout::scalars[spec]; tuple: size
-  int32_t skip;  // tuple: how many following ops describe its elements
+  int32_t spec;   // tensor: PlanLayout::tensors[spec]; scalar: PlanLayout::scalars[spec]; tuple:
+                  // size; record: the runtime's record check
+  int32_t skip;   // tuple (record): how many following ops describe its elements (fields)
 };
 
 /// What a tensor must satisfy, precomputed (all the per-call work is compares).
@@ -193,6 +203,9 @@ struct PlanLayout {
   uint8_t has_env_stream;
   uint8_t has_stream;    // a Stream parameter (its argument is converted to a pointer)
   uint8_t needs_expand;  // has_env_stream || has_stream: ExpandArgs runs before the call
+  // ---- the runtime's own (appended; kernels never read these) ----
+  /// The runtime's plan that holds this layout (its record checks: kOpRecord's spec).
+  const void* runtime_plan;
 };
 
 /// Per-call scratch of a check (the kernel's and the runtime's share it: part of the layout). Only

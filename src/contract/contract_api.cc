@@ -81,6 +81,7 @@ DLDevice StreamDevice(const PlanLayout& p, const KFFIAny* const* frames) {
     const Op& op = p.ops[i];
     const KFFIAny* v = frames[op.frame] + op.index;
     if (op.kind == kOpTuple && v->type_index == kKFFINone) i += static_cast<size_t>(op.skip);
+    if (op.kind == kOpRecord) i += static_cast<size_t>(op.skip);  // its fields hold no tensor
     const DLTensor* t = op.kind == kOpTensor ? TensorOf(v) : nullptr;
     if (t == nullptr) continue;
     if (t->device.device_type != kDLCPU) return t->device;
@@ -166,6 +167,13 @@ int KFFIContractCreate(const KFFIByteArray* name, const KFFIByteArray* text, int
                                        " (rebuild the library with this kffi's headers)");
   }
   std::unique_ptr<c::Plan> plan = c::MakePlan(n, t);
+  // Record types registered by now are checked against their reflection here (a refused one
+  // fails the library's load); the others at the first call that meets them.
+  for (const auto& r : plan->records) {
+    if (!c::ResolveRecord(*plan, *r, /*final=*/false) && r->state.load() == 2) {
+      throw kffi::Error("ValueError", r->error);
+    }
+  }
   c::Plan* raw = plan.get();
   KFFIObject* obj =
       kffi::details::NewRuntimeObject<c::ContractPayload>(c::ContractTypeIndex(), std::move(plan));

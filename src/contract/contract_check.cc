@@ -7,6 +7,8 @@
 #include <cfloat>
 #include <cmath>
 #include <cstdint>
+#include <string>
+#include <string_view>
 
 #include "contract/contract_internal.h"
 
@@ -86,6 +88,160 @@ uint64_t ExtraBits(const PlanLayout& p, const TensorCheck& c, const DLTensor* t,
 
 }  // namespace
 
+// ---- records ------------------------------------------------------------------------------
+
+namespace {
+
+/// The field `name` of type index type or of its nearest ancestor that declares it (the lookup of
+/// KFFIObjectFindField, by type); NULL when there is none.
+const KFFIFieldInfo* FindTypeField(int32_t type, std::string_view name) {
+  const KFFITypeInfo* info = KFFIGetTypeInfo(type);
+  if (info == nullptr) return nullptr;
+  for (int32_t d = info->type_depth; d >= 0; --d) {
+    const int32_t index = d == info->type_depth ? info->type_index : info->type_ancestors[d];
+    const KFFITypeReflection* r = KFFIGetTypeReflection(index);
+    for (int32_t i = 0; r != nullptr && i < r->num_fields; ++i) {
+      if (Sv(r->fields[i].name.data, r->fields[i].name.size) == name) {
+        return &r->fields[i];
+      }
+    }
+  }
+  return nullptr;
+}
+
+/// The scalar kind of a contract field type and of a C++ field (its type index).
+const char* FieldKindName(int32_t type_index) {
+  switch (type_index) {
+    case kKFFIInt:
+      return "int";
+    case kKFFIFloat:
+      return "float";
+    case kKFFIBool:
+      return "bool";
+    default:
+      return nullptr;
+  }
+}
+
+/// Clears the raised error; its "Kind: message" into *why when not NULL.
+void DropRaised(std::string* why = nullptr) {
+  KFFIObjectHandle e = nullptr;
+  KFFIErrorMoveFromRaised(&e);
+  if (e == nullptr) return;
+  if (why != nullptr) {
+    const KFFIErrorCell* cell = KFFIErrorGetCellPtr(e);
+    *why = std::string(cell->kind.data, cell->kind.size) + ": " +
+           std::string(cell->message.data, cell->message.size);
+  }
+  KFFIObjectDecRef(e);
+}
+
+/// The fields of the record being checked on this thread (RunState has no room for them, and a
+/// record's field ops follow it at once: nothing else runs between).
+thread_local KFFIAny t_record_fields[kMaxRecordFields];
+
+}  // namespace
+
+bool ResolveRecord(const Plan& p, const RecordCheck& r, bool final) {
+  const int state = r.state.load(std::memory_order_acquire);
+  if (state != 0) return state == 1;
+  std::lock_guard<std::mutex> lock(r.mutex);
+  if (r.state.load(std::memory_order_relaxed) != 0) return r.state.load() == 1;
+  const std::string where =
+      "Invalid contract for `" + p.name + "`: parameter `" + r.subject + ": " + r.type_key + "`: ";
+  auto refuse = [&](const std::string& why) {
+    r.error = where + why;
+    r.state.store(2, std::memory_order_release);
+    return false;
+  };
+  const KFFIByteArray key{r.type_key.data(), r.type_key.size()};
+  int32_t index = -1;
+  if (KFFITypeKeyToIndex(&key, &index) != 0) {
+    DropRaised();
+    index = -1;
+  }
+  const KFFITypeInfo* info = index >= 0 ? KFFIGetTypeInfo(index) : nullptr;
+  bool has_reflection = false;
+  for (int32_t d = info != nullptr ? info->type_depth : -1; d >= 0; --d) {
+    has_reflection |=
+        KFFIGetTypeReflection(d == info->type_depth ? index : info->type_ancestors[d]) != nullptr;
+  }
+  if (info == nullptr || (!has_reflection && !r.type->field_names.empty())) {
+    if (!final) return false;  // the library may register it later in its load
+    return refuse(info == nullptr
+                      ? "the type is not registered (declare it with KFFI_OBJECT_DEF or "
+                        "KFFI_RECORD, or load the library that does, before calling)"
+                      : "the type declares no fields (KFFI_OBJECT_DEF)");
+  }
+  std::vector<const KFFIFieldInfo*> fields;
+  for (size_t i = 0; i < r.type->field_names.size(); ++i) {
+    const std::string& name = r.type->field_names[i];
+    const TypeAst& want = r.type->elems[i];
+    const KFFIFieldInfo* f = FindTypeField(index, name);
+    if (f == nullptr) return refuse("the type has no field `" + name + "`");
+    const char* kind = FieldKindName(f->type_index);
+    const char* expected = want.kind == Kind::kInt     ? "int"
+                           : want.kind == Kind::kFloat ? "float"
+                                                       : "bool";
+    if (kind == nullptr || Sv(kind) != Sv(expected)) {
+      return refuse("field `" + name + "` is declared " + want.name + ", but its C++ type is `" +
+                    std::string(f->type_str.data, f->type_str.size) + "` (expected " +
+                    (want.kind == Kind::kInt     ? "an integer type"
+                     : want.kind == Kind::kFloat ? "a floating-point type"
+                                                 : "bool") +
+                    ")");
+    }
+    fields.push_back(f);
+  }
+  r.type_index = index;
+  r.type_depth = info->type_depth;
+  r.fields = std::move(fields);
+  r.state.store(1, std::memory_order_release);
+  return true;
+}
+
+RecordRead ReadRecordFields(const PlanLayout& p, const Op& op, const KFFIAny* v, RunState* st,
+                            std::string* why) {
+  const Plan& plan = *static_cast<const Plan*>(p.runtime_plan);
+  const RecordCheck& r = *plan.records[static_cast<size_t>(op.spec)];
+  if (KFFI_UNLIKELY(r.state.load(std::memory_order_acquire) != 1) &&
+      !ResolveRecord(plan, r, /*final=*/true)) {
+    return RecordRead::kUnresolved;
+  }
+  const int32_t type = v->type_index;
+  if (type < kKFFIStaticObjectBegin || v->v_obj == nullptr) return RecordRead::kType;
+  bool exact = type == r.type_index;
+  if (!exact) {
+    const KFFITypeInfo* info = KFFIGetTypeInfo(type);
+    if (info == nullptr || info->type_depth <= r.type_depth ||
+        info->type_ancestors[r.type_depth] != r.type_index) {
+      return RecordRead::kType;
+    }
+  }
+  char* obj = static_cast<char*>(static_cast<void*>(v->v_obj));
+  const size_t n = r.fields.size();
+  for (size_t j = 0; j < n; ++j) {
+    // A subtype may declare a field of the same name: its own is the one the object shows.
+    const KFFIFieldInfo* f = exact ? r.fields[j] : FindTypeField(type, r.type->field_names[j]);
+    KFFIAny* out = &t_record_fields[j];
+    out->type_index = kKFFINone;
+    out->zero_padding = 0;
+    out->v_int64 = 0;
+    if (f == nullptr || f->getter(obj + f->offset, out) != 0) {
+      DropRaised(why);
+      if (why != nullptr)
+        *why = r.type->field_names[j] + (f == nullptr ? ": missing" : ": " + *why);
+      return RecordRead::kGetter;
+    }
+    if (out->type_index >= kKFFIStaticObjectBegin) {  // not a scalar after all: never kept
+      KFFIObjectDecRef(out->v_obj);
+      out->type_index = kKFFINone;
+    }
+  }
+  st->frames[op.out_frame] = t_record_fields;
+  return RecordRead::kOk;
+}
+
 /// Any tensor.
 bool FastTensor(const PlanLayout& p, const TensorCheck& c, const DLTensor* t, RunState* st) {
   uint64_t bad = HeadBits(c, t, st);
@@ -107,7 +263,7 @@ bool FastTensor(const PlanLayout& p, const TensorCheck& c, const DLTensor* t, Ru
 bool FastOther(const PlanLayout& p, const Op& op, const KFFIAny* v, RunState* st, size_t* i) {
   const int32_t type = v->type_index;
   if (op.optional && type == kKFFINone) {
-    if (op.kind == kOpTuple) *i += static_cast<size_t>(op.skip);
+    if (op.kind == kOpTuple || op.kind == kOpRecord) *i += static_cast<size_t>(op.skip);
     return true;
   }
   switch (op.kind) {
@@ -129,6 +285,8 @@ bool FastOther(const PlanLayout& p, const Op& op, const KFFIAny* v, RunState* st
       return type == kKFFIBool || type == kKFFIInt;
     case kOpStream:
       return type == kKFFIOpaquePtr || type == kKFFIInt || type == kKFFINone;
+    case kOpRecord:
+      return ReadRecordFields(p, op, v, st) == RecordRead::kOk;
     default: {  // kOpTuple
       if (type != kKFFIArray && type != kKFFIList) return false;
       auto* cell = static_cast<const KFFISeqCell*>(KFFIObjectGetCellPtr(v->v_obj));

@@ -110,6 +110,10 @@ class Explainer {
         continue;
       }
       const size_t at = i;
+      if (op.kind == kOpRecord && !(op.optional && v->type_index == kKFFINone)) {
+        if (Record(i, op, v)) return true;
+        continue;
+      }
       if (FastOther(p_.layout, op, v, &st_, &i)) continue;
       const bool typed = op.kind == kOpInt ? v->type_index == kKFFIInt || v->type_index == kKFFIBool
                          : op.kind == kOpFloat
@@ -131,6 +135,29 @@ class Explainer {
             const std::string& got) {
     const int32_t i = static_cast<int32_t>(op);
     Describe(p_, f_, check, "ValueError", i, i, subject, expected, got);
+  }
+
+  /// A record argument: its type, then whether its fields can be read (their values are checked
+  /// by the field ops that follow).
+  bool Record(size_t op, const Op& o, const KFFIAny* v) {
+    std::string why;
+    switch (ReadRecordFields(p_.layout, o, v, &st_, &why)) {
+      case RecordRead::kOk:
+        return false;
+      case RecordRead::kType:
+        DescribeType(p_, f_, op, v);
+        return true;
+      case RecordRead::kUnresolved:
+        f_->check = Check::kType;
+        f_->op = f_->blamed = static_cast<int32_t>(op);
+        f_->kind = "ValueError";
+        f_->message = p_.records[static_cast<size_t>(o.spec)]->error;
+        return true;
+      default:  // kGetter
+        Fail(Check::kType, op, p_.op_info[op].subject + "." + why.substr(0, why.find(':')),
+             "a readable field", why.substr(why.find(':') + 2));
+        return true;
+    }
   }
 
   void Range(size_t op, const KFFIAny* v) {
@@ -274,6 +301,9 @@ bool CppTypeFits(const TypeAst& t, std::string_view cpp, bool outer = true) {
       return cpp == Sv("float") || cpp == Sv("float32");
     case Kind::kBool:
       return cpp == Sv("bool");
+    case Kind::kRecord:  // the object type, or a KFFI_RECORD struct (its type key either way), or
+                         // any object (kffi::ObjectRef)
+      return cpp == Sv(t.name) || cpp == Sv("Object");
     case Kind::kTuple:  // elements are never `mut`
       return (starts("Tuple<") || starts("Array<") || starts("List<")) &&
              cpp.find(kWritableTensor) == std::string_view::npos;

@@ -10,8 +10,10 @@
 #include <kffi/dtype.h>
 #include <kffi/error.h>
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -32,7 +34,7 @@ struct SyntaxError {
 
 // ---- the syntax tree (contract_parser.cc) ----------------------------------------------------
 
-enum class Kind : uint8_t { kTensor, kInt, kFloat, kBool, kTuple, kStream, kEnvStream };
+enum class Kind : uint8_t { kTensor, kInt, kFloat, kBool, kTuple, kStream, kEnvStream, kRecord };
 
 /// A dimension or stride entry: an integer literal or a symbol.
 struct DimAst {
@@ -91,7 +93,7 @@ struct TensorAst {
 struct TypeAst {
   Kind kind = Kind::kInt;
   bool optional = false;
-  std::string name;  // the keyword: "Tensor", "int32", "Tuple", ...
+  std::string name;  // the keyword: "Tensor", "int32", "Tuple", ...; a record's type key
   int bits = 64;     // scalars: int32/float32 are 32
   bool has_range = false;
   int64_t int_lo = 0, int_hi = 0;
@@ -99,7 +101,8 @@ struct TypeAst {
   std::string range_text;  // "[0, 1024]" as written
   std::string text;        // the whole type as written: "Optional[Tensor([n], float32)]"
   TensorAst tensor;
-  std::vector<TypeAst> elems;  // Tuple
+  std::vector<TypeAst> elems;  // Tuple; a record's constrained fields (scalars), as written
+  std::vector<std::string> field_names;  // a record's: elems[i] is field_names[i]'s type
   size_t pos = 0;
 };
 
@@ -154,6 +157,23 @@ struct OpInfo {
   bool mut;              // a tensor the function writes (where a conflict is blamed first)
 };
 
+/// A record parameter's check: its type key and constrained fields, resolved against the type's
+/// reflection (KFFIGetTypeReflection) once: when the contract is created if the type is
+/// registered by then, else at the first check that meets the record (a library may register the
+/// type after its export).
+struct RecordCheck {
+  std::string type_key;
+  std::string subject;  // the parameter ("cfg", "p[1]")
+  const TypeAst* type;  // points into Plan::ast
+  // Resolution (Plan::ResolveRecord): 0 not yet, 1 resolved, 2 refused (error says why).
+  mutable std::atomic<int> state{0};
+  mutable std::mutex mutex;
+  mutable int32_t type_index = -1;
+  mutable int32_t type_depth = 0;
+  mutable std::vector<const KFFIFieldInfo*> fields;  // per constrained field: the type's field
+  mutable std::string error;
+};
+
 struct SymbolInfo {
   std::string name;
   int bits;
@@ -185,7 +205,8 @@ struct Plan {
   std::vector<int32_t> fn_src;         // per function parameter: its call argument, -1 EnvStream
   std::vector<uint8_t> fn_stream;      // per function parameter: 1 for a Stream argument
   std::vector<size_t> call_params;     // indices into ast.params of the call arguments
-  PlanLayout layout{};                 // the arrays above as kernels read them
+  std::vector<std::unique_ptr<RecordCheck>> records;  // kOpRecord's spec
+  PlanLayout layout{};                                // the arrays above as kernels read them
 
   int32_t SlotOf(std::string_view symbol) const {
     for (size_t i = 0; i < symbols.size(); ++i) {
@@ -199,6 +220,12 @@ struct Plan {
 /// "Invalid contract for `name` at column N: ..." with an excerpt and a caret. layout.contract
 /// is left for the owner to set.
 std::unique_ptr<Plan> MakePlan(std::string_view name, std::string_view text);
+
+/// Resolves a record check against its type's reflection (once; thread safe): true when its
+/// fields can be read. False with r.error set (a ValueError message naming the function and the
+/// field) when the type is refused; when the type is not registered (yet), false with r.error set
+/// only if final (at creation the check stays unresolved, to be tried again at the first call).
+bool ResolveRecord(const Plan& p, const RecordCheck& r, bool final);
 
 // ---- the checks kernels do not inline (contract_check.cc) -----------------------------------
 // Shared by KFFIContractCheckFrom (the rest of a kernel's check) and the explaining run.
@@ -215,6 +242,17 @@ bool FastTensor(const PlanLayout& p, const TensorCheck& c, const DLTensor* t, Ru
 /// A scalar, tuple or optional value (anything but a present tensor); advances *i past the
 /// elements of a None tuple.
 bool FastOther(const PlanLayout& p, const Op& op, const KFFIAny* v, RunState* st, size_t* i);
+/// What reading a record argument's constrained fields found.
+enum class RecordRead : uint8_t {
+  kOk,          // read into the op's out_frame
+  kType,        // the value is no object of the record type (or a subtype)
+  kUnresolved,  // the record type was refused (RecordCheck::error says why)
+  kGetter,      // a field's getter failed
+};
+/// Reads the constrained fields of v (a kOpRecord op's value) through the type's getters; why
+/// (when not NULL): the field and the getter's error, for kGetter.
+RecordRead ReadRecordFields(const PlanLayout& p, const Op& op, const KFFIAny* v, RunState* st,
+                            std::string* why = nullptr);
 /// Whether a tensor argument is read-only while its parameter is `mut`.
 bool WritableMissing(const Op& op, const KFFIAny* v);
 /// Whether the values of ops [first, end) pass every check; on failure st->failed_op is the op.

@@ -65,11 +65,19 @@ std::vector<Token> Tokenize(std::string_view s) {
     } else if (i + 1 < n && ((c == '-' && s[i + 1] == '>') || (c == '/' && s[i + 1] == '/'))) {
       i += 2;
       out.push_back({TokKind::kPunct, s.substr(start, 2), start});
-    } else if (std::string_view("()[],:;|*=%+-").find(c) != std::string_view::npos) {
+    } else if (std::string_view("()[],:;|*=%+-.{}").find(c) != std::string_view::npos) {
       ++i;
       out.push_back({TokKind::kPunct, s.substr(start, 1), start});
     } else {
-      throw SyntaxError{start, std::string("unexpected character `") + c + "`"};
+      // A byte that is not printable ASCII (a control character, a UTF-8 sequence or invalid
+      // UTF-8) is shown escaped, so that the message stays valid UTF-8.
+      std::string shown(1, c);
+      if (c < 0x20 || c > 0x7e) {
+        static const char kHex[] = "0123456789abcdef";
+        const auto b = static_cast<unsigned char>(c);
+        shown = std::string("\\x") + kHex[b >> 4] + kHex[b & 15];
+      }
+      throw SyntaxError{start, "unexpected character `" + shown + "`"};
     }
   }
   out.push_back({TokKind::kEnd, std::string_view(), n});
@@ -283,19 +291,54 @@ class Parser {
       t.kind = Kind::kEnvStream;
     } else if (k == Sv("Stream")) {
       t.kind = Kind::kStream;
-    } else if (k == Sv("int") || k == Sv("int32") || k == Sv("int64") || k == Sv("float") ||
-               k == Sv("float32") || k == Sv("float64") || k == Sv("bool")) {
+    } else if (IsScalarName(k)) {
       t.kind = k == Sv("bool") ? Kind::kBool : k[0] == 'i' ? Kind::kInt : Kind::kFloat;
       t.bits = (k == Sv("int32") || k == Sv("float32")) ? 32 : 64;
       if (IsPunct("[")) ParseRange(&t);
+    } else if (IsPunct(".") || IsPunct("{")) {
+      ParseRecord(&t);
     } else {
       throw SyntaxError{tok.pos,
                         "unknown type `" + t.name +
                             "` (expected Tensor, int, int32, int64, float, float32, float64, "
-                            "bool, Optional, Tuple, Stream or EnvStream)"};
+                            "bool, Optional, Tuple, Stream, EnvStream or a record type key)"};
     }
     t.text = Slice(start);
     return t;
+  }
+
+  static bool IsScalarName(std::string_view k) {
+    return k == Sv("int") || k == Sv("int32") || k == Sv("int64") || k == Sv("float") ||
+           k == Sv("float32") || k == Sv("float64") || k == Sv("bool");
+  }
+
+  /// A record type after its first name: the rest of the type key (`demo.Config`), then the
+  /// constrained fields in braces, each a scalar with an optional range (`{alpha: float64[0, 1]}`).
+  /// Fields left out are not checked; without braces only the type is.
+  void ParseRecord(TypeAst* t) {
+    t->kind = Kind::kRecord;
+    while (Accept(".")) t->name += "." + std::string(ExpectName("expected a type key part").text);
+    if (!Accept("{")) return;
+    if (Accept("}")) return;
+    do {
+      const Token& name = ExpectName("expected a field name");
+      for (const std::string& other : t->field_names) {
+        if (Sv(other) == name.text) {
+          throw SyntaxError{name.pos, "field `" + other + "` is constrained twice"};
+        }
+      }
+      if (t->field_names.size() == kMaxRecordFields) {
+        throw SyntaxError{name.pos,
+                          "too many fields (at most " + std::to_string(kMaxRecordFields) + ")"};
+      }
+      Expect(":");
+      if (Peek().kind != TokKind::kName || !IsScalarName(Peek().text)) {
+        Fail("expected a field type (int, int32, int64, float, float32, float64 or bool)");
+      }
+      t->field_names.emplace_back(name.text);
+      t->elems.push_back(ParseType(/*in_tuple=*/true));
+    } while (Accept(","));
+    Expect("}");
   }
 
   void ParseRange(TypeAst* t) {

@@ -134,6 +134,35 @@ class PlanBuilder {
         p_->ops[at].skip = static_cast<int32_t>(p_->ops.size() - at - 1);
         return;
       }
+      case Kind::kRecord: {
+        // One frame holds the fields of whichever record is being checked: a record's field ops
+        // follow it at once, and records do not nest.
+        if (record_frame_ == 0) {
+          if (next_frame_ >= kMaxFrames) throw SyntaxError{t.pos, "too many tuples (at most 31)"};
+          record_frame_ = next_frame_++;
+        }
+        op.kind = kOpRecord;
+        op.out_frame = static_cast<uint8_t>(record_frame_);
+        op.spec = static_cast<int32_t>(p_->records.size());
+        auto r = std::make_unique<RecordCheck>();
+        r->type_key = t.name;
+        r->subject = subject;
+        r->type = &t;
+        p_->records.push_back(std::move(r));
+        info.expected = t.name;
+        if (t.optional) info.expected += " or None";
+        const size_t at = p_->ops.size();
+        p_->ops.push_back(op);
+        p_->op_info.push_back(std::move(info));
+        for (size_t j = 0; j < t.elems.size(); ++j) {
+          AddValue(t.elems[j], op.out_frame, static_cast<int32_t>(j),
+                   subject + "." + t.field_names[j], arg, under);
+          // A field is where its record is ("argument #0"), not an element of a container.
+          p_->op_info.back().context = p_->op_info[at].context;
+        }
+        p_->ops[at].skip = static_cast<int32_t>(p_->ops.size() - at - 1);
+        return;
+      }
       case Kind::kEnvStream:
         return;  // never reached: parameters only, handled by Build
     }
@@ -264,6 +293,7 @@ class PlanBuilder {
   std::vector<SymbolState> state_;
   int ref_state_ = 0;  // device reference: 0 no tensor yet, 1 maybe set, 2 set
   size_t next_frame_ = 1;
+  size_t record_frame_ = 0;  // the frame of record fields (0: no record yet)
 };
 
 template <typename T>
@@ -290,6 +320,7 @@ void FillLayout(Plan* p) {
   l.num_fn_params = static_cast<int32_t>(p->fn_src.size());
   l.num_symbols = static_cast<int32_t>(p->symbols.size());
   l.num_outputs = static_cast<int32_t>(p->ast.outputs.size());
+  l.runtime_plan = p;
 }
 
 [[noreturn]] void ThrowInvalidContract(std::string_view name, std::string_view text,

@@ -92,6 +92,8 @@ const char* KindName(Kind k) {
       return "bool";
     case Kind::kTuple:
       return "tuple";
+    case Kind::kRecord:
+      return "record";
     default:
       return "stream";
   }
@@ -100,7 +102,8 @@ const char* KindName(Kind k) {
 /// A type's structured fields in metadata: kind, optional, and per kind: a tensor's shape (ints
 /// and symbol names), dtypes (names; empty: any), device (its text, e.g. "cuda" or "cpu|cuda";
 /// null: any) and mutable; a scalar's range ([lo, hi], when declared); a tuple's elems (each
-/// with "type" and these fields). Optional and Stream parameters take None: "default": null.
+/// with "type" and these fields); a record's type_key and constrained fields (each with "name",
+/// "type" and these fields). Optional and Stream parameters take None: "default": null.
 void WriteTypeFields(JsonWriter* w, const TypeAst& t) {
   w->Field("kind", KindName(t.kind)).Key("optional").Bool(t.optional);
   if (t.optional || t.kind == Kind::kStream) w->Key("default").Null();
@@ -131,6 +134,15 @@ void WriteTypeFields(JsonWriter* w, const TypeAst& t) {
       w->Double(t.float_lo).Double(t.float_hi);
     }
     w->EndArray();
+  } else if (t.kind == Kind::kRecord) {
+    // The constrained fields, each with its type as written and these fields (kind, range).
+    w->Field("type_key", t.name).Key("fields").BeginArray();
+    for (size_t i = 0; i < t.elems.size(); ++i) {
+      w->BeginObject().Field("name", t.field_names[i]).Field("type", t.elems[i].text);
+      WriteTypeFields(w, t.elems[i]);
+      w->EndObject();
+    }
+    w->EndArray();
   } else if (t.kind == Kind::kTuple) {
     w->Key("elems").BeginArray();
     for (const TypeAst& e : t.elems) {  // nesting is bounded by the parser (kMaxTypeDepth)
@@ -150,7 +162,15 @@ std::string ContractMetadataJson(const Plan& p, std::string_view return_type,
   w.BeginObject().Field("name", p.name).Key("params").BeginArray();
   for (size_t i : p.call_params) {
     const ParamAst& param = p.ast.params[i];
-    w.BeginObject().Field("name", param.name).Field("type", param.type_text);
+    // A record parameter's type is its type key, as an export without a contract spells it
+    // (what kffi's Python side matches dataclasses against); its fields follow.
+    const TypeAst& t = param.type;
+    w.BeginObject().Field("name", param.name);
+    if (t.kind == Kind::kRecord) {
+      w.Field("type", t.optional ? "Optional[" + t.name + "]" : t.name);
+    } else {
+      w.Field("type", param.type_text);
+    }
     WriteTypeFields(&w, param.type);
     w.EndObject();
   }

@@ -9,6 +9,7 @@
 #define KFFI_TESTS_FUZZ_CONTRACT_MODEL_H_
 
 #include <kffi/container/array.h>
+#include <kffi/container/shape.h>
 #include <kffi/contract.h>
 
 #include <cfloat>
@@ -105,6 +106,12 @@ class Reference {
         return type == kKFFIBool || type == kKFFIInt ? true : Fail(c::Check::kType, op);
       case c::Kind::kStream:
         return type == kKFFIOpaquePtr || type == kKFFIInt || type == kKFFINone
+                   ? true
+                   : Fail(c::Check::kType, op);
+      case c::Kind::kRecord:
+        // The only record objects the generator passes are ffi.Shape ones (a registered type
+        // without fields); anything else fails the type check (an unregistered type key too).
+        return type == kKFFIShape && t.name == "ffi.Shape" && t.elems.empty()
                    ? true
                    : Fail(c::Check::kType, op);
       default: {  // tuple
@@ -290,6 +297,11 @@ class Generator {
 
   KFFIAny Value(const c::TypeAst& t, bool top) {
     KFFIAny v{};
+    // An optional record is mostly None: most record types here pass no value (see kRecord).
+    if (t.optional && rng_(t.kind == c::Kind::kRecord ? 4 : 1) != 0) {
+      v.type_index = kKFFINone;
+      return v;
+    }
     if (t.optional && rng_(4) == 0) {
       v.type_index = kKFFINone;
       return v;
@@ -335,6 +347,14 @@ class Generator {
       case c::Kind::kStream:
         v.type_index = rng_(2) ? kKFFIInt : kKFFIOpaquePtr;
         v.v_int64 = 0x1000;
+        return v;
+      case c::Kind::kRecord:  // an ffi.Shape object, else an int (see the checker's kRecord)
+        if (t.name == "ffi.Shape" && rng_(4) != 0) {
+          owned_.push_back(Any(kffi::Shape({1, 2})));
+          return *reinterpret_cast<const KFFIAny*>(&owned_.back());
+        }
+        v.type_index = kKFFIInt;
+        v.v_int64 = 7;
         return v;
       default: {  // tuple
         std::vector<Any> items;

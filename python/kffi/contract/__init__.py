@@ -11,6 +11,7 @@ from ._abstract import eval_shape_rpn
 from ._compile import (
     MAX_CONTRACT_BYTES,
     Bool,
+    FakeRecord,
     FakeStream,
     FakeTensor,
     Float32,
@@ -22,6 +23,7 @@ from ._compile import (
     SymInt,
     compile,
     cpp_param_names,
+    fake_record,
     fake_stream,
     fake_tensor,
     has_contract_support,
@@ -32,6 +34,7 @@ from ._compile import (
 __all__ = [
     "MAX_CONTRACT_BYTES",
     "Bool",
+    "FakeRecord",
     "FakeStream",
     "FakeTensor",
     "Float32",
@@ -44,6 +47,7 @@ __all__ = [
     "compile",
     "cpp_param_names",
     "eval_shape_rpn",
+    "fake_record",
     "fake_stream",
     "fake_tensor",
     "has_contract_support",

@@ -569,6 +569,67 @@ Float64 = ScalarType("float64")
 Bool = ScalarType("bool")
 
 
+class FakeRecord:
+    """A record parameter (a kffi object type with fields, or a ``KFFI_RECORD`` struct) whose
+    fields the contract constrains: ``kffi.contract.fake_record("demo.Config",
+    alpha=kffi.Float64.range(0.0, 1.0), n=kffi.Int64.range(1, 64))`` renders
+    ``demo.Config{alpha: float64[0.0, 1.0], n: int64[1, 64]}``. Fields left out are unchecked."""
+
+    __slots__ = ("fields", "type_key")
+
+    def __init__(self, type_key: str, fields: dict):
+        if not isinstance(type_key, str) or not all(
+            part.isidentifier() and part.isascii() for part in type_key.split(".")
+        ):
+            raise ValueError(
+                f"kffi.contract.fake_record: the type key is dotted identifiers, got {type_key!r}"
+            )
+        self.type_key = type_key
+        self.fields = {}
+        for name, kind in fields.items():
+            if not isinstance(kind, ScalarType):
+                kind = _as_fake(kind) if kind in (int, float, bool) else kind
+            if not isinstance(kind, ScalarType):
+                raise TypeError(
+                    f"kffi.contract.fake_record: field {name!r} is a scalar (kffi.Int32/Int64/"
+                    f"Float32/Float64/Bool, with an optional .range(), or int, float, bool), "
+                    f"got {kind!r}"
+                )
+            self.fields[name] = kind
+
+    @classmethod
+    def from_metadata(cls, param: dict) -> FakeRecord:
+        """The record of a contract parameter's metadata (``kind`` "record"): its text renders
+        back as the contract wrote it (up to spacing)."""
+        if not isinstance(param, dict) or param.get("kind") != "record":
+            raise ValueError(f"kffi.contract: not a record parameter's metadata: {param!r}")
+        fields = {}
+        for f in param["fields"]:
+            kind = ScalarType(f["type"].split("[", 1)[0])
+            if "range" in f:
+                kind = ScalarType(kind.type_name, *f["range"])
+            fields[f["name"]] = kind
+        return cls(param["type_key"], fields)
+
+    def symbols(self):
+        return []
+
+    def render(self, names=None, default_device=None) -> str:
+        if not self.fields:
+            return self.type_key
+        inner = ", ".join(f"{n}: {k.render()}" for n, k in self.fields.items())
+        return f"{self.type_key}{{{inner}}}"
+
+    def __repr__(self):
+        return f"kffi.contract.fake_record({self.type_key!r}, ...)"
+
+
+def fake_record(type_key: str, **fields) -> FakeRecord:
+    """A record parameter of kffi type ``type_key`` whose named fields are constrained
+    (scalars, with optional ranges); see FakeRecord."""
+    return FakeRecord(type_key, fields)
+
+
 class _OptionalArg:
     __slots__ = ("inner",)
 
@@ -628,7 +689,7 @@ def _as_fake(x: object) -> _Fake:
                     f"expressions ({d.render(_NameRepr())}) are for output shapes"
                 )
         return x
-    if isinstance(x, (FakeStream, ScalarType, _OptionalArg, _TupleArg)):
+    if isinstance(x, (FakeStream, ScalarType, _OptionalArg, _TupleArg, FakeRecord)):
         return x
     if isinstance(x, tuple):
         return _TupleArg(x)

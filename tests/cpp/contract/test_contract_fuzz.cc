@@ -60,6 +60,9 @@ TEST(ContractFuzz, FastExplainingAndReferenceAgree) {
       "t: Tuple[Tensor([n], *), Optional[Tensor([n, n], float32, contiguous)]], u: int32[0, 10], "
       "o: Optional[Tuple[int, Tensor([n], *)]], s: Stream",
       "f: float32, g: float[-0.5, 1.0], i: int32, b: bool, e: EnvStream, x: Tensor([n], *, mut)",
+      // Records: a registered type without fields (ffi.Shape), and an unregistered one.
+      "x: Tensor([n], float32, align=4), s: ffi.Shape, t: Tuple[int, Optional[ffi.Shape{}]], "
+      "k: int32[0, 8], r: Optional[no.Such{n: int32[0, 4]}]",
   };
   Rng rng(1);
   for (const char* text : contracts) {

@@ -49,7 +49,7 @@ cpp_param_names = _cpp.cpp_param_names
 # The names of a contract's symbols: {id(symbol): name}.
 _Names: TypeAlias = Mapping[int, str]
 # A fake argument, as _as_fake makes it from what a user passes.
-_Fake: TypeAlias = "FakeTensor | FakeStream | ScalarType | _OptionalArg | _TupleArg"
+_Fake: TypeAlias = "FakeTensor | FakeStream | ScalarType | _OptionalArg | _TupleArg | FakeRecord"
 
 
 def _check_int64(value: int, what: str, lo: int = _INT64_MIN, hi: int = _INT64_MAX) -> int:
@@ -577,7 +577,7 @@ class FakeRecord:
 
     __slots__ = ("fields", "type_key")
 
-    def __init__(self, type_key: str, fields: dict):
+    def __init__(self, type_key: str, fields: dict[str, Any]) -> None:
         if not isinstance(type_key, str) or not all(
             part.isidentifier() and part.isascii() for part in type_key.split(".")
         ):
@@ -585,7 +585,7 @@ class FakeRecord:
                 f"kffi.contract.fake_record: the type key is dotted identifiers, got {type_key!r}"
             )
         self.type_key = type_key
-        self.fields = {}
+        self.fields: dict[str, ScalarType] = {}
         for name, kind in fields.items():
             if not isinstance(kind, ScalarType):
                 kind = _as_fake(kind) if kind in (int, float, bool) else kind
@@ -598,12 +598,12 @@ class FakeRecord:
             self.fields[name] = kind
 
     @classmethod
-    def from_metadata(cls, param: dict) -> FakeRecord:
+    def from_metadata(cls, param: dict[str, Any]) -> FakeRecord:
         """The record of a contract parameter's metadata (``kind`` "record"): its text renders
         back as the contract wrote it (up to spacing)."""
         if not isinstance(param, dict) or param.get("kind") != "record":
             raise ValueError(f"kffi.contract: not a record parameter's metadata: {param!r}")
-        fields = {}
+        fields: dict[str, Any] = {}
         for f in param["fields"]:
             kind = ScalarType(f["type"].split("[", 1)[0])
             if "range" in f:
@@ -611,20 +611,20 @@ class FakeRecord:
             fields[f["name"]] = kind
         return cls(param["type_key"], fields)
 
-    def symbols(self):
+    def symbols(self) -> list[SymInt]:
         return []
 
-    def render(self, names=None, default_device=None) -> str:
+    def render(self, names: _Names | None = None, default_device: str | None = None) -> str:
         if not self.fields:
             return self.type_key
         inner = ", ".join(f"{n}: {k.render()}" for n, k in self.fields.items())
         return f"{self.type_key}{{{inner}}}"
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"kffi.contract.fake_record({self.type_key!r}, ...)"
 
 
-def fake_record(type_key: str, **fields) -> FakeRecord:
+def fake_record(type_key: str, **fields: Any) -> FakeRecord:
     """A record parameter of kffi type ``type_key`` whose named fields are constrained
     (scalars, with optional ranges); see FakeRecord."""
     return FakeRecord(type_key, fields)

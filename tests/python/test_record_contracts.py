@@ -278,7 +278,7 @@ def test_records_in_many_calls_and_threads(rc):
                 if i % 100 == 0:
                     with pytest.raises(ValueError):
                         rc.score(Config(2.0, 1, False, ""), X)
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:
             errors.append(e)
 
     threads = [threading.Thread(target=work) for _ in range(4)]

@@ -20,7 +20,9 @@ import pytest
 from conftest import LibraryBuilder
 
 KERNELS = Path(__file__).resolve().parent / "kernels"
-SCORE_SIG = "`score(cfg: rc.Config{alpha: float64[0, 1], n: int64[1, 64]}, x: Tensor([m], float32))`"
+SCORE_SIG = (
+    "`score(cfg: rc.Config{alpha: float64[0, 1], n: int64[1, 64]}, x: Tensor([m], float32))`"
+)
 
 
 @pytest.fixture(scope="module")
@@ -129,7 +131,13 @@ def test_metadata_and_rendering(rc):
                 "optional": False,
                 "range": [0.0, 1.0],
             },
-            {"name": "n", "type": "int64[1, 64]", "kind": "int", "optional": False, "range": [1, 64]},
+            {
+                "name": "n",
+                "type": "int64[1, 64]",
+                "kind": "int",
+                "optional": False,
+                "range": [1, 64],
+            },
         ],
     }
     assert meta["contract"].startswith("cfg: rc.Config{alpha: float64[0, 1], n: int64[1, 64]}")
@@ -189,7 +197,9 @@ def test_stubgen_unaffected(rc):
     ],
 )
 def test_contracts_refused_against_reflection(rc, text, expected):
-    assert message(lambda: rc.score_with(text, rc.make_config(0.5, 1), X)).splitlines()[0] == expected
+    assert (
+        message(lambda: rc.score_with(text, rc.make_config(0.5, 1), X)).splitlines()[0] == expected
+    )
 
 
 def test_unregistered_type_fails_at_the_call(rc):
@@ -223,7 +233,10 @@ def test_unregistered_type_fails_at_the_call(rc):
         ("c: rc.Config{n: int, n: int}", "column 22: field `n` is constrained twice"),
         ("c: rc.Config{n: Tensor([n], float32)}", "column 17: expected a field type"),
         ("c: rc.Config{n: int[5, 1]}", "column 20: the range is empty (low > high)"),
-        ("c: rc.Config{n: int[0, 99999999999999999999]}", "column 24: integer literal out of range"),
+        (
+            "c: rc.Config{n: int[0, 99999999999999999999]}",
+            "column 24: integer literal out of range",
+        ),
         ("c: rc.Config{n: float[0, 1e999]}", "column 26: a range bound must be finite"),
         ("c: rc.Config{n: int32[0, 4294967296]}", "column 22: the range of an int32 must lie"),
         ("c: rc.Config{n: int", "column 20: expected `}`"),

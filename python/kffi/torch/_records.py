@@ -26,7 +26,6 @@ from ..runtime._objects import Object
 
 __all__ = ["RecordArgs"]
 
-_MISSING = object()
 # True while dynamo traces. It cannot trace dataclasses.fields, so the check for record fields
 # the type lacks is left out of compiled code; each field the type has is still read and checked.
 _compiling = getattr(torch.compiler, "is_dynamo_compiling", torch.compiler.is_compiling)
@@ -122,13 +121,14 @@ class RecordArgs:
                     )
         out = []
         for f in p.fields:
-            v = getattr(rec, f.field_name, _MISSING)
-            if v is _MISSING:
+            # hasattr, not a sentinel default: torch 2.11's dynamo cannot trace `is` against an
+            # object() sentinel (NotImplementedError: ObjectVariable()) under fullgraph.
+            if not hasattr(rec, f.field_name):
                 raise TypeError(
                     f"{p.name}.{f.field_name}: expected a value ({f.kind}), got a "
                     f"{_type_name(rec)} without field {f.field_name}{self._where(p)}"
                 )
-            out.append(self._field(p, f, v))
+            out.append(self._field(p, f, getattr(rec, f.field_name)))
         return out
 
     def flatten(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[object]:

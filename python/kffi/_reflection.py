@@ -9,6 +9,7 @@ made here the first time one of its objects reaches Python, unless `register_obj
 
 from __future__ import annotations
 
+import numbers
 import reprlib
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -236,6 +237,34 @@ def _record_fields(cls: type) -> tuple[str, ...] | None:
     if issubclass(cls, tuple) and isinstance(fields, tuple):
         return tuple(fields)
     return None
+
+
+def record_field_value(label: str, kind: str, v: object, where: str) -> object:
+    """Field value v of a flattened record checked against its kind and converted.
+
+    The kinds are those a record's field takes as one scalar of a torch schema or a JAX attribute
+    ("int", "float", "bool", "str"); label names the field (``cfg.alpha``) and where the call.
+    """
+    if kind == "str":
+        ok = isinstance(v, str)
+    elif kind == "bool":
+        ok = isinstance(v, numbers.Integral) or type(v).__name__ == "bool_"
+    elif kind == "int":
+        ok = isinstance(v, numbers.Integral)
+    else:
+        ok = isinstance(v, numbers.Real)
+    if not ok:
+        raise TypeError(f"{label}: expected {kind}, got {type(v).__name__}{where}")
+    if kind == "int":
+        i = int(v)  # type: ignore[call-overload]
+        if not -(2**63) <= i < 2**63:
+            raise OverflowError(f"{label}: {i} does not fit int64{where}")
+        return i
+    if kind == "float":
+        return float(v)  # type: ignore[arg-type]
+    if kind == "bool":
+        return bool(v)
+    return v
 
 
 def _record_plan(cls: type) -> tuple[int, tuple[str, ...]]:

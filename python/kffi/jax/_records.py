@@ -13,8 +13,6 @@ value makes another computation (``jax.jit`` retraces).
 
 from __future__ import annotations
 
-import dataclasses
-import numbers
 import threading
 from typing import Any
 
@@ -65,14 +63,6 @@ def record_layout(param: dict[str, Any]) -> tuple[str, tuple[tuple[str, str], ..
     return layout
 
 
-def _field_names(cls: type) -> tuple[str, ...] | None:
-    if dataclasses.is_dataclass(cls):
-        return tuple(f.name for f in dataclasses.fields(cls))
-    if issubclass(cls, tuple) and isinstance(getattr(cls, "_fields", None), tuple):
-        return tuple(cls._fields)  # type: ignore[attr-defined]
-    return None
-
-
 def _field_value(label: str, kind: str, v: object, where: str) -> object:
     if isinstance(v, Tracer):
         raise TypeError(
@@ -80,26 +70,7 @@ def _field_value(label: str, kind: str, v: object, where: str) -> object:
             f"record as a static argument (jax.jit(..., static_argnames=...)) or close over it"
             f"{where}"
         )
-    if kind == "str":
-        ok = isinstance(v, str)
-    elif kind == "bool":
-        ok = isinstance(v, numbers.Integral) or type(v).__name__ == "bool_"
-    elif kind == "int":
-        ok = isinstance(v, numbers.Integral)
-    else:
-        ok = isinstance(v, numbers.Real)
-    if not ok:
-        raise TypeError(f"{label}: expected {kind}, got {type(v).__name__}{where}")
-    if kind == "int":
-        i = int(v)  # type: ignore[call-overload]
-        if not -(2**63) <= i < 2**63:
-            raise OverflowError(f"{label}: {i} does not fit int64{where}")
-        return i
-    if kind == "float":
-        return float(v)  # type: ignore[arg-type]
-    if kind == "bool":
-        return bool(v)
-    return v
+    return _reflection.record_field_value(label, kind, v, where)
 
 
 def bind_record(
@@ -122,7 +93,7 @@ def bind_record(
         if getattr(value, "type_key", None) != key:
             raise TypeError(f"{name}: expected {key}, got {value.type_key}{where}")
     else:
-        names = _field_names(type(value))
+        names = _reflection._record_fields(type(value))
         if names is None:
             raise TypeError(
                 f"{name}: expected {key}, got {type(value).__name__} (a dataclass or "

@@ -16,12 +16,11 @@ call does; and it builds the value the kffi function takes for an eager call.
 from __future__ import annotations
 
 import collections
-import dataclasses
-import numbers
 from typing import Any
 
 import torch
 
+from .. import _reflection
 from ..runtime._objects import Object
 
 __all__ = ["RecordArgs"]
@@ -29,16 +28,6 @@ __all__ = ["RecordArgs"]
 # True while dynamo traces. It cannot trace dataclasses.fields, so the check for record fields
 # the type lacks is left out of compiled code; each field the type has is still read and checked.
 _compiling = getattr(torch.compiler, "is_dynamo_compiling", torch.compiler.is_compiling)
-_INT64 = (-(2**63), 2**63)
-
-
-def _record_field_names(cls: type) -> tuple[str, ...] | None:
-    """The field names of a dataclass or NamedTuple class, else None."""
-    if dataclasses.is_dataclass(cls):
-        return tuple(f.name for f in dataclasses.fields(cls))
-    if issubclass(cls, tuple) and isinstance(getattr(cls, "_fields", None), tuple):
-        return tuple(cls._fields)  # type: ignore[attr-defined]
-    return None
 
 
 def _type_name(v: object) -> str:
@@ -74,28 +63,7 @@ class RecordArgs:
 
     def _field(self, p: Any, f: Any, v: object) -> object:
         """Field f of record parameter p, checked and converted to what the schema takes."""
-        kind = f.kind
-        label = f"{p.name}.{f.field_name}"
-        if kind == "str":
-            ok = isinstance(v, str)
-        elif kind == "bool":
-            ok = isinstance(v, numbers.Integral) or type(v).__name__ == "bool_"
-        elif kind == "int":
-            ok = isinstance(v, numbers.Integral)
-        else:
-            ok = isinstance(v, numbers.Real)
-        if not ok:
-            raise TypeError(f"{label}: expected {kind}, got {_type_name(v)}{self._where(p)}")
-        if kind == "int":
-            i = int(v)  # type: ignore[call-overload]
-            if not _INT64[0] <= i < _INT64[1]:
-                raise OverflowError(f"{label}: {i} does not fit int64{self._where(p)}")
-            return i
-        if kind == "float":
-            return float(v)  # type: ignore[arg-type]
-        if kind == "bool":
-            return bool(v)
-        return v
+        return _reflection.record_field_value(f"{p.name}.{f.field_name}", f.kind, v, self._where(p))
 
     def _record(self, p: Any, rec: object) -> list[object]:
         """The schema values of record rec passed for parameter p."""
@@ -105,7 +73,7 @@ class RecordArgs:
                     f"{p.name}: expected {p.record_key}, got {rec.type_key}{self._where(p)}"
                 )
         elif not _compiling():
-            names = _record_field_names(type(rec))
+            names = _reflection._record_fields(type(rec))
             if names is None:
                 raise TypeError(
                     f"{p.name}: expected {p.record_key}, got {_type_name(rec)} (a dataclass or "

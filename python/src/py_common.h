@@ -556,6 +556,9 @@ int ConvertRecordParamArg(PyObject* obj, int32_t type_index, KFFIAny* out, CallC
                           Py_ssize_t index);
 /// Adds the reflection functions (_install_fields, _reflection, ...) to the module; 0 or -1.
 int InitReflection(PyObject* module);
+/// NULL, with the TypeError for reading field `qualname` from self, whose object h (NULL once
+/// released: then the released-object error) is not of the field's type.
+KFFIObject* RaiseNotFieldOwner(PyObject* self, const KFFIObject* h, const std::string& qualname);
 
 // ---- core_module.cc, py_shape_rpn.cc, py_containers.cc -----------------------------------------
 /// The handle of obj when it wraps a kffi object of type_index, else NULL with a TypeError

@@ -16,6 +16,14 @@
 namespace kffi {
 namespace pyglue {
 
+KFFIObject* RaiseNotFieldOwner(PyObject* self, const KFFIObject* h, const std::string& qualname) {
+  if (!RaiseIfReleased(self)) {
+    PyErr_Format(PyExc_TypeError, "field `%s` cannot be read from a `%s` object", qualname.c_str(),
+                 h != nullptr ? TypeKeyOf(h).c_str() : Py_TYPE(self)->tp_name);
+  }
+  return nullptr;
+}
+
 namespace {
 
 // What a field descriptor reads: the field record (the runtime's, process lifetime) and the type
@@ -47,12 +55,7 @@ KFFI_INLINE bool IsOfType(const KFFIObject* obj, int32_t owner) {
 KFFI_INLINE KFFIObject* SlotObject(PyObject* self, const FieldSlot* slot) {
   auto* h = static_cast<KFFIObject*>(reinterpret_cast<PyObjectHandle*>(self)->handle);
   if (KFFI_LIKELY(h != nullptr && IsOfType(h, slot->owner))) return h;
-  if (!RaiseIfReleased(self)) {
-    PyErr_Format(PyExc_TypeError, "field `%s` cannot be read from a `%s` object",
-                 slot->qualname.c_str(),
-                 h != nullptr ? TypeKeyOf(h).c_str() : Py_TYPE(self)->tp_name);
-  }
-  return nullptr;
+  return RaiseNotFieldOwner(self, h, slot->qualname);
 }
 
 PyObject* FieldGet(PyObject* self, void* closure) {

@@ -62,12 +62,7 @@ struct ForeignSlot {
 KFFI_INLINE KFFIObject* ForeignSlotObject(PyObject* self, const ForeignSlot* slot) {
   auto* h = static_cast<KFFIObject*>(reinterpret_cast<PyObjectHandle*>(self)->handle);
   if (KFFI_LIKELY(h != nullptr && h->type_index == slot->owner)) return h;
-  if (!RaiseIfReleased(self)) {
-    PyErr_Format(PyExc_TypeError, "field `%s` cannot be read from a `%s` object",
-                 slot->qualname.c_str(),
-                 h != nullptr ? TypeKeyOf(h).c_str() : Py_TYPE(self)->tp_name);
-  }
-  return nullptr;
+  return RaiseNotFieldOwner(self, h, slot->qualname);
 }
 
 PyObject* ForeignFieldGet(PyObject* self, void* closure) {

@@ -246,3 +246,54 @@ def test_field_name_clash_refused(rk):
 
     with pytest.raises(ValueError, match=r"h: schema argument 'b_n'.* is not a unique identifier"):
         signature_of(Fn(), "kffi_rec::h", mutates_args=())
+
+
+_REGISTER_SRC = r"""
+#include <kffi/kffi.h>
+#include <kffi/reflection.h>
+
+namespace regrec {
+struct Blend {
+  double alpha;
+  int64_t n;
+};
+KFFI_RECORD(Blend, "regrec.Blend", alpha, n);
+}  // namespace regrec
+
+namespace {
+void Scale(kffi::TensorView y, regrec::Blend b, kffi::ConstTensorView x) {
+  const float* in = x.data<float>();
+  float* out = y.data<float>();
+  for (int64_t i = 0; i < x.numel(); ++i) out[i] = static_cast<float>(in[i] * b.alpha * b.n);
+}
+}  // namespace
+
+KFFI_EXPORT_CONTRACT(scale, Scale,
+                     "y: Tensor([m], float32, mut), b: regrec.Blend{alpha: float64[0, 1], "
+                     "n: int64[1, 8]}, x: Tensor([m], float32)");
+"""
+
+
+def test_register_ops_from_cpp_takes_a_record_contract(tmp_path_factory):
+    # kffi::torch::RegisterOps(module, ns): the C++ registration derives the same schema as
+    # kffi.torch (the record's fields as <param>_<field>), rebuilds the record in its kernel, and
+    # the contract's field ranges are checked, with messages naming b.alpha.
+    from kffi.torch import _glue
+
+    src = tmp_path_factory.mktemp("regrec") / "regrec.cc"
+    src.write_text(_REGISTER_SRC)
+    mod = kffi.load_module(LibraryBuilder().build("regrec_kernels", src))
+    assert _glue.glue().register_module_ops(mod, "kffi_regrec_cxx") == 1
+    py = mod.torch_ops("kffi_regrec_py")
+    cxx = torch.ops.kffi_regrec_cxx
+    schema = str(cxx.scale.default._schema)
+    assert schema == f"kffi_regrec_cxx::scale{py['scale'].schema}"
+    assert "float b_alpha, SymInt b_n" in schema or "float b_alpha, int b_n" in schema
+    x = torch.arange(4, dtype=torch.float32)
+    y = torch.empty(4)
+    cxx.scale(y, 0.5, 4, x)
+    assert torch.equal(y, x * 2)
+    with pytest.raises(ValueError, match=r"b\.alpha"):
+        cxx.scale(y, 1.5, 4, x)
+    with pytest.raises(ValueError, match=r"b\.n"):
+        cxx.scale(y, 0.5, 9, x)

@@ -31,6 +31,7 @@ import dataclasses
 import hashlib
 import json
 import os
+import statistics
 import subprocess
 import sys
 import sysconfig
@@ -120,6 +121,23 @@ def best_ns(stmt: str, env: dict, reps: int, number: int) -> float:
     return min(t.repeat(repeat=reps, number=number)) / number * 1e9
 
 
+def paired(a: str, b: str, env: dict, rounds: int, number: int) -> tuple[float, float]:
+    """Medians over rounds of (b - a) in ns and of b / a, each round timing both statements
+    back to back (their order alternating), so that drift between rows cancels."""
+    ta, tb = timeit.Timer(a, globals=env), timeit.Timer(b, globals=env)
+    ta.timeit(number)  # warm-up
+    tb.timeit(number)
+    diffs, ratios = [], []
+    for r in range(rounds):
+        if r % 2:
+            y, x = tb.timeit(number), ta.timeit(number)
+        else:
+            x, y = ta.timeit(number), tb.timeit(number)
+        diffs.append((y - x) / number * 1e9)
+        ratios.append(y / x)
+    return statistics.median(diffs), statistics.median(ratios)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--reps", type=int, default=7)
@@ -181,6 +199,18 @@ def main() -> int:
     rows["4-field struct call"] = best_ns("tiles(tdc)", env, args.reps, args.number)
     rows["4-field NamedTuple call"] = best_ns("tiles(tnt)", env, args.reps, args.number)
 
+    rounds, n = 4 * args.reps + 1, max(1, args.number // 4)
+    pairs = {
+        "4-field dataclass call - 4 scalars call": ("score4(2, 3, 0.5, 1.0)", "score(cfg)"),
+        "4-field struct call - 4 scalars call": ("score4(2, 3, 0.5, 1.0)", "tiles(tdc)"),
+        "4-field NamedTuple call - 4 scalars call": ("score4(2, 3, 0.5, 1.0)", "tiles(tnt)"),
+    }
+    if nb is not None:
+        pairs["kffi field read / nanobind property read"] = ("q.x", "p.x")
+    if "t" in env:
+        pairs["tvm field read / kffi field read"] = ("p.x", "t.y")
+    paired_rows = {name: paired(a, b, env, rounds, n) for name, (a, b) in pairs.items()}
+
     print(f"{'operation':<26}{'ns':>10}")
     for name, ns in rows.items():
         print(f"{name:<26}{ns:>10.1f}")
@@ -203,6 +233,10 @@ def main() -> int:
         ratio = rows["tvm field read"] / rows["kffi field read"]
         result["tvm_field_read_vs_kffi"] = ratio
         print(f"tvm field read / kffi field read: {ratio:.2f} (goal <= 2)")
+    print(f"paired medians over {rounds} rounds (difference in ns, ratio):")
+    for name, (diff, ratio) in paired_rows.items():
+        print(f"  {name:<44}{diff:>8.1f} ns {ratio:>7.2f}x")
+    result["paired_medians"] = {k: {"diff_ns": d, "ratio": r} for k, (d, r) in paired_rows.items()}
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(result, indent=2))
     return 0

@@ -423,7 +423,7 @@ def python_contract_messages() -> set[str]:
             found.add(best)
     core = (REPO / "python" / "src" / "py_shape_rpn.cc").read_text()
     start = core.index("class PyRpnDomain")
-    region = core[start : core.index("/// An owned copy of a stored value", start)]
+    region = core[start : core.index("PyMethodDef kShapeRpnMethods", start)]
     literal = re.compile(r"\"((?:[^\"\\]|\\.)*)\"")
     evaluator = set()
     for m in re.finditer(r"\bFail\(", region):

@@ -182,7 +182,7 @@ class ObjectDef {
     return *this;
   }
 
-  /// A read-write field of the struct S a KFFI_RECORD box (details::RecordObj<S>) holds.
+  /// A read-write field of the struct S a KFFI_RECORD box (`details::RecordObj<S>`) holds.
   template <typename S, typename F>
   ObjectDef& record_field(const char* name, F S::*member) {
     static_assert(std::is_same_v<T, details::RecordObj<S>>, "record_field is KFFI_RECORD's");
@@ -269,7 +269,7 @@ struct ObjectDefRegistrar {
 };
 }  // namespace details
 
-/// Conversions of a struct S declared with KFFI_RECORD: it travels as a RecordObj<S> (made when
+/// Conversions of a struct S declared with KFFI_RECORD: it travels as a `RecordObj<S>` (made when
 /// a C++ value is passed or returned; a Python dataclass or NamedTuple with S's field names
 /// converts to one), and a parameter of type S gets a copy of the value.
 template <typename S>

@@ -159,6 +159,7 @@ class Registry {
       // field): the new entry replaces it. The old one is never freed: its records are promised
       // for the process lifetime.
       table_[in->type_index].store(e, std::memory_order_release);
+      superseded_.push_back(old);  // kept reachable: never freed, and no leak to a checker
       return;
     }
     if (old != nullptr) {
@@ -310,6 +311,9 @@ class Registry {
 
   std::mutex mutex_;
   std::atomic<const Entry*> table_[kTableCapacity];
+  // Entries replaced by an extended registration (fields appended), guarded by mutex_: readers
+  // may still hold their records, which are promised for the process lifetime.
+  std::vector<const Entry*> superseded_;
 };
 
 const KFFIFieldInfo* FindField(const KFFIObject* obj, std::string_view name) {

@@ -217,15 +217,30 @@ static_assert(sizeof(Object) == sizeof(KFFIObject), "Object must be exactly the 
 
 namespace details {
 
-/// Allocation and deletion of objects made by make_object (in this library).
+/// Allocation and deletion of objects made by make_object (in this library). Over-aligned
+/// types take the aligned operator new; the rest the plain one, which is several times cheaper
+/// than aligned_alloc in glibc (records are made per call, so it shows).
 template <typename T>
 struct ObjectAllocator {
+  static constexpr bool kOverAligned = alignof(T) > __STDCPP_DEFAULT_NEW_ALIGNMENT__;
+  static void* Allocate() {
+    if constexpr (kOverAligned) {
+      return ::operator new(sizeof(T), std::align_val_t(alignof(T)));
+    } else {
+      return ::operator new(sizeof(T));
+    }
+  }
+  static void Free(void* mem) {
+    if constexpr (kOverAligned) {
+      ::operator delete(mem, std::align_val_t(alignof(T)));
+    } else {
+      ::operator delete(mem);
+    }
+  }
   static void Deleter(void* self, int flags) {
     T* obj = static_cast<T*>(static_cast<Object*>(self));
     if (flags & kKFFIObjectDeleterFlagStrong) obj->~T();
-    if (flags & kKFFIObjectDeleterFlagWeak) {
-      ::operator delete(static_cast<void*>(obj), std::align_val_t(alignof(T)));
-    }
+    if (flags & kKFFIObjectDeleterFlagWeak) Free(static_cast<void*>(obj));
   }
 };
 
@@ -363,12 +378,12 @@ class WeakObjectPtr {
 template <typename T, typename... Args>
 ObjectPtr<T> make_object(Args&&... args) {
   static_assert(std::is_base_of_v<Object, T>, "make_object needs an Object subclass");
-  void* mem = ::operator new(sizeof(T), std::align_val_t(alignof(T)));
+  void* mem = details::ObjectAllocator<T>::Allocate();
   T* obj;
   try {
     obj = new (mem) T(std::forward<Args>(args)...);
   } catch (...) {
-    ::operator delete(mem, std::align_val_t(alignof(T)));
+    details::ObjectAllocator<T>::Free(mem);
     throw;
   }
   details::ObjectUnsafe::InitHeader(obj, T::RuntimeTypeIndex());

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdint>
 #include <cstdlib>
 #include <new>
 #include <stdexcept>
@@ -13,12 +14,28 @@
 #include <thread>
 #include <vector>
 
-// Test allocator hook: make_object allocates through the aligned operator new, so replacing it
-// counts the memory of every object this binary makes (the runtime's own objects use the plain
-// operator new and are not counted). A test reads the difference before and after.
+// Test allocator hooks. make_object takes the aligned operator new for an over-aligned type and
+// the plain one otherwise. Replacing the aligned one counts the memory of every over-aligned
+// object this binary makes (TrackedObj is over-aligned for that); the plain one counts only while
+// a test sets g_count_plain on its thread (everything else allocates through it too). A test
+// reads the difference before and after.
 namespace {
 std::atomic<long> g_object_allocations{0};
+std::atomic<long> g_plain_allocations{0};
+thread_local bool g_count_plain = false;
 }  // namespace
+
+void* operator new(std::size_t size) {
+  void* p = std::malloc(size == 0 ? 1 : size);
+  if (p == nullptr) throw std::bad_alloc();
+  if (g_count_plain) g_plain_allocations.fetch_add(1);
+  return p;
+}
+void operator delete(void* p) noexcept {
+  if (p != nullptr && g_count_plain) g_plain_allocations.fetch_sub(1);
+  std::free(p);
+}
+void operator delete(void* p, std::size_t) noexcept { operator delete(p); }
 
 void* operator new(std::size_t size, std::align_val_t align) {
   void* p = nullptr;
@@ -41,7 +58,7 @@ using kffi::details::ObjectUnsafe;
 // Live instances of TrackedObj and its subclasses: the destructor is the strong release.
 std::atomic<int> g_live_tracked{0};
 
-class TrackedObj : public kffi::Object {
+class alignas(32) TrackedObj : public kffi::Object {
  public:
   KFFI_DECLARE_OBJECT_INFO("test.object.Tracked", TrackedObj, kffi::Object)
   explicit TrackedObj(int64_t v) : value(v) { g_live_tracked.fetch_add(1); }
@@ -175,6 +192,42 @@ TEST_F(ObjectPtrTest, ConvertsFromSubclassToBaseSharingTheObject) {
 TEST_F(ObjectPtrTest, ConstructorExceptionFreesTheMemory) {
   EXPECT_THROW(kffi::make_object<ThrowingObj>(), std::runtime_error);
   EXPECT_EQ(allocated(), 0);
+}
+
+TEST_F(ObjectPtrTest, OverAlignedTypesGetAlignedMemory) {
+  std::vector<kffi::ObjectPtr<TrackedObj>> objs;
+  for (int i = 0; i < 16; ++i) objs.push_back(kffi::make_object<TrackedObj>(i));
+  for (const auto& o : objs) {
+    EXPECT_EQ(reinterpret_cast<std::uintptr_t>(o.get()) % alignof(TrackedObj), 0u);
+  }
+  EXPECT_EQ(allocated(), 16);
+}
+
+// A type of default alignment takes the plain operator new and gives its memory back to the
+// plain operator delete (a mismatched pair would show in the counts, and under ASan).
+class PlainObj : public kffi::Object {
+ public:
+  KFFI_DECLARE_OBJECT_INFO("test.object.Plain", PlainObj, kffi::Object)
+  int64_t value = 7;
+};
+
+TEST_F(ObjectPtrTest, DefaultAlignedTypesTakeThePlainAllocator) {
+  static_assert(alignof(PlainObj) <= __STDCPP_DEFAULT_NEW_ALIGNMENT__);
+  (void)PlainObj::RuntimeTypeIndex();  // registers the type first (the registry allocates)
+  const long before = g_plain_allocations.load();
+  g_count_plain = true;
+  auto p = kffi::make_object<PlainObj>();
+  const long during = g_plain_allocations.load() - before;
+  kffi::WeakObjectPtr<PlainObj> weak(p);
+  p.reset();
+  const long after_strong = g_plain_allocations.load() - before;
+  weak = kffi::WeakObjectPtr<PlainObj>();
+  const long after_weak = g_plain_allocations.load() - before;
+  g_count_plain = false;
+  EXPECT_EQ(during, 1);
+  EXPECT_EQ(after_strong, 1);  // the weak reference keeps the header
+  EXPECT_EQ(after_weak, 0);
+  EXPECT_EQ(allocated(), 0);  // nothing through the aligned operator new
 }
 
 TEST_F(ObjectWeakPtr, LockWorksWhileAliveThenGivesNullAndTheMemoryOutlivesTheValue) {

@@ -287,6 +287,12 @@ KFFI_DLL const KFFITypeInfo* KFFIGetTypeInfo(int32_t type_index);
 /** KFFITypeReflection.flags: instances compare and hash by their fields' values (structural
  * equality) instead of by identity. Added in 0.5. */
 #define kKFFITypeFlagStructuralEq 1
+/** KFFITypeReflection.flags: the type is a box around a plain struct (kffi/reflection.h's
+ * KFFI_RECORD): an instance's value is its fields, and a function that takes the struct gets a
+ * copy, never the box. So a binding that made an instance, wrote every field and holds its only
+ * reference after a call may write every field again and pass it to the next call instead of
+ * making a new one. Added in 0.5. */
+#define kKFFITypeFlagPlainRecord 2
 
 /** Reads the field at field (the object's address plus the field's offset) into *out (owned).
  * 0, or -1 with the error raised. Added in 0.5. */

@@ -182,10 +182,12 @@ class ObjectDef {
     return *this;
   }
 
-  /// A read-write field of the struct S a KFFI_RECORD box (`details::RecordObj<S>`) holds.
+  /// A read-write field of the struct S a KFFI_RECORD box (`details::RecordObj<S>`) holds. The
+  /// box is marked kKFFITypeFlagPlainRecord: functions take copies of S, never the box.
   template <typename S, typename F>
   ObjectDef& record_field(const char* name, F S::*member) {
     static_assert(std::is_same_v<T, details::RecordObj<S>>, "record_field is KFFI_RECORD's");
+    flags_ |= kKFFITypeFlagPlainRecord;
     alignas(T) unsigned char probe[sizeof(T)];
     T* obj = reinterpret_cast<T*>(probe);
     const char* base = reinterpret_cast<const char*>(static_cast<Object*>(obj));

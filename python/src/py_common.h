@@ -334,6 +334,27 @@ const TorchRefs* TorchRefsOf();
 /// Releases what MakeTorchRefs made (module teardown; NULL is ignored).
 void FreeTorchRefs(TorchRefs* refs);
 
+/// Reads a one-digit int (|v| < 2**30) straight from the object, as CPython's own fast paths
+/// do; false for anything else (then PyLong_AsLongLongAndOverflow decides).
+inline bool ReadCompactInt(PyObject* obj, int64_t* v) {
+#if PY_VERSION_HEX >= 0x030C0000
+  auto* l = reinterpret_cast<PyLongObject*>(obj);
+  if (!PyUnstable_Long_IsCompact(l)) return false;
+  *v = static_cast<int64_t>(PyUnstable_Long_CompactValue(l));
+  return true;
+#elif PY_VERSION_HEX >= 0x030B0000
+  Py_ssize_t size = Py_SIZE(obj);
+  if (size < -1 || size > 1) return false;
+  *v = static_cast<int64_t>(size) *
+       static_cast<int64_t>(reinterpret_cast<PyLongObject*>(obj)->ob_digit[0]);
+  return true;
+#else
+  (void)obj;
+  (void)v;
+  return false;
+#endif
+}
+
 inline PyObject* GetHook(Hook h) { return g_state != nullptr ? g_state->hooks[h] : nullptr; }
 
 /// Scratch state of one call: storage for borrowed tensors and temporaries made while
@@ -373,6 +394,18 @@ class CallContext {
       return;
     }
     KeepAliveExtra(owned);
+  }
+  /// KeepAlive for a record box that may go back to *slot when the call ends (a plan's spare,
+  /// under the GIL): it does when nothing else holds it then, strongly or weakly, and the slot is
+  /// empty; otherwise it is released. One box per call is returned (the first): most calls have
+  /// one record argument.
+  void KeepRecordBox(const KFFIAny& owned, KFFIObject** slot) {
+    KeepAlive(owned);
+    if (record_slot_ == nullptr && num_inline_keep_ != 0 &&
+        inline_keep_[num_inline_keep_ - 1] == owned.v_obj) {
+      record_slot_ = slot;
+      record_at_ = num_inline_keep_ - 1;
+    }
   }
   /// Records a non-CPU device seen in a tensor argument (the first one wins).
   void NoteDevice(DLDevice dev, const DLPackExchangeAPI* api) {
@@ -467,6 +500,9 @@ class CallContext {
   // The first objects KeepAlive keeps (values below kKFFIStaticObjectBegin own nothing).
   int num_inline_keep_ = 0;
   KFFIObject* inline_keep_[kInlineKeep];
+  // The record box at inline_keep_[record_at_] goes back to *record_slot_ if it can.
+  KFFIObject** record_slot_ = nullptr;
+  int record_at_;
 };
 
 /// Where an error about argument #index points, in kffi's one argument-error format

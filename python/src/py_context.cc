@@ -49,11 +49,31 @@ void CallContext::NoteExtraTensorSource(const DLTensor* t, PyObject* obj) {
 
 void CallContext::KeepAliveExtra(const KFFIAny& owned) { GetExtra()->keep_alive.push_back(owned); }
 
+namespace {
+// Puts a record box back into its plan's spare slot (under the GIL) when the call left it as it
+// came: the context's reference is the only one, strong or weak (so no other thread can reach
+// it), and the slot is empty. Its fields are all written again before its next use.
+bool ReturnRecordBox(KFFIObject* box, KFFIObject** slot) {
+  if (*slot != nullptr) return false;
+  if (__atomic_load_n(&box->combined_ref_count, __ATOMIC_ACQUIRE) !=
+      ::kffi::details::kRefCountInit) {
+    return false;
+  }
+  *slot = box;
+  return true;
+}
+}  // namespace
+
 void CallContext::ReleaseInlineKeep() {
   // As ReleaseExtra: with a call's error pending, deleters must not see it (ReleaseObject).
   const int n = num_inline_keep_;
   num_inline_keep_ = 0;
-  for (int i = 0; i < n; ++i) ReleaseObject(inline_keep_[i]);
+  KFFIObject** const slot = record_slot_;
+  record_slot_ = nullptr;
+  for (int i = 0; i < n; ++i) {
+    if (slot != nullptr && i == record_at_ && ReturnRecordBox(inline_keep_[i], slot)) continue;
+    ReleaseObject(inline_keep_[i]);
+  }
 }
 
 const CallContext::TensorSource& CallContext::tensor_source(size_t i) const {

@@ -62,27 +62,6 @@ int ConvertStr(PyObject* obj, KFFIAny* out, CallContext* ctx) {
   return StoreStr(s, n, out, ctx);
 }
 
-/// Reads a one-digit int (|v| < 2**30) straight from the object, as CPython's own fast paths
-/// do; false for anything else (then PyLong_AsLongLongAndOverflow decides).
-inline bool ReadCompactInt(PyObject* obj, int64_t* v) {
-#if PY_VERSION_HEX >= 0x030C0000
-  auto* l = reinterpret_cast<PyLongObject*>(obj);
-  if (!PyUnstable_Long_IsCompact(l)) return false;
-  *v = static_cast<int64_t>(PyUnstable_Long_CompactValue(l));
-  return true;
-#elif PY_VERSION_HEX >= 0x030B0000
-  Py_ssize_t size = Py_SIZE(obj);
-  if (size < -1 || size > 1) return false;
-  *v = static_cast<int64_t>(size) *
-       static_cast<int64_t>(reinterpret_cast<PyLongObject*>(obj)->ob_digit[0]);
-  return true;
-#else
-  (void)obj;
-  (void)v;
-  return false;
-#endif
-}
-
 int ConvertBytes(PyObject* obj, KFFIAny* out, CallContext* ctx) {
   char* data = nullptr;
   Py_ssize_t n = 0;

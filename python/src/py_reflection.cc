@@ -220,6 +220,11 @@ struct RecordPlan {
   int32_t target;  // the type index asked for (-1: the class's own __kffi_type__)
   int (*creator)(KFFIObjectHandle* out);
   bool any_dict;  // some field reads the instance dict
+  // The type is a plain record (kKFFITypeFlagPlainRecord) whose every field the plan writes: a
+  // box a call leaves as it came goes back to `spare`, and the next conversion writes every field
+  // of it again instead of making a new one (GIL builds; read and written under the GIL).
+  bool reusable;
+  KFFIObject* spare = nullptr;
   std::vector<RecordField> fields;
 };
 
@@ -351,6 +356,7 @@ RecordPlan* BuildPlan(PyTypeObject* tp, int32_t target, const CallContext* ctx, 
   plan->target = target;
   plan->creator = r->creator;
   plan->any_dict = false;
+  plan->reusable = false;
   struct Cleanup {
     RecordPlan* p;
     ~Cleanup() {
@@ -412,6 +418,20 @@ RecordPlan* BuildPlan(PyTypeObject* tp, int32_t target, const CallContext* ctx, 
       return nullptr;
     }
   }
+#ifndef Py_GIL_DISABLED
+  if ((r->flags & kKFFITypeFlagPlainRecord) != 0) {
+    // Every field of the type written by each conversion (names are unique in a record class and
+    // each maps to one field, so the counts say it), and no ancestor with fields of its own.
+    size_t writable = 0;
+    bool all_own = true;
+    ForEachTypeField(type_index, [&](const KFFIFieldInfo& f) {
+      writable += f.setter != nullptr ? 1 : 0;
+      all_own &= f.setter != nullptr;
+    });
+    plan->reusable = all_own && writable == plan->fields.size() &&
+                     static_cast<size_t>(r->num_fields) == plan->fields.size();
+  }
+#endif
   cleanup.p = nullptr;
   return plan.release();
 }
@@ -509,9 +529,27 @@ KFFI_INLINE PyObject* ReadField(PyObject* obj, PyObject* dict, const RecordField
   return PyObject_GetAttr(obj, rf.name);
 }
 
-// Stores value into field rf of the new object h; 0, or -1 with the error raised by the setter
-// (kffi's error slot) or by the conversion (a Python error: *python_error set).
-KFFI_INLINE int StoreField(char* h, const RecordField& rf, PyObject* value, bool* python_error) {
+// Field rf of record obj as a borrowed reference, or NULL when it is not read that way (getattr)
+// or is missing: a NamedTuple item, a __slots__ member, or walked (the dict walk's value, or
+// NULL). Valid only until Python code runs.
+KFFI_INLINE PyObject* BorrowField(PyObject* obj, const RecordField& rf, PyObject* walked) {
+  switch (rf.read) {
+    case ReadKind::kTupleItem:
+      return PyTuple_GET_SIZE(obj) > rf.at ? PyTuple_GET_ITEM(obj, rf.at) : nullptr;
+    case ReadKind::kSlot:
+      return *reinterpret_cast<PyObject**>(reinterpret_cast<char*>(obj) + rf.at);
+    case ReadKind::kDict:
+      return walked;
+    case ReadKind::kGetAttr:
+      break;
+  }
+  return nullptr;
+}
+
+// Stores value into field rf of the new object h when that runs no Python code and cannot fail:
+// a float into a double field, an int that fits into an int64 one, a bool into a bool one.
+// False leaves it to StoreField.
+KFFI_INLINE bool StoreFieldNoPython(char* h, const RecordField& rf, PyObject* value) {
   char* at = h + rf.field->offset;
   PyTypeObject* vt = Py_TYPE(value);
   switch (rf.store) {
@@ -519,55 +557,107 @@ KFFI_INLINE int StoreField(char* h, const RecordField& rf, PyObject* value, bool
       if (KFFI_LIKELY(vt == &PyFloat_Type)) {
         const double d = PyFloat_AS_DOUBLE(value);
         std::memcpy(at, &d, sizeof(d));
-        return 0;
+        return true;
       }
-      break;
+      return false;
     case StoreKind::kInt64:
       if (KFFI_LIKELY(vt == &PyLong_Type)) {
+        int64_t i;
+        if (KFFI_LIKELY(ReadCompactInt(value, &i))) {
+          std::memcpy(at, &i, sizeof(i));
+          return true;
+        }
         int overflow = 0;
         const long long v = PyLong_AsLongLongAndOverflow(value, &overflow);
         if (KFFI_LIKELY(overflow == 0 && !(v == -1 && PyErr_Occurred()))) {
-          const int64_t i = v;
+          i = v;
           std::memcpy(at, &i, sizeof(i));
-          return 0;
+          return true;
         }
         PyErr_Clear();
       }
-      break;
+      return false;
     case StoreKind::kBool:
       if (vt == &PyBool_Type) {
         const bool b = value == Py_True;
         std::memcpy(at, &b, sizeof(b));
-        return 0;
+        return true;
       }
-      break;
+      return false;
     case StoreKind::kSetter:
-      break;
+      return false;
   }
+  return false;
+}
+
+// Stores value into field rf of the new object h; 0, or -1 with the error raised by the setter
+// (kffi's error slot) or by the conversion (a Python error: *python_error set).
+KFFI_INLINE int StoreField(char* h, const RecordField& rf, PyObject* value, bool* python_error) {
+  if (StoreFieldNoPython(h, rf, value)) return 0;
   KFFIAny v;
   if (ScalarOrOwnedAny(value, &v) != 0) {
     *python_error = true;
     return -1;
   }
-  const int rc = rf.field->setter(at, &v);
+  const int rc = rf.field->setter(h + rf.field->offset, &v);
   if (v.type_index >= kKFFIStaticObjectBegin) ReleaseObject(v.v_obj);
   return rc;
+}
+
+// The most fields WalkDictFields reads (a plan with more looks each one up).
+constexpr size_t kMaxWalkedFields = 16;
+
+// Reads the plan's dict fields from dict in one walk over its entries, into walked[i] (borrowed:
+// used only until Python code can run) for field i. A dataclass's __init__ stores the fields in
+// declaration order under their interned names, so the entries are usually the dict fields in order
+// and compare by identity: one step each, no hashing or probing. The walk stops at the first entry
+// that is not the next dict field (another order, another attribute first); the fields left are
+// looked up. Returns the end of the walked fields: walked[i] is set for each dict field i below it.
+KFFI_INLINE size_t WalkDictFields(PyObject* dict, const RecordPlan* plan, PyObject** walked) {
+  const size_t nfields = plan->fields.size();
+  size_t next = 0;
+  while (next < nfields && plan->fields[next].read != ReadKind::kDict) ++next;
+  Py_ssize_t pos = 0;
+  PyObject* key;
+  PyObject* value;
+  while (next < nfields && PyDict_Next(dict, &pos, &key, &value)) {
+    if (key != plan->fields[next].name) return next;
+    walked[next] = value;
+    do {
+      ++next;
+    } while (next < nfields && plan->fields[next].read != ReadKind::kDict);
+  }
+  return next;
 }
 
 // Converts record obj with plan into a new object in *out, kept by ctx.
 int ConvertWithPlan(PyObject* obj, const RecordPlan* plan, KFFIAny* out, CallContext* ctx,
                     Py_ssize_t index) {
-  KFFIObjectHandle h = nullptr;
-  if (plan->creator(&h) != 0) {
+  KFFIObjectHandle h = plan->spare;
+  if (h != nullptr) {
+    const_cast<RecordPlan*>(plan)->spare = nullptr;  // this call's now; every field is rewritten
+  } else if (plan->creator(&h) != 0) {
     RaiseFromKFFIError(-1);
     return -1;
   }
   PyRef dict;
+  // Dict fields read by one walk over the dict, by field position: borrowed values of the dict
+  // fields below walked_end, stored only while no Python code has run since the walk.
+  PyObject* walked[kMaxWalkedFields];
+  size_t walked_end = 0;
+  const size_t nfields = plan->fields.size();
   if (plan->any_dict) {
     dict = PyRef(PyObject_GenericGetDict(obj, nullptr));
     if (!dict) PyErr_Clear();  // each field falls back to getattr
+    if (dict && nfields <= kMaxWalkedFields) walked_end = WalkDictFields(dict.get(), plan, walked);
   }
-  for (const RecordField& rf : plan->fields) {
+  for (size_t i = 0; i < nfields; ++i) {
+    const RecordField& rf = plan->fields[i];
+    PyObject* borrowed = BorrowField(obj, rf, i < walked_end ? walked[i] : nullptr);
+    if (borrowed != nullptr && StoreFieldNoPython(static_cast<char*>(h), rf, borrowed)) continue;
+    // What follows may run Python code (getattr, __index__, ...), which may change the dict and
+    // free a walked value: the fields left are read again, each one a new reference.
+    walked_end = 0;
     PyObject* value = ReadField(obj, dict.get(), rf);
     bool python_error = value == nullptr;
     int rc = -1;
@@ -605,7 +695,11 @@ int ConvertWithPlan(PyObject* obj, const RecordPlan* plan, KFFIAny* out, CallCon
   out->type_index = static_cast<KFFIObject*>(h)->type_index;
   out->zero_padding = 0;
   out->v_obj = static_cast<KFFIObject*>(h);
-  ctx->KeepAlive(*out);
+  if (plan->reusable) {
+    ctx->KeepRecordBox(*out, &const_cast<RecordPlan*>(plan)->spare);
+  } else {
+    ctx->KeepAlive(*out);
+  }
   return 0;
 }
 

@@ -128,7 +128,7 @@ class Registry {
     }
     const std::string where = "Cannot register the reflection of " + TypeName(type) + ": ";
     CheckAncestors(type, where);
-    if ((in->flags & ~int32_t{kKFFITypeFlagStructuralEq}) != 0) {
+    if ((in->flags & ~int32_t{kKFFITypeFlagStructuralEq | kKFFITypeFlagPlainRecord}) != 0) {
       ThrowCApiError("ValueError", where + "unknown type flags " + std::to_string(in->flags));
     }
     if (in->object_size < static_cast<int64_t>(sizeof(KFFIObject)) ||

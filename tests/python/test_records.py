@@ -243,3 +243,122 @@ def test_keyword_arguments_and_short_namedtuples(rec):
     short = tuple.__new__(Pair, (1.0,))  # a NamedTuple made short behind its back
     with pytest.raises((AttributeError, IndexError), match=r"^p\.y: "):
         rec.pair_sum(short, Pair(1.0, 2.0))
+
+
+@dataclasses.dataclass(init=False)
+class DictPair:  # rec.Pair's fields, with instance dicts built in the order each test asks
+    x: float
+    y: float
+
+
+def dict_pair(*order: str) -> DictPair:
+    """A DictPair whose instance dict gets its entries in `order` (x = 1.0, y = 2.0, anything
+    else -1.0); a name ending in '!' is stored under a new, equal but not identical, string."""
+    p = DictPair.__new__(DictPair)
+    for name in order:
+        plain = name.rstrip("!")
+        value = {"x": 1.0, "y": 2.0}.get(plain, -1.0)
+        if name.endswith("!"):
+            p.__dict__["".join(list(plain))] = value  # not the interned name
+        else:
+            setattr(p, plain, value)
+    return p
+
+
+@pytest.mark.parametrize(
+    "order",
+    [
+        ("x", "y"),
+        ("y", "x"),
+        ("extra", "x", "y"),
+        ("x", "extra", "y"),
+        ("x", "y", "extra"),
+        ("x!", "y"),
+        ("x", "y!"),
+    ],
+)
+def test_dataclass_fields_arrive_whatever_the_dict_order(rec, order):
+    # Fields are read in one walk over the instance dict while its entries are the fields in
+    # order; any other order, another attribute or an equal but not identical key must fall back
+    # to lookups, never pair a value with the wrong field.
+    p = dict_pair(*order)
+    assert rec.pair_sum(p, Pair(0.0, 0.0)) == 3.0
+    swapped = rec.swap(p)
+    assert (swapped.x, swapped.y) == (2.0, 1.0)
+
+
+def test_dataclass_field_deleted_and_set_again(rec):
+    p = dict_pair("x", "y")
+    del p.x
+    with pytest.raises(AttributeError, match=r"^p\.x: "):
+        rec.swap(p)
+    p.x = 5.0  # now after y in the dict
+    swapped = rec.swap(p)
+    assert (swapped.x, swapped.y) == (2.0, 5.0)
+
+
+@kffi.register_record("rec.Pair")
+@dataclasses.dataclass
+class BoxPair:
+    x: float
+    y: float
+
+
+@kffi.register_record("rec.Pair")
+@dataclasses.dataclass
+class HalfPair:  # rec.Pair's x only: y keeps the struct's default
+    x: float
+
+
+def test_record_boxes_are_reused_only_when_nothing_holds_them(rec):
+    # A KFFI_RECORD box the call left as it came is written again for the next call instead of
+    # made anew; every value still arrives as passed.
+    first = rec.box_address(BoxPair(1.0, 2.0))
+    assert rec.box_address(BoxPair(3.0, 4.0)) == first
+    for i in range(50):
+        assert rec.pair_sum(Pair(float(i), 2.0 * i), Pair(0.0, 0.0)) == 3.0 * i
+        assert rec.pair_sum(dict_pair("x", "y"), Pair(0.0, float(i))) == 3.0 + i
+    # A box the callee keeps is never handed to a later call.
+    rec.keep(BoxPair(5.0, 6.0))
+    kept = rec.kept()
+    assert (kept.x, kept.y) == (5.0, 6.0)
+    assert rec.box_address(BoxPair(7.0, 8.0)) != rec.box_address(kept)
+    rec.box_address(BoxPair(9.0, 10.0))
+    assert (kept.x, kept.y) == (5.0, 6.0)
+    rec.keep(None)
+
+
+def test_a_record_that_leaves_a_field_out_gets_a_fresh_box(rec):
+    # HalfPair's plan writes x only: reusing a box would hand it the last call's y.
+    for v in (1.0, 2.0, 3.0):
+        rec.set_y(HalfPair(v), 100.0)  # the callee changes y of the box and lets it go
+        swapped = rec.swap(HalfPair(v))
+        assert (swapped.x, swapped.y) == (0.0, v)
+    # A plan that writes every field may reuse the box: the changed y is written again.
+    rec.set_y(BoxPair(1.0, 2.0), 100.0)
+    swapped = rec.swap(BoxPair(1.0, 2.0))
+    assert (swapped.x, swapped.y) == (2.0, 1.0)
+
+
+def test_a_failed_record_conversion_leaves_no_stale_field(rec):
+    assert rec.pair_sum(BoxPair(1.0, 2.0), Pair(0.0, 0.0)) == 3.0
+    with pytest.raises(TypeError, match=r"^p\.y: "):
+        rec.pair_sum(BoxPair(5.0, "not a float"), Pair(0.0, 0.0))
+    assert rec.swap(BoxPair(7.0, 8.0)).y == 7.0
+    assert rec.pair_sum(BoxPair(1.5, 2.5), Pair(0.0, 0.0)) == 4.0
+
+
+def test_python_code_run_by_a_field_conversion_sees_fields_read_after_it(rec):
+    # n's __index__ runs Python code in the middle of the conversion and replaces the name the
+    # dict walk already saw (its only reference: it is freed). The fields after n are read again
+    # after it, so the call gets the new name, never the freed one.
+    cfg = Config(0.5, 0, False, "".join(["an old name, long enough for the heap"] * 2))
+
+    class Sneaky:
+        def __index__(self) -> int:
+            cfg.name = "".join(["the new name, also on the heap"] * 2)
+            return 4
+
+    cfg.n = Sneaky()
+    assert rec.name_of(cfg) == "the new name, also on the heap" * 2
+    assert cfg.name == "the new name, also on the heap" * 2

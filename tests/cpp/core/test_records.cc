@@ -65,6 +65,9 @@ TEST(Records, FieldsAreReflected) {
   ASSERT_NE(r, nullptr);
   ASSERT_EQ(r->num_fields, 4);
   ASSERT_NE(r->creator, nullptr);
+  // A KFFI_RECORD box is a plain record: functions take copies of the struct, never the box
+  // (Python reuses a box nothing else holds). KFFI_OBJECT_DEF types are not: test_reflection.cc.
+  EXPECT_EQ(r->flags, kKFFITypeFlagPlainRecord);
   const char* names[] = {"alpha", "n", "flag", "label"};
   for (int i = 0; i < 4; ++i) {
     EXPECT_EQ(std::string(r->fields[i].name.data, r->fields[i].name.size), names[i]);

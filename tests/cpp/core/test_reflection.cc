@@ -254,6 +254,11 @@ TEST(Reflection, HostileRecordsAreRefusedClearly) {
     r.info.object_size = 4;
     EXPECT_NE(r.Refusal().find("object_size 4"), std::string::npos);
   }
+  {
+    HostileRecord r;
+    r.info.flags = 4;  // no such flag (1 and 2 are known)
+    EXPECT_NE(r.Refusal().find("unknown type flags 4"), std::string::npos);
+  }
   // A type key that is not UTF-8 is refused (no binding could name the type).
   {
     const char bad_key[] = "test.reflection.\xc3\x28";

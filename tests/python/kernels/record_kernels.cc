@@ -30,6 +30,24 @@ double PairSum(Pair p, Pair q) { return p.x + p.y + q.x + q.y; }
 // A C++ caller passing the struct to a kffi function (here: one from Python).
 double CallWithPair(kffi::Function f, double x, double y) { return f(Pair{x, y}).cast<double>(); }
 Pair Swap(Pair p) { return Pair{p.y, p.x}; }
+// The address of the object an argument arrives in (test_records.py: record boxes reused).
+int64_t BoxAddress(kffi::ObjectRef r) {
+  return static_cast<int64_t>(reinterpret_cast<intptr_t>(r.get()));
+}
+// A callee that changes field y of the object it gets, through reflection, and does not keep it.
+void SetY(kffi::ObjectRef r, double y) {
+  KFFIAny v{};
+  v.type_index = kKFFIFloat;
+  v.v_float64 = y;
+  const KFFIByteArray name{"y", 1};
+  if (KFFIObjectSetField(const_cast<kffi::Object*>(r.get()), &name, &v) != 0) {
+    kffi::details::ThrowRaisedError(-1);
+  }
+}
+// A callee that keeps its argument beyond the call (a box it holds must never be reused).
+kffi::ObjectRef g_kept;
+void Keep(kffi::ObjectRef r) { g_kept = r; }
+kffi::ObjectRef Kept() { return g_kept; }
 
 }  // namespace
 
@@ -39,3 +57,7 @@ KFFI_EXPORT_DOC(make_config, MakeConfig, "", "alpha, n");
 KFFI_EXPORT_DOC(pair_sum, PairSum, "", "p, q");
 KFFI_EXPORT_DOC(call_with_pair, CallWithPair, "", "f, x, y");
 KFFI_EXPORT_DOC(swap, Swap, "", "p");
+KFFI_EXPORT_DOC(box_address, BoxAddress, "", "r");
+KFFI_EXPORT_DOC(keep, Keep, "", "r");
+KFFI_EXPORT_DOC(set_y, SetY, "", "r, y");
+KFFI_EXPORT_DOC(kept, Kept, "", "");

@@ -68,7 +68,14 @@ def build_kernels() -> Path:
         capture_output=True,
         text=True,
     ).stdout.split()
-    digest = hashlib.sha256(KERNELS.read_bytes() + " ".join(flags).encode()).hexdigest()[:16]
+    # The headers' contents count too: a changed kffi header must not reuse an older build.
+    from call_overhead import tree_hash
+    from kffi import libinfo
+
+    key = (
+        KERNELS.read_bytes() + " ".join(flags).encode() + tree_hash(libinfo.include_dir()).encode()
+    )
+    digest = hashlib.sha256(key).hexdigest()[:16]
     out = _cache() / f"libobject_kernels-{digest}.so"
     if not out.exists():
         cmd = ["g++", "-shared", "-O2", "-o", str(out), str(KERNELS), *flags]

@@ -284,6 +284,9 @@ KFFI_DLL const KFFITypeInfo* KFFIGetTypeInfo(int32_t type_index);
 
 /** KFFIFieldInfo.flags: the field may be assigned (setter is not NULL). Added in 0.5. */
 #define kKFFIFieldFlagWritable 1
+/** KFFIFieldInfo.flags: the field is left out of structural == and hash (a counter, a cache:
+ * TVM-FFI's SEqHashIgnore and CompareOff). Added in 0.5. */
+#define kKFFIFieldFlagCompareOff 2
 /** KFFITypeReflection.flags: instances compare and hash by their fields' values (structural
  * equality) instead of by identity. Added in 0.5. */
 #define kKFFITypeFlagStructuralEq 1

@@ -176,6 +176,12 @@ class ObjectDef {
     method_names_.emplace_back(name);
     return *this;
   }
+  /// Leaves the field declared last out of structural == and hash (a counter, a cache):
+  /// `.field_rw("hits", &T::hits).compare_off()`.
+  ObjectDef& compare_off() {
+    if (!fields_.empty()) fields_.back().flags |= kKFFIFieldFlagCompareOff;
+    return *this;
+  }
   /// Instances compare (== and hash) by their fields' values instead of by identity.
   ObjectDef& structural_eq() {
     flags_ |= kKFFITypeFlagStructuralEq;

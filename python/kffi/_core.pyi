@@ -109,7 +109,13 @@ def _install_fields(cls: type[Object], type_index: int, /) -> None: ...
 def _reflection(
     type_index: int, /
 ) -> (
-    tuple[str, int, int, tuple[tuple[str, str, int, bool], ...], tuple[tuple[str, Function], ...]]
+    tuple[
+        str,
+        int,
+        int,
+        tuple[tuple[str, str, int, bool, bool], ...],
+        tuple[tuple[str, Function], ...],
+    ]
     | None
 ): ...
 def _type_key_to_index(key: str, /) -> int: ...

@@ -24,7 +24,7 @@ _lock = threading.RLock()
 _classes: dict[int, type[Object]] = {}
 
 # A field: (name, type text, type index, writable); a method: (name, Function).
-_Field = tuple[str, str, int, bool]
+_Field = tuple[str, str, int, bool, bool]
 _Info = tuple[str, int, int, tuple[_Field, ...], tuple[tuple[str, _core.Function], ...]]
 _O = TypeVar("_O", bound=Object)
 _T = TypeVar("_T")
@@ -56,7 +56,8 @@ def _chain(index: int) -> list[int]:
 
 
 def fields_of(index: int) -> list[_Field]:
-    """(name, type, type index, writable) of every field of the type, ancestors' first."""
+    """(name, type, type index, writable, compared) of every field of the type, ancestors' first
+    (compared: not left out of structural == and hash)."""
     seen: dict[str, _Field] = {}
     for at in _chain(index):
         for f in _known(at)[3]:
@@ -74,6 +75,7 @@ class ReflectedObject(Object):
 
     __slots__ = ()
     _kffi_fields: tuple[str, ...] = ()
+    _kffi_compared: tuple[str, ...] = ()  # the fields structural == and hash compare
     _kffi_structural = False
 
     @reprlib.recursive_repr("...")
@@ -84,7 +86,7 @@ class ReflectedObject(Object):
         return f"{self.type_key}({body})"
 
     def _field_values(self) -> tuple[Any, ...]:
-        return tuple(getattr(self, n) for n in self._kffi_fields)
+        return tuple(getattr(self, n) for n in self._kffi_compared)
 
     def __eq__(self, other: object) -> bool:
         if not self._kffi_structural:
@@ -138,7 +140,9 @@ def _prepare(cls: type[Object], index: int) -> None:
     _core._install_fields(cls, index)
     # A ReflectedObject, or a registered class given its methods (register_object).
     reflected = cast("type[ReflectedObject]", cls)
-    reflected._kffi_fields = tuple(f[0] for f in fields_of(index))
+    fields = fields_of(index)
+    reflected._kffi_fields = tuple(f[0] for f in fields)
+    reflected._kffi_compared = tuple(f[0] for f in fields if f[4])
     reflected._kffi_structural = _structural(index)
     for at in _chain(index):
         for name, fn in _known(at)[4]:

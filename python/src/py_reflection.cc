@@ -141,7 +141,8 @@ PyObject* InstallFields(PyObject*, PyObject* args) {
 }
 
 // _reflection(type_index) -> None, or (key, parent index, flags, fields, methods) for the type's
-// own declarations: fields (name, type_str, type_index, writable), methods (name, Function).
+// own declarations: fields (name, type_str, type_index, writable, compared: not CompareOff),
+// methods (name, Function).
 PyObject* Reflection(PyObject*, PyObject* arg) {
   long index = PyLong_AsLong(arg);
   if (index == -1 && PyErr_Occurred()) return nullptr;
@@ -154,9 +155,10 @@ PyObject* Reflection(PyObject*, PyObject* arg) {
   if (!fields || !methods) return nullptr;
   for (int32_t i = 0; r != nullptr && i < r->num_fields; ++i) {
     const KFFIFieldInfo& f = r->fields[i];
-    PyObject* t = Py_BuildValue("(s#s#iO)", f.name.data, static_cast<Py_ssize_t>(f.name.size),
+    PyObject* t = Py_BuildValue("(s#s#iOO)", f.name.data, static_cast<Py_ssize_t>(f.name.size),
                                 f.type_str.data, static_cast<Py_ssize_t>(f.type_str.size),
-                                f.type_index, f.setter != nullptr ? Py_True : Py_False);
+                                f.type_index, f.setter != nullptr ? Py_True : Py_False,
+                                (f.flags & kKFFIFieldFlagCompareOff) != 0 ? Py_False : Py_True);
     if (t == nullptr) return nullptr;
     PyTuple_SET_ITEM(fields.get(), i, t);
   }

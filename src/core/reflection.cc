@@ -224,7 +224,7 @@ class Registry {
                            std::to_string(f.size) + " do not lie inside the object (bytes " +
                            std::to_string(header) + ".." + std::to_string(in->object_size) + ")");
       }
-      if ((f.flags & ~int32_t{kKFFIFieldFlagWritable}) != 0) {
+      if ((f.flags & ~int32_t{kKFFIFieldFlagWritable | kKFFIFieldFlagCompareOff}) != 0) {
         ThrowCApiError("ValueError", where + w + ": unknown flags " + std::to_string(f.flags));
       }
       if (f.getter == nullptr) ThrowCApiError("ValueError", where + w + ": getter is NULL");

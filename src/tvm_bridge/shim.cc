@@ -112,6 +112,7 @@ class TypeInfoCache {
       TvmFieldInfo t{};
       t.name = f.name;
       t.flags = (f.flags & kKFFIFieldFlagWritable) != 0 ? kffi::tvmglue::kTvmFieldWritable : 0;
+      if ((f.flags & kKFFIFieldFlagCompareOff) != 0) t.flags |= kffi::tvmglue::kTvmFieldCompareOff;
       t.size = f.size;
       // kffi's record has no alignment: a power-of-two size up to 16 is its own, else 1.
       t.alignment = f.size > 0 && f.size <= 16 && (f.size & (f.size - 1)) == 0 ? f.size : 1;

@@ -152,6 +152,9 @@ int ShimRegisterField(int32_t type_index, const void* field) {
     k.flags = kKFFIFieldFlagWritable;
     k.setter = reinterpret_cast<KFFIFieldSetter>(f->setter);
   }
+  if ((f->flags & (kTvmFieldSEqHashIgnore | kTvmFieldCompareOff)) != 0) {
+    k.flags |= kKFFIFieldFlagCompareOff;
+  }
   t.fields.push_back(k);
   if (Register(type_index, t) != 0) return -1;
   it->second = std::move(t);

@@ -203,6 +203,7 @@ KFFI_ABI_FIELD(KFFITypeInfo, type_ancestors, 24, 8);
 
 /* Reflection (added in 0.5). */
 KFFI_ABI_VALUE(kKFFIFieldFlagWritable, 1);
+KFFI_ABI_VALUE(kKFFIFieldFlagCompareOff, 2);
 KFFI_ABI_VALUE(kKFFITypeFlagStructuralEq, 1);
 KFFI_ABI_VALUE(kKFFITypeFlagPlainRecord, 2);
 KFFI_ABI_TYPE(KFFIFieldInfo, 72, 8);

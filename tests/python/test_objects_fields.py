@@ -55,6 +55,10 @@ def test_structural_equality_and_hash(mod):
     assert a == b and hash(a) == hash(b)
     assert a != c
     assert len({a, b, c}) == 2
+    # label is declared compare_off(): == and hash leave it out.
+    b.label = "another label"
+    assert a == b and hash(a) == hash(b)
+    assert [f[4] for f in kffi._reflection.fields_of(a.type_index)] == [True, True, True, False]
 
 
 def test_identity_equality_without_the_declaration(mod):

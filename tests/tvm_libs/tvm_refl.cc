@@ -66,7 +66,8 @@ ffi::ObjectRef MakeRange(int64_t lo, int64_t hi) {
   return ffi::ObjectRef(ffi::make_object<RangeObj>(lo, hi));
 }
 // What TVMFFIGetTypeInfo says of a type (by key): [field names..., "|", method names..., "|",
-// object size, structural kind], as the library itself reads it back.
+// object size, structural kind], as the library itself reads it back; a field left out of
+// structural ==/hash (SEqHashIgnore or CompareOff) has "!" after its name.
 ffi::Array<ffi::Any> TypeInfo(ffi::String key) {
   int32_t index = -1;
   TVMFFIByteArray k{key.data(), key.size()};
@@ -74,7 +75,12 @@ ffi::Array<ffi::Any> TypeInfo(ffi::String key) {
   const TVMFFITypeInfo* info = TVMFFIGetTypeInfo(index);
   ffi::Array<ffi::Any> out;
   for (int32_t i = 0; i < info->num_fields; ++i) {
-    out.push_back(ffi::String(info->fields[i].name.data, info->fields[i].name.size));
+    std::string name(info->fields[i].name.data, info->fields[i].name.size);
+    if ((info->fields[i].flags &
+         (kTVMFFIFieldFlagBitMaskSEqHashIgnore | kTVMFFIFieldFlagBitMaskCompareOff)) != 0) {
+      name += "!";
+    }
+    out.push_back(ffi::String(name));
   }
   out.push_back(ffi::String("|"));
   for (int32_t i = 0; i < info->num_methods; ++i) {

@@ -323,7 +323,7 @@ def stub_classes(
         parent_key = _known(parent)[0] if parent >= 0 and _info(parent) else None
         base = names.get(parent_key, "Object") if parent_key is not None else "Object"
         lines = [f"class {name}({base}):", f'    """kffi object type `{key}`."""', ""]
-        for fname, ftype, _, writable in _known(index)[3]:
+        for fname, ftype, _, writable, _compared in _known(index)[3]:
             ann = python_type(parse_type(ftype), result=True)
             ann = names.get(ftype, ann)
             if writable:

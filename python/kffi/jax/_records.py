@@ -56,7 +56,7 @@ def record_layout(param: dict[str, Any]) -> tuple[str, tuple[tuple[str, str], ..
         if fields:
             layout = (
                 type_text,
-                tuple((n, _KINDS.get(t, t)) for n, t, _, writable in fields if writable),
+                tuple((n, _KINDS.get(t, t)) for n, t, _, writable, _c in fields if writable),
             )
     with _lock:
         _layouts[type_text] = layout

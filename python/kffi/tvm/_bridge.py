@@ -66,14 +66,9 @@ def _prepare_foreign(cls: type[Any], index: int) -> None:
     of apache-tvm-ffi's type index on cls; registers cls as the type's class."""
     _key, structural, fields, methods = _core._tvm_foreign_reflection(index)
     cls._kffi_fields = tuple(name for name, _writable, _compared in fields)
+    # Fields the type leaves out of structural ==/hash (SEqHashIgnore, CompareOff) are not here.
+    cls._kffi_compared = tuple(name for name, _writable, is_compared in fields if is_compared)
     cls._kffi_structural = structural
-    compared = tuple(name for name, _writable, is_compared in fields if is_compared)
-    if compared != cls._kffi_fields and "_field_values" not in cls.__dict__:
-        # Fields the type leaves out of structural ==/hash (SEqHashIgnore, CompareOff).
-        def _field_values(self: Object) -> tuple[object, ...]:
-            return tuple(getattr(self, n) for n in compared)
-
-        cls._field_values = _field_values
     for name, fn, is_static in methods:
         if name not in cls.__dict__ or getattr(cls.__dict__[name], "_kffi_native", False):
             m: Any = staticmethod(fn) if is_static else _reflection._method(fn, name)

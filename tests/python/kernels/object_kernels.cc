@@ -67,6 +67,7 @@ KFFI_OBJECT_DEF(PointObj)
     .field_rw("y", &PointObj::y)
     .field_ro("id", &PointObj::id)
     .field_rw("label", &PointObj::label)
+    .compare_off()  // a name for people: == and hash leave it out
     .method("norm", &PointObj::Norm)
     .method("shift", &PointObj::Shift)
     .structural_eq();

@@ -144,7 +144,10 @@ def _prepare(cls: type[Object], index: int) -> None:
     reflected._kffi_fields = tuple(f[0] for f in fields)
     reflected._kffi_compared = tuple(f[0] for f in fields if f[4])
     reflected._kffi_structural = _structural(index)
+    bases = cls.__mro__[1:]
     for at in _chain(index):
+        if at != index and _classes.get(at) in bases:
+            continue  # its methods come by inheritance (or the class's overrides of them)
         for name, fn in _known(at)[4]:
             if name not in cls.__dict__ or getattr(cls.__dict__[name], "_kffi_native", False):
                 m = _method(fn, name)
@@ -154,27 +157,33 @@ def _prepare(cls: type[Object], index: int) -> None:
     _classes[index] = cls
 
 
-def _nearest_class(index: int) -> type[Object]:
-    """The class of the nearest ancestor with one, else ReflectedObject."""
-    chain = _chain(index)[:-1]
-    for at in reversed(chain):
-        if at in _classes:
-            return _classes[at]
-    return ReflectedObject
+def _declares(index: int) -> bool:
+    """Whether the type declares reflection of its own (fields, methods or flags)."""
+    _key, _parent, flags, fields, methods = _known(index)
+    return bool(fields or methods or flags)
 
 
 def _class_for(index: int) -> type[Object]:
-    """Called by the extension for an object of a reflected type that has no class yet."""
+    """Called by the extension for an object of a reflected type that has no class yet: a class
+    deriving from its nearest reflected ancestor's, made first (root first) where missing, so
+    isinstance follows the type hierarchy whichever type's object arrives first."""
     with _lock:
         cls = _classes.get(index)
         if cls is not None:
             return cls
-        key = _known(index)[0]
-        base = _nearest_class(index)
-        cls = type(key.rsplit(".", 1)[-1], (base,), {"__slots__": (), "__module__": "kffi.objects"})
-        cls.__qualname__ = key
-        _prepare(cls, index)
-        return cls
+        base: type[Object] = ReflectedObject
+        for at in _chain(index):  # root first
+            if at in _classes:
+                base = _classes[at]
+            elif at == index or _declares(at):
+                key = _known(at)[0]
+                made = type(
+                    key.rsplit(".", 1)[-1], (base,), {"__slots__": (), "__module__": "kffi.objects"}
+                )
+                made.__qualname__ = key
+                _prepare(made, at)
+                base = made
+        return base
 
 
 # register_object's answer for type keys of other registries: each takes (type_key, cls) and

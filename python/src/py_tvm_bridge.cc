@@ -231,9 +231,10 @@ PyObject* TvmForeignIndex(PyObject*, PyObject* arg) {
   return PyLong_FromLong(desc->type_index);
 }
 
-// _tvm_foreign_reflection(index) -> (key, structural, fields, methods): fields (name, writable,
-// compared: False for a field left out of structural ==/hash),
-// methods (name, Function, is_static), of a foreign type described earlier.
+// _tvm_foreign_reflection(index) -> (key, structural, fields, methods, parent key or None):
+// fields (name, writable, compared: False for a field left out of structural ==/hash), methods
+// (name, Function, is_static), of a foreign type described earlier; the parent key when the
+// parent is a dynamic type (a class of its own).
 PyObject* TvmForeignReflection(PyObject*, PyObject* arg) {
   long index = PyLong_AsLong(arg);
   if (index == -1 && PyErr_Occurred()) return nullptr;
@@ -261,8 +262,14 @@ PyObject* TvmForeignReflection(PyObject*, PyObject* arg) {
     if (t == nullptr) return nullptr;
     PyTuple_SET_ITEM(methods.get(), i, t);
   }
-  return Py_BuildValue("(s#OOO)", d->type_key.data, static_cast<Py_ssize_t>(d->type_key.size),
-                       d->structural ? Py_True : Py_False, fields.get(), methods.get());
+  PyRef parent(d->parent_key.size != 0
+                   ? PyUnicode_FromStringAndSize(d->parent_key.data,
+                                                 static_cast<Py_ssize_t>(d->parent_key.size))
+                   : Py_NewRef(Py_None));
+  if (!parent) return nullptr;
+  return Py_BuildValue("(s#OOOO)", d->type_key.data, static_cast<Py_ssize_t>(d->type_key.size),
+                       d->structural ? Py_True : Py_False, fields.get(), methods.get(),
+                       parent.get());
 }
 
 // _tvm_foreign_install(cls, index): a descriptor on cls for each field of foreign type index

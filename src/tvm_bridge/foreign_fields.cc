@@ -193,6 +193,13 @@ int DescribeType(const TvmTypeInfo* info, const RealRuntime* real, const TvmFore
   desc.type_index = info->type_index;
   desc.type_key = info->type_key;
   desc.static_ancestor = kKFFIObject;
+  desc.parent_key = KFFIByteArray{nullptr, 0};
+  if (info->type_depth > 0) {
+    const TvmTypeInfo* parent = info->type_ancestors[info->type_depth - 1];
+    if (parent != nullptr && parent->type_index >= kKFFIDynObjectBegin) {
+      desc.parent_key = parent->type_key;
+    }
+  }
   for (int32_t k = info->type_depth - 1; k >= 0; --k) {
     const TvmTypeInfo* a = info->type_ancestors[k];
     if (a != nullptr && a->type_index < kKFFIDynObjectBegin) {

@@ -17,7 +17,7 @@ namespace kffi {
 namespace details {
 
 /// Bumped whenever TvmPythonApi or its meaning changes.
-constexpr uint32_t kTvmPythonApiVersion = 1;
+constexpr uint32_t kTvmPythonApiVersion = 2;
 /// `const TvmPythonApi* KFFITvmBridgeGetPythonApi(void)`, the table's one symbol.
 constexpr const char kTvmPythonEntrySymbol[] = "KFFITvmBridgeGetPythonApi";
 
@@ -49,8 +49,9 @@ struct TvmForeignTypeDesc {
   int32_t type_index;
   int32_t static_ancestor;  // nearest ancestor index below kKFFIDynObjectBegin
   KFFIByteArray type_key;
-  int32_t structural;  // 1 when TVMFFITypeMetadata declares a structural equality kind
-  int32_t num_fields;  // the type's and its ancestors' fields, ancestors first
+  KFFIByteArray parent_key;  // the parent's key when the parent is a dynamic type, else empty
+  int32_t structural;        // 1 when TVMFFITypeMetadata declares a structural equality kind
+  int32_t num_fields;        // the type's and its ancestors' fields, ancestors first
   const TvmForeignField* fields;
   int32_t num_methods;
   const TvmForeignMethod* methods;

@@ -203,7 +203,9 @@ METHODS_EQ = """
     import kffi
     m = kffi.load_module({refl!r})
     out = {{}}
+    q = m.make_point3(1, 0.5, 2.0)  # a Point3 reaches Python before any Point
     p = m.make_point(3, 1.5)
+    out["point3"] = [type(q).__qualname__, isinstance(q, type(p)), q.sum(), repr(q)]
     out["point_class"] = [type(p).__name__, type(p).__qualname__]
     out["sum"] = p.sum()                      # a method refl::ObjectDef declared (.def)
     q = m.make_point(3, 1.5)
@@ -233,6 +235,8 @@ def test_methods_structural_equality_and_type_info(libs, runtime):
     assert r["point_class"] == ["Point", "tvm_refl.Point"]
     assert r["sum"] == 4.5
     assert r["point_eq"] == [False, True, True]
+    # Point3's class derives from Point's, made for it when the Point3 arrived first.
+    assert r["point3"] == ["tvm_refl.Point3", True, 1.5, "tvm_refl.Point3(x=1, y=0.5, z=2.0)"]
     assert r["range_repr"] == "tvm_refl.Range(lo=1, hi=4, hits=0)"
     assert r["range_eq"] == [True, False, False, True, 2]
     assert r["length"] == 3
@@ -265,6 +269,11 @@ REGISTER = """
     p.y = 4.0
     out["library_y"] = m.point_y(m.identity(p))
     out["in_array"] = [type(r).__name__ for r in m.make_points(2)]
+    q = m.make_point3(-1, 2.0, 3.0)  # a subclass of Point the library declares
+    out["subclass"] = [type(q).__qualname__, isinstance(q, Point), q.norm1(), q.sum(),
+                       [q.x, q.y, q.z], m.point_y(q)]
+    q.z = 5.0
+    out["subclass_z"] = q.z
     try:
         kffi.register_object("tvm_refl.NoSuchType")(type("N", (kffi.Object,), {{}}))
         out["unknown"] = "registered"
@@ -283,6 +292,10 @@ def test_register_object_for_a_tvm_type_key(libs, runtime):
     assert r["repr"] == "tvm_refl.Point(x=-2, y=0.5)" and r["fields"] == [-2, 0.5]
     assert r["library_y"] == 4.0
     assert r["in_array"] == ["Point", "Point"]
+    # Point3's class derives from the class registered for Point: isinstance, the Python method
+    # and the class's own sum() reach it; its fields are its own and Point's.
+    assert r["subclass"] == ["tvm_refl.Point3", True, 3.0, "mine", [-1, 2.0, 3.0], 2.0], r
+    assert r["subclass_z"] == 5.0
     assert r["unknown"].startswith("KeyError") and "NoSuchType" in r["unknown"], r
 
 

@@ -1,5 +1,6 @@
 // tests/tvm_libs/tvm_refl.cc: a TVM-FFI library with reflected object types (refl::ObjectDef:
-// Point {x: int64 read-only, y: double read-write, method sum()}, and Range {lo, hi: int64,
+// Point {x: int64 read-only, y: double read-write, method sum()}, its subclass Point3 {z: double
+// read-write}, and Range {lo, hi: int64,
 // hits: int64 read-write and left out of ==/hash, method length()}, which declares structural
 // equality) and functions that make and read them, built with apache-tvm-ffi's headers only.
 // `type_info` reads a type's record back through TVMFFIGetTypeInfo (whichever runtime the
@@ -29,7 +30,16 @@ class PointObj : public ffi::Object {
   PointObj() = default;
   PointObj(int64_t x_in, double y_in) : x(x_in), y(y_in) {}
   double Sum() const { return static_cast<double>(x) + y; }
-  TVM_FFI_DECLARE_OBJECT_INFO_FINAL(TVM_REFL_KEY, PointObj, ffi::Object);
+  TVM_FFI_DECLARE_OBJECT_INFO(TVM_REFL_KEY, PointObj, ffi::Object);
+};
+
+// A subclass: its objects are Points too (isinstance follows the type hierarchy).
+class Point3Obj : public PointObj {
+ public:
+  double z = 0;
+  Point3Obj() = default;
+  Point3Obj(int64_t x_in, double y_in, double z_in) : PointObj(x_in, y_in), z(z_in) {}
+  TVM_FFI_DECLARE_OBJECT_INFO_FINAL(TVM_REFL_KEY "3", Point3Obj, PointObj);
 };
 
 // Compared by value (a tree node): two Ranges with the same bounds are equal.
@@ -61,6 +71,9 @@ double PointY(ffi::ObjectRef p) { return AsPoint(p)->y; }
 ffi::ObjectRef Identity(ffi::ObjectRef p) {
   AsPoint(p);
   return p;
+}
+ffi::ObjectRef MakePoint3(int64_t x, double y, double z) {
+  return ffi::ObjectRef(ffi::make_object<Point3Obj>(x, y, z));
 }
 ffi::ObjectRef MakeRange(int64_t lo, int64_t hi) {
   return ffi::ObjectRef(ffi::make_object<RangeObj>(lo, hi));
@@ -114,6 +127,7 @@ TVM_FFI_DLL_EXPORT_TYPED_FUNC(point_x, PointX);
 TVM_FFI_DLL_EXPORT_TYPED_FUNC(point_y, PointY);
 TVM_FFI_DLL_EXPORT_TYPED_FUNC(identity, Identity);
 TVM_FFI_DLL_EXPORT_TYPED_FUNC(make_points, MakePoints);
+TVM_FFI_DLL_EXPORT_TYPED_FUNC(make_point3, MakePoint3);
 TVM_FFI_DLL_EXPORT_TYPED_FUNC(make_range, MakeRange);
 TVM_FFI_DLL_EXPORT_TYPED_FUNC(type_info, TypeInfo);
 
@@ -122,6 +136,7 @@ TVM_FFI_STATIC_INIT_BLOCK() {
       .def_ro("x", &PointObj::x)
       .def_rw("y", &PointObj::y)
       .def("sum", &PointObj::Sum);
+  refl::ObjectDef<Point3Obj>().def_rw("z", &Point3Obj::z);
   refl::ObjectDef<RangeObj>()
       .def_ro("lo", &RangeObj::lo)
       .def_ro("hi", &RangeObj::hi)

@@ -64,31 +64,64 @@ def install_bridge_hooks() -> None:
 def _prepare_foreign(cls: type[Any], index: int) -> None:
     """Fields (descriptors), methods the class does not define itself, and the structural flag
     of apache-tvm-ffi's type index on cls; registers cls as the type's class."""
-    _key, structural, fields, methods = _core._tvm_foreign_reflection(index)
+    _key, structural, fields, methods, parent_key = _core._tvm_foreign_reflection(index)
     cls._kffi_fields = tuple(name for name, _writable, _compared in fields)
     # Fields the type leaves out of structural ==/hash (SEqHashIgnore, CompareOff) are not here.
     cls._kffi_compared = tuple(name for name, _writable, is_compared in fields if is_compared)
     cls._kffi_structural = structural
+    # The methods list holds the ancestors' too: those of the parent, whose class cls derives from,
+    # come by inheritance (with any overrides that class has).
+    inherited: set[str] = set()
+    parent = _core._tvm_foreign_index(parent_key) if parent_key is not None else None
+    if parent is not None and _foreign_classes.get(parent) in cls.__mro__[1:]:
+        inherited = {m[0] for m in _core._tvm_foreign_reflection(parent)[3]}
     for name, fn, is_static in methods:
+        if name in inherited:
+            continue
         if name not in cls.__dict__ or getattr(cls.__dict__[name], "_kffi_native", False):
             m: Any = staticmethod(fn) if is_static else _reflection._method(fn, name)
             if not is_static:
                 m._kffi_native = True
             setattr(cls, name, m)
     _core._tvm_foreign_install(cls, index)
+    _foreign_classes[index] = cls
+
+
+# The class of each foreign type index that has one (made here, or named by register_object).
+_foreign_classes: dict[int, type] = {}
+_MAX_DEPTH = 256
 
 
 def _foreign_class_for(index: int) -> type:
-    """Called by the extension for the first object of a type of apache-tvm-ffi's registry."""
+    """Called by the extension for the first object of a type of apache-tvm-ffi's registry: a
+    class that derives from its parent type's class (made first, root first, where missing), so
+    isinstance follows the TVM type hierarchy."""
     with _reflection._lock:
-        key = _core._tvm_foreign_reflection(index)[0]
-        name = key.rsplit(".", 1)[-1]
-        cls = type(
-            name, (_reflection.ReflectedObject,), {"__slots__": (), "__module__": "kffi.objects"}
-        )
-        cls.__qualname__ = key
-        _prepare_foreign(cls, index)
-        return cls
+        missing = [index]  # this type, then the ancestors without a class, nearest first
+        base: type = _reflection.ReflectedObject
+        while True:
+            if len(missing) > _MAX_DEPTH:  # the bridge refuses deeper ancestor lists already
+                raise ValueError(f"kffi: foreign type index {index}: ancestors deeper than 256")
+            parent_key = _core._tvm_foreign_reflection(missing[-1])[4]
+            parent = _core._tvm_foreign_index(parent_key) if parent_key is not None else None
+            if parent is None:
+                break
+            if parent in _foreign_classes:
+                base = _foreign_classes[parent]
+                break
+            missing.append(parent)
+        for at in reversed(missing):
+            if at in _foreign_classes:  # the class of index itself, made since the call began
+                base = _foreign_classes[at]
+                continue
+            key = _core._tvm_foreign_reflection(at)[0]
+            cls = type(
+                key.rsplit(".", 1)[-1], (base,), {"__slots__": (), "__module__": "kffi.objects"}
+            )
+            cls.__qualname__ = key
+            _prepare_foreign(cls, at)
+            base = cls
+        return base
 
 
 def _register_foreign(type_key: str, cls: type) -> bool:

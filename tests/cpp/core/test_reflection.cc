@@ -43,6 +43,7 @@ KFFI_OBJECT_DEF(Vec2Obj)
     .field_rw("label", &Vec2Obj::label)
     .field_ro("id", &Vec2Obj::id)
     .field_rw("flag", &Vec2Obj::flag)
+    .compare_off()
     .method("norm", &Vec2Obj::Norm)
     .method("scale", &Vec2Obj::Scale)
     .structural_eq();
@@ -97,6 +98,7 @@ TEST(Reflection, RecordsDescribeTheDeclaredFields) {
   EXPECT_EQ(std::string(r->fields[2].type_str.data, r->fields[2].type_str.size), "str");
   EXPECT_EQ(r->fields[3].type_index, kKFFIInt);
   EXPECT_EQ(r->fields[4].type_index, kKFFIBool);
+  EXPECT_EQ(r->fields[4].flags, kKFFIFieldFlagWritable | kKFFIFieldFlagCompareOff);
   ASSERT_EQ(r->num_methods, 2);
   EXPECT_EQ(std::string(r->methods[0].name.data), "norm");
   // A subclass declares only its own fields; lookups by name walk the ancestors.
@@ -258,6 +260,11 @@ TEST(Reflection, HostileRecordsAreRefusedClearly) {
     HostileRecord r;
     r.info.flags = 4;  // no such flag (1 and 2 are known)
     EXPECT_NE(r.Refusal().find("unknown type flags 4"), std::string::npos);
+  }
+  {
+    HostileRecord r;
+    r.field.flags = 4;  // no such field flag (1 and 2 are known)
+    EXPECT_NE(r.Refusal().find("unknown flags 4"), std::string::npos);
   }
   // A type key that is not UTF-8 is refused (no binding could name the type).
   {

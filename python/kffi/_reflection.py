@@ -157,6 +157,14 @@ def _prepare(cls: type[Object], index: int) -> None:
     _classes[index] = cls
 
 
+def class_named(key: str, base: type[_T]) -> type[_T]:
+    """A new class for type key (named by its last part, qualified by the key) deriving from
+    base, as kffi makes one for a reflected type of its own registry or of apache-tvm-ffi's."""
+    made = type(key.rsplit(".", 1)[-1], (base,), {"__slots__": (), "__module__": "kffi.objects"})
+    made.__qualname__ = key
+    return made
+
+
 def _declares(index: int) -> bool:
     """Whether the type declares reflection of its own (fields, methods or flags)."""
     _key, _parent, flags, fields, methods = _known(index)
@@ -176,13 +184,8 @@ def _class_for(index: int) -> type[Object]:
             if at in _classes:
                 base = _classes[at]
             elif at == index or _declares(at):
-                key = _known(at)[0]
-                made = type(
-                    key.rsplit(".", 1)[-1], (base,), {"__slots__": (), "__module__": "kffi.objects"}
-                )
-                made.__qualname__ = key
-                _prepare(made, at)
-                base = made
+                base = class_named(_known(at)[0], base)
+                _prepare(base, at)
         return base
 
 

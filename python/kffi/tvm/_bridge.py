@@ -114,13 +114,8 @@ def _foreign_class_for(index: int) -> type:
             if at in _foreign_classes:  # the class of index itself, made since the call began
                 base = _foreign_classes[at]
                 continue
-            key = _core._tvm_foreign_reflection(at)[0]
-            cls = type(
-                key.rsplit(".", 1)[-1], (base,), {"__slots__": (), "__module__": "kffi.objects"}
-            )
-            cls.__qualname__ = key
-            _prepare_foreign(cls, at)
-            base = cls
+            base = _reflection.class_named(_core._tvm_foreign_reflection(at)[0], base)
+            _prepare_foreign(base, at)
         return base
 
 

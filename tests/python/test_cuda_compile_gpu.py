@@ -201,7 +201,10 @@ def test_missing_arch_is_a_clear_error():
     other = "sm_100" if MAJOR != 10 else "sm_90"
     f = axpy_fn(arch=[other])
     x = torch.ones(10, device="cuda")
-    with pytest.raises(RuntimeError, match=rf"has no image for cuda:0 \({ARCH}.*it has: {other}"):
+    # The message names the tensor's device: torch's current one, which tests run earlier in the
+    # same process may have left on another GPU.
+    dev = f"cuda:{x.device.index}"
+    with pytest.raises(RuntimeError, match=rf"has no image for {dev} \({ARCH}.*it has: {other}"):
         f(x, x.clone(), 1.0, 10)
     f2 = axpy_fn()  # the process is fine afterwards
     y = torch.zeros(10, device="cuda")

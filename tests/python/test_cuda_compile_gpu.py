@@ -22,6 +22,15 @@ except RuntimeError as e:  # pragma: no cover
 MAJOR, MINOR = torch.cuda.get_device_capability()
 ARCH = f"sm_{MAJOR}{MINOR}"
 
+
+@pytest.fixture(autouse=True)
+def _on_cuda0():
+    """Each test starts with cuda:0 current ("cuda" below means it, and a graph captures on its
+    stream). On the two-GPU host, earlier tests in the same process (JAX's sharded ones, whose
+    arrays are freed later) leave cuda:1 current; kffi's own calls restore what they change."""
+    torch.cuda.set_device(0)
+
+
 AXPY = r"""
 extern "C" __global__ void axpy(const float* x, float* y, float a, int n) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;

@@ -222,6 +222,7 @@ struct RecordPlan {
   int32_t target;  // the type index asked for (-1: the class's own __kffi_type__)
   int (*creator)(KFFIObjectHandle* out);
   bool any_dict;  // some field reads the instance dict
+  bool all_dict;  // every field reads it (a plain dataclass): one walk reads and stores them all
   // The type is a plain record (kKFFITypeFlagPlainRecord) whose every field the plan writes: a
   // box a call leaves as it came goes back to `spare`, and the next conversion writes every field
   // of it again instead of making a new one (GIL builds; read and written under the GIL).
@@ -358,6 +359,7 @@ RecordPlan* BuildPlan(PyTypeObject* tp, int32_t target, const CallContext* ctx, 
   plan->target = target;
   plan->creator = r->creator;
   plan->any_dict = false;
+  plan->all_dict = PyTuple_GET_SIZE(names.get()) > 0;
   plan->reusable = false;
   struct Cleanup {
     RecordPlan* p;
@@ -396,6 +398,7 @@ RecordPlan* BuildPlan(PyTypeObject* tp, int32_t target, const CallContext* ctx, 
     plan->fields.push_back(rf);  // owns name from here (Cleanup releases it on failure)
     plan->fields.back().read = ReadKindOf(tp, name, named_tuple, &plan->fields.back().at);
     plan->any_dict |= plan->fields.back().read == ReadKind::kDict;
+    plan->all_dict &= plan->fields.back().read == ReadKind::kDict;
   }
   if (target >= 0) {
     // Strict: a field of the type the record leaves out is an error, not a silent default.
@@ -632,6 +635,23 @@ KFFI_INLINE size_t WalkDictFields(PyObject* dict, const RecordPlan* plan, PyObje
   return next;
 }
 
+// WalkDictFields for a plan whose every field reads the dict, storing as it walks: the fields
+// stored (all of them when the entries are the fields in order and each store ran no Python
+// code). The stores run no Python code, so the borrowed values are never held across it.
+KFFI_INLINE size_t WalkAndStoreDictFields(PyObject* dict, const RecordPlan* plan, char* h) {
+  const size_t nfields = plan->fields.size();
+  size_t next = 0;
+  Py_ssize_t pos = 0;
+  PyObject* key;
+  PyObject* value;
+  while (next < nfields && PyDict_Next(dict, &pos, &key, &value)) {
+    const RecordField& rf = plan->fields[next];
+    if (key != rf.name || !StoreFieldNoPython(h, rf, value)) break;
+    ++next;
+  }
+  return next;
+}
+
 // Converts record obj with plan into a new object in *out, kept by ctx.
 int ConvertWithPlan(PyObject* obj, const RecordPlan* plan, KFFIAny* out, CallContext* ctx,
                     Py_ssize_t index) {
@@ -648,12 +668,18 @@ int ConvertWithPlan(PyObject* obj, const RecordPlan* plan, KFFIAny* out, CallCon
   PyObject* walked[kMaxWalkedFields];
   size_t walked_end = 0;
   const size_t nfields = plan->fields.size();
+  size_t stored = 0;  // fields below it are already in the object
   if (plan->any_dict) {
     dict = PyRef(PyObject_GenericGetDict(obj, nullptr));
-    if (!dict) PyErr_Clear();  // each field falls back to getattr
-    if (dict && nfields <= kMaxWalkedFields) walked_end = WalkDictFields(dict.get(), plan, walked);
+    if (!dict) {
+      PyErr_Clear();  // each field falls back to getattr
+    } else if (plan->all_dict) {
+      stored = WalkAndStoreDictFields(dict.get(), plan, static_cast<char*>(h));
+    } else if (nfields <= kMaxWalkedFields) {
+      walked_end = WalkDictFields(dict.get(), plan, walked);
+    }
   }
-  for (size_t i = 0; i < nfields; ++i) {
+  for (size_t i = stored; i < nfields; ++i) {
     const RecordField& rf = plan->fields[i];
     PyObject* borrowed = BorrowField(obj, rf, i < walked_end ? walked[i] : nullptr);
     if (borrowed != nullptr && StoreFieldNoPython(static_cast<char*>(h), rf, borrowed)) continue;

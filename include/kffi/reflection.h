@@ -18,6 +18,23 @@
 #include <utility>
 #include <vector>
 
+// Marks memory kept for reuse as unusable to AddressSanitizer (no-ops in other builds).
+#if defined(__SANITIZE_ADDRESS__)
+#define KFFI_ASAN_BUILD 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define KFFI_ASAN_BUILD 1
+#endif
+#endif
+#ifdef KFFI_ASAN_BUILD
+#include <sanitizer/asan_interface.h>
+#define KFFI_POISON_MEMORY(p, n) ASAN_POISON_MEMORY_REGION(p, n)
+#define KFFI_UNPOISON_MEMORY(p, n) ASAN_UNPOISON_MEMORY_REGION(p, n)
+#else
+#define KFFI_POISON_MEMORY(p, n) ((void)(p), (void)(n))
+#define KFFI_UNPOISON_MEMORY(p, n) ((void)(p), (void)(n))
+#endif
+
 namespace kffi {
 namespace details {
 
@@ -74,12 +91,80 @@ int FieldSetter(void* field, const KFFIAny* value) {
   KFFI_SAFE_CALL_END();
 }
 
-/// KFFITypeReflection.creator of a default-constructible T.
+/// The memory of one T that the creator (CreateDefaultObject<T>) keeps per thread. A record
+/// argument (a dataclass passed where the function takes T) makes one object per call that the
+/// call's end usually frees: the next one takes that block instead of a trip through the
+/// allocator. Only objects the creator made come back here (their deleter says so).
+template <typename T>
+struct CreatorBlock {
+  // Plain thread_local data, never destroyed, so a deleter running while the thread's
+  // thread_local objects are destroyed may still read it (and finds `closed`).
+  struct State {
+    void* block;
+    bool hooked;  // ThreadEnd is made
+    bool closed;  // ThreadEnd ran: blocks are freed from now on
+  };
+  // Frees the kept block when the thread ends; made on the thread's first Keep.
+  struct ThreadEnd {
+    ~ThreadEnd() {
+      State& s = Local();
+      s.closed = true;
+      if (s.block != nullptr) {
+        KFFI_UNPOISON_MEMORY(s.block, sizeof(T));
+        ObjectAllocator<T>::Free(s.block);
+        s.block = nullptr;
+      }
+    }
+  };
+  static State& Local() {
+    static thread_local State state{nullptr, false, false};
+    return state;
+  }
+  static void* Take() {
+    State& s = Local();
+    void* block = s.block;
+    if (block == nullptr) return ObjectAllocator<T>::Allocate();
+    s.block = nullptr;
+    KFFI_UNPOISON_MEMORY(block, sizeof(T));
+    return block;
+  }
+  static void Keep(void* block) {
+    State& s = Local();
+    if (s.block != nullptr || s.closed) {
+      ObjectAllocator<T>::Free(block);
+      return;
+    }
+    if (!s.hooked) {
+      s.hooked = true;
+      static thread_local ThreadEnd thread_end;
+      (void)&thread_end;
+    }
+    KFFI_POISON_MEMORY(block, sizeof(T));  // a use after free stays visible to ASan
+    s.block = block;
+  }
+  static void Deleter(void* self, int flags) {
+    T* obj = static_cast<T*>(static_cast<Object*>(self));
+    if (flags & kKFFIObjectDeleterFlagStrong) obj->~T();
+    if (flags & kKFFIObjectDeleterFlagWeak) Keep(static_cast<void*>(obj));
+  }
+};
+
+/// KFFITypeReflection.creator of a default-constructible T (make_object's steps, on a
+/// CreatorBlock).
 template <typename T>
 int CreateDefaultObject(KFFIObjectHandle* out) {
   KFFI_SAFE_CALL_BEGIN();
   *out = nullptr;
-  *out = ObjectUnsafe::MoveToHandle(make_object<T>());
+  void* mem = CreatorBlock<T>::Take();
+  T* obj;
+  try {
+    obj = new (mem) T();
+  } catch (...) {
+    ObjectAllocator<T>::Free(mem);
+    throw;
+  }
+  InitObjectHeader(ObjectUnsafe::Header(obj), T::RuntimeTypeIndex(), &CreatorBlock<T>::Deleter);
+  *out = static_cast<Object*>(obj);
   KFFI_SAFE_CALL_END();
 }
 

@@ -165,6 +165,54 @@ KFFI_NOINLINE inline void RaiseArgumentError(const char* kind, const char* subje
   throw Error("ValueError", "Cannot call a null Function");
 }
 
+/// Whether a parameter of type Arg borrows its argument's reference: `const ObjectPtr<U>&`, or
+/// a const reference to an object reference type under the generic rule (not a container).
+template <typename Arg, typename T = std::remove_cv_t<std::remove_reference_t<Arg>>,
+          typename = void>
+struct BorrowsObject : std::false_type {};
+template <typename Arg, typename U>
+struct BorrowsObject<Arg, ObjectPtr<U>, void>
+    : std::bool_constant<std::is_lvalue_reference_v<Arg> &&
+                         std::is_const_v<std::remove_reference_t<Arg>>> {};
+template <typename Arg, typename T>
+struct BorrowsObject<
+    Arg, T, std::enable_if_t<std::is_base_of_v<ObjectRef, T> && !HasCustomTraits<T>::value>>
+    : std::bool_constant<std::is_lvalue_reference_v<Arg> &&
+                         std::is_const_v<std::remove_reference_t<Arg>>> {};
+
+/// The value a `const ObjectPtr<U>&` or `const Ref&` parameter binds to: the caller's reference,
+/// borrowed for the call. An argument is a view its caller keeps alive through the call (the
+/// ABI's rule), so the parameter takes and drops no count (two atomic updates saved); a copy the
+/// callee keeps counts as any copy does. A temporary of the call's full expression.
+template <typename P>
+class BorrowedObject {
+ public:
+  explicit BorrowedObject(const KFFIAny* s) : value_(Adopt(s)) {}
+  ~BorrowedObject() { (void)ObjectUnsafe::MoveToHandle(std::move(Data())); }  // not released
+  BorrowedObject(const BorrowedObject&) = delete;
+  BorrowedObject& operator=(const BorrowedObject&) = delete;
+  operator const P&() const { return value_; }  // NOLINT(google-explicit-constructor)
+
+ private:
+  static P Adopt(const KFFIAny* s) {
+    if constexpr (IsObjectPtr<P>::value) {
+      return ObjectUnsafe::FromOwnedHandle<typename P::element_type>(s->v_obj);
+    } else if (s->type_index == kKFFINone) {
+      return P(UnsafeInit{});
+    } else {
+      return P(ObjectUnsafe::FromOwnedHandle<typename P::ContainerType>(s->v_obj));
+    }
+  }
+  auto& Data() {
+    if constexpr (IsObjectPtr<P>::value) {
+      return value_;
+    } else {
+      return ObjectUnsafe::RefData(value_);
+    }
+  }
+  P value_;
+};
+
 /// Reads argument i as the parameter type Arg: an exact match first (a compare and a load),
 /// then the allowed conversions, else a TypeError naming the argument.
 template <typename Arg>
@@ -172,6 +220,16 @@ struct ArgUnpacker {
   using T = std::remove_cv_t<std::remove_reference_t<Arg>>;
   using Traits = TypeTraits<T>;
   static_assert(Traits::convert_enabled, "this parameter type has no kffi conversion");
+
+  /// The fast path's value of an argument Traits::CheckAnyStrict accepted: a borrowed object for
+  /// a parameter that borrows (BorrowsObject), else the converted value.
+  KFFI_INLINE static auto FastArg(const KFFIAny* arg) {
+    if constexpr (BorrowsObject<Arg>::value) {
+      return BorrowedObject<T>(arg);
+    } else {
+      return Traits::CopyFromAnyViewAfterCheck(arg);
+    }
+  }
 
   template <typename Obj>
   KFFI_INLINE static T Unpack(const KFFIAny* args, size_t i, const Obj* obj) {
@@ -327,10 +385,9 @@ KFFI_INLINE void InvokeUnpacked(F& f, const KFFIAny* args, KFFIAny* result, Obj 
     }
   } else if (KFFI_LIKELY((ArgUnpacker<Args>::Traits::CheckAnyStrict(&args[I]) && ...))) {
     if constexpr (std::is_void_v<R>) {
-      f(ArgUnpacker<Args>::Traits::CopyFromAnyViewAfterCheck(&args[I])...);
+      f(ArgUnpacker<Args>::FastArg(&args[I])...);
     } else {
-      TypeTraitsNoCR<R>::MoveToAny(
-          f(ArgUnpacker<Args>::Traits::CopyFromAnyViewAfterCheck(&args[I])...), result);
+      TypeTraitsNoCR<R>::MoveToAny(f(ArgUnpacker<Args>::FastArg(&args[I])...), result);
     }
   } else if constexpr (std::is_pointer_v<F> || std::is_empty_v<F>) {
     InvokeConverted<R, Args...>(f, args, result, obj, seq);

@@ -280,6 +280,9 @@ struct ObjectUnsafe {
 template <typename T>
 class ObjectPtr {
  public:
+  /// The object type pointed to.
+  using element_type = T;
+
   ObjectPtr() noexcept = default;
   ObjectPtr(std::nullptr_t) noexcept {}  // NOLINT(*-explicit-constructor)
   ObjectPtr(const ObjectPtr& other) noexcept : ptr_(other.ptr_) { Retain(); }

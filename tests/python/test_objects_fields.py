@@ -260,6 +260,36 @@ def test_dataclass_and_namedtuple_arrive_with_their_fields(mod):
     assert back.type_key == "test.Config" and (back.tile_m, back.tile_n, back.fixed) == (7, 8, 3)
 
 
+def test_each_record_object_starts_from_the_cpp_defaults(mod):
+    # Record objects reuse the memory of the last one freed: each is constructed afresh, so a
+    # field one record set never shows in the next (name is left to its C++ default here).
+    ConfigDC, ConfigNT = _record_classes()
+    long_name = "a name long enough to live on the heap"
+    for _ in range(3):
+        assert mod.config_name(ConfigNT(1, 1, 1.0, long_name)) == long_name
+        assert mod.config_name(ConfigDC(1, 1, 1.0, 0.0)) == "default"
+        assert mod.config_echo(ConfigDC(2, 2, 1.0, 0.0)).fixed == 3
+
+
+def test_const_ref_object_parameters_borrow_and_copies_keep(mod):
+    ConfigDC, ConfigNT = _record_classes()
+    assert mod.config_score_ref(ConfigDC(2, 3, 0.5, 1.0)) == 4.0
+    assert mod.config_score_ref(ConfigNT(4, 5, 2.0, "nt")) == 40.0
+    mod.config_keep(ConfigNT(7, 8, 1.0, "kept by the callee"))
+    for i in range(5):  # later records: new objects, none of them the kept one
+        assert mod.config_score_ref(ConfigDC(i, 1, 1.0, 0.0)) == float(i)
+        assert mod.config_name(ConfigDC(i, 1, 1.0, 0.0)) == "default"
+    kept = mod.config_kept()
+    assert (kept.tile_m, kept.tile_n, kept.name) == (7, 8, "kept by the callee")
+    p = mod.config_echo(ConfigDC(1, 2, 3.0, 4.0))
+    mod.config_keep(p)  # a kffi object passed straight through: the same object comes back
+    assert mod.config_kept().same_as(p)
+    mod.config_keep(None)
+    assert mod.config_kept() is None
+    with pytest.raises(TypeError, match="test.Config"):
+        mod.config_score_ref(mod.make_point(1.0, 2.0, 0))
+
+
 def test_record_field_errors_name_param_and_field(mod):
     ConfigDC, _ = _record_classes()
     with pytest.raises(TypeError, match=r"arg0\.alpha: expected float, got str"):

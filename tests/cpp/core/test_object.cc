@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <new>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -569,6 +570,72 @@ TEST_F(ObjectRefCount, RuntimeObjectsDieWithTheirLastReference) {
   EXPECT_TRUE(weak_str.expired());
   EXPECT_FALSE(weak_str.lock());
   EXPECT_FALSE(weak_fn.lock());
+}
+
+// ---- const-reference object parameters borrow ---------------------------------------------
+
+TEST_F(ObjectRefCount, ConstRefObjectParametersBorrowTheCallersReference) {
+  auto obj = kffi::make_object<TrackedObj>(7);
+  uint32_t by_value = 0, by_ptr_ref = 0, by_ref_ref = 0;
+  kffi::Function f1 = [&](kffi::ObjectPtr<TrackedObj> p) { by_value = p.use_count(); };
+  kffi::Function f2 = [&](const kffi::ObjectPtr<TrackedObj>& p) { by_ptr_ref = p.use_count(); };
+  kffi::Function f3 = [&](const Tracked& r) { by_ref_ref = r.use_count(); };
+  f1(obj);
+  f2(obj);
+  f3(obj);
+  EXPECT_EQ(by_value, 2u);    // the parameter holds a reference of its own
+  EXPECT_EQ(by_ptr_ref, 1u);  // borrowed: the caller's is the only one
+  EXPECT_EQ(by_ref_ref, 1u);
+  EXPECT_EQ(obj.use_count(), 1u);  // and nothing was dropped on the way out
+
+  // A subclass instance, to a base parameter; the object's value reads through the borrow.
+  auto derived = kffi::make_object<DerivedTrackedObj>(9, "d");
+  int64_t seen = 0;
+  kffi::Function read = [&](const kffi::ObjectPtr<TrackedObj>& p) { seen = p->value; };
+  read(derived);
+  EXPECT_EQ(seen, 9);
+  EXPECT_EQ(derived.use_count(), 1u);
+}
+
+TEST_F(ObjectRefCount, ACopyOfABorrowedParameterOwnsItsReference) {
+  kffi::ObjectPtr<TrackedObj> kept;
+  std::optional<Tracked> kept_ref;
+  kffi::Function keep = [&](const kffi::ObjectPtr<TrackedObj>& p, const Tracked& r) {
+    kept = p;
+    kept_ref.emplace(r);
+    return p.use_count();
+  };
+  {
+    auto obj = kffi::make_object<TrackedObj>(3);
+    EXPECT_EQ(keep(obj, obj).cast<int64_t>(), 3);  // the caller's, kept's and kept_ref's
+    EXPECT_EQ(obj.use_count(), 3u);
+  }
+  ASSERT_TRUE(kept);
+  EXPECT_EQ(kept.use_count(), 2u);
+  EXPECT_EQ(kept->value, 3);
+  kept = nullptr;
+  kept_ref.reset();
+  EXPECT_EQ(live(), 0);
+}
+
+TEST_F(ObjectRefCount, ABorrowedParameterSurvivesAThrowAndNoneStillConverts) {
+  auto obj = kffi::make_object<TrackedObj>(4);
+  kffi::Function fail = [](const kffi::ObjectPtr<TrackedObj>& p) -> int64_t {
+    if (p->value == 4) throw kffi::Error("ValueError", "four");
+    return p->value;
+  };
+  EXPECT_THROW(fail(obj), kffi::Error);
+  EXPECT_EQ(obj.use_count(), 1u);
+  EXPECT_EQ(obj->value, 4);
+  // None takes the converting path (an owned, null ObjectPtr), as for a by-value parameter.
+  kffi::Function is_null = [](const kffi::ObjectPtr<TrackedObj>& p) { return p == nullptr; };
+  EXPECT_TRUE(is_null(nullptr).cast<bool>());
+  kffi::Function ref_null = [](const Tracked& r) { return !r.defined(); };
+  EXPECT_TRUE(ref_null(nullptr).cast<bool>());
+  // The wrong type is still a TypeError naming the parameter.
+  kffi::Function want = [](const kffi::ObjectPtr<DerivedTrackedObj>& p) { return p->tag; };
+  EXPECT_THROW(want(obj), kffi::Error);
+  EXPECT_EQ(obj.use_count(), 1u);
 }
 
 }  // namespace

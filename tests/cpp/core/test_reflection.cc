@@ -214,9 +214,9 @@ TEST(Reflection, CreatorMemoryHeldByAWeakReferenceComesBackWhenItGoes) {
   ASSERT_EQ(KFFIObjectWeakLock(h, &locked), 0);
   EXPECT_EQ(locked, nullptr);  // dead, though its memory is still held
   KFFIObjectHandle other = Create(index);
-  EXPECT_NE(other, h);  // the weak reference still holds h's memory
+  EXPECT_NE(other, h);                    // the weak reference still holds h's memory
   ASSERT_EQ(KFFIObjectDecWeakRef(h), 0);  // h's memory is kept (`other` took the kept block)
-  ASSERT_EQ(KFFIObjectDecRef(other), 0);   // one block is kept already: this one is freed
+  ASSERT_EQ(KFFIObjectDecRef(other), 0);  // one block is kept already: this one is freed
   KFFIObjectHandle next = Create(index);
   EXPECT_EQ(next, h);
   EXPECT_EQ(static_cast<CountedObj*>(static_cast<kffi::Object*>(next))->n, 5);

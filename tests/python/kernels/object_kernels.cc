@@ -116,6 +116,16 @@ double ConfigScore4(int64_t tile_m, int64_t tile_n, double alpha, double beta) {
   return double(tile_m * tile_n) * alpha + beta;
 }
 
+// Borrowed: a const-reference object parameter takes no reference count of its own.
+double ConfigScoreRef(const kffi::ObjectPtr<ConfigObj>& c) {
+  return double(c->tile_m * c->tile_n) * c->alpha + c->beta;
+}
+
+// A copy of a borrowed parameter, kept past the call (None clears it).
+kffi::ObjectPtr<ConfigObj> g_kept_config;
+void ConfigKeep(const kffi::ObjectPtr<ConfigObj>& c) { g_kept_config = c; }
+kffi::ObjectPtr<ConfigObj> ConfigKept() { return g_kept_config; }
+
 kffi::String ConfigName(kffi::ObjectPtr<ConfigObj> c) { return c->name; }
 
 kffi::ObjectPtr<ConfigObj> ConfigEcho(kffi::ObjectPtr<ConfigObj> c) { return c; }
@@ -144,6 +154,9 @@ KFFI_EXPORT(point_x, PointX);
 KFFI_EXPORT(sum4, Sum4);
 KFFI_EXPORT(config_score, ConfigScore);
 KFFI_EXPORT(config_score4, ConfigScore4);
+KFFI_EXPORT(config_score_ref, ConfigScoreRef);
+KFFI_EXPORT(config_keep, ConfigKeep);
+KFFI_EXPORT(config_kept, ConfigKept);
 KFFI_EXPORT(config_name, ConfigName);
 KFFI_EXPORT(config_echo, ConfigEcho);
 KFFI_EXPORT_DOC(tiles_score, TilesScore, "", "t");

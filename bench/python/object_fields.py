@@ -17,6 +17,9 @@ Rows (ns per operation, best of --reps runs of --number operations each):
                          object type test.Config (kffi.register_record), taken as an ObjectPtr:
                          a new object per call (the callee may keep it), and the callee's
                          reference count updates
+  4-field dataclass call (const&)
+                         config_score_ref(Config(...)): the same, taken as a
+                         const ObjectPtr<T>& (borrowed: no reference count updates)
   4-field struct call     tiles_score(Tiles(2, 3, 0.5, 1.0)): an undecorated dataclass to a
                          plain C++ struct parameter (KFFI_RECORD), matched by field names; the
                          callee gets a copy, so the box is reused from call to call
@@ -191,6 +194,7 @@ def main() -> int:
         "o": Plain(),
         "score4": mod.config_score4,
         "score": mod.config_score,
+        "score_ref": mod.config_score_ref,
         "cfg": Config(2, 3, 0.5, 1.0),
         "tiles": mod.tiles_score,
         "tdc": Tiles(2, 3, 0.5, 1.0),
@@ -207,12 +211,17 @@ def main() -> int:
         rows["tvm field read"] = best_ns("t.y", env, args.reps, args.number)
     rows["4 scalars call"] = best_ns("score4(2, 3, 0.5, 1.0)", env, args.reps, args.number)
     rows["4-field dataclass call"] = best_ns("score(cfg)", env, args.reps, args.number)
+    rows["4-field dataclass call (const&)"] = best_ns("score_ref(cfg)", env, args.reps, args.number)
     rows["4-field struct call"] = best_ns("tiles(tdc)", env, args.reps, args.number)
     rows["4-field NamedTuple call"] = best_ns("tiles(tnt)", env, args.reps, args.number)
 
     rounds, n = 4 * args.reps + 1, max(1, args.number // 4)
     pairs = {
         "4-field dataclass call - 4 scalars call": ("score4(2, 3, 0.5, 1.0)", "score(cfg)"),
+        "4-field dataclass call (const&) - 4 scalars call": (
+            "score4(2, 3, 0.5, 1.0)",
+            "score_ref(cfg)",
+        ),
         "4-field struct call - 4 scalars call": ("score4(2, 3, 0.5, 1.0)", "tiles(tdc)"),
         "4-field NamedTuple call - 4 scalars call": ("score4(2, 3, 0.5, 1.0)", "tiles(tnt)"),
     }
@@ -222,15 +231,17 @@ def main() -> int:
         pairs["tvm field read / kffi field read"] = ("p.x", "t.y")
     paired_rows = {name: paired(a, b, env, rounds, n) for name, (a, b) in pairs.items()}
 
-    print(f"{'operation':<26}{'ns':>10}")
+    print(f"{'operation':<34}{'ns':>10}")
     for name, ns in rows.items():
-        print(f"{name:<26}{ns:>10.1f}")
+        print(f"{name:<34}{ns:>10.1f}")
     result = {"rows_ns": rows, "nanobind": nb is not None}
     extra = rows["4-field dataclass call"] - rows["4 scalars call"]
     result["dataclass_minus_scalars_ns"] = extra
-    for row in ("4-field dataclass call", "4-field struct call", "4-field NamedTuple call"):
+    dataclass_rows = ("4-field dataclass call", "4-field dataclass call (const&)")
+    for row in (*dataclass_rows, "4-field struct call", "4-field NamedTuple call"):
         extra = rows[row] - rows["4 scalars call"]
-        result[row.replace(" ", "_").replace("-", "") + "_minus_scalars_ns"] = extra
+        key = row.replace(" (const&)", "_constref").replace(" ", "_").replace("-", "")
+        result[key + "_minus_scalars_ns"] = extra
         goal = " (goal <= 60)" if row != "4-field NamedTuple call" else ""
         print(f"{row} - 4 scalars call: {extra:.1f} ns{goal}")
     if nb is not None:
@@ -245,7 +256,7 @@ def main() -> int:
         print(f"tvm field read / kffi field read: {ratio:.2f} (goal <= 2)")
     print(f"paired medians over {rounds} rounds (difference in ns, ratio):")
     for name, (diff, ratio) in paired_rows.items():
-        print(f"  {name:<44}{diff:>8.1f} ns {ratio:>7.2f}x")
+        print(f"  {name:<52}{diff:>8.1f} ns {ratio:>7.2f}x")
     result["paired_medians"] = {k: {"diff_ns": d, "ratio": r} for k, (d, r) in paired_rows.items()}
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(result, indent=2))

@@ -595,10 +595,11 @@ KFFI_INLINE bool StoreFieldNoPython(char* h, const RecordField& rf, PyObject* va
   return false;
 }
 
-// Stores value into field rf of the new object h; 0, or -1 with the error raised by the setter
-// (kffi's error slot) or by the conversion (a Python error: *python_error set).
-KFFI_INLINE int StoreField(char* h, const RecordField& rf, PyObject* value, bool* python_error) {
-  if (StoreFieldNoPython(h, rf, value)) return 0;
+// Stores value into field rf of the new object h through the field's setter (value converted
+// first); 0, or -1 with the error raised by the setter (kffi's error slot) or by the conversion
+// (a Python error: *python_error set).
+KFFI_INLINE int StoreFieldBySetter(char* h, const RecordField& rf, PyObject* value,
+                                   bool* python_error) {
   KFFIAny v;
   if (ScalarOrOwnedAny(value, &v) != 0) {
     *python_error = true;
@@ -653,11 +654,11 @@ KFFI_INLINE size_t WalkAndStoreDictFields(PyObject* dict, const RecordPlan* plan
 }
 
 // Converts record obj with plan into a new object in *out, kept by ctx.
-int ConvertWithPlan(PyObject* obj, const RecordPlan* plan, KFFIAny* out, CallContext* ctx,
+int ConvertWithPlan(PyObject* obj, RecordPlan* plan, KFFIAny* out, CallContext* ctx,
                     Py_ssize_t index) {
   KFFIObjectHandle h = plan->spare;
   if (h != nullptr) {
-    const_cast<RecordPlan*>(plan)->spare = nullptr;  // this call's now; every field is rewritten
+    plan->spare = nullptr;  // this call's now; every field is rewritten
   } else if (plan->creator(&h) != 0) {
     RaiseFromKFFIError(-1);
     return -1;
@@ -690,7 +691,10 @@ int ConvertWithPlan(PyObject* obj, const RecordPlan* plan, KFFIAny* out, CallCon
     bool python_error = value == nullptr;
     int rc = -1;
     if (value != nullptr) {
-      rc = StoreField(static_cast<char*>(h), rf, value, &python_error);
+      // A borrowed value StoreFieldNoPython refused above is this one: straight to the setter.
+      const bool direct =
+          borrowed == nullptr && StoreFieldNoPython(static_cast<char*>(h), rf, value);
+      rc = direct ? 0 : StoreFieldBySetter(static_cast<char*>(h), rf, value, &python_error);
       Py_DECREF(value);
     }
     if (KFFI_LIKELY(rc == 0)) continue;
@@ -724,7 +728,7 @@ int ConvertWithPlan(PyObject* obj, const RecordPlan* plan, KFFIAny* out, CallCon
   out->zero_padding = 0;
   out->v_obj = static_cast<KFFIObject*>(h);
   if (plan->reusable) {
-    ctx->KeepRecordBox(*out, &const_cast<RecordPlan*>(plan)->spare);
+    ctx->KeepRecordBox(*out, &plan->spare);
   } else {
     ctx->KeepAlive(*out);
   }

@@ -493,8 +493,8 @@ int ModuleExec(PyObject* m) {
   State* state = new (GetModuleState(m)) State();
   g_state = state;
   if (InitObjectTypes(m, state) != 0 || InitTensorSupport(m) != 0 || InitEnv(m) != 0 ||
-      InitCuda(m) != 0 || InitReflection(m) != 0 || InitTvmBridge(m) != 0 || InitShapeRpn(m) != 0 ||
-      InitContainers(m) != 0 || AddConstants(m) != 0) {
+      InitCuda(m) != 0 || InitReflection(m) != 0 || InitRecords(m) != 0 || InitTvmBridge(m) != 0 ||
+      InitShapeRpn(m) != 0 || InitContainers(m) != 0 || AddConstants(m) != 0) {
     return -1;
   }
   return 0;

@@ -48,7 +48,7 @@ struct PyFunction {
   /// case; py_object.cc).
   uint64_t owned_tensor_args;
   /// Parameters of a kffi object type with fields (a record type): where a dataclass or
-  /// NamedTuple argument converts to that type by field names (py_reflection.cc). NULL when the
+  /// NamedTuple argument converts to that type by field names (py_records.cc). NULL when the
   /// function has none (tp_alloc zeroes it); else process-lifetime, shared by equal ones.
   const struct RecordParams* record_params;
 };
@@ -580,6 +580,13 @@ int SetInternalAttr(PyObject* obj, const char* name, PyObject* value);
 /// has fields) that has none: *out borrowed, or NULL when the type is not reflected. 0, or -1
 /// with a Python error set.
 int ReflectedClass(int32_t index, PyObject** out);
+/// Adds the reflection functions (_install_fields, _reflection, ...) to the module; 0 or -1.
+int InitReflection(PyObject* module);
+/// NULL, with the TypeError for reading field `qualname` from self, whose object h (NULL once
+/// released: then the released-object error) is not of the field's type.
+KFFIObject* RaiseNotFieldOwner(PyObject* self, const KFFIObject* h, const std::string& qualname);
+
+// ---- records (py_records.cc) ------------------------------------------------------------------
 /// Converts argument #index, a record (Kind::kRecord), into a new object of its kffi type: the
 /// type's creator, then each of the record's fields through the C++ field's setter; ctx keeps
 /// the object for the call. 0, or -1 with a Python error naming `param.field`.
@@ -590,11 +597,8 @@ int ConvertRecordArg(PyObject* obj, KFFIAny* out, CallContext* ctx, Py_ssize_t i
 /// when obj is no such record (it converts as any argument does).
 int ConvertRecordParamArg(PyObject* obj, int32_t type_index, KFFIAny* out, CallContext* ctx,
                           Py_ssize_t index);
-/// Adds the reflection functions (_install_fields, _reflection, ...) to the module; 0 or -1.
-int InitReflection(PyObject* module);
-/// NULL, with the TypeError for reading field `qualname` from self, whose object h (NULL once
-/// released: then the released-object error) is not of the field's type.
-KFFIObject* RaiseNotFieldOwner(PyObject* self, const KFFIObject* h, const std::string& qualname);
+/// Adds _set_record_params (a typed function's record parameters) to the module; 0 or -1.
+int InitRecords(PyObject* module);
 
 // ---- core_module.cc, py_shape_rpn.cc, py_containers.cc -----------------------------------------
 /// The handle of obj when it wraps a kffi object of type_index, else NULL with a TypeError

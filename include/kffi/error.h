@@ -182,6 +182,18 @@ inline void SetRaisedFromCurrentException() noexcept {
   }
 }
 
+/// Moves the raised error out of this thread's slot into *kind and *message: true, or false with
+/// both left as they were (the caller's defaults) when none was raised.
+inline bool TakeRaisedKindMessage(std::string* kind, std::string* message) {
+  KFFIObjectHandle h = nullptr;
+  KFFIErrorMoveFromRaised(&h);
+  if (h == nullptr) return false;
+  const Error e(ObjectUnsafe::FromOwnedHandle<Object>(h));  // released however this ends
+  *kind = e.kind();
+  *message = e.message();
+  return true;
+}
+
 /// Moves the raised error out of the slot as a C++ exception (after a call returned nonzero).
 [[noreturn]] inline void ThrowRaisedError(int code) {
   KFFIObjectHandle h = nullptr;

@@ -137,12 +137,8 @@ int ExchangeAllocator(DLTensor* prototype, DLManagedTensorVersioned** out, void*
     // The one conversion from C++ exceptions to error kinds (kffi/error.h), read back here for
     // the allocator's error callback.
     details::SetRaisedFromCurrentException();
-    KFFIObjectHandle err = nullptr;
-    KFFIErrorMoveFromRaised(&err);
-    const KFFIErrorCell* cell = KFFIErrorGetCellPtr(err);
-    std::string kind(cell->kind.data, cell->kind.size);
-    std::string message(cell->message.data, cell->message.size);
-    KFFIObjectDecRef(err);
+    std::string kind = "RuntimeError", message = "allocation failed";
+    details::TakeRaisedKindMessage(&kind, &message);
     set_error(error_ctx, kind.c_str(), message.c_str());
     return -1;
   }

@@ -14,6 +14,7 @@
 
 namespace {
 
+using kffi::details::TakeRaisedKindMessage;
 using kffi::details::ThrowCApiError;
 
 // Type indices are dense and below the registry's capacity (type_registry.cc's table), so a flat
@@ -396,13 +397,10 @@ int KFFIObjectSetField(KFFIObjectHandle obj, const KFFIByteArray* name, const KF
   }
   if (f->setter(static_cast<char*>(obj) + f->offset, value) != 0) {
     // Name the field in the setter's message ("expected int, got str").
-    KFFIObjectHandle err = nullptr;
-    KFFIErrorMoveFromRaised(&err);
-    if (err == nullptr) ThrowCApiError("RuntimeError", "setting `" + field + "` failed");
-    const KFFIErrorCell* cell = KFFIErrorGetCellPtr(err);
-    std::string kind(cell->kind.data, cell->kind.size);
-    std::string message(cell->message.data, cell->message.size);
-    KFFIObjectDecRef(err);
+    std::string kind, message;
+    if (!TakeRaisedKindMessage(&kind, &message)) {
+      ThrowCApiError("RuntimeError", "setting `" + field + "` failed");
+    }
     ThrowCApiError(kind.empty() ? "TypeError" : kind, field + ": " + message);
   }
   KFFI_CAPI_END();

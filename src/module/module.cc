@@ -37,6 +37,7 @@ using kffi::details::kTvmExportPrefix;
 using kffi::details::NewRuntimeObject;
 using kffi::details::RuntimePayload;
 using kffi::details::SetNone;
+using kffi::details::TakeRaisedKindMessage;
 using kffi::details::ThrowCApiError;
 using kffi::details::TvmBridgeApi;
 
@@ -343,13 +344,8 @@ std::string CanonicalPath(const std::string& path) {
 
 // Rethrows the error a bridge function left in this thread's slot (kind and message kept).
 [[noreturn]] void ThrowRaised(const std::string& fallback) {
-  KFFIObjectHandle err = nullptr;
-  KFFIErrorMoveFromRaised(&err);
-  if (err == nullptr) ThrowCApiError("RuntimeError", fallback);
-  const KFFIErrorCell* cell = KFFIErrorGetCellPtr(err);
-  std::string kind(cell->kind.data, cell->kind.size);
-  std::string message(cell->message.data, cell->message.size);
-  HeaderDecRef(static_cast<KFFIObject*>(err));
+  std::string kind, message;
+  if (!TakeRaisedKindMessage(&kind, &message)) ThrowCApiError("RuntimeError", fallback);
   ThrowCApiError(kind, message);
 }
 

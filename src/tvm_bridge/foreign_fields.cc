@@ -11,6 +11,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include <kffi/base.h>
 #include <kffi/c_api.h>
+#include <kffi/error.h>
 
 #include <cstring>
 #include <map>
@@ -83,15 +84,8 @@ bool CollectFields(const TvmTypeInfo* info, std::vector<const TvmFieldInfo*>* ou
 // Moves the error that code bound to real left in its slot into kffi's, as "<what>: <message>".
 int RaiseMovedError(const RealRuntime* real, const std::string& what) {
   MoveErrorToKffi(real);
-  KFFIObjectHandle err = nullptr;
-  KFFIErrorMoveFromRaised(&err);
   std::string kind = "RuntimeError", message = "failed";
-  if (err != nullptr) {
-    const KFFIErrorCell* cell = KFFIErrorGetCellPtr(err);
-    kind.assign(cell->kind.data, cell->kind.size);
-    message.assign(cell->message.data, cell->message.size);
-    KFFIObjectDecRef(err);
-  }
+  kffi::details::TakeRaisedKindMessage(&kind, &message);
   Raise(kind.c_str(), what + ": " + message);
   return -1;
 }

@@ -353,15 +353,8 @@ XLA_FFI_Error* BuildRecord(const XLA_FFI_Api* api, const Target* t, const Record
                        "TypeError: kffi.jax target `" + t->label + "`: " + rf.label + ": " + why);
     }
     if (KFFI_UNLIKELY(rf.field->setter(static_cast<char*>(h) + rf.field->offset, &v) != 0)) {
-      KFFIObjectHandle err = nullptr;
-      KFFIErrorMoveFromRaised(&err);
       std::string kind = "TypeError", msg = "cannot be assigned";
-      if (err != nullptr) {
-        const KFFIErrorCell* cell = KFFIErrorGetCellPtr(err);
-        kind.assign(cell->kind.data, cell->kind.size);
-        msg.assign(cell->message.data, cell->message.size);
-        KFFIObjectDecRef(err);
-      }
+      details::TakeRaisedKindMessage(&kind, &msg);
       return MakeError(api, CodeOfKind(kind), kind + ": " + rf.label + ": " + msg);
     }
   }

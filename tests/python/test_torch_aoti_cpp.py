@@ -4,11 +4,12 @@ kffi library (RegisterOps(module, ns)) or from the manifest kffi.torch.save_ops 
 registration kffi::torch::CheckPackage names the missing ops.
 
 The runner (examples/torch_aoti/runner.cc) is built with its CMakeLists.txt (find_package(Torch),
-find_package(kffi), kffi::torch), as docs/deploy.md shows, and cached in kffi's build cache,
-keyed by its sources, kffi's CMake package, the glue library, torch's version and the compiler,
-so only a cold run configures and compiles it (about a minute and a half on a 2-core host). The
-CPU package is test_torch_export.py's (cached there too). The CUDA variant packages its own model
-and is skipped without a CUDA torch and nvcc."""
+find_package(kffi), kffi::torch, in either order), as docs/deploy.md shows, with no Python on the
+PATH (kffi::torch is the glue kffi was built with), and cached in kffi's build cache, keyed by its
+sources, kffi's CMake package, the glue library, torch's version, the order and the compiler, so
+only a cold run configures and compiles it (about half a minute each on a 2-core host). The CPU
+package is test_torch_export.py's (cached there too). The CUDA variant packages its own model and
+is skipped without a CUDA torch and nvcc."""
 # SPDX-License-Identifier: Apache-2.0
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ import kffi
 import kffi.cpp
 import kffi.torch
 from test_torch_export import package  # noqa: F401  (the CPU .pt2, a cached fixture)
+from toolchain_support import path_without_python, real_cmake
 from torch_export_cases import NAMESPACE, eager, library
 from torch_support import tk  # noqa: F401  (tests/python/torch_kernels.cc, loaded)
 
@@ -49,15 +51,15 @@ def _compiler():
 
 
 def _cmake():
-    exe = shutil.which("cmake")
+    exe = real_cmake()
     if exe is None:
         pytest.skip("needs cmake")
     return exe
 
 
-@pytest.fixture(scope="module")
-def runner() -> Path:
-    """examples/torch_aoti built with CMake against the torch wheel's libtorch and kffi::torch."""
+def build_runner(kffi_first: bool, tmp: Path) -> Path:
+    """examples/torch_aoti built with CMake against the torch wheel's libtorch and kffi::torch,
+    finding kffi first or Torch first, with no Python on the PATH."""
     import torch.utils
     from kffi import libinfo
     from kffi.torch import _glue
@@ -73,6 +75,7 @@ def runner() -> Path:
                 *(f.read_text() for f in cmake_files),
                 _glue.glue().name,
                 torch.__version__,
+                str(kffi_first),
                 cxx,
                 version,
             ]
@@ -82,6 +85,7 @@ def runner() -> Path:
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
         build = path.with_name(f"{path.name}.{os.getpid()}.build")
+        env = {"HOME": os.environ.get("HOME", "/"), "PATH": path_without_python(tmp / "bin")}
         try:
             for cmd in (
                 [
@@ -90,20 +94,26 @@ def runner() -> Path:
                     str(EXAMPLE),
                     "-B",
                     str(build),
-                    f"-DCMAKE_CXX_COMPILER={cxx}",
+                    f"-DCMAKE_CXX_COMPILER={os.path.realpath(cxx)}",
                     "-DCMAKE_BUILD_TYPE=Release",
                     f"-DCMAKE_PREFIX_PATH={torch.utils.cmake_prefix_path}",
                     f"-Dkffi_DIR={libinfo.cmake_dir()}",
-                    f"-DPython3_EXECUTABLE={sys.executable}",
+                    f"-DKFFI_FIRST={'ON' if kffi_first else 'OFF'}",
                 ],
                 [cmake, "--build", str(build), "-j2"],
             ):
-                proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+                proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900, env=env)
                 assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
             (build / "runner").replace(path)  # atomic: a killed build leaves no runner behind
         finally:
             shutil.rmtree(build, ignore_errors=True)
     return path
+
+
+@pytest.fixture(scope="module")
+def runner(tmp_path_factory) -> Path:
+    """The runner, Torch found first."""
+    return build_runner(False, tmp_path_factory.mktemp("runner"))
 
 
 @pytest.fixture(scope="module")
@@ -129,13 +139,27 @@ def outputs(proc) -> list:
 
 
 def test_runner_has_no_python(runner):
-    # Built by CMake with kffi::torch: libkffi, libtorch and the glue, and no libpython.
+    # Built by CMake with kffi::torch: libkffi, libtorch and the glue kffi was built with (from
+    # the installed package, not the build cache), and no libpython.
+    from kffi.torch import _glue
+
     ldd = subprocess.run(["ldd", str(runner)], capture_output=True, text=True, check=True).stdout
-    assert "libkffi" in ldd and "libtorch_cpu" in ldd and "kffi_torch_dispatch" in ldd
+    assert "libkffi.so" in ldd and "libtorch_cpu" in ldd and "libkffi_torch.so" in ldd
     assert "libpython" not in ldd
     # The glue library is needed by file name, so a deployed runner finds it by its rpath.
-    (glue,) = [line.split() for line in ldd.splitlines() if "kffi_torch_dispatch" in line]
-    assert glue[0].startswith("kffi_torch_dispatch_") and glue[1] == "=>"
+    (glue,) = [line.split() for line in ldd.splitlines() if "libkffi_torch.so" in line]
+    assert glue[0] == "libkffi_torch.so" and glue[1] == "=>"
+    assert Path(glue[2]).resolve() == Path(_glue.glue().name).resolve()
+    assert Path(glue[2]).parent.parent.parent == Path(kffi.torch.__file__).parent
+
+
+def test_runner_builds_with_kffi_found_first(package, tmp_path):  # noqa: F811
+    """find_package(kffi) before find_package(Torch), no Python on the PATH: the same program."""
+    runner = build_runner(True, tmp_path)
+    x = [0.5, -1.5, 2.0, 4.0, 8.0]
+    proc = run(runner, f"module:{NAMESPACE}:{library()}", package, x, tmp_path)
+    assert "registered 2 kffi ops" in proc.stderr
+    assert outputs(proc) == pytest.approx(eager(torch.tensor(x)), rel=1e-6)
 
 
 @pytest.mark.parametrize("n", [5, 9])  # packaged at n = 4: the dynamic dimension
@@ -340,11 +364,65 @@ def test_flags_command():
 
     cxx, ld, both = flags("--cxxflags"), flags("--ldflags"), flags("--cxxflags", "--ldflags")
     assert cxx.returncode == ld.returncode == both.returncode == 0, cxx.stderr + ld.stderr
-    assert "-std=c++20" in cxx.stdout and "kffi_torch_dispatch" not in cxx.stdout
-    assert "kffi_torch_dispatch" in ld.stdout and "-ltorch" in ld.stdout and "-I" not in ld.stdout
+    assert "-std=c++20" in cxx.stdout and "kffi_torch" not in cxx.stdout
+    assert "-l:libkffi_torch.so" in ld.stdout and "-ltorch" in ld.stdout and "-I" not in ld.stdout
     assert both.stdout.split() == cxx.stdout.split() + ld.stdout.split()
     bad = flags("--cpp")
     assert bad.returncode == 2 and "usage: python -m kffi.torch" in bad.stderr
+
+
+def _configure(tmp_path: Path, body: str) -> subprocess.CompletedProcess:
+    """Configures a CMake project of `body` (after project()) with kffi's package, no Python on
+    the PATH."""
+    from kffi import libinfo
+
+    _compiler()
+    src = tmp_path / "src"
+    src.mkdir(parents=True)
+    (src / "CMakeLists.txt").write_text(
+        f"cmake_minimum_required(VERSION 3.19)\nproject(probe CXX)\n{body}\n"
+    )
+    return subprocess.run(
+        [_cmake(), "-S", str(src), "-B", str(tmp_path / "b"), f"-Dkffi_DIR={libinfo.cmake_dir()}"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={"HOME": os.environ.get("HOME", "/"), "PATH": path_without_python(tmp_path / "bin")},
+    )
+
+
+def test_cmake_refuses_a_torch_kffi_has_no_glue_for(tmp_path):
+    """A torch minor version kffi was not built for: no kffi::torch, a message saying why and
+    what to do; with COMPONENTS torch, find_package fails."""
+    proc = _configure(
+        tmp_path,
+        'set(Torch_VERSION "1.99.0")\nfind_package(kffi REQUIRED)\n'
+        'if(TARGET kffi::torch)\n  message(FATAL_ERROR "defined")\nendif()',
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    text = " ".join(proc.stderr.split())
+    assert (
+        "kffi::torch is not defined: find_package(Torch) found torch 1.99.0, but this kffi has"
+        in text
+    )
+    assert "build kffi again with that torch installed" in text
+    proc = _configure(
+        tmp_path / "required",
+        'set(Torch_VERSION "1.99.0")\nfind_package(kffi REQUIRED COMPONENTS torch)',
+    )
+    assert proc.returncode != 0
+    assert "kffi::torch: find_package(Torch) found torch 1.99.0" in " ".join(proc.stderr.split())
+
+
+def test_cmake_refuses_a_torch_found_after_kffi_that_differs(tmp_path):
+    """kffi first picks its glue; a Torch found later in the same folder must be that torch."""
+    proc = _configure(
+        tmp_path,
+        'find_package(kffi REQUIRED COMPONENTS torch)\nset(Torch_VERSION "1.99.0")',
+    )
+    assert proc.returncode != 0
+    text = " ".join(proc.stderr.split())
+    assert "find_package(Torch) found torch 1.99.0 after find_package(kffi) chose" in text
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")

@@ -116,8 +116,8 @@ def save_ops(path: str | os.PathLike[str], ops: Any = None, *, relative: bool = 
 def cpp_flags(compile: bool = True, link: bool = True) -> list[str]:
     """The flags of a C++ program using ``<kffi/torch.h>`` and libtorch (AOTIModelPackageLoader
     included). Compile flags: C++20, torch's C++ ABI, the include folders of kffi.torch, torch and
-    kffi (kffi-config's). Link flags: the dispatcher glue library (built here on first use; the
-    very kernels kffi.torch registers in Python), libkffi (kffi-config's), torch's libraries, each
+    kffi (kffi-config's). Link flags: the dispatcher glue library (the one kffi was built with
+    for this torch; the very kernels kffi.torch registers in Python), libkffi (kffi-config's), torch's libraries, each
     with its rpath; give them after the objects. The program does not link libpython."""
     import torch
 
@@ -156,17 +156,11 @@ def cpp_flags(compile: bool = True, link: bool = True) -> list[str]:
     return flags
 
 
-_USAGE = "usage: python -m kffi.torch [--cxxflags] [--ldflags] | --cmake-info"
+_USAGE = "usage: python -m kffi.torch [--cxxflags] [--ldflags]"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else list(argv)
-    if args == ["--cmake-info"]:
-        # For kffi's CMake package (cmake/kffiTorch.cmake, the kffi::torch target): the folder
-        # of <kffi/torch.h> and the glue library (built here when needed), one a line.
-        print(_glue.INCLUDE_DIR)
-        print(os.path.abspath(_glue.glue().name))
-        return 0
     if not args or any(a not in ("--cxxflags", "--ldflags") for a in args):
         print(_USAGE, file=sys.stderr)
         return 2

@@ -1,18 +1,29 @@
-"""python/kffi/torch/_glue.py: kffi.torch's native glue (built once, into kffi's build cache, and
-loaded) through the one glue helper, kffi.build.glue: the dispatcher glue and the eager library.
+"""python/kffi/torch/_glue.py: kffi.torch's native glue, loaded: the dispatcher glue (a kffi
+module: _dispatch.cc, _register.cc, _signature.cc, _meta.cc) and the eager extension (the gate of
+op calls and the torch.Tensor reader of every kffi call: _eager.cc, _import.cc).
 
-_dispatch.cc is C++ against the headers of the torch that runs, so it is built where torch is, on
-first use, with kffi.cpp: the library is keyed by its sources, the compiler, the flags and kffi's
-own glue headers (``depends``), and the flags carry torch's version and a digest of the torch
-headers it includes, so a new torch gets its own build and an unchanged one loads in
-milliseconds.
+Both are C++ against torch's C++ API, whose ABI changes with every torch minor version. kffi's
+build makes them for the torch it finds (cmake/torch_glue.cmake): the folder
+lib/torch-<major>.<minor> beside this file, with glue.json saying what they were built against.
+That is what a process loads, with no compiler: the first torch tensor argument of any kffi call
+loads the reader, the first op the gate and the dispatcher glue.
+
+A torch of a minor version kffi was not built for gets the same sources built against its own
+headers on first use, into kffi's build cache (kffi.build.glue, keyed by the sources, the
+compiler, the flags, torch's version and a digest of its headers): the last fallback, which says
+so in one line. Where that cannot build (no compiler), ops take the Python gate and torch tensors
+torch's own DLPack import plus its Python methods for the lazy-view check, which cost more per
+call; the dispatcher glue, without which no op can be registered, raises.
 """
 # SPDX-License-Identifier: Apache-2.0
 
 from __future__ import annotations
 
+import json
+import logging
 import os
 import sys
+import sysconfig
 from collections.abc import Callable
 from types import ModuleType
 from typing import Any
@@ -21,6 +32,8 @@ from .. import _core
 from .._lazy import lazy
 from ..build import cpp as _cpp
 from ..build.glue import Glue
+from ..runtime._api import __version__ as _kffi_version
+from ..runtime._api import load_module
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 # The dispatcher glue: the kernels and their registration (_dispatch.cc), and the C++ API that
@@ -141,58 +154,151 @@ def _eager_options() -> dict[str, Any]:
     }
 
 
-def _eager_lib(build: bool = True) -> Any:
-    """The extension module of _eager.cc and _import.cc (built on first use: a few seconds),
-    or None when it cannot be built here (no Python headers) or, with build=False, is not built
-    yet. Thread safe."""
-    if not build and not _eager.built():
+_log = logging.getLogger("kffi.torch")
+_EAGER_MODULE = "kffi_torch_eager"
+# Where kffi's build put the glue, one folder per torch minor version (cmake/torch_glue.cmake).
+_PREBUILT_ROOT = os.path.join(_HERE, "lib")
+
+
+def _torch_minor(version: str) -> str:
+    """'2.13' of '2.13.0+cpu'."""
+    return ".".join(version.split("+")[0].split(".")[:2])
+
+
+@lazy
+def _prebuilt() -> tuple[str | None, str]:
+    """The folder of the glue kffi was built with for the running torch (None when there is none,
+    or it is another kffi's), and what kffi was built for (for the fallback's message)."""
+    import torch
+
+    lib = _PREBUILT_ROOT
+    try:
+        built = sorted(d.removeprefix("torch-") for d in os.listdir(lib) if d.startswith("torch-"))
+    except OSError:
+        built = []
+    have = (
+        f"this kffi has glue for torch {', '.join(built)}"
+        if built
+        else "this kffi was built without torch"
+    )
+    folder = os.path.join(lib, f"torch-{_torch_minor(torch.__version__)}")
+    try:
+        with open(os.path.join(folder, "glue.json"), encoding="utf-8") as f:
+            stamp = json.load(f)
+    except (OSError, ValueError):
+        return None, have
+    if not isinstance(stamp, dict) or _torch_minor(str(stamp.get("torch"))) != _torch_minor(
+        torch.__version__
+    ):
+        return None, have
+    if stamp.get("kffi") != _kffi_version:
+        return None, f"{have}, made by kffi {stamp.get('kffi')}, not this kffi {_kffi_version}"
+    return folder, have
+
+
+def _prebuilt_file(name: str) -> str | None:
+    folder = _prebuilt()[0]
+    if folder is None:
         return None
-    lib = _eager()
-    return lib if not isinstance(lib, str) else None
+    path = os.path.join(folder, name)
+    return path if os.path.exists(path) else None
 
 
-def _load_eager(glue: Glue[Any]) -> Any:
-    """The extension module of _EAGER_SOURCES, or why it is unavailable (a str)."""
+def _announce_build(what: str) -> None:
+    """The fallback's one line: what it builds and why."""
+    import torch
+
+    _log.warning(
+        "kffi.torch: no prebuilt glue for torch %s (%s): building %s against its headers now "
+        "(once per torch version, kept in kffi's build cache; about a minute). Build kffi with "
+        "this torch installed to have it prebuilt.",
+        torch.__version__,
+        _prebuilt()[1],
+        what,
+    )
+
+
+@lazy
+def glue() -> Any:
+    """The loaded dispatcher glue (a kffi.Module): kffi's prebuilt one for this torch, else built
+    here on first use. Thread safe."""
+    path = _prebuilt_file("libkffi_torch.so")
+    if path is not None:
+        return load_module(path)
+    _announce_build("its dispatcher glue (_dispatch.cc, _register.cc, _signature.cc, _meta.cc)")
+    return _jit_glue()
+
+
+def _import_extension(path: str) -> Any:
+    """The CPython extension module at path, imported the way _core is (its PyInit names it)."""
     import importlib.machinery
     import importlib.util
+
+    loader = importlib.machinery.ExtensionFileLoader(_EAGER_MODULE, path)
+    spec = importlib.util.spec_from_file_location(_EAGER_MODULE, path, loader=loader)
+    if spec is None:
+        raise ImportError(f"no module spec for {path}")
+    lib = importlib.util.module_from_spec(spec)
+    loader.exec_module(lib)
+    return lib
+
+
+def _prebuilt_eager() -> str | None:
+    """The prebuilt eager extension for this torch and this Python, or None."""
+    folder = _prebuilt()[0]
+    if folder is None:
+        return None
+    try:
+        with open(os.path.join(folder, "glue.json"), encoding="utf-8") as f:
+            soabi = json.load(f).get("python_soabi")
+    except (OSError, ValueError):
+        return None
+    if soabi != sysconfig.get_config_var("SOABI"):
+        return None  # built for another Python, or by a build without Python
+    return _prebuilt_file(_EAGER_MODULE + (sysconfig.get_config_var("EXT_SUFFIX") or ".so"))
+
+
+@lazy
+def _eager() -> Any:
+    """The eager extension module, or why it is unavailable (a str): kffi's prebuilt one, else
+    built here (the fallback). Thread safe."""
     import warnings
 
+    path = _prebuilt_eager()
     try:
-        path = glue.build()
-        # A CPython extension module, imported the way _core is: its PyInit names it.
-        loader = importlib.machinery.ExtensionFileLoader("kffi_torch_eager", path)
-        spec = importlib.util.spec_from_file_location("kffi_torch_eager", path, loader=loader)
-        if spec is None:
-            raise ImportError(f"no module spec for {path}")
-        lib = importlib.util.module_from_spec(spec)
-        loader.exec_module(lib)
+        if path is None:
+            _announce_build("its eager gate and tensor reader (_eager.cc, _import.cc)")
+            path = _jit_eager.build()
+        return _import_extension(path)
     except (_cpp.BuildError, ImportError, OSError) as e:
         warnings.warn(
             f"kffi.torch: eager op calls take the Python path, and torch tensors the DLPack "
-            f"exchange API, which cost more per call: the C gate (python/kffi/torch/_eager.cc, "
-            f"_import.cc) did not build or load: "
+            f"exchange API and torch's Python methods, which cost more per call: the eager "
+            f"extension (python/kffi/torch/_eager.cc, _import.cc) did not build or load: "
             f"{str(e).splitlines()[0] if str(e) else type(e).__name__}",
             RuntimeWarning,
             stacklevel=4,
         )
         return "unavailable"
-    return lib
 
 
-# The extension module of _EAGER_SOURCES, or why it is unavailable (a str).
-_eager: Glue[Any] = Glue(
-    "kffi_torch_eager", _EAGER_SOURCES, _eager_options, load=_load_eager, quiet=True
-)
+def _eager_lib(build: bool = True) -> Any:
+    """The eager extension module, or None when it cannot be had here or, with build=False, would
+    have to be built (a prebuilt one, or one in the build cache, loads). Thread safe."""
+    if not build and not _eager.done and _prebuilt_eager() is None and not _jit_eager.built():
+        return None
+    lib = _eager()
+    return lib if not isinstance(lib, str) else None
 
 
 def eager_maker() -> Callable[..., Any] | None:
-    """kffi_torch_make_eager from _eager.cc, or None when it cannot be built here: eager calls
-    then take the Python gate. Installs the tensor import too (install_tensor_import)."""
+    """kffi_torch_make_eager from _eager.cc, or None when the extension cannot be had here: eager
+    calls then take the Python gate. Installs the tensor import too (install_tensor_import)."""
     lib = _eager_lib()
     if lib is None:
         return None
     install_tensor_import(build=False)
-    maker: Callable[..., Any] = lib.kffi_torch_make_eager  # a function of the PyDLL
+    maker: Callable[..., Any] = lib.kffi_torch_make_eager  # a function of the extension
     return maker
 
 
@@ -200,8 +306,8 @@ def install_tensor_import(build: bool = True) -> bool:
     """Makes kffi calls import torch.Tensor arguments with _import.cc (the TensorImpl's fields,
     read directly) instead of torch's DLPack exchange API; the same DLTensors, for less, and
     the lazy-view bits (conjugate, negative) read from the TensorImpl too instead of through
-    torch's methods. With build=False, only when the library is built already. Returns whether
-    it is installed."""
+    torch's methods. With build=False, only when the extension is prebuilt or built already.
+    Returns whether it is installed."""
     if not _tensor_import.done and _eager_lib(build) is None:
         return False
     return _tensor_import()
@@ -233,12 +339,16 @@ def _glue_options() -> dict[str, Any]:
     }
 
 
-# The loaded glue module (built on first use, a few tens of seconds). Thread safe.
-glue: Glue[Any] = Glue(
+# The fallbacks: the same glue built here on first use (about a minute), where kffi was not built
+# for this torch; quiet, since _announce_build says what happens. Thread safe.
+_jit_glue: Glue[Any] = Glue(
     "kffi_torch_dispatch",
     _SOURCES,
     _glue_options,
     failure="kffi.torch: building the dispatcher glue (python/kffi/torch/_dispatch.cc and "
-    "_register.cc, against the installed torch's headers) failed; kffi.torch needs a C++20 "
-    "compiler for it, once per torch version.",
+    "_register.cc, against the installed torch's headers) failed; kffi.torch needs it, and this "
+    "kffi was not built for this torch: build kffi with this torch installed, or give it a C++20 "
+    "compiler.",
+    quiet=True,
 )
+_jit_eager: Glue[Any] = Glue(_EAGER_MODULE, _EAGER_SOURCES, _eager_options, quiet=True)

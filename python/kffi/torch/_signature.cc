@@ -175,8 +175,6 @@ std::string JsonDumps(const std::string& s) {
   return out + "\"";
 }
 
-const Json* Member(const Json& obj, const char* key) { return obj.Get(key); }
-
 bool Truthy(const Json* v) {
   if (v == nullptr) return false;
   switch (v->kind) {

@@ -17,7 +17,10 @@ One run measures, side by side and interleaved, the same tiny kernels bound seve
 Cases: no-op with 0 args; 3 ints; 1 str; 3 NumPy arrays; 3 torch CPU tensors; 3 torch CUDA
 tensors with stream pickup (only when torch.cuda.is_available()). Every case runs twice: with the
 GIL held during the native call and with it released (bindings whose policy is fixed are shown in
-both rows and marked). Ratios are kffi / anchor measured in the same run.
+both rows and marked). Ratios are kffi / anchor measured in the same run. These rows are tuned
+(kffi.torch's reader asked for up front, --torch-import); below them, the default-path rows of
+default_path.py (kffi and tvm-ffi in a fresh process with an empty cache and no compiler, nothing
+tuned), unless --no-default-path.
 
 Method: each cell (case x binding x GIL mode) is warmed up, calibrated to ~--sample-ms per
 sample, then sampled --reps times in a shuffled order per repetition (interleaved, so drift hits
@@ -1318,6 +1321,11 @@ def main(argv=None):
     )
     ap.add_argument("--compare", help="a previous JSON to compare kffi's medians with")
     ap.add_argument(
+        "--no-default-path",
+        action="store_true",
+        help="skip the default-path rows (fresh processes, empty cache, nothing tuned)",
+    )
+    ap.add_argument(
         "--blas-threads",
         choices=["1", "default"],
         default="1",
@@ -1354,6 +1362,14 @@ def main(argv=None):
     results, ratios, goals = summarize(cells, args.clock)
     print_table(results, ratios, goals, info, overhead, skipped, args.clock)
     print_threaded_state(threaded)
+    default = None
+    if not args.no_default_path:
+        # What a user gets untuned, beside the tuned rows above (bench/python/default_path.py):
+        # run after them, so its processes do not share this one's threads.
+        import default_path
+
+        default = default_path.percall_rows(max(9, args.reps // 2), info.get("cuda", False))
+        default_path.print_percall(default)
     if args.compare:
         print_compare(results, args.compare)
     doc = {
@@ -1377,6 +1393,7 @@ def main(argv=None):
         "goals": goals,
         "gil_round_trip_ns": gil_round_trip(results),
         "multi_threaded_process": {k: v for k, v in threaded.items() if k != "results_full"},
+        "default_path": default,
         "skipped": skipped,
         "total_seconds": round(time.perf_counter() - t_start, 1),
     }

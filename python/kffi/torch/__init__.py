@@ -9,10 +9,10 @@ autograd).
     kffi.torch.register_autograd(ops.square, backward=module.square_bwd)
     kffi.torch.save_ops("model.kffi_ops", ops)         # for kffi::torch::RegisterOps in C++
 
-Importing kffi does not import this package (nor torch). Once kffi.torch's small C library
-is built (on the first register_op, or by ``kffi.torch.fast_tensor_import()``; kept in kffi's
-build cache), every kffi call reads torch.Tensor arguments from the tensor directly instead of
-through torch's DLPack exchange API: the same DLTensors, about 30 ns less per tensor.
+Importing kffi does not import this package (nor torch). The first torch tensor argument of any
+kffi call loads kffi.torch's tensor reader, built with kffi for this torch (docs/torch.md,
+"Setup"): every kffi call then reads torch.Tensor arguments from the tensor directly, lazy-view
+bits included, with no Python code run.
 """
 # SPDX-License-Identifier: Apache-2.0
 
@@ -41,14 +41,16 @@ __all__ = [
 
 def fast_tensor_import(build: bool = True) -> bool:
     """Makes every kffi call read torch.Tensor arguments from the tensor itself (its TensorImpl)
-    rather than through torch's DLPack exchange API: the same DLTensors, with less work per
-    tensor. Anything unusual (another layout or device, a tensor without storage) still goes
-    through torch's API. Builds kffi.torch's C library the first time (a few seconds; cached) or,
-    with ``build=False``, only uses it when built already. Returns whether it is on."""
+    rather than through torch's DLPack exchange API and Python methods: the same DLTensors, with
+    less work per tensor. Anything unusual (another layout or device, a tensor without storage)
+    still goes through torch's API. The first torch tensor argument of a process turns it on by
+    itself where kffi was built for this torch; for another torch this builds the reader (about
+    a minute; cached) or, with ``build=False``, only uses one built already. Returns whether it is
+    on."""
     return _glue.install_tensor_import(build)
 
 
-fast_tensor_import(build=False)  # free where the library is built already
+fast_tensor_import(build=False)  # a few milliseconds where kffi was built for this torch
 
 
 class OpNamespace:

@@ -120,3 +120,51 @@ def test_fallback_builds_and_says_so_in_one_line(tmp_path):
     assert not [line for line in proc.stderr.splitlines() if line.startswith("kffi.cpp:")]
     built = sorted(p.name.rsplit("_", 1)[0] for p in (tmp_path / "cache").rglob("kffi_torch_*.so"))
     assert built == ["kffi_torch_dispatch", "kffi_torch_eager"], built
+
+
+NO_GLUE = r"""
+import sys
+import torch
+torch.__version__ = "2.99.0+other"  # a torch kffi was not built for
+import kffi, kffi.torch
+mod = kffi.load_module(sys.argv[1])
+assert not kffi.torch.fast_tensor_import(build=False)
+x = torch.arange(4, dtype=torch.float32)
+y = torch.empty(4)
+mod.scale(y, x, 2.0)  # torch's exchange API and Python methods: slower, the same result
+assert y.tolist() == [0.0, 2.0, 4.0, 6.0]
+z = torch.tensor([1 + 2j, 3 - 4j])
+try:
+    mod.scale(torch.empty(2), z.conj().imag, 1.0)
+except ValueError as e:
+    assert "lazy negative view" in str(e), e
+else:
+    raise AssertionError("a lazy negative view was accepted")
+try:
+    mod.torch_ops("kffi_no_glue")
+except RuntimeError as e:
+    print("REFUSED:", str(e).splitlines()[0])
+else:
+    raise AssertionError("ops were registered without the dispatcher glue")
+"""
+
+
+def test_no_glue_and_no_compiler_degrades_clearly(library, tmp_path):
+    """A torch kffi has no glue for, and no compiler: plain calls still work (the slower read,
+    lazy views still refused), and registering an op is a clear error, after one line saying
+    what kffi.torch tried to build and why."""
+    pytest.importorskip("torch")
+    env = env_without_compiler(tmp_path / "bin", KFFI_CACHE_DIR=str(tmp_path / "cache"))
+    proc = subprocess.run(
+        [sys.executable, "-c", NO_GLUE, library],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    refused = proc.stdout.split("REFUSED: ", 1)[1]
+    assert refused.startswith("kffi.torch: building the dispatcher glue"), refused
+    assert "this kffi was not built for this torch: build kffi with this torch installed" in refused
+    said = [line for line in proc.stderr.splitlines() if line.startswith("kffi.torch: no prebuilt")]
+    assert len(said) == 1 and "building its dispatcher glue" in said[0], proc.stderr[-3000:]

@@ -71,14 +71,26 @@ class Glue(lazy[T]):
         )
 
     def built(self) -> bool:
-        """Whether the library is loaded or in the cache already (nothing is built)."""
-        return self.done or os.path.exists(self.plan().output)
+        """Whether the library is loaded or in the cache already (nothing is built).
+
+        False where the build cannot even be planned (no compiler: its identity is in the key).
+        """
+        if self.done:
+            return True
+        try:
+            return os.path.exists(self.plan().output)
+        except (RuntimeError, OSError):
+            return False
 
     def build(self) -> str:
-        """Builds the library (or finds it in the cache) and returns its path."""
+        """Builds the library (or finds it in the cache) and returns its path.
+
+        A failed build, or one that cannot start (no compiler), raises the glue's own message
+        when it has one.
+        """
         try:
             return cpp._build(self.plan(), False, self._quiet)
-        except cpp.BuildError as e:
+        except RuntimeError as e:  # cpp.BuildError, or no compiler to plan the build with
             if self._failure is None:
                 raise
             raise RuntimeError(f"{self._failure}\n{e}") from None

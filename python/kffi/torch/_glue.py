@@ -270,7 +270,7 @@ def _eager() -> Any:
             _announce_build("its eager gate and tensor reader (_eager.cc, _import.cc)")
             path = _jit_eager.build()
         return _import_extension(path)
-    except (_cpp.BuildError, ImportError, OSError) as e:
+    except (RuntimeError, ImportError, OSError) as e:  # a failed build, or no compiler
         warnings.warn(
             f"kffi.torch: eager op calls take the Python path, and torch tensors the DLPack "
             f"exchange API and torch's Python methods, which cost more per call: the eager "

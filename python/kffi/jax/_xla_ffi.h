@@ -324,7 +324,7 @@ typedef void (*KFFI_XLA_FFI_Unused)(void);
 
 // Declared up to XLA_FFI_DeviceOrdinal_Get, the last slot used. Every slot up to
 // XLA_FFI_DeviceMemory_Free exists from API 0.1 on; XLA_FFI_DeviceOrdinal_Get was added within
-// 0.1 (jaxlib 0.5.3 lacks it, 0.6.2 has it), so the handler reads it only where struct_size
+// 0.1 (jaxlib 0.5.3 lacks it, 0.6.0 has it), so the handler reads it only where struct_size
 // covers it. Runtimes up to jaxlib 0.5 report a struct_size that ends at XLA_FFI_Stream_Get
 // although their table goes on: the slots up to XLA_FFI_DeviceMemory_Free are there all the same,
 // and XLA_FFI_DeviceOrdinal_Get counts as absent, as it is in those releases.

@@ -5,6 +5,7 @@ and runs with no compiler, and a broken install says what is missing."""
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import re
@@ -20,6 +21,7 @@ import kffi
 import kffi.cpp
 import kffi.jax
 from kffi.jax import _glue
+from kffi.runtime.stream import get_current_stream
 
 HERE = Path(__file__).resolve().parent
 OURS = HERE.parent.parent / "python" / "kffi" / "jax" / "_xla_ffi.h"
@@ -29,7 +31,7 @@ PREFIX_STRUCTS = {"XLA_FFI_Api", "XLA_FFI_CallFrame", "XLA_FFI_Metadata"}
 _COMPILERS = ("c++", "g++", "cc", "gcc", "clang", "clang++")
 
 
-# ---- The declaration matches jaxlib's -----------------------------------------------------------
+# ---- The declaration matches jaxlib's ------------------------------------------------------------
 
 
 def _declarations(text: str):
@@ -235,3 +237,223 @@ def test_first_call_needs_no_compiler_and_builds_nothing(tmp_path):
     assert seen["loaded"] == [os.path.join(package_lib, "libkffi_jax_handler.so")]
     built = [p for p in cache.rglob("*") if p.suffix == ".so" or ".so." in p.name]
     assert built == []
+
+
+# ---- The handler's side of the API version, driven through a mock XLA ----------------------------
+#
+# XLA only ever shows the handler its own version; these calls hand it other ones (and a table
+# without XLA_FFI_DeviceOrdinal_Get, as jaxlib 0.5 has) through ctypes mirrors of _xla_ffi.h.
+
+
+class _ExtBase(ctypes.Structure):
+    _fields_ = [("struct_size", ctypes.c_size_t), ("type", ctypes.c_int), ("next", ctypes.c_void_p)]
+
+
+class _Version(ctypes.Structure):
+    _fields_ = [
+        ("struct_size", ctypes.c_size_t),
+        ("extension_start", ctypes.c_void_p),
+        ("major_version", ctypes.c_int),
+        ("minor_version", ctypes.c_int),
+    ]
+
+
+class _Metadata(ctypes.Structure):
+    _fields_ = [
+        ("struct_size", ctypes.c_size_t),
+        ("api_version", _Version),
+        ("traits", ctypes.c_uint32),
+    ]
+
+
+class _MetadataExt(ctypes.Structure):
+    _fields_ = [("extension_base", _ExtBase), ("metadata", ctypes.POINTER(_Metadata))]
+
+
+class _List(ctypes.Structure):  # XLA_FFI_Args and XLA_FFI_Rets
+    _fields_ = [
+        ("struct_size", ctypes.c_size_t),
+        ("extension_start", ctypes.c_void_p),
+        ("size", ctypes.c_int64),
+        ("types", ctypes.c_void_p),
+        ("items", ctypes.c_void_p),
+    ]
+
+
+class _Attrs(ctypes.Structure):
+    _fields_ = [*_List._fields_, ("attrs", ctypes.c_void_p)]
+
+
+class _Frame(ctypes.Structure):
+    _fields_ = [
+        ("struct_size", ctypes.c_size_t),
+        ("extension_start", ctypes.c_void_p),
+        ("api", ctypes.c_void_p),
+        ("ctx", ctypes.c_void_p),
+        ("stage", ctypes.c_int),
+        ("args", _List),
+        ("rets", _List),
+        ("attrs", _Attrs),
+    ]
+
+
+class _ErrorCreateArgs(ctypes.Structure):
+    _fields_ = [
+        ("struct_size", ctypes.c_size_t),
+        ("extension_start", ctypes.c_void_p),
+        ("message", ctypes.c_char_p),
+        ("errc", ctypes.c_int),
+    ]
+
+
+class _CtxArgs(ctypes.Structure):  # XLA_FFI_Stream_Get_Args, XLA_FFI_DeviceOrdinal_Get_Args
+    _fields_ = [
+        ("struct_size", ctypes.c_size_t),
+        ("extension_start", ctypes.c_void_p),
+        ("ctx", ctypes.c_void_p),
+        ("out", ctypes.c_void_p),  # void* stream, or int32_t device_ordinal in its first bytes
+    ]
+
+
+_ERROR_CREATE = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.POINTER(_ErrorCreateArgs))
+_GETTER = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.POINTER(_CtxArgs))
+_SLOTS = [  # XLA_FFI_Api's function slots, in order (_xla_ffi.h)
+    "Error_Create", "Error_GetMessage", "Error_Destroy", "Handler_Register", "Stream_Get",
+    "Type_Register", "ExecutionContext_Get", "State_Set", "State_Get", "DeviceMemory_Allocate",
+    "DeviceMemory_Free", "ThreadPool_Schedule", "ThreadPool_NumThreads", "Future_Create",
+    "Future_SetAvailable", "Future_SetError", "RunId_Get", "DeviceOrdinal_Get",
+]  # fmt: skip
+
+
+class _Api(ctypes.Structure):
+    _fields_ = [
+        ("struct_size", ctypes.c_size_t),
+        ("extension_start", ctypes.c_void_p),
+        ("api_version", _Version),
+        ("internal_api", ctypes.c_void_p),
+        *[(s, ctypes.c_void_p) for s in _SLOTS],
+    ]
+
+
+class _MockXla:
+    """An XLA_FFI_Api of a given version whose functions record what the handler asks."""
+
+    def __init__(self, major, minor, *, with_device_ordinal=True):
+        self.errors, self.asked = [], []
+
+        def error_create(args):
+            self.errors.append((args.contents.errc, args.contents.message.decode()))
+            return 0x1000 + len(self.errors)  # an opaque error the handler only returns
+
+        def stream_get(args):
+            self.asked.append("stream")
+            args.contents.out = 0x5EED
+            return None
+
+        def device_ordinal_get(args):
+            self.asked.append("device_ordinal")
+            args.contents.out = 1
+            return None
+
+        self._callbacks = [
+            _ERROR_CREATE(error_create),
+            _GETTER(stream_get),
+            _GETTER(device_ordinal_get),
+        ]
+        self.api = _Api(api_version=_Version(ctypes.sizeof(_Version), None, major, minor))
+        self.api.Error_Create = ctypes.cast(self._callbacks[0], ctypes.c_void_p).value
+        self.api.Stream_Get = ctypes.cast(self._callbacks[1], ctypes.c_void_p).value
+        last = "DeviceOrdinal_Get" if with_device_ordinal else "Stream_Get"
+        # jaxlib 0.5's table ends its struct_size at XLA_FFI_Stream_Get.
+        self.api.struct_size = getattr(_Api, last).offset + ctypes.sizeof(ctypes.c_void_p)
+        if with_device_ordinal:
+            self.api.DeviceOrdinal_Get = ctypes.cast(self._callbacks[2], ctypes.c_void_p).value
+
+
+def _target(device_type, fn=None):
+    """A handler address for a target (not registered with XLA): fn with arg_spec ["stream"]."""
+    fn = kffi.runtime._api.to_kffi(fn or (lambda stream: None))
+    return _glue.handler_module().make_target(fn, [5], [0], [""], device_type, 1, "mock")
+
+
+def _call(address, frame):
+    handler = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.POINTER(_Frame))(address)
+    return handler(ctypes.byref(frame))
+
+
+def _ask_metadata(address, api):
+    md = _Metadata(struct_size=_Metadata.traits.offset + 4)
+    ext = _MetadataExt(_ExtBase(ctypes.sizeof(_MetadataExt), 1, None), ctypes.pointer(md))
+    frame = _Frame(struct_size=_Frame.attrs.offset + ctypes.sizeof(_Attrs))
+    frame.extension_start = ctypes.addressof(ext)
+    frame.api = ctypes.addressof(api) if api is not None else None
+    frame.stage = 3
+    err = _call(address, frame)
+    return err, (md.api_version.major_version, md.api_version.minor_version), md.traits
+
+
+@pytest.mark.parametrize(("minor"), [1, 2, 3, 9])
+def test_metadata_reports_the_runtimes_own_version(minor):
+    xla = _MockXla(0, minor)
+    assert _ask_metadata(_target(1), xla.api) == (None, (0, minor), 1)
+    assert xla.errors == []
+
+
+def test_metadata_asked_without_a_table_reports_api_0_1():
+    # XLA of API 0.1 (jaxlib 0.4.33 to 0.7) asks with no table and accepts exactly 0.1.
+    assert _ask_metadata(_target(1), None) == (None, (0, 1), 1)
+
+
+def test_metadata_refuses_api_0_0_naming_both_versions():
+    xla = _MockXla(0, 0)
+    err, _, _ = _ask_metadata(_target(1), xla.api)
+    assert err is not None
+    assert xla.errors == [
+        (
+            9,  # XLA_FFI_Error_Code_FAILED_PRECONDITION
+            "kffi.jax handler: this jaxlib's XLA FFI API is 0.0; kffi's handler needs API 0.1 "
+            "or a later minor version (a newer jaxlib)",
+        )
+    ]
+
+
+def test_metadata_of_another_major_calls_nothing_and_reports_0_1():
+    # A table of API 1.x may be laid out otherwise: nothing in it is called, and XLA's own
+    # version check decides (its message names both versions).
+    xla = _MockXla(1, 0)
+    xla.api.Error_Create = None  # a call would crash the test
+    assert _ask_metadata(_target(1), xla.api) == (None, (0, 1), 1)
+
+
+def _execute(address, api):
+    frame = _Frame(struct_size=_Frame.attrs.offset + ctypes.sizeof(_Attrs))
+    frame.api = ctypes.addressof(api)
+    frame.ctx = 0xC7
+    frame.stage = 3
+    return _call(address, frame)
+
+
+def test_a_gpu_call_reads_the_device_ordinal_where_the_table_has_it():
+    seen = []
+
+    def kernel(stream):  # XLA's stream, as an argument and as device 1's environment stream
+        seen.append((stream.value, get_current_stream("cuda:1"), get_current_stream("cuda:0")))
+
+    xla = _MockXla(0, 3)
+    assert _execute(_target(2, kernel), xla.api) is None
+    assert xla.asked == ["device_ordinal", "stream"] and xla.errors == []
+    assert seen == [(0x5EED, 0x5EED, 0)]
+
+
+def test_a_gpu_call_without_the_device_ordinal_slot_is_refused():
+    xla = _MockXla(0, 1, with_device_ordinal=False)
+    assert _execute(_target(2), xla.api) is not None
+    assert xla.asked == []
+    assert xla.errors == [
+        (
+            12,  # XLA_FFI_Error_Code_UNIMPLEMENTED
+            "RuntimeError: kffi.jax target `mock`: this jaxlib's XLA FFI cannot tell which "
+            "device a call runs on (XLA_FFI_DeviceOrdinal_Get is missing); GPU targets need "
+            "jaxlib 0.6 or later",
+        )
+    ]

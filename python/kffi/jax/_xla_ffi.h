@@ -6,12 +6,14 @@
 // jaxlib whose XLA FFI API is 0.x with x >= KFFI_XLA_FFI_MIN_MINOR. Names are XLA's, so that the
 // handler's code reads like any XLA FFI code; the binary layout (field order and types, enum
 // values, the slots of XLA_FFI_Api) is XLA's, which is what crosses the boundary.
-// tests/python/test_jax_xla_ffi_layout.py compiles this file next to jaxlib's
+// tests/python/test_jax_handler.py compiles this file next to jaxlib's
 // xla/ffi/api/c_api.h and checks every size, offset and value declared here against it.
 //
 // Why the range starts at 0.1: API 0.0 (jaxlib 0.4.31 and older) has no extensions, so XLA never
-// asks a handler for its version or traits. From 0.1 on, every layout used here is unchanged;
-// later minors only append (fields at the end of XLA_FFI_Api, new data types).
+// asks a handler for its version or traits. From 0.1 on (jaxlib 0.4.33 to 0.10 checked), every
+// struct used here and every XLA_FFI_Api slot up to XLA_FFI_DeviceMemory_Free keep their places;
+// data types and slots were added (the unused slots after XLA_FFI_DeviceMemory_Free moved once,
+// within 0.1, when XLA_FFI_ThreadPool_NumThreads went in before XLA_FFI_Future_Create).
 //
 // Only what the handler touches is declared: structs that XLA allocates and hands over
 // (XLA_FFI_Api, XLA_FFI_CallFrame, XLA_FFI_Metadata) are declared up to the last field used,

@@ -148,8 +148,8 @@ def build_kffi(gpu: bool):
 def build_hand(gpu: bool):
     import ctypes
 
+    import jax.ffi
     import kffi.cpp
-    from kffi.jax._build import xla_ffi_include_dir
 
     src_dir = ROOT / "build" / "bench_cache" / "jax_ffi"
     src_dir.mkdir(parents=True, exist_ok=True)
@@ -160,7 +160,8 @@ def build_hand(gpu: bool):
     path = kffi.cpp.build(
         "bench_jax_hand_" + ("gpu" if gpu else "cpu"),
         [str(src)],
-        extra_include_paths=[xla_ffi_include_dir()],
+        # The hand-written handler uses XLA's C++ FFI (xla/ffi/api/ffi.h), from jaxlib.
+        extra_include_paths=[jax.ffi.include_dir()],
         quiet=True,
     )
     lib = ctypes.CDLL(path)

@@ -52,14 +52,13 @@ def test_a_failed_make_stores_nothing_and_the_next_call_tries_again():
 
 def test_the_package_singletons_are_lazy():
     pytest.importorskip("jax")
-    from kffi.jax import _export
-    from kffi.jax import _glue as _build
+    from kffi.jax import _export, _glue
 
     for f in (
         _tvm._bridge,
         _tvm._object_from_address,
         _tvm.note_installed_runtime,
-        _build.handler_module,
+        _glue.handler_module,
         _export._install_hook,
     ):
         assert isinstance(f, lazy), f

@@ -349,7 +349,7 @@ def _headers_digest(root: str, names: Sequence[str] | None = None) -> str:
 
     Each file's path relative to ``root`` and its bytes, in order. ``names`` lists the files (paths relative to root); None takes every
     file under root, in sorted order. The one digest of headers for every build key (kffi's own
-    headers here, the XLA FFI headers in kffi.jax); a file that cannot be read raises OSError,
+    headers here, torch's headers in kffi.torch); a file that cannot be read raises OSError,
     which the caller words (it knows which package should have shipped the file).
     """
     if names is None:

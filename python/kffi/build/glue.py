@@ -1,7 +1,7 @@
 """python/kffi/build/glue.py: a framework integration's native glue, built on first use.
 
-Built on first use and loaded once: the one helper kffi.jax (jax/_glue.py) and kffi.torch
-(torch/_glue.py) build theirs with.
+Built on first use and loaded once: the helper kffi.torch (torch/_glue.py) builds its glue with.
+(kffi.jax's glue, the XLA handler, needs none: it ships prebuilt and jax/_glue.py loads it.)
 
 The glue is C++ against the headers of the framework that runs, so it is built where that
 framework is, by kffi.cpp: keyed by the sources, the compiler, the flags and the ``depends``

@@ -7,46 +7,22 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
-#include <type_traits>
 
 #include "_xla_handler.h"
 
 namespace kffi {
 namespace jaxglue {
 
-// ---- The per-call environment allocator
-// ----------------------------------------------------------
+// ---- The per-call environment allocator ---------------------------------------------------------
 
-// XLA's error-message query changed name across jaxlib releases (newer XLA FFI headers have no
-// XLA_FFI_Error_GetMessage). The handler is built against whichever headers the installed jaxlib
-// ships, so the query is looked up on the API struct at compile time instead of named directly.
-template <typename Api, typename = void>
-struct HasErrorGetMessage : std::false_type {};
-template <typename Api>
-struct HasErrorGetMessage<Api, std::void_t<decltype(&Api::XLA_FFI_Error_GetMessage)>>
-    : std::true_type {};
-template <typename Fn>
-struct FirstArgOf;
-template <typename A>
-struct FirstArgOf<void (*)(A*)> {
-  using type = A;
-};
-
-template <typename Api>
-std::string XlaErrorMessage(const Api* api, XLA_FFI_Error* err) {
-  if constexpr (HasErrorGetMessage<Api>::value) {
-    using Args = typename FirstArgOf<decltype(api->XLA_FFI_Error_GetMessage)>::type;
-    Args m;
-    std::memset(&m, 0, sizeof(m));
-    m.struct_size = sizeof(Args);  // its last field is a pointer: no tail padding
-    m.error = err;
-    api->XLA_FFI_Error_GetMessage(&m);
-    return m.message != nullptr ? m.message : "";
-  } else {
-    (void)api;
-    (void)err;
-    return "(this jaxlib's XLA FFI gives no error text)";
-  }
+/// The text of an XLA error (owned by err: copied out before err is destroyed).
+std::string XlaErrorMessage(const XLA_FFI_Api* api, XLA_FFI_Error* err) {
+  XLA_FFI_Error_GetMessage_Args m;
+  std::memset(&m, 0, sizeof(m));
+  m.struct_size = XLA_FFI_Error_GetMessage_Args_STRUCT_SIZE;
+  m.error = err;
+  api->XLA_FFI_Error_GetMessage(&m);
+  return m.message != nullptr ? m.message : "";
 }
 
 thread_local CallState* tls_call = nullptr;

@@ -11,7 +11,6 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
-#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -59,32 +58,47 @@ XLA_FFI_Error* ErrorFromRaised(const XLA_FFI_Api* api, const Target* t) {
 
 // ---- Metadata (traits and API version, asked by XLA at registration) ----------------------------
 
-template <typename M, typename = void>
-struct HasStateTypeId : std::false_type {};
-template <typename M>
-struct HasStateTypeId<M, std::void_t<decltype(std::declval<M&>().state_type_id)>> : std::true_type {
-};
-
+/// Fills what XLA asks of a handler: its traits, and the XLA FFI API version it was written for.
+///
+/// One binary serves every jaxlib, so the version is the runtime's own, read from its table:
+/// layouts only grow within a major version, and every 0.x from KFFI_XLA_FFI_MIN_MINOR on lays
+/// out what the handler uses as _xla_ffi.h declares it. The runtime's own version is the one every
+/// XLA accepts: releases of API 0.1 (jaxlib 0.4.33 to 0.7) accept only a handler of exactly their
+/// version, later ones any version from 0.1 to theirs. Those 0.1 releases ask without passing
+/// their table (api is null): the answer is then 0.1. A table of another major version may be laid
+/// out differently, so nothing in it is called: the handler reports the version it was written
+/// for, and XLA's own check refuses it (its message names both versions) unless that XLA still
+/// serves 0.x handlers.
 XLA_FFI_Error* FillMetadata(const XLA_FFI_Api* api, XLA_FFI_Metadata_Extension* ext,
                             const Target* t) {
   if (ext->extension_base.struct_size < XLA_FFI_Metadata_Extension_STRUCT_SIZE ||
       ext->metadata == nullptr || ext->metadata->struct_size < XLA_FFI_Metadata_STRUCT_SIZE) {
-    if (api == nullptr) return nullptr;
+    if (api == nullptr || api->api_version.major_version != KFFI_XLA_FFI_MAJOR) return nullptr;
     return MakeError(api, XLA_FFI_Error_Code_INVALID_ARGUMENT,
-                     "kffi.jax handler: unexpected XLA_FFI_Metadata size (jaxlib differs from the "
-                     "one the handler was built against)");
+                     "kffi.jax handler: XLA asked for metadata in a struct smaller than "
+                     "XLA_FFI_Metadata (XLA FFI API " +
+                         std::to_string(api->api_version.major_version) + "." +
+                         std::to_string(api->api_version.minor_version) + ")");
+  }
+  int major = KFFI_XLA_FFI_MAJOR;
+  int minor = KFFI_XLA_FFI_MIN_MINOR;
+  if (api != nullptr && api->api_version.major_version == KFFI_XLA_FFI_MAJOR) {
+    minor = api->api_version.minor_version;
+    if (minor < KFFI_XLA_FFI_MIN_MINOR) {
+      return MakeError(api, XLA_FFI_Error_Code_FAILED_PRECONDITION,
+                       "kffi.jax handler: this jaxlib's XLA FFI API is " + std::to_string(major) +
+                           "." + std::to_string(minor) + "; kffi's handler needs API " +
+                           std::to_string(KFFI_XLA_FFI_MAJOR) + "." +
+                           std::to_string(KFFI_XLA_FFI_MIN_MINOR) +
+                           " or a later minor version (a newer jaxlib)");
+    }
   }
   XLA_FFI_Metadata* md = ext->metadata;
   md->api_version.struct_size = XLA_FFI_Api_Version_STRUCT_SIZE;
   md->api_version.extension_start = nullptr;
-  md->api_version.major_version = XLA_FFI_API_MAJOR;
-  md->api_version.minor_version = XLA_FFI_API_MINOR;
+  md->api_version.major_version = major;
+  md->api_version.minor_version = minor;
   md->traits = t->traits;
-  if constexpr (HasStateTypeId<XLA_FFI_Metadata>::value) {
-    if (md->struct_size >= offsetof(XLA_FFI_Metadata, state_type_id) + sizeof(md->state_type_id)) {
-      md->state_type_id.type_id = 0;  // stateless
-    }
-  }
   return nullptr;
 }
 
@@ -501,6 +515,12 @@ XLA_FFI_Error* Execute(XLA_FFI_CallFrame* frame, const Target* t) {
   DLDevice device{static_cast<DLDeviceType>(t->device_type), 0};
   void* stream = nullptr;
   if (t->device_type != kDLCPU) {
+    if (KFFI_UNLIKELY(!HasDeviceOrdinalGet(api))) {
+      return TargetError(api, XLA_FFI_Error_Code_UNIMPLEMENTED, "RuntimeError", t,
+                         "this jaxlib's XLA FFI cannot tell which device a call runs on "
+                         "(XLA_FFI_DeviceOrdinal_Get is missing); GPU targets need jaxlib 0.6 "
+                         "or later");
+    }
     XLA_FFI_DeviceOrdinal_Get_Args o;
     std::memset(&o, 0, sizeof(o));
     o.struct_size = XLA_FFI_DeviceOrdinal_Get_Args_STRUCT_SIZE;

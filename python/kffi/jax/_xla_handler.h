@@ -1,10 +1,12 @@
 // python/kffi/jax/_xla_handler.h: what the XLA FFI handler's files share: targets, the per-call
 // state of the environment allocator, dtype conversion.
 //
-// The handler (built on first use by kffi.jax._glue against the XLA FFI headers of the jaxlib in
-// use, and loaded as a kffi module) is three files: _xla_handler.cc (the call: buffers, attributes,
-// errors), _xla_alloc.cc (the environment allocator that hands out XLA's buffers) and
-// _xla_targets.cc (one handler address per target, and the exports that make targets).
+// The handler (libkffi_jax_handler, built with the package by cmake/jax_handler.cmake and loaded
+// as a kffi module by kffi.jax._glue) is three files: _xla_handler.cc (the call: buffers,
+// attributes, errors), _xla_alloc.cc (the environment allocator that hands out XLA's buffers) and
+// _xla_targets.cc (one handler address per target, and the exports that make targets). They see
+// XLA through _xla_ffi.h, kffi's own declaration of XLA's FFI C API, never through jaxlib's
+// headers: one binary serves every jaxlib (the API version is settled at run time).
 // SPDX-License-Identifier: Apache-2.0
 #ifndef KFFI_JAX_XLA_HANDLER_H_
 #define KFFI_JAX_XLA_HANDLER_H_
@@ -15,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "xla/ffi/api/c_api.h"
+#include "_xla_ffi.h"
 
 namespace kffi {
 namespace jaxglue {
@@ -112,6 +114,12 @@ int64_t CompactBytes(const DLTensor* t);
 /// The environment tensor allocator installed during a call (see _xla_alloc.cc).
 int EnvAlloc(DLTensor* proto, DLManagedTensorVersioned** out, void* error_ctx,
              void (*set_error)(void* error_ctx, const char* kind, const char* message));
+
+/// Whether api's table reaches XLA_FFI_DeviceOrdinal_Get (added within API 0.1: slots appended
+/// to the table exist only where the runtime's struct_size covers them).
+inline bool HasDeviceOrdinalGet(const XLA_FFI_Api* api) {
+  return api->struct_size >= KFFI_XLA_FFI_SIZE_TO(XLA_FFI_Api, XLA_FFI_DeviceOrdinal_Get);
+}
 
 /// An XLA error of code with message (made through api).
 XLA_FFI_Error* MakeError(const XLA_FFI_Api* api, XLA_FFI_Error_Code code, const std::string& msg);

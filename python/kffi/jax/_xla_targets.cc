@@ -254,18 +254,13 @@ int64_t HandlerTraits(int64_t address) {
   auto* handler = reinterpret_cast<XLA_FFI_Handler*>(static_cast<intptr_t>(address));
   XLA_FFI_Error* err = handler(&frame);
   KFFI_CHECK(err == nullptr, RuntimeError) << "kffi.jax: the metadata query failed";
-  KFFI_CHECK(md.api_version.major_version == XLA_FFI_API_MAJOR, RuntimeError)
+  KFFI_CHECK(md.api_version.major_version == KFFI_XLA_FFI_MAJOR, RuntimeError)
       << "kffi.jax: the handler reported API version " << md.api_version.major_version;
   return md.traits;
 }
 
 /// How many targets this process made.
 int64_t TargetCount() { return static_cast<int64_t>(Pool().count()); }
-
-/// The XLA FFI API version of the headers this handler was built against: "major.minor".
-String HeaderApiVersion() {
-  return String(std::to_string(XLA_FFI_API_MAJOR) + "." + std::to_string(XLA_FFI_API_MINOR));
-}
 
 }  // namespace jaxglue
 }  // namespace kffi
@@ -275,5 +270,3 @@ KFFI_EXPORT_DOC(make_target, kffi::jaxglue::MakeTarget, "A handler address for a
 KFFI_EXPORT_DOC(handler_traits, kffi::jaxglue::HandlerTraits, "The XLA traits a handler reports.",
                 "address");
 KFFI_EXPORT_DOC(target_count, kffi::jaxglue::TargetCount, "Targets made in this process.", "");
-KFFI_EXPORT_DOC(header_api_version, kffi::jaxglue::HeaderApiVersion,
-                "The XLA FFI API version of the headers built against.", "");

@@ -95,6 +95,8 @@ function(kffi_add_torch_glue root)
   # torch's headers need C++20; its own build turns its debug-only internal asserts off, which
   # otherwise keep c10's inline helpers as calls on every op call.
   set(_defs NDEBUG)
+  # -O2, what the call path was tuned with (-O3 only makes the gate and reader larger).
+  set(_opts -O2)
   set(_install_dir "${KFFI_TORCH_GLUE_INSTALL_DIR}/${_tag}")
   # From the glue's folder: libkffi in the package's lib folder, torch's libraries beside kffi in
   # site-packages. (A process that imported torch has them loaded already; a C++ program links
@@ -114,6 +116,7 @@ function(kffi_add_torch_glue root)
   target_include_directories(kffi_torch_${_id} SYSTEM PRIVATE ${_includes})
   target_include_directories(kffi_torch_${_id} PRIVATE "${_kffi_torch_dir}/include")
   target_compile_definitions(kffi_torch_${_id} PRIVATE ${_defs})
+  target_compile_options(kffi_torch_${_id} PRIVATE ${_opts})
   target_link_libraries(kffi_torch_${_id} PRIVATE kffi_shared ${_torch_libs})
   kffi_strict_warnings(kffi_torch_${_id})
   install(TARGETS kffi_torch_${_id} LIBRARY DESTINATION "${_install_dir}")
@@ -129,6 +132,7 @@ function(kffi_add_torch_glue root)
     target_include_directories(kffi_torch_eager_${_id} SYSTEM PRIVATE ${_includes})
     target_include_directories(kffi_torch_eager_${_id} PRIVATE "${PROJECT_SOURCE_DIR}/include")
     target_compile_definitions(kffi_torch_eager_${_id} PRIVATE ${_defs})
+    target_compile_options(kffi_torch_eager_${_id} PRIVATE ${_opts})
     target_link_libraries(kffi_torch_eager_${_id} PRIVATE ${_torch_libs})
     kffi_strict_warnings(kffi_torch_eager_${_id})
     # Python's own headers trip -Wextra's missing-field-initializers in PyType slots.

@@ -31,7 +31,7 @@ import kffi
 import kffi.cpp
 import kffi.torch
 from test_torch_export import package  # noqa: F401  (the CPU .pt2, a cached fixture)
-from toolchain_support import path_without_python, real_cmake
+from toolchain_support import env_without_python, real_cmake
 from torch_export_cases import NAMESPACE, eager, library
 from torch_support import tk  # noqa: F401  (tests/python/torch_kernels.cc, loaded)
 
@@ -85,7 +85,7 @@ def build_runner(kffi_first: bool, tmp: Path) -> Path:
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
         build = path.with_name(f"{path.name}.{os.getpid()}.build")
-        env = {"HOME": os.environ.get("HOME", "/"), "PATH": path_without_python(tmp / "bin")}
+        env = env_without_python(tmp / "bin")
         try:
             for cmd in (
                 [
@@ -387,7 +387,7 @@ def _configure(tmp_path: Path, body: str) -> subprocess.CompletedProcess:
         capture_output=True,
         text=True,
         timeout=300,
-        env={"HOME": os.environ.get("HOME", "/"), "PATH": path_without_python(tmp_path / "bin")},
+        env=env_without_python(tmp_path / "bin"),
     )
 
 

@@ -42,6 +42,26 @@ def path_without_python(folder: Path) -> str:
     return str(folder)
 
 
+def env_without_python(folder: Path) -> dict[str, str]:
+    """The environment of a C++ build with no Python: HOME, PATH (path_without_python) and, where
+    CUDA's compiler is installed, CUDACXX (torch's CMake package enables CUDA for a CUDA torch)."""
+    env = {"HOME": os.environ.get("HOME", "/"), "PATH": path_without_python(folder)}
+    nvcc = shutil.which("nvcc") or next(
+        (
+            p
+            for p in (
+                os.path.join(os.environ.get("CUDA_HOME", "/usr/local/cuda"), "bin", "nvcc"),
+                "/usr/local/cuda/bin/nvcc",
+            )
+            if os.path.exists(p)
+        ),
+        None,
+    )
+    if nvcc is not None:
+        env["CUDACXX"] = os.path.realpath(nvcc)
+    return env
+
+
 def env_without_compiler(folder: Path, **extra: str) -> dict[str, str]:
     """The environment of a process with no C++ compiler: PATH is an empty folder, and CC/CXX
     name files that do not exist (kffi's builds read them first)."""

@@ -107,37 +107,34 @@ function(kffi_add_torch_glue root)
     list(APPEND _rpath "$ORIGIN/../../../../torch/lib")
   endif()
 
+  # What both libraries of a torch version share: C++20, torch's headers (as system headers: its
+  # warnings are not ours), its libraries, the folder and the run path.
+  macro(_kffi_torch_target target name)
+    set_target_properties(${target} PROPERTIES
+      OUTPUT_NAME ${name}
+      LIBRARY_OUTPUT_DIRECTORY "${_out}"
+      CXX_STANDARD 20
+      INSTALL_RPATH "${_rpath}")
+    target_include_directories(${target} SYSTEM PRIVATE ${_includes})
+    target_compile_definitions(${target} PRIVATE ${_defs})
+    target_compile_options(${target} PRIVATE ${_opts})
+    target_link_libraries(${target} PRIVATE ${_torch_libs})
+    kffi_strict_warnings(${target})
+    install(TARGETS ${target} LIBRARY DESTINATION "${_install_dir}")
+  endmacro()
+
   add_library(kffi_torch_${_id} SHARED ${KFFI_TORCH_GLUE_SOURCES})
-  set_target_properties(kffi_torch_${_id} PROPERTIES
-    OUTPUT_NAME kffi_torch
-    LIBRARY_OUTPUT_DIRECTORY "${_out}"
-    CXX_STANDARD 20
-    INSTALL_RPATH "${_rpath}")
-  target_include_directories(kffi_torch_${_id} SYSTEM PRIVATE ${_includes})
+  _kffi_torch_target(kffi_torch_${_id} kffi_torch)
   target_include_directories(kffi_torch_${_id} PRIVATE "${_kffi_torch_dir}/include")
-  target_compile_definitions(kffi_torch_${_id} PRIVATE ${_defs})
-  target_compile_options(kffi_torch_${_id} PRIVATE ${_opts})
-  target_link_libraries(kffi_torch_${_id} PRIVATE kffi_shared ${_torch_libs})
-  kffi_strict_warnings(kffi_torch_${_id})
-  install(TARGETS kffi_torch_${_id} LIBRARY DESTINATION "${_install_dir}")
+  target_link_libraries(kffi_torch_${_id} PRIVATE kffi_shared)
 
   set(_stamp_python "")
   if(KFFI_BUILD_PYTHON)
     Python_add_library(kffi_torch_eager_${_id} MODULE WITH_SOABI ${KFFI_TORCH_EAGER_SOURCES})
-    set_target_properties(kffi_torch_eager_${_id} PROPERTIES
-      OUTPUT_NAME kffi_torch_eager
-      LIBRARY_OUTPUT_DIRECTORY "${_out}"
-      CXX_STANDARD 20
-      INSTALL_RPATH "${_rpath}")
-    target_include_directories(kffi_torch_eager_${_id} SYSTEM PRIVATE ${_includes})
+    _kffi_torch_target(kffi_torch_eager_${_id} kffi_torch_eager)
     target_include_directories(kffi_torch_eager_${_id} PRIVATE "${PROJECT_SOURCE_DIR}/include")
-    target_compile_definitions(kffi_torch_eager_${_id} PRIVATE ${_defs})
-    target_compile_options(kffi_torch_eager_${_id} PRIVATE ${_opts})
-    target_link_libraries(kffi_torch_eager_${_id} PRIVATE ${_torch_libs})
-    kffi_strict_warnings(kffi_torch_eager_${_id})
     # Python's own headers trip -Wextra's missing-field-initializers in PyType slots.
     target_compile_options(kffi_torch_eager_${_id} PRIVATE -Wno-missing-field-initializers)
-    install(TARGETS kffi_torch_eager_${_id} LIBRARY DESTINATION "${_install_dir}")
     set(_stamp_python "${Python_SOABI}")
   endif()
 

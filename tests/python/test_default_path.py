@@ -127,6 +127,7 @@ import sys
 import torch
 torch.__version__ = "2.99.0+other"  # a torch kffi was not built for
 import kffi, kffi.torch
+sys.path.insert(0, sys.argv[2])
 from default_path_check import check_plain_torch_call
 mod = kffi.load_module(sys.argv[1])
 assert not kffi.torch.fast_tensor_import(build=False)
@@ -147,7 +148,7 @@ def test_no_glue_and_no_compiler_degrades_clearly(library, tmp_path):
     pytest.importorskip("torch")
     env = env_without_compiler(tmp_path / "bin", KFFI_CACHE_DIR=str(tmp_path / "cache"))
     proc = subprocess.run(
-        [sys.executable, "-c", NO_GLUE, library],
+        [sys.executable, "-c", NO_GLUE, library, str(HERE)],
         capture_output=True,
         text=True,
         env=env,

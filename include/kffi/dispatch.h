@@ -205,12 +205,13 @@ constexpr uint64_t ContractDtypes(const char* text, const char* param) {
     i = details::SkipContractSpace(text, name_end);
     if (text[i] != ':') details::ContractDtypesError_Malformed();
     if (match) return details::ContractTensorDtypes(text, i + 1);
-    // Skip this parameter's type: to the next comma outside brackets.
+    // Skip this parameter's type: to the next comma outside brackets and a record's braces
+    // (`cfg: demo.T{x: float64[0, 1], n: int64}`: its field names are no parameters).
     int depth = 0;
     for (++i; text[i] != '\0'; ++i) {
       const char c = text[i];
-      if (c == '(' || c == '[') ++depth;
-      if (c == ')' || c == ']') --depth;
+      if (c == '(' || c == '[' || c == '{') ++depth;
+      if (c == ')' || c == ']' || c == '}') --depth;
       if (depth == 0 && (c == ',' || c == ';' || (c == '-' && text[i + 1] == '>'))) break;
     }
     if (text[i] != ',') details::ContractDtypesError_NoSuchParameter();

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <kffi/contract.h>
 #include <kffi/dispatch.h>
+#include <kffi/json_details.h>
 
 #include <cmath>
 #include <limits>
@@ -100,18 +101,23 @@ TEST(KernelKitDispatch, ContractListsAreReadAtCompileTime) {
             "d.dtype: expected float64|int32|bool, got float32");
 }
 
-/// The dtypes the runtime's parser finds for a parameter, from the contract's metadata.
+/// The dtypes the runtime's parser finds for a parameter, from the contract's metadata (the
+/// parameter itself, not a record field of the same name).
 std::string RuntimeDtypes(const char* text, const std::string& param) {
   const std::string meta = kffi::Contract::Parse("f", text).MetadataJson("None", "");
-  const size_t at = meta.find("\"name\":\"" + param + "\"");
-  const size_t list = meta.find("\"dtypes\":[", at);
-  const size_t end = meta.find(']', list);
-  std::string out;
-  for (size_t i = list + 10; i < end; ++i) {
-    if (meta[i] == '"') continue;
-    out += meta[i] == ',' ? '|' : meta[i];
+  kffi::details::Json doc;
+  EXPECT_TRUE(kffi::details::JsonReader(meta).Parse(&doc));
+  const kffi::details::Json* params = doc.Get("params");
+  if (params == nullptr) return "(no params)";
+  for (const kffi::details::Json& p : params->items) {
+    const std::string* name = p.GetString("name");
+    const kffi::details::Json* dtypes = p.Get("dtypes");
+    if (name == nullptr || *name != param || dtypes == nullptr) continue;
+    std::string out;
+    for (const kffi::details::Json& d : dtypes->items) out += (out.empty() ? "" : "|") + d.str;
+    return out;
   }
-  return out;
+  return "(no such parameter)";
 }
 
 template <typename... Ts>
@@ -121,11 +127,23 @@ std::string Names(TypeList<Ts...>) {
   return out;
 }
 
+// Records whose fields are named like the tensor parameters after them: the fields are no
+// parameters, for the compile-time reader as for the runtime's parser.
+constexpr char kRecordContract[] =
+    "cfg: demo.KitTiling{d: float64[0, 1], b: int64[1, 64]}, b: Tensor([n], float16|int8), "
+    "o: Optional[demo.KitTiling{b: int64}], d: Tensor([n, 2], uint8|float32, mut); n: int64";
+
 TEST(KernelKitDispatch, CompileTimeListEqualsTheRuntimeContract) {
   EXPECT_EQ(Names(ContractTypes<kffi::ContractDtypes(kContract, "b")>{}),
             RuntimeDtypes(kContract, "b"));
   EXPECT_EQ(Names(ContractTypes<kffi::ContractDtypes(kContract, "d")>{}),
             RuntimeDtypes(kContract, "d"));
+  static_assert(std::is_same_v<ContractTypes<kffi::ContractDtypes(kRecordContract, "b")>,
+                               TypeList<kffi::half, int8_t>>);
+  EXPECT_EQ(Names(ContractTypes<kffi::ContractDtypes(kRecordContract, "b")>{}),
+            RuntimeDtypes(kRecordContract, "b"));
+  EXPECT_EQ(Names(ContractTypes<kffi::ContractDtypes(kRecordContract, "d")>{}),
+            RuntimeDtypes(kRecordContract, "d"));
 }
 
 // ---- typed accessors -------------------------------------------------------------------------

@@ -257,8 +257,8 @@ def test_malformed_manifest_is_a_clear_error(runner, package, tmp_path, text, me
 @pytest.mark.parametrize(
     ("field", "value", "message"),
     [
-        (4, "nope", "AttributeError: Module `"),  # the library has no such function
-        (1, "(Tensor x -> Tensor", "ValueError: kffi::torch::RegisterOps: cannot define"),
+        (4, "nope", "AttributeError: kffi::torch::RegisterOps: "),  # no such function
+        (1, "(Tensor x -> Tensor", "cannot define"),
         (6, "7", "written argument 7 of 1"),
     ],
 )
@@ -271,6 +271,8 @@ def test_bad_op_line_is_a_clear_error(runner, manifest, package, tmp_path, field
     proc = run(runner, bad, package, [1.0], tmp_path)
     assert proc.returncode == 1, proc.stderr[-2000:]
     assert message in proc.stderr
+    # The refusal says where: the manifest, the line and the op.
+    assert f"kffi::torch::RegisterOps: {bad} line 2: {fields[0]}: " in proc.stderr
 
 
 def test_bad_plan_is_a_clear_error(runner, manifest, package, tmp_path):  # noqa: F811

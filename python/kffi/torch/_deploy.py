@@ -2,7 +2,8 @@
 
 ``save_ops(path, ops)`` writes the manifest ``kffi::torch::RegisterOps`` (<kffi/torch.h>,
 python/kffi/torch/_register.cc) reads: per op its schema, its kffi library (path and SHA-256),
-function and call plan, as kffi.torch derived them here. ``cpp_flags()`` gives the compiler and
+function and call plan, as kffi.torch derived them here, with the plan's records by name (type
+keys and field names), never by an index of this process. ``cpp_flags()`` gives the compiler and
 linker flags of a C++ program that calls RegisterOps: kffi's (kffi-config), torch's, and the
 dispatcher glue library kffi.torch builds (the very kernels Python registers).
 """
@@ -23,7 +24,7 @@ from ._op import TorchOp, registered_ops
 
 __all__ = ["cpp_flags", "save_ops"]
 
-MAGIC = "kffi-torch-ops 1"
+MAGIC = "kffi-torch-ops 2"
 
 
 def _sha256(path: str) -> str:
@@ -90,8 +91,19 @@ def _line(op: TorchOp, base: str | None, glue: Any) -> str:
         _field(", ".join(sig.mutated), "written arguments", op.qualname),
         " ".join(map(str, written)),
         " ".join(map(str, sig.native_plan(glue.packed_dtype))),
+        " ".join(_name(n, op.qualname) for n in sig.record_names),
     ]
     return "\t".join(fields)
+
+
+def _name(value: str, op: str) -> str:
+    """A record type key or field name of the manifest's space-separated list."""
+    if not value or any(c.isspace() for c in value):
+        raise ValueError(
+            f"kffi.torch.save_ops: {op}: the record name {value!r} is empty or holds white "
+            f"space, which the manifest cannot hold"
+        )
+    return value
 
 
 def save_ops(path: str | os.PathLike[str], ops: Any = None, *, relative: bool = False) -> str:

@@ -20,9 +20,12 @@
 //   device_arg (the schema argument whose device the call uses; -1 = CPU), ret_kind (kRet*),
 //   n_returns (tensors the function returns);
 //   only when some parameter is a record (source 4 = record `value`): n_records, then per record:
-//       type index, n_fields, then per field (schema argument, the type that declares the field,
-//       its position in that type's reflection). The kernel makes the object with the type's
-//       creator and assigns each field through its setter.
+//       n_fields, then per field the schema argument that carries it. What the records are comes
+//       beside the plan, by name (OpSignature::RecordNames): per record its type key, then its
+//       fields' names. No process-local index is in a plan, so a manifest saved in one process
+//       means the same in another; the reader finds each type by key and each field by name in
+//       that type. The kernel makes the object with the type's creator and assigns each field
+//       through its setter.
 // SPDX-License-Identifier: Apache-2.0
 #include "_dispatch.h"
 
@@ -45,6 +48,7 @@
 #include <kffi/tensor.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -53,6 +57,7 @@
 #include <utility>
 #include <vector>
 
+#include "_signature.h"
 #include "_torch_dlpack.h"
 
 namespace kffi {
@@ -245,7 +250,7 @@ class CallEnv {
 // ---- the plan -------------------------------------------------------------------------------
 
 /// A record parameter: the object's creator and, per field, its schema argument and setter.
-struct RecordField {
+struct RecordFieldArg {
   int32_t arg;
   const KFFIFieldInfo* field;  // the runtime's record (process lifetime)
   std::string label;           // `cfg.alpha`, for messages
@@ -253,7 +258,7 @@ struct RecordField {
 struct RecordSpec {
   int32_t type_index;
   int (*creator)(KFFIObjectHandle* out);
-  std::vector<RecordField> fields;
+  std::vector<RecordFieldArg> fields;
 };
 
 struct AllocSpec {
@@ -294,8 +299,75 @@ class PlanReader {
   int64_t pos_ = 0;
 };
 
+/// The record section of a plan (after its fixed part), checked against the live registry by
+/// name: each type found by its key, each field by its name in that type (so a field of another
+/// type, or a type's index from another process, cannot be named), and each record's type the
+/// one the function declares for its parameter.
+void ParseRecords(PlanReader* r, const std::vector<std::string>& names,
+                  const std::vector<std::string>& param_types, Plan* plan) {
+  const int64_t max_arg = plan->num_schema_args - 1;
+  size_t at = 0;
+  auto next_name = [&](const char* what) -> const std::string& {
+    KFFI_CHECK(at < names.size(), ValueError)
+        << "kffi.torch: " << plan->name << ": the call plan's records name " << names.size()
+        << " types and fields, fewer than they hold (reading " << what << ")";
+    return names[at++];
+  };
+  int64_t n_records = r->Next("n_records", 0, 1024);
+  for (int64_t k = 0; k < n_records; ++k) {
+    RecordSpec rec;
+    const std::string& key = next_name("a record type");
+    KFFIByteArray bytes{key.data(), key.size()};
+    int32_t index = -1;
+    if (KFFITypeKeyToIndex(&bytes, &index) != 0) {
+      KFFIObjectHandle err = nullptr;
+      KFFIErrorMoveFromRaised(&err);
+      if (err != nullptr) KFFIObjectDecRef(err);
+      KFFI_THROW(ValueError) << "kffi.torch: " << plan->name << ": the call plan's record type "
+                             << key << " is not registered in this process (load its library)";
+    }
+    const KFFITypeReflection* refl = KFFIGetTypeReflection(index);
+    KFFI_CHECK(refl != nullptr && refl->creator != nullptr, ValueError)
+        << "kffi.torch: " << plan->name << ": the call plan's record type " << key
+        << " has no fields or no default constructor";
+    rec.type_index = index;
+    rec.creator = refl->creator;
+    const std::vector<RecordField> fields = RecordFieldsOf(index);
+    int64_t n_fields = r->Next("n_fields", 0, 1024);
+    for (int64_t j = 0; j < n_fields; ++j) {
+      int32_t arg = static_cast<int32_t>(r->Next("field argument", 0, max_arg));
+      const std::string& fname = next_name("a field name");
+      auto f = std::find_if(fields.begin(), fields.end(),
+                            [&](const RecordField& e) { return e.name == fname; });
+      KFFI_CHECK(f != fields.end() && f->info->setter != nullptr, ValueError)
+          << "kffi.torch: " << plan->name << ": the call plan's record field " << key << "."
+          << fname << " is not a writable field of " << key;
+      rec.fields.push_back(RecordFieldArg{arg, f->info, key + "." + fname});
+    }
+    plan->records.push_back(std::move(rec));
+  }
+  KFFI_CHECK(at == names.size(), ValueError)
+      << "kffi.torch: " << plan->name << ": the call plan's records name " << names.size()
+      << " types and fields, more than they hold (" << at << ")";
+  for (size_t i = 0; i < plan->params.size(); ++i) {
+    const auto [source, value] = plan->params[i];
+    if (source != kRecord) continue;
+    KFFI_CHECK(value < static_cast<int32_t>(plan->records.size()), ValueError)
+        << "kffi.torch: " << plan->name << ": the plan uses record " << value << " of "
+        << plan->records.size();
+    const KFFITypeInfo* info = KFFIGetTypeInfo(plan->records[value].type_index);
+    const std::string key(info->type_key.data, info->type_key.size);
+    KFFI_CHECK(i < param_types.size() && param_types[i] == key, ValueError)
+        << "kffi.torch: " << plan->name << ": the call plan builds a " << key
+        << " for parameter #" << i << ", which the function declares as "
+        << (i < param_types.size() ? param_types[i] : std::string("(no type)"));
+  }
+}
+
 std::shared_ptr<Plan> ParsePlan(const std::string& name, int64_t num_schema_args,
-                                const Array<int64_t>& items) {
+                                const Array<int64_t>& items,
+                                const std::vector<std::string>& record_names,
+                                const std::vector<std::string>& param_types) {
   KFFI_CHECK(static_cast<int64_t>(items.size()) <= kMaxPlanItems, ValueError)
       << "kffi.torch: the call plan has " << items.size() << " items (at most " << kMaxPlanItems
       << ")";
@@ -340,41 +412,10 @@ std::shared_ptr<Plan> ParsePlan(const std::string& name, int64_t num_schema_args
   plan->n_returns = r.Next("n_returns", 0, 1024);
   plan->returns_tensors = plan->ret_kind == kRetTensor || plan->ret_kind == kRetTensors ||
                           plan->ret_kind == kRetTensorList;
-  if (!r.AtEnd()) {
-    int64_t n_records = r.Next("n_records", 0, 1024);
-    for (int64_t k = 0; k < n_records; ++k) {
-      RecordSpec rec;
-      rec.type_index = static_cast<int32_t>(r.Next("record type", 0, INT32_MAX));
-      const KFFITypeReflection* refl = KFFIGetTypeReflection(rec.type_index);
-      KFFI_CHECK(refl != nullptr && refl->creator != nullptr, ValueError)
-          << "kffi.torch: the plan's record type " << rec.type_index
-          << " has no fields or no default constructor";
-      rec.creator = refl->creator;
-      int64_t n_fields = r.Next("n_fields", 0, 1024);
-      for (int64_t j = 0; j < n_fields; ++j) {
-        int32_t arg = static_cast<int32_t>(r.Next("field argument", 0, max_arg));
-        int32_t owner = static_cast<int32_t>(r.Next("field owner", 0, INT32_MAX));
-        int64_t at = r.Next("field index", 0, INT32_MAX);
-        const KFFITypeReflection* o = KFFIGetTypeReflection(owner);
-        KFFI_CHECK(o != nullptr && at < o->num_fields && o->fields[at].setter != nullptr,
-                   ValueError)
-            << "kffi.torch: the plan's record field " << owner << ":" << at
-            << " is not a writable field";
-        const KFFIFieldInfo* f = &o->fields[at];
-        const KFFITypeInfo* info = KFFIGetTypeInfo(rec.type_index);
-        std::string label =
-            info == nullptr ? "" : std::string(info->type_key.data, info->type_key.size);
-        label += "." + std::string(f->name.data, f->name.size);
-        rec.fields.push_back(RecordField{arg, f, std::move(label)});
-      }
-      plan->records.push_back(std::move(rec));
-    }
-  }
-  for (const auto& p : plan->params) {
-    if (p.first == kRecord) {
-      KFFI_CHECK(p.second < static_cast<int32_t>(plan->records.size()), ValueError)
-          << "kffi.torch: the plan uses record " << p.second << " of " << plan->records.size();
-    }
+  const bool uses_records = std::any_of(plan->params.begin(), plan->params.end(),
+                                        [](const auto& p) { return p.first == kRecord; });
+  if (!r.AtEnd() || uses_records || !record_names.empty()) {
+    ParseRecords(&r, record_names, param_types, plan.get());
   }
   KFFI_CHECK(r.AtEnd(), ValueError) << "kffi.torch: the call plan has trailing items";
   return plan;
@@ -566,7 +607,7 @@ class KffiCall {
     raw.zero_padding = 0;
     raw.v_obj = static_cast<KFFIObject*>(h);
     keep->push_back(details::AnyUnsafe::FromOwnedRaw(raw));  // owns h from here
-    for (const RecordField& rf : rec.fields) {
+    for (const RecordFieldArg& rf : rec.fields) {
       KFFIAny v;
       v.type_index = kKFFINone;
       v.zero_padding = 0;
@@ -808,7 +849,7 @@ void NameRecordFields(const std::string& qualname, Plan* plan) {
   if (!op.has_value()) return;
   const auto& schema_args = op->schema().arguments();
   for (RecordSpec& rec : plan->records) {
-    for (RecordField& rf : rec.fields) {
+    for (RecordFieldArg& rf : rec.fields) {
       if (rf.arg >= static_cast<int32_t>(schema_args.size())) continue;
       const std::string& arg = schema_args[static_cast<size_t>(rf.arg)].name();
       const std::string field(rf.field->name.data, rf.field->name.size);
@@ -828,11 +869,16 @@ void NameRecordFields(const std::string& qualname, Plan* plan) {
 /// [unregister the backend kernels, unregister the Autograd kernel, register it again (returns
 /// a new unregister function)].
 Array<Function> RegisterOp(const std::string& qualname, Function fn, int64_t num_schema_args,
-                           Array<int64_t> plan_items, std::string mutated, Array<int64_t> written) {
+                           Array<int64_t> plan_items, Array<String> record_names,
+                           Array<String> param_types, std::string mutated,
+                           Array<int64_t> written) {
   auto [ns, name] = SplitQualname(qualname);
   KFFI_CHECK(num_schema_args >= 0 && num_schema_args <= 1024, ValueError)
       << "kffi.torch: num_schema_args = " << num_schema_args;
-  std::shared_ptr<Plan> plan = ParsePlan(qualname, num_schema_args, plan_items);
+  std::vector<std::string> names, types;
+  for (const String& n : record_names) names.emplace_back(n.data(), n.size());
+  for (const String& t : param_types) types.emplace_back(t.data(), t.size());
+  std::shared_ptr<Plan> plan = ParsePlan(qualname, num_schema_args, plan_items, names, types);
   for (int64_t i : written) {
     KFFI_CHECK(i >= 0 && i < num_schema_args, ValueError)
         << "kffi.torch: written argument " << i << " of " << num_schema_args;
@@ -865,6 +911,6 @@ int64_t PackedDType(const std::string& name) { return PackDType(StringToDataType
 
 KFFI_EXPORT_DOC(register_op, kffi::torchglue::RegisterOp,
                 "Registers a kffi function as the kernels of a torch op",
-                "qualname, fn, num_schema_args, plan, mutated, written");
+                "qualname, fn, num_schema_args, plan, record_names, param_types, mutated, written");
 KFFI_EXPORT_DOC(packed_dtype, kffi::torchglue::PackedDType, "A dtype name as the plan's packed int",
                 "name");

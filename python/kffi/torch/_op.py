@@ -528,7 +528,14 @@ def register_op(
             args = sig.schema_args
             written = [i for i, p in enumerate(args) if p.mutable]
             unregister, unregister_autograd, reregister_autograd = glue.register_op(
-                qualname, fn, len(args), plan, ", ".join(sig.mutated), written
+                qualname,
+                fn,
+                len(args),
+                plan,
+                sig.record_names,
+                sig.param_types,
+                ", ".join(sig.mutated),
+                written,
             )
             handles = {
                 "backend": unregister,

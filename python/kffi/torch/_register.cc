@@ -16,9 +16,15 @@
 //
 // The manifest is text, one op a line, fields separated by tabs (no field holds a tab or a
 // newline; save_ops refuses those):
-//   kffi-torch-ops 1
+//   kffi-torch-ops 2
 //   <ns::name> <schema> <library> <sha256 hex> <function> <mutated> <written ints> <plan ints>
-// Ints are separated by spaces; `mutated` is the comma-separated names the op writes.
+//       <record names>
+// Ints and names are separated by spaces; `mutated` is the comma-separated names the op writes;
+// the record names say what the plan's records are (per record its type key, then its fields'
+// names: OpSignature::RecordNames), so that nothing in a manifest is an index of the process that
+// wrote it. Version 1 (no record names) is read too, as long as its plans have no records.
+// Everything read is checked against the library (its SHA-256, its functions and their
+// metadata) and the live type registry; a refusal names the manifest, the line and the op.
 // SPDX-License-Identifier: Apache-2.0
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <caffe2/serialize/inline_container.h>
@@ -56,7 +62,8 @@ namespace kffi {
 namespace torchglue {
 namespace {
 
-constexpr const char* kMagic = "kffi-torch-ops 1";
+constexpr const char* kMagic = "kffi-torch-ops 2";
+constexpr const char* kMagicV1 = "kffi-torch-ops 1";  // no record names
 constexpr size_t kMaxManifestBytes = size_t{16} << 20;  // a manifest is a few kB
 constexpr size_t kMaxIntsPerField = 1 << 16;
 
@@ -109,6 +116,8 @@ std::vector<std::string> Split(const std::string& text, char sep) {
 struct OpEntry {
   std::string qualname, schema, library, sha256, function, mutated;
   std::vector<int64_t> written, plan;
+  std::vector<std::string> record_names;
+  size_t line = 0;
 };
 
 class ManifestReader {
@@ -138,18 +147,21 @@ class ManifestReader {
 
   std::vector<OpEntry> Parse(const std::string& text) const {
     std::vector<std::string> lines = Split(text, '\n');
-    if (lines.empty() || lines[0] != kMagic) {
+    const bool v1 = !lines.empty() && lines[0] == kMagicV1;
+    if (lines.empty() || (lines[0] != kMagic && !v1)) {
       KFFI_THROW(ValueError) << "kffi::torch::RegisterOps: " << path_
                              << " is not a kffi op manifest (its first line is not \"" << kMagic
                              << "\"; kffi.torch.save_ops writes one)";
     }
+    const size_t n_fields = v1 ? 8 : 9;
     std::vector<OpEntry> ops;
     for (size_t i = 1; i < lines.size(); ++i) {
       const std::string& line = lines[i];
       if (line.empty()) continue;
       std::vector<std::string> f = Split(line, '\t');
-      if (f.size() != 8) {
-        Fail(i + 1, "expected 8 tab-separated fields, got " + std::to_string(f.size()));
+      if (f.size() != n_fields) {
+        Fail(i + 1, "expected " + std::to_string(n_fields) + " tab-separated fields, got " +
+                        std::to_string(f.size()));
       }
       OpEntry op{f[0],
                  f[1],
@@ -158,7 +170,9 @@ class ManifestReader {
                  f[4],
                  f[5],
                  Ints(i + 1, f[6], "the written arguments"),
-                 Ints(i + 1, f[7], "the call plan")};
+                 Ints(i + 1, f[7], "the call plan"),
+                 v1 || f[8].empty() ? std::vector<std::string>() : Split(f[8], ' '),
+                 i + 1};
       if (op.sha256.size() != 64) Fail(i + 1, "the SHA-256 is not 64 hex digits");
       if (op.qualname.find("::") == std::string::npos) {
         Fail(i + 1, "the op name \"" + op.qualname + "\" is not \"namespace::name\"");
@@ -186,8 +200,9 @@ std::vector<std::unique_ptr<::torch::Library>>* libraries = nullptr;
 /// with a signature, its Meta kernel (_meta.cc). The registrations live for the process.
 /// Callers hold registry_mu.
 void DefineOp(const std::string& qualname, const std::string& schema, Function fn,
-              Array<int64_t> plan, const std::string& mutated, Array<int64_t> written,
-              const OpSignature* meta_sig) {
+              Array<int64_t> plan, const std::vector<std::string>& record_names,
+              const std::vector<std::string>& param_types, const std::string& mutated,
+              Array<int64_t> written, const OpSignature* meta_sig) {
   if (libraries == nullptr) libraries = new std::vector<std::unique_ptr<::torch::Library>>();
   size_t sep = qualname.find("::");
   std::string ns = qualname.substr(0, sep), name = qualname.substr(sep + 2);
@@ -207,8 +222,11 @@ void DefineOp(const std::string& qualname, const std::string& schema, Function f
                            << ": " << e.what();
   }
   try {
-    RegisterOp(qualname, std::move(fn), static_cast<int64_t>(num_args), std::move(plan), mutated,
-               std::move(written));
+    Array<String> names, types;
+    for (const std::string& n : record_names) names.push_back(String(n));
+    for (const std::string& t : param_types) types.push_back(String(t));
+    RegisterOp(qualname, std::move(fn), static_cast<int64_t>(num_args), std::move(plan),
+               std::move(names), std::move(types), mutated, std::move(written));
     if (meta_sig != nullptr) RegisterMetaKernel(lib.get(), name, *meta_sig);
   } catch (const c10::Error& e) {
     KFFI_THROW(RuntimeError) << "kffi::torch::RegisterOps: cannot register the kernels of "
@@ -250,20 +268,32 @@ int RegisterFromManifest(const std::string& path) {
   std::map<std::string, Module> modules;  // by resolved path, each checked once
   int count = 0;
   for (const OpEntry& op : ops) {
-    std::string lib_path = Resolve(path, op.library);
-    auto it = modules.find(lib_path);
-    if (it == modules.end()) {
-      std::string digest = FileSha256(lib_path);
-      KFFI_CHECK(digest == op.sha256, ValueError)
-          << "kffi::torch::RegisterOps: the kffi library " << lib_path << " (for " << op.qualname
-          << ") has SHA-256 " << digest << ", but the manifest " << path << " recorded "
-          << op.sha256 << ": deploy the library the model was exported with";
-      it = modules.emplace(lib_path, Module::Load(lib_path)).first;
+    try {
+      std::string lib_path = Resolve(path, op.library);
+      auto it = modules.find(lib_path);
+      if (it == modules.end()) {
+        std::string digest = FileSha256(lib_path);
+        KFFI_CHECK(digest == op.sha256, ValueError)
+            << "the kffi library " << lib_path << " has SHA-256 " << digest
+            << ", but the manifest recorded " << op.sha256
+            << ": deploy the library the model was exported with";
+        it = modules.emplace(lib_path, Module::Load(lib_path)).first;
+      }
+      Function fn = it->second.GetFunctionRequired(op.function);
+      std::optional<OpSignature> sig = ManifestSignature(it->second, op);
+      std::optional<std::string> meta = it->second.GetFunctionMetadata(op.function);
+      DefineOp(op.qualname, op.schema, std::move(fn), Array<int64_t>(op.plan), op.record_names,
+               MetadataParamTypes(meta.value_or("")), op.mutated, Array<int64_t>(op.written),
+               sig.has_value() ? &*sig : nullptr);
+    } catch (const Error& e) {
+      // Where the manifest is wrong: its path, the line and the op, before what is wrong.
+      std::string what = e.message();
+      for (const char* prefix : {"kffi::torch::RegisterOps: ", "kffi.torch: "}) {
+        if (what.rfind(prefix, 0) == 0) what = what.substr(std::strlen(prefix));
+      }
+      throw Error(e.kind(), "kffi::torch::RegisterOps: " + path + " line " +
+                                std::to_string(op.line) + ": " + op.qualname + ": " + what);
     }
-    Function fn = it->second.GetFunctionRequired(op.function);
-    std::optional<OpSignature> sig = ManifestSignature(it->second, op);
-    DefineOp(op.qualname, op.schema, std::move(fn), Array<int64_t>(op.plan), op.mutated,
-             Array<int64_t>(op.written), sig.has_value() ? &*sig : nullptr);
     ++count;
   }
   return count;
@@ -294,7 +324,7 @@ int RegisterFromModule(const Module& module, const char* ns_arg) {
     std::string mutated;
     for (const std::string& m : sig.Mutated()) mutated += (mutated.empty() ? "" : ", ") + m;
     DefineOp(qualname, sig.Schema(), module.GetFunctionRequired(name), Array<int64_t>(sig.Plan()),
-             mutated, Array<int64_t>(written), &sig);
+             sig.RecordNames(), MetadataParamTypes(*meta), mutated, Array<int64_t>(written), &sig);
     ++count;
   }
   return count;

@@ -68,6 +68,10 @@ class OpSignature:
     _schema: str = ""
     _plan: list[int] = field(default_factory=list)
     _device_arg: int = -1
+    # What the plan's records are, by name (type key, then field names, per record), and the type
+    # text of every parameter (the metadata's): the glue checks the plan against both.
+    record_names: list[str] = field(default_factory=list)
+    param_types: list[str] = field(default_factory=list)
 
     @property
     def schema_args(self) -> list[Param]:
@@ -149,7 +153,7 @@ def signature_of(
         mode = 1
     elif allocate:
         mode, alloc_names = 2, _names(allocate, "allocate")
-    (schema, plan, label, ret_kind, n_fn, contract, returns, device_arg, raw) = (
+    (schema, plan, label, ret_kind, n_fn, contract, returns, device_arg, raw, record_names) = (
         _glue.glue().op_signature(
             json.dumps(meta), qualname, label, mutates_args is not None, mutates, mode, alloc_names
         )
@@ -199,4 +203,6 @@ def signature_of(
         _schema=str(schema),
         _plan=[int(x) for x in plan],
         _device_arg=int(device_arg),
+        record_names=[str(n) for n in record_names],
+        param_types=[str(p.get("type", "")) if isinstance(p, dict) else "" for p in meta_params],
     )

@@ -268,6 +268,32 @@ std::string ScalarFieldKind(const std::string& t) {
   return "";
 }
 
+}  // namespace
+
+std::vector<RecordField> RecordFieldsOf(int32_t type_index) {
+  std::vector<RecordField> out;
+  const KFFITypeInfo* info = KFFIGetTypeInfo(type_index);
+  if (info == nullptr) return out;
+  for (int32_t d = 0; d <= info->type_depth; ++d) {
+    const int32_t at = d == info->type_depth ? type_index : info->type_ancestors[d];
+    const KFFITypeReflection* r = KFFIGetTypeReflection(at);
+    for (int32_t i = 0; r != nullptr && i < r->num_fields; ++i) {
+      const KFFIFieldInfo* f = &r->fields[i];
+      std::string n(f->name.data, f->name.size);
+      auto same = std::find_if(out.begin(), out.end(),
+                               [&](const RecordField& e) { return e.name == n; });
+      if (same != out.end()) {
+        same->info = f;  // declared again nearer the type: that declaration is the field
+      } else {
+        out.push_back(RecordField{std::move(n), f});
+      }
+    }
+  }
+  return out;
+}
+
+namespace {
+
 /// Makes out (named, index set) the record parameter of object type `type_key` when that type is
 /// registered with fields: true, or false when it is not a registered type with fields (the
 /// caller refuses the parameter). Its writable fields (ancestors' first; a name declared again
@@ -291,40 +317,25 @@ bool RecordParam(const std::string& type_key, const std::string& label, SigParam
   KFFI_CHECK(own->creator != nullptr, TypeError)
       << "kffi.torch: " << label << ": parameter " << PyRepr(out->name) << " has type " << type_key
       << ", which has no default constructor, so the op cannot build it from its fields";
-  // name -> (owner, position), nearest declaration last; order of first appearance kept.
-  std::vector<std::string> order;
-  std::map<std::string, std::pair<int32_t, int32_t>> where;
-  for (int32_t d = 0; d <= info->type_depth; ++d) {
-    const int32_t at = d == info->type_depth ? index : info->type_ancestors[d];
-    const KFFITypeReflection* r = KFFIGetTypeReflection(at);
-    for (int32_t i = 0; r != nullptr && i < r->num_fields; ++i) {
-      std::string n(r->fields[i].name.data, r->fields[i].name.size);
-      if (where.count(n) == 0) order.push_back(n);
-      where[n] = {at, i};
-    }
-  }
   out->kind = "record";
   out->record_type = index;
   out->record_key = type_key;
-  for (const std::string& n : order) {
-    const auto [owner, i] = where[n];
-    const KFFIFieldInfo& f = KFFIGetTypeReflection(owner)->fields[i];
+  for (const RecordField& rf : RecordFieldsOf(index)) {
+    const KFFIFieldInfo& f = *rf.info;
     if (f.setter == nullptr) continue;  // read-only: keeps its C++ default
     const std::string type_str(f.type_str.data, f.type_str.size);
     const std::string kind = ScalarFieldKind(type_str);
     const char* schema = kind.empty() ? nullptr : ScalarSchema(kind);
     KFFI_CHECK(schema != nullptr, TypeError)
-        << "kffi.torch: " << label << ": record field " << out->name << "." << n << " (" << type_key
-        << ") has type " << type_str
+        << "kffi.torch: " << label << ": record field " << out->name << "." << rf.name << " ("
+        << type_key << ") has type " << type_str
         << ", which a torch op cannot take as a field (int, float, bool, str)";
     SigParam field;
     field.index = out->index;
-    field.name = out->name + "_" + n;
+    field.name = out->name + "_" + rf.name;
     field.kind = kind;
     field.schema_type = schema;
-    field.field_name = n;
-    field.field_owner = owner;
-    field.field_index = i;
+    field.field_name = rf.name;
     out->fields.push_back(std::move(field));
   }
   return true;
@@ -644,13 +655,35 @@ std::vector<int64_t> OpSignature::Plan() const {
     items.push_back(record_pos);
     for (const SigParam& p : params) {
       if (p.kind != "record") continue;
-      items.insert(items.end(), {p.record_type, static_cast<int64_t>(p.fields.size())});
-      for (const SigParam& f : p.fields) {
-        items.insert(items.end(), {schema_pos(f), f.field_owner, f.field_index});
-      }
+      items.push_back(static_cast<int64_t>(p.fields.size()));
+      for (const SigParam& f : p.fields) items.push_back(schema_pos(f));
     }
   }
   return items;
+}
+
+std::vector<std::string> OpSignature::RecordNames() const {
+  std::vector<std::string> names;
+  for (const SigParam& p : params) {
+    if (p.kind != "record") continue;
+    names.push_back(p.record_key);
+    for (const SigParam& f : p.fields) names.push_back(f.field_name);
+  }
+  return names;
+}
+
+std::vector<std::string> MetadataParamTypes(const std::string& metadata) {
+  std::vector<std::string> types;
+  Json meta;
+  details::JsonReader reader(metadata);
+  if (!reader.Parse(&meta) || meta.kind != Json::kObject) return types;
+  const Json* params = meta.Get("params");
+  if (params == nullptr || params->kind != Json::kArray) return types;
+  for (const Json& p : params->items) {
+    const Json* t = p.kind == Json::kObject ? p.Get("type") : nullptr;
+    types.push_back(t != nullptr && t->kind == Json::kString ? t->str : "");
+  }
+  return types;
 }
 
 bool HasStructuredContract(const std::string& metadata) {
@@ -818,9 +851,9 @@ OpSignature SignatureOf(const std::string& metadata, const std::string& qualname
 namespace {
 
 /// For kffi.torch (_schema.py): the signature as [schema, plan, label, ret_kind, n_fn_returns,
-/// contract, returns, device_arg, params], each param [name, kind, schema_type or None,
-/// optional, has_default, mutable, allocated, dtypes, alloc_dims (flat (arg, value) pairs),
-/// record fields ([schema name, kind, schema_type, field name] each), record type key].
+/// contract, returns, device_arg, params, record_names], each param [name, kind, schema_type or
+/// None, optional, has_default, mutable, allocated, dtypes, alloc_dims (flat (arg, value)
+/// pairs), record fields ([schema name, kind, schema_type, field name] each), record type key].
 Array<Any> OpSignatureForPython(const std::string& metadata, const std::string& qualname,
                                 const std::string& fallback_label, bool has_mutates,
                                 Array<String> mutates, int64_t allocate,
@@ -857,9 +890,11 @@ Array<Any> OpSignatureForPython(const std::string& metadata, const std::string& 
   }
   Array<String> returns;
   for (const std::string& r : sig.returns) returns.push_back(String(r));
-  return Array<Any>{String(schema), Array<int64_t>(plan), String(sig.label),
-                    sig.ret_kind,   sig.n_fn_returns,     sig.contract,
-                    returns,        sig.DeviceArg(),      params};
+  Array<String> record_names;
+  for (const std::string& n : sig.RecordNames()) record_names.push_back(String(n));
+  return Array<Any>{String(schema), Array<int64_t>(plan), String(sig.label), sig.ret_kind,
+                    sig.n_fn_returns, sig.contract, returns, sig.DeviceArg(), params,
+                    record_names};
 }
 
 }  // namespace

@@ -20,6 +20,7 @@
 #ifndef KFFI_TORCH_SIGNATURE_H_
 #define KFFI_TORCH_SIGNATURE_H_
 
+#include <kffi/c_api.h>
 #include <kffi/json_details.h>
 
 #include <cstdint>
@@ -58,10 +59,8 @@ struct SigParam {
   int32_t record_type = -1;
   std::string record_key;
   std::vector<SigParam> fields;
-  // A record's field: its name in the type, the type that declares it and its position there.
+  // A record's field: its name in the type.
   std::string field_name;
-  int32_t field_owner = -1;
-  int32_t field_index = -1;
 };
 
 /// A declared returned output of a contract: its name, dtype options and one RPN token list
@@ -94,6 +93,9 @@ struct OpSignature {
   std::string Schema() const;
   /// The flat call plan of _dispatch.cc.
   std::vector<int64_t> Plan() const;
+  /// What the plan's records are, by name (no process-local index crosses a manifest): per
+  /// record parameter, its type key, then its fields' names, in the plan's order.
+  std::vector<std::string> RecordNames() const;
   /// The schema argument whose device a call uses: the first required tensor (else the first
   /// tensor; -1 when none).
   int64_t DeviceArg() const;
@@ -115,8 +117,23 @@ struct SignatureOptions {
 OpSignature SignatureOf(const std::string& metadata, const std::string& qualname,
                         const std::string& fallback_label, const SignatureOptions& options);
 
+/// The type text of every parameter of the metadata (JSON text), "" where it has none: what a
+/// plan's records are checked against (RegisterOp's param_types).
+std::vector<std::string> MetadataParamTypes(const std::string& metadata);
+
 /// Whether the metadata (JSON text) carries a structured contract (a "mutates" field).
 bool HasStructuredContract(const std::string& metadata);
+
+/// One field of a record type: its name and the runtime's record of it (process lifetime).
+struct RecordField {
+  std::string name;
+  const KFFIFieldInfo* info;
+};
+
+/// The fields of the registered type `type_index` and its ancestors, the ancestors' first, a
+/// name declared again resolved to its nearest declaration: the one order and resolution of a
+/// record's fields, for the signature and for the plan reader.
+std::vector<RecordField> RecordFieldsOf(int32_t type_index);
 
 /// A string as Python's repr writes it ('x'), for messages worded as kffi.torch's.
 std::string PyRepr(const std::string& s);

@@ -358,8 +358,8 @@ void ParseRecords(PlanReader* r, const std::vector<std::string>& names,
     const KFFITypeInfo* info = KFFIGetTypeInfo(plan->records[value].type_index);
     const std::string key(info->type_key.data, info->type_key.size);
     KFFI_CHECK(i < param_types.size() && param_types[i] == key, ValueError)
-        << "kffi.torch: " << plan->name << ": the call plan builds a " << key
-        << " for parameter #" << i << ", which the function declares as "
+        << "kffi.torch: " << plan->name << ": the call plan builds a " << key << " for parameter #"
+        << i << ", which the function declares as "
         << (i < param_types.size() ? param_types[i] : std::string("(no type)"));
   }
 }
@@ -870,8 +870,7 @@ void NameRecordFields(const std::string& qualname, Plan* plan) {
 /// a new unregister function)].
 Array<Function> RegisterOp(const std::string& qualname, Function fn, int64_t num_schema_args,
                            Array<int64_t> plan_items, Array<String> record_names,
-                           Array<String> param_types, std::string mutated,
-                           Array<int64_t> written) {
+                           Array<String> param_types, std::string mutated, Array<int64_t> written) {
   auto [ns, name] = SplitQualname(qualname);
   KFFI_CHECK(num_schema_args >= 0 && num_schema_args <= 1024, ValueError)
       << "kffi.torch: num_schema_args = " << num_schema_args;

@@ -38,8 +38,7 @@ enum RetKind : int64_t {
 /// unregistered (dropping the functions keeps them). ValueError for a plan that does not hold.
 Array<Function> RegisterOp(const std::string& qualname, Function fn, int64_t num_schema_args,
                            Array<int64_t> plan_items, Array<String> record_names,
-                           Array<String> param_types, std::string mutated,
-                           Array<int64_t> written);
+                           Array<String> param_types, std::string mutated, Array<int64_t> written);
 
 /// The packed dtype (code | bits << 8 | lanes << 16) of a dtype name ("float32"), as plans hold.
 int64_t PackedDType(const std::string& name);

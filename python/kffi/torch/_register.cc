@@ -63,7 +63,7 @@ namespace torchglue {
 namespace {
 
 constexpr const char* kMagic = "kffi-torch-ops 2";
-constexpr const char* kMagicV1 = "kffi-torch-ops 1";  // no record names
+constexpr const char* kMagicV1 = "kffi-torch-ops 1";    // no record names
 constexpr size_t kMaxManifestBytes = size_t{16} << 20;  // a manifest is a few kB
 constexpr size_t kMaxIntsPerField = 1 << 16;
 

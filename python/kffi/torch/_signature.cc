@@ -280,8 +280,8 @@ std::vector<RecordField> RecordFieldsOf(int32_t type_index) {
     for (int32_t i = 0; r != nullptr && i < r->num_fields; ++i) {
       const KFFIFieldInfo* f = &r->fields[i];
       std::string n(f->name.data, f->name.size);
-      auto same = std::find_if(out.begin(), out.end(),
-                               [&](const RecordField& e) { return e.name == n; });
+      auto same =
+          std::find_if(out.begin(), out.end(), [&](const RecordField& e) { return e.name == n; });
       if (same != out.end()) {
         same->info = f;  // declared again nearer the type: that declaration is the field
       } else {
@@ -892,9 +892,9 @@ Array<Any> OpSignatureForPython(const std::string& metadata, const std::string& 
   for (const std::string& r : sig.returns) returns.push_back(String(r));
   Array<String> record_names;
   for (const std::string& n : sig.RecordNames()) record_names.push_back(String(n));
-  return Array<Any>{String(schema), Array<int64_t>(plan), String(sig.label), sig.ret_kind,
-                    sig.n_fn_returns, sig.contract, returns, sig.DeviceArg(), params,
-                    record_names};
+  return Array<Any>{String(schema),   Array<int64_t>(plan), String(sig.label), sig.ret_kind,
+                    sig.n_fn_returns, sig.contract,         returns,           sig.DeviceArg(),
+                    params,           record_names};
 }
 
 }  // namespace

@@ -551,6 +551,14 @@ PyObject* AnyToPy(KFFIAny* owned, const CallContext* ctx);
 PyObject* AnyViewToPy(const KFFIAny* view);
 /// Converts a Python object into an owned KFFIAny (for results of callbacks, containers).
 int PyToOwnedAny(PyObject* obj, KFFIAny* out);
+/// Enters one level of a nested container or record being converted on this thread; -1 with
+/// RecursionError set past kMaxContainerDepth (or Python's recursion limit). LeaveContainer
+/// after each 0.
+int EnterContainer();
+void LeaveContainer();
+/// Relabels the RecursionError being raised (a nesting limit) with the place it was met,
+/// `subject: <message><context>`, the original as its cause. Returns -1.
+int LabelRecursionError(const std::string& subject, const std::string& context);
 /// _core._set_converter_hooks(classify, to_dtype, to_device, make_dtype, make_device,
 /// make_voidp, to_stream)
 PyObject* SetConverterHooks(PyObject* self, PyObject* args);

@@ -162,20 +162,25 @@ int MakeOpaque(PyObject* obj, KFFIAny* out) {
   return 0;
 }
 
-// Nesting of containers being converted on this thread (either way), against kMaxContainerDepth.
-thread_local int t_container_depth = 0;
+}  // namespace
 
-/// Enters one container level; -1 with RecursionError set past the limit (a fixed limit: the
-/// C stack, not Python's adjustable recursion limit, is what deep nesting would exhaust).
+// Nesting of containers being converted on this thread (either way), against kMaxContainerDepth.
+namespace {
+thread_local int t_container_depth = 0;
+}  // namespace
+
+/// Enters one container (or record) level; -1 with RecursionError set past the limit (a fixed
+/// limit: the C stack, not Python's adjustable recursion limit, is what deep nesting would
+/// exhaust).
 int EnterContainer() {
   if (t_container_depth >= kMaxContainerDepth) {
     PyErr_Format(PyExc_RecursionError,
-                 "containers nest deeper than kffi's limit of %d levels (or hold themselves) "
-                 "while converting a container for kffi",
+                 "containers or records nest deeper than kffi's limit of %d levels (or hold "
+                 "themselves) while converting them for kffi",
                  kMaxContainerDepth);
     return -1;
   }
-  if (Py_EnterRecursiveCall(" while converting a container for kffi") != 0) return -1;
+  if (Py_EnterRecursiveCall(" while converting a container or record for kffi") != 0) return -1;
   ++t_container_depth;
   return 0;
 }
@@ -184,6 +189,30 @@ void LeaveContainer() {
   --t_container_depth;
   Py_LeaveRecursiveCall();
 }
+
+int LabelRecursionError(const std::string& subject, const std::string& context) {
+  PyObject *type, *value, *tb;
+  PyErr_Fetch(&type, &value, &tb);
+  PyErr_NormalizeException(&type, &value, &tb);
+  if (tb != nullptr && value != nullptr) PyException_SetTraceback(value, tb);
+  PyRef text(value != nullptr ? PyObject_Str(value) : nullptr);
+  PyRef msg(text ? PyUnicode_FromFormat("%s: %U%s", subject.c_str(), text.get(), context.c_str())
+                 : nullptr);
+  PyRef exc(msg ? PyObject_CallOneArg(PyExc_RecursionError, msg.get()) : nullptr);
+  if (!exc) {
+    // At the recursion limit even a new exception may fail: the original goes on.
+    PyErr_Clear();
+    PyErr_Restore(type, value, tb);
+    return -1;
+  }
+  Py_XDECREF(type);
+  Py_XDECREF(tb);
+  PyException_SetCause(exc.get(), value);  // steals value
+  PyErr_SetObject(PyExc_RecursionError, exc.get());
+  return -1;
+}
+
+namespace {
 
 /// Builds an owned Array from a tuple/list. Elements are converted from a tuple snapshot that
 /// holds a reference to each: converting one can run Python code that mutates the list.
@@ -284,26 +313,7 @@ KFFI_NOINLINE int LabelArgError(const CallContext* ctx, Py_ssize_t index) {
     return -1;
   }
   if (PyErr_ExceptionMatches(PyExc_RecursionError)) {
-    PyObject *type, *value, *tb;
-    PyErr_Fetch(&type, &value, &tb);
-    PyErr_NormalizeException(&type, &value, &tb);
-    if (tb != nullptr && value != nullptr) PyException_SetTraceback(value, tb);
-    PyRef text(value != nullptr ? PyObject_Str(value) : nullptr);
-    PyRef msg(text ? PyUnicode_FromFormat("%s: %U%s", place.subject.c_str(), text.get(),
-                                          place.context.c_str())
-                   : nullptr);
-    PyRef exc(msg ? PyObject_CallOneArg(PyExc_RecursionError, msg.get()) : nullptr);
-    if (!exc) {
-      // At the recursion limit even a new exception may fail: the original goes on.
-      PyErr_Clear();
-      PyErr_Restore(type, value, tb);
-      return -1;
-    }
-    Py_XDECREF(type);
-    Py_XDECREF(tb);
-    PyException_SetCause(exc.get(), value);  // steals value
-    PyErr_SetObject(PyExc_RecursionError, exc.get());
-    return -1;
+    return LabelRecursionError(place.subject, place.context);
   }
   ChainError(PyExc_TypeError, place.subject + ": ", /*keep_type=*/true, true, place.context);
   return -1;

@@ -301,7 +301,9 @@ RecordPlan* PlanOf(PyTypeObject* tp, int32_t target, const CallContext* ctx, Py_
 }
 
 // A record field's value: exact int, float and bool inline (the common fields of a
-// configuration, with no conversion context), anything else through PyToOwnedAny.
+// configuration, with no conversion context), anything else through PyToOwnedAny, one level of
+// the container depth limit deeper: a field may hold a record, and that record one in turn, or
+// the record itself.
 KFFI_INLINE int ScalarOrOwnedAny(PyObject* value, KFFIAny* out) {
   out->zero_padding = 0;
   PyTypeObject* tp = Py_TYPE(value);
@@ -325,7 +327,10 @@ KFFI_INLINE int ScalarOrOwnedAny(PyObject* value, KFFIAny* out) {
     }
     PyErr_Clear();  // too large for int64: the general path names the problem
   }
-  return PyToOwnedAny(value, out);
+  if (EnterContainer() != 0) return -1;
+  const int rc = PyToOwnedAny(value, out);
+  LeaveContainer();
+  return rc;
 }
 
 // Field rf of record obj (a new reference), or NULL with an error set.
@@ -510,24 +515,46 @@ int ConvertWithPlan(PyObject* obj, RecordPlan* plan, KFFIAny* out, CallContext* 
     PyObject* value = ReadField(obj, dict.get(), rf);
     bool python_error = value == nullptr;
     int rc = -1;
+    std::string value_type;  // the value's Python type, for the setter's refusal
     if (value != nullptr) {
       // A borrowed value StoreFieldNoPython refused above is this one: straight to the setter.
       const bool direct =
           borrowed == nullptr && StoreFieldNoPython(static_cast<char*>(h), rf, value);
       rc = direct ? 0 : StoreFieldBySetter(static_cast<char*>(h), rf, value, &python_error);
+      if (rc != 0) value_type = Py_TYPE(value)->tp_name;
       Py_DECREF(value);
     }
-    if (KFFI_LIKELY(rc == 0)) continue;
+    if (KFFI_LIKELY(rc == 0)) {
+      // The Python code that may have run (a getattr, an __index__) may have given the object
+      // another __dict__: the fields left are read from the one it has now, not the old one.
+      if (plan->any_dict && dict) {
+        PyObject* now = PyObject_GenericGetDict(obj, nullptr);
+        if (now == nullptr) PyErr_Clear();  // each field left falls back to getattr
+        dict = PyRef(now);
+      }
+      continue;
+    }
     ReleaseObject(h);
     if (python_error) {
       // "cfg.n: Python int too large ... (argument #0 of `f(...)`)", of the original's type.
       const ArgPlace place = ArgPlaceOf(ctx, index);
+      if (PyErr_ExceptionMatches(PyExc_RecursionError)) {
+        // Records nested too deep (or holding themselves): named at the argument's own level
+        // (`cfg.next: ...`), passed on unchanged by the levels inside it.
+        if (index < 0) return -1;
+        return LabelRecursionError(place.subject + rf.label, place.context);
+      }
       ChainError(PyExc_TypeError, place.subject + rf.label + ": ", true, true, place.context);
       return -1;
     }
     // "cfg.alpha: expected float, got str (argument #0 of `f(...)`)"
     std::string kind = "TypeError", message = "cannot be assigned";
     details::TakeRaisedKindMessage(&kind, &message);
+    // A value of no kffi type crossed as a Python object: the message names its own type.
+    const std::string opaque = "got OpaquePyObject";
+    if (size_t at = message.find(opaque); at != std::string::npos && !value_type.empty()) {
+      message.replace(at, opaque.size(), "got " + value_type);
+    }
     const ArgPlace place = ArgPlaceOf(ctx, index);
     PyObject* exc = kind == "ValueError"    ? PyExc_ValueError
                     : kind == "TypeError"   ? PyExc_TypeError

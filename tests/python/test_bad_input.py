@@ -257,19 +257,19 @@ CATALOGUE = [
         "self_referential_list",
         lambda e: e.t.echo(self_referential_list()),
         RecursionError,
-        "while converting a container for kffi (argument #0 of `testing.echo`)",
+        "while converting them for kffi (argument #0 of `testing.echo`)",
     ),
     (
         "self_referential_dict",
         lambda e: e.t.nop(1, self_referential_dict()),
         RecursionError,
-        "while converting a container for kffi (argument #1 of `testing.nop`)",
+        "while converting them for kffi (argument #1 of `testing.nop`)",
     ),
     (
         "self_referential_callback_result",
         lambda e: e.t.apply(self_referential_list),
         RecursionError,
-        "while converting a container for kffi",
+        "while converting them for kffi",
     ),
     # -- strings that cannot be encoded
     (

@@ -346,25 +346,28 @@ CASES = [
         "list_nested_beyond_the_limit",
         lambda e: e.c.takes_array(nested_list(kffi.MAX_CONTAINER_DEPTH + 5)),
         RecursionError,
-        ["xs: ", "while converting a container for kffi (argument #0 of `" + SIG["array"] + "`)"],
+        ["xs: ", "while converting them for kffi (argument #0 of `" + SIG["array"] + "`)"],
     ),
     (
         "dict_nested_beyond_the_limit",
         lambda e: e.t.echo(nested_dict(kffi.MAX_CONTAINER_DEPTH + 5)),
         RecursionError,
-        ["arg0: ", "while converting a container for kffi (argument #0 of `testing.echo`)"],
+        ["arg0: ", "while converting them for kffi (argument #0 of `testing.echo`)"],
     ),
     (
         "list_holding_itself",
         lambda e: e.c.takes_array(self_list()),
         RecursionError,
-        ["xs: ", "(or hold themselves) while converting a container for kffi (argument #0 of `"],
+        ["xs: ", "(or hold themselves) while converting them for kffi (argument #0 of `"],
     ),
     (
         "list_nested_10000_deep_with_raised_limit",
         lambda e: with_recursion_limit(100_000, lambda: e.t.echo(nested_list(10_000))),
         RecursionError,
-        ["arg0: containers nest deeper than kffi's limit of", "(argument #0 of `testing.echo`)"],
+        [
+            "arg0: containers or records nest deeper than kffi's limit of",
+            "(argument #0 of `testing.echo`)",
+        ],
     ),
 ]
 
@@ -383,7 +386,7 @@ OTHER_CASES = [
         "callback_returns_deep_list",
         lambda e: e.c.takes_function(lambda x: nested_list(10_000)),
         RecursionError,
-        ["while converting a container for kffi"],
+        ["while converting them for kffi"],
     ),
     (
         "map_key_with_raising_eq",

@@ -720,6 +720,11 @@ int InitTensorSupport(PyObject* module);
 /// True when a tensor's sizes are representable (every dimension >= 0; element count, size in
 /// bits and the farthest byte its strides reach fit in int64): every size check uses it.
 bool TensorSizesFit(const DLTensor* t);
+/// An owned tensor viewing a NumPy array of ml_dtypes' dtype (which NumPy's __dlpack__ refuses)
+/// that keeps the array alive: 0, 1 when the array is not one kffi reads so, -1 with an error.
+int NumpyViewToOwned(PyObject* obj, KFFIObjectHandle* out);
+/// The exact check behind TensorSizesFit: every product and sum overflow-checked.
+bool LayoutFitsExact(const DLTensor* t);
 /// "(2, 3)" for a tensor's shape, "float32" for a dtype.
 std::string ShapeText(const DLTensor* t);
 std::string DTypeText(DLDataType d);

@@ -1,18 +1,17 @@
 // python/src/py_tensor.cc: tensor arguments and results: the DLPack C exchange API (PyTorch),
-// NumPy's array fields (NumPy's own headers) and the __dlpack__ protocol. Every size read from a
+// NumPy's array fields (py_numpy.h) and the __dlpack__ protocol. Every size read from a
 // producer is checked before a kernel sees it.
 // SPDX-License-Identifier: Apache-2.0
 #include <kffi/tensor.h>
 
 #include <array>
+#include <cstddef>
 #include <cstdlib>
 #include <cstring>
 #include <new>
 
-#define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
-#include <numpy/ndarraytypes.h>
-
 #include "py_common.h"
+#include "py_numpy.h"
 
 namespace kffi {
 namespace pyglue {
@@ -139,95 +138,6 @@ int CheckOwnedLayout(KFFIObjectHandle* h, const ArgPlace& place) {
 bool TensorSizesFit(const DLTensor* t) { return LayoutFits(t); }
 
 namespace {
-
-// ---- NumPy -------------------------------------------------------------------------------------
-
-/// DLPack dtypes by NumPy type number (NumPy's own constants and C type sizes); bits 0 where
-/// there is none (such arrays go through NumPy's __dlpack__).
-struct NumpyDTypeEntry {
-  uint8_t code;
-  uint8_t bits;
-};
-constexpr int kNumpyTableSize = 32;
-constexpr std::array<NumpyDTypeEntry, kNumpyTableSize> MakeNumpyDTypeTable() {
-  std::array<NumpyDTypeEntry, kNumpyTableSize> t{};
-  auto set = [&t](int type_num, uint8_t code, size_t bytes) {
-    t[static_cast<size_t>(type_num)] = NumpyDTypeEntry{code, static_cast<uint8_t>(bytes * 8)};
-  };
-  set(NPY_BOOL, kDLBool, 1);
-  set(NPY_BYTE, kDLInt, sizeof(npy_byte));
-  set(NPY_UBYTE, kDLUInt, sizeof(npy_ubyte));
-  set(NPY_SHORT, kDLInt, sizeof(npy_short));
-  set(NPY_USHORT, kDLUInt, sizeof(npy_ushort));
-  set(NPY_INT, kDLInt, sizeof(npy_int));
-  set(NPY_UINT, kDLUInt, sizeof(npy_uint));
-  set(NPY_LONG, kDLInt, sizeof(npy_long));
-  set(NPY_ULONG, kDLUInt, sizeof(npy_ulong));
-  set(NPY_LONGLONG, kDLInt, sizeof(npy_longlong));
-  set(NPY_ULONGLONG, kDLUInt, sizeof(npy_ulonglong));
-  set(NPY_HALF, kDLFloat, sizeof(npy_half));
-  set(NPY_FLOAT, kDLFloat, sizeof(npy_float));
-  set(NPY_DOUBLE, kDLFloat, sizeof(npy_double));
-  set(NPY_CFLOAT, kDLComplex, 2 * sizeof(npy_float));
-  set(NPY_CDOUBLE, kDLComplex, 2 * sizeof(npy_double));
-  return t;
-}
-constexpr std::array<NumpyDTypeEntry, kNumpyTableSize> kNumpyDTypes = MakeNumpyDTypeTable();
-
-/// DLPack dtype of a NumPy type number; false when there is none (fall back to __dlpack__).
-KFFI_INLINE bool NumpyDType(int type_num, DLDataType* out) {
-  if (static_cast<unsigned>(type_num) >= static_cast<unsigned>(kNumpyTableSize)) return false;
-  const NumpyDTypeEntry e = kNumpyDTypes[static_cast<size_t>(type_num)];
-  if (e.bits == 0) return false;
-  *out = DLDataType{e.code, e.bits, 1};
-  return true;
-}
-
-bool IsNativeByteOrder(char byteorder) {
-#if NPY_BYTE_ORDER == NPY_LITTLE_ENDIAN
-  return byteorder != '>';
-#else
-  return byteorder != '<';
-#endif
-}
-
-/// Fills a borrowed DLTensor straight from a NumPy array's fields; false to fall back.
-KFFI_INLINE bool FillFromNumpy(PyObject* obj, DLTensor* t, CallContext* ctx, bool* read_only,
-                               bool* fits) {
-  auto* a = reinterpret_cast<PyArrayObject*>(obj);
-  const PyArray_Descr* d = PyArray_DESCR(a);
-  if (d == nullptr || !IsNativeByteOrder(d->byteorder)) return false;
-  if (!NumpyDType(d->type_num, &t->dtype)) return false;
-  const int nd = PyArray_NDIM(a);
-  const int itemsize = t->dtype.bits / 8;
-  int64_t* strides = ctx->NewInt64Buffer(static_cast<size_t>(nd));
-  // Every item size here is a power of two: mask and shift instead of dividing.
-  const int64_t mask = itemsize - 1;
-  const int shift = __builtin_ctz(static_cast<unsigned>(itemsize));
-  const npy_intp* byte_strides = PyArray_STRIDES(a);
-  const npy_intp* dims = PyArray_DIMS(a);
-  uint64_t bits = 0;  // every dimension and |byte stride| (less one for negatives), OR-ed
-  for (int i = 0; i < nd; ++i) {
-    const int64_t bytes = byte_strides[i];
-    if ((bytes & mask) != 0) return false;  // DLPack strides count elements
-    strides[i] = bytes >> shift;            // exact: a multiple of itemsize (sign kept)
-    bits |= static_cast<uint64_t>(bytes ^ (bytes >> 63)) | static_cast<uint64_t>(dims[i]);
-  }
-  t->data = PyArray_DATA(a);
-  t->device = DLDevice{kDLCPU, 0};
-  t->ndim = nd;
-  static_assert(sizeof(npy_intp) == sizeof(int64_t), "64-bit platforms only");
-  t->shape = reinterpret_cast<int64_t*>(PyArray_DIMS(a));
-  t->strides = strides;
-  t->byte_offset = 0;
-  *read_only = (PyArray_FLAGS(a) & NPY_ARRAY_WRITEABLE) == 0;
-  // NumPy bounds the element count and byte size of every array it makes, but strides are free
-  // (numpy.lib.stride_tricks.as_strided): the farthest byte they reach must fit. With every
-  // dimension and |stride| at most 2**27 it is below nd * 2**54 <= 2**60 (nd <= 64); beyond,
-  // the exact check decides.
-  *fits = bits < (uint64_t{1} << 27) || LayoutFitsExact(t);
-  return true;
-}
 
 // ---- torch lazy views ----------------------------------------------------------------------
 //
@@ -722,6 +632,55 @@ int RetakeTensorView(PyObject* obj, KFFIAny* out, CallContext* ctx, Py_ssize_t i
   return 0;
 }
 
+namespace {
+
+/// An owned tensor viewing a NumPy array whose dtype NumPy's own __dlpack__ refuses (ml_dtypes',
+/// py_numpy.h), holding a reference to the array: its deleter drops it, with the GIL.
+struct NumpyView {
+  DLManagedTensorVersioned mt;
+  PyObject* array;
+  int64_t strides[1];  // ndim entries (at least one slot)
+
+  static void Delete(DLManagedTensorVersioned* self) {
+    auto* v = static_cast<NumpyView*>(self->manager_ctx);
+    if (Py_IsInitialized()) {
+      PyGILState_STATE st = PyGILState_Ensure();
+      {
+        PendingErrorScope keep;  // the array's release may run code while an error is pending
+        Py_DECREF(v->array);
+      }
+      PyGILState_Release(st);
+    }
+    std::free(v);
+  }
+};
+
+}  // namespace
+
+int NumpyViewToOwned(PyObject* obj, KFFIObjectHandle* out) {
+  CallContext ctx;
+  DLTensor t;
+  bool read_only = false, fits = true;
+  if (!FillFromNumpy(obj, &t, &ctx, &read_only, &fits)) return 1;
+  if (!fits) return RaiseLayoutTooLarge(&t, ArgPlace());
+  const size_t slots = t.ndim > 0 ? static_cast<size_t>(t.ndim) : 1;  // ndim <= 64 (NumPy's)
+  auto* v = static_cast<NumpyView*>(
+      std::calloc(1, offsetof(NumpyView, strides) + slots * sizeof(int64_t)));
+  if (v == nullptr) return (PyErr_NoMemory(), -1);
+  for (int32_t i = 0; i < t.ndim; ++i) v->strides[i] = t.strides[i];
+  t.strides = v->strides;  // the shape is the array's own, alive as long as it is
+  Py_INCREF(obj);
+  v->array = obj;
+  v->mt.version = DLPackVersion{DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION};
+  v->mt.manager_ctx = v;
+  v->mt.deleter = &NumpyView::Delete;
+  v->mt.flags = read_only ? DLPACK_FLAG_BITMASK_READ_ONLY : 0;
+  v->mt.dl_tensor = t;
+  // The runtime calls the deleter on failure too.
+  if (KFFITensorFromDLPackVersioned(&v->mt, 0, 0, out) != 0) return (RaiseFromKFFIError(-1), -1);
+  return 0;
+}
+
 int TensorToOwnedHandle(PyObject* obj, KFFIObjectHandle* out) {
   KFFIObjectHandle h = GetHandle(obj);
   if (h != nullptr && static_cast<KFFIObject*>(h)->type_index == kKFFITensor) {
@@ -755,7 +714,13 @@ int TensorToOwnedHandle(PyObject* obj, KFFIObjectHandle* out) {
   }
   bool read_only = false;
   if (info->kind == Kind::kNumpyTensor) {
-    read_only = (PyArray_FLAGS(reinterpret_cast<PyArrayObject*>(obj)) & NPY_ARRAY_WRITEABLE) == 0;
+    auto* a = reinterpret_cast<PyArrayObject*>(obj);
+    read_only = (PyArray_FLAGS(a) & NPY_ARRAY_WRITEABLE) == 0;
+    // ml_dtypes' types, which NumPy's __dlpack__ refuses: kffi's own view of the array.
+    if (PyArray_DESCR(a)->type_num >= NPY_USERDEF) {
+      const int rc = NumpyViewToOwned(obj, out);
+      if (rc <= 0) return rc;
+    }
   }
   if ((info->flags & kTypeTorch) != 0 && CheckTorchLazyView(obj, ArgPlace()) != 0) return -1;
   if (ImportViaDLPackProtocol(obj, info, read_only, nullptr, out) != 0) {

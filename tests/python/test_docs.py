@@ -61,6 +61,7 @@ OPTIONAL_MODULES = {
     "cutlass",
     "cupy",
     "flatbuffers",  # jax.export serialization (docs/deploy.md)
+    "ml_dtypes",  # NumPy arrays of bfloat16 and fp8 (docs/kernel_library.md)
 }
 OPTIONAL_COMMANDS = {"tvm-ffi-config": "tvm_ffi"}
 SKIP_EXIT = 77  # the page process's exit status for "stopped at a block needing a missing package"

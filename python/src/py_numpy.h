@@ -17,7 +17,6 @@ namespace kffi {
 namespace pyglue {
 namespace {
 
-
 /// DLPack dtypes by NumPy type number (NumPy's own constants and C type sizes); bits 0 where
 /// there is none (such arrays go through NumPy's __dlpack__).
 struct NumpyDTypeEntry {

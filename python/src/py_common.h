@@ -559,6 +559,12 @@ void LeaveContainer();
 /// Relabels the RecursionError being raised (a nesting limit) with the place it was met,
 /// `subject: <message><context>`, the original as its cause. Returns -1.
 int LabelRecursionError(const std::string& subject, const std::string& context);
+/// Names the place of the error being raised by a conversion that ran Python code: the one
+/// argument-error format, `subject: <message><context>`. The original's type stays for builtin
+/// exceptions (others become TypeError, the original as __cause__); a UnicodeError gets the
+/// place in its reason (its message is built from its fields); a RecursionError is relabelled
+/// (LabelRecursionError). Returns -1.
+int LabelConversionError(const std::string& subject, const std::string& context);
 /// _core._set_converter_hooks(classify, to_dtype, to_device, make_dtype, make_device,
 /// make_voidp, to_stream)
 PyObject* SetConverterHooks(PyObject* self, PyObject* args);

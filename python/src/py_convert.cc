@@ -190,6 +190,25 @@ void LeaveContainer() {
   Py_LeaveRecursiveCall();
 }
 
+int LabelConversionError(const std::string& subject, const std::string& context) {
+  if (PyErr_ExceptionMatches(PyExc_UnicodeError)) {
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    PyErr_NormalizeException(&type, &value, &tb);
+    PyRef reason(value != nullptr ? PyObject_GetAttrString(value, "reason") : nullptr);
+    // The message is built from the fields: the reason carries the argument's place.
+    PyRef labelled(reason ? PyUnicode_FromFormat("%s: %S%s", subject.c_str(), reason.get(),
+                                                 context.c_str())
+                          : nullptr);
+    if (!labelled || PyObject_SetAttrString(value, "reason", labelled.get()) != 0) PyErr_Clear();
+    PyErr_Restore(type, value, tb);
+    return -1;
+  }
+  if (PyErr_ExceptionMatches(PyExc_RecursionError)) return LabelRecursionError(subject, context);
+  ChainError(PyExc_TypeError, subject + ": ", /*keep_type=*/true, true, context);
+  return -1;
+}
+
 int LabelRecursionError(const std::string& subject, const std::string& context) {
   PyObject *type, *value, *tb;
   PyErr_Fetch(&type, &value, &tb);
@@ -291,32 +310,12 @@ int MakeContainer(PyObject* obj, Kind kind, KFFIAny* out) {
 }
 
 /// An argument whose conversion ran Python code that failed (__index__, __float__, a converter
-/// hook, an element of a container, a str that is no UTF-8): the error names the argument. The
-/// original's type stays for builtin exceptions (others become TypeError, the original as
-/// __cause__); a UnicodeError gets the label in its reason (its message is built from its
-/// fields); a RecursionError (kffi's nesting limit, or Python's) is relabelled unless a new
-/// exception cannot be made. Values without a position (index < 0) are left alone. Returns -1.
+/// hook, an element of a container, a str that is no UTF-8): the error names the argument
+/// (LabelConversionError). Values without a position (index < 0) are left alone. Returns -1.
 KFFI_NOINLINE int LabelArgError(const CallContext* ctx, Py_ssize_t index) {
   if (index < 0 || !PyErr_Occurred()) return -1;
   const ArgPlace place = ArgPlaceOf(ctx, index);
-  if (PyErr_ExceptionMatches(PyExc_UnicodeError)) {
-    PyObject *type, *value, *tb;
-    PyErr_Fetch(&type, &value, &tb);
-    PyErr_NormalizeException(&type, &value, &tb);
-    PyRef reason(value != nullptr ? PyObject_GetAttrString(value, "reason") : nullptr);
-    // The message is built from the fields: the reason carries the argument's place.
-    PyRef labelled(reason ? PyUnicode_FromFormat("%s: %S%s", place.subject.c_str(), reason.get(),
-                                                 place.context.c_str())
-                          : nullptr);
-    if (!labelled || PyObject_SetAttrString(value, "reason", labelled.get()) != 0) PyErr_Clear();
-    PyErr_Restore(type, value, tb);
-    return -1;
-  }
-  if (PyErr_ExceptionMatches(PyExc_RecursionError)) {
-    return LabelRecursionError(place.subject, place.context);
-  }
-  ChainError(PyExc_TypeError, place.subject + ": ", /*keep_type=*/true, true, place.context);
-  return -1;
+  return LabelConversionError(place.subject, place.context);
 }
 
 /// A kffi object argument whose native object was released.

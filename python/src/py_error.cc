@@ -1,6 +1,8 @@
 // python/src/py_error.cc: kffi errors <-> Python exceptions, keeping tracebacks on both sides;
 // argument errors' places and exception chaining for conversion errors.
 // SPDX-License-Identifier: Apache-2.0
+#include <cstring>
+
 #include "py_common.h"
 
 namespace kffi {
@@ -125,7 +127,10 @@ void ChainError(PyObject* new_type, const std::string& prefix, bool keep_type, b
   PyRef text(append_text ? PyObject_Str(value) : PyUnicode_FromString(""));
   const char* utf8 = text ? PyUnicode_AsUTF8(text.get()) : nullptr;
   if (utf8 != nullptr) {
-    msg += utf8;
+    // torch's C++ errors append their C++ frames: the message stops before them (the original,
+    // frames and all, stays the __cause__).
+    const char* frames = std::strstr(utf8, "\nException raised from ");
+    msg.append(utf8, frames != nullptr ? static_cast<size_t>(frames - utf8) : std::strlen(utf8));
   } else {
     PyErr_Clear();
     msg +=

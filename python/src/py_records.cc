@@ -538,14 +538,10 @@ int ConvertWithPlan(PyObject* obj, RecordPlan* plan, KFFIAny* out, CallContext* 
     if (python_error) {
       // "cfg.n: Python int too large ... (argument #0 of `f(...)`)", of the original's type.
       const ArgPlace place = ArgPlaceOf(ctx, index);
-      if (PyErr_ExceptionMatches(PyExc_RecursionError)) {
-        // Records nested too deep (or holding themselves): named at the argument's own level
-        // (`cfg.next: ...`), passed on unchanged by the levels inside it.
-        if (index < 0) return -1;
-        return LabelRecursionError(place.subject + rf.label, place.context);
-      }
-      ChainError(PyExc_TypeError, place.subject + rf.label + ": ", true, true, place.context);
-      return -1;
+      // Records nested too deep (or holding themselves) are named at the argument's own level
+      // (`cfg.next: ...`), passed on unchanged by the levels inside it.
+      if (index < 0 && PyErr_ExceptionMatches(PyExc_RecursionError)) return -1;
+      return LabelConversionError(place.subject + rf.label, place.context);
     }
     // "cfg.alpha: expected float, got str (argument #0 of `f(...)`)"
     std::string kind = "TypeError", message = "cannot be assigned";

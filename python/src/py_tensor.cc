@@ -383,10 +383,19 @@ int TensorImportError(PyObject* obj, const TypeInfo* info, const CallContext* ct
     }
   }
   if (info->flags & kTypeTorch) {
-    // A tensor on the meta device has no memory to pass.
+    // A tensor on the meta device has no memory to pass; a sparse (or other non-strided) one no
+    // strided memory. Said in kffi's words (torch's own carry its C++ frames).
     PyObject *type, *value, *tb;
     PyErr_Fetch(&type, &value, &tb);
     PyRef is_meta(PyObject_GetAttrString(obj, "is_meta"));
+    PyErr_Clear();
+    PyRef is_nested(PyObject_GetAttrString(obj, "is_nested"));
+    PyErr_Clear();
+    PyRef is_quantized(PyObject_GetAttrString(obj, "is_quantized"));
+    PyErr_Clear();
+    PyRef layout(PyObject_GetAttrString(obj, "layout"));
+    PyRef layout_text(layout ? PyObject_Str(layout.get()) : nullptr);
+    const char* layout_name = layout_text ? PyUnicode_AsUTF8(layout_text.get()) : nullptr;
     PyErr_Clear();
     PyErr_Restore(type, value, tb);
     if (is_meta.get() == Py_True) {
@@ -394,6 +403,27 @@ int TensorImportError(PyObject* obj, const TypeInfo* info, const CallContext* ct
                  place.Say("a torch tensor on the meta device has no memory to pass to a kernel "
                            "(use a tensor on a real device; kffi.compile takes fake tensors for "
                            "shapes alone)"),
+                 false, /*append_text=*/false);
+      return -1;
+    }
+    if (layout_name != nullptr && std::strcmp(layout_name, "torch.strided") != 0) {
+      ChainError(PyExc_TypeError,
+                 place.Say(std::string("expected a strided torch tensor, got one of layout ") +
+                           layout_name + " (pass x.to_dense())"),
+                 false, /*append_text=*/false);
+      return -1;
+    }
+    if (is_nested.get() == Py_True) {
+      ChainError(PyExc_TypeError,
+                 place.Say("expected a strided torch tensor, got a nested tensor (pass its parts, "
+                           "x.unbind(), or x.to_padded_tensor(0))"),
+                 false, /*append_text=*/false);
+      return -1;
+    }
+    if (is_quantized.get() == Py_True) {
+      ChainError(PyExc_TypeError,
+                 place.Say("expected a torch tensor of a DLPack dtype, got a quantized tensor "
+                           "(pass x.dequantize() or x.int_repr())"),
                  false, /*append_text=*/false);
       return -1;
     }

@@ -197,9 +197,9 @@ int LabelConversionError(const std::string& subject, const std::string& context)
     PyErr_NormalizeException(&type, &value, &tb);
     PyRef reason(value != nullptr ? PyObject_GetAttrString(value, "reason") : nullptr);
     // The message is built from the fields: the reason carries the argument's place.
-    PyRef labelled(reason ? PyUnicode_FromFormat("%s: %S%s", subject.c_str(), reason.get(),
-                                                 context.c_str())
-                          : nullptr);
+    PyRef labelled(
+        reason ? PyUnicode_FromFormat("%s: %S%s", subject.c_str(), reason.get(), context.c_str())
+               : nullptr);
     if (!labelled || PyObject_SetAttrString(value, "reason", labelled.get()) != 0) PyErr_Clear();
     PyErr_Restore(type, value, tb);
     return -1;

@@ -24,6 +24,7 @@ may write it) never receives a JAX input that is not aliased to an output
 
 from __future__ import annotations
 
+import collections
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -544,8 +545,8 @@ def check_aliases(
                 f"{n_operands} input array(s) and {n_outputs} output(s)"
             )
     for pos, what in ((0, "input"), (1, "output")):
-        seen = [a[pos] for a in aliases]
-        dup = sorted({x for x in seen if seen.count(x) > 1})
+        counts = collections.Counter(a[pos] for a in aliases)  # one pass, however many aliases
+        dup = sorted(x for x, k in counts.items() if k > 1)
         if dup:
             raise ValueError(
                 f"kffi.jax: {label}: {what} {dup[0]} is aliased twice (input_output_aliases, "

@@ -54,6 +54,7 @@
 #include <mutex>
 #include <new>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -332,17 +333,17 @@ void ParseRecords(PlanReader* r, const std::vector<std::string>& names,
         << " has no fields or no default constructor";
     rec.type_index = index;
     rec.creator = refl->creator;
-    const std::vector<RecordField> fields = RecordFieldsOf(index);
+    std::unordered_map<std::string, const KFFIFieldInfo*> fields;
+    for (const RecordField& f : RecordFieldsOf(index)) fields.emplace(f.name, f.info);
     int64_t n_fields = r->Next("n_fields", 0, 1024);
     for (int64_t j = 0; j < n_fields; ++j) {
       int32_t arg = static_cast<int32_t>(r->Next("field argument", 0, max_arg));
       const std::string& fname = next_name("a field name");
-      auto f = std::find_if(fields.begin(), fields.end(),
-                            [&](const RecordField& e) { return e.name == fname; });
-      KFFI_CHECK(f != fields.end() && f->info->setter != nullptr, ValueError)
+      auto f = fields.find(fname);
+      KFFI_CHECK(f != fields.end() && f->second->setter != nullptr, ValueError)
           << "kffi.torch: " << plan->name << ": the call plan's record field " << key << "."
           << fname << " is not a writable field of " << key;
-      rec.fields.push_back(RecordFieldArg{arg, f->info, key + "." + fname});
+      rec.fields.push_back(RecordFieldArg{arg, f->second, key + "." + fname});
     }
     plan->records.push_back(std::move(rec));
   }

@@ -51,6 +51,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -334,6 +335,7 @@ int RegisterFromModule(const Module& module, const char* ns_arg) {
 /// "nodes"[i]."node"."target" of its data/aotinductor/<model>/*.json records.
 std::vector<std::string> PackageTargets(const std::string& path) {
   std::vector<std::string> targets;
+  std::unordered_set<std::string> seen;  // each target once, in the order first met
   try {
     caffe2::serialize::PyTorchStreamReader reader(path);
     for (const std::string& record : reader.getAllRecords()) {
@@ -351,10 +353,7 @@ std::vector<std::string> PackageTargets(const std::string& path) {
       for (const details::Json& n : nodes->items) {
         const details::Json* node = n.Get("node");
         const std::string* target = node == nullptr ? nullptr : node->GetString("target");
-        if (target != nullptr &&
-            std::find(targets.begin(), targets.end(), *target) == targets.end()) {
-          targets.push_back(*target);
-        }
+        if (target != nullptr && seen.insert(*target).second) targets.push_back(*target);
       }
     }
   } catch (const c10::Error& e) {
@@ -374,8 +373,14 @@ int CheckPackageOps(const std::string& path) {
     if (!c10::Dispatcher::singleton().findSchema({op, overload}).has_value()) missing.push_back(t);
   }
   if (!missing.empty()) {
+    constexpr size_t kListed = 20;  // a message, not a dump: the first ones, then how many more
     std::string list;
-    for (const std::string& m : missing) list += (list.empty() ? "" : ", ") + m;
+    for (size_t i = 0; i < missing.size() && i < kListed; ++i) {
+      list += (list.empty() ? "" : ", ") + missing[i];
+    }
+    if (missing.size() > kListed) {
+      list += " and " + std::to_string(missing.size() - kListed) + " more";
+    }
     KFFI_THROW(ValueError)
         << "kffi::torch::CheckPackage: the package " << path
         << " calls ops this process has not registered: " << list

@@ -19,6 +19,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -272,6 +273,7 @@ std::string ScalarFieldKind(const std::string& t) {
 
 std::vector<RecordField> RecordFieldsOf(int32_t type_index) {
   std::vector<RecordField> out;
+  std::unordered_map<std::string, size_t> at_name;  // a type may have many fields: no rescans
   const KFFITypeInfo* info = KFFIGetTypeInfo(type_index);
   if (info == nullptr) return out;
   for (int32_t d = 0; d <= info->type_depth; ++d) {
@@ -280,10 +282,9 @@ std::vector<RecordField> RecordFieldsOf(int32_t type_index) {
     for (int32_t i = 0; r != nullptr && i < r->num_fields; ++i) {
       const KFFIFieldInfo* f = &r->fields[i];
       std::string n(f->name.data, f->name.size);
-      auto same =
-          std::find_if(out.begin(), out.end(), [&](const RecordField& e) { return e.name == n; });
-      if (same != out.end()) {
-        same->info = f;  // declared again nearer the type: that declaration is the field
+      auto [it, added] = at_name.emplace(n, out.size());
+      if (!added) {
+        out[it->second].info = f;  // declared again nearer the type: that declaration is the field
       } else {
         out.push_back(RecordField{std::move(n), f});
       }
@@ -476,8 +477,9 @@ std::vector<std::string> Sorted(std::vector<std::string> v) {
   return v;
 }
 
-bool Contains(const std::vector<std::string>& v, const std::string& s) {
-  return std::find(v.begin(), v.end(), s) != v.end();
+/// Whether the sorted list v holds s (one search: a function may have many parameters).
+bool Contains(const std::vector<std::string>& sorted, const std::string& s) {
+  return std::binary_search(sorted.begin(), sorted.end(), s);
 }
 
 }  // namespace
@@ -741,14 +743,11 @@ OpSignature SignatureOf(const std::string& metadata, const std::string& qualname
         << "kffi.torch: " << label
         << " has no contract saying which tensors it writes; pass mutates_args=(names of the "
            "tensor parameters it writes) (or () for none)";
+    std::unordered_map<std::string, SigParam*> by_name;  // the first of each name
+    for (SigParam& p : params) by_name.emplace(p.name, &p);
     for (const std::string& n : Sorted(options.mutates)) {
-      SigParam* found = nullptr;
-      for (SigParam& p : params) {
-        if (p.name == n) {
-          found = &p;
-          break;  // the first of that name, as a dict of names keeps the last: names are unique
-        }
-      }
+      auto it = by_name.find(n);
+      SigParam* found = it == by_name.end() ? nullptr : it->second;
       if (found == nullptr || found->kind != "tensor") {
         std::vector<std::string> tensors;
         for (const SigParam& p : params) {
@@ -784,9 +783,11 @@ OpSignature SignatureOf(const std::string& metadata, const std::string& qualname
     for (const SigParam& p : params) {
       if (p.is_mutable) mut.push_back(p.name);
     }
-    std::vector<std::string> chosen = options.allocate == 1 ? mut : options.allocate_names;
-    for (const std::string& n : Sorted(chosen)) {
-      KFFI_CHECK(Contains(mut, n), ValueError)
+    const std::vector<std::string> chosen =
+        Sorted(options.allocate == 1 ? mut : options.allocate_names);
+    const std::vector<std::string> mut_sorted = Sorted(mut);
+    for (const std::string& n : chosen) {
+      KFFI_CHECK(Contains(mut_sorted, n), ValueError)
           << "kffi.torch: " << label << ": allocate= names " << PyRepr(n)
           << ", which is not a `mut` tensor parameter (" << (mut.empty() ? "none" : Join(mut, ", "))
           << ")";

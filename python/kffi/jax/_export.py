@@ -5,8 +5,9 @@ A kffi call lowers to an XLA custom call whose target name is derived from conte
     kffi.v1.<sha256 of the library file, 16 hex>.<function name>[.<layout item>...][.G]
 
 The layout items are the call's arg_spec (``A``/``R``: every input/result, ``a<i>``/``r<j>``:
-input/result i, ``k<name>``: attribute, ``S``: stream, ``N``: none); ``G`` marks a target safe
-to capture into CUDA graphs. The same library, function and layout give the same name in every
+input/result i, ``k<name>``: attribute, ``S``: stream, ``N``: none, ``b<hex>``: a record
+parameter, its ``<param>:<type key>:<fields>`` in hex); ``G`` marks a target safe to capture into
+CUDA graphs. The same library, function and layout give the same name in every
 process, and the name carries all that the handler needs: in a fresh process, a deserialized
 ``jax.export.Exported`` finds its targets registered when it is lowered, from the libraries
 given to :func:`register_module` (kffi wraps the lowering of jax's ``call_exported``
@@ -30,7 +31,7 @@ from .._lazy import lazy
 from ..runtime._objects import Function, Module
 from . import _bind
 from ._call_primitive import kffi_call_p
-from ._ffi import is_registered, register_content_target
+from ._ffi import _RECORD_ITEM, is_registered, register_content_target
 
 if TYPE_CHECKING:  # _primitive imports this module
     from ._primitive import CallPlan
@@ -106,29 +107,38 @@ def origin_of(fn: object) -> tuple[str, str] | None:
     return library_digest(path), _clean(name)
 
 
+_FIXED_CODES = {"args": "A", "rets": "R", "stream": "S", "none": "N"}
+_FIXED_ITEMS = {code: item for item, code in _FIXED_CODES.items()}
+
+
 def _layout_code(item: str) -> str:
-    if item == "args":
-        return "A"
-    if item == "rets":
-        return "R"
-    if item == "stream":
-        return "S"
-    if item == "none":
-        return "N"
-    if item.startswith("attrs."):
+    """The target-name code of one arg_spec item (letters, digits and _ only: the name's parts
+    are separated by dots); _layout_item reads every code this writes."""
+    if item in _FIXED_CODES:
+        return _FIXED_CODES[item]
+    if item.startswith("attrs.") and _IDENT.fullmatch(item[len("attrs.") :]):
         return "k" + item[len("attrs.") :]
-    kind, _, index = item.partition(".")
-    return ("a" if kind == "args" else "r") + index
+    m = re.fullmatch(r"(args|rets)\.(\d+)", item)
+    if m is not None:
+        return ("a" if m.group(1) == "args" else "r") + str(int(m.group(2)))
+    if _RECORD_ITEM.fullmatch(item):
+        # A record's item holds a type key's dots and other punctuation: spelled in hex.
+        return "b" + item[len("record.") :].encode("ascii").hex()
+    raise ValueError(f"kffi.jax: arg_spec item {item!r} has no layout code in a kffi target name")
 
 
 def _layout_item(code: str) -> str:
-    fixed = {"A": "args", "R": "rets", "S": "stream", "N": "none"}
-    if code in fixed:
-        return fixed[code]
+    """The arg_spec item of a target name's layout code (ValueError for anything else)."""
+    if code in _FIXED_ITEMS:
+        return _FIXED_ITEMS[code]
     if code[:1] == "k" and _IDENT.fullmatch(code[1:]):
         return "attrs." + code[1:]
     if code[:1] in ("a", "r") and code[1:].isdigit():
         return ("args." if code[0] == "a" else "rets.") + str(int(code[1:]))
+    if code[:1] == "b" and re.fullmatch(r"(?:[0-9a-f]{2})+", code[1:]):
+        item = "record." + bytes.fromhex(code[1:]).decode("ascii", errors="replace")
+        if _RECORD_ITEM.fullmatch(item):
+            return item
     raise ValueError(f"kffi.jax: unknown layout item {code!r} in a kffi target name")
 
 

@@ -1,7 +1,8 @@
 """python/kffi/cuda/_cache.py: the content-addressed cache of NVRTC output, on disk and in memory.
 
 Key: SHA-256 of the source, the kernel name expressions, the archs, the options, NVRTC's version
-and kffi's version. Value: one bundle file (every arch's image, the lowered names, the log) under
+and kffi's version. Value: one bundle file (its own key, every arch's image, the lowered names,
+the log: a bundle copied under another key's name, record and all, is not that key's) under
 ``<kffi cache>/nvrtc/`` (kffi.cpp.cache_dir(): ``$KFFI_CACHE_DIR`` ...), written by an atomic
 rename with kffi.cpp's size + SHA-256 record beside it, and built under kffi.cpp's file lock so
 that processes asking at once compile once. ``$KFFI_CUDA_PREBUILT`` lists read-only cache roots
@@ -24,7 +25,7 @@ from .. import _core
 from ..build import cpp as _cpp
 
 _SCHEMA = "kffi.cuda/1"
-_MAGIC = b"KFFICUDA1\n"
+_MAGIC = b"KFFICUDA2\n"  # 2: the header holds the key
 # key -> (compile result, path of its bundle or None)
 _memory: dict[str, tuple[dict[str, Any], str | None]] = {}
 _memory_lock = threading.Lock()
@@ -55,9 +56,14 @@ def cache_key(
     return hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()
 
 
-def pack(result: dict[str, Any]) -> bytes:
+def pack(result: dict[str, Any], key: str) -> bytes:
     images = result["images"]
-    header: dict[str, Any] = {"lowered": result["lowered"], "log": result["log"], "images": []}
+    header: dict[str, Any] = {
+        "key": key,
+        "lowered": result["lowered"],
+        "log": result["log"],
+        "images": [],
+    }
     blobs: list[bytes] = []
     offset = 0
     for arch, data in images.items():
@@ -68,14 +74,16 @@ def pack(result: dict[str, Any]) -> bytes:
     return _MAGIC + struct.pack("<Q", len(h)) + h + b"".join(blobs)
 
 
-def unpack(data: bytes) -> dict[str, Any] | None:
-    """The bundle's contents; None when the bytes are not a whole bundle."""
+def unpack(data: bytes, key: str) -> dict[str, Any] | None:
+    """The bundle's contents; None when the bytes are not a whole bundle of this key."""
     try:
         if not data.startswith(_MAGIC):
             return None
         (n,) = struct.unpack_from("<Q", data, len(_MAGIC))
         start = len(_MAGIC) + 8
         header = json.loads(data[start : start + n])
+        if header.get("key") != key:
+            return None  # what was hashed, what is checked and what runs are the same bytes
         base = start + n
         images: dict[str, bytes] = {}
         for im in header["images"]:
@@ -97,12 +105,12 @@ def prebuilt_roots() -> list[str]:
     return [p for p in os.environ.get("KFFI_CUDA_PREBUILT", "").split(os.pathsep) if p]
 
 
-def _read(path: str) -> dict[str, Any] | None:
+def _read(path: str, key: str) -> dict[str, Any] | None:
     if not _cpp._cache_entry_intact(path):
         return None
     try:
         with open(path, "rb") as f:
-            return unpack(f.read())
+            return unpack(f.read(), key)
     except OSError:
         return None
 
@@ -137,25 +145,25 @@ def lookup_or_compile(
     if cache_root is None:
         for root in prebuilt_roots():
             path = os.path.join(root, "nvrtc", fname)
-            res = _read(path)
+            res = _read(path, key)
             if res is not None:
                 with _memory_lock:
                     _memory[key] = (res, path)
                 return res, path
     d = os.path.join(cache_root or _cpp.cache_dir(), "nvrtc")
     path = os.path.join(d, fname)
-    res = _read(path)
+    res = _read(path, key)
     if res is None:
         plan = _LockSite(dir=d, name=fname[: -len(".kcubin")], hash="lock")
         with _cpp._locked(plan, _cpp._quiet(None)):
-            res = _read(path)  # another process may have compiled it while this one waited
+            res = _read(path, key)  # another process may have compiled it while this one waited
             if res is None:
                 if hit is not None:
                     res = hit[0]  # compiled in this process already: only written here
                 else:
                     _compiles += 1
                     res = compile_fn()
-                _cpp._write_atomic(path, pack(res))
+                _cpp._write_atomic(path, pack(res, key))
                 _cpp._keep_record(path)
     if cache_root is None or hit is None:
         with _memory_lock:

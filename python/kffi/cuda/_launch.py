@@ -245,6 +245,7 @@ class CubinModule:
         if not isinstance(images, dict) or not images:
             raise TypeError("kffi.cuda.CubinModule: images is a non-empty {arch: bytes} dict")
         items: list[tuple[str, bytes]] = []
+        spelled: dict[str, Any] = {}  # arch tag -> how the dict spelled it
         for arch, data in images.items():
             tag = "" if arch in (None, "") else normalize_arch(arch)
             if not isinstance(data, (bytes, bytearray, memoryview)):
@@ -252,6 +253,14 @@ class CubinModule:
                     f"kffi.cuda.CubinModule: the image for {arch!r} is bytes, got "
                     f"{type(data).__name__}"
                 )
+            if tag in spelled:
+                # Two images for one arch: the one the driver loads, the one .images holds and
+                # the one the digest names would not be the same bytes.
+                raise ValueError(
+                    f"kffi.cuda.CubinModule: {spelled[tag]!r} and {arch!r} both name the arch "
+                    f"{tag or '(untagged)'}; give each arch one image"
+                )
+            spelled[tag] = arch
             items.append((tag, bytes(data)))
         self.images = dict(items)
         self.label = label

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import jax
 
 from .._lazy import lazy
+from ..runtime._api import loaded_file_changed
 from ..runtime._objects import Function, Module
 from . import _bind
 from ._call_primitive import kffi_call_p
@@ -69,7 +70,14 @@ class UnregisteredTargetError(LookupError):
 
 def library_digest(path: str) -> str:
     """The first 16 hex digits of the SHA-256 of the library file at ``path`` (cached while the
-    file's identity, size and mtime stay the same)."""
+    file's identity, size and mtime stay the same). A library this process loaded is hashed only
+    while its file is the one the code was loaded from: the digest names the code that runs."""
+    if loaded_file_changed(path):
+        raise RuntimeError(
+            f"kffi.jax: the library file {path!r} was replaced or changed after this process "
+            f"loaded it, so its content is not the code that runs here and cannot name that "
+            f"code's targets; load the new file in a new process"
+        )
     try:
         st = os.stat(path)
     except OSError as e:

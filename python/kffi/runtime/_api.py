@@ -5,6 +5,7 @@ registry, conversions, the version and the runtime's limits (re-exported by the 
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -67,7 +68,41 @@ def load_module(path: str | bytes | os.PathLike[str] | os.PathLike[bytes]) -> Mo
     for hook in _hooks.before_load:  # kffi.tvm: where apache-tvm-ffi's runtime is
         hook()
     # A bytes path goes on as it is: the extension's TypeError names it ("path must be a str").
-    return _core.load_module(os.path.abspath(path))  # type: ignore[arg-type]
+    full = os.path.abspath(path)
+    before = _file_identity(full)
+    module = _core.load_module(full)  # type: ignore[arg-type]
+    if isinstance(full, str) and before is not None:
+        # The file as it was when its code was loaded (the first load: a path loaded again is
+        # the same code); unknown when it changed while loading.
+        with _loaded_lock:
+            _loaded_files.setdefault(full, before if _file_identity(full) == before else None)
+    return module
+
+
+# Path -> the identity of the file whose code the first load of that path loaded (None: it changed
+# while loading). Content addresses of a library's code (kffi.jax's target names) hash the file
+# only while it is still that file.
+_loaded_files: dict[str, tuple[int, ...] | None] = {}
+_loaded_lock = threading.Lock()
+
+
+def _file_identity(path: str | bytes) -> tuple[int, ...] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+def loaded_file_changed(path: str) -> bool:
+    """Whether the library file at ``path`` is no longer the one this process loaded code from
+    (replaced, rewritten, or changed while it was loading). False for a path never loaded."""
+    full = os.path.abspath(path)
+    with _loaded_lock:
+        if full not in _loaded_files:
+            return False
+        loaded = _loaded_files[full]
+    return loaded is None or _file_identity(full) != loaded
 
 
 def system_lib() -> Module:

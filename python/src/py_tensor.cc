@@ -398,33 +398,28 @@ int TensorImportError(PyObject* obj, const TypeInfo* info, const CallContext* ct
     const char* layout_name = layout_text ? PyUnicode_AsUTF8(layout_text.get()) : nullptr;
     PyErr_Clear();
     PyErr_Restore(type, value, tb);
+    // What kffi says instead, the producer's error as its cause: (type, text), or no text.
+    PyObject* kind = PyExc_TypeError;
+    std::string why;
     if (is_meta.get() == Py_True) {
-      ChainError(PyExc_ValueError,
-                 place.Say("a torch tensor on the meta device has no memory to pass to a kernel "
-                           "(use a tensor on a real device; kffi.compile takes fake tensors for "
-                           "shapes alone)"),
-                 false, /*append_text=*/false);
-      return -1;
+      kind = PyExc_ValueError;
+      why =
+          "a torch tensor on the meta device has no memory to pass to a kernel (use a tensor on "
+          "a real device; kffi.compile takes fake tensors for shapes alone)";
+    } else if (layout_name != nullptr && std::strcmp(layout_name, "torch.strided") != 0) {
+      why = std::string("expected a strided torch tensor, got one of layout ") + layout_name +
+            " (pass x.to_dense())";
+    } else if (is_nested.get() == Py_True) {
+      why =
+          "expected a strided torch tensor, got a nested tensor (pass its parts, x.unbind(), or "
+          "x.to_padded_tensor(0))";
+    } else if (is_quantized.get() == Py_True) {
+      why =
+          "expected a torch tensor of a DLPack dtype, got a quantized tensor (pass "
+          "x.dequantize() or x.int_repr())";
     }
-    if (layout_name != nullptr && std::strcmp(layout_name, "torch.strided") != 0) {
-      ChainError(PyExc_TypeError,
-                 place.Say(std::string("expected a strided torch tensor, got one of layout ") +
-                           layout_name + " (pass x.to_dense())"),
-                 false, /*append_text=*/false);
-      return -1;
-    }
-    if (is_nested.get() == Py_True) {
-      ChainError(PyExc_TypeError,
-                 place.Say("expected a strided torch tensor, got a nested tensor (pass its parts, "
-                           "x.unbind(), or x.to_padded_tensor(0))"),
-                 false, /*append_text=*/false);
-      return -1;
-    }
-    if (is_quantized.get() == Py_True) {
-      ChainError(PyExc_TypeError,
-                 place.Say("expected a torch tensor of a DLPack dtype, got a quantized tensor "
-                           "(pass x.dequantize() or x.int_repr())"),
-                 false, /*append_text=*/false);
+    if (!why.empty()) {
+      ChainError(kind, place.Say(why), false, /*append_text=*/false);
       return -1;
     }
   }

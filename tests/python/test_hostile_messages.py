@@ -7,23 +7,18 @@ Manifests name the file, the line and the op (test_torch_manifest_hostile.py).""
 
 from __future__ import annotations
 
-import dataclasses
 import warnings
-from pathlib import Path
 
 import kffi
 import pytest
-from conftest import LibraryBuilder
+from record_support import Blend, record_kernels
 
-KERNELS = Path(__file__).resolve().parent / "kernels"
 FOREIGN = ("Exception raised from", "frame #0", "frame #1")
 
 
 @pytest.fixture(scope="module")
 def rk():
-    return kffi.load_module(
-        LibraryBuilder().build("record_op_kernels", KERNELS / "record_op_kernels.cc")
-    )
+    return kffi.load_module(record_kernels())
 
 
 NOOP = r"""
@@ -74,14 +69,6 @@ def test_torch_tensors_kffi_cannot_pass_are_refused_in_kffis_words(name):
     assert not any(f in text for f in FOREIGN), text
     if name.startswith("sparse"):
         assert f"layout torch.{name}" in text and "pass x.to_dense()" in text
-
-
-@dataclasses.dataclass
-class Blend:
-    alpha: float
-    n: int
-    flag: bool
-    tag: str
 
 
 @pytest.mark.parametrize(

@@ -15,7 +15,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import subprocess
 import sys
 import textwrap
@@ -24,6 +23,7 @@ from pathlib import Path
 import kffi
 import pytest
 from conftest import LibraryBuilder
+from record_support import Blend, record_kernels
 
 HERE = Path(__file__).resolve().parent
 KERNELS = HERE / "kernels"
@@ -38,7 +38,7 @@ def hostile_lib() -> str:
 
 @pytest.fixture(scope="module")
 def record_lib() -> str:
-    return str(LibraryBuilder().build("record_op_kernels", KERNELS / "record_op_kernels.cc"))
+    return record_kernels()
 
 
 PRELUDE = """
@@ -134,13 +134,6 @@ def test_flattened_record_field_holding_the_record_is_a_type_error(record_lib):
 
     rk = kffi.load_module(record_lib)
 
-    @dataclasses.dataclass
-    class Blend:
-        alpha: float
-        n: int
-        flag: bool
-        tag: str
-
     b = Blend(0.5, 2, False, "")
     b.alpha = b
     op = kffi.torch.register_op(
@@ -168,13 +161,6 @@ def test_flattened_record_field_holding_the_record_is_a_type_error(record_lib):
 
 def test_fields_after_python_replaced_the_dict_are_read_again(record_lib):
     rk = kffi.load_module(record_lib)
-
-    @dataclasses.dataclass
-    class Blend:
-        alpha: float
-        n: int
-        flag: bool
-        tag: str
 
     b = Blend(1.0, 0, False, "")
 

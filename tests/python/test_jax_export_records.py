@@ -24,16 +24,15 @@ pytest.importorskip("flatbuffers")  # jax.export's serialization needs it
 
 import kffi
 import kffi.jax
-from conftest import LibraryBuilder
 from kffi.jax import _export
+from record_support import record_kernels
 
 HERE = Path(__file__).resolve().parent
-KERNELS = HERE / "kernels"
 
 
 @pytest.fixture(scope="module")
 def record_lib() -> str:
-    return str(LibraryBuilder().build("record_op_kernels", KERNELS / "record_op_kernels.cc"))
+    return record_kernels()
 
 
 ITEMS = [

@@ -17,6 +17,7 @@ torch = pytest.importorskip("torch")
 import kffi
 import kffi.torch
 from conftest import LibraryBuilder
+from record_support import Blend
 
 KERNELS = Path(__file__).resolve().parent / "kernels"
 _names = itertools.count()
@@ -43,14 +44,6 @@ def blended(rk):
 @pytest.fixture(scope="module")
 def knobbed(rk):
     return kffi.torch.register_op(rk.knobbed, "kffi_rec::knobbed", mutates_args=("y",))
-
-
-@dataclasses.dataclass
-class Blend:
-    alpha: float
-    n: int
-    flag: bool
-    tag: str
 
 
 class TupleBlend(NamedTuple):

@@ -113,8 +113,20 @@ bool ParseGeneric(std::string_view s, DLDataType* out) {
   return true;
 }
 
-// A base name alone: fixed names, then prefix + bits.
-bool ParseScalarType(std::string_view s, uint16_t lanes, DLDataType* out) {
+// Short spellings that TVM-FFI producers write ("i32", "bf16", "fp8_e4m3"): each prefix stands
+// for a canonical one, tried only after the name failed as written.
+struct PrefixAlias {
+  std::string_view alias;
+  std::string_view canonical;
+};
+constexpr PrefixAlias kPrefixAliases[] = {
+    {"fp8_", "float8_"}, {"f8_", "float8_"}, {"fp6_", "float6_"}, {"f6_", "float6_"},
+    {"fp4_", "float4_"}, {"f4_", "float4_"}, {"bf", "bfloat"},    {"i", "int"},
+    {"u", "uint"},       {"f", "float"},
+};
+
+// A canonical base name alone: fixed names, then prefix + bits.
+bool ParseCanonicalScalar(std::string_view s, uint16_t lanes, DLDataType* out) {
   for (const FixedName& f : kFixedNames) {
     if (s == f.name) {
       *out = DLDataType{f.code, f.bits, lanes};
@@ -128,6 +140,18 @@ bool ParseScalarType(std::string_view s, uint16_t lanes, DLDataType* out) {
       *out = DLDataType{p.code, static_cast<uint8_t>(bits), lanes};
       return true;
     }
+  }
+  return false;
+}
+
+// A base name alone, canonical or spelled with an alias prefix.
+bool ParseScalarType(std::string_view s, uint16_t lanes, DLDataType* out) {
+  if (ParseCanonicalScalar(s, lanes, out)) return true;
+  for (const PrefixAlias& a : kPrefixAliases) {
+    if (s.substr(0, a.alias.size()) != a.alias) continue;
+    std::string canonical(a.canonical);
+    canonical.append(s.substr(a.alias.size()));
+    if (ParseCanonicalScalar(canonical, lanes, out)) return true;
   }
   return false;
 }
@@ -146,7 +170,10 @@ bool ParseDataType(std::string_view s, DLDataType* out) {
   if (x == std::string_view::npos || !ParseDecimal(s.substr(x + 1), 1, 65535, &lanes)) {
     return false;
   }
-  return ParseScalarType(s.substr(0, x), static_cast<uint16_t>(lanes), out);
+  std::string_view base = s.substr(0, x);
+  // "float4_e2m1fn_x2": some producers put an underscore before the lanes.
+  if (base.size() > 1 && base.back() == '_') base.remove_suffix(1);
+  return ParseScalarType(base, static_cast<uint16_t>(lanes), out);
 }
 
 std::string FormatDataType(const DLDataType& t) {

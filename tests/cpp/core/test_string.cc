@@ -8,6 +8,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_set>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -302,6 +303,51 @@ TEST(DataTypeString, UnnamedTypesUseTheGenericSpellingThatParsesBack) {
   EXPECT_EQ(FormatDType(DLDataType{99, 8, 1}), "dtype(code=99, bits=8, lanes=1)");
   EXPECT_EQ(FormatDType(DLDataType{kDLFloat, 32, 4}).raw().type_index, kKFFIStr);
   EXPECT_EQ(FormatDType(DLDataType{kDLInt, 8, 1}).raw().type_index, kKFFISmallStr);
+}
+
+TEST(DataTypeString, ShortAliasesParseToTheirCanonicalType) {
+  // Spellings that TVM-FFI producers write; each prints back in its canonical form.
+  const std::pair<const char*, const char*> aliases[] = {
+      {"i32", "int32"},
+      {"u16", "uint16"},
+      {"f32", "float32"},
+      {"bf16", "bfloat16"},
+      {"bf16x2", "bfloat16x2"},
+      {"f8_e4m3fn", "float8_e4m3fn"},
+      {"f8_e4m3fnuzx2", "float8_e4m3fnuzx2"},
+      {"fp8_e5m2x4", "float8_e5m2x4"},
+      {"f6_e2m3fn", "float6_e2m3fn"},
+      {"fp6_e3m2fn", "float6_e3m2fn"},
+      {"f4_e2m1fn", "float4_e2m1fn"},
+      {"fp4_e2m1fn_x2", "float4_e2m1fnx2"},
+      {"float4_e2m1fn_x2", "float4_e2m1fnx2"},
+  };
+  for (const auto& [alias, canonical] : aliases) {
+    SCOPED_TRACE(alias);
+    DLDataType t{}, want{};
+    ASSERT_TRUE(ParseDType(alias, &t));
+    ASSERT_TRUE(ParseDType(canonical, &want));
+    EXPECT_EQ(t, want);
+    EXPECT_EQ(FormatDType(t), canonical);
+  }
+  // An alias prefix does not make a bad name good.
+  for (const char* bad : {"i", "f", "bf", "fp8_", "f8_e4m3fn_", "i32_", "ix2", "q32"}) {
+    SCOPED_TRACE(bad);
+    DLDataType t{};
+    EXPECT_FALSE(ParseDType(bad, &t));
+    EXPECT_EQ(TakeRaisedError().kind(), "ValueError");
+  }
+}
+
+TEST(DataTypeString, ParsesOnlyTheLengthGivenNotTheBytesAfterIt) {
+  // A byte array need not end in NUL: what follows its length is someone else's memory.
+  const char buf1[] = "float16999888777";
+  const char buf2[] = "int32x4extradata";
+  DLDataType t{};
+  ASSERT_TRUE(ParseDType(std::string_view(buf1, 7), &t));
+  EXPECT_EQ(t, (DLDataType{kDLFloat, 16, 1}));
+  ASSERT_TRUE(ParseDType(std::string_view(buf2, 5), &t));
+  EXPECT_EQ(t, (DLDataType{kDLInt, 32, 1}));
 }
 
 TEST(DataTypeString, BadStringsAreValueErrorsNamingThem) {

@@ -552,6 +552,9 @@ ElfExports ReadFrom(const ByteSource& src) {
       // An import. Weak ones may stay unresolved, so only strong ones are required.
       if (bind == kBindGlobal && StartsWith(name, kTvmRuntimePrefix)) {
         out.tvm_imports.emplace_back(name);
+      } else if (bind == kBindGlobal && StartsWith(name, "_Z") &&
+                 name.find("N3tvm3ffi") != std::string_view::npos) {
+        out.tvm_cxx_imports.emplace_back(name);
       }
       continue;
     }
@@ -603,6 +606,7 @@ ElfExports ReadFrom(const ByteSource& src) {
   SortUnique(&out.functions);
   SortUnique(&out.tvm_functions);
   SortUnique(&out.tvm_imports);
+  SortUnique(&out.tvm_cxx_imports);
   SortUnique(&out.tvm_runtime_functions);
   SortUnique(&out.misplaced_code);
   if (!out.tvm_imports.empty()) {

@@ -77,6 +77,11 @@ struct ElfExports {
   bool tvm_library_bin = false;
   /// TVM-FFI runtime functions the library needs (undefined, non-weak `TVMFFI*`), sorted.
   std::vector<std::string> tvm_imports;
+  /// apache-tvm-ffi C++ entities the library needs (undefined, non-weak, mangled names in
+  /// namespace tvm::ffi: functions, vtables, type infos), sorted. The headers define everything
+  /// else inline, so these are libtvm_ffi's extra C++ API (JSON, serialization, structural
+  /// equality, repr, ...), which kffi's shim does not provide (docs/tvm_ffi.md).
+  std::vector<std::string> tvm_cxx_imports;
   /// Whether it defines GNU unique symbols in namespace tvm::ffi: the type-index statics of
   /// apache-tvm-ffi's C++ headers, which the dynamic loader shares with every library of the
   /// process, libtvm_ffi included (docs/tvm_ffi.md, "Which runtime a library runs on").

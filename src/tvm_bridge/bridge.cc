@@ -18,6 +18,7 @@
 //      on the shim, which puts the shim in the library's own lookup scope only.
 // Before any of that, a library that needs a TVM-FFI function the shim lacks is refused by name.
 // SPDX-License-Identifier: Apache-2.0
+#include <cxxabi.h>
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <kffi/error.h>
@@ -316,7 +317,32 @@ bool NeedsTvmRuntime(const ElfExports& elf) {
   __builtin_unreachable();
 }
 
+// A mangled C++ name as source spells it (the mangled name itself when it does not demangle).
+std::string Demangled(const std::string& mangled) {
+  int status = 0;
+  char* text = abi::__cxa_demangle(mangled.c_str(), nullptr, nullptr, &status);
+  std::string out = status == 0 && text != nullptr ? std::string(text) : mangled;
+  std::free(text);
+  return out;
+}
+
 void CheckShimCoverage(const std::string& path, const ElfExports& elf) {
+  if (!elf.tvm_cxx_imports.empty()) {
+    // libtvm_ffi's extra C++ API: bound at load (RTLD_NOW) it would be an undefined-symbol error
+    // without a remedy, bound lazily a crash at the first call.
+    std::string names;
+    const size_t shown = std::min<size_t>(elf.tvm_cxx_imports.size(), 8);
+    for (size_t i = 0; i < shown; ++i) {
+      names += (i == 0 ? "`" : ", `") + Demangled(elf.tvm_cxx_imports[i]) + "`";
+    }
+    if (shown < elf.tvm_cxx_imports.size()) {
+      names += " and " + std::to_string(elf.tvm_cxx_imports.size() - shown) + " more";
+    }
+    Refuse(path, "it imports apache-tvm-ffi's extra C++ API (" + names +
+                     "), which kffi's TVM-FFI runtime does not provide. Load apache-tvm-ffi "
+                     "first (`import tvm_ffi`, or KFFI_TVM_RUNTIME=<its libtvm_ffi.so>) to run it "
+                     "on that runtime; docs/tvm_ffi.md lists what kffi provides");
+  }
   const std::vector<std::string_view>& covered = ShimCoveredFunctions();
   std::string missing;
   for (const std::string& name : elf.tvm_imports) {
@@ -439,9 +465,12 @@ void* OpenLibraryOrThrow(const std::string& path, const ElfExports& elf) {
   // Already in the process (e.g. opened by tvm_ffi.load_module): its bindings are made.
   if (void* existing = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD)) return existing;
   const bool needs_tvm = NeedsTvmRuntime(elf);
-  const bool imports_tvm = !elf.tvm_imports.empty();
+  const bool imports_tvm = !elf.tvm_imports.empty() || !elf.tvm_cxx_imports.empty();
   const RealRuntime* real = imports_tvm || needs_tvm ? FindLoadedRealRuntime(true) : nullptr;
-  if (real == nullptr && imports_tvm && !needs_tvm && elf.tvm_shared_statics) {
+  // Type-index statics shared with libtvm_ffi, or its extra C++ API: runs on that runtime when
+  // one is installed (the shim refuses the C++ API below).
+  if (real == nullptr && imports_tvm && !needs_tvm &&
+      (elf.tvm_shared_statics || !elf.tvm_cxx_imports.empty())) {
     real = LoadInstalledRuntime(path);
   }
   dlerror();

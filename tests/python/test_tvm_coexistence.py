@@ -184,16 +184,17 @@ def test_colliding_registration_fails_the_load_not_the_process(libs):
     assert out.strip().splitlines()[-1] == "ok"
 
 
-def test_uncovered_runtime_function_is_named_before_the_library_runs(libs):
+def test_extra_cxx_api_import_is_named_before_the_library_runs(libs):
+    # On kffi's runtime alone: refused by name, before any of the library's code ran.
     out = run(
         """
         import os, kffi, tvm_libs
         try:
             kffi.load_module({uncovered!r})
         except RuntimeError as e:
-            assert "imports TVM-FFI runtime functions that kffi does not provide: "
-            "TVMFFIBigIntFromByteArray" in str(e), str(e)
-            assert "import tvm_ffi" in str(e)
+            assert "it imports apache-tvm-ffi's extra C++ API (`tvm::ffi::json::Parse(" in str(e), e
+            assert "which kffi's TVM-FFI runtime does not provide" in str(e), str(e)
+            assert "import tvm_ffi" in str(e), str(e)
         else:
             raise AssertionError("loaded")
         assert os.environ.get("KFFI_TEST_TVM_UNCOVERED_INITIALISED") is None
@@ -201,7 +202,20 @@ def test_uncovered_runtime_function_is_named_before_the_library_runs(libs):
         # With apache-tvm-ffi loaded the same library runs on it.
         import tvm_ffi
         mod = kffi.load_module({uncovered!r})
-        assert mod.big() == 1
+        assert mod.parsed_length("[1, 2, 3]") == 3
+        print("ok")
+    """,
+        runtime="shim",
+        **libs,
+    )
+    assert out.strip().splitlines()[-1] == "ok"
+    # With apache-tvm-ffi installed but not imported, kffi loads it for the library.
+    out = run(
+        """
+        import kffi, tvm_libs
+        mod = kffi.load_module({uncovered!r})
+        assert tvm_libs.libtvm_ffi_mapped()
+        assert mod.parsed_length("[4]") == 1
         print("ok")
     """,
         **libs,

@@ -74,6 +74,11 @@ constexpr BitsPrefix kBitsPrefixes[] = {
     {"bfloat", kDLBfloat}, {"complex", kDLComplex}, {"handle", kDLOpaqueHandle},
 };
 
+// Lanes are read as int16 (as TVM does): 1..32767 fixed, 32768..65535 a scalable vector of
+// (65536 - lanes) times vscale.
+constexpr uint32_t kMaxFixedLanes = 32767;
+constexpr uint32_t kMaxScalableLanes = 32768;
+
 // Parses a decimal in [lo, hi] with no sign, no leading zero and nothing around it.
 bool ParseDecimal(std::string_view s, uint32_t lo, uint32_t hi, uint32_t* out) {
   if (s.empty() || s.size() > 6 || (s.size() > 1 && s[0] == '0')) return false;
@@ -163,11 +168,19 @@ bool ParseDataType(std::string_view s, DLDataType* out) {
   }
   if (s.substr(0, 6) == "dtype(") return ParseGeneric(s, out);
   if (ParseScalarType(s, 1, out)) return true;
+  // A scalable vector, "int32xvscalex4": lanes holds minus the multiple of vscale (DLPack's lanes
+  // read as int16, negative).
+  constexpr std::string_view kScalable = "xvscalex";
+  size_t v = s.rfind(kScalable);
+  uint32_t lanes;
+  if (v != std::string_view::npos &&
+      ParseDecimal(s.substr(v + kScalable.size()), 1, kMaxScalableLanes, &lanes)) {
+    return ParseScalarType(s.substr(0, v), static_cast<uint16_t>(65536 - lanes), out);
+  }
   // "complex64" holds an 'x' of its own, so the lanes suffix is tried only after the whole
   // string failed as a scalar name, and split at the last 'x'.
   size_t x = s.rfind('x');
-  uint32_t lanes;
-  if (x == std::string_view::npos || !ParseDecimal(s.substr(x + 1), 1, 65535, &lanes)) {
+  if (x == std::string_view::npos || !ParseDecimal(s.substr(x + 1), 1, kMaxFixedLanes, &lanes)) {
     return false;
   }
   std::string_view base = s.substr(0, x);
@@ -200,7 +213,11 @@ std::string FormatDataType(const DLDataType& t) {
     return "dtype(code=" + std::to_string(t.code) + ", bits=" + std::to_string(t.bits) +
            ", lanes=" + std::to_string(t.lanes) + ")";
   }
-  if (t.lanes > 1) base += "x" + std::to_string(t.lanes);
+  if (t.lanes > kMaxFixedLanes) {
+    base += "xvscalex" + std::to_string(65536 - t.lanes);
+  } else if (t.lanes > 1) {
+    base += "x" + std::to_string(t.lanes);
+  }
   return base;
 }
 

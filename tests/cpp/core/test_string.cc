@@ -252,7 +252,8 @@ constexpr DTypeCase kNamedDTypes[] = {
     {"complex64x2", kDLComplex, 64, 2},
     {"float8_e4m3fnx4", kDLFloat8_e4m3fn, 8, 4},
     {"float4_e2m1fnx2", kDLFloat4_e2m1fn, 4, 2},
-    {"uint8x65535", kDLUInt, 8, 65535},
+    {"uint8x32767", kDLUInt, 8, 32767},
+    {"uint8xvscalex1", kDLUInt, 8, 65535},
 };
 
 bool ParseDType(std::string_view s, DLDataType* out) {
@@ -339,6 +340,25 @@ TEST(DataTypeString, ShortAliasesParseToTheirCanonicalType) {
   }
 }
 
+TEST(DataTypeString, ScalableVectorsHoldMinusTheVscaleMultipleInLanes) {
+  DLDataType t{};
+  ASSERT_TRUE(ParseDType("int32xvscalex4", &t));
+  EXPECT_EQ(t, (DLDataType{kDLInt, 32, static_cast<uint16_t>(-4)}));
+  EXPECT_EQ(FormatDType(t), "int32xvscalex4");
+  ASSERT_TRUE(ParseDType("bf16xvscalex32768", &t));
+  EXPECT_EQ(t, (DLDataType{kDLBfloat, 16, 32768}));
+  EXPECT_EQ(FormatDType(t), "bfloat16xvscalex32768");
+  // 32767 fixed lanes is the most; beyond that the lanes are a scalable vector's.
+  ASSERT_TRUE(ParseDType("int8x32767", &t));
+  EXPECT_EQ(FormatDType(t), "int8x32767");
+  for (const char* bad : {"int8x32768", "int32xvscalex0", "int32xvscalex32769", "xvscalex4",
+                          "int32xvscalex", "int32xvscale4"}) {
+    SCOPED_TRACE(bad);
+    EXPECT_FALSE(ParseDType(bad, &t));
+    EXPECT_EQ(TakeRaisedError().kind(), "ValueError");
+  }
+}
+
 TEST(DataTypeString, ParsesOnlyTheLengthGivenNotTheBytesAfterIt) {
   // A byte array need not end in NUL: what follows its length is someone else's memory.
   const char buf1[] = "float16999888777";
@@ -348,6 +368,9 @@ TEST(DataTypeString, ParsesOnlyTheLengthGivenNotTheBytesAfterIt) {
   EXPECT_EQ(t, (DLDataType{kDLFloat, 16, 1}));
   ASSERT_TRUE(ParseDType(std::string_view(buf2, 5), &t));
   EXPECT_EQ(t, (DLDataType{kDLInt, 32, 1}));
+  const char buf3[] = "float16xvscalex8999";
+  ASSERT_TRUE(ParseDType(std::string_view(buf3, 16), &t));
+  EXPECT_EQ(t, (DLDataType{kDLFloat, 16, static_cast<uint16_t>(-8)}));
 }
 
 TEST(DataTypeString, BadStringsAreValueErrorsNamingThem) {

@@ -213,9 +213,46 @@ bool TryConvertMetadata(const std::string& name, const std::string& tvm_metadata
 int ShimRegisterTypeMetadata(int32_t type_index, const void* metadata);
 int ShimRegisterField(int32_t type_index, const void* field);
 
-/// TVMFFITypeRegisterMethod on the shim: an instance or static method (a Function) into kffi's
-/// reflection registry. 0, or -1 with kffi's error raised.
+/// TVMFFITypeRegisterMethod on the shim: an instance method (a Function) into kffi's
+/// reflection registry (a static method, and a repeat of a name, which is an overload the first
+/// registration dispatches, only into the TVM records). 0, or -1 with kffi's error raised.
 int ShimRegisterMethod(int32_t type_index, const void* method);
+
+/// A type's records as libraries registered them through the shim, in TVM-FFI's layout (every
+/// field flag, default value, setter, creator, static method and overload, none of which kffi's
+/// own registry holds): what TVMFFIGetTypeInfo reports for the type. The arrays stay valid for
+/// the life of the process; a later registration may replace them.
+struct ShimTvmRecords {
+  const TvmFieldInfo* fields = nullptr;
+  int32_t num_fields = 0;
+  const TvmMethodInfo* methods = nullptr;
+  int32_t num_methods = 0;
+  const TvmTypeMetadata* metadata = nullptr;  // NULL until the type's metadata is registered
+  uint64_t version = 0;                       // grows with every registration for the type
+};
+
+/// Whether a library registered anything for type_index through the shim; *out its records.
+bool ShimTvmRecordsOf(int32_t type_index, ShimTvmRecords* out);
+
+/// A type attribute apache-tvm-ffi's runtime registers for a type of its own: ffi.BigInt's hash
+/// and equality (shim_values.cc), the containers' structural visit and mutate hooks
+/// (shim_structural.cc). The shim's attribute table starts with these.
+struct RuntimeTypeAttr {
+  int32_t type_index;
+  const char* name;
+  KFFIAny value;  // owned: the table that registers it keeps its own reference
+};
+void RuntimeTypeAttrs(std::vector<RuntimeTypeAttr>* out);
+void StructuralTypeAttrs(std::vector<RuntimeTypeAttr>* out);
+
+/// Registers, once, the global functions apache-tvm-ffi's runtime registers itself (`ffi.Array`,
+/// `ffi.GetKwargsObject`, ...; shim_globals.cc): called when a library first asks the shim for a
+/// global function or registers one.
+void EnsureShimGlobals() noexcept;
+
+/// Records the metadata (a JSON text; empty: none) of the global function name, for
+/// `ffi.GetGlobalFuncMetadata`.
+void SetShimGlobalMetadata(const KFFIByteArray& name, const KFFIByteArray& metadata);
 
 /// The entries of the Python extension's table (tvm_python_api.h; python_api.cc assembles it):
 /// bridge.cc's, types.cc's and foreign_fields.cc's halves. Each returns as its entry says.

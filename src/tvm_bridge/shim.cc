@@ -41,7 +41,7 @@ struct TvmVersion {
 };
 
 // The TVM-FFI release whose ABI this shim follows (what TVMFFIGetVersion reports).
-constexpr TvmVersion kTvmCompatVersion{0, 1, 15};
+constexpr TvmVersion kTvmCompatVersion{0, 1, 16};
 
 // Type keys that differ between the two registries (same index, same layout).
 constexpr std::pair<std::string_view, std::string_view> kKeyAliases[] = {
@@ -99,13 +99,33 @@ class TypeInfoCache {
     std::string key;
     std::vector<const TvmTypeInfo*> ancestors;
     const KFFITypeReflection* reflection = nullptr;  // what records was made from
+    uint64_t shim_version = 0;                       // the shim records on top (0: none)
     std::deque<Records> records;                     // every version (never freed)
   };
 
-  // Makes entry's records from kffi's current reflection of its type, when that changed.
+  // Makes entry's records from kffi's current reflection of its type, when that changed; a type
+  // a library registered through the shim reports its records as registered
+  // (shim_reflection.cc), which say more than kffi's registry holds.
   static void Refresh(Entry* entry) {
+    RefreshFromKffi(entry);
+    kffi::tvmglue::ShimTvmRecords shim;
+    if (!kffi::tvmglue::ShimTvmRecordsOf(entry->info.type_index, &shim) ||
+        shim.version == entry->shim_version) {
+      return;
+    }
+    TvmTypeInfo& info = entry->info;
+    info.num_fields = shim.num_fields;
+    info.fields = shim.fields;
+    info.num_methods = shim.num_methods;
+    info.methods = shim.methods;
+    if (shim.metadata != nullptr) info.metadata = shim.metadata;
+    entry->shim_version = shim.version;
+  }
+
+  static void RefreshFromKffi(Entry* entry) {
     const KFFITypeReflection* r = KFFIGetTypeReflection(entry->info.type_index);
     if (r == nullptr || r == entry->reflection) return;
+    entry->shim_version = 0;  // the shim's records, if any, go on top again
     Records& out = entry->records.emplace_back();
     for (int32_t i = 0; i < r->num_fields; ++i) {
       const KFFIFieldInfo& f = r->fields[i];
@@ -180,6 +200,111 @@ class TypeInfoCache {
   std::map<int32_t, std::unique_ptr<Entry>> entries_;
 };
 
+// TVM-FFI's type attribute columns (TVMFFITypeAttrColumn, by layout): one per attribute name,
+// indexed by type index from 0. A library registers values one by one (an enum's state, a
+// type's `__ffi_init__`, ...) and its inline code keeps the column pointer for the life of the
+// process, so columns are never freed; a column's data array is replaced as it grows and the
+// old one kept (a reader may hold it for the moment it reads).
+struct TvmTypeAttrColumn {
+  const KFFIAny* data;
+  int32_t size;
+  int32_t begin_index;
+};
+
+// The columns apache-tvm-ffi's runtime creates when it loads (refl::EnsureTypeAttrColumn), with no
+// values: TVM-FFI's inline code looks some of them up before anything registers a value (an enum
+// finds its state in `__ffi_enum__`), and a missing column is an error there.
+constexpr const char* kRuntimeColumns[] = {
+    "__any_equal__",        "__any_hash__",    "__data_from_json__", "__data_to_json__",
+    "__ffi_compare__",      "__ffi_convert__", "__ffi_enum__",       "__ffi_eq__",
+    "__ffi_hash__",         "__ffi_init__",    "__ffi_new__",        "__ffi_repr__",
+    "__ffi_shallow_copy__", "__s_equal__",     "__s_hash__",         "__s_maybe_inplace_mutate__",
+    "__s_mutate__",         "__s_visit__",
+};
+
+class TypeAttrTable {
+ public:
+  static TypeAttrTable* Get() {
+    static TypeAttrTable* table = [] {
+      auto* t = new TypeAttrTable();
+      for (const char* name : kRuntimeColumns) t->ColumnOf(name);
+      std::vector<kffi::tvmglue::RuntimeTypeAttr> attrs;
+      kffi::tvmglue::RuntimeTypeAttrs(&attrs);
+      kffi::tvmglue::StructuralTypeAttrs(&attrs);
+      for (const auto& a : attrs) {
+        if (t->Register(a.type_index, a.name, &a.value) != 0) {
+          KFFIObjectHandle err = nullptr;  // cannot happen in a fresh table; nothing to report to
+          KFFIErrorMoveFromRaised(&err);
+          if (err != nullptr) KFFIObjectDecRef(err);
+        }
+        if (a.value.type_index >= kKFFIStaticObjectBegin) KFFIObjectDecRef(a.value.v_obj);
+      }
+      return t;
+    }();
+    return table;
+  }
+
+  // 0, or -1 with kffi's error raised (a value already registered for the type, a bad index).
+  int Register(int32_t type_index, std::string_view name, const KFFIAny* value) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    Column& column = ColumnOf(name);
+    if (type_index == kKFFINone) return 0;  // the sentinel: the column exists, with no value
+    if (type_index < 0 || value == nullptr) {
+      std::string message = "TVMFFITypeRegisterAttr: type index " + std::to_string(type_index) +
+                            (value == nullptr ? " with a NULL value" : " is negative") +
+                            " for attribute `" + std::string(name) + "`";
+      KFFIErrorSetRaisedFromCStr("ValueError", message.c_str());
+      return -1;
+    }
+    size_t slot = static_cast<size_t>(type_index);
+    std::vector<KFFIAny>& values = *column.storage;
+    if (slot < values.size() && values[slot].type_index != kKFFINone) {
+      std::string message = "TypeAttr `" + std::string(name) +
+                            "` is already registered for type index " + std::to_string(type_index);
+      KFFIErrorSetRaisedFromCStr("RuntimeError", message.c_str());
+      return -1;
+    }
+    KFFIAny owned{};
+    if (KFFIAnyViewToOwnedAny(value, &owned) != 0) return -1;
+    if (slot >= values.size()) {
+      // A new array, the old one kept: a reader may be between loading `data` and indexing it.
+      auto grown = std::make_unique<std::vector<KFFIAny>>(slot + 1, KFFIAny{});
+      std::copy(values.begin(), values.end(), grown->begin());
+      column.retired.push_back(std::move(column.storage));
+      column.storage = std::move(grown);
+    }
+    (*column.storage)[slot] = owned;
+    column.header.data = column.storage->data();
+    __atomic_store_n(&column.header.size, static_cast<int32_t>(column.storage->size()),
+                     __ATOMIC_RELEASE);
+    return 0;
+  }
+
+  const TvmTypeAttrColumn* Find(std::string_view name) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = columns_.find(name);
+    return it == columns_.end() ? nullptr : &it->second->header;
+  }
+
+ private:
+  struct Column {
+    TvmTypeAttrColumn header{nullptr, 0, 0};
+    std::unique_ptr<std::vector<KFFIAny>> storage = std::make_unique<std::vector<KFFIAny>>();
+    std::vector<std::unique_ptr<std::vector<KFFIAny>>> retired;
+  };
+
+  Column& ColumnOf(std::string_view name) {
+    auto it = columns_.find(name);
+    if (it == columns_.end()) {
+      it = columns_.emplace(std::string(name), std::make_unique<Column>()).first;
+    }
+    return *it->second;
+  }
+
+  std::mutex mutex_;
+  std::map<std::string, std::unique_ptr<Column>, std::less<>> columns_;
+};
+
 // Guards TVMFFIHandleInitOnce: an init function may itself initialise another handle.
 std::recursive_mutex& InitOnceMutex() {
   static std::recursive_mutex* m = new std::recursive_mutex();
@@ -211,8 +336,13 @@ int ReportOrRaise(const char* what) {
 // Global functions a library registers go to kffi's registry under their own names (kffi's and
 // apache-tvm-ffi's registries are separate, so nothing collides across runtimes). A name already
 // taken fails the load of the library (it is not overridden, and the process does not abort).
-int SetGlobal(const KFFIByteArray* name, KFFIObjectHandle f, int allow_override) {
-  if (KFFIFunctionSetGlobal(name, f, allow_override) == 0) return 0;
+int SetGlobal(const KFFIByteArray* name, KFFIObjectHandle f, int allow_override,
+              KFFIByteArray metadata = KFFIByteArray{nullptr, 0}) {
+  kffi::tvmglue::EnsureShimGlobals();  // a library's name that is libtvm_ffi's is taken, as there
+  if (KFFIFunctionSetGlobal(name, f, allow_override) == 0) {
+    if (name != nullptr) kffi::tvmglue::SetShimGlobalMetadata(*name, metadata);
+    return 0;
+  }
   return ReportOrRaise("The library registers a global function kffi cannot accept");
 }
 
@@ -289,8 +419,29 @@ SHIM int TVMFFITypeRegisterMetadata(int32_t type_index, const void* metadata) {
   if (kffi::tvmglue::ShimRegisterTypeMetadata(type_index, metadata) == 0) return 0;
   return ReportOrRaise("The library registers object type metadata kffi cannot accept");
 }
-SHIM int TVMFFITypeRegisterAttr(int32_t, const KFFIByteArray*, const KFFIAny*) { return 0; }
-SHIM const void* TVMFFIGetTypeAttrColumn(const KFFIByteArray*) { return nullptr; }
+// Type attributes (an enum's state, `__ffi_init__`, `__ffi_convert__`, ...): columns kept here,
+// read by the library's inline code. A second value for one type and name is refused, as
+// libtvm_ffi refuses it.
+SHIM int TVMFFITypeRegisterAttr(int32_t type_index, const KFFIByteArray* attr_name,
+                                const KFFIAny* attr_value) {
+  if (attr_name == nullptr || (attr_name->data == nullptr && attr_name->size != 0)) {
+    KFFIErrorSetRaisedFromCStr("ValueError", "TVMFFITypeRegisterAttr: the name is NULL");
+    return ReportOrRaise("The library registers a type attribute kffi cannot accept");
+  }
+  try {
+    std::string_view name(attr_name->data, attr_name->size);
+    if (TypeAttrTable::Get()->Register(type_index, name, attr_value) == 0) return 0;
+  }
+  KFFI_CATCH_ALL { kffi::tvmglue::RaiseCurrentException(); }
+  return ReportOrRaise("The library registers a type attribute kffi cannot accept");
+}
+SHIM const TvmTypeAttrColumn* TVMFFIGetTypeAttrColumn(const KFFIByteArray* attr_name) {
+  if (attr_name == nullptr || (attr_name->data == nullptr && attr_name->size != 0)) return nullptr;
+  try {
+    return TypeAttrTable::Get()->Find(std::string_view(attr_name->data, attr_name->size));
+  }
+  KFFI_CATCH_ALL { return nullptr; }
+}
 
 SHIM int TVMFFIFunctionCreate(void* self, KFFISafeCallType safe_call, void (*deleter)(void*),
                               KFFIObjectHandle* out) {
@@ -301,6 +452,7 @@ SHIM int TVMFFIFunctionCall(KFFIObjectHandle func, KFFIAny* args, int32_t num_ar
   return KFFIFunctionCall(func, args, num_args, result);
 }
 SHIM int TVMFFIFunctionGetGlobal(const KFFIByteArray* name, KFFIObjectHandle* out) {
+  kffi::tvmglue::EnsureShimGlobals();
   return KFFIFunctionGetGlobal(name, out);
 }
 // Shim functions never call each other by name: a global libtvm_ffi would interpose the call.
@@ -314,7 +466,7 @@ SHIM int TVMFFIFunctionSetGlobalFromMethodInfo(const TvmMethodInfo* info, int al
         "TypeError", "TVMFFIFunctionSetGlobalFromMethodInfo: the method is not a Function");
     return ReportOrRaise("The library registers a global function kffi cannot accept");
   }
-  return SetGlobal(&info->name, info->method.v_obj, allow_override);
+  return SetGlobal(&info->name, info->method.v_obj, allow_override, info->metadata);
 }
 SHIM int TVMFFIAnyViewToOwnedAny(const KFFIAny* any_view, KFFIAny* out) {
   return KFFIAnyViewToOwnedAny(any_view, out);
@@ -344,10 +496,6 @@ SHIM int TVMFFIErrorCreateWithCauseAndExtraContext(
   cell->extra_context = extra_context;
   return 0;
 }
-SHIM const KFFIByteArray* TVMFFIBacktrace(const char* filename, int lineno, const char* func,
-                                          int cross_ffi_boundary) {
-  return KFFIBacktrace(filename, lineno, func, cross_ffi_boundary);
-}
 
 SHIM int TVMFFITensorFromDLPack(DLManagedTensor* from, int32_t require_alignment,
                                 int32_t require_contiguous, KFFIObjectHandle* out) {
@@ -372,9 +520,6 @@ SHIM int TVMFFIBytesFromByteArray(const KFFIByteArray* input, KFFIAny* out) {
 }
 SHIM int TVMFFIDataTypeFromString(const KFFIByteArray* str, DLDataType* out) {
   return KFFIDataTypeFromString(str, out);
-}
-SHIM int TVMFFIDataTypeToString(const DLDataType* dtype, KFFIAny* out) {
-  return KFFIDataTypeToString(dtype, out);
 }
 
 SHIM int TVMFFIEnvSetStream(int32_t device_type, int32_t device_id, void* stream, void** prev) {
@@ -455,6 +600,11 @@ SHIM int TVMFFIHandleInitOnce(void** handle_addr, int (*init_func)(void** result
   void* result = nullptr;
   int rc = init_func(&result);
   if (rc != 0) return rc;
+  if (result == nullptr) {  // the handle would read as "not yet initialised" for ever
+    KFFIErrorSetRaisedFromCStr("RuntimeError",
+                               "TVMFFIHandleInitOnce: the init function returned a NULL handle");
+    return -1;
+  }
   __atomic_store_n(handle_addr, result, __ATOMIC_RELEASE);
   return 0;
 }
@@ -466,10 +616,10 @@ SHIM int TVMFFIHandleDeinitOnce(void** handle_addr, int (*deinit_func)(void* han
   std::lock_guard<std::recursive_mutex> lock(InitOnceMutex());
   void* handle = *handle_addr;
   if (handle == nullptr) return 0;
-  int rc = deinit_func(handle);
-  if (rc != 0) return rc;
+  // Cleared whatever the deinit function reports: it was given the handle, and a second deinit
+  // of the same handle would free it twice.
   __atomic_store_n(handle_addr, nullptr, __ATOMIC_RELEASE);
-  return 0;
+  return deinit_func(handle);
 }
 
 #undef SHIM
@@ -482,6 +632,8 @@ const std::vector<std::string_view>& ShimCoveredFunctions() {
     auto* v = new std::vector<std::string_view>{
         "TVMFFIAnyViewToOwnedAny",
         "TVMFFIBacktrace",
+        "TVMFFIBigIntFromByteArray",
+        "TVMFFIBigIntGetContentByteArray",
         "TVMFFIBytesFromByteArray",
         "TVMFFIDataTypeFromString",
         "TVMFFIDataTypeToString",
@@ -506,6 +658,7 @@ const std::vector<std::string_view>& ShimCoveredFunctions() {
         "TVMFFIFunctionGetGlobal",
         "TVMFFIFunctionSetGlobal",
         "TVMFFIFunctionSetGlobalFromMethodInfo",
+        "TVMFFIGetCustomAllocator",
         "TVMFFIGetTypeAttrColumn",
         "TVMFFIGetTypeInfo",
         "TVMFFIGetVersion",
@@ -514,7 +667,9 @@ const std::vector<std::string_view>& ShimCoveredFunctions() {
         "TVMFFIObjectCreateOpaque",
         "TVMFFIObjectDecRef",
         "TVMFFIObjectIncRef",
+        "TVMFFISetCustomAllocator",
         "TVMFFIStringFromByteArray",
+        "TVMFFITensorCreateUnsafeView",
         "TVMFFITensorFromDLPack",
         "TVMFFITensorFromDLPackVersioned",
         "TVMFFITensorToDLPack",

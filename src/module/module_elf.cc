@@ -20,11 +20,13 @@ namespace {
 constexpr unsigned char kElfClass64 = 2;
 constexpr unsigned char kElfData2Lsb = 1;
 constexpr unsigned char kElfData2Msb = 2;
+constexpr uint32_t kSectionProgBits = 1;
 constexpr uint32_t kSectionStrTab = 3;
 constexpr uint32_t kSectionDynamic = 6;
 constexpr uint32_t kSectionNoBits = 8;
 constexpr uint32_t kSectionDynSym = 11;
 constexpr uint64_t kSectionFlagWrite = 0x1;
+constexpr uint64_t kSectionFlagAlloc = 0x2;
 constexpr uint64_t kSectionFlagExec = 0x4;
 constexpr uint16_t kSectionIndexUndef = 0;
 constexpr uint16_t kSectionIndexLoReserve = 0xff00;
@@ -94,6 +96,30 @@ bool StartsWith(std::string_view s, std::string_view prefix) {
 }
 
 /// Reads a section's contents after checking that they lie in the file and are not too big.
+// Whether the bytes of an allocated, non-executable section with contents (.rodata and the like,
+// where type-info names and string literals live) hold needle. Read in chunks that overlap by the
+// needle's length, so a file of any size costs a fixed buffer.
+bool DataSectionsHold(const ByteSource& src, const std::vector<Elf64Section>& sections,
+                      std::string_view needle) {
+  constexpr uint64_t kChunk = uint64_t{1} << 20;
+  std::string buf;
+  for (const Elf64Section& sec : sections) {
+    if (sec.type != kSectionProgBits || (sec.flags & kSectionFlagAlloc) == 0 ||
+        (sec.flags & kSectionFlagExec) != 0) {
+      continue;
+    }
+    if (!src.Contains(sec.offset, sec.size) || sec.size < needle.size()) continue;
+    for (uint64_t at = 0; at < sec.size; at += kChunk) {
+      const uint64_t n = std::min<uint64_t>(sec.size - at, kChunk + needle.size() - 1);
+      buf.resize(n);
+      if (!src.Read(sec.offset + at, buf.data(), n)) break;
+      if (buf.find(needle) != std::string::npos) return true;
+      if (n < kChunk) break;
+    }
+  }
+  return false;
+}
+
 bool ReadSectionBytes(const ByteSource& src, const Elf64Section& sec, std::string* out) {
   if (sec.type == kSectionNoBits || sec.size > kMaxTableBytes ||
       !src.Contains(sec.offset, sec.size))
@@ -609,6 +635,15 @@ ElfExports ReadFrom(const ByteSource& src) {
   SortUnique(&out.tvm_cxx_imports);
   SortUnique(&out.tvm_runtime_functions);
   SortUnique(&out.misplaced_code);
+  if (!out.tvm_imports.empty() || !out.tvm_functions.empty()) {
+    // apache-tvm-ffi up to 0.1.8.post2 compiled `tvm::ffi::EnvErrorAlreadySet` (its type-info
+    // name stays in the file, stripped or not) into every library that exports a function;
+    // 0.1.8 added TVMFFIErrorCreateWithCauseAndExtraContext, which only an 0.1.8 library imports.
+    out.tvm_pre_0_1_8_errors =
+        !std::binary_search(out.tvm_imports.begin(), out.tvm_imports.end(),
+                            std::string("TVMFFIErrorCreateWithCauseAndExtraContext")) &&
+        DataSectionsHold(src, sections, "N3tvm3ffi18EnvErrorAlreadySetE");
+  }
   if (!out.tvm_imports.empty()) {
     ReadImportSlots(src, sections, dyn, *dynsym, eh.machine, raw_symbols, names, &out);
   }

@@ -82,6 +82,11 @@ struct ElfExports {
   /// else inline, so these are libtvm_ffi's extra C++ API (JSON, serialization, structural
   /// equality, repr, ...), which kffi's shim does not provide (docs/tvm_ffi.md).
   std::vector<std::string> tvm_cxx_imports;
+  /// Whether it was built with apache-tvm-ffi 0.1.8.post2 or older without a sign of 0.1.8: the
+  /// releases before 0.1.8 laid an error record out in 56 bytes where later ones (and kffi's
+  /// runtime) use 72, so errors the library makes would be misread (docs/tvm_ffi.md, "Version
+  /// skew").
+  bool tvm_pre_0_1_8_errors = false;
   /// Whether it defines GNU unique symbols in namespace tvm::ffi: the type-index statics of
   /// apache-tvm-ffi's C++ headers, which the dynamic loader shares with every library of the
   /// process, libtvm_ffi included (docs/tvm_ffi.md, "Which runtime a library runs on").

@@ -451,6 +451,17 @@ const RealRuntime* LoadInstalledRuntime(const std::string& library_path) {
 }
 
 void* OpenLibraryOrThrow(const std::string& path, const ElfExports& elf) {
+  if (elf.tvm_pre_0_1_8_errors) {
+    // Whichever runtime it binds to, kffi reads the errors it raises: refused before any of its
+    // code runs (a misread error record was a crash at its first error).
+    Refuse(path, std::string("it was built with apache-tvm-ffi 0.1.8.post2 or older (it holds "
+                             "`tvm::ffi::EnvErrorAlreadySet`, which 0.1.9 removed) and shows no "
+                             "sign of 0.1.8. Before 0.1.8 a TVM-FFI error record was 56 bytes; "
+                             "kffi's runtime follows apache-tvm-ffi ") +
+                     kTvmRuntimeVersionText +
+                     ", whose records are 72 bytes, so the library's errors would be misread. "
+                     "Rebuild it against apache-tvm-ffi 0.1.9 or newer");
+  }
   if (elf.tvm_library_ctx && !elf.tvm_library_ctx_writable) {
     Refuse(path, std::string("its `") + details::kTvmLibraryCtxSymbol + "` is " +
                      elf.tvm_library_ctx_problem +

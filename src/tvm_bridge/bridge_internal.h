@@ -5,6 +5,7 @@
 
 #include <kffi/c_api.h>
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -18,6 +19,13 @@ namespace tvmglue {
 using details::TvmForeignField;
 using details::TvmForeignMethod;
 using details::TvmForeignTypeDesc;
+
+/// The apache-tvm-ffi release whose ABI the shim follows. TVMFFIGetVersion reports 0.1.16, as
+/// that release's headers and runtime do (its post releases carry the next patch number).
+constexpr uint32_t kTvmCompatMajor = 0;
+constexpr uint32_t kTvmCompatMinor = 1;
+constexpr uint32_t kTvmCompatPatch = 16;
+constexpr const char kTvmRuntimeVersionText[] = "0.1.15.post2 (version 0.1.16)";
 
 /// TVM-FFI's type record (TVMFFITypeInfo), by layout: what TVMFFIGetTypeInfo returns in either
 /// runtime (the shim builds them from kffi's registry).

@@ -41,7 +41,8 @@ struct TvmVersion {
 };
 
 // The TVM-FFI release whose ABI this shim follows (what TVMFFIGetVersion reports).
-constexpr TvmVersion kTvmCompatVersion{0, 1, 16};
+constexpr TvmVersion kTvmCompatVersion{
+    kffi::tvmglue::kTvmCompatMajor, kffi::tvmglue::kTvmCompatMinor, kffi::tvmglue::kTvmCompatPatch};
 
 // Type keys that differ between the two registries (same index, same layout).
 constexpr std::pair<std::string_view, std::string_view> kKeyAliases[] = {

@@ -16,7 +16,9 @@ import importlib.util
 import os
 import re
 import subprocess
+import sys
 import tempfile
+import zipfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -54,9 +56,11 @@ def build(
     rpath: bool = True,
     release: bool = False,
     metadata: bool = True,
+    tvm: Path | None = None,
 ) -> Path:
     """Builds tests/tvm_libs/<name>.cc (or source) once per content; returns the library's path.
     rpath=False leaves a linked library without the rpath that lets the loader find libtvm_ffi.
+    tvm names another apache-tvm-ffi package folder (another release's headers, release_dir).
     release=True builds with -O3 -DNDEBUG (the flags of a benchmark's native anchor) instead of
     the tests' quick -O1. metadata=False leaves out the signature symbols
     (`__tvm_ffi__metadata_<name>`), as apache-tvm-ffi's default build does; such a build
@@ -66,7 +70,7 @@ def build(
     Not kffi.cpp.build: these are apache-tvm-ffi libraries, built with its headers and nothing of
     kffi (kffi.cpp links every library with libkffi and kffi's headers), which the bridge tests
     need (a library that must load and run without kffi's ABI)."""
-    tvm = tvm_ffi_dir()
+    tvm = tvm or tvm_ffi_dir()
     if tvm is None:
         raise RuntimeError("apache-tvm-ffi is not installed")
     source = source or SOURCES / f"{name}.cc"
@@ -111,6 +115,46 @@ def build(
         raise RuntimeError(f"building {out.name} failed:\n{' '.join(cmd)}\n{proc.stderr}")
     os.replace(tmp, out)
     return out
+
+
+def release_dir(version: str) -> Path | None:
+    """The tvm_ffi package folder of apache-tvm-ffi `version`, unpacked from its PyPI wheel into
+    the cache (downloaded once), for building libraries against another release's headers; None
+    when the wheel cannot be had (no network). Never installed or imported."""
+    root = _cache_dir() / f"apache-tvm-ffi-{version}"
+    folder = root / "tvm_ffi"
+    if (folder / "include" / "tvm" / "ffi" / "c_api.h").exists():
+        return folder
+    wheels = root.with_name(root.name + ".download")
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--quiet",
+            "--no-deps",
+            "--only-binary=:all:",
+            f"apache-tvm-ffi=={version}",
+            "-d",
+            str(wheels),
+        ],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    found = sorted(wheels.glob("apache_tvm_ffi-*.whl")) if proc.returncode == 0 else []
+    if not found:
+        return None
+    tmp = root.with_name(f"{root.name}.{os.getpid()}.tmp")
+    with zipfile.ZipFile(found[0]) as z:
+        members = [
+            m for m in z.namelist() if m.startswith(("tvm_ffi/include/", "tvm_ffi/3rdparty/"))
+        ]
+        z.extractall(tmp, members)
+    os.replace(tmp, root)
+    return folder
 
 
 def libtvm_ffi_mapped() -> bool:

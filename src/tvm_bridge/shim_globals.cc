@@ -8,7 +8,8 @@
 // shapes; maps are refused, as kffi lays them out differently) the first time a library asks the
 // shim for a global function or registers one, so that a process that never runs TVM-FFI code sees
 // none of them in kffi's registry. The extra C++ API's functions (JSON, serialization, structural
-// equality, repr) are not among them: docs/tvm_ffi.md says why. SPDX-License-Identifier: Apache-2.0
+// equality, repr) are not among them: docs/tvm_ffi.md says why.
+// SPDX-License-Identifier: Apache-2.0
 #include <kffi/container/array.h>
 #include <kffi/container/list.h>
 #include <kffi/container/shape.h>

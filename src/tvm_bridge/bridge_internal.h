@@ -27,6 +27,9 @@ constexpr uint32_t kTvmCompatMinor = 1;
 constexpr uint32_t kTvmCompatPatch = 16;
 constexpr const char kTvmRuntimeVersionText[] = "0.1.15.post2 (version 0.1.16)";
 
+/// TVM-FFI's static index of ffi.BigInt, a type kffi's own registry does not have.
+constexpr int32_t kTvmBigIntIndex = 78;
+
 /// TVM-FFI's type record (TVMFFITypeInfo), by layout: what TVMFFIGetTypeInfo returns in either
 /// runtime (the shim builds them from kffi's registry).
 struct TvmTypeInfo {

@@ -10,13 +10,17 @@
 // header (StructuralVisitorObj::vtable_, the ABI the headers call stable), whose first entry
 // visits a value.
 //
-// Visiting sequences is provided; maps are refused, as kffi lays them out differently from
-// TVM-FFI (calls.cc). Mutation is not provided: its copy-on-write and in-place rules are the
-// engine's, and a hook that got them slightly wrong would change what a caller shares. The mutate
-// hooks return an Error that says so, rather than leave the containers unchanged without a word.
+// Sequences are visited and mutated as libtvm_ffi does (copy-on-write, or in place when the
+// engine says the container is unique; items read borrowed, so a child's uniqueness is what the
+// callbacks see); strings, bytes and big integers are leaves. Maps are refused with an error
+// that says why: kffi lays them out differently from TVM-FFI (calls.cc), so a map a library made
+// is never read here. A mutator, like a visitor, starts with its dispatch table after the object
+// header (mutate, then maybe_inplace_mutate), and a mutate hook returns the replacement, the
+// "unchanged" marker (static index 13) or an Error.
 // SPDX-License-Identifier: Apache-2.0
 #include <kffi/container/array.h>
 #include <kffi/container/list.h>
+#include <kffi/error.h>
 
 #include <cstring>
 #include <string>
@@ -95,15 +99,123 @@ KFFIAny RefuseMapVisit(void* /*visitor*/, KFFIAny value) noexcept {
                         "one");
 }
 
-KFFIAny RefuseMutate(void* /*mutator*/, KFFIAny value) noexcept {
-  const char* key = value.type_index == kKFFIArray  ? "ffi.Array"
-                    : value.type_index == kKFFIList ? "ffi.List"
-                    : value.type_index == kKFFIMap  ? "ffi.Map"
-                                                    : "ffi.Dict";
-  return ErrorValue("RuntimeError", std::string("Structural mutation of a container (") + key +
-                                        ") is not provided by kffi's TVM-FFI runtime (visiting "
-                                        "is); load apache-tvm-ffi (`import tvm_ffi`, or "
-                                        "KFFI_TVM_RUNTIME=<its libtvm_ffi.so>) to mutate one");
+// ---- mutation (StructuralMutatorVTable: mutate, then maybe_inplace_mutate) ----------------------
+
+// TVM-FFI's static index of the "unchanged" marker a mutate hook returns (ffi.Unchanged).
+constexpr int32_t kTvmUnchanged = 13;
+
+KFFIAny Unchanged() {
+  KFFIAny v{};
+  v.type_index = kTvmUnchanged;
+  return v;
+}
+
+// The mutator's entry: 0 mutates (copy-on-write), 1 may mutate in place.
+VisitAbi MutateEntry(void* mutator, int which) {
+  const VisitAbi* table = nullptr;
+  std::memcpy(&table, static_cast<char*>(mutator) + sizeof(KFFIObject), sizeof(table));
+  return table == nullptr ? nullptr : table[which];
+}
+
+// What the engine's MutateExpected(item, mode) does: in place only when allowed and the item is
+// an object nobody else holds.
+KFFIAny MutateItem(void* mutator, const KFFIAny& item, bool allow_inplace) {
+  const bool unique = allow_inplace && item.type_index >= kKFFIStaticObjectBegin &&
+                      item.v_obj != nullptr && details::HeaderUseCount(item.v_obj) == 1;
+  VisitAbi entry = MutateEntry(mutator, unique ? 1 : 0);
+  if (entry == nullptr) return ErrorValue("RuntimeError", "structural mutator without a mutate");
+  return entry(mutator, item);
+}
+
+// TVM-FFI's same_as on values: the same type and the same 8 bytes (and padding word).
+bool SameAs(const KFFIAny& a, const KFFIAny& b) {
+  return a.type_index == b.type_index && a.zero_padding == b.zero_padding && a.v_int64 == b.v_int64;
+}
+
+void Release(const KFFIAny& v) {
+  if (v.type_index >= kKFFIStaticObjectBegin && v.v_obj != nullptr) KFFIObjectDecRef(v.v_obj);
+}
+
+KFFISeqCell* SeqCellOf(const KFFIAny& v) {
+  return static_cast<KFFISeqCell*>(KFFIObjectGetCellPtr(v.v_obj));
+}
+
+// The i-th item of a sequence as an owned value (the cell is read afresh: a callback may have
+// changed the container).
+Any ItemAt(const KFFIAny& seq, int64_t i) {
+  const KFFISeqCell* cell = SeqCellOf(seq);
+  KFFI_CHECK(i < cell->size, RuntimeError) << "the container shrank while it was mutated";
+  return Any(reinterpret_cast<const AnyView&>(static_cast<const KFFIAny*>(cell->data)[i]));
+}
+
+// Copy-on-write: the container is returned unchanged unless an item changes; from the first that
+// does, a new container of the same kind holds the mapped items (the source is left as it was).
+// Items are read borrowed, as the engine does, so a child held only by the container is still
+// seen as unique by the callbacks.
+template <typename Seq>
+KFFIAny MutateSeq(void* mutator, KFFIAny value) noexcept {
+  try {
+    std::vector<Any> out;
+    bool changed = false;
+    for (int64_t i = 0; i < SeqCellOf(value)->size; ++i) {
+      const KFFIAny item = static_cast<const KFFIAny*>(SeqCellOf(value)->data)[i];
+      KFFIAny r = MutateItem(mutator, item, false);
+      if (r.type_index == kKFFIError) return r;
+      if (r.type_index == kTvmUnchanged || SameAs(r, item)) {
+        Release(r);
+        if (changed) out.push_back(ItemAt(value, i));
+        continue;
+      }
+      if (!changed) {
+        changed = true;
+        for (int64_t j = 0; j < i; ++j) out.push_back(ItemAt(value, j));
+      }
+      out.push_back(details::AnyUnsafe::FromOwnedRaw(r));
+    }
+    if (!changed) return Unchanged();
+    Any result(Seq(out.begin(), out.end()));
+    KFFIAny raw = *details::AnyUnsafe::Raw(result);
+    KFFIObjectIncRef(raw.v_obj);  // the caller owns the result
+    return raw;
+  } catch (const std::exception& e) {
+    return ErrorValue("RuntimeError", e.what());
+  } catch (...) {
+    return ErrorValue("RuntimeError", "structural mutation of a container failed");
+  }
+}
+
+// In place (the engine calls this only for a container nobody else holds): each item that
+// changes is replaced where it stands; the container itself comes back unchanged.
+KFFIAny MaybeInplaceMutateSeq(void* mutator, KFFIAny value) noexcept {
+  KFFISeqCell* cell = SeqCellOf(value);
+  for (int64_t i = 0; i < cell->size; ++i) {
+    KFFIAny item = static_cast<KFFIAny*>(cell->data)[i];  // a copy: the call may replace it
+    KFFIAny r = MutateItem(mutator, item, true);
+    if (r.type_index == kKFFIError) return r;
+    cell = SeqCellOf(value);  // a callback may have resized it
+    if (i >= cell->size) return Unchanged();
+    if (r.type_index == kTvmUnchanged || SameAs(r, item)) {
+      Release(r);
+      continue;
+    }
+    KFFIAny* slot = static_cast<KFFIAny*>(cell->data) + i;
+    const KFFIAny old = *slot;
+    *slot = r;
+    Release(old);
+  }
+  return Unchanged();
+}
+
+// Strings, bytes and big integers are leaves: never changed, never walked.
+KFFIAny MutateLeaf(void* /*mutator*/, KFFIAny /*value*/) noexcept { return Unchanged(); }
+
+KFFIAny RefuseMapMutate(void* /*mutator*/, KFFIAny value) noexcept {
+  return ErrorValue("RuntimeError",
+                    std::string("Structural mutation of a ") +
+                        (value.type_index == kKFFIDict ? "ffi.Dict" : "ffi.Map") +
+                        ": kffi's TVM-FFI runtime does not read TVM-FFI's hash maps (the two lay "
+                        "them out differently); load apache-tvm-ffi (`import tvm_ffi`) to mutate "
+                        "one");
 }
 
 KFFIAny Hook(VisitAbi fn) {
@@ -120,9 +232,18 @@ void StructuralTypeAttrs(std::vector<RuntimeTypeAttr>* out) {
   out->push_back({kKFFIList, "__s_visit__", Hook(&VisitSeq<List<Any>>)});
   out->push_back({kKFFIMap, "__s_visit__", Hook(&RefuseMapVisit)});
   out->push_back({kKFFIDict, "__s_visit__", Hook(&RefuseMapVisit)});
-  for (int32_t index : {kKFFIArray, kKFFIList, kKFFIMap, kKFFIDict}) {
-    out->push_back({index, "__s_mutate__", Hook(&RefuseMutate)});
-    out->push_back({index, "__s_maybe_inplace_mutate__", Hook(&RefuseMutate)});
+  out->push_back({kKFFIArray, "__s_mutate__", Hook(&MutateSeq<Array<Any>>)});
+  out->push_back({kKFFIList, "__s_mutate__", Hook(&MutateSeq<List<Any>>)});
+  for (int32_t index : {kKFFIArray, kKFFIList}) {
+    out->push_back({index, "__s_maybe_inplace_mutate__", Hook(&MaybeInplaceMutateSeq)});
+  }
+  for (int32_t index : {kKFFIMap, kKFFIDict}) {
+    out->push_back({index, "__s_mutate__", Hook(&RefuseMapMutate)});
+    out->push_back({index, "__s_maybe_inplace_mutate__", Hook(&RefuseMapMutate)});
+  }
+  for (int32_t index : {int32_t{kKFFIStr}, int32_t{kKFFIBytes}, kTvmBigIntIndex}) {
+    out->push_back({index, "__s_mutate__", Hook(&MutateLeaf)});
+    out->push_back({index, "__s_maybe_inplace_mutate__", Hook(&MutateLeaf)});
   }
 }
 

@@ -25,7 +25,7 @@ namespace {
 // TVM-FFI's BigInt (static type index 78): the header, the number of 64-bit words, then the
 // words, least significant first, in two's complement and minimal (no redundant sign word).
 // Values that fit int64 are never BigInt objects: they travel as plain ints.
-constexpr int32_t kTvmBigIntIndex = 78;
+using kffi::tvmglue::kTvmBigIntIndex;
 
 class BigIntObj final : public kffi::Object {
  public:

@@ -6,10 +6,11 @@ column, an overloaded __ffi_init__, overloaded and static methods, a field defau
 functions libtvm_ffi registers (`ffi.ArrayContains`, the global-name listing, function metadata,
 the kwargs marker), big integers in a Map, a strided view (TVMFFITensorCreateUnsafeView),
 init-once with an init that yields NULL, dtype aliases and scalable vectors, and a structural
-visit of nested Arrays. Each runtime must give the same results, save one documented difference:
-a Map inside a visited value is a clear error on kffi's runtime (kffi lays out hash maps
-differently from TVM-FFI, so the shim never reads one). Each scenario runs in a fresh interpreter:
-which runtime a library binds to depends on the process, and a crash must fail the test.
+visit and a structural mutation of nested Arrays. Each runtime must give the same results, save
+one documented difference: a Map inside a visited or mutated value is a clear error on kffi's
+runtime (kffi lays out hash maps differently from TVM-FFI, so the shim never reads one). Each
+scenario runs in a fresh interpreter: which runtime a library binds to depends on the process,
+and a crash must fail the test.
 """
 # SPDX-License-Identifier: Apache-2.0
 
@@ -47,6 +48,11 @@ PROBE = """
         out["visit_map"] = m.visit_leaves(True)
     except RuntimeError as e:
         out["visit_map"] = "RuntimeError: " + str(e)
+    out["mutate"] = list(m.mutate_add_ten(False))
+    try:
+        out["mutate_map"] = list(m.mutate_add_ten(True))
+    except RuntimeError as e:
+        out["mutate_map"] = "RuntimeError: " + str(e)
     out["on_libtvm_ffi"] = tvm_libs.libtvm_ffi_mapped()
     print(json.dumps(out))
 """
@@ -66,6 +72,9 @@ EXPECTED = {
     # as_strided((2, 2), (1, 2), offset 1) of arange(8): shape, strides, first items, offset
     "strided": [2, 2, 1, 2, 1, 2, 3, 1],
     "visit": 3,
+    # mutated inner items, mutated int, the untouched string leaf, the source's int (unchanged),
+    # the source's inner item (unchanged), whether the result is the shared source
+    "mutate": [11, 12, 13, "leaf", 3, 1, False],
 }
 
 
@@ -98,3 +107,5 @@ def test_kffi_runtime_answers_as_apache_tvm_ffi_does(lib):
     assert real["visit_map"] == 4
     assert shim["visit_map"].startswith("RuntimeError: Structural visit of a ffi.Map: kffi's")
     assert "load apache-tvm-ffi" in shim["visit_map"]
+    assert real["mutate_map"] == [11, 12, 13, "leaf", 3, 1, False]
+    assert shim["mutate_map"].startswith("RuntimeError: Structural mutation of a ffi.Map: kffi's")

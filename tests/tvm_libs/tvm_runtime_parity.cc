@@ -1,9 +1,9 @@
 // tests/tvm_libs/tvm_runtime_parity.cc: a TVM-FFI library that leans on what apache-tvm-ffi's
 // runtime provides beyond calls: type attribute columns, overloaded and static methods and
 // __ffi_init__, field defaults, the global functions libtvm_ffi registers (`ffi.*`), big integers,
-// strided tensor views, init-once handles, dtype aliases and the structural visitor's container
-// hooks. Built with apache-tvm-ffi's headers only; each export checks one thing through the
-// headers' own code and returns what it saw, so a test can compare kffi's runtime with
+// strided tensor views, init-once handles, dtype aliases and the structural visitor's and
+// mutator's container hooks. Built with apache-tvm-ffi's headers only; each export checks one thing
+// through the headers' own code and returns what it saw, so a test can compare kffi's runtime with
 // apache-tvm-ffi's.
 // SPDX-License-Identifier: Apache-2.0
 #include <tvm/ffi/big_int.h>
@@ -11,6 +11,7 @@
 #include <tvm/ffi/container/map.h>
 #include <tvm/ffi/container/tensor.h>
 #include <tvm/ffi/dtype.h>
+#include <tvm/ffi/extra/structural_mutate.h>
 #include <tvm/ffi/extra/structural_visit.h>
 #include <tvm/ffi/function.h>
 #include <tvm/ffi/reflection/accessor.h>
@@ -180,6 +181,21 @@ int64_t VisitLeaves(bool with_map) {
   return visitor->leaves;
 }
 
+// A structural mutation adding 10 to every int in nested Arrays: a new root (the source shared
+// with a second holder is left as it was), or on kffi's runtime a clear error for a Map.
+ffi::Array<ffi::Any> MutateAddTen(bool with_map) {
+  ffi::Array<ffi::Any> inner = {int64_t{1}, int64_t{2}};
+  ffi::Array<ffi::Any> root = {inner, int64_t{3}, ffi::String("leaf")};
+  if (with_map) root.push_back(ffi::Map<ffi::Any, ffi::Any>{{ffi::String("k"), int64_t{4}}});
+  ffi::Array<ffi::Any> keep = root;
+  auto add_ten = [](int64_t v, ffi::StructuralMutatorObj*) -> ffi::Expected<ffi::Any> {
+    return ffi::Any(v + 10);
+  };
+  ffi::Array<ffi::Any> out = ffi::StructuralMutate(root, add_ten).cast<ffi::Array<ffi::Any>>();
+  ffi::Array<ffi::Any> new_inner = out[0].cast<ffi::Array<ffi::Any>>();
+  return {new_inner[0], new_inner[1], out[1], out[2], keep[1], inner[0], out.same_as(keep)};
+}
+
 TVM_FFI_STATIC_INIT_BLOCK() {
   refl::GlobalDef().def(
       "tvm_parity.documented", [](int64_t x) { return x + 1; }, "adds one");
@@ -196,3 +212,4 @@ TVM_FFI_DLL_EXPORT_TYPED_FUNC(strided_view, StridedView);
 TVM_FFI_DLL_EXPORT_TYPED_FUNC(init_once, InitOnce);
 TVM_FFI_DLL_EXPORT_TYPED_FUNC(dtype_aliases, DtypeAliases);
 TVM_FFI_DLL_EXPORT_TYPED_FUNC(visit_leaves, VisitLeaves);
+TVM_FFI_DLL_EXPORT_TYPED_FUNC(mutate_add_ten, MutateAddTen);

@@ -261,6 +261,9 @@ void StructuralTypeAttrs(std::vector<RuntimeTypeAttr>* out);
 /// global function or registers one.
 void EnsureShimGlobals() noexcept;
 
+/// Every registered type key, in index order, as TVM-FFI spells them (`ffi.GetRegisteredTypeKeys`).
+std::vector<std::string> ShimRegisteredTypeKeys();
+
 /// Records the metadata (a JSON text; empty: none) of the global function name, for
 /// `ffi.GetGlobalFuncMetadata`.
 void SetShimGlobalMetadata(const KFFIByteArray& name, const KFFIByteArray& metadata);

@@ -349,6 +349,26 @@ int SetGlobal(const KFFIByteArray* name, KFFIObjectHandle f, int allow_override,
 
 }  // namespace
 
+namespace kffi {
+namespace tvmglue {
+
+std::vector<std::string> ShimRegisteredTypeKeys() {
+  std::vector<std::string> keys;
+  // Static indices first, then the dynamic ones, which are allocated without gaps.
+  for (int32_t index = 0;; ++index) {
+    const KFFITypeInfo* info = KFFIGetTypeInfo(index);
+    if (info == nullptr) {
+      if (index >= kKFFIDynObjectBegin) break;
+      continue;
+    }
+    keys.emplace_back(ToTvmKey(std::string_view(info->type_key.data, info->type_key.size)));
+  }
+  return keys;
+}
+
+}  // namespace tvmglue
+}  // namespace kffi
+
 // ---- the covered functions
 // ----------------------------------------------------------------------- Keep
 // ShimCoveredFunctions() (at the end) in step with this list.

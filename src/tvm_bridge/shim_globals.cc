@@ -261,6 +261,11 @@ void RegisterFunctionsAndMarkers() {
     return Function::FromExternC(self, reinterpret_cast<KFFISafeCallType>(safe_call),
                                  reinterpret_cast<void (*)(void*)>(deleter));
   });
+  DefTyped("ffi.GetRegisteredTypeKeys", []() {
+    Array<String> keys;
+    for (const std::string& k : ShimRegisteredTypeKeys()) keys.push_back(String(k));
+    return keys;
+  });
   DefTyped("ffi.GetInvalidObject", []() { return MarkerObject(0); });
   DefTyped("ffi.GetKwargsObject", []() { return MarkerObject(1); });
 }

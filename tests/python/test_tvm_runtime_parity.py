@@ -62,8 +62,9 @@ EXPECTED = {
     # __ffi_init__(int), __ffi_init__(float), plus(int), plus(str), scale(int), scale(float)
     "methods": [5, -1, 6, "n=5", 42, 1.5],
     "field_default": 7,
-    # contains 2, contains 9, own name listed, metadata has a type schema, one kwargs marker
-    "globals": [True, False, True, True, True],
+    # contains 2, contains 9, own name listed, metadata has a type schema, one kwargs marker,
+    # its own type and ffi.String among the registered type keys
+    "globals": [True, False, True, True, True, True, True],
     # a BigInt object, its key, equal, same hash, found in a Map by the other
     "big_ints": [True, "ffi.BigInt", True, True, 3],
     # TVMFFIHandleInitOnce fails when the init yields NULL, and leaves the handle unset

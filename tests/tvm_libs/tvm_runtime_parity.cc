@@ -103,8 +103,20 @@ ffi::Array<ffi::Any> Globals() {
       ffi::Function::GetGlobalRequired("ffi.GetKwargsObject")().cast<ffi::ObjectRef>();
   ffi::ObjectRef kwargs2 =
       ffi::Function::GetGlobalRequired("ffi.GetKwargsObject")().cast<ffi::ObjectRef>();
-  return {contains(xs, int64_t{2}), contains(xs, int64_t{9}), listed,
-          metadata.find("type_schema") != std::string::npos, kwargs1.same_as(kwargs2)};
+  ffi::Array<ffi::String> types = ffi::Function::GetGlobalRequired("ffi.GetRegisteredTypeKeys")()
+                                      .cast<ffi::Array<ffi::String>>();
+  bool own_type = false, string_type = false;
+  for (const ffi::String& k : types) {
+    own_type = own_type || k == "tvm_parity.ShapeKind";
+    string_type = string_type || k == "ffi.String";
+  }
+  return {contains(xs, int64_t{2}),
+          contains(xs, int64_t{9}),
+          listed,
+          metadata.find("type_schema") != std::string::npos,
+          kwargs1.same_as(kwargs2),
+          own_type,
+          string_type};
 }
 
 // Equal big integers made two ways hash and compare equal, and find each other in a Map.

@@ -280,8 +280,8 @@ void EnsureShimGlobals() noexcept {
     try {
       RegisterContainers();
       RegisterFunctionsAndMarkers();
-    } catch (...) {
     }
+    KFFI_CATCH_ALL {}
   });
 }
 

@@ -32,7 +32,9 @@ namespace kffi {
 namespace tvmglue {
 namespace {
 
-using VisitAbi = KFFIAny (*)(void* visitor, KFFIAny value) noexcept;
+// The headers' hook type is noexcept; the hooks here whose try blocks run the engine's callbacks
+// are not, so that a thread's forced unwind is rethrown (KFFI_CATCH_ALL) rather than swallowed.
+using VisitAbi = KFFIAny (*)(void* visitor, KFFIAny value);
 
 // The visitor's dispatch table: the first field after the object header; its first entry visits.
 VisitAbi VisitEntry(void* visitor) {
@@ -63,9 +65,22 @@ KFFIAny ErrorValue(const char* kind, const std::string& message) {
   return out;
 }
 
+// The exception being handled as an Error value (the hooks' ABI returns errors, never throws).
+// A thread's forced unwind is let through by KFFI_CATCH_ALL (and meets the engine's noexcept
+// frame, as it would with libtvm_ffi's own hooks).
+KFFIAny CurrentErrorValue() {
+  details::SetRaisedFromCurrentException();
+  KFFIObjectHandle err = nullptr;
+  KFFIErrorMoveFromRaised(&err);
+  KFFIAny out{};
+  out.type_index = err != nullptr ? kKFFIError : kKFFINone;
+  out.v_obj = static_cast<KFFIObject*>(err);
+  return out;
+}
+
 // Visits each value in turn; the first result that is not None ends the walk and is returned.
 template <typename Values>
-KFFIAny VisitAll(void* visitor, const Values& values) noexcept {
+KFFIAny VisitAll(void* visitor, const Values& values) {
   VisitAbi visit = VisitEntry(visitor);
   if (visit == nullptr) return ErrorValue("RuntimeError", "structural visitor without a visit");
   for (const Any& v : values) {
@@ -76,16 +91,13 @@ KFFIAny VisitAll(void* visitor, const Values& values) noexcept {
 }
 
 template <typename Seq>
-KFFIAny VisitSeq(void* visitor, KFFIAny value) noexcept {
+KFFIAny VisitSeq(void* visitor, KFFIAny value) {
   try {
     Seq seq = reinterpret_cast<const AnyView&>(value).cast<Seq>();
     std::vector<Any> items(seq.begin(), seq.end());  // held: a visit may change the container
     return VisitAll(visitor, items);
-  } catch (const std::exception& e) {
-    return ErrorValue("RuntimeError", e.what());
-  } catch (...) {
-    return ErrorValue("RuntimeError", "structural visit of a container failed");
   }
+  KFFI_CATCH_ALL { return CurrentErrorValue(); }
 }
 
 // A Map or Dict a library made has TVM-FFI's hash-map layout, which kffi's differs from
@@ -153,7 +165,7 @@ Any ItemAt(const KFFIAny& seq, int64_t i) {
 // Items are read borrowed, as the engine does, so a child held only by the container is still
 // seen as unique by the callbacks.
 template <typename Seq>
-KFFIAny MutateSeq(void* mutator, KFFIAny value) noexcept {
+KFFIAny MutateSeq(void* mutator, KFFIAny value) {
   try {
     std::vector<Any> out;
     bool changed = false;
@@ -177,11 +189,8 @@ KFFIAny MutateSeq(void* mutator, KFFIAny value) noexcept {
     KFFIAny raw = *details::AnyUnsafe::Raw(result);
     KFFIObjectIncRef(raw.v_obj);  // the caller owns the result
     return raw;
-  } catch (const std::exception& e) {
-    return ErrorValue("RuntimeError", e.what());
-  } catch (...) {
-    return ErrorValue("RuntimeError", "structural mutation of a container failed");
   }
+  KFFI_CATCH_ALL { return CurrentErrorValue(); }
 }
 
 // In place (the engine calls this only for a container nobody else holds): each item that

@@ -101,14 +101,18 @@ KFFIAny VisitSeq(void* visitor, KFFIAny value) {
 }
 
 // A Map or Dict a library made has TVM-FFI's hash-map layout, which kffi's differs from
-// (calls.cc): it is not read, and the visit ends with an error that says so.
-KFFIAny RefuseMapVisit(void* /*visitor*/, KFFIAny value) noexcept {
+// (calls.cc): it is not read, and the walk ends with an error that says so.
+KFFIAny RefuseMap(const KFFIAny& value, const char* walk, const char* verb) {
   return ErrorValue("RuntimeError",
-                    std::string("Structural visit of a ") +
+                    std::string("Structural ") + walk + " of a " +
                         (value.type_index == kKFFIDict ? "ffi.Dict" : "ffi.Map") +
                         ": kffi's TVM-FFI runtime does not read TVM-FFI's hash maps (the two lay "
-                        "them out differently); load apache-tvm-ffi (`import tvm_ffi`) to walk "
-                        "one");
+                        "them out differently); load apache-tvm-ffi (`import tvm_ffi`) to " +
+                        verb + " one");
+}
+
+KFFIAny RefuseMapVisit(void* /*visitor*/, KFFIAny value) noexcept {
+  return RefuseMap(value, "visit", "walk");
 }
 
 // ---- mutation (StructuralMutatorVTable: mutate, then maybe_inplace_mutate) ----------------------
@@ -219,12 +223,7 @@ KFFIAny MaybeInplaceMutateSeq(void* mutator, KFFIAny value) noexcept {
 KFFIAny MutateLeaf(void* /*mutator*/, KFFIAny /*value*/) noexcept { return Unchanged(); }
 
 KFFIAny RefuseMapMutate(void* /*mutator*/, KFFIAny value) noexcept {
-  return ErrorValue("RuntimeError",
-                    std::string("Structural mutation of a ") +
-                        (value.type_index == kKFFIDict ? "ffi.Dict" : "ffi.Map") +
-                        ": kffi's TVM-FFI runtime does not read TVM-FFI's hash maps (the two lay "
-                        "them out differently); load apache-tvm-ffi (`import tvm_ffi`) to mutate "
-                        "one");
+  return RefuseMap(value, "mutation", "mutate");
 }
 
 KFFIAny Hook(VisitAbi fn) {

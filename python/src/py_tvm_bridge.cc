@@ -332,13 +332,29 @@ void ReleasePyReference(PyObject* obj) {
   PyGILState_Release(st);
 }
 
-/// A Tensor object over the memory of a framework tensor argument (torch, NumPy) that holds the
-/// Python tensor, so the memory lives as long as the Tensor: what a TVM-FFI `ffi::Tensor`
-/// parameter receives, since its callee may keep it. Zero-copy; shape and strides are copied
-/// (the framework tensor may change its own in place later).
+/// A Tensor object over the memory of a framework tensor argument (torch, NumPy): what a TVM-FFI
+/// `ffi::Tensor` parameter receives, since its callee may keep it. Zero-copy; shape and strides
+/// are copied (the framework tensor may change its own in place later).
+///
+/// It holds the Python tensor only once a callee has kept it: during the call the caller's
+/// argument keeps the tensor alive, and after the call a Tensor nobody else references is reused
+/// for a later call on the same thread (OwnerTensorPool) instead of freed. A TVM-FFI library built
+/// without metadata declares no parameter types, so every tensor argument it gets takes this path;
+/// a fresh object per argument (allocation, two Python reference counts, a GIL check) cost more
+/// than the rest of such a call.
 class PyOwnerTensorObj final : public TensorObj {
  public:
-  PyOwnerTensorObj(const DLTensor& src, PyObject* owner, uint64_t flags) : owner_(owner) {
+  explicit PyOwnerTensorObj(int32_t room) : room_(room) {}
+  ~PyOwnerTensorObj() {
+    if (owner_ != nullptr) ReleasePyReference(owner_);
+  }
+  PyOwnerTensorObj(const PyOwnerTensorObj&) = delete;
+  PyOwnerTensorObj& operator=(const PyOwnerTensorObj&) = delete;
+
+  /// Room for shape and strides of this many dimensions.
+  int32_t room() const { return room_; }
+  /// Views src for one call; owner is the caller's argument (borrowed for the call).
+  void View(const DLTensor& src, PyObject* owner, uint64_t flags) {
     InitLayout(InplaceArrayBegin<int64_t>(this),
                IntArrayView(src.shape, static_cast<size_t>(src.ndim)), src.strides);
     data = src.data;
@@ -346,15 +362,58 @@ class PyOwnerTensorObj final : public TensorObj {
     dtype = src.dtype;
     byte_offset = src.byte_offset;
     dlpack_flags_ = flags;
+    borrowed_ = owner;
+  }
+  /// The Tensor outlives the call (someone kept it): it holds the Python tensor from now on.
+  /// GIL held; the caller's argument is still alive.
+  void TakeOwner() {
+    owner_ = borrowed_;
     Py_INCREF(owner_);
   }
-  ~PyOwnerTensorObj() { ReleasePyReference(owner_); }
-  PyOwnerTensorObj(const PyOwnerTensorObj&) = delete;
-  PyOwnerTensorObj& operator=(const PyOwnerTensorObj&) = delete;
 
  private:
-  PyObject* owner_;
+  int32_t room_;
+  PyObject* borrowed_ = nullptr;
+  PyObject* owner_ = nullptr;
 };
+
+/// The thread's Tensors that no callee kept, for reuse (each holds one reference, no owner).
+struct OwnerTensorPool {
+  static constexpr int kSize = 8;
+  /// Dimensions every pooled Tensor has room for (an argument with more gets a Tensor of its own).
+  static constexpr int32_t kRoom = 6;
+  PyOwnerTensorObj* free[kSize];
+  int count = 0;
+  ~OwnerTensorPool() {  // thread exit: no owner is held, so no Python runs here
+    while (count > 0) KFFIObjectDecRef(static_cast<Object*>(free[--count]));
+  }
+};
+thread_local OwnerTensorPool t_owner_pool;
+
+PyOwnerTensorObj* TakeOwnerTensor(OwnerTensorPool& pool, int32_t ndim) {
+  if (ndim <= OwnerTensorPool::kRoom && pool.count > 0) return pool.free[--pool.count];
+  const int32_t room = ndim > OwnerTensorPool::kRoom ? ndim : OwnerTensorPool::kRoom;
+  return static_cast<PyOwnerTensorObj*>(static_cast<Object*>(details::ObjectUnsafe::MoveToHandle(
+      make_inplace_array_object<PyOwnerTensorObj, int64_t>(2 * static_cast<size_t>(room), room))));
+}
+
+/// Strong count 1 with the one weak reference all strong ones share: nobody else can reach it.
+constexpr uint64_t kOnlyReference = (uint64_t{1} << 32) | 1;
+
+/// The end of a call for a Tensor OwnTensorArguments made: back to the pool when the callee kept
+/// no reference, else it takes its own reference to the Python tensor and drops the call's.
+void ReleaseOwnerTensor(OwnerTensorPool& pool, KFFIObject* obj) {
+  auto* t = static_cast<PyOwnerTensorObj*>(static_cast<Object*>(static_cast<void*>(obj)));
+  if (__atomic_load_n(&obj->combined_ref_count, __ATOMIC_ACQUIRE) == kOnlyReference) {
+    if (t->room() == OwnerTensorPool::kRoom && pool.count < OwnerTensorPool::kSize) {
+      pool.free[pool.count++] = t;
+      return;
+    }
+  } else {
+    t->TakeOwner();
+  }
+  ReleaseObject(obj);
+}
 
 inline bool TakesOwnedTensor(uint64_t mask, Py_ssize_t index) {
   return ((mask >> (index < 63 ? index : 63)) & 1) != 0;
@@ -485,8 +544,9 @@ uint64_t OwnedTensorArgsOf(KFFIObjectHandle func) {
 }
 
 void OwnedArguments::Release() {
+  OwnerTensorPool& pool = t_owner_pool;  // one thread-local lookup per call
   for (uint64_t m = made_; m != 0; m &= m - 1) {
-    ReleaseObject(packed_[__builtin_ctzll(m)].v_obj);
+    ReleaseOwnerTensor(pool, packed_[__builtin_ctzll(m)].v_obj);
   }
   made_ = 0;
 }
@@ -494,20 +554,24 @@ void OwnedArguments::Release() {
 int OwnTensorArguments(uint64_t mask, PyObject* const* args, Py_ssize_t nargs, KFFIAny* packed,
                        CallContext* ctx, OwnedArguments* owned) {
   owned->Bind(packed);
+  OwnerTensorPool& pool = t_owner_pool;
   for (Py_ssize_t i = 0; i < nargs; ++i) {
     if (packed[i].type_index != kKFFIDLTensorPtr || !TakesOwnedTensor(mask, i)) continue;
     const DLTensor* view = static_cast<const DLTensor*>(packed[i].v_ptr);
     const uint32_t flags = packed[i].tensor_flags;
-    KFFIObjectHandle h;
+    PyOwnerTensorObj* t;
     try {
-      h = details::ObjectUnsafe::MoveToHandle(make_inplace_array_object<PyOwnerTensorObj, int64_t>(
-          2 * static_cast<size_t>(view->ndim), *view, args[i],
-          (flags & kKFFITensorFlagReadOnly) != 0 ? uint64_t{DLPACK_FLAG_BITMASK_READ_ONLY} : 0));
+      t = TakeOwnerTensor(pool, view->ndim);
     }
     KFFI_CATCH_ALL { return (RaiseFromCppException(), -1); }
-    details::SetObject(&packed[i], static_cast<KFFIObject*>(h));
+    t->View(*view, args[i],
+            (flags & kKFFITensorFlagReadOnly) != 0 ? uint64_t{DLPACK_FLAG_BITMASK_READ_ONLY} : 0);
+    details::SetObject(&packed[i], details::ObjectUnsafe::Header(t));
     packed[i].tensor_flags = flags;
-    if (!owned->Note(i)) ctx->KeepAlive(packed[i]);
+    if (!owned->Note(i)) {
+      t->TakeOwner();  // the context releases it as any object, whoever else holds it
+      ctx->KeepAlive(packed[i]);
+    }
   }
   return 0;
 }

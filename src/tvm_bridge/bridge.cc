@@ -533,6 +533,11 @@ int OpenLibrary(const char* path, const ElfExports* elf, void** out_handle, void
         OnlyKnownDependencies(*elf) && RebindEnvAllocator(state->handle, *elf, state->real)) {
       state->env_use = (state->env_use & ~kEnvAllocator) | kEnvAllocatorRebound;
     }
+    // The same for the stream: a call on a device then only marks the thread.
+    if (state->real != nullptr && (state->env_use & kEnvStream) != 0 &&
+        OnlyKnownDependencies(*elf) && RebindEnvStream(state->handle, *elf, state->real)) {
+      state->env_use = (state->env_use & ~kEnvStream) | kEnvStreamRebound;
+    }
     if (elf->tvm_library_ctx && state->real == nullptr) {
       // The context slot identifies the library to TVMFFIEnvModLookupFromImports; the shim's
       // lookup does not read it, but a non-null value is what the library expects.

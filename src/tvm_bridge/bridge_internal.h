@@ -129,6 +129,9 @@ enum EnvUse : unsigned {
   // The library's allocator imports are redirected to kffi's forwarders (RebindEnvAllocator):
   // a call only marks the thread instead of copying the allocator.
   kEnvAllocatorRebound = 4,
+  // The same for its TVMFFIEnvGetStream import (RebindEnvStream): no stream copy per call.
+  kEnvStreamRebound = 8,
+  kEnvRebound = kEnvAllocatorRebound | kEnvStreamRebound,
 };
 
 /// One imported function to redirect (RedirectImports).
@@ -149,6 +152,11 @@ bool RedirectImports(void* handle, const details::ElfExports& elf,
 /// allocator inside calls kffi makes with kEnvAllocatorRebound, and real's elsewhere. False when
 /// it cannot (the library then keeps kEnvAllocator).
 bool RebindEnvAllocator(void* handle, const details::ElfExports& elf, const RealRuntime* real);
+
+/// Redirects the library's imports of TVMFFIEnvGetStream (bound to real) to a forwarder that gives
+/// kffi's stream inside calls kffi makes with kEnvStreamRebound, and real's elsewhere. False when
+/// it cannot (the library then keeps kEnvStream: the stream is copied per call).
+bool RebindEnvStream(void* handle, const details::ElfExports& elf, const RealRuntime* real);
 
 /// Which parameters of a foreign function take tensors as owning `ffi.Tensor` objects: bit i for
 /// parameter i, bit 63 for parameter 63 and every one after it.

@@ -6,8 +6,8 @@
 //     moved to the slot the caller reads (the error object itself crosses, kind, message and
 //     backtrace intact);
 //   - the environment stream and tensor allocator are per runtime: the caller's are copied into
-//     the callee's runtime for the call and restored after it, except the allocator of a library
-//     whose imports of it were redirected at load (rebind.cc), which a thread mark selects;
+//     the callee's runtime for the call and restored after it, except where the library's
+//     imports of them were redirected at load (rebind.cc): then a thread mark selects kffi's;
 //   - Map and Dict objects have different layouts in the two ABIs, so neither crosses (a clear
 //     TypeError instead of a misread); Arrays and Lists are checked for them inside;
 //   - Function arguments and results are wrapped so that the rules above hold for calls made
@@ -234,6 +234,13 @@ int ForwardTensorAlloc(DLTensor* prototype, KFFIObjectHandle* out) {
   return rc;
 }
 
+// The redirected TVMFFIEnvGetStream: kffi's stream inside kffi's calls (what a copy into the
+// runtime's environment would have given), the runtime's own elsewhere.
+void* ForwardGetStream(int32_t device_type, int32_t device_id) {
+  if (t_rebound_calls != 0) return KFFIEnvGetStream(device_type, device_id);
+  return g_rebound_real.load(std::memory_order_acquire)->env_get_stream(device_type, device_id);
+}
+
 // Marks the thread for the forwarders while it lives (when on): one thread-local lookup.
 class ThreadMark {
  public:
@@ -265,12 +272,12 @@ class MarkSuspension {
 };
 
 // kffi's environment (stream of the first device tensor's device, allocator) copied into a
-// TVM-FFI runtime's for one call; with kEnvAllocatorRebound the allocator is not copied but the
-// thread marked.
+// TVM-FFI runtime's for one call; with kEnvAllocatorRebound or kEnvStreamRebound the thread is
+// marked as well.
 class ToRealEnv {
  public:
   ToRealEnv(const RealRuntime* real, unsigned env_use, const KFFIAny* args, int32_t n)
-      : real_(real), mark_((env_use & kEnvAllocatorRebound) != 0) {
+      : real_(real), mark_((env_use & kEnvRebound) != 0) {
     if ((env_use & kEnvStream) != 0 && FirstDevice(args, n, &dev_)) {
       has_dev_ = true;
       real_->env_set_stream(dev_.device_type, dev_.device_id,
@@ -490,13 +497,16 @@ int ForeignRealEntry(void* self, const KFFIAny* args, int32_t num_args, KFFIAny*
     if (__builtin_expect((use & kEnvAllocator) == 0 && !ArgsNeedCare(f, args, num_args) &&
                              ((use & kEnvStream) == 0 || !FirstDevice(args, num_args, &dev)),
                          1)) {
-      // Nothing to copy (the common case: no device tensor, allocator imports redirected).
-      ThreadMark mark((use & kEnvAllocatorRebound) != 0);
+      // Nothing to copy (the common case: no device tensor, or the stream and allocator imports
+      // redirected).
+      ThreadMark mark((use & kEnvRebound) != 0);
       rc = f->call(f->handle, args, num_args, result);
     } else {
       // Function arguments may be other libraries' code, which reads apache-tvm-ffi's
-      // environment rather than forwarders: with them, the allocator is copied as well.
-      const unsigned copy = (use & kEnvAllocatorRebound) != 0 ? use | kEnvAllocator : use;
+      // environment rather than forwarders: with them, what was redirected is copied as well.
+      unsigned copy = use;
+      if ((use & kEnvAllocatorRebound) != 0) copy |= kEnvAllocator;
+      if ((use & kEnvStreamRebound) != 0) copy |= kEnvStream;
       ToRealEnv env(f->real, copy, args, num_args);
       rc = CallForeign(f, args, num_args, result);
     }
@@ -568,6 +578,20 @@ bool RebindEnvAllocator(void* handle, const details::ElfExports& elf, const Real
        Redirect{"TVMFFIEnvGetDLPackManagedTensorAllocator",
                 reinterpret_cast<const void*>(real->env_get_allocator),
                 reinterpret_cast<const void*>(&ForwardGetAllocator)}});
+}
+
+bool RebindEnvStream(void* handle, const details::ElfExports& elf, const RealRuntime* real) {
+  // A library that sets the stream itself would read back kffi's, not what it set: it keeps the
+  // copy.
+  if (std::binary_search(elf.tvm_imports.begin(), elf.tvm_imports.end(), "TVMFFIEnvSetStream")) {
+    return false;
+  }
+  const RealRuntime* bound = nullptr;  // claimed as RebindEnvAllocator claims it
+  if (!g_rebound_real.compare_exchange_strong(bound, real) && bound != real) return false;
+  return RedirectImports(
+      handle, elf,
+      {Redirect{"TVMFFIEnvGetStream", reinterpret_cast<const void*>(real->env_get_stream),
+                reinterpret_cast<const void*>(&ForwardGetStream)}});
 }
 
 void RaiseFor(const RealRuntime* real, const char* kind, const std::string& message) {

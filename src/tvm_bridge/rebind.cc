@@ -1,12 +1,12 @@
 // src/tvm_bridge/rebind.cc: redirects a loaded library's imports of a few TVM-FFI functions.
 //
-// A library bound to apache-tvm-ffi's runtime reads the tensor allocator from that runtime's
-// environment. Copying kffi's allocator into it around every call costs five thread-local
-// lookups per call, a cost every call of a library that merely can allocate pays. Instead, the
-// library's own slots for those imports (the GOT entries the dynamic loader filled) are pointed
-// at kffi forwarders once, at load, and the forwarders decide per call, from a thread-local
-// mark, whose allocator applies (calls.cc). Only the library's slots change: apache-tvm-ffi,
-// and every other library, keeps calling its own functions.
+// A library bound to apache-tvm-ffi's runtime reads the tensor allocator and the stream from that
+// runtime's environment. Copying kffi's into it around every call costs several thread-local
+// lookups per call, a cost every call of a library that merely can allocate, or launch, pays.
+// Instead, the library's own slots for those imports (the GOT entries the dynamic loader filled)
+// are pointed at kffi forwarders once, at load, and the forwarders decide per call, from a
+// thread-local mark, whose allocator or stream applies (calls.cc). Only the library's slots change:
+// apache-tvm-ffi, and every other library, keeps calling its own functions.
 //
 // The redirection is all or nothing, and refuses (the caller keeps the copying path) unless
 //   - the file's dynamic relocations were all read and every one against the symbol is a plain

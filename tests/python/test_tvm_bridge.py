@@ -144,7 +144,7 @@ def test_case_linked_with_libtvm_ffi(linked, case):
 
 # ---- tensors for `ffi::Tensor` parameters --------------------------------------------------------
 
-OWNED_CASES = [n for n in CASE_NAMES if n.startswith(("owned_", "kept_", "layernorm_"))]
+OWNED_CASES = [n for n in CASE_NAMES if n.startswith(("owned_", "kept_", "reused_", "layernorm_"))]
 ALL_PARAMS = 2**64 - 1
 
 

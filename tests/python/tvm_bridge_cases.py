@@ -279,6 +279,35 @@ def _kept_tensor(mod, make):
     assert alive() is None  # released with the callee's last reference
 
 
+def _reused_tensor_objects(mod, make):
+    """The Tensor objects made for calls are reused once no callee holds them: each call still
+    sees its own tensor (every rank, above the reused objects' room too), and a kept one is never
+    reused under its keeper."""
+    shapes = [(4,), (2, 3), (1, 2, 1, 3, 1, 1), (1, 1, 2, 1, 1, 1, 3), (2, 1, 1, 1, 1, 1, 1, 1, 2)]
+    for _ in range(3):
+        for shape in shapes:
+            a = np.arange(np.prod(shape), dtype=np.float32).reshape(shape)
+            assert mod.owned_sum(make(a.tolist())) == float(a.sum()), shape
+            assert mod.mixed_sum(make(a.tolist()), make((a + 1).tolist())) == float(
+                2 * a.sum() + a.size
+            )
+    kept = make([1.0, 2.0, 3.0])
+    mod.keep_tensor(kept)
+    for i in range(20):  # later calls on this thread must not repoint the kept Tensor
+        assert mod.owned_sum(make([float(i)] * 5)) == 5.0 * i
+    assert mod.kept_sum() == 6.0
+    assert mod.kept_use_count() == 1
+    mod.release_kept()
+
+
+def case_reused_tensor_objects_numpy(mod):
+    _reused_tensor_objects(mod, _array)
+
+
+def case_reused_tensor_objects_torch(mod):
+    _reused_tensor_objects(mod, _torch)
+
+
 def case_kept_tensor_numpy(mod):
     _kept_tensor(mod, _array)
 

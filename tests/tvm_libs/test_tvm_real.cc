@@ -248,9 +248,41 @@ void CheckAllocatorRouting(const std::string& path, bool redirected) {
   TVMFFIEnvSetDLPackManagedTensorAllocator(tvm_prev, 0, nullptr);
 }
 
+// The same for the stream. redirected: the library's TVMFFIEnvGetStream import reads kffi's stream
+// in every kffi call, with or without a device tensor, and apache-tvm-ffi's stream is never
+// touched; otherwise kffi's stream is copied in for calls with a device tensor only.
+void CheckStreamRouting(const std::string& path, bool redirected) {
+  Module mod = Module::Load(path);
+  KFFIStreamHandle kffi_prev = nullptr;
+  void* tvm_prev = nullptr;
+  ASSERT_EQ(KFFIEnvSetStream(kDLCUDA, 0, reinterpret_cast<void*>(0xabc0), &kffi_prev), 0);
+  ASSERT_EQ(TVMFFIEnvSetStream(kDLCUDA, 0, reinterpret_cast<void*>(0x1230), &tvm_prev), 0);
+  EXPECT_EQ(mod.GetFunctionRequired("env_stream")(int32_t{kDLCUDA}, 0).cast<int64_t>(),
+            redirected ? 0xabc0 : 0x1230);
+  float data[2] = {0, 0};
+  int64_t shape[1] = {2};
+  DLTensor t = View(data, shape, kDLCUDA);
+  EXPECT_EQ(mod.GetFunctionRequired("stream_of")(&t).cast<int64_t>(), 0xabc0);
+  EXPECT_EQ(TVMFFIEnvGetStream(kDLCUDA, 0), reinterpret_cast<void*>(0x1230));
+  // Called as apache-tvm-ffi calls it (no kffi in between), the library reads that runtime's.
+  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_NOLOAD);
+  ASSERT_NE(handle, nullptr);
+  auto env_stream = reinterpret_cast<KFFISafeCallType>(dlsym(handle, "__tvm_ffi_env_stream"));
+  ASSERT_NE(env_stream, nullptr);
+  KFFIAny args[2] = {}, result{};
+  args[0].type_index = args[1].type_index = kKFFIInt;
+  args[0].v_int64 = kDLCUDA;
+  ASSERT_EQ(env_stream(nullptr, args, 2, &result), 0);
+  EXPECT_EQ(result.v_int64, 0x1230);
+  dlclose(handle);
+  KFFIEnvSetStream(kDLCUDA, 0, kffi_prev, nullptr);
+  TVMFFIEnvSetStream(kDLCUDA, 0, tvm_prev, nullptr);
+}
+
 TEST(TvmReal, AllocatorImportsReadKffisAllocatorOnlyInKffisCalls) {
   // Linked with -z now: every slot is bound at load and read-only (RELRO) afterwards.
   CheckAllocatorRouting(KFFI_TEST_TVM_TESTLIB_LINKED, /*redirected=*/true);
+  CheckStreamRouting(KFFI_TEST_TVM_TESTLIB_LINKED, /*redirected=*/true);
 }
 
 TEST(TvmReal, LibraryWithUnboundSlotsKeepsThePerCallCopy) {
@@ -259,12 +291,14 @@ TEST(TvmReal, LibraryWithUnboundSlotsKeepsThePerCallCopy) {
   void* early = dlopen(KFFI_TEST_TVM_TESTLIB, RTLD_LAZY | RTLD_LOCAL);
   ASSERT_NE(early, nullptr) << dlerror();
   CheckAllocatorRouting(KFFI_TEST_TVM_TESTLIB, /*redirected=*/false);
+  CheckStreamRouting(KFFI_TEST_TVM_TESTLIB, /*redirected=*/false);
   dlclose(early);
 }
 
 TEST(TvmReal, LibraryLoadedByKffiFirstIsRedirected) {
   // Opened by kffi (RTLD_NOW) first: every slot is bound, partial RELRO.
   CheckAllocatorRouting(KFFI_TEST_TVM_TESTLIB, /*redirected=*/true);
+  CheckStreamRouting(KFFI_TEST_TVM_TESTLIB, /*redirected=*/true);
 }
 
 TEST(TvmReal, KffiCallbacksRaiseIntoTheLibrarysRuntime) {

@@ -60,7 +60,7 @@ part_tsan() {
   # GCC: its TSan runtime is a shared library, so a test that replaces operator new (as
   # test_object.cc does to count allocations) interposes it; clang's static runtime defines the
   # same operators and the link fails (and clang 14's shared one crashes at start-up).
-  CC=gcc CXX=g++ cmake -S "$ROOT" -B "$build" "${GEN[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  CC=gcc CXX=g++ cmake -S "$ROOT" -B "$build" "${GEN[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKFFI_WERROR="${KFFI_WERROR:-OFF}" \
     -DKFFI_ENABLE_TSAN=ON -DKFFI_BUILD_EXAMPLES=OFF >/dev/null
   cmake --build "$build" -j "$JOBS"
   # Every test runs (the examples are not built: the out-of-tree one would build a project
@@ -71,7 +71,7 @@ part_tsan() {
 
 part_hardened() {
   local build="$ROOT/build/hardened"
-  CC=clang CXX=clang++ cmake -S "$ROOT" -B "$build" "${GEN[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  CC=clang CXX=clang++ cmake -S "$ROOT" -B "$build" "${GEN[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKFFI_WERROR="${KFFI_WERROR:-OFF}" \
     -DKFFI_HARDENED=ON -DCMAKE_EXPORT_COMPILE_COMMANDS=ON >/dev/null
   cmake --build "$build" -j "$JOBS"
   ctest --test-dir "$build" --output-on-failure -j "$JOBS"
@@ -81,7 +81,7 @@ part_tidy() {
   local build="$ROOT/build/hardened"
   if [ ! -f "$build/compile_commands.json" ]; then
     CC=clang CXX=clang++ cmake -S "$ROOT" -B "$build" "${GEN[@]}" \
-      -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKFFI_HARDENED=ON -DCMAKE_EXPORT_COMPILE_COMMANDS=ON \
+      -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKFFI_WERROR="${KFFI_WERROR:-OFF}" -DKFFI_HARDENED=ON -DCMAKE_EXPORT_COMPILE_COMMANDS=ON \
       >/dev/null
   fi
   bash "$ROOT/scripts/clang_tidy.sh" "$build"

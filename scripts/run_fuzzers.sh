@@ -33,7 +33,7 @@ fi
 
 GEN=()
 command -v ninja >/dev/null 2>&1 && GEN=(-G Ninja)
-CC=clang CXX=clang++ cmake -S "$ROOT" -B "$BUILD" "${GEN[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+CC=clang CXX=clang++ cmake -S "$ROOT" -B "$BUILD" "${GEN[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKFFI_WERROR="${KFFI_WERROR:-OFF}" \
   -DKFFI_BUILD_FUZZERS=ON -DKFFI_ENABLE_ASAN=ON -DKFFI_ENABLE_UBSAN=ON \
   -DKFFI_BUILD_TESTS=OFF -DKFFI_BUILD_EXAMPLES=OFF >/dev/null
 cmake --build "$BUILD" -j "${KFFI_JOBS:-2}" --target "${TARGETS[@]/%/_fuzzer}"

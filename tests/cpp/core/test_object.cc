@@ -32,11 +32,22 @@ void* operator new(std::size_t size) {
   if (g_count_plain) g_plain_allocations.fetch_add(1);
   return p;
 }
-void operator delete(void* p) noexcept {
+// Both plain deletes release through one helper: the sized one calling `operator delete(p)` by
+// name makes g++ 12 at -O3 pair the inlined malloc with that operator and warn
+// (-Wmismatched-new-delete), although the pair is this file's own and matches.
+namespace {
+void ReleasePlain(void* p) noexcept {
   if (p != nullptr && g_count_plain) g_plain_allocations.fetch_sub(1);
   std::free(p);
 }
-void operator delete(void* p, std::size_t) noexcept { operator delete(p); }
+void ReleaseAligned(void* p) noexcept {
+  if (p != nullptr) g_object_allocations.fetch_sub(1);
+  std::free(p);
+}
+}  // namespace
+
+void operator delete(void* p) noexcept { ReleasePlain(p); }
+void operator delete(void* p, std::size_t) noexcept { ReleasePlain(p); }
 
 void* operator new(std::size_t size, std::align_val_t align) {
   void* p = nullptr;
@@ -46,11 +57,8 @@ void* operator new(std::size_t size, std::align_val_t align) {
   g_object_allocations.fetch_add(1);
   return p;
 }
-void operator delete(void* p, std::align_val_t) noexcept {
-  if (p != nullptr) g_object_allocations.fetch_sub(1);
-  std::free(p);
-}
-void operator delete(void* p, std::size_t, std::align_val_t a) noexcept { operator delete(p, a); }
+void operator delete(void* p, std::align_val_t) noexcept { ReleaseAligned(p); }
+void operator delete(void* p, std::size_t, std::align_val_t) noexcept { ReleaseAligned(p); }
 
 namespace {
 

@@ -9,7 +9,8 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$ROOT"
 phase() { printf '\n== demo: %s\n' "$*"; }
-PIP=(python3 -m pip install -q --disable-pip-version-check)
+# shellcheck disable=SC1091  # checked on its own (scripts/check_format.sh checks every script)
+source "$ROOT/scripts/pip_progress.sh"  # kffi_pip, kffi_pip_build: installs that show progress
 
 phase "compiler (apt-get, only when g++ or make is missing)"
 missing=()
@@ -24,7 +25,7 @@ fi
 echo "g++ $(g++ -dumpfullversion), $(make --version | head -1)"
 
 phase "Python packages (pip: numpy, the build tools; in $(python3 -c 'import sys; print(sys.prefix)'))"
-python3 -c "import numpy" 2>/dev/null || "${PIP[@]}" numpy
+python3 -c "import numpy" 2>/dev/null || kffi_pip NumPy numpy
 # No torch install: PyPI's torch is the CUDA build (GBs of NVIDIA packages); the demo uses torch
 # only when it is already installed.
 if TORCH="$(python3 -c 'import torch; print(torch.__version__)' 2>/dev/null)"; then
@@ -33,10 +34,10 @@ else
   echo "torch not installed: the demo uses NumPy only"
 fi
 python3 -c "import scikit_build_core, cmake, ninja" 2>/dev/null ||
-  "${PIP[@]}" "scikit-build-core>=0.10" cmake ninja
+  kffi_pip "the build tools" "scikit-build-core>=0.10" cmake ninja
 
 phase "kffi (pip install .: libkffi, the Python extension, headers and kffi-config)"
-"${PIP[@]}" --no-build-isolation "$ROOT"
+kffi_pip_build "kffi (compiles libkffi and its extension: a few minutes)" --no-build-isolation "$ROOT"
 echo "kffi $(python3 -c 'import kffi; print(kffi.__version__)') at $(kffi-config --prefix)"
 
 phase "the example kernel library (examples/kernel_library, built with kffi-config)"

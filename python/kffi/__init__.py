@@ -1,22 +1,42 @@
 """kffi: an open ABI and FFI for machine-learning kernels.
 
-Load a kernel library and call it with PyTorch, NumPy, JAX or CuPy arrays::
+A kernel library built once (C++ or CUDA, with ``kffi-config``'s flags) is called with NumPy,
+PyTorch, JAX or CuPy arrays, zero-copy, on the caller's CUDA stream::
 
-    mod = kffi.load_module("libscale.so")
-    mod.scale(x, y, 2.0)
+    import numpy as np
+    import kffi
 
-This file is the package's face: it only re-exports. The layers below it, lowest first (each
-imports only from its own layer and those below; tests/python/test_layers.py checks it):
+    mod = kffi.load_module("libscale_cpu.so")   # exports scale(y, x, factor): y = x * factor
+    x = np.arange(4, dtype=np.float32)
+    y = np.empty_like(x)
+    mod.scale(y, x, 2.0)                        # the output comes first
+    help(mod.scale)                             # its signature and docstring
 
-- base: the extension ``_core``, ``_lazy``, ``_type_text``, ``libinfo``, ``config``, ``typing``;
-- ``runtime/``: objects (Module, Function, Tensor, containers), dtypes, devices, errors, streams,
-  loading and the global function registry; higher layers plug in through runtime/_hooks.py;
-- ``build/``: the toolchain, build plan, cache and lock (kffi.cpp), export (kffi.aot), stubs;
-- ``contract/``: fake arguments, contract rendering, kffi.compile, the one shape evaluator;
-- ``tvm/``: the TVM bridge's Python side and kffi.with_contract;
-- ``jax/``, ``torch/``: the framework integrations, loaded on first use (runtime/_hooks.py).
+Wrong arguments raise before the kernel runs, naming the argument, what was expected and what
+came: TypeError for a wrong type or dtype, ValueError for a wrong shape, device or a read-only
+array where the kernel writes.
+
+Also here:
+
+- ``kffi.compile(source, name, *fake_args)``: compile a C++/CUDA function from Python, its
+  argument contract given by ``kffi.fake_tensor``/``kffi.sym_int`` and checked on every call;
+- ``kffi.torch``: kffi functions as ``torch.library`` ops (``torch.compile``, autograd);
+- ``kffi.jax``: kffi functions inside ``jax.jit`` (``kffi.jax.call``);
+- ``kffi.cpp.load_inline``, ``kffi.aot``: building libraries and objects;
+- ``kffi.Error`` and ``kffi.register_error``: errors raised by kernels.
+
+The guides are in the repository's docs/ folder (start with README.md).
 """
 # SPDX-License-Identifier: Apache-2.0
+# This file is the package's face: it only re-exports. The layers below it, lowest first (each
+# imports only from its own layer and those below; tests/python/test_layers.py checks it):
+# - base: the extension _core, _lazy, _type_text, libinfo, config, typing;
+# - runtime/: objects (Module, Function, Tensor, containers), dtypes, devices, errors, streams,
+#   loading and the global function registry; higher layers plug in through runtime/_hooks.py;
+# - build/: the toolchain, build plan, cache and lock (kffi.cpp), export (kffi.aot), stubs;
+# - contract/: fake arguments, contract rendering, kffi.compile, the one shape evaluator;
+# - tvm/: the TVM bridge's Python side and kffi.with_contract;
+# - jax/, torch/: the framework integrations, loaded on first use (runtime/_hooks.py).
 
 from __future__ import annotations
 

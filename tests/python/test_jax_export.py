@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -25,20 +26,21 @@ CASES = HERE / "jax_export_cases.py"
 sds = jax.ShapeDtypeStruct
 
 
-def child(*args, timeout=300):
+def child(*args, timeout=300, env=None):
     """Runs jax_export_cases.py in a fresh process; (returncode, last stdout line, stderr)."""
     proc = subprocess.run(
         [sys.executable, str(CASES), *map(str, args)],
         capture_output=True,
         text=True,
         timeout=timeout,
+        env=env,
     )
     lines = proc.stdout.strip().splitlines()
     return proc.returncode, (lines[-1] if lines else ""), proc.stderr
 
 
-def child_json(*args):
-    rc, line, err = child(*args)
+def child_json(*args, env=None):
+    rc, line, err = child(*args, env=env)
     assert rc == 0, err[-4000:]
     return json.loads(line)
 
@@ -83,6 +85,26 @@ def test_round_trip_in_a_fresh_process(exported_dir):
     assert got["fixed"] == (np.repeat(x[:4], 2) * 3 + 1).tolist()
     assert got["symbolic5"] == (np.repeat(x, 2) * 3 + 1).tolist()  # n = 5 in a blob made for n
     assert got["symbolic3_jit"] == (np.repeat(x[:3], 2) * 3 + 1).tolist()
+
+
+def test_a_process_that_compiles_the_kernels_again_serves_the_blob(tmp_path):
+    # Reproducible builds: the exporting process and the serving one each build the libraries
+    # (kffi.cpp.build and kffi.compile) into an empty cache of their own. The blob's target names
+    # are content addresses of those files, so the rebuilt files must be the same bytes.
+    caches = [tmp_path / "cache_a", tmp_path / "cache_b"]
+    envs = [{**os.environ, "KFFI_CACHE_DIR": str(c)} for c in caches]
+    out = tmp_path / "blob"
+    out.mkdir()
+    original = child_json("export", out, "cpu", env=envs[0])
+    got = child_json("run", out, "cpu", "register", env=envs[1])
+    assert got["fixed"] == original["original"]
+    x = np.arange(5, dtype=np.float32)
+    assert got["symbolic5"] == (np.repeat(x, 2) * 3 + 1).tolist()
+    built = [sorted(p.name for p in c.rglob("*.so")) for c in caches]
+    assert built[0] == built[1] and len(built[0]) == 2  # both built both libraries
+    for name in built[0]:
+        a, b = (next(c.rglob(name)).read_bytes() for c in caches)
+        assert hashlib.sha256(a).hexdigest() == hashlib.sha256(b).hexdigest(), name
 
 
 def test_unregistered_target_says_what_to_register(exported_dir):

@@ -84,7 +84,7 @@ PRE_INCLUDES = (
     "kffi/tensor_checks.h",
     "kffi/variant.h",
 )
-_KEY_SCHEMA = "kffi.cpp/1"  # bump when the layout or the commands change meaning
+_KEY_SCHEMA = "kffi.cpp/2"  # bump when the layout or the commands change meaning
 
 
 class BuildError(RuntimeError):
@@ -107,10 +107,31 @@ class BuildError(RuntimeError):
         self.output = output
         self.returncode = returncode
         self.build_directory = build_directory
-        super().__init__(
-            f"Building kffi library {name!r} failed (exit status {returncode}).\n"
-            f"Command: {shlex.join(self.command)}\n{output.rstrip()}"
+        self.summary = f"Building kffi library {name!r} failed (exit status {returncode})."
+        super().__init__(self._text())
+
+    def _text(self) -> str:
+        return f"{self.summary}\nCommand: {shlex.join(self.command)}\n{self.output.rstrip()}"
+
+    def with_summary(self, summary: str) -> BuildError:
+        """The same failure, its first line saying what went wrong in kffi's words."""
+        e = BuildError(self.name, self.command, self.output, self.returncode, self.build_directory)
+        e.summary = summary
+        e.args = (e._text(),)
+        return e
+
+
+def names_undeclared(output: str, name: str) -> bool:
+    """Whether a compiler's output says ``name`` is not declared (g++, clang and nvcc's words)."""
+    n = re.escape(name)
+    return bool(
+        re.search(
+            rf"['‘`]{n}['’`] (?:was not declared in this scope|has not been declared)"
+            rf"|use of undeclared identifier ['‘`]{n}['’`]"
+            rf'|identifier "{n}" is undefined',
+            output,
         )
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -521,6 +542,12 @@ class _Plan:
         self.cxx = _cxx()
         self.nvcc = _nvcc() if self.cuda else None
         self.arch_flags = _cuda_arch_flags(self.nvcc) if self.cuda else []
+        # nvcc names its temporary files after its process ID, and that name lands in the
+        # object's symbol table; with -objtemp (CUDA 12.x and later) it names them after the
+        # object, whose name here is fixed.
+        self.nvcc_objtemp = self.nvcc is not None and "--objdir-as-tempdir" in (
+            _compiler_output(self.nvcc.argv, self.nvcc.path, "--help") or ""
+        )
         key: dict[str, Any] = {
             "schema": _KEY_SCHEMA,
             "name": name,
@@ -555,10 +582,21 @@ class _Plan:
 
     # -- commands -----------------------------------------------------------------------------
 
+    def _reproducible(self) -> str:
+        """The flag that keeps the build folder's path out of the library.
+
+        ``__FILE__`` in kffi's macros and debug info then say ``<name>_<hash>``, the same in
+        every cache, so the same build in another cache, process or machine gives the same
+        bytes: a content address of the file (kffi.jax.export's target names are ones) names a
+        library any of them rebuilds. The build ID is the linker's content hash, so it follows.
+        """
+        return f"-ffile-prefix-map={self.dir}={self.name}_{self.hash}"
+
     def _cxx_flags(self) -> list[str]:
         return [
             *_config_flags()["cxx"],
             "-O2",
+            self._reproducible(),
             *("-I" + p for p in self.include_paths),
             *self.cflags,
         ]
@@ -567,6 +605,8 @@ class _Plan:
         return [
             *_config_flags()["nvcc"],
             "-O2",
+            "-Xcompiler=" + self._reproducible(),
+            *(["-objtemp"] if self.nvcc_objtemp else []),
             *("-I" + p for p in self.include_paths),
             *self.arch_flags,
             *self.cuda_cflags,

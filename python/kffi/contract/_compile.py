@@ -35,6 +35,7 @@ from .. import _core, libinfo
 from ..build import aot as _aot
 from ..build import cpp as _cpp
 from ..runtime._api import load_module
+from ..runtime._error import counted
 from ..runtime._objects import Function
 from ..runtime._types import dtype as _dtype
 
@@ -339,7 +340,8 @@ class FakeTensor:
             )
             if len(checked) != len(self.shape):
                 raise ValueError(
-                    f"kffi.fake_tensor: {len(checked)} strides for {len(self.shape)} dimensions"
+                    f"kffi.fake_tensor: {counted(len(checked), 'stride')} for "
+                    f"{counted(len(self.shape), 'dimension')}"
                 )
         self.strides = checked
         self.offset0 = bool(offset0)
@@ -925,21 +927,32 @@ def compile(
         f"{_cpp.c_string_literal(doc)});\n"
     )
     cpp_source, cuda_source = (None, source) if cuda else (source, None)
-    path = _cpp.build_inline(
-        name,
-        cpp_source,
-        cuda_source,
-        epilogue,
-        extra_cflags=options.get("extra_cflags"),
-        extra_cuda_cflags=options.get("extra_cuda_cflags"),
-        extra_ldflags=options.get("extra_ldflags"),
-        extra_include_paths=options.get("extra_include_paths"),
-        build_directory=options.get("build_directory"),
-        verbose=bool(options.get("verbose")),
-        quiet=options.get("quiet"),
-        pre_includes=("kffi/kffi.h",),
-        depends=options.get("depends"),
-    )  # the contract compiler too
+    try:
+        path = _cpp.build_inline(
+            name,
+            cpp_source,
+            cuda_source,
+            epilogue,
+            extra_cflags=options.get("extra_cflags"),
+            extra_cuda_cflags=options.get("extra_cuda_cflags"),
+            extra_ldflags=options.get("extra_ldflags"),
+            extra_include_paths=options.get("extra_include_paths"),
+            build_directory=options.get("build_directory"),
+            verbose=bool(options.get("verbose")),
+            quiet=options.get("quiet"),
+            pre_includes=("kffi/kffi.h",),
+            depends=options.get("depends"),
+        )  # the contract compiler too
+    except _cpp.BuildError as e:
+        # The export line names the function; a misspelt name fails inside the macro, where the
+        # compiler's words point at kffi's headers. Say what is wrong first.
+        if not _cpp.names_undeclared(e.output, name):
+            raise
+        raise e.with_summary(
+            f"kffi.compile: the source defines no function named {name!r} (the second "
+            "argument names the C++ function to export: check its spelling, and that the source "
+            "defines it at namespace scope)"
+        ) from None
     func = load_module(path)[name]
     func.contract = text
     func.library_path = path

@@ -95,7 +95,7 @@ void RunCpu(const std::string& path) {
               "`scale(y: Tensor(mut), x: Tensor, factor: float) -> None`)");
   kffi::Tensor wrong = kffi::Tensor::FromEnvAlloc({kN}, kffi::dtypes::float16, kCpu);
   ExpectError([&] { scale(wrong, x, 2.0); },
-              "ValueError: y.dtype: expected float32 (as x.dtype), got float16");
+              "TypeError: y.dtype: expected float32 (as x.dtype), got float16");
   // y may be written (Tensor(mut)): read-only memory is refused for it, and taken for x.
   kffi::Tensor read_only = x.as_read_only();
   scale(y, read_only, 1.0);

@@ -134,6 +134,13 @@ KFFI_INLINE constexpr bool AllocBytes(size_t head, size_t count, size_t elem_siz
   return true;
 }
 
+/// "1 argument", "2 arguments": a count and its noun, for messages (plural: the noun + "s"
+/// unless given). The one place messages pluralize, so none says "1 dimensions".
+inline std::string Counted(int64_t n, const char* noun, const char* plural = nullptr) {
+  if (n == 1) return "1 " + std::string(noun);
+  return std::to_string(n) + " " + (plural != nullptr ? plural : noun + std::string("s"));
+}
+
 }  // namespace details
 }  // namespace kffi
 

@@ -150,14 +150,33 @@ constexpr bool kTakesCheckedAsIs =
     std::is_same_v<std::remove_cv_t<std::remove_reference_t<T>>, ConstTensorView> ||
     std::is_same_v<std::remove_cv_t<std::remove_reference_t<T>>, void*>;
 
-/// The name TypeStrOf<T>() gives a kTakesCheckedAsIs<T> parameter type, as a constant.
+/// Whether T only reads its tensor and takes read-only memory (ConstTensorView, const
+/// DLTensor*): the contract check hears these as "Tensor(const)", so a `mut` contract tensor on
+/// one is refused, as a TensorView without `mut` is. Signatures still say "Tensor".
+template <typename T>
+constexpr bool kReadsTensorOnly =
+    std::is_same_v<std::remove_cv_t<std::remove_reference_t<T>>, ConstTensorView> ||
+    std::is_same_v<std::remove_cv_t<std::remove_reference_t<T>>, const DLTensor*>;
+
+/// A parameter type's name for the contract check (KFFIContractExportCreate and
+/// KFFIContractCheckSignature): TypeStrOf<T>(), but "Tensor(const)" for kReadsTensorOnly<T>.
+template <typename T>
+std::string ContractTypeStrOf() {
+  if constexpr (kReadsTensorOnly<T>) {
+    return "Tensor(const)";
+  } else {
+    return TypeStrOf<T>();
+  }
+}
+
+/// The name ContractTypeStrOf<T>() gives a kTakesCheckedAsIs<T> parameter type, as a constant.
 template <typename T>
 constexpr KFFIByteArray AsIsTypeName() {
   using U = std::remove_cv_t<std::remove_reference_t<T>>;
   if constexpr (std::is_same_v<U, TensorView>) {
     return KFFIByteArray{"Tensor(mut)", 11};
   } else if constexpr (std::is_same_v<U, ConstTensorView>) {
-    return KFFIByteArray{"Tensor", 6};
+    return KFFIByteArray{"Tensor(const)", 13};
   } else {
     return KFFIByteArray{"void*", 5};
   }
@@ -502,7 +521,7 @@ struct ContractObjOf<TypedFunctionObj<F, R, Args...>> {
   static constexpr size_t kArity = sizeof...(Args);
   /// ValueError when the contract's parameters do not fit these C++ ones.
   static void CheckSignature(const Contract& c) {
-    const std::string types[kArity + 1] = {TypeStrOf<Args>()..., ""};
+    const std::string types[kArity + 1] = {contract::ContractTypeStrOf<Args>()..., ""};
     KFFIByteArray arrays[kArity + 1];
     for (size_t i = 0; i < kArity; ++i) arrays[i] = ToByteArray(types[i].data(), types[i].size());
     if (KFFIContractCheckSignature(c.Handle(), arrays, static_cast<int32_t>(kArity)) != 0) {
@@ -618,7 +637,7 @@ class ContractExport<TypedFunctionObj<F, R, Args...>> {
       CreateWith(text, types);
     } else {
       try {
-        const std::string types[sizeof...(Args) + 1] = {TypeStrOf<Args>()..., ""};
+        const std::string types[sizeof...(Args) + 1] = {contract::ContractTypeStrOf<Args>()..., ""};
         KFFIByteArray arrays[sizeof...(Args) + 1];
         for (size_t i = 0; i < sizeof...(Args); ++i) {
           arrays[i] = ToByteArray(types[i].data(), types[i].size());

@@ -119,7 +119,7 @@ KFFI_NOINLINE inline void RaiseArgumentError(const char* kind, const char* subje
 [[noreturn]] KFFI_NOINLINE inline void ThrowArgCountError(const std::string& name,
                                                           const std::string& sig, size_t expected,
                                                           int32_t got) {
-  const std::string want = std::to_string(expected) + (expected == 1 ? " argument" : " arguments");
+  const std::string want = Counted(static_cast<int64_t>(expected), "argument");
   const std::string have = std::to_string(got);
   RaiseArgumentError("TypeError", name.c_str(), want.c_str(), have.c_str(), nullptr, -1,
                      sig.c_str());

@@ -107,7 +107,8 @@ inline void CheckDtype(ConstTensorView x, std::initializer_list<DLDataType> allo
   for (const DLDataType& t : allowed) {
     if (x.dtype() == t) return;
   }
-  details::ThrowCheckError(name, ".dtype", details::JoinDataTypes(allowed.begin(), allowed.size()),
+  details::ThrowCheckError("TypeError", name, ".dtype",
+                           details::JoinDataTypes(allowed.begin(), allowed.size()),
                            DataTypeToString(x.dtype()));
 }
 
@@ -136,7 +137,7 @@ inline void CheckSameDevice(ConstTensorView a, ConstTensorView b, const char* na
 inline void CheckSameDtype(ConstTensorView a, ConstTensorView b, const char* name_a,
                            const char* name_b) {
   if (KFFI_LIKELY(a.dtype() == b.dtype())) return;
-  details::ThrowCheckError(name_a, ".dtype",
+  details::ThrowCheckError("TypeError", name_a, ".dtype",
                            DataTypeToString(b.dtype()) + " (as " + std::string(name_b) + ".dtype)",
                            DataTypeToString(a.dtype()));
 }

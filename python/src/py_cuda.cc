@@ -260,7 +260,7 @@ void Pack(const Launcher& l, const KernelParam& p, const Field& f, const KFFIAny
   if (KFFI_UNLIKELY(dim < 0 || dim >= t->ndim)) {
     ThrowParam(l, p,
                "reads dimension " + std::to_string(f.dim) + " of a tensor of " +
-                   std::to_string(t->ndim) + " dimensions");
+                   kffi::details::Counted(t->ndim, "dimension"));
   }
   if (f.source == Field::kShape) return StoreInt(l, p, f.type, t->shape[dim], out);
   int64_t stride = 1;  // DLPack's compact row-major strides when strides is NULL
@@ -291,9 +291,11 @@ void CheckParams(const Launcher& l, int device) {
     }
     if (i >= l.params.size()) {
       KFFI_THROW(ValueError) << "kffi.cuda kernel `" << l.name << "`: `" << l.kernel.name()
-                             << "` takes " << info.size() << " parameters, the contract packs "
-                             << l.params.size() << ": parameter " << i << " (" << info[i].second
-                             << " bytes) is missing";
+                             << "` takes "
+                             << kffi::details::Counted(static_cast<int64_t>(info.size()),
+                                                       "parameter")
+                             << ", the contract packs " << l.params.size() << ": parameter " << i
+                             << " (" << info[i].second << " bytes) is missing";
     }
     if (info[i].second != l.params[i].size) {
       KFFI_THROW(ValueError) << "kffi.cuda kernel `" << l.name << "`: parameter " << i << " (`"

@@ -52,10 +52,8 @@ void Describe(const Plan& p, Failure* f, Check check, const char* kind, int32_t 
 void DescribeCount(const Plan& p, Failure* f, int32_t got) {
   f->check = Check::kCount;
   f->kind = "TypeError";
-  f->message = ArgumentMessage(
-      p.name,
-      std::to_string(p.layout.num_args) + (p.layout.num_args == 1 ? " argument" : " arguments"),
-      std::to_string(got), "", p.signature);
+  f->message = ArgumentMessage(p.name, kffi::details::Counted(p.layout.num_args, "argument"),
+                               std::to_string(got), "", p.signature);
 }
 
 void DescribeType(const Plan& p, Failure* f, size_t op, const KFFIAny* v) {
@@ -134,7 +132,10 @@ class Explainer {
   void Fail(Check check, size_t op, const std::string& subject, const std::string& expected,
             const std::string& got) {
     const int32_t i = static_cast<int32_t>(op);
-    Describe(p_, f_, check, "ValueError", i, i, subject, expected, got);
+    // A wrong dtype is a TypeError wherever kffi checks it (DispatchDtype, CheckDtype, kffi.jax):
+    // one `except` catches it from every path. The rest are values of the right type.
+    Describe(p_, f_, check, check == Check::kDtype ? "TypeError" : "ValueError", i, i, subject,
+             expected, got);
   }
 
   /// A record argument: its type, then whether its fields can be read (their values are checked
@@ -280,6 +281,10 @@ class Explainer {
 /// The C++ parameter types that may write their tensor (kffi::TensorView, DLTensor*) say so in
 /// their TypeStr.
 constexpr std::string_view kWritableTensor = "Tensor(mut)";
+/// The C++ parameter types that only read their tensor (kffi::ConstTensorView, const DLTensor*)
+/// say so to the contract check (kffi/contract.h ContractTypeStrOf); their signatures say
+/// "Tensor". Libraries built before that say "Tensor" here too, and are taken as before.
+constexpr std::string_view kReadOnlyTensor = "Tensor(const)";
 
 /// Whether a C++ parameter type (its TypeStr) can receive values of a contract type. A C++ type
 /// that may write a tensor needs a `mut` contract tensor (the contract lets read-only memory reach
@@ -294,7 +299,8 @@ bool CppTypeFits(const TypeAst& t, std::string_view cpp, bool outer = true) {
   if (outer && t.optional) return false;
   switch (t.kind) {
     case Kind::kTensor:
-      return cpp == Sv("Tensor") || (cpp == kWritableTensor && t.tensor.mut);
+      return cpp == Sv("Tensor") || (cpp == kWritableTensor && t.tensor.mut) ||
+             (cpp == kReadOnlyTensor && !t.tensor.mut);
     case Kind::kInt:
       return starts("int") || starts("uint");
     case Kind::kFloat:
@@ -325,9 +331,9 @@ void CheckCppSignature(const Plan& p, const std::vector<std::string>& cpp) {
     throw Error("ValueError", "Invalid contract for `" + p.name + "`: " + why);
   };
   if (cpp.size() != p.fn_src.size()) {
-    fail("it declares " + std::to_string(p.fn_src.size()) +
-         " parameters (EnvStream included) but the C++ function takes " +
-         std::to_string(cpp.size()));
+    fail("it declares " +
+         kffi::details::Counted(static_cast<int64_t>(p.fn_src.size()), "parameter") +
+         " (EnvStream included) but the C++ function takes " + std::to_string(cpp.size()));
   }
   for (size_t i = 0; i < cpp.size(); ++i) {
     const ParamAst& param = p.ast.params[i];
@@ -340,9 +346,20 @@ void CheckCppSignature(const Plan& p, const std::vector<std::string>& cpp) {
            "write it: declare it kffi::ConstTensorView (or const DLTensor*) if the function "
            "only reads it, or mark it `mut`");
     }
-    if (!CppTypeFits(param.type, cpp[i])) {
+    // The mirror: a `mut` tensor whose C++ type only reads it would have the contract promise
+    // writes (an aliased JAX output, a mutating torch op) that the function cannot make.
+    if (Sv(cpp[i]) == kReadOnlyTensor && param.type.kind == Kind::kTensor &&
+        param.type.tensor.mut) {
       fail("parameter #" + std::to_string(i) + " `" + param.text +
-           "` cannot be passed to the C++ parameter of type `" + cpp[i] + "`");
+           "` is `mut`, but its C++ type (kffi::ConstTensorView or const DLTensor*) only reads "
+           "it: declare it kffi::TensorView (or DLTensor*) if the function writes it, or drop "
+           "`mut`");
+    }
+    if (!CppTypeFits(param.type, cpp[i])) {
+      // "Tensor(const)" is the check's word only: say "Tensor", as signatures do.
+      fail("parameter #" + std::to_string(i) + " `" + param.text +
+           "` cannot be passed to the C++ parameter of type `" +
+           (Sv(cpp[i]) == kReadOnlyTensor ? std::string("Tensor") : cpp[i]) + "`");
     }
   }
 }

@@ -476,9 +476,11 @@ class Parser {
       } while (Accept(","));
       Expect(")");
       if (given.size() != ndim) {
-        throw SyntaxError{pos, "stride_order has " + std::to_string(given.size()) +
-                                   " entries but the tensor has " + std::to_string(ndim) +
-                                   " dimensions"};
+        throw SyntaxError{pos, "stride_order has " +
+                                   kffi::details::Counted(static_cast<int64_t>(given.size()),
+                                                          "entry", "entries") +
+                                   " but the tensor has " +
+                                   kffi::details::Counted(static_cast<int64_t>(ndim), "dimension")};
       }
       SetLayout(ts, std::move(given), opt.pos);
     } else if (k == Sv("strides") && !output) {
@@ -490,9 +492,12 @@ class Parser {
       } while (Accept(","));
       Expect("]");
       if (ts->strides.size() != ndim) {
-        throw SyntaxError{ts->strides_pos, "strides has " + std::to_string(ts->strides.size()) +
-                                               " entries but the tensor has " +
-                                               std::to_string(ndim) + " dimensions"};
+        throw SyntaxError{ts->strides_pos,
+                          "strides has " +
+                              kffi::details::Counted(static_cast<int64_t>(ts->strides.size()),
+                                                     "entry", "entries") +
+                              " but the tensor has " +
+                              kffi::details::Counted(static_cast<int64_t>(ndim), "dimension")};
       }
     } else {
       throw SyntaxError{opt.pos, "unknown tensor option `" + std::string(k) + "`"};

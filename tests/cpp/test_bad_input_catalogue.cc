@@ -282,7 +282,7 @@ std::vector<Case> MakeCases() {
     {"CheckNdim", [] { kffi::CheckNdim(FakeTensor({3}), 2, "x"); },
      "ValueError", {"x.ndim: expected 2, got 1 (shape [3])"}},
     {"CheckDtype", [] { kffi::CheckDtype(FakeTensor({3}, kffi_test::kF16), {kF32}, "x"); },
-     "ValueError", {"x.dtype: expected float32, got float16"}},
+     "TypeError", {"x.dtype: expected float32, got float16"}},
     {"CheckShape", [] { kffi::CheckShape(FakeTensor({3, 4}), {3, 5}, "w"); },
      "ValueError", {"w.shape: expected [3, 5], got [3, 4]"}},
     {"CheckContiguous", [] { kffi::CheckContiguous(FakeTensor({4, 2}, kF32, kffi_test::kCPU, {1, 4}), "x"); },
@@ -296,7 +296,7 @@ std::vector<Case> MakeCases() {
      }, "ValueError", {"a.device: expected cuda:0 (as b.device), got cpu"}},
     {"CheckSameDtype", [] {
        kffi::CheckSameDtype(FakeTensor({4}), FakeTensor({4}, kffi_test::kF16), "a", "b");
-     }, "ValueError", {"a.dtype: expected float16 (as b.dtype), got float32"}},
+     }, "TypeError", {"a.dtype: expected float16 (as b.dtype), got float32"}},
     {"CheckSameShape", [] { kffi::CheckSameShape(FakeTensor({4}), FakeTensor({5}), "a", "b"); },
      "ValueError", {"a.shape: expected [5] (as b.shape), got [4]"}},
 
@@ -476,7 +476,7 @@ std::vector<Case> MakeCases() {
     {"ContractDtype", [] {
        ContractLib().GetFunctionRequired("add_one")(kffi::TensorView(FakeTensor({16}, kffi_test::kF16)),
                                                     kffi::TensorView(FakeTensor({16})));
-     }, "ValueError", {"a.dtype: expected float32, got float16 (argument #0"}},
+     }, "TypeError", {"a.dtype: expected float32, got float16 (argument #0"}},
     {"ContractNdim", [] {
        ContractLib().GetFunctionRequired("add_one")(kffi::TensorView(FakeTensor({4, 4})),
                                                     kffi::TensorView(FakeTensor({16})));

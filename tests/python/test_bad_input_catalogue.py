@@ -375,7 +375,7 @@ CASES = [
     (
         "numpy_wrong_dtype",
         lambda e: e.c.checked(np.zeros((2, 2), np.float64)),
-        ValueError,
+        TypeError,
         ["x.dtype: expected float32, got float64"],
     ),
     (
@@ -466,7 +466,7 @@ CASES = [
     pytest.param(
         "torch_wrong_dtype_contract",
         lambda e: e.c.c_dtype(torch().zeros(3, dtype=torch().int64)),
-        ValueError,
+        TypeError,
         ["x.dtype: expected float32|float64, got int64 (argument #0"],
         marks=needs_torch,
     ),
@@ -609,7 +609,7 @@ CASES = [
     (
         "contract_dtype",
         lambda e: e.c.c_dtype(np.zeros(3, np.int32)),
-        ValueError,
+        TypeError,
         ["x.dtype: expected float32|float64, got int32 (argument #0"],
     ),
     (

@@ -178,15 +178,42 @@ def test_a_contract_must_agree_with_the_cpp_parameter_types():
     message = str(info.value)
     assert "parameter #0 `a: Tensor([n], float32, device=cpu, contiguous)` is read-only" in message
     assert "declare it kffi::ConstTensorView" in message
-    # A read-only C++ parameter under `mut` is accepted (it only over-declares).
+    # The mirror: a `mut` tensor on a C++ parameter that only reads it is refused too, for each
+    # read-only C++ spelling.
+    for cpp in ("kffi::ConstTensorView", "const DLTensor*"):
+        with pytest.raises(ValueError) as info:
+            kffi.compile(
+                f"void g({cpp} a, kffi::TensorView b) {{}}",
+                "g",
+                kffi.fake_tensor("float32", (n,), mut=True),
+                kffi.fake_tensor("float32", (n,), mut=True),
+                options={"quiet": True},
+            )
+        message = str(info.value)
+        assert "parameter #0 `a: Tensor([n], float32, device=cpu, contiguous, mut)` is `mut`" in (
+            message
+        ), cpp
+        assert "declare it kffi::TensorView (or DLTensor*)" in message
+    # An owned kffi::Tensor takes either (it may write memory the contract made sure is writable).
     g = kffi.compile(
-        "void g(kffi::ConstTensorView a, kffi::TensorView b) {}",
+        "void g(kffi::Tensor a, kffi::TensorView b) {}",
         "g",
         kffi.fake_tensor("float32", (n,), mut=True),
         kffi.fake_tensor("float32", (n,), mut=True),
         options={"quiet": True},
     )
     g(np.zeros(2, np.float32), np.zeros(2, np.float32))
+
+
+def test_a_contract_must_agree_with_the_cpp_parameter_count_in_words():
+    # One parameter is "1 parameter", not "1 parameters".
+    with pytest.raises(ValueError, match=r"it declares 1 parameter \(EnvStream included\) but "):
+        kffi.compile(
+            "void h(kffi::ConstTensorView a, kffi::ConstTensorView b) {}",
+            "h",
+            kffi.fake_tensor("float32", (2,)),
+            options={"quiet": True},
+        )
 
 
 def test_a_contract_refuses_read_only_memory_for_mut_and_takes_it_otherwise():

@@ -463,7 +463,7 @@ def test_tensor_field_messages_in_catalogue_order(check_me):
         f"x.ndim: expected 2, got 3{tail0}",
     )
     assert _message(lambda: check_me(np.zeros((2, 5), np.int8), y)) == (
-        ValueError,
+        TypeError,
         f"x.dtype: expected float32|float64, got int8{tail0}",
     )
     assert _message(lambda: check_me(np.zeros((5, 2), np.float32).T, y)) == (

@@ -154,7 +154,7 @@ def test_contract_messages_survive_compilation(tk, ns):
         (
             torch.zeros(4, dtype=torch.int32),
             torch.ones(4, dtype=torch.int32),
-            ValueError,
+            TypeError,
             r"y\.dtype: expected float32\|float64, got int32",
         ),
     ]:

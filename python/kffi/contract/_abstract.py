@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any, TypeGuard
 
 from .. import _core
+from ..runtime._error import counted
 
 __all__ = [
     "MAX_RPN_TOKENS",
@@ -111,7 +112,7 @@ def bind_symbols(meta: Mapping[str, Any], shapes: Mapping[str, Iterable[Any]]) -
             continue
         if len(decl) != len(shape):
             raise ContractError(
-                f"parameter {name!r}: expected {len(decl)} dimensions "
+                f"parameter {name!r}: expected {counted(len(decl), 'dimension')} "
                 f"{_render(decl)}, got shape {shape}"
             )
         for d, (want, got) in enumerate(zip(decl, shape)):

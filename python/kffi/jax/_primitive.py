@@ -23,6 +23,7 @@ from jax import tree_util
 from jax.interpreters import ad, batching, mlir
 
 from ..contract import _abstract
+from ..runtime._error import counted
 from ..runtime._objects import Function
 from . import _bind as bind
 from . import _export, _shard
@@ -407,7 +408,7 @@ def _abstract_eval(*avals: Any, plan: CallPlan, attrs: tuple[Any, ...]) -> tuple
     del attrs
     if len(avals) != plan.n_inputs:
         raise TypeError(
-            f"kffi.jax: {plan.label} bound with {len(avals)} operands, its plan "
+            f"kffi.jax: {plan.label} bound with {counted(len(avals), 'operand')}, its plan "
             f"takes {plan.n_inputs}"
         )
     return plan.out_avals(avals)

@@ -13,6 +13,12 @@ from typing import TypeVar, cast, overload
 from .. import _core
 
 
+def counted(n: int, noun: str, plural: str | None = None) -> str:
+    """``"1 dimension"``, ``"2 dimensions"``: a count and its noun, for messages (the plural is
+    the noun + "s" unless given). The C++ side's twin is ``kffi::details::Counted``."""
+    return f"1 {noun}" if n == 1 else f"{n} {plural or noun + 's'}"
+
+
 class Error(RuntimeError):
     """A native error whose kind has no Python exception class of its own.
 

@@ -20,6 +20,7 @@ from typing import Any, cast
 import torch
 
 from ..contract import _abstract
+from ..runtime._error import counted
 from ..runtime._objects import Function
 from . import _glue
 from ._records import RecordArgs
@@ -237,7 +238,8 @@ class TorchOp:
         names = self._names
         if len(args) > len(names):
             raise TypeError(
-                f"{self.qualname}() takes {len(names)} arguments but {len(args)} were given"
+                f"{self.qualname}() takes {counted(len(names), 'argument')} but {len(args)} "
+                f"{'was' if len(args) == 1 else 'were'} given"
             )
         values = list(args) + [_MISSING] * (len(names) - len(args))
         for k, v in kwargs.items():

@@ -21,6 +21,7 @@ from typing import Any
 import torch
 
 from .. import _reflection
+from ..runtime._error import counted
 from ..runtime._objects import Object
 
 __all__ = ["RecordArgs"]
@@ -105,7 +106,8 @@ class RecordArgs:
         slots = self._slots
         if len(args) > len(slots):
             raise TypeError(
-                f"{self.qualname}() takes {len(slots)} arguments but {len(args)} were given"
+                f"{self.qualname}() takes {counted(len(slots), 'argument')} but {len(args)} "
+                f"{'was' if len(args) == 1 else 'were'} given"
             )
         given = {slots[i].name: a for i, a in enumerate(args)}
         fields: dict[str, object] = {}

@@ -32,6 +32,10 @@ using kffi_test::kF16;
 using kffi_test::kF32;
 
 void Nop2(ConstTensorView, ConstTensorView) {}
+// The same for contracts whose first (MutNop2) or second (NopMut2) tensor is `mut`: a `mut`
+// tensor needs a C++ type that may write it.
+void MutNop2(TensorView, ConstTensorView) {}
+void NopMut2(ConstTensorView, TensorView) {}
 
 const char kAddText[] =
     "a: Tensor([n], float32, align=16), b: Tensor([n], float32, align=16); n: int32 % 16";
@@ -112,7 +116,7 @@ TEST(Contract, AConflictWithAMutParameterBlamesTheMutSide) {
   // with both values; the failing check is still x's (the fast run stops there too).
   const std::string text = "out: Tensor([n, m], float32, mut), x: Tensor([n, m], float32)";
   const std::string sig = "`f(" + text + ")`";
-  Function f = kffi::FunctionWithContract(Nop2, "f", text);
+  Function f = kffi::FunctionWithContract(MutNop2, "f", text);
   FakeTensor out({4, 6}), x({4, 5}), x6({4, 6});
   EXPECT_EQ(ErrorOf([&] { f(TensorView(out), TensorView(x)); }),
             "ValueError: out.shape[1]: expected m = 5 (as x.shape[1]), got 6" + Arg(0, sig));
@@ -136,7 +140,7 @@ TEST(Contract, AConflictWithAMutParameterBlamesTheMutSide) {
                 Arg(1, "`g(" + plain + ")`"));
   // The mut side second: it is the later side anyway.
   const std::string second = "x: Tensor([n, m], float32), out: Tensor([n, m], float32, mut)";
-  Function h = kffi::FunctionWithContract(Nop2, "h", second);
+  Function h = kffi::FunctionWithContract(NopMut2, "h", second);
   EXPECT_EQ(ErrorOf([&] { h(TensorView(x), TensorView(out)); }),
             "ValueError: out.shape[1]: expected m = 5 (as x.shape[1]), got 6" +
                 Arg(1, "`h(" + second + ")`"));
@@ -158,7 +162,7 @@ TEST(Contract, TensorFieldsInCatalogueOrder) {
             "ValueError: x.device: expected cuda, got cpu" + Arg(0, sig));
   bad.t.device = kCuda0;
   EXPECT_EQ(ErrorOf([&] { h(TensorView(bad)); }),
-            "ValueError: x.dtype: expected float16|bfloat16, got float32" + Arg(0, sig));
+            "TypeError: x.dtype: expected float16|bfloat16, got float32" + Arg(0, sig));
   bad.t.dtype = kffi::dtypes::bfloat16;
   bad.t.byte_offset = 64;
   EXPECT_EQ(ErrorOf([&] { h(TensorView(bad)); }),
@@ -182,7 +186,7 @@ TEST(Contract, DeviceIndexIsSharedByAllTensors) {
             "ValueError: b.device.index: expected 0 (as a.device.index), got 1" + Arg(1, sig));
   // A mut tensor on the other device is named first.
   const std::string mut_text = "y: Tensor([n], *, mut), x: Tensor([n], *)";
-  Function g = kffi::FunctionWithContract(Nop2, "g", mut_text);
+  Function g = kffi::FunctionWithContract(MutNop2, "g", mut_text);
   EXPECT_EQ(ErrorOf([&] { g(TensorView(b), TensorView(a)); }),
             "ValueError: y.device.index: expected 0 (as x.device.index), got 1" +
                 Arg(0, "`g(" + mut_text + ")`"));
@@ -309,7 +313,7 @@ std::string CallFlagged(const Function& f, std::vector<kffi::AnyView> args,
 TEST(ContractMut, AReadOnlyTensorForAMutParameterIsAValueError) {
   const std::string text = "y: Tensor([n], float32, mut), x: Tensor([n], float32)";
   const std::string sig = "`scale(" + text + ")`";
-  Function f = kffi::FunctionWithContract(Nop2, "scale", text);
+  Function f = kffi::FunctionWithContract([](TensorView, ConstTensorView) {}, "scale", text);
   FakeTensor y({4}), x({4});
   const std::string expected =
       "ValueError: y: expected a writable tensor (the parameter is declared `mut`), got a "
@@ -388,27 +392,37 @@ TEST(ContractMut, AWritableCppParameterNeedsAMutTensor) {
                                          "bias: Optional[Tensor([n], *)]");
             }),
             WritableNotMut(0, "bias: Optional[Tensor([n], *)]"));
-  // Every pairing that cannot write read-only memory is accepted: `mut` with a writable type,
-  // and a read-only type with or without `mut` (a function may declare more than it does).
+  // The pairings that agree are accepted: `mut` with a writable type, no `mut` with a read-only
+  // one, and an owned kffi::Tensor either way (it may write memory the contract made sure is
+  // writable).
   const char* kMut = "a: Tensor([n], *, mut)";
   const char* kRead = "a: Tensor([n], *)";
   EXPECT_EQ(ErrorOf([&] { kffi::FunctionWithContract([](TensorView) {}, "f", kMut); }), "no error");
   EXPECT_EQ(ErrorOf([&] { kffi::FunctionWithContract([](DLTensor*) {}, "f", kMut); }), "no error");
+  EXPECT_EQ(ErrorOf([&] { kffi::FunctionWithContract([](ConstTensorView) {}, "f", kRead); }),
+            "no error");
+  EXPECT_EQ(ErrorOf([&] { kffi::FunctionWithContract([](const DLTensor*) {}, "f", kRead); }),
+            "no error");
   for (const char* text : {kMut, kRead}) {
-    EXPECT_EQ(ErrorOf([&] { kffi::FunctionWithContract([](ConstTensorView) {}, "f", text); }),
-              "no error");
-    EXPECT_EQ(ErrorOf([&] { kffi::FunctionWithContract([](const DLTensor*) {}, "f", text); }),
-              "no error");
     EXPECT_EQ(ErrorOf([&] { kffi::FunctionWithContract([](kffi::Tensor) {}, "f", text); }),
               "no error");
   }
-  // Called: a `mut` tensor reaches a ConstTensorView (writable memory, read through it), and the
-  // contract refuses read-only memory for it before the function runs.
+  // The mirror of WritableNotMut: `mut` on a type that only reads is refused.
+  const std::string read_only_mut =
+      "ValueError: Invalid contract for `f`: parameter #0 `a: Tensor([n], *, mut)` is `mut`, but "
+      "its C++ type (kffi::ConstTensorView or const DLTensor*) only reads it: declare it "
+      "kffi::TensorView (or DLTensor*) if the function writes it, or drop `mut`";
+  EXPECT_EQ(ErrorOf([&] { kffi::FunctionWithContract([](ConstTensorView) {}, "f", kMut); }),
+            read_only_mut);
+  EXPECT_EQ(ErrorOf([&] { kffi::FunctionWithContract([](const DLTensor*) {}, "f", kMut); }),
+            read_only_mut);
+  // Called: a `mut` tensor reaches an owned Tensor (writable memory), and the contract refuses
+  // read-only memory for it before the function runs.
   int calls = 0;
   Function f = kffi::FunctionWithContract(
-      [&calls](ConstTensorView a) {
+      [&calls](kffi::Tensor a) {
         ++calls;
-        return a.is_writable();
+        return a.ndim() == 1;
       },
       "f", kMut);
   FakeTensor a({3});
@@ -429,10 +443,13 @@ TEST(ContractMut, AWritableCppParameterNeedsAMutTensor) {
     return rc == 0 ? std::string("no error") : ErrorOf([] { kffi::details::ThrowRaisedError(-1); });
   };
   const KFFIByteArray writable{"Tensor(mut)", 11};
-  const KFFIByteArray read_only{"Tensor", 6};
+  const KFFIByteArray owned{"Tensor", 6};  // also what libraries built before "Tensor(const)" say
+  const KFFIByteArray read_only{"Tensor(const)", 13};
   EXPECT_EQ(create(kRead, writable), WritableNotMut(0, kRead));
   EXPECT_EQ(create(kMut, writable), "no error");
-  EXPECT_EQ(create(kMut, read_only), "no error");
+  EXPECT_EQ(create(kMut, owned), "no error");
+  EXPECT_EQ(create(kRead, owned), "no error");
+  EXPECT_EQ(create(kMut, read_only), read_only_mut);
   EXPECT_EQ(create(kRead, read_only), "no error");
 }
 
@@ -503,7 +520,7 @@ TEST(ContractStream, StreamMustFitAVoidPointerAndStandAlone) {
 TEST(ContractZeroDim, ZeroDimTensorsWithAndWithoutContracts) {
   // Every tensor of the plan is 0-d: the plan has no shape entry at all.
   const std::string text = "a: Tensor([], float32, contiguous), b: Tensor([], *, col_major, mut)";
-  Function f = kffi::FunctionWithContract(Nop2, "f", text);
+  Function f = kffi::FunctionWithContract(NopMut2, "f", text);
   FakeTensor a({}), b({}), b1({1});
   EXPECT_EQ(ErrorOf([&] { f(TensorView(a), TensorView(b)); }), "no error");
   EXPECT_EQ(ErrorOf([&] { f(TensorView(a), TensorView(b1)); }),
@@ -550,7 +567,7 @@ TEST(Contract, EnvStreamIsTheCurrentStreamOfTheFirstNonCpuTensor) {
 
 TEST(Contract, MustFitTheCppParameters) {
   EXPECT_EQ(ErrorOf([] { kffi::FunctionWithContract(Nop2, "f", "a: Tensor([n], *)"); }),
-            "ValueError: Invalid contract for `f`: it declares 1 parameters (EnvStream included) "
+            "ValueError: Invalid contract for `f`: it declares 1 parameter (EnvStream included) "
             "but the C++ function takes 2");
   EXPECT_EQ(ErrorOf([] { kffi::FunctionWithContract(Nop2, "f", "a: Tensor([n], *), b: int"); }),
             "ValueError: Invalid contract for `f`: parameter #1 `b: int` cannot be passed to the "

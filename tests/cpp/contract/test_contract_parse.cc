@@ -42,7 +42,7 @@ TEST(ContractParse, MalformedContractsNameTheColumn) {
       {"x: Tensor([n], float32, align=12)", "at column 31: align must be a power of two"},
       {"x: Tensor([n], float32, device=tpu)", "at column 32: unknown device type `tpu`"},
       {"x: Tensor([n], float32, stride_order=(0, 0))", "at column 42: stride_order must list"},
-      {"x: Tensor([n, m], float32, strides=[1])", "at column 36: strides has 1 entries but"},
+      {"x: Tensor([n, m], float32, strides=[1])", "at column 36: strides has 1 entry but"},
       {"x: Tensor([n], float32, contiguous, col_major)", "at column 37: more than one layout"},
       {"x: int, x: float", "at column 9: duplicate parameter `x`"},
       {"x: Optional[EnvStream]", "at column 13: EnvStream cannot be Optional"},

@@ -26,15 +26,24 @@ struct FakeTensor {
 };
 
 template <typename F>
-std::string ValueErrorMessage(F f) {
+std::string ErrorMessage(const char* kind, F f) {
   try {
     f();
   } catch (const kffi::Error& e) {
-    EXPECT_EQ(e.kind(), "ValueError");
+    EXPECT_EQ(e.kind(), kind);
     return e.message();
   }
-  ADD_FAILURE() << "expected a ValueError";
+  ADD_FAILURE() << "expected a " << kind;
   return "";
+}
+template <typename F>
+std::string ValueErrorMessage(F f) {
+  return ErrorMessage("ValueError", f);
+}
+// A wrong dtype is a TypeError, as DispatchDtype and contracts raise it.
+template <typename F>
+std::string TypeErrorMessage(F f) {
+  return ErrorMessage("TypeError", f);
 }
 
 const DLDevice kCPU{kDLCPU, 0};
@@ -86,13 +95,13 @@ TEST(Checks, NdimAndShape) {
 TEST(Checks, Dtype) {
   FakeTensor x({4}, {}, kffi::dtypes::int32, kCPU);
   EXPECT_NO_THROW(kffi::CheckDtype(x.view(), {kffi::dtypes::float32, kffi::dtypes::int32}, "x"));
-  EXPECT_EQ(ValueErrorMessage([&] { kffi::CheckDtype(x.view(), {kffi::dtypes::float32}, "x"); }),
+  EXPECT_EQ(TypeErrorMessage([&] { kffi::CheckDtype(x.view(), {kffi::dtypes::float32}, "x"); }),
             "x.dtype: expected float32, got int32");
-  EXPECT_EQ(ValueErrorMessage([&] {
+  EXPECT_EQ(TypeErrorMessage([&] {
               kffi::CheckDtype(x.view(), {kffi::dtypes::float32, kffi::dtypes::float16}, "x");
             }),
             "x.dtype: expected float32|float16, got int32");
-  EXPECT_EQ(ValueErrorMessage([&] {
+  EXPECT_EQ(TypeErrorMessage([&] {
               kffi::CheckDtype(
                   x.view(), {kffi::dtypes::float32, kffi::dtypes::float16, kffi::dtypes::bfloat16},
                   "x");
@@ -108,7 +117,7 @@ TEST(Checks, SameDeviceDtypeShape) {
   EXPECT_EQ(ValueErrorMessage([&] { kffi::CheckSameDevice(a.view(), b.view(), "a", "b"); }),
             "a.device: expected cuda:1 (as b.device), got cuda:0");
   EXPECT_NO_THROW(kffi::CheckSameDtype(a.view(), c.view(), "a", "c"));
-  EXPECT_EQ(ValueErrorMessage([&] { kffi::CheckSameDtype(a.view(), b.view(), "a", "b"); }),
+  EXPECT_EQ(TypeErrorMessage([&] { kffi::CheckSameDtype(a.view(), b.view(), "a", "b"); }),
             "a.dtype: expected float16 (as b.dtype), got float32");
   EXPECT_NO_THROW(kffi::CheckSameShape(a.view(), b.view(), "a", "b"));
   EXPECT_EQ(ValueErrorMessage([&] { kffi::CheckSameShape(a.view(), c.view(), "a", "c"); }),

@@ -64,6 +64,7 @@ int64_t ThrowsStd(std::string kind) {
 
 int64_t ContractOne(kffi::ConstTensorView) { return 1; }
 int64_t ContractTwo(kffi::ConstTensorView, kffi::ConstTensorView) { return 2; }
+int64_t ContractMutOne(kffi::TensorView) { return 1; }  // a `mut` tensor: a type that may write
 int64_t ContractScalars(int64_t, double, bool) { return 3; }
 int64_t ContractOptional(kffi::Optional<kffi::ConstTensorView> b) { return b.has_value() ? 1 : 0; }
 int64_t ContractTuple(std::tuple<kffi::Tensor, int64_t>) { return 4; }
@@ -99,7 +100,7 @@ KFFI_EXPORT_CONTRACT(c_dtype, ContractOne, "x: Tensor([n], float32|float64)");
 KFFI_EXPORT_CONTRACT(c_device, ContractOne, "x: Tensor([n], float32, device=cuda)");
 KFFI_EXPORT_CONTRACT(c_align, ContractOne, "x: Tensor([n], float32, align=64)");
 KFFI_EXPORT_CONTRACT(c_div, ContractOne, "x: Tensor([n], float32); n: int32 % 4");
-KFFI_EXPORT_CONTRACT(c_mut, ContractOne, "y: Tensor([n], float32, mut)");
+KFFI_EXPORT_CONTRACT(c_mut, ContractMutOne, "y: Tensor([n], float32, mut)");
 KFFI_EXPORT_CONTRACT(c_contig, ContractOne, "x: Tensor([n, m], float32, contiguous)");
 KFFI_EXPORT_CONTRACT(c_scalars, ContractScalars, "k: int32[0, 10], s: float, flag: bool");
 KFFI_EXPORT_CONTRACT(c_optional, ContractOptional, "b: Optional[Tensor([4], float32)]");

@@ -31,6 +31,7 @@ from __future__ import annotations
 import ast
 import ctypes
 import importlib.util
+import itertools
 import json
 import os
 import re
@@ -475,6 +476,27 @@ def test_catalogue_shows_every_message():
 
 def _run(cmd, **kw):
     return subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=900, **kw)
+
+
+def test_the_package_docstring_example_runs(tmp_path):
+    """help(kffi) shows the README's scale(y, x, factor); its example runs as written."""
+    import kffi
+
+    doc = kffi.__doc__
+    lines = doc[doc.index("::\n") + 3 :].strip("\n").splitlines()
+    block = itertools.takewhile(lambda line: not line or line.startswith("    "), lines)
+    code = textwrap.dedent("\n".join(block))
+    assert "mod.scale(y, x, 2.0)" in code
+    env = dict(os.environ, PATH=f"{kffi_config_dir(tmp_path)}{os.pathsep}{os.environ['PATH']}")
+    build = _run(
+        ["make", "-s", "-C", str(REPO / "examples" / "kernel_library"), f"OUT={tmp_path}", "NVCC="],
+        env=env,
+    )
+    assert build.returncode == 0, build.stdout + build.stderr
+    code = code.replace("help(mod.scale)", "assert mod.scale.__doc__")
+    code += "\nassert y.tolist() == [0.0, 2.0, 4.0, 6.0]\n"
+    proc = _run([sys.executable, "-c", code], cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
 def test_python_demo_runs(tmp_path):

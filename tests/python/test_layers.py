@@ -154,3 +154,19 @@ def test_import_star_shadows_no_builtin():
     assert "Optional" not in kffi.__all__  # typing.Optional, in every annotated module
     for name in ("compile", "Optional", "bool"):  # still kffi's attributes
         assert getattr(kffi, name) is not None
+
+
+def test_lazy_singletons_are_made_one_way():
+    """A value made once on first use is a kffi._lazy.lazy, not a functools.cache of a function
+    without parameters (one way of everything: lazy also retries a failed make and says whether
+    the value exists). functools.cache stays for memos keyed by arguments."""
+    found = []
+    for path in sorted(PKG.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.FunctionDef) or node.args.args or node.args.kwonlyargs:
+                continue
+            for d in node.decorator_list:
+                target = d.func if isinstance(d, ast.Call) else d
+                if isinstance(target, ast.Attribute) and target.attr in ("cache", "lru_cache"):
+                    found.append(f"{path.relative_to(PKG)}: {node.name}")
+    assert not found, f"zero-argument functools caches (use kffi._lazy.lazy): {found}"

@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, TypeAlias, cast
 
 from .. import _core, config, libinfo
+from .._lazy import lazy
 from ..runtime._api import load_module
 from ..runtime._objects import Module
 
@@ -262,7 +263,7 @@ def _gencode(arch: str, ptx: bool = False) -> list[str]:
     return flags
 
 
-@functools.cache
+@lazy
 def _machine_gpu_archs() -> tuple[str, ...]:
     """The compute capabilities ("90", "80", ...) of the NVIDIA GPUs on this machine, ascending.
 
@@ -398,7 +399,7 @@ def _headers_key(root: str, names: Sequence[str] | None, what: str, remedy: str)
         raise RuntimeError(f"{what} {e.filename} cannot be read ({e}); {remedy}") from None
 
 
-@functools.cache
+@lazy
 def _kffi_identity() -> str:
     """The kffi version, ABI version and a digest of the installed headers.
 
@@ -474,7 +475,7 @@ def _depends_key(depends: Paths, where: str) -> list[tuple[str, str]]:
     return out
 
 
-@functools.cache
+@lazy
 def _config_flags() -> dict[str, list[str]]:
     """What kffi-config prints (its --cxxflags, --nvccflags, and --ldflags --libs), as lists.
 

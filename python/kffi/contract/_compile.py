@@ -25,13 +25,13 @@ Int32 ranges), a tensor has at most 32 dimensions, the text is at most 65536 byt
 
 from __future__ import annotations
 
-import functools
 import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, TypeAlias
 
 from .. import _core, libinfo
+from .._lazy import lazy
 from ..build import aot as _aot
 from ..build import cpp as _cpp
 from ..runtime._api import load_module
@@ -823,7 +823,7 @@ def _param_names(param_names: Iterable[str] | None, count: int) -> list[str]:
 # ---------------------------------------------------------------------------------------------
 
 
-@functools.cache
+@lazy
 def has_contract_support() -> bool:
     """Whether the installed headers define KFFI_EXPORT_CONTRACT (kffi/contract.h)."""
     inc = os.path.join(libinfo.include_dir(), "kffi")

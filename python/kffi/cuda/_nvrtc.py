@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import functools
 import glob
 import hashlib
 import os
@@ -21,6 +20,7 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
+from .._lazy import lazy
 from ..build.cpp import BuildError
 
 __all__ = ["NVRTCError", "compile_images", "normalize_arch", "nvrtc_library", "nvrtc_version"]
@@ -80,7 +80,7 @@ def _candidates() -> list[str]:
     return found + ["libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"]
 
 
-@functools.cache
+@lazy
 def nvrtc_library() -> tuple[ctypes.CDLL, str]:
     """(ctypes library, path) of libnvrtc; RuntimeError naming what was tried when none loads."""
     tried = []
@@ -139,7 +139,7 @@ def _loaded_version() -> tuple[int, int]:
     return (major.value, minor.value)
 
 
-@functools.cache
+@lazy
 def nvrtc_version() -> tuple[int, int]:
     """NVRTC's (major, minor). Remembered in kffi's cache with the library's path, size and mtime
     (per Python prefix and NVRTC settings), so that a process whose compiles all hit the cache
@@ -172,7 +172,7 @@ def nvrtc_version() -> tuple[int, int]:
     return version
 
 
-@functools.cache
+@lazy
 def supported_archs() -> tuple[int, ...]:
     """The real architectures (as ints: 75, 80, 90, 100, ...) this NVRTC generates code for."""
     lib, _ = nvrtc_library()

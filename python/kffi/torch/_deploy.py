@@ -135,18 +135,15 @@ def cpp_flags(compile: bool = True, link: bool = True) -> list[str]:
 
     flags: list[str] = []
     if compile:
-        abi = int(getattr(torch._C, "_GLIBCXX_USE_CXX11_ABI", 1))
         # kffi-config's -std=c++17 fits kernel libraries; torch's headers need C++20.
         kffi_cxx = [f for f in _config_flags()["cxx"] if not f.startswith("-std=")]
         flags += [
-            "-std=c++20",
-            f"-D_GLIBCXX_USE_CXX11_ABI={abi}",
+            *_glue.torch_abi_flags(torch),
             f"-I{_glue.INCLUDE_DIR}",
             *(f"-I{p}" for p in _glue._torch_dirs()[1]),
             *kffi_cxx,
         ]
     if link:
-        torch_lib = _glue._torch_dirs()[2]
         glue = os.path.abspath(_glue.glue().name)
         flags += [
             # By file name (-l:NAME), not path: the program then finds the library through its
@@ -155,8 +152,7 @@ def cpp_flags(compile: bool = True, link: bool = True) -> list[str]:
             f"-l:{os.path.basename(glue)}",
             f"-Wl,-rpath,{os.path.dirname(glue)}",
             *_config_flags()["link"],
-            f"-L{torch_lib}",
-            f"-Wl,-rpath,{torch_lib}",
+            *_glue.torch_lib_dir_flags(),
             # libtorch brings libtorch_cuda where torch has CUDA (its AOTInductor runner for CUDA
             # models registers itself there): kept even by a linker that drops unused libraries.
             "-Wl,--no-as-needed",

@@ -96,16 +96,28 @@ def _headers_digest(include: str) -> str:
     )
 
 
+def torch_abi_flags(torch: ModuleType) -> list[str]:
+    """What any C++ that includes torch's headers is compiled with: C++20 (torch's headers need
+    it; a later -std flag wins over kffi-config's C++17) and torch's libstdc++ ABI. The one
+    source of these for the glue built here and for users' programs (_deploy.cpp_flags)."""
+    abi = int(getattr(torch._C, "_GLIBCXX_USE_CXX11_ABI", 1))
+    return ["-std=c++20", f"-D_GLIBCXX_USE_CXX11_ABI={abi}"]
+
+
+def torch_lib_dir_flags() -> list[str]:
+    """torch's library folder, to link against and find at run time (-L and its rpath)."""
+    libdir = _torch_dirs()[2]
+    return [f"-L{libdir}", f"-Wl,-rpath,{libdir}"]
+
+
 def _torch_flags(torch: ModuleType) -> list[str]:
     include = _torch_dirs()[0]
-    abi = int(getattr(torch._C, "_GLIBCXX_USE_CXX11_ABI", 1))
     return [
-        "-std=c++20",  # torch's headers need it (later -std flags win)
+        *torch_abi_flags(torch),
         "-O2",
         # torch's debug-only internal asserts off, as in torch's own build: with them, c10's
         # inline helpers (DispatchKeySet tests, IValue accessors) stay calls on every op call.
         "-DNDEBUG",
-        f"-D_GLIBCXX_USE_CXX11_ABI={abi}",
         f'-DKFFI_TORCH_VERSION="{torch.__version__}"',
         f'-DKFFI_TORCH_HEADERS="{_headers_digest(include)}"',
         "-Wno-unused-parameter",
@@ -126,8 +138,7 @@ def _loaded_libstdcxx() -> str | None:
 
 
 def _torch_ldflags() -> list[str]:
-    libdir = _torch_dirs()[2]
-    flags = [f"-L{libdir}", f"-Wl,-rpath,{libdir}", "-lc10", "-ltorch_cpu"]
+    flags = [*torch_lib_dir_flags(), "-lc10", "-ltorch_cpu"]
     # The glue passes C++ objects to and from libtorch (strings, streams, c10 errors), so it must
     # use the very libstdc++ torch does. A toolchain whose own library directory holds only
     # libstdc++.a (one in /opt with CXX set to it, say) links a private copy: its streams then

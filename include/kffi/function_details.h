@@ -112,6 +112,29 @@ KFFI_NOINLINE inline void RaiseArgumentError(const char* kind, const char* subje
   KFFIErrorSetRaisedArgument(kind, subject, expected, got, arg, index, sig);
 }
 
+/// The text RaiseArgumentError would raise ("<subject>: expected <expected>, got <got> (argument
+/// #index of `sig`)"), without raising it: the runtime's one formatter writes it into the
+/// thread's error slot, from which it is taken at once.
+KFFI_NOINLINE inline std::string ArgumentText(const char* subject, const char* expected,
+                                              const char* got, int32_t index, const char* sig) {
+  RaiseArgumentError("ValueError", subject, expected, got, nullptr, index, sig);
+  KFFIObjectHandle err = nullptr;
+  KFFIErrorMoveFromRaised(&err);
+  if (err == nullptr) return std::string(subject) + ": " + (got != nullptr ? got : "");
+  const KFFIByteArray& m = KFFIErrorGetCellPtr(err)->message;
+  std::string out(m.data, m.size);
+  KFFIObjectDecRef(err);
+  return out;
+}
+
+/// " (argument #index of `sig`)": where an argument error points, as ArgumentText ends it, for
+/// messages built elsewhere (kffi.torch's shape checks, kffi.jax's and kffi.torch's records).
+inline std::string ArgumentContext(int32_t index, const char* sig) {
+  const std::string whole = ArgumentText("x", nullptr, "\x01", index, sig);
+  const size_t at = whole.find('\x01');
+  return at == std::string::npos ? std::string() : whole.substr(at + 1);
+}
+
 // Argument errors carry no frame of their own: the frame of the function being called is added
 // when the error leaves it, which is the one a user needs. The runtime writes them in kffi's one
 // format (KFFIErrorSetRaisedArgument: "<param>: expected <type>, got <type> (argument #k of

@@ -287,6 +287,16 @@ PyObject* DTypeFromStr(PyObject*, PyObject* s) {
   return Py_BuildValue("(iii)", d.code, d.bits, d.lanes);
 }
 
+/// _argument_context(index, signature) -> " (argument #index of `signature`)": the end of an
+/// argument error, by the runtime's one formatter, for messages Python code builds.
+PyObject* ArgumentContextOf(PyObject*, PyObject* args) {
+  int index;
+  const char* sig;
+  if (!PyArg_ParseTuple(args, "is", &index, &sig)) return nullptr;
+  const std::string context = kffi::details::ArgumentContext(index, sig);
+  return PyUnicode_FromStringAndSize(context.data(), static_cast<Py_ssize_t>(context.size()));
+}
+
 PyObject* DTypeToStr(PyObject*, PyObject* args) {
   int code, bits, lanes;
   if (!PyArg_ParseTuple(args, "iii", &code, &bits, &lanes)) return nullptr;
@@ -365,6 +375,7 @@ PyMethodDef kMethods[] = {{"get_global_func", GetGlobalFunc, METH_O, nullptr},
                           {"_module_name", ModuleName, METH_O, nullptr},
                           {"_dtype_from_str", DTypeFromStr, METH_O, nullptr},
                           {"_dtype_to_str", DTypeToStr, METH_VARARGS, nullptr},
+                          {"_argument_context", ArgumentContextOf, METH_VARARGS, nullptr},
                           {"_shape_tuple", ShapeTuple, METH_O, nullptr},
                           {"_error_info", ErrorInfo, METH_O, nullptr},
                           {"_to_kffi", ToKFFIObject, METH_O, nullptr},

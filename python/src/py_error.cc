@@ -1,6 +1,8 @@
 // python/src/py_error.cc: kffi errors <-> Python exceptions, keeping tracebacks on both sides;
 // argument errors' places and exception chaining for conversion errors.
 // SPDX-License-Identifier: Apache-2.0
+#include <kffi/function_details.h>
+
 #include <cstring>
 
 #include "py_common.h"
@@ -57,16 +59,8 @@ std::string SignatureOf(const PyFunction* f) {
 std::string ArgumentText(const char* subject, const char* expected, const char* got,
                          Py_ssize_t index, const std::string& signature) {
   // The runtime's error slot, not Python's, carries the text: a pending Python error is kept.
-  KFFIErrorSetRaisedArgument("ValueError", subject, expected, got, nullptr,
-                             static_cast<int32_t>(index),
-                             signature.empty() ? nullptr : signature.c_str());
-  KFFIObjectHandle err = nullptr;
-  KFFIErrorMoveFromRaised(&err);
-  if (err == nullptr) return std::string(subject) + ": " + (got != nullptr ? got : "");
-  const KFFIByteArray& m = KFFIErrorGetCellPtr(err)->message;
-  std::string out(m.data, m.size);
-  KFFIObjectDecRef(err);
-  return out;
+  return kffi::details::ArgumentText(subject, expected, got, static_cast<int32_t>(index),
+                                     signature.empty() ? nullptr : signature.c_str());
 }
 
 ArgPlace ArgPlaceOf(const CallContext* ctx, Py_ssize_t index) {
@@ -88,10 +82,7 @@ ArgPlace ArgPlaceOf(const CallContext* ctx, Py_ssize_t index) {
         sig.empty() ? "argument #" + std::to_string(index) : "arg" + std::to_string(index);
   }
   if (!sig.empty()) {
-    // One formatter: the runtime's, around a marker that splits it into the parts.
-    const std::string whole = ArgumentText(place.subject.c_str(), nullptr, "\x01", index, sig);
-    const size_t at = whole.find('\x01');
-    if (at != std::string::npos) place.context = whole.substr(at + 1);
+    place.context = kffi::details::ArgumentContext(static_cast<int32_t>(index), sig.c_str());
   }
   return place;
 }

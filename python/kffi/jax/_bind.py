@@ -33,6 +33,7 @@ from typing import Any, cast
 import jax
 import numpy as np
 
+from .. import _core
 from .._type_text import is_tensor
 from ..runtime._objects import Function, _shown_type
 from ._records import bind_record, record_layout
@@ -295,7 +296,7 @@ def bind_contract(
                 )
             b.add_operand(v, names[i])
         elif (layout := record_layout(p)) is not None:
-            bind_record(b, names[i], layout, v, f" (argument #{i} of `{signature(meta)}`)")
+            bind_record(b, names[i], layout, v, _core._argument_context(i, signature(meta)))
         else:
             if is_array(v):
                 raise TypeError(
@@ -447,7 +448,7 @@ def bind_named(
                 )
             b.add_operand(v)
         elif (layout := record_layout(p)) is not None:
-            bind_record(b, names[i], layout, v, f" (argument #{i} of `{signature(meta)}`)")
+            bind_record(b, names[i], layout, v, _core._argument_context(i, signature(meta)))
         else:
             if is_array(v) and not isinstance(v, Tracer):  # attr_value explains tracers
                 raise TypeError(

@@ -13,6 +13,7 @@
 #include <ATen/ops/empty.h>
 #include <c10/core/SymInt.h>
 #include <kffi/dtype.h>
+#include <kffi/function_details.h>
 #include <kffi/shape_rpn_details.h>
 #include <torch/library.h>
 
@@ -252,9 +253,9 @@ class MetaKernel final : public c10::OperatorKernel {
         const at::Tensor& t = args[i].toTensor();
         if (static_cast<size_t>(t.dim()) != p.shape.size()) {
           if (mismatch->empty()) {
-            *mismatch = p.name + ".ndim: expected " + std::to_string(p.shape.size()) + ", got " +
-                        std::to_string(t.dim()) + " (argument #" + std::to_string(p.index) +
-                        " of `" + sig_.label + "`)";
+            *mismatch = kffi::details::ArgumentText(
+                (p.name + ".ndim").c_str(), std::to_string(p.shape.size()).c_str(),
+                std::to_string(t.dim()).c_str(), static_cast<int32_t>(p.index), sig_.label.c_str());
           }
           continue;
         }

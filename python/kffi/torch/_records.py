@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-from .. import _reflection
+from .. import _core, _reflection
 from ..runtime._error import counted
 from ..runtime._objects import Object
 
@@ -58,9 +58,14 @@ class RecordArgs:
             p.name: collections.namedtuple(f"{p.name}_record", [f.field_name for f in p.fields])
             for p in sig.records
         }
+        # Where a record parameter's errors point, in the runtime's format; made here, as
+        # torch.compile traces _where and cannot trace into the extension.
+        self._places = {
+            p.index: _core._argument_context(p.index, self._signature) for p in sig.records
+        }
 
     def _where(self, p: Any) -> str:
-        return f" (argument #{p.index} of `{self._signature}`)"
+        return self._places[p.index]
 
     def _field(self, p: Any, f: Any, v: object) -> object:
         """Field f of record parameter p, checked and converted to what the schema takes."""

@@ -16,6 +16,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -52,6 +53,19 @@ inline const char* RpnOpName(RpnOp op) {
     default:
       return nullptr;
   }
+}
+
+/// The operator spelled name in metadata (RpnOpName's inverse); false for any other text (an
+/// operand: a symbol's name). The one reader of the spellings, for every evaluator's tokens.
+inline bool RpnOpFromName(std::string_view name, RpnOp* out) {
+  for (RpnOp op :
+       {RpnOp::kAdd, RpnOp::kSub, RpnOp::kMul, RpnOp::kFloorDiv, RpnOp::kMod, RpnOp::kNeg}) {
+    if (name == std::string_view(RpnOpName(op))) {
+      *out = op;
+      return true;
+    }
+  }
+  return false;
 }
 
 /// A binary operator on int64 with Python's semantics (floor division, a modulo with the sign of

@@ -90,9 +90,11 @@ struct KernelParam {
 };
 
 /// One token of an expression program in reverse Polish notation.
+/// One token of a launch expression, in kffi's one RPN vocabulary (kffi/shape_rpn_details.h).
 struct Token {
-  enum Kind : int8_t { kConst, kSymbol, kArg, kAdd, kSub, kMul, kFloorDiv, kMod, kNeg } kind;
-  int64_t value;  // the constant, the symbol's slot or the argument's index
+  kffi::details::RpnOp op;
+  bool from_arg;  // a kSym read from an integer argument rather than a contract symbol
+  int64_t value;  // kLit: the constant; kSym: the symbol's slot or the argument's index
 };
 
 /// The launch configuration's seven values, in this order: grid x, y, z, block x, y, z, shared
@@ -132,22 +134,18 @@ class LaunchRpn {
       : l_(l), which_(which), st_(st), bound_(bound), args_(args) {}
 
   void Token(size_t i, kffi::details::RpnOp* op, int64_t* literal, int64_t* value) {
-    static constexpr kffi::details::RpnOp kOps[] = {
-        kffi::details::RpnOp::kLit,      kffi::details::RpnOp::kSym, kffi::details::RpnOp::kSym,
-        kffi::details::RpnOp::kAdd,      kffi::details::RpnOp::kSub, kffi::details::RpnOp::kMul,
-        kffi::details::RpnOp::kFloorDiv, kffi::details::RpnOp::kMod, kffi::details::RpnOp::kNeg};
     const struct Token& t = l_.programs[which_][i];
-    *op = kOps[t.kind];
-    if (t.kind == Token::kConst) {
+    *op = t.op;
+    if (t.op == kffi::details::RpnOp::kLit) {
       *literal = t.value;
-    } else if (t.kind == Token::kSymbol) {
+    } else if (t.op == kffi::details::RpnOp::kSym && !t.from_arg) {
       if (((bound_ >> t.value) & 1) == 0) {
         ThrowExpr(
             l_, which_,
             "uses the symbol `" + l_.symbol_names[t.value] + "`, which this call leaves unbound");
       }
       *value = st_.values[t.value];
-    } else if (t.kind == Token::kArg) {
+    } else if (t.from_arg) {
       const KFFIAny& a = args_[t.value];
       if (a.type_index != kKFFIInt && a.type_index != kKFFIBool) {
         ThrowExpr(l_, which_,
@@ -424,7 +422,7 @@ Token ResolveName(const std::string& name, const Contract& c, const Launcher& l)
     KFFIObjectDecRef(ignored);
     slot = -1;
   }
-  if (slot >= 0) return Token{Token::kSymbol, slot};
+  if (slot >= 0) return Token{kffi::details::RpnOp::kSym, false, slot};
   const auto params = c.params();
   for (size_t i = 0; i < params.size(); ++i) {
     if (params[i].first != name) continue;
@@ -433,7 +431,7 @@ Token ResolveName(const std::string& name, const Contract& c, const Launcher& l)
       KFFI_THROW(ValueError) << "kffi.cuda kernel `" << l.name << "`: the launch expression uses "
                              << "the parameter `" << name << "`, which is not an integer";
     }
-    return Token{Token::kArg, static_cast<int64_t>(i)};
+    return Token{kffi::details::RpnOp::kSym, true, static_cast<int64_t>(i)};
   }
   std::string known;
   for (const std::string& n : l.symbol_names) known += (known.empty() ? "" : ", ") + n;
@@ -468,36 +466,27 @@ std::vector<Token> ReadProgram(PyObject* prog, const Contract& c, const Launcher
   int depth = 0;
   for (Py_ssize_t i = 0; i < PyList_GET_SIZE(prog); ++i) {
     PyObject* t = PyList_GET_ITEM(prog, i);
-    Token tok{Token::kConst, 0};
+    Token tok{kffi::details::RpnOp::kLit, false, 0};
     if (PyLong_Check(t)) {
       int overflow = 0;
       tok.value = PyLong_AsLongLongAndOverflow(t, &overflow);
       if (overflow != 0) KFFI_THROW(ValueError) << "kffi.cuda: a constant overflows int64";
     } else {
       const std::string s = Utf8(t);
-      static const std::pair<const char*, Token::Kind> kOps[] = {
-          {"+", Token::kAdd},       {"-", Token::kSub}, {"*", Token::kMul},
-          {"//", Token::kFloorDiv}, {"%", Token::kMod}, {"neg", Token::kNeg}};
-      bool found = false;
-      for (const auto& [text, kind] : kOps) {
-        if (s == text) {
-          tok.kind = kind;
-          found = true;
-        }
-      }
+      bool found = kffi::details::RpnOpFromName(s, &tok.op);
       if (!found && s.rfind("name:", 0) == 0) {
         tok = ResolveName(s.substr(5), c, l);
         found = true;
       }
       if (!found) KFFI_THROW(ValueError) << "kffi.cuda: unknown token `" << s << "`";
     }
-    const bool operand =
-        tok.kind == Token::kConst || tok.kind == Token::kSymbol || tok.kind == Token::kArg;
+    using kffi::details::RpnOp;
+    const bool operand = tok.op == RpnOp::kLit || tok.op == RpnOp::kSym;
     if (operand) {
       ++depth;
-    } else if (tok.kind == Token::kNeg ? depth < 1 : depth < 2) {
+    } else if (tok.op == RpnOp::kNeg ? depth < 1 : depth < 2) {
       KFFI_THROW(ValueError) << "kffi.cuda: a malformed expression program";
-    } else if (tok.kind != Token::kNeg) {
+    } else if (tok.op != RpnOp::kNeg) {
       --depth;
     }
     if (depth > 32) KFFI_THROW(ValueError) << "kffi.cuda: an expression nests too deeply";

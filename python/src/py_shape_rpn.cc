@@ -39,16 +39,7 @@ class PyRpnDomain {
     if (PyUnicode_Check(tok)) {
       const char* t = PyUnicode_AsUTF8(tok);
       if (t == nullptr) throw Failed{};
-      static constexpr std::pair<const char*, details::RpnOp> kOps[] = {
-          {"+", details::RpnOp::kAdd}, {"-", details::RpnOp::kSub},
-          {"*", details::RpnOp::kMul}, {"//", details::RpnOp::kFloorDiv},
-          {"%", details::RpnOp::kMod}, {"neg", details::RpnOp::kNeg}};
-      for (const auto& [name, o] : kOps) {
-        if (std::strcmp(t, name) == 0) {
-          *op = o;
-          return;
-        }
-      }
+      if (details::RpnOpFromName(t, op)) return;
       *op = details::RpnOp::kSym;
       *symbol = SymbolValue(tok);
       return;

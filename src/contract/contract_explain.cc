@@ -379,9 +379,9 @@ class IntRpnDomain {
 
   void Token(size_t i, RpnOp* op, int64_t* literal, int64_t* symbol_value) {
     const RpnToken& t = rpn_[i];
-    *op = static_cast<RpnOp>(t.op);  // RpnToken::Op spells RpnOp's values in the same order
-    if (t.op == RpnToken::kLit) *literal = t.value;
-    if (t.op == RpnToken::kSym) {
+    *op = t.op;
+    if (t.op == RpnOp::kLit) *literal = t.value;
+    if (t.op == RpnOp::kSym) {
       const int32_t slot = p_.SlotOf(t.symbol);
       if (slot < 0 || ((bound_ >> slot) & 1) == 0) {
         KFFI_THROW(ValueError) << what_ << "symbol `" << t.symbol << "` is not bound";
@@ -410,10 +410,6 @@ class IntRpnDomain {
   uint64_t bound_;
   const std::string& what_;
 };
-
-static_assert(static_cast<int>(RpnToken::kNeg) == static_cast<int>(RpnOp::kNeg) &&
-                  static_cast<int>(RpnToken::kFloorDiv) == static_cast<int>(RpnOp::kFloorDiv),
-              "RpnToken::Op and RpnOp list the operations in the same order");
 
 int64_t EvalRpn(const Plan& p, const std::vector<RpnToken>& rpn, const int64_t* values,
                 uint64_t bound, const std::string& what) {

@@ -9,6 +9,7 @@
 #include <kffi/contract_details.h>
 #include <kffi/dtype.h>
 #include <kffi/error.h>
+#include <kffi/shape_rpn_details.h>
 
 #include <atomic>
 #include <cstdint>
@@ -45,32 +46,14 @@ struct DimAst {
 };
 
 /// One token of an output-shape expression in reverse Polish notation: a literal, a symbol, or an
-/// operator applied to the values on top of the stack (kNeg takes one, the others two).
+/// operator applied to the values on top of the stack (kNeg takes one, the others two). The
+/// operations and their spellings are kffi's one RPN vocabulary (kffi/shape_rpn_details.h).
 struct RpnToken {
-  enum Op : uint8_t { kLit, kSym, kAdd, kSub, kMul, kFloorDiv, kMod, kNeg };
-  Op op;
+  RpnOp op;
   int64_t value = 0;
   std::string symbol;
   size_t pos = 0;
 };
-
-/// The operator's spelling in metadata ("+", "-", "*", "//", "%", "neg").
-inline const char* RpnOpName(RpnToken::Op op) {
-  switch (op) {
-    case RpnToken::kAdd:
-      return "+";
-    case RpnToken::kSub:
-      return "-";
-    case RpnToken::kMul:
-      return "*";
-    case RpnToken::kFloorDiv:
-      return "//";
-    case RpnToken::kMod:
-      return "%";
-    default:
-      return "neg";
-  }
-}
 
 struct TensorAst {
   std::vector<DimAst> shape;                     // inputs

@@ -522,7 +522,7 @@ class Parser {
 
   // Expressions go straight to reverse Polish notation: each operator is emitted after its
   // operands. Chains (a + b + c ...) loop; only parentheses and unary minus recurse.
-  static void Emit(std::vector<RpnToken>* out, RpnToken::Op op, size_t pos) {
+  static void Emit(std::vector<RpnToken>* out, RpnOp op, size_t pos) {
     RpnToken t;
     t.op = op;
     t.pos = pos;
@@ -532,7 +532,7 @@ class Parser {
     ParseTerm(out);
     while (IsPunct("+") || IsPunct("-")) {
       size_t pos = Peek().pos;
-      RpnToken::Op op = Peek().text == Sv("+") ? RpnToken::kAdd : RpnToken::kSub;
+      RpnOp op = Peek().text == Sv("+") ? RpnOp::kAdd : RpnOp::kSub;
       ++i_;
       ParseTerm(out);
       Emit(out, op, pos);
@@ -542,9 +542,9 @@ class Parser {
     ParseUnary(out);
     while (IsPunct("*") || IsPunct("//") || IsPunct("%")) {
       size_t pos = Peek().pos;
-      RpnToken::Op op = Peek().text == Sv("*")    ? RpnToken::kMul
-                        : Peek().text == Sv("//") ? RpnToken::kFloorDiv
-                                                  : RpnToken::kMod;
+      RpnOp op = Peek().text == Sv("*")    ? RpnOp::kMul
+                 : Peek().text == Sv("//") ? RpnOp::kFloorDiv
+                                           : RpnOp::kMod;
       ++i_;
       ParseUnary(out);
       Emit(out, op, pos);
@@ -556,7 +556,7 @@ class Parser {
       DepthGuard guard(&expr_depth_, kMaxExprDepth, pos, "parentheses and unary minus");
       if (Accept("-")) {
         ParseUnary(out);
-        Emit(out, RpnToken::kNeg, pos);
+        Emit(out, RpnOp::kNeg, pos);
         return;
       }
       ++i_;  // "("
@@ -566,7 +566,7 @@ class Parser {
     }
     if (Peek().kind == TokKind::kInt) {
       RpnToken t;
-      t.op = RpnToken::kLit;
+      t.op = RpnOp::kLit;
       t.pos = pos;
       t.value = ParseInt(false, "");
       out->push_back(std::move(t));
@@ -574,7 +574,7 @@ class Parser {
     }
     if (Peek().kind == TokKind::kName) {
       RpnToken t;
-      t.op = RpnToken::kSym;
+      t.op = RpnOp::kSym;
       t.pos = pos;
       t.symbol = std::string(toks_[i_++].text);
       out->push_back(std::move(t));

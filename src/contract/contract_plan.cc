@@ -60,7 +60,7 @@ class PlanBuilder {
     for (const OutputAst& out : p_->ast.outputs) {
       for (const std::vector<RpnToken>& dim : out.tensor.shape_rpn) {
         for (const RpnToken& tok : dim) {
-          if (tok.op == RpnToken::kSym && p_->SlotOf(tok.symbol) < 0) {
+          if (tok.op == RpnOp::kSym && p_->SlotOf(tok.symbol) < 0) {
             throw SyntaxError{tok.pos, "symbol `" + tok.symbol + "` is not bound by any parameter"};
           }
         }

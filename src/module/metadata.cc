@@ -183,9 +183,9 @@ std::string ContractMetadataJson(const Plan& p, std::string_view return_type,
     for (const auto& rpn : o.tensor.shape_rpn) {
       w.BeginArray();
       for (const RpnToken& t : rpn) {
-        if (t.op == RpnToken::kLit) {
+        if (t.op == RpnOp::kLit) {
           w.Int(t.value);
-        } else if (t.op == RpnToken::kSym) {
+        } else if (t.op == RpnOp::kSym) {
           w.String(t.symbol);
         } else {
           w.String(RpnOpName(t.op));

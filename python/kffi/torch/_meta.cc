@@ -78,15 +78,7 @@ class SymRpnDomain {
       return;
     }
     if (t.kind != Json::kString) Fail(": cannot read a token in " + TokensText(tokens_));
-    static constexpr std::pair<const char*, RpnOp> kOps[] = {
-        {"+", RpnOp::kAdd},       {"-", RpnOp::kSub}, {"*", RpnOp::kMul},
-        {"//", RpnOp::kFloorDiv}, {"%", RpnOp::kMod}, {"neg", RpnOp::kNeg}};
-    for (const auto& [name, o] : kOps) {
-      if (t.str == name) {
-        *op = o;
-        return;
-      }
-    }
+    if (kffi::details::RpnOpFromName(t.str, op)) return;
     auto it = env_.find(t.str);
     if (it == env_.end()) {
       std::string bound;

@@ -7,9 +7,26 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 
 namespace kffi {
+namespace details {
+
+/// The T of a parameter type name spelled "Optional<T>" (TypeTraits<Optional<T>>::TypeStr below):
+/// true and *inner = "T"; false for any other name. The one reader of that spelling (metadata,
+/// the contract's signature check, kffi.torch's schemas).
+inline bool OptionalTypeInner(std::string_view text, std::string_view* inner) {
+  constexpr std::string_view kOpen = "Optional<";
+  if (text.size() <= kOpen.size() + 1 || text.substr(0, kOpen.size()) != kOpen ||
+      text.back() != '>') {
+    return false;
+  }
+  *inner = text.substr(kOpen.size(), text.size() - kOpen.size() - 1);
+  return true;
+}
+
+}  // namespace details
 
 /// A T or nothing; nothing travels as None.
 template <typename T>

@@ -7,6 +7,7 @@
 // FastOther), so the two agree on every input: tests/cpp/contract/test_contract_fuzz.cc and
 // tests/fuzz/contract_fuzzer.cc hold them to it.
 // SPDX-License-Identifier: Apache-2.0
+#include <kffi/optional.h>
 #include <kffi/shape_rpn_details.h>
 
 #include <cfloat>
@@ -293,9 +294,8 @@ bool CppTypeFits(const TypeAst& t, std::string_view cpp, bool outer = true) {
   auto starts = [&](std::string_view prefix) { return cpp.substr(0, prefix.size()) == prefix; };
   if (cpp == Sv("Any")) return true;
   // An Optional C++ parameter takes any value of the contract type; a plain one no None.
-  if (outer && starts("Optional<") && cpp.back() == '>') {
-    return CppTypeFits(t, cpp.substr(9, cpp.size() - 10), false);
-  }
+  std::string_view inner;
+  if (outer && kffi::details::OptionalTypeInner(cpp, &inner)) return CppTypeFits(t, inner, false);
   if (outer && t.optional) return false;
   switch (t.kind) {
     case Kind::kTensor:

@@ -5,6 +5,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include <kffi/c_api.h>
 #include <kffi/function.h>
+#include <kffi/optional.h>
 
 #include <string>
 #include <string_view>
@@ -41,7 +42,8 @@ std::string ExportMetadataJson(const char* name, const std::vector<std::string>&
     const size_t writable = type.find(kWritable);
     if (writable != std::string::npos) type.replace(writable, kWritable.size(), "Tensor");
     w.BeginObject().Field("name", ParamName(names, i)).Field("type", type);
-    if (type.compare(0, 9, "Optional<") == 0) w.Key("default").Null();
+    std::string_view inner;
+    if (OptionalTypeInner(type, &inner)) w.Key("default").Null();
     if (writable != std::string::npos) w.Key("mutable").Bool(true);
     w.EndObject();
   }

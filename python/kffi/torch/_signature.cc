@@ -9,6 +9,7 @@
 #include <kffi/container/array.h>
 #include <kffi/error.h>
 #include <kffi/export.h>
+#include <kffi/optional.h>
 #include <kffi/string.h>
 
 #include <algorithm>
@@ -405,13 +406,9 @@ SigParam CppParam(int64_t i, const Json& p, const std::string& label) {
   out.name = Truthy(p.Get("name")) ? Str(p.Get("name")) : "arg" + std::to_string(i);
   const Json* t = p.Get("type");
   const std::string type_text = t == nullptr ? "" : Str(t);
-  const std::string opt_prefix = "Optional<";
-  out.optional = type_text.size() > opt_prefix.size() &&
-                 type_text.compare(0, opt_prefix.size(), opt_prefix) == 0 &&
-                 type_text.back() == '>';
-  const std::string inner =
-      out.optional ? type_text.substr(opt_prefix.size(), type_text.size() - opt_prefix.size() - 1)
-                   : type_text;
+  std::string_view inner_text;
+  out.optional = kffi::details::OptionalTypeInner(type_text, &inner_text);
+  const std::string inner = out.optional ? std::string(inner_text) : type_text;
   SetDefault(p, out.optional, &out);
   if (inner == "Tensor" || inner == "DLTensor*" || inner == "TensorView") {
     out.kind = "tensor";

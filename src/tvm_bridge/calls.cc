@@ -559,20 +559,27 @@ int KffiEntry(void* self, const KFFIAny* args, int32_t num_args, KFFIAny* result
 
 }  // namespace
 
-bool RebindEnvAllocator(void* handle, const details::ElfExports& elf, const RealRuntime* real) {
-  // A library that sets the allocator itself would read it back through the forwarders and get
-  // kffi's, not what it set: it keeps the copy.
-  if (real->env_tensor_alloc == nullptr ||
-      std::binary_search(elf.tvm_imports.begin(), elf.tvm_imports.end(),
-                         "TVMFFIEnvSetDLPackManagedTensorAllocator")) {
-    return false;
-  }
-  // Claimed before any slot is written, so that a thread calling through a fresh slot finds it,
-  // and never given up, even when refused: another library's forwarders may rely on it.
+namespace {
+
+/// Redirects a library's imports to kffi's forwarders, unless the library imports `setter` (a
+/// library that sets the value itself would read back kffi's through the forwarders, not what it
+/// set: it keeps the per-call copy). The runtime the forwarders call is claimed before any slot is
+/// written, so that a thread calling through a fresh slot finds it, and never given up, even when
+/// refused: another library's forwarders may rely on it. One per process: a second is refused.
+bool ClaimAndRedirect(void* handle, const details::ElfExports& elf, const RealRuntime* real,
+                      const char* setter, std::initializer_list<Redirect> redirects) {
+  if (std::binary_search(elf.tvm_imports.begin(), elf.tvm_imports.end(), setter)) return false;
   const RealRuntime* bound = nullptr;
   if (!g_rebound_real.compare_exchange_strong(bound, real) && bound != real) return false;
-  return RedirectImports(
-      handle, elf,
+  return RedirectImports(handle, elf, redirects);
+}
+
+}  // namespace
+
+bool RebindEnvAllocator(void* handle, const details::ElfExports& elf, const RealRuntime* real) {
+  if (real->env_tensor_alloc == nullptr) return false;
+  return ClaimAndRedirect(
+      handle, elf, real, "TVMFFIEnvSetDLPackManagedTensorAllocator",
       {Redirect{"TVMFFIEnvTensorAlloc", reinterpret_cast<const void*>(real->env_tensor_alloc),
                 reinterpret_cast<const void*>(&ForwardTensorAlloc)},
        Redirect{"TVMFFIEnvGetDLPackManagedTensorAllocator",
@@ -581,15 +588,8 @@ bool RebindEnvAllocator(void* handle, const details::ElfExports& elf, const Real
 }
 
 bool RebindEnvStream(void* handle, const details::ElfExports& elf, const RealRuntime* real) {
-  // A library that sets the stream itself would read back kffi's, not what it set: it keeps the
-  // copy.
-  if (std::binary_search(elf.tvm_imports.begin(), elf.tvm_imports.end(), "TVMFFIEnvSetStream")) {
-    return false;
-  }
-  const RealRuntime* bound = nullptr;  // claimed as RebindEnvAllocator claims it
-  if (!g_rebound_real.compare_exchange_strong(bound, real) && bound != real) return false;
-  return RedirectImports(
-      handle, elf,
+  return ClaimAndRedirect(
+      handle, elf, real, "TVMFFIEnvSetStream",
       {Redirect{"TVMFFIEnvGetStream", reinterpret_cast<const void*>(real->env_get_stream),
                 reinterpret_cast<const void*>(&ForwardGetStream)}});
 }

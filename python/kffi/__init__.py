@@ -33,7 +33,8 @@ The guides are in the repository's docs/ folder (start with README.md).
 # - base: the extension _core, _lazy, _type_text, libinfo, config, typing;
 # - runtime/: objects (Module, Function, Tensor, containers), dtypes, devices, errors, streams,
 #   loading and the global function registry; higher layers plug in through runtime/_hooks.py;
-# - build/: the toolchain, build plan, cache and lock (kffi.cpp), export (kffi.aot), stubs;
+# - toolchain/: the compilers, build plan, cache and lock (kffi.cpp), export (kffi.aot), stubs
+#   (build.py: kffi.build, its former name);
 # - contract/: fake arguments, contract rendering, kffi.compile, the one shape evaluator;
 # - tvm/: the TVM bridge's Python side and kffi.with_contract;
 # - jax/, torch/: the framework integrations, loaded on first use (runtime/_hooks.py).
@@ -45,8 +46,6 @@ from . import _core as _core
 from . import aot as aot
 from . import cpp, libinfo
 from ._reflection import register_object, register_record
-from .build.aot import load_object
-from .build.stubgen import stubgen
 from .contract import (
     Bool,
     Float32,
@@ -101,6 +100,8 @@ from .runtime._objects import (
 )
 from .runtime._types import Device, dtype
 from .runtime.stream import get_current_stream, use_stream
+from .toolchain.aot import load_object
+from .toolchain.stubgen import stubgen
 from .tvm import with_contract
 
 # `from kffi import *` brings neither kffi.compile nor kffi.Optional nor kffi.bool: they would

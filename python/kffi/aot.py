@@ -1,4 +1,4 @@
-"""python/kffi/aot.py: the public name kffi.aot, which is kffi.build.aot itself.
+"""python/kffi/aot.py: the public name kffi.aot, which is kffi.toolchain.aot itself.
 
 The same module object, so that what is set on one is seen by the other.
 """
@@ -7,9 +7,9 @@ The same module object, so that what is set on one is seen by the other.
 import sys
 from typing import TYPE_CHECKING
 
-from .build import aot as _impl
+from .toolchain import aot as _impl
 
 if TYPE_CHECKING:  # what type checkers read: the module's names (at run time, the module itself)
-    from .build.aot import *  # noqa: F403
+    from .toolchain.aot import *  # noqa: F403
 
 sys.modules[__name__] = _impl

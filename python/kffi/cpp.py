@@ -1,4 +1,4 @@
-"""python/kffi/cpp.py: the public name kffi.cpp, which is kffi.build.cpp itself.
+"""python/kffi/cpp.py: the public name kffi.cpp, which is kffi.toolchain.cpp itself.
 
 The same module object, so that what is set on one is seen by the other.
 """
@@ -7,9 +7,9 @@ The same module object, so that what is set on one is seen by the other.
 import sys
 from typing import TYPE_CHECKING
 
-from .build import cpp as _impl
+from .toolchain import cpp as _impl
 
 if TYPE_CHECKING:  # what type checkers read: the module's names (at run time, the module itself)
-    from .build.cpp import *  # noqa: F403
+    from .toolchain.cpp import *  # noqa: F403
 
 sys.modules[__name__] = _impl

@@ -14,7 +14,7 @@ from pathlib import Path
 import kffi
 import pytest
 from kffi.aot import parse_type, render_header
-from kffi.build.stubgen import python_type, render_stub
+from kffi.toolchain.stubgen import python_type, render_stub
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -185,7 +185,7 @@ def _stubgen_command() -> list:
     return [
         sys.executable,
         "-c",
-        "import sys; from kffi.build.stubgen import main; sys.exit(main())",
+        "import sys; from kffi.toolchain.stubgen import main; sys.exit(main())",
     ]
 
 
@@ -201,9 +201,9 @@ def test_kffi_stubgen_command(axpy, tmp_path):
     missing = subprocess.run([*cmd, tmp_path / "nope.so"], capture_output=True, text=True)
     assert missing.returncode == 1
     assert missing.stderr.startswith("kffi-stubgen: Cannot load kffi module: no such file")
-    # kffi.stubgen is the function: the module is kffi.build.stubgen, and importing it leaves the
+    # kffi.stubgen is the function: the module is kffi.toolchain.stubgen, and importing it leaves the
     # name alone (no module shadowed by a function).
-    import kffi.build.stubgen
+    import kffi.toolchain.stubgen
 
     assert callable(kffi.stubgen) and kffi.stubgen.__module__ == "kffi"
 

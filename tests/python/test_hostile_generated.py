@@ -24,7 +24,7 @@ from kffi.aot import (
     check_header_name,
     render_header,
 )
-from kffi.build.stubgen import python_type, render_stub
+from kffi.toolchain.stubgen import python_type, render_stub
 
 needs_mypy = pytest.mark.skipif(
     subprocess.run([sys.executable, "-m", "mypy", "--version"], capture_output=True).returncode

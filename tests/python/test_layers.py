@@ -23,8 +23,9 @@ LAYERS = [
     ("base", {"_core", "_lazy", "_type_text", "libinfo", "config", "typing"}),
     # _reflection: at the top level because the extension imports it by that name.
     ("runtime", {"runtime", "_reflection"}),
-    # kffi.cpp and kffi.aot are the public names of build/cpp.py and build/aot.py.
-    ("build", {"build", "cpp", "aot"}),
+    # kffi.cpp and kffi.aot are the public names of toolchain/cpp.py and toolchain/aot.py;
+    # kffi.build is the toolchain's former name (build.py, an alias).
+    ("toolchain", {"toolchain", "build", "cpp", "aot"}),
     ("contract", {"contract"}),
     ("tvm", {"tvm"}),
     # The framework integrations: one layer, none importing another; their names are the
@@ -133,15 +134,24 @@ def test_public_names_of_the_build_and_contract_layers(name):
 def test_public_module_names_are_the_layer_modules():
     import kffi
     import kffi.aot
-    import kffi.build.aot
-    import kffi.build.cpp
-    import kffi.build.stubgen
     import kffi.cpp
+    import kffi.toolchain.aot
+    import kffi.toolchain.cpp
+    import kffi.toolchain.stubgen
 
     # One module object behind each public name (what is set on one is seen through the other).
-    assert kffi.cpp is kffi.build.cpp and kffi.aot is kffi.build.aot
-    # kffi.stubgen is the function; its module is kffi.build.stubgen (no name shadowed).
-    assert kffi.stubgen is kffi.build.stubgen.stubgen
+    assert kffi.cpp is kffi.toolchain.cpp and kffi.aot is kffi.toolchain.aot
+    # kffi.stubgen is the function; its module is kffi.toolchain.stubgen (no name shadowed).
+    assert kffi.stubgen is kffi.toolchain.stubgen.stubgen
+
+
+def test_the_former_name_kffi_build_is_the_toolchain():
+    import kffi.build.cpp
+    import kffi.toolchain
+    from kffi.build.stubgen import stubgen
+
+    assert kffi.build.cpp is kffi.toolchain.cpp and kffi.build.aot is kffi.toolchain.aot
+    assert stubgen is kffi.stubgen
 
 
 def test_import_star_shadows_no_builtin():

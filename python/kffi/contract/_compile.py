@@ -32,12 +32,12 @@ from typing import Any, TypeAlias
 
 from .. import _core, libinfo
 from .._lazy import lazy
-from ..build import aot as _aot
-from ..build import cpp as _cpp
 from ..runtime._api import load_module
 from ..runtime._error import counted
 from ..runtime._objects import Function
 from ..runtime._types import dtype as _dtype
+from ..toolchain import aot as _aot
+from ..toolchain import cpp as _cpp
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
@@ -956,7 +956,9 @@ def compile(
     func = load_module(path)[name]
     func.contract = text
     func.library_path = path
-    func.export = _aot.Exporter(  # .o: object + header; else the shared library (kffi/build/aot.py)
-        _aot.BuildSpec(name, source, cuda, text, doc, path, func._metadata, options)
+    func.export = (
+        _aot.Exporter(  # .o: object + header; else the shared library (kffi/toolchain/aot.py)
+            _aot.BuildSpec(name, source, cuda, text, doc, path, func._metadata, options)
+        )
     )
     return func

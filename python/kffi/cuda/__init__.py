@@ -69,7 +69,7 @@ def default_archs() -> list[str]:
     """``$KFFI_CUDA_ARCH`` (as kffi.cpp reads it: "80;90a", "sm_90", "9.0"), else sm_XX of each
     GPU on this machine (read through NVML, without initialising CUDA); ValueError when neither
     says (a machine without a GPU must name its targets)."""
-    from ..build import cpp as _cpp
+    from ..toolchain import cpp as _cpp
 
     spec = os.environ.get("KFFI_CUDA_ARCH", "").strip()
     if spec:

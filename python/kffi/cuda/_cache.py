@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, NamedTuple
 
 from .. import _core
-from ..build import cpp as _cpp
+from ..toolchain import cpp as _cpp
 
 _SCHEMA = "kffi.cuda/1"
 _MAGIC = b"KFFICUDA2\n"  # 2: the header holds the key

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from .._lazy import lazy
-from ..build.cpp import BuildError
+from ..toolchain.cpp import BuildError
 
 __all__ = ["NVRTCError", "compile_images", "normalize_arch", "nvrtc_library", "nvrtc_version"]
 
@@ -144,7 +144,7 @@ def nvrtc_version() -> tuple[int, int]:
     """NVRTC's (major, minor). Remembered in kffi's cache with the library's path, size and mtime
     (per Python prefix and NVRTC settings), so that a process whose compiles all hit the cache
     neither searches for the library nor opens it (~25 ms)."""
-    from ..build import cpp as _cpp
+    from ..toolchain import cpp as _cpp
 
     where = "\0".join(
         [sys.prefix]

@@ -18,7 +18,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from ..build.cpp import _config_flags
+from ..toolchain.cpp import _config_flags
 from . import _glue
 from ._op import TorchOp, registered_ops
 

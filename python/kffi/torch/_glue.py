@@ -9,7 +9,7 @@ That is what a process loads, with no compiler: the first torch tensor argument 
 loads the reader, the first op the gate and the dispatcher glue.
 
 A torch of a minor version kffi was not built for gets the same sources built against its own
-headers on first use, into kffi's build cache (kffi.build.glue, keyed by the sources, the
+headers on first use, into kffi's build cache (kffi.toolchain.glue, keyed by the sources, the
 compiler, the flags, torch's version and a digest of its headers): the last fallback, which says
 so in one line. Where that cannot build (no compiler), ops take the Python gate and torch tensors
 torch's own DLPack import plus its Python methods for the lazy-view check, which cost more per
@@ -30,10 +30,10 @@ from typing import Any
 
 from .. import _core
 from .._lazy import lazy
-from ..build import cpp as _cpp
-from ..build.glue import Glue
 from ..runtime._api import __version__ as _kffi_version
 from ..runtime._api import load_module
+from ..toolchain import cpp as _cpp
+from ..toolchain.glue import Glue
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 # The dispatcher glue: the kernels and their registration (_dispatch.cc), and the C++ API that

@@ -1,4 +1,4 @@
-"""python/kffi/build/glue.py: a framework integration's native glue, built on first use.
+"""python/kffi/toolchain/glue.py: a framework integration's native glue, built on first use.
 
 Built on first use and loaded once: the helper kffi.torch (torch/_glue.py) builds its glue with.
 (kffi.jax's glue, the XLA handler, needs none: it ships prebuilt and jax/_glue.py loads it.)

@@ -1,4 +1,4 @@
-"""python/kffi/build/cpp.py: build and load C++/CUDA kernel libraries at run time (JIT), cached on disk.
+"""python/kffi/toolchain/cpp.py: build and load C++/CUDA kernel libraries at run time (JIT), cached on disk.
 
     mod = kffi.cpp.load_inline("scale", cpp_sources=SRC, functions=["scale"])
     mod.scale(y, x, 2.0)

@@ -1,4 +1,4 @@
-"""python/kffi/build/stubgen.py: write .pyi stubs for the functions of a kffi module (kffi-stubgen).
+"""python/kffi/toolchain/stubgen.py: write .pyi stubs for the functions of a kffi module (kffi-stubgen).
 
     kffi-stubgen libadd.so -o add.pyi
     kffi.stubgen(kffi.load_module("libadd.so"), "add.pyi")
@@ -398,7 +398,7 @@ def main(argv: list[str] | None = None) -> int:
 # kffi's own.
 stubgen.__module__ = "kffi"
 
-# Run it as `kffi-stubgen` (the console script): `python -m kffi.build.stubgen` works too, but
+# Run it as `kffi-stubgen` (the console script): `python -m kffi.toolchain.stubgen` works too, but
 # runpy warns, because importing kffi imports this module.
 if __name__ == "__main__":
     sys.exit(main())

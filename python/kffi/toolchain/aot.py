@@ -1,4 +1,4 @@
-"""python/kffi/build/aot.py: ahead of time: export compiled functions as objects with a C/C++ header.
+"""python/kffi/toolchain/aot.py: ahead of time: export compiled functions as objects with a C/C++ header.
 
     add = kffi.compile(SOURCE, "add_one", kffi.fake_tensor(...), kffi.fake_tensor(...))
     add.export("add_one.o")      # relocatable object + add_one.h (C safe call, typed C++ entry)

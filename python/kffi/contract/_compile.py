@@ -38,6 +38,7 @@ from ..runtime._objects import Function
 from ..runtime._types import dtype as _dtype
 from ..toolchain import aot as _aot
 from ..toolchain import cpp as _cpp
+from ..toolchain._source import names_undeclared, strip_comments
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
@@ -851,7 +852,7 @@ _OPTION_KEYS = {
 
 
 def _is_cuda_source(source: str) -> bool:
-    return re.search(r"__global__|<<<", _cpp.strip_comments(source)) is not None
+    return re.search(r"__global__|<<<", strip_comments(source)) is not None
 
 
 def compile(
@@ -946,7 +947,7 @@ def compile(
     except _cpp.BuildError as e:
         # The export line names the function; a misspelt name fails inside the macro, where the
         # compiler's words point at kffi's headers. Say what is wrong first.
-        if not _cpp.names_undeclared(e.output, name):
+        if not names_undeclared(e.output, name):
             raise
         raise e.with_summary(
             f"kffi.compile: the source defines no function named {name!r} (the second "

@@ -23,6 +23,7 @@ from typing import Any, NamedTuple
 
 from .. import _core
 from ..toolchain import cpp as _cpp
+from ..toolchain._files import _cache_entry_intact, _keep_record, _locked, _write_atomic
 
 _SCHEMA = "kffi.cuda/1"
 _MAGIC = b"KFFICUDA2\n"  # 2: the header holds the key
@@ -106,7 +107,7 @@ def prebuilt_roots() -> list[str]:
 
 
 def _read(path: str, key: str) -> dict[str, Any] | None:
-    if not _cpp._cache_entry_intact(path):
+    if not _cache_entry_intact(path):
         return None
     try:
         with open(path, "rb") as f:
@@ -155,7 +156,7 @@ def lookup_or_compile(
     res = _read(path, key)
     if res is None:
         plan = _LockSite(dir=d, name=fname[: -len(".kcubin")], hash="lock")
-        with _cpp._locked(plan, _cpp._quiet(None)):
+        with _locked(plan, _cpp._quiet(None)):
             res = _read(path, key)  # another process may have compiled it while this one waited
             if res is None:
                 if hit is not None:
@@ -163,8 +164,8 @@ def lookup_or_compile(
                 else:
                     _compiles += 1
                     res = compile_fn()
-                _cpp._write_atomic(path, pack(res, key))
-                _cpp._keep_record(path)
+                _write_atomic(path, pack(res, key))
+                _keep_record(path)
     if cache_root is None or hit is None:
         with _memory_lock:
             _memory.setdefault(key, (res, path))

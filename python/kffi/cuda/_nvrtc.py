@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from .._lazy import lazy
+from ..toolchain._files import _write_atomic
 from ..toolchain.cpp import BuildError
 
 __all__ = ["NVRTCError", "compile_images", "normalize_arch", "nvrtc_library", "nvrtc_version"]
@@ -166,7 +167,7 @@ def nvrtc_version() -> tuple[int, int]:
     if os.path.isabs(path):
         with contextlib.suppress(OSError):
             st = os.stat(path)
-            _cpp._write_atomic(
+            _write_atomic(
                 record, f"{path}\n{st.st_size}\n{st.st_mtime_ns}\n{version[0]}\n{version[1]}\n"
             )
     return version

@@ -31,6 +31,8 @@ from .._type_text import TypeNode, parse_type
 from ..runtime._api import __version__
 from ..runtime._objects import Module
 from . import cpp as _cpp
+from ._compilers import _cxx, _run
+from ._files import _cache_entry_intact, _keep_record, _locked, _write_atomic
 
 __all__ = ["export", "load_object", "parse_type", "render_header"]
 
@@ -149,7 +151,7 @@ def export(
     text = render_header(meta, os.path.basename(dest))
     check_header_compiles(text, export_name, spec)
     _copy(obj, dest)
-    _cpp._write_atomic(os.path.abspath(dest[:-2] + ".h"), text)
+    _write_atomic(os.path.abspath(dest[:-2] + ".h"), text)
     return dest
 
 
@@ -163,7 +165,7 @@ def check_header_compiles(text: str, name: str, spec: BuildSpec | None = None) -
     """
     import hashlib
 
-    cxx = _cpp._cxx()
+    cxx = _cxx()
     digest = hashlib.sha256(
         "\0".join([text, _cpp._kffi_identity(), *cxx.argv, cxx.version or ""]).encode(
             "utf-8", "surrogateescape"
@@ -181,7 +183,7 @@ def check_header_compiles(text: str, name: str, spec: BuildSpec | None = None) -
         if spec is not None:
             include_paths = spec.options.get("extra_include_paths") or []
             cmd += ["-I" + os.path.abspath(os.fspath(p)) for p in include_paths]
-        proc = _cpp._run(cmd)
+        proc = _run(cmd)
     finally:
         os.unlink(path)
     if proc.returncode != 0:
@@ -192,7 +194,7 @@ def check_header_compiles(text: str, name: str, spec: BuildSpec | None = None) -
             f"collides with a declaration of the C or C++ library at global scope: export it "
             f"under another name (function_name=..., prefix=...)"
         )
-    _cpp._write_atomic(marker, "")
+    _write_atomic(marker, "")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -210,12 +212,12 @@ def build_object(spec: BuildSpec, export_name: str) -> str:
     if len(plan.sources) != 1:
         raise RuntimeError("kffi export: an object is built from one source")
     out = plan.output[: -len(".so")] + ".o"
-    if _cpp._cache_entry_intact(out):
+    if _cache_entry_intact(out):
         return out
     quiet = _cpp._quiet(spec.options.get("quiet"))
     verbose = bool(spec.options.get("verbose"))
-    with _cpp._locked(plan, quiet):
-        if _cpp._cache_entry_intact(out):
+    with _locked(plan, quiet):
+        if _cache_entry_intact(out):
             return out
         if not quiet:
             print(
@@ -223,7 +225,7 @@ def build_object(spec: BuildSpec, export_name: str) -> str:
             )
         src = plan.sources[0]
         src_path = os.path.join(plan.dir, src.filename)
-        _cpp._write_atomic(src_path, src.text)
+        _write_atomic(src_path, src.text)
         fd, tmp = tempfile.mkstemp(dir=plan.dir, prefix=".obj-", suffix=".o")
         os.close(fd)
         try:
@@ -231,7 +233,7 @@ def build_object(spec: BuildSpec, export_name: str) -> str:
             _localize(plan, tmp, verbose)
             os.chmod(tmp, 0o644)
             os.replace(tmp, out)
-            _cpp._keep_record(out)
+            _keep_record(out)
         except BaseException:
             if os.path.exists(tmp):
                 os.unlink(tmp)
@@ -242,7 +244,7 @@ def build_object(spec: BuildSpec, export_name: str) -> str:
 def _run_checked(plan: _cpp._Plan, cmd: list[str], verbose: bool) -> str:
     if verbose:
         print("kffi:", " ".join(cmd), file=sys.stderr, flush=True)
-    proc = _cpp._run(cmd, cwd=plan.dir)
+    proc = _run(cmd, cwd=plan.dir)
     if proc.returncode != 0:
         raise _cpp.BuildError(plan.name, cmd, proc.stdout, proc.returncode, plan.dir)
     return proc.stdout

@@ -21,28 +21,53 @@ on this machine, as NVML reports them, else nvcc's own),
 from __future__ import annotations
 
 import concurrent.futures
-import contextlib
-import fcntl
-import functools
 import hashlib
 import json
 import os
 import re
 import shlex
 import shutil
-import stat
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeAlias, cast
+from typing import Any, TypeAlias
 
 from .. import _core, config, libinfo
 from .._lazy import lazy
 from ..runtime._api import load_module
 from ..runtime._objects import Module
+from ._compilers import (  # noqa: F401 (re-exported: kffi.cpp is the toolchain's face)
+    BuildError,
+    _Compiler,
+    _compiler_output,
+    _cuda_homes,
+    _cxx,
+    _nvcc,
+    _nvcc_path,
+    _resolve,
+    _run,
+    get_compiler_invocations,
+    nvcc_available,
+)
+from ._files import (  # noqa: F401 (re-exported: kffi.cpp is the toolchain's face)
+    _cache_entry_intact,
+    _keep_record,
+    _locked,
+    _LockSite,
+    _write_atomic,
+    cache_dir,
+)
+from ._source import (  # noqa: F401 (re-exported: kffi.cpp is the toolchain's face)
+    _split_top_level,
+    c_string_literal,
+    cpp_param_names,
+    export_lines,
+    names_undeclared,
+    strip_comments,
+)
 
 # What the public functions take: one path or flag, or a list of them.
 StrPath: TypeAlias = "str | os.PathLike[str]"
@@ -88,172 +113,9 @@ PRE_INCLUDES = (
 _KEY_SCHEMA = "kffi.cpp/2"  # bump when the layout or the commands change meaning
 
 
-class BuildError(RuntimeError):
-    """A compiler or linker command failed.
-
-    Attributes: ``command`` (the argument list), ``output`` (its stdout and stderr),
-    ``returncode``, ``build_directory``.
-    """
-
-    def __init__(
-        self,
-        name: str,
-        command: Sequence[str],
-        output: str,
-        returncode: int,
-        build_directory: str,
-    ) -> None:
-        self.name = name
-        self.command = list(command)
-        self.output = output
-        self.returncode = returncode
-        self.build_directory = build_directory
-        self.summary = f"Building kffi library {name!r} failed (exit status {returncode})."
-        super().__init__(self._text())
-
-    def _text(self) -> str:
-        return f"{self.summary}\nCommand: {shlex.join(self.command)}\n{self.output.rstrip()}"
-
-    def with_summary(self, summary: str) -> BuildError:
-        """The same failure, its first line saying what went wrong in kffi's words."""
-        e = BuildError(self.name, self.command, self.output, self.returncode, self.build_directory)
-        e.summary = summary
-        e.args = (e._text(),)
-        return e
-
-
-def names_undeclared(output: str, name: str) -> bool:
-    """Whether a compiler's output says ``name`` is not declared (g++, clang and nvcc's words)."""
-    n = re.escape(name)
-    return bool(
-        re.search(
-            rf"['‘`]{n}['’`] (?:was not declared in this scope|has not been declared)"
-            rf"|use of undeclared identifier ['‘`]{n}['’`]"
-            rf'|identifier "{n}" is undefined',
-            output,
-        )
-    )
-
-
 # ---------------------------------------------------------------------------------------------
 # Where builds go, and which compilers make them.
 # ---------------------------------------------------------------------------------------------
-
-
-def cache_dir() -> str:
-    """Root of the build cache: $KFFI_CACHE_DIR, else $XDG_CACHE_HOME/kffi, else ~/.cache/kffi."""
-    root = os.environ.get("KFFI_CACHE_DIR")
-    if root:
-        return os.path.abspath(os.path.expanduser(root))
-    xdg = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(os.path.abspath(xdg), "kffi")
-
-
-_invocations = 0
-
-
-def get_compiler_invocations() -> int:
-    """How many compiler processes (including ``--version`` probes) this process has started."""
-    return _invocations
-
-
-def _run(cmd: Sequence[str], cwd: str | None = None) -> subprocess.CompletedProcess[str]:
-    global _invocations
-    _invocations += 1
-    return subprocess.run(
-        cmd,
-        cwd=cwd,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        errors="replace",
-        check=False,
-    )
-
-
-@dataclass(frozen=True)
-class _Compiler:
-    argv: tuple[str, ...]  # e.g. ("ccache", "g++") or ("/usr/local/cuda/bin/nvcc",)
-    path: str  # the resolved executable of argv[0]
-    version: str  # its `--version` output
-
-
-def _resolve(exe: str) -> str | None:
-    found = shutil.which(exe)
-    return os.path.realpath(found) if found else None
-
-
-def _compiler_output(
-    argv: tuple[str, ...], path: str, option: str, required: bool = False
-) -> str | None:
-    """`<compiler> <option>`, remembered on disk by the executable's identity.
-
-    The identity is its path, size, mtime and inode, so that a cache hit in a fresh process starts no compiler at all. (A launcher such as
-    ccache, or a script that runs another nvcc, is identified by its own file.) When the command
-    fails: None, or a BuildError when required.
-    """
-    st = os.stat(path)
-    ident = f"{shlex.join(argv)}\0{path}\0{st.st_size}\0{st.st_mtime_ns}\0{st.st_ino}"
-    if option != "--version":  # the memo of --version keeps its name from before
-        ident += f"\0{option}"
-    memo = os.path.join(
-        cache_dir(), ".compilers", hashlib.sha256(ident.encode()).hexdigest()[:24] + ".txt"
-    )
-    try:
-        with open(memo, encoding="utf-8") as f:
-            return f.read()
-    except OSError:
-        pass
-    proc = _run([*argv, option])
-    if proc.returncode != 0:
-        if required:
-            raise BuildError("<compiler check>", [*argv, option], proc.stdout, proc.returncode, "")
-        return None
-    _write_atomic(memo, proc.stdout)
-    return proc.stdout
-
-
-@functools.cache
-def _compiler_cached(argv: tuple[str, ...], path: str, size: int, mtime_ns: int) -> _Compiler:
-    version = _compiler_output(argv, path, "--version", required=True)
-    return _Compiler(argv, path, cast(str, version))  # required: a failure raised
-
-
-def _compiler_from(argv: tuple[str, ...], what: str, hint: str) -> _Compiler:
-    path = _resolve(argv[0])
-    if path is None:
-        raise RuntimeError(f"kffi.cpp: cannot find the {what} {argv[0]!r} ({hint})")
-    st = os.stat(path)
-    return _compiler_cached(argv, path, st.st_size, st.st_mtime_ns)
-
-
-def _cxx() -> _Compiler:
-    argv = tuple(shlex.split(os.environ.get("CXX") or "c++"))
-    return _compiler_from(argv, "C++ compiler", "set CXX")
-
-
-def _cuda_homes() -> list[str]:
-    homes = [os.environ.get(v) for v in ("CUDA_HOME", "CUDA_PATH")]
-    return [h for h in homes if h] + ["/usr/local/cuda"]
-
-
-def _nvcc_path() -> str:
-    explicit = os.environ.get("KFFI_NVCC")
-    if explicit:
-        return explicit
-    for home in _cuda_homes():
-        if os.path.exists(os.path.join(home, "bin", "nvcc")):
-            return os.path.join(home, "bin", "nvcc")
-    return shutil.which("nvcc") or "nvcc"
-
-
-def _nvcc() -> _Compiler:
-    return _compiler_from((_nvcc_path(),), "CUDA compiler", "set KFFI_NVCC or CUDA_HOME")
-
-
-def nvcc_available() -> bool:
-    """Whether an nvcc is found (CUDA sources can be built)."""
-    return _resolve(_nvcc_path()) is not None
 
 
 def _gencode(arch: str, ptx: bool = False) -> list[str]:
@@ -631,110 +493,10 @@ class _Plan:
         return cmd + list(self.ldflags)
 
 
-def _write_atomic(path: str, data: str | bytes) -> None:
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".tmp-")
-    try:
-        with os.fdopen(fd, "wb" if isinstance(data, bytes) else "w") as f:
-            f.write(data)
-        os.chmod(tmp, 0o644)  # mkstemp makes 0600; a shared cache is read by others
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-
-
-# ---------------------------------------------------------------------------------------------
-# The cache's records: beside each built file, `<file>.sha256` holds its size and SHA-256. A file
-# that does not match (truncated by a full disk or a killed copy, overwritten, edited) is built
-# again instead of failing every later load.
-# ---------------------------------------------------------------------------------------------
-
-
-def _file_record(path: str) -> str | None:
-    """``"<size> <sha256 hex>"`` of the regular file at path; None when it cannot be read."""
-    try:
-        if not stat.S_ISREG(os.stat(path).st_mode):
-            return None  # a FIFO would block the read; anything else is no build output
-        h = hashlib.sha256()
-        size = 0
-        with open(path, "rb") as f:
-            for chunk in iter(lambda: f.read(1 << 20), b""):
-                h.update(chunk)
-                size += len(chunk)
-    except OSError:
-        return None
-    return f"{size} {h.hexdigest()}"
-
-
-def _cache_entry_intact(path: str) -> bool:
-    """Whether the built file at path is the one its record describes (size first: no read)."""
-    record_path = path + ".sha256"
-    try:
-        if not stat.S_ISREG(os.stat(record_path).st_mode):
-            return False
-        with open(record_path, encoding="ascii", errors="replace") as f:
-            record = f.read(256).strip()
-        size = os.stat(path).st_size
-    except OSError:
-        return False
-    if record.split(" ", 1)[0] != str(size):
-        return False
-    return _file_record(path) == record
-
-
-def _keep_record(path: str) -> None:
-    """Writes the record of the file just built at path.
-
-    After the file: a reader that sees the new file with an old record takes the entry as damaged
-    and waits for the build's lock.
-    """
-    record = _file_record(path)
-    if record is None:
-        raise OSError(f"kffi.cpp: cannot read back the file just built: {path}")
-    _write_atomic(path + ".sha256", record + "\n")
-
-
 def _quiet(quiet: bool | None) -> bool:
     if quiet is not None:
         return quiet
     return os.environ.get("KFFI_BUILD_QUIET", "") not in ("", "0")
-
-
-class _LockSite(Protocol):
-    """What names a build's lock file: ``<dir>/.<name>_<hash>.lock``.
-
-    A _Plan, or a cache entry of kffi.cuda's.
-    """
-
-    @property
-    def dir(self) -> str: ...
-    @property
-    def name(self) -> str: ...
-    @property
-    def hash(self) -> str: ...
-
-
-@contextlib.contextmanager
-def _locked(plan: _LockSite, quiet: bool) -> Iterator[None]:
-    os.makedirs(plan.dir, exist_ok=True)
-    lock_path = os.path.join(plan.dir, f".{plan.name}_{plan.hash}.lock")
-    with open(lock_path, "a+") as f:
-        try:
-            fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            if not quiet:
-                print(
-                    f"kffi.cpp: waiting for another process building {plan.name!r} in {plan.dir}",
-                    file=sys.stderr,
-                    flush=True,
-                )
-            fcntl.flock(f.fileno(), fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(f.fileno(), fcntl.LOCK_UN)
 
 
 def _compile_and_link(plan: _Plan, verbose: bool) -> None:
@@ -880,174 +642,6 @@ def build(
         depends,
     )
     return _build(plan, verbose, quiet)
-
-
-# ---------------------------------------------------------------------------------------------
-# Source helpers (also used by kffi.compile): C++ string literals and parameter names.
-# ---------------------------------------------------------------------------------------------
-
-_SIMPLE_ESCAPES = {
-    "\\": "\\\\",
-    '"': '\\"',
-    "\n": "\\n",
-    "\t": "\\t",
-    "\r": "\\r",
-    "?": "\\?",
-}  # \? keeps "??=" from ever reading as a trigraph
-
-
-def c_string_literal(text: str) -> str:
-    r"""``text`` as a C/C++ string literal whose bytes are its UTF-8 encoding.
-
-    Printable ASCII is kept; every other byte is a 3-digit octal escape (valid in C, C++ and CUDA, and unlike
-    ``\u`` escapes it takes any character, including those outside the Basic Multilingual
-    Plane). Lone surrogates cannot be encoded: ValueError.
-    """
-    try:
-        data = text.encode("utf-8")
-    except UnicodeEncodeError as e:
-        raise ValueError(f"kffi.cpp: cannot write {text!r} as UTF-8: {e.reason}") from None
-    out = ['"']
-    for byte in data:
-        ch = chr(byte)
-        if ch in _SIMPLE_ESCAPES:
-            out.append(_SIMPLE_ESCAPES[ch])
-        elif 0x20 <= byte < 0x7F:
-            out.append(ch)
-        else:
-            out.append(f"\\{byte:03o}")
-    out.append('"')
-    return "".join(out)
-
-
-_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_TYPE_WORDS = {
-    "int",
-    "float",
-    "double",
-    "bool",
-    "char",
-    "long",
-    "short",
-    "unsigned",
-    "signed",
-    "void",
-    "auto",
-    "const",
-    "volatile",
-    "size_t",
-    "int32_t",
-    "int64_t",
-    "uint32_t",
-    "uint64_t",
-    "int8_t",
-    "uint8_t",
-    "int16_t",
-    "uint16_t",
-    "TensorView",
-    "ConstTensorView",
-    "Tensor",
-    "Any",
-    "String",
-    "Array",
-    "Optional",
-    "Tuple",
-    "Shape",
-    "Function",
-}
-
-
-def strip_comments(source: str) -> str:
-    """C++ source without its comments (each replaced by a space)."""
-    src = re.sub(r"/\*.*?\*/", " ", source, flags=re.DOTALL)
-    return re.sub(r"//[^\n]*", " ", src)
-
-
-def _split_top_level(text: str) -> list[str]:
-    parts: list[str] = []
-    cur: list[str] = []
-    depth = 0
-    for ch in text:
-        if ch in "<([{":
-            depth += 1
-        elif ch in ">)]}":
-            depth -= 1
-        if ch == "," and depth == 0:
-            parts.append("".join(cur))
-            cur = []
-        else:
-            cur.append(ch)
-    parts.append("".join(cur))
-    return [p.strip() for p in parts]
-
-
-def cpp_param_names(source: str, name: str) -> list[str] | None:
-    """The parameter names of the definition of ``name`` in C++ source, or None.
-
-    None when they cannot be read (an unnamed parameter, no definition, several different ones).
-    Best effort: a regular-expression reading, not a C++ parser.
-    """
-    src = strip_comments(source)
-    found: list[list[str] | None] = []
-    for m in re.finditer(r"(?<![\w.:>])" + re.escape(name) + r"\s*\(", src):
-        depth, i = 1, m.end()
-        while i < len(src) and depth:
-            depth += {"(": 1, ")": -1}.get(src[i], 0)
-            i += 1
-        rest = src[i : i + 200]
-        if not re.match(r"\s*(const\s*)?(noexcept\s*)?(->\s*[\w:<>,\s*&]+)?\{", rest):
-            continue  # a call or a declaration, not a definition
-        params = src[m.end() : i - 1].strip()
-        if params in ("", "void"):
-            found.append([])
-            continue
-        names: list[str] = []
-        readable = True  # every parameter named
-        for p in _split_top_level(params):
-            p = p.split("=", 1)[0].strip()
-            p = re.sub(r"\[[^\]]*\]\s*$", "", p).strip()  # float x[4]
-            tokens = re.findall(r"[A-Za-z_]\w*|::|[^\sA-Za-z_]", p)
-            if (
-                len(tokens) < 2
-                or not _IDENT.fullmatch(tokens[-1])
-                or tokens[-2] == "::"
-                or tokens[-1] in _TYPE_WORDS
-            ):
-                readable = False
-                break
-            names.append(tokens[-1])
-        found.append(names if readable else None)
-    if not found or any(f != found[0] for f in found) or found[0] is None:
-        return None
-    return found[0]
-
-
-def export_lines(functions: Sequence[str] | Mapping[str, str] | None, source: str = "") -> str:
-    """KFFI_EXPORT_DOC lines for ``functions`` (a list of names, or {name: docstring}).
-
-    They name the parameters as the definitions in ``source`` do (arg0, arg1, ... where they
-    cannot be read).
-    """
-    if functions is None:
-        return ""
-    items = functions.items() if isinstance(functions, dict) else ((f, None) for f in functions)
-    lines = []
-    for fname, doc in items:
-        if not isinstance(fname, str) or not re.fullmatch(r"[A-Za-z][A-Za-z0-9_]*", fname):
-            raise ValueError(
-                f"kffi.cpp.load_inline: function names to export are C++ "
-                f"identifiers not starting with '_', got {fname!r}"
-            )
-        names = cpp_param_names(source, fname) if source else None
-        lines.append(
-            f"KFFI_EXPORT_DOC({fname}, {fname}, {c_string_literal(doc or '')}, "
-            f"{c_string_literal(', '.join(names or []))});"
-        )
-    return (
-        "// Exports added by kffi.cpp.load_inline(functions=...)\n" + "\n".join(lines) + "\n"
-        if lines
-        else ""
-    )
 
 
 def _join(sources: Texts) -> str:

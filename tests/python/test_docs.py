@@ -405,12 +405,15 @@ def cpp_contract_messages() -> set[str]:
 
 
 def python_contract_messages() -> set[str]:
-    """The longest fixed piece of each message python/kffi/contract/_compile.py raises, and those
-    of the shape evaluator it re-exports (kffi.contract._abstract.eval_shape_rpn, whose messages
+    """The longest fixed piece of each message python/kffi/contract/ raises (_fakes.py, _render.py,
+    _compile.py), and those of the shape evaluator it re-exports (kffi.contract._abstract.eval_shape_rpn, whose messages
     _core's PyRpnDomain builds in python/src/py_shape_rpn.cc)."""
-    tree = ast.parse((REPO / "python" / "kffi" / "contract" / "_compile.py").read_text())
+    contract = REPO / "python" / "kffi" / "contract"
+    trees = [
+        ast.parse((contract / f).read_text()) for f in ("_fakes.py", "_render.py", "_compile.py")
+    ]
     found = set()
-    for node in ast.walk(tree):
+    for node in (n for tree in trees for n in ast.walk(tree)):
         if not (isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call) and node.exc.args):
             continue
         arg = node.exc.args[0]

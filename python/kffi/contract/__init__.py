@@ -1,6 +1,6 @@
 """python/kffi/contract/__init__.py: the contract layer, public as kffi.contract: contracts
-declared with fake arguments and compiled (_compile.py: fake tensors, scalars and streams, the
-rendering of a contract's text, kffi.compile), and the one shape evaluator every consumer uses
+declared with fake arguments and compiled (_fakes.py: fake tensors, scalars, streams and
+symbolic sizes; _render.py: a contract's text; _compile.py: kffi.compile), and the one shape evaluator every consumer uses
 (_abstract.py: output shapes and dtypes from a function's contract metadata).
 
 It imports the build and runtime layers and the base modules, never a higher layer.
@@ -8,7 +8,8 @@ It imports the build and runtime layers and the base modules, never a higher lay
 # SPDX-License-Identifier: Apache-2.0
 
 from ._abstract import eval_shape_rpn
-from ._compile import (
+from ._compile import compile, has_contract_support
+from ._fakes import (
     MAX_CONTRACT_BYTES,
     Bool,
     FakeRecord,
@@ -21,15 +22,13 @@ from ._compile import (
     Optional,
     ScalarType,
     SymInt,
-    compile,
     cpp_param_names,
     fake_record,
     fake_stream,
     fake_tensor,
-    has_contract_support,
-    render_contract,
     sym_int,
 )
+from ._render import render_contract
 
 __all__ = [
     "MAX_CONTRACT_BYTES",

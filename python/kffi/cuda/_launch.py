@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from .. import _core
-from ..contract import _compile as _contract
+from ..contract import _fakes, _render
 from ..runtime._objects import Function, _annotate, _check_metadata
 from ._nvrtc import normalize_arch
 
@@ -101,7 +101,7 @@ def _programs(
             raise TypeError(f"kffi.cuda: {what} is an int or an expression, got a bool")
         if isinstance(value, int):
             return [value]
-        if isinstance(value, _contract._Expr):
+        if isinstance(value, _fakes._Expr):
             if sym_names is None:
                 raise TypeError(
                     f"kffi.cuda: {what} uses sym_int arithmetic, which needs a contract given as "
@@ -344,17 +344,17 @@ class CubinModule:
                 )
             text = contract[0]
         else:
-            fakes = [_contract._as_fake(a) for a in contract]
-            if any(isinstance(a, _contract.FakeStream) for a in fakes):
+            fakes = [_fakes._as_fake(a) for a in contract]
+            if any(isinstance(a, _fakes.FakeStream) for a in fakes):
                 raise ValueError(
                     "kffi.cuda: a kernel launches on the environment stream itself; its contract"
                     " declares no stream"
                 )
-            text = _contract.render_contract(
+            text = _render.render_contract(
                 *contract, param_names=param_names, outputs=outputs, default_device="cuda"
             )
-            names = _contract._param_names(param_names, len(fakes))
-            sym_names, _ = _contract._symbol_names(fakes, _contract._outputs_of(outputs), names)
+            names = _render._param_names(param_names, len(fakes))
+            sym_names, _ = _render._symbol_names(fakes, _render._outputs_of(outputs), names)
         if launch is not None:
             if grid is not None or block is not None or shared_mem != 0:
                 raise TypeError("kffi.cuda: give either launch= or grid/block/shared_mem")

@@ -16,13 +16,8 @@ from collections.abc import Iterable
 from typing import Any
 
 from .. import _core
-from ..contract._compile import (
-    MAX_CONTRACT_BYTES,
-    FakeStream,
-    FakeTensor,
-    _as_fake,
-    render_contract,
-)
+from ..contract._fakes import MAX_CONTRACT_BYTES, FakeStream, FakeTensor, _as_fake
+from ..contract._render import render_contract
 from ..runtime._objects import Function, _annotate, _check_metadata
 
 __all__ = ["with_contract"]

@@ -27,7 +27,8 @@ set(KFFI_TORCH_ROOTS "" CACHE STRING
     "torch package folders to build kffi.torch's glue for (default: Torch_DIR's, or the Python's)")
 
 set(_kffi_torch_dir "${PROJECT_SOURCE_DIR}/python/kffi/torch")
-set(KFFI_TORCH_GLUE_SOURCES "${_kffi_torch_dir}/_dispatch.cc" "${_kffi_torch_dir}/_register.cc"
+set(KFFI_TORCH_GLUE_SOURCES "${_kffi_torch_dir}/_dispatch.cc" "${_kffi_torch_dir}/_call_env.cc"
+    "${_kffi_torch_dir}/_register.cc" "${_kffi_torch_dir}/_pytext.cc"
     "${_kffi_torch_dir}/_signature.cc" "${_kffi_torch_dir}/_meta.cc")
 set(KFFI_TORCH_EAGER_SOURCES "${_kffi_torch_dir}/_eager.cc" "${_kffi_torch_dir}/_import.cc")
 # Where the glue is installed, per torch version: inside the package in a wheel, else under the

@@ -1,5 +1,5 @@
 """python/kffi/torch/_glue.py: kffi.torch's native glue, loaded: the dispatcher glue (a kffi
-module: _dispatch.cc, _register.cc, _signature.cc, _meta.cc) and the eager extension (the gate of
+module: _dispatch.cc, _call_env.cc, _register.cc, _signature.cc, _meta.cc) and the eager extension (the gate of
 op calls and the torch.Tensor reader of every kffi call: _eager.cc, _import.cc).
 
 Both are C++ against torch's C++ API, whose ABI changes with every torch minor version. kffi's
@@ -40,8 +40,10 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 # registers ops from a manifest without Python (_register.cc, <kffi/torch.h>).
 _SOURCES = [
     os.path.join(_HERE, "_dispatch.cc"),
+    os.path.join(_HERE, "_call_env.cc"),  # what a call runs in: allocator, stream, errors
     os.path.join(_HERE, "_register.cc"),
     os.path.join(_HERE, "_signature.cc"),  # op signatures (schema, plan) from metadata
+    os.path.join(_HERE, "_pytext.cc"),  # Python's spellings for messages and schemas
     os.path.join(_HERE, "_meta.cc"),  # meta kernels from contracts (RegisterOps(module, ns))
 ]
 INCLUDE_DIR = os.path.join(_HERE, "include")  # <kffi/torch.h>
@@ -68,7 +70,9 @@ _EAGER_SOURCES = [os.path.join(_HERE, "_eager.cc"), os.path.join(_HERE, "_import
 _GLUE_HEADER = os.path.join(_HERE, "_torch_dlpack.h")
 _DISPATCH_HEADERS = (
     os.path.join(_HERE, "_dispatch.h"),
+    os.path.join(_HERE, "_call_env.h"),
     os.path.join(_HERE, "_signature.h"),
+    os.path.join(_HERE, "_pytext.h"),
     os.path.join(_HERE, "_meta.h"),
     os.path.join(INCLUDE_DIR, "kffi", "torch.h"),
 )
@@ -236,7 +240,10 @@ def glue() -> Any:
     path = _prebuilt_file("libkffi_torch.so")
     if path is not None:
         return load_module(path)
-    _announce_build("its dispatcher glue (_dispatch.cc, _register.cc, _signature.cc, _meta.cc)")
+    _announce_build(
+        "its dispatcher glue (_dispatch.cc, _call_env.cc, _register.cc, _signature.cc, _pytext.cc, "
+        "_meta.cc)"
+    )
     return _jit_glue()
 
 

@@ -57,6 +57,7 @@
 
 #include "_dispatch.h"
 #include "_meta.h"
+#include "_pytext.h"
 #include "_signature.h"
 
 namespace kffi {
@@ -298,13 +299,6 @@ int RegisterFromManifest(const std::string& path) {
     ++count;
   }
   return count;
-}
-
-bool IsIdentifier(const std::string& s) {
-  if (s.empty() || !(std::isalpha(static_cast<unsigned char>(s[0])) || s[0] == '_')) return false;
-  return std::all_of(s.begin(), s.end(), [](char c) {
-    return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
-  });
 }
 
 int RegisterFromModule(const Module& module, const char* ns_arg) {

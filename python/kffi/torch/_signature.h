@@ -28,6 +28,8 @@
 #include <utility>
 #include <vector>
 
+#include "_pytext.h"  // PyRepr: messages worded as kffi.torch's
+
 namespace kffi {
 namespace torchglue {
 
@@ -134,9 +136,6 @@ struct RecordField {
 /// name declared again resolved to its nearest declaration: the one order and resolution of a
 /// record's fields, for the signature and for the plan reader.
 std::vector<RecordField> RecordFieldsOf(int32_t type_index);
-
-/// A string as Python's repr writes it ('x'), for messages worded as kffi.torch's.
-std::string PyRepr(const std::string& s);
 
 }  // namespace torchglue
 }  // namespace kffi

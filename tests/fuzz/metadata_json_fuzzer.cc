@@ -103,7 +103,9 @@ void CheckWriter(Input& in) {
         (writable != std::string::npos) != (mut != nullptr && mut->kind == JsonValue::kBool)) {
       __builtin_trap();
     }
-    const bool optional = types[i].compare(0, 9, "Optional<") == 0;
+    // "Optional<T>" (a T inside): such a parameter gets "default": null.
+    const bool optional =
+        types[i].size() > 10 && types[i].compare(0, 9, "Optional<") == 0 && types[i].back() == '>';
     if ((p.Get("default") != nullptr) != optional) __builtin_trap();
   }
 }

@@ -54,6 +54,40 @@ function(kffi_torch_root_version root out)
   endif()
 endfunction()
 
+# kffi_torch_libstdcxx(<root> <out>): the shared libstdc++ that torch's libc10.so runs with, as
+# the loader finds it: asked of the build's Python (which loads libc10.so, without importing
+# torch, and reads its own memory map), else of ldd; empty when neither says. The glue passes C++
+# objects to and from libtorch (strings, streams, c10 errors), so it must use that very libstdc++.
+# A toolchain whose library folder holds only libstdc++.a (a GCC in /opt named by CXX) would link
+# a private copy instead, whose streams then crash on the shared one's locale state the first time
+# a torch error message formats a number. Linking the shared object by path binds every libstdc++
+# symbol to it first; kffi.torch's fallback build does the same (_glue._torch_ldflags).
+function(kffi_torch_libstdcxx root out)
+  set(_path "")
+  if(Python_EXECUTABLE)
+    execute_process(
+      COMMAND "${Python_EXECUTABLE}" -c
+              "import ctypes, os, sys\nctypes.CDLL(sys.argv[1])\nfor line in open('/proc/self/maps'):\n    p = line.split(maxsplit=5)[-1].strip()\n    if os.path.basename(p).startswith('libstdc++.so'):\n        print(p)\n        break"
+              "${root}/lib/libc10.so"
+      OUTPUT_VARIABLE _path OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
+  endif()
+  if(NOT _path)
+    find_program(KFFI_LDD ldd)
+    if(KFFI_LDD)
+      execute_process(COMMAND "${KFFI_LDD}" "${root}/lib/libc10.so" OUTPUT_VARIABLE _ldd
+                      ERROR_QUIET)
+      if(_ldd MATCHES "libstdc\\+\\+\\.so[^ \t]* => ([^ \t\n]+)")
+        set(_path "${CMAKE_MATCH_1}")
+      endif()
+    endif()
+  endif()
+  if(_path AND EXISTS "${_path}")
+    set(${out} "${_path}" PARENT_SCOPE)
+  else()
+    set(${out} "" PARENT_SCOPE)
+  endif()
+endfunction()
+
 # The torch packages to build for.
 set(_kffi_roots ${KFFI_TORCH_ROOTS})
 if(NOT _kffi_roots AND Torch_DIR)
@@ -93,6 +127,13 @@ function(kffi_add_torch_glue root)
   set(_out "${PROJECT_BINARY_DIR}/torch_glue/${_tag}")
   set(_includes "${root}/include" "${root}/include/torch/csrc/api/include")
   set(_torch_libs "${root}/lib/libc10.so" "${root}/lib/libtorch_cpu.so")
+  kffi_torch_libstdcxx("${root}" _libstdcxx)
+  if(_libstdcxx)
+    list(PREPEND _torch_libs "${_libstdcxx}")
+  else()
+    message(WARNING "kffi.torch: cannot tell which libstdc++ ${root}/lib/libc10.so runs with; "
+                    "the glue links the compiler's own")
+  endif()
   # torch's headers need C++20; its own build turns its debug-only internal asserts off, which
   # otherwise keep c10's inline helpers as calls on every op call.
   set(_defs NDEBUG)

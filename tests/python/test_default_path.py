@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -76,6 +77,23 @@ def test_prebuilt_glue_is_what_loads():
     assert stamp["kffi"] == kffi.__version__
     assert Path(_glue.glue().name).resolve() == (Path(folder) / "libkffi_torch.so").resolve()
     assert kffi.torch.fast_tensor_import(build=False)
+
+
+def test_prebuilt_glue_runs_with_torchs_libstdcxx():
+    """The glue names libstdc++.so.6 as a needed library, so it binds to the one torch runs with.
+    Built by a GCC whose library folder has only libstdc++.a, it used to carry a private copy, and
+    torch.ops calls that raised an error with a number in its message crashed the process."""
+    pytest.importorskip("torch")
+    from kffi.torch import _glue
+
+    readelf = shutil.which("readelf")
+    if readelf is None:
+        pytest.skip("no readelf")
+    folder, _ = _glue._prebuilt()
+    assert folder is not None, "kffi was built without glue for this torch"
+    for lib in sorted(Path(folder).glob("*.so")):
+        dynamic = subprocess.run([readelf, "-d", str(lib)], capture_output=True, text=True)
+        assert "[libstdc++.so.6]" in dynamic.stdout, (lib.name, dynamic.stdout)
 
 
 FALLBACK = r"""

@@ -213,7 +213,9 @@ def test_kernel_errors_reach_python_eager_and_jit(jk):
     f = jax.ffi.ffi_call(name, sds(x))
     with pytest.raises(jax.errors.JaxRuntimeError) as e:
         f(x, message="the kernel says no")
-    assert "INVALID_ARGUMENT: ValueError: the kernel says no" in str(e.value)
+    assert f"INVALID_ARGUMENT: ValueError: the kernel says no (in kffi.jax target `{name}`)" in str(
+        e.value
+    )
     with pytest.raises(jax.errors.JaxRuntimeError) as e:
         jax.jit(lambda a: f(a, message="inside jit") + 1)(x).block_until_ready()
     assert "ValueError: inside jit" in str(e.value)

@@ -40,7 +40,9 @@ XLA_FFI_Error_Code CodeOfKind(const std::string& kind) {
   return XLA_FFI_Error_Code_INTERNAL;
 }
 
-/// The error the function raised, as "Kind: message" in an XLA error of a matching code.
+/// The error the function raised, as "Kind: message (in kffi.jax target `label`)" in an XLA error
+/// of a matching code. The target is named because one program calls many kernels, and in a
+/// multi-process program the failing one may run in one process only.
 XLA_FFI_Error* ErrorFromRaised(const XLA_FFI_Api* api, const Target* t) {
   KFFIObjectHandle err = nullptr;
   KFFIErrorMoveFromRaised(&err);
@@ -51,7 +53,8 @@ XLA_FFI_Error* ErrorFromRaised(const XLA_FFI_Api* api, const Target* t) {
   }
   const KFFIErrorCell* cell = KFFIErrorGetCellPtr(err);
   std::string kind(cell->kind.data, cell->kind.size);
-  std::string msg = kind + ": " + std::string(cell->message.data, cell->message.size);
+  std::string msg = kind + ": " + std::string(cell->message.data, cell->message.size) +
+                    " (in kffi.jax target `" + t->label + "`)";
   KFFIObjectDecRef(err);
   return MakeError(api, CodeOfKind(kind), msg);
 }

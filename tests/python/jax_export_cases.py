@@ -2,11 +2,13 @@
 
     python jax_export_cases.py export DIR [cpu|cuda]   # exports f (fixed, symbolic) into DIR
     python jax_export_cases.py names DIR [cpu|cuda]    # prints f's kffi target names
-    python jax_export_cases.py run DIR [cpu|cuda] [register|none]
+    python jax_export_cases.py run DIR [cpu|cuda] [register|shipped|none]
                                                        # deserializes DIR's blobs and runs them
 
 f calls a module kernel twice (repeat2: n -> 2n, scale) and a kffi.compile kernel (add_one);
-on cuda, the CUDA twins of the three. Each run prints one JSON line.
+on cuda, the CUDA twins of the three. The export also ships the two libraries in DIR; a run
+registers kernels it builds again (register), the shipped libraries (shipped, which needs no
+compiler), or none. Each run prints one JSON line.
 """
 # SPDX-License-Identifier: Apache-2.0
 
@@ -14,6 +16,8 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -77,11 +81,40 @@ def function(device: str):
         y = kffi.jax.call(mod.scale, y, factor=3.0)
         return kffi.jax.call(inc, y)
 
+    f.module, f.add_one = mod, inc
     return f
 
 
 def expected(x):
     return np.repeat(np.asarray(x), 2) * 3 + 1
+
+
+def serve_in_workers(out_dir: Path, device: str, runs: list, timeout: float = 300) -> list:
+    """Runs DIR's blobs in one fresh worker process per (how, env) of runs, all at once; returns
+    each worker's (returncode, JSON result or None, stderr). Workers left running are killed."""
+    workers = [
+        subprocess.Popen(
+            [sys.executable, __file__, "run", str(out_dir), device, how],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        for how, env in runs
+    ]
+    try:
+        outputs = [w.communicate(timeout=timeout) for w in workers]
+    finally:
+        for w in workers:
+            if w.poll() is None:
+                w.kill()
+                w.wait()
+    results = []
+    for w, (stdout, stderr) in zip(workers, outputs):
+        lines = stdout.strip().splitlines()
+        got = json.loads(lines[-1]) if w.returncode == 0 and lines else None
+        results.append((w.returncode, got, stderr))
+    return results
 
 
 def main(argv) -> int:
@@ -96,6 +129,8 @@ def main(argv) -> int:
             return 0
         symbolic = kffi.jax.export(f)(jax.ShapeDtypeStruct((n,), jnp.float32))
         (out_dir / "fixed.bin").write_bytes(fixed.serialize())
+        for shipped, fn in (("kernels.so", f.module.repeat2), ("add_one.so", f.add_one)):
+            shutil.copyfile(fn._origin[0], out_dir / shipped)
         (out_dir / "symbolic.bin").write_bytes(symbolic.serialize())
         x = jnp.arange(4, dtype=jnp.float32)
         print(json.dumps({"original": np.asarray(jax.jit(f)(x)).tolist()}))
@@ -103,6 +138,9 @@ def main(argv) -> int:
     if argv[4] == "register":
         kffi.jax.register_module(kffi.load_module(library(device)))
         kffi.jax.register_module(add_one(device))
+    elif argv[4] == "shipped":
+        for shipped in ("kernels.so", "add_one.so"):
+            kffi.jax.register_module(kffi.load_module(str(out_dir / shipped)))
     fixed = jax.export.deserialize((out_dir / "fixed.bin").read_bytes())
     symbolic = jax.export.deserialize((out_dir / "symbolic.bin").read_bytes())
     result = {

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from toolchain_support import env_without_compiler
 
 jax = pytest.importorskip("jax")
 pytest.importorskip("flatbuffers")  # jax.export's serialization needs it
@@ -20,6 +21,7 @@ import jax.numpy as jnp
 import kffi
 import kffi.jax
 import numpy as np
+from jax_export_cases import serve_in_workers
 
 HERE = Path(__file__).resolve().parent
 CASES = HERE / "jax_export_cases.py"
@@ -105,6 +107,30 @@ def test_a_process_that_compiles_the_kernels_again_serves_the_blob(tmp_path):
     for name in built[0]:
         a, b = (next(c.rglob(name)).read_bytes() for c in caches)
         assert hashlib.sha256(a).hexdigest() == hashlib.sha256(b).hexdigest(), name
+
+
+def test_many_workers_serve_one_blob(tmp_path):
+    """One blob, exported once, served by 3 fresh worker processes at the same time: two build
+    the kernels again into one shared empty cache (racing for it), and one loads the libraries
+    shipped with the blob, in an environment without a compiler."""
+    out = tmp_path / "blob"
+    out.mkdir()
+    original = child_json("export", out, "cpu")
+    shared = {**os.environ, "KFFI_CACHE_DIR": str(tmp_path / "workers_cache")}
+    no_compiler = env_without_compiler(
+        tmp_path / "bin", KFFI_CACHE_DIR=str(tmp_path / "shipped_cache")
+    )
+    runs = [("register", shared), ("register", shared), ("shipped", no_compiler)]
+    x = np.arange(5, dtype=np.float32)
+    pids = set()
+    for rc, got, stderr in serve_in_workers(out, "cpu", runs):
+        assert rc == 0, stderr[-4000:]
+        assert got["fixed"] == original["original"]
+        assert got["symbolic5"] == (np.repeat(x, 2) * 3 + 1).tolist()
+        pids.add(got["pid"])
+    assert len(pids) == 3
+    assert len(list((tmp_path / "workers_cache").rglob("*.so"))) == 2  # built once each
+    assert not list((tmp_path / "shipped_cache").rglob("*.so"))  # nothing built
 
 
 def test_unregistered_target_says_what_to_register(exported_dir):

@@ -5,6 +5,7 @@ kffi.compile function) into a fresh process, on a CUDA JAX backend (skipped else
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -16,6 +17,7 @@ jax = pytest.importorskip("jax")
 pytest.importorskip("flatbuffers")  # jax.export's serialization needs it
 
 import kffi
+from jax_export_cases import serve_in_workers
 
 HERE = Path(__file__).resolve().parent
 
@@ -51,3 +53,18 @@ def test_cuda_round_trip_in_a_fresh_process(tmp_path):
     assert original["original"] == got["fixed"] == (np.repeat(x[:4], 2) * 3 + 1).tolist()
     assert got["symbolic5"] == (np.repeat(x, 2) * 3 + 1).tolist()
     assert got["symbolic3_jit"] == (np.repeat(x[:3], 2) * 3 + 1).tolist()
+
+
+def test_cuda_blob_served_by_many_workers(tmp_path):
+    """The CUDA blob, exported once, served by 3 fresh processes at once: two build the kernels
+    again into one shared empty cache, one loads the libraries shipped with the blob."""
+    if not kffi.cpp.nvcc_available():
+        pytest.skip("needs nvcc")
+    original = child_json("export", tmp_path, "cuda")
+    shared = {**os.environ, "KFFI_CACHE_DIR": str(tmp_path / "workers_cache")}
+    shipped = {**os.environ, "KFFI_CACHE_DIR": str(tmp_path / "shipped_cache")}
+    runs = [("register", shared), ("register", shared), ("shipped", shipped)]
+    for rc, got, stderr in serve_in_workers(tmp_path, "cuda", runs, timeout=600):
+        assert rc == 0, stderr[-4000:]
+        assert got["platform"] == "gpu" and got["fixed"] == original["original"]
+    assert not list((tmp_path / "shipped_cache").rglob("*.so"))

@@ -593,7 +593,7 @@ KFFI_DLL int KFFIModuleLoadObject(const KFFIByteArray* path, KFFIObjectHandle* o
  * Export metadata and contracts (added in 0.3). The runtime writes the metadata JSON of exports
  * and compiles contracts (parser, check planner, messages), so that kernel libraries carry only
  * the per-call check: they read a compiled contract's check plan in the layout that
- * kffi/contract_plan.h fixes (versioned there; not part of this header's freeze). The export
+ * kffi/contract/plan.h fixes (versioned there; not part of this header's freeze). The export
  * macros reference these functions weakly: a library built with newer headers reports a clear
  * error in an older runtime instead of failing to resolve them.
  * ------------------------------------------------------------------------------------------- */
@@ -614,7 +614,7 @@ KFFI_DLL int KFFIFunctionFormatSignature(const char* name, const char* param_nam
                                          const KFFIByteArray* return_type, KFFIAny* out);
 /** Compiles the contract text (borrowed; grammar in kffi/contract.h) of the function name
  * (borrowed): *out is an owned contract object (type key "kffi.Contract") whose check plan is laid
- * out as plan_version (kffi/contract_plan.h's kPlanLayoutVersion) says. A malformed contract is a
+ * out as plan_version (kffi/contract/plan.h's kPlanLayoutVersion) says. A malformed contract is a
  * ValueError "Invalid contract for `name` at column N: ..."; a plan_version this runtime does not
  * build is a RuntimeError. */
 KFFI_DLL int KFFIContractCreate(const KFFIByteArray* name, const KFFIByteArray* text,
@@ -623,14 +623,14 @@ KFFI_DLL int KFFIContractCreate(const KFFIByteArray* name, const KFFIByteArray* 
  * contract is not one. */
 KFFI_DLL const void* KFFIContractGetPlan(KFFIObjectHandle contract);
 /** Runs the checks of ops [first_op, end) of a check plan (KFFIContractGetPlan's, borrowed) over a
- * call whose state (kffi/contract_plan.h's RunState, the kernel's inline check's) holds the checks
+ * call whose state (kffi/contract/plan.h's RunState, the kernel's inline check's) holds the checks
  * so far: the part of a check that kernels do not inline (scalars, tuples, optionals, strided
  * layouts, ...). Returns the index of the first op that fails, or -1 when all pass; raises
  * nothing. */
 KFFI_DLL int32_t KFFIContractCheckFrom(const void* plan, void* state, int32_t first_op);
 /** Runs the explaining check over a call's arguments (borrowed), check by check in catalogue
  * order. When a check fails it returns -1 with that check's error raised (TypeError or ValueError,
- * the message of kffi/contract.h's catalogue) and, where given, *out_check (kffi/contract_plan.h's
+ * the message of kffi/contract.h's catalogue) and, where given, *out_check (kffi/contract/plan.h's
  * Check number) and *out_op (the op that failed, -1 for the argument count) set. When every check
  * passes it returns 0 with *out_check = 0, except with out_check NULL (a kernel whose inline check
  * failed asks why): then it raises an InternalError, as the two checks disagree. */
@@ -659,7 +659,7 @@ KFFI_DLL int KFFIContractGetMetadata(KFFIObjectHandle contract, const KFFIByteAr
  * stream (KFFIEnvGetStream of the first non-CPU tensor's device, else the first tensor's) in place
  * of each EnvStream parameter and each Stream argument as an opaque pointer (an int handle's bits,
  * None as NULL). A NULL pointer is None when null_as_none is nonzero. frames are the check's value
- * frames (kffi/contract_details.h's RunState::frames; frames[0] the call arguments), borrowed. */
+ * frames (kffi/contract/details.h's RunState::frames; frames[0] the call arguments), borrowed. */
 KFFI_DLL int KFFIContractExpandArgs(KFFIObjectHandle contract, const KFFIAny* const* frames,
                                     int32_t null_as_none, KFFIAny* out);
 /** Texts of a contract, for KFFIContractGetText's what: */

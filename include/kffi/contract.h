@@ -42,13 +42,13 @@
 // independently (rows of a normalisation, a batch): no check, a fact that frameworks read from the
 // metadata ("parallel": true) to split the work across devices (kffi.jax) or fold a vmap into it.
 // `mut` is not allowed on outputs or inside a Tuple (stored tuple elements carry no read-only
-// flag). Limits (contract_plan.h): the text is at most 64 KiB, Optional/Tuple nest at most 16 deep,
+// flag). Limits (contract/plan.h): the text is at most 64 KiB, Optional/Tuple nest at most 16 deep,
 // parentheses and unary minus at most 32, a tensor has at most 32 dimensions, a contract at most
 // 64 symbols.
 //
 // Where it runs: the runtime (libkffi) parses and plans a contract once, when the library loads
 // (KFFIContractCreate), writes its metadata and explains failed checks; the kernel runs the plan
-// inline on every call (contract_details.h, in the layout of contract_plan.h).
+// inline on every call (contract/details.h, in the layout of contract/plan.h).
 //
 // The message catalogue (the parameter first, then what was expected and what was received, then
 // the signature once; `k` is the argument's position, a tuple element says "in argument #k"):
@@ -88,7 +88,7 @@
 #ifndef KFFI_CONTRACT_H_
 #define KFFI_CONTRACT_H_
 
-#include <kffi/contract_details.h>
+#include <kffi/contract/details.h>
 #include <kffi/export.h>
 #include <kffi/function.h>
 
@@ -201,7 +201,7 @@ inline std::string ParamNameOf(const ObjectPtr<Object>& contract, size_t i) {
   return std::string(out.data, out.size);
 }
 
-/// EnterCallDevice (kffi/function_details.h) for arguments of unknown parameter types (a packed
+/// EnterCallDevice (kffi/details/function.h) for arguments of unknown parameter types (a packed
 /// function behind a contract): the device of the first CUDA tensor among all of them.
 inline void EnterArgsDevice(const KFFIAny* args, int32_t num_args, DeviceRestore* r) {
   for (int32_t i = 0; i < num_args; ++i) {

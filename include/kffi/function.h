@@ -4,7 +4,7 @@
 #define KFFI_FUNCTION_H_
 
 #include <kffi/any.h>
-#include <kffi/function_details.h>
+#include <kffi/details/function.h>
 
 #include <optional>
 #include <string>

@@ -5,8 +5,8 @@
 #define KFFI_TENSOR_H_
 
 #include <kffi/any.h>
+#include <kffi/details/function.h>
 #include <kffi/dtype.h>
-#include <kffi/function_details.h>
 #include <kffi/tensor_accessor.h>
 #include <kffi/tensor_layout.h>
 
@@ -650,7 +650,7 @@ struct TypeTraits<Tensor> {
     return std::nullopt;
   }
   static std::string TypeStr() { return "Tensor"; }
-  /// The argument's tensor, for the device guard (kffi/function_details.h).
+  /// The argument's tensor, for the device guard (kffi/details/function.h).
   static const DLTensor* ArgTensor(const KFFIAny* s) { return details::TensorValuePtr(s); }
 };
 
@@ -685,7 +685,7 @@ struct TypeTraits<TensorView> {
     return std::nullopt;
   }
   static std::string TypeStr() { return "Tensor(mut)"; }
-  /// The argument's tensor, for the device guard (kffi/function_details.h).
+  /// The argument's tensor, for the device guard (kffi/details/function.h).
   static const DLTensor* ArgTensor(const KFFIAny* s) { return details::TensorValuePtr(s); }
 };
 
@@ -716,7 +716,7 @@ struct TypeTraits<ConstTensorView> {
     return std::nullopt;
   }
   static std::string TypeStr() { return "Tensor"; }
-  /// The argument's tensor, for the device guard (kffi/function_details.h).
+  /// The argument's tensor, for the device guard (kffi/details/function.h).
   static const DLTensor* ArgTensor(const KFFIAny* s) { return details::TensorValuePtr(s); }
 };
 
@@ -741,7 +741,7 @@ struct TypeTraits<DLTensor*> {
     return std::nullopt;
   }
   static std::string TypeStr() { return "Tensor(mut)"; }
-  /// The argument's tensor, for the device guard (kffi/function_details.h).
+  /// The argument's tensor, for the device guard (kffi/details/function.h).
   static const DLTensor* ArgTensor(const KFFIAny* s) { return details::TensorValuePtr(s); }
 };
 
@@ -766,7 +766,7 @@ struct TypeTraits<const DLTensor*> {
     return std::nullopt;
   }
   static std::string TypeStr() { return "Tensor"; }
-  /// The argument's tensor, for the device guard (kffi/function_details.h).
+  /// The argument's tensor, for the device guard (kffi/details/function.h).
   static const DLTensor* ArgTensor(const KFFIAny* s) { return details::TensorValuePtr(s); }
 };
 

@@ -3,7 +3,7 @@
 #ifndef KFFI_TENSOR_ACCESSOR_H_
 #define KFFI_TENSOR_ACCESSOR_H_
 
-#include <kffi/function_details.h>
+#include <kffi/details/function.h>
 
 #include <cstddef>
 #include <cstdint>

@@ -7,8 +7,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include <kffi/container/array.h>
 #include <kffi/contract.h>
-#include <kffi/cuda_cubin.h>
-#include <kffi/shape_rpn_details.h>
+#include <kffi/contract/shape_rpn.h>
+#include <kffi/cuda/cubin.h>
 
 #include <algorithm>
 #include <atomic>
@@ -90,7 +90,7 @@ struct KernelParam {
 };
 
 /// One token of an expression program in reverse Polish notation.
-/// One token of a launch expression, in kffi's one RPN vocabulary (kffi/shape_rpn_details.h).
+/// One token of a launch expression, in kffi's one RPN vocabulary (kffi/contract/shape_rpn.h).
 struct Token {
   kffi::details::RpnOp op;
   bool from_arg;  // a kSym read from an integer argument rather than a contract symbol
@@ -125,7 +125,7 @@ struct Launcher {
 }
 
 /// Evaluates program `which` with Python's integer semantics (kffi's one RPN evaluator,
-/// kffi/shape_rpn_details.h); overflow, division by zero and an unbound symbol are ValueErrors.
+/// kffi/contract/shape_rpn.h); overflow, division by zero and an unbound symbol are ValueErrors.
 class LaunchRpn {
  public:
   using Value = int64_t;

@@ -1,7 +1,7 @@
 // python/src/py_error.cc: kffi errors <-> Python exceptions, keeping tracebacks on both sides;
 // argument errors' places and exception chaining for conversion errors.
 // SPDX-License-Identifier: Apache-2.0
-#include <kffi/function_details.h>
+#include <kffi/details/function.h>
 
 #include <cstring>
 

@@ -1,6 +1,6 @@
 // python/src/py_shape_rpn.cc: _core._eval_shape_rpn, the one RPN evaluator over Python values.
 // SPDX-License-Identifier: Apache-2.0
-#include <kffi/shape_rpn_details.h>
+#include <kffi/contract/shape_rpn.h>
 
 #include <cstring>
 #include <string>
@@ -11,7 +11,7 @@ namespace kffi {
 namespace pyglue {
 namespace {
 
-/// kffi._abstract.eval_shape_rpn: the one RPN evaluator (kffi/shape_rpn_details.h) over Python
+/// kffi._abstract.eval_shape_rpn: the one RPN evaluator (kffi/contract/shape_rpn.h) over Python
 /// values: ints computed as checked int64, symbolic dimensions (torch.SymInt, JAX's) through
 /// their own operators. Its messages are _abstract's (Python reprs of the tokens, the expression
 /// and the symbols), returned for it to raise as a ContractError.

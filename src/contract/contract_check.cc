@@ -1,7 +1,7 @@
 // src/contract/contract_check.cc: the checks of a contract that kernels do not inline: any op that
 // is not a simple tensor (scalars, tuples, optionals, strided or ordered layouts, device and dtype
 // alternatives, bindings under Optional), run by KFFIContractCheckFrom once a kernel's inline check
-// (FastRun, include/kffi/contract_details.h) reaches such an op. The predicates here are shared
+// (FastRun, include/kffi/contract/details.h) reaches such an op. The predicates here are shared
 // with the explaining check (contract_explain.cc), so that the two agree on every input.
 // SPDX-License-Identifier: Apache-2.0
 #include <cfloat>

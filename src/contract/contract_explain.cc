@@ -1,14 +1,14 @@
 // src/contract/contract_explain.cc: the explaining check (the message of a call's first failed
 // check), the C++ signature check and output shapes of contracts.
 //
-// The explaining run is cold: it runs when a kernel's inline check (FastRun, contract_details.h)
+// The explaining run is cold: it runs when a kernel's inline check (FastRun, contract/details.h)
 // failed, and goes through the checks one by one in catalogue order, stopping at the first
 // failure, which it describes. The predicates are the fast run's (BindBits, LayoutOk, StridesOf,
 // FastOther), so the two agree on every input: tests/cpp/contract/test_contract_fuzz.cc and
 // tests/fuzz/contract_fuzzer.cc hold them to it.
 // SPDX-License-Identifier: Apache-2.0
+#include <kffi/contract/shape_rpn.h>
 #include <kffi/optional.h>
-#include <kffi/shape_rpn_details.h>
 
 #include <cfloat>
 #include <cstdint>
@@ -367,7 +367,7 @@ void CheckCppSignature(const Plan& p, const std::vector<std::string>& cpp) {
 namespace {
 
 /// Evaluates an output-shape expression with libkffi's int64 domain of the one RPN evaluator
-/// (kffi/shape_rpn_details.h; kffi._abstract.eval_shape_rpn is the same evaluator over Python
+/// (kffi/contract/shape_rpn.h; kffi._abstract.eval_shape_rpn is the same evaluator over Python
 /// values). A problem (an unbound symbol, a division by zero, an int64 overflow) is a ValueError
 /// whose message starts with `what`.
 class IntRpnDomain {

@@ -1,15 +1,15 @@
 // src/contract/contract_internal.h: the contract compiler inside libkffi: syntax tree, parser,
 // check plan builder, explaining check and metadata (never installed; kernels reach it through the
-// KFFIContract* functions of c_api.h and read the plan as include/kffi/contract_plan.h lays it
+// KFFIContract* functions of c_api.h and read the plan as include/kffi/contract/plan.h lays it
 // out). The grammar and the check catalogue are documented in include/kffi/contract.h.
 // SPDX-License-Identifier: Apache-2.0
 #ifndef KFFI_SRC_CONTRACT_CONTRACT_INTERNAL_H_
 #define KFFI_SRC_CONTRACT_CONTRACT_INTERNAL_H_
 
-#include <kffi/contract_details.h>
+#include <kffi/contract/details.h>
+#include <kffi/contract/shape_rpn.h>
 #include <kffi/dtype.h>
 #include <kffi/error.h>
-#include <kffi/shape_rpn_details.h>
 
 #include <atomic>
 #include <cstdint>
@@ -47,7 +47,7 @@ struct DimAst {
 
 /// One token of an output-shape expression in reverse Polish notation: a literal, a symbol, or an
 /// operator applied to the values on top of the stack (kNeg takes one, the others two). The
-/// operations and their spellings are kffi's one RPN vocabulary (kffi/shape_rpn_details.h).
+/// operations and their spellings are kffi's one RPN vocabulary (kffi/contract/shape_rpn.h).
 struct RpnToken {
   RpnOp op;
   int64_t value = 0;

@@ -1,6 +1,6 @@
 // src/contract/contract_plan.cc: lays a contract's syntax tree out as its check plan: ops in check
 // order, symbol slots with their first bindings, and every expectation precomputed (the flat layout
-// of include/kffi/contract_plan.h that kernels read).
+// of include/kffi/contract/plan.h that kernels read).
 // SPDX-License-Identifier: Apache-2.0
 #include <cstdint>
 #include <memory>

@@ -3,7 +3,7 @@
 //
 // Every argument error kffi raises reads "<subject>: expected <expected>, got <got> (argument #k
 // of `<signature>`)": the typed calls' conversions (KFFIErrorSetRaisedArgument from
-// kffi/function_details.h), the checks kernels call (kffi/tensor_checks.h), the contract
+// kffi/details/function.h), the checks kernels call (kffi/tensor_checks.h), the contract
 // checks (contract_explain.cc) and the Python binding's own argument errors all build it here
 // (ArgumentMessage; error.cc raises it). The contract tests link this file with the contract
 // compiler's: it defines no C ABI function, so their copy hides none of libkffi's.

@@ -17,7 +17,7 @@
 #include <elf.h>
 #include <fcntl.h>
 #include <kffi/c_api.h>
-#include <kffi/sha256_details.h>
+#include <kffi/details/sha256.h>
 #include <spawn.h>
 #include <sys/file.h>
 #include <sys/stat.h>

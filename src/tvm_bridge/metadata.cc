@@ -1,7 +1,7 @@
 // src/tvm_bridge/metadata.cc: TVM-FFI function metadata (type schema JSON, docstring) -> kffi's.
 // SPDX-License-Identifier: Apache-2.0
+#include <kffi/details/json.h>
 #include <kffi/error.h>
-#include <kffi/json_details.h>
 
 #include <cstdlib>
 #include <string>
@@ -15,7 +15,7 @@ namespace kffi {
 namespace tvmglue {
 namespace {
 
-using details::Json;  // kffi/json_details.h: the one JSON reader of kffi's C++ side
+using details::Json;  // kffi/details/json.h: the one JSON reader of kffi's C++ side
 using details::JsonReader;
 using details::kMaxJsonDepth;
 

@@ -3,7 +3,7 @@
 // (a library embedding an NVRTC cubin, built by test_cuda_compile.py's helper).
 // SPDX-License-Identifier: Apache-2.0
 #include <gtest/gtest.h>
-#include <kffi/cuda_cubin.h>
+#include <kffi/cuda/cubin.h>
 #include <unistd.h>
 
 #include <fstream>

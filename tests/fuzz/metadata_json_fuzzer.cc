@@ -12,9 +12,9 @@
 // the str, or fail with a well-formed error that names the symbol, and leak nothing. The JSON
 // reader of TVM-FFI metadata has its own target (tvm_metadata_fuzzer.cc).
 // SPDX-License-Identifier: Apache-2.0
+#include <kffi/details/json.h>
 #include <kffi/error.h>
 #include <kffi/export.h>
-#include <kffi/json_details.h>
 
 #include <cstddef>
 #include <cstdint>
@@ -25,7 +25,7 @@
 
 namespace {
 
-// The strict JSON reader is libkffi's one reader (kffi/json_details.h: RFC 8259 grammar, only the
+// The strict JSON reader is libkffi's one reader (kffi/details/json.h: RFC 8259 grammar, only the
 // escapes it defines, no raw control characters, nothing after the document).
 using JsonValue = kffi::details::Json;
 

@@ -355,7 +355,7 @@ def test_default_archs(monkeypatch):
 
 EMBED_SOURCE = r"""
 #include <kffi/cuda.h>
-#include <kffi/cuda_cubin.h>
+#include <kffi/cuda/cubin.h>
 #include <kffi/kffi.h>
 
 KFFI_EMBED_CUBIN(axpy_image, "@CUBIN@");

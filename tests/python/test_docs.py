@@ -442,8 +442,8 @@ def python_contract_messages() -> set[str]:
 
 
 def runtime_checks() -> list[str]:
-    """The check kinds of contract_plan.h (enum class Check), kNone left out."""
-    text = (REPO / "include" / "kffi" / "contract_plan.h").read_text()
+    """The check kinds of contract/plan.h (enum class Check), kNone left out."""
+    text = (REPO / "include" / "kffi" / "contract" / "plan.h").read_text()
     body = re.search(r"enum class Check : \w+ \{(.*?)\};", text, re.DOTALL).group(1)
     names = re.findall(r"^\s*k(\w+),", body, re.MULTILINE)
     return [n for n in names if n != "None"]

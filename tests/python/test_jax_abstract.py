@@ -247,7 +247,7 @@ def test_metadata_without_structured_contract():
         A.output_specs(old)
 
 
-# ---- the evaluator is C++ (kffi/shape_rpn_details.h through _core): Python's words, exactly -------
+# ---- the evaluator is C++ (kffi/contract/shape_rpn.h through _core): Python's words, exactly -------
 
 
 @pytest.mark.parametrize(

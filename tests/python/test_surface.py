@@ -238,7 +238,7 @@ def test_the_extension_exports_abi_constants():
 
 
 def test_constants_come_from_the_extension():
-    # The C++ side's values, never retyped in Python (contract_plan.h, py_common.h TypeFlag).
+    # The C++ side's values, never retyped in Python (contract/plan.h, py_common.h TypeFlag).
     core = kffi._core
     assert core.MAX_NDIM == 32 and core.MAX_CONTRACT_BYTES == 65536
     assert kffi.contract.MAX_CONTRACT_BYTES == core.MAX_CONTRACT_BYTES

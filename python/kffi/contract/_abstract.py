@@ -69,7 +69,7 @@ def eval_shape_rpn(
         meta = kffi.load_module(path).metadata("f")
         shape = [eval_shape_rpn(d, {"n": 8}) for d in meta["outputs"][0]["shape_rpn"]]
     """
-    # The one evaluator is C++ (kffi/shape_rpn_details.h, through _core): these messages are its.
+    # The one evaluator is C++ (kffi/contract/shape_rpn.h, through _core): these messages are its.
     value, error = _core._eval_shape_rpn(rpn, symbols, what, bool(nonnegative), MAX_RPN_TOKENS)
     if error is not None:
         raise ContractError(error)

@@ -39,7 +39,7 @@ from ..toolchain import cpp as _cpp
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 _INT32_MIN, _INT32_MAX = -(1 << 31), (1 << 31) - 1
-MAX_CONTRACT_BYTES = _core.MAX_CONTRACT_BYTES  # the parser's limit (contract_plan.h)
+MAX_CONTRACT_BYTES = _core.MAX_CONTRACT_BYTES  # the parser's limit (contract/plan.h)
 
 # Kept for callers of kffi.contract.cpp_param_names; it lives in kffi.cpp.
 cpp_param_names = _cpp.cpp_param_names

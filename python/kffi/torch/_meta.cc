@@ -3,7 +3,7 @@
 // kffi::torch::RegisterOps(module, ns) registers this kernel for the Meta dispatch key, so fake
 // tensors (torch.export tracing, AOTInductor's shape propagation) need no Python: the outputs'
 // shapes come from the contract (its symbols bound from the tensor arguments' sizes, then the
-// outputs' shape expressions evaluated by kffi's one RPN evaluator, kffi/shape_rpn_details.h,
+// outputs' shape expressions evaluated by kffi's one RPN evaluator, kffi/contract/shape_rpn.h,
 // over c10::SymInt, so dynamic shapes stay symbolic), their dtypes as the CPU kernel picks them.
 // The rules are kffi.torch's Python fake implementation's (_op.py, _contract_fake).
 // SPDX-License-Identifier: Apache-2.0
@@ -12,9 +12,9 @@
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
 #include <c10/core/SymInt.h>
+#include <kffi/contract/shape_rpn.h>
+#include <kffi/details/function.h>
 #include <kffi/dtype.h>
-#include <kffi/function_details.h>
-#include <kffi/shape_rpn_details.h>
 #include <torch/library.h>
 
 #include <cstdint>

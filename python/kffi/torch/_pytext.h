@@ -5,7 +5,7 @@
 #ifndef KFFI_TORCH_PYTEXT_H_
 #define KFFI_TORCH_PYTEXT_H_
 
-#include <kffi/json_details.h>
+#include <kffi/details/json.h>
 
 #include <string>
 #include <vector>

@@ -29,12 +29,12 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <caffe2/serialize/inline_container.h>
 #include <kffi/container/array.h>
+#include <kffi/details/json.h>
+#include <kffi/details/sha256.h>
 #include <kffi/error.h>
 #include <kffi/export.h>
 #include <kffi/function.h>
-#include <kffi/json_details.h>
 #include <kffi/module.h>
-#include <kffi/sha256_details.h>
 #include <kffi/torch.h>
 #include <torch/library.h>
 
@@ -75,7 +75,7 @@ std::string FileSha256(const std::string& path) {
   KFFI_CHECK(f != nullptr, RuntimeError)
       << "kffi::torch::RegisterOps: cannot read the kffi library " << path << ": "
       << std::strerror(errno);
-  kffi::details::Sha256 hash;  // libkffi's own (kffi/sha256_details.h)
+  kffi::details::Sha256 hash;  // libkffi's own (kffi/details/sha256.h)
   unsigned char buf[1 << 16];
   size_t n;
   while ((n = std::fread(buf, 1, sizeof(buf), f.get())) > 0) hash.Update(buf, n);

@@ -21,7 +21,7 @@
 #define KFFI_TORCH_SIGNATURE_H_
 
 #include <kffi/c_api.h>
-#include <kffi/json_details.h>
+#include <kffi/details/json.h>
 
 #include <cstdint>
 #include <string>

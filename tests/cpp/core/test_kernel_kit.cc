@@ -3,8 +3,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include <gtest/gtest.h>
 #include <kffi/contract.h>
+#include <kffi/details/json.h>
 #include <kffi/dispatch.h>
-#include <kffi/json_details.h>
 
 #include <cmath>
 #include <limits>

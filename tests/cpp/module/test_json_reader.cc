@@ -1,8 +1,8 @@
-// tests/cpp/module/test_json_reader.cc: the one JSON reader (kffi/json_details.h) keeps to RFC
+// tests/cpp/module/test_json_reader.cc: the one JSON reader (kffi/details/json.h) keeps to RFC
 // 8259.
 // SPDX-License-Identifier: Apache-2.0
 #include <gtest/gtest.h>
-#include <kffi/json_details.h>
+#include <kffi/details/json.h>
 
 #include <string>
 

@@ -1,4 +1,4 @@
-// include/kffi/cuda_cubin.h: cubin / fatbin / PTX images loaded through the CUDA driver API and
+// include/kffi/cuda/cubin.h: cubin / fatbin / PTX images loaded through the CUDA driver API and
 // their kernels launched (kffi::cuda::CubinModule), and KFFI_EMBED_CUBIN for images in a library.
 // SPDX-License-Identifier: Apache-2.0
 #ifndef KFFI_CUDA_CUBIN_H_

@@ -1,10 +1,10 @@
-// include/kffi/contract_plan.h: the check plan of a contract as kernels read it: a flat,
+// include/kffi/contract/plan.h: the check plan of a contract as kernels read it: a flat,
 // versioned layout of small precomputed checks.
 //
 // The contract compiler (parser, planner, messages, metadata) lives in libkffi: a kernel library
 // hands it the contract text once (KFFIContractCreate, when it loads) and gets back a compiled
 // contract whose plan is laid out exactly as this header says (version kPlanLayoutVersion). Each
-// call then runs the plan inline (contract_details.h): a few compares per tensor, no call into
+// call then runs the plan inline (contract/details.h): a few compares per tensor, no call into
 // the runtime, no allocation. Only a failing call goes back to libkffi, which explains the first
 // failure (KFFIContractExplain). The layout is not part of the C ABI, but it is fixed here, as
 // container/map_details.h fixes Map's: a change to any struct below bumps kPlanLayoutVersion, and

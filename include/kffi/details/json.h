@@ -1,12 +1,12 @@
-// include/kffi/json_details.h: the one JSON reader of kffi's C++ side, for metadata documents.
+// include/kffi/details/json.h: the one JSON reader of kffi's C++ side, for metadata documents.
 //
 // Internal (kffi::details): libkffi's TVM-FFI bridge reads TVM metadata with it, and the torch
 // glue (kffi::torch::RegisterOps, kffi.torch's op signatures) reads kffi export metadata. Header
 // only, so the glue, built apart from libkffi, uses the same code. Nesting is bounded: metadata
 // comes from library files.
 // SPDX-License-Identifier: Apache-2.0
-#ifndef KFFI_JSON_DETAILS_H_
-#define KFFI_JSON_DETAILS_H_
+#ifndef KFFI_DETAILS_JSON_H_
+#define KFFI_DETAILS_JSON_H_
 
 #include <cerrno>
 #include <cstdint>
@@ -290,4 +290,4 @@ class JsonReader {
 }  // namespace details
 }  // namespace kffi
 
-#endif  // KFFI_JSON_DETAILS_H_
+#endif  // KFFI_DETAILS_JSON_H_

@@ -1,7 +1,7 @@
-// include/kffi/function_details.h: argument packing/unpacking and signatures of typed calls.
+// include/kffi/details/function.h: argument packing/unpacking and signatures of typed calls.
 // SPDX-License-Identifier: Apache-2.0
-#ifndef KFFI_FUNCTION_DETAILS_H_
-#define KFFI_FUNCTION_DETAILS_H_
+#ifndef KFFI_DETAILS_FUNCTION_H_
+#define KFFI_DETAILS_FUNCTION_H_
 
 #include <kffi/any.h>
 
@@ -476,4 +476,4 @@ inline int RunStaticInit(void (*fn)(), const char* file, int line) {
 }  // namespace details
 }  // namespace kffi
 
-#endif  // KFFI_FUNCTION_DETAILS_H_
+#endif  // KFFI_DETAILS_FUNCTION_H_

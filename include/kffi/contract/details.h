@@ -1,4 +1,4 @@
-// include/kffi/contract_details.h: the per-call check of a contract: the plan (contract_plan.h)
+// include/kffi/contract/details.h: the per-call check of a contract: the plan (contract/plan.h)
 // run inline before the function, and the arguments the function receives.
 //
 // Only the common path of a passing call's check is compiled into each kernel: FastRun folds the
@@ -15,7 +15,7 @@
 #ifndef KFFI_CONTRACT_DETAILS_H_
 #define KFFI_CONTRACT_DETAILS_H_
 
-#include <kffi/contract_plan.h>
+#include <kffi/contract/plan.h>
 #include <kffi/tensor.h>
 
 #include <cstring>

@@ -1,10 +1,10 @@
-// include/kffi/sha256_details.h: SHA-256 (FIPS 180-4), the one digest of kffi's C++ side.
+// include/kffi/details/sha256.h: SHA-256 (FIPS 180-4), the one digest of kffi's C++ side.
 //
 // Internal (kffi::details): libkffi's object cache keys and records, and kffi::torch::RegisterOps'
 // check that a deployed library is the one a manifest recorded, hash with this one class.
 // SPDX-License-Identifier: Apache-2.0
-#ifndef KFFI_SHA256_DETAILS_H_
-#define KFFI_SHA256_DETAILS_H_
+#ifndef KFFI_DETAILS_SHA256_H_
+#define KFFI_DETAILS_SHA256_H_
 
 #include <algorithm>
 #include <cstddef>
@@ -119,4 +119,4 @@ class Sha256 {
 }  // namespace details
 }  // namespace kffi
 
-#endif  // KFFI_SHA256_DETAILS_H_
+#endif  // KFFI_DETAILS_SHA256_H_

@@ -1,4 +1,4 @@
-// include/kffi/shape_rpn_details.h: the one evaluator of contract output shapes (RPN expressions).
+// include/kffi/contract/shape_rpn.h: the one evaluator of contract output shapes (RPN expressions).
 //
 // Internal (kffi::details). A contract's output dimension is an expression of its symbols, kept
 // in reverse Polish notation (the metadata's shape_rpn: ints, symbol names and the operators "+",
@@ -11,8 +11,8 @@
 // Concrete operands always go through the checked int64 arithmetic below; a domain computes only
 // with symbolic values. Header only: the torch glue is built apart from libkffi.
 // SPDX-License-Identifier: Apache-2.0
-#ifndef KFFI_SHAPE_RPN_DETAILS_H_
-#define KFFI_SHAPE_RPN_DETAILS_H_
+#ifndef KFFI_CONTRACT_SHAPE_RPN_H_
+#define KFFI_CONTRACT_SHAPE_RPN_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -149,4 +149,4 @@ typename D::Value EvalRpn(D& d, size_t n) {
 }  // namespace details
 }  // namespace kffi
 
-#endif  // KFFI_SHAPE_RPN_DETAILS_H_
+#endif  // KFFI_CONTRACT_SHAPE_RPN_H_

@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 from ..contract import _abstract
+from ..contract._parallel import exact_parallel, parallel_symbols, rpn_dim
 from ._call_primitive import kffi_call_p
 
 if TYPE_CHECKING:  # _primitive imports this module
@@ -42,16 +43,6 @@ _lock = threading.Lock()
 _Dims = tuple[str | None, ...]
 # Per dimension of an output: ("sym", name) or ("expr", the symbols it mentions).
 _OutDecl = list[tuple[str, Any]]
-
-
-def _parallel_symbols(meta: Mapping[str, Any] | None) -> dict[str, int]:
-    """{name: divisibility} of the symbols the metadata marks ``"parallel": true``."""
-    out: dict[str, int] = {}
-    for s in (meta or {}).get("symbols") or []:
-        if isinstance(s, dict) and s.get("parallel") is True and isinstance(s.get("name"), str):
-            div = s.get("divisibility", 1)
-            out[s["name"]] = div if isinstance(div, int) and div >= 1 else 1
-    return out
 
 
 class ShardRule:
@@ -217,12 +208,8 @@ def _output_decls(plan: CallPlan) -> list[_OutDecl] | None:
         dims: _OutDecl = []
         for d in spec.dims:
             if spec.returned:
-                tokens = list(d) if isinstance(d, (list, tuple)) else [d]
-                if len(tokens) == 1 and isinstance(tokens[0], str):
-                    dims.append(("sym", tokens[0]))
-                else:
-                    mentioned = {t for t in tokens if isinstance(t, str)}
-                    dims.append(("expr", frozenset(mentioned)))
+                sym, mentioned = rpn_dim(d)
+                dims.append(("sym", sym) if sym is not None else ("expr", mentioned))
             elif isinstance(d, str) and not d.startswith("*"):
                 dims.append(("sym", d))
             else:
@@ -236,21 +223,11 @@ def _usable(
     operand_decls: Iterable[tuple[Any, ...]],
     output_decls: Iterable[_OutDecl],
 ) -> set[str]:
-    """The parallel symbols that can be split exactly (see the module docstring)."""
-    usable = set(parallel)
-    for decl in operand_decls:
-        for s in parallel:
-            if decl.count(s) > 1:
-                usable.discard(s)
-    for dims in output_decls:
-        exact = [v for kind, v in dims if kind == "sym"]
-        for s in parallel:
-            if exact.count(s) > 1:
-                usable.discard(s)
-        for kind, v in dims:
-            if kind == "expr":
-                usable -= v
-    return usable
+    """The parallel symbols that can be split exactly (contract/_parallel.py)."""
+    output_decls = list(output_decls)
+    exact = [[v for kind, v in dims if kind == "sym"] for dims in output_decls]
+    in_expr = {s for dims in output_decls for kind, v in dims if kind == "expr" for s in v}
+    return exact_parallel(parallel, [*operand_decls, *exact], in_expr)
 
 
 def rule_of(plan: CallPlan) -> ShardRule | None:
@@ -260,7 +237,7 @@ def rule_of(plan: CallPlan) -> ShardRule | None:
     if cached is not None:
         return None if cached is _NO_RULE else cast(ShardRule, cached)
     rule: ShardRule | None = None
-    parallel = _parallel_symbols(plan.meta)
+    parallel = parallel_symbols(plan.meta)
     if parallel and plan.fixed_outs is None:
         decls = _operand_decls(plan)
         output_decls = _output_decls(plan)

@@ -22,7 +22,7 @@ import torch
 from ..contract import _abstract
 from ..runtime._error import counted
 from ..runtime._objects import Function
-from . import _glue
+from . import _dtensor, _glue
 from ._records import RecordArgs
 from ._schema import (
     RET_NONE,
@@ -550,6 +550,9 @@ def register_op(
         op = TorchOp(fn, sig, lib, getattr(getattr(torch.ops, ns), name).default, handles)
         op._origin = _origin(fn, _module_name, mutates_args, allocate)
         _registry[qualname] = op
+    # DTensor's sharding rule, from the contract's parallel symbols (deferred until DTensor is
+    # imported: importing it here would cost most of a second).
+    _dtensor.declare_sharding(op)
     return op
 
 

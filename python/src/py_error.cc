@@ -295,6 +295,10 @@ PyObject* RaiseFromCppException() {
 }
 
 void ReleaseObject(KFFIObjectHandle h) {
+  // A daemon thread that CPython ends during finalization unwinds through its call's frames with
+  // no thread state (3.12+): their temporaries leak, as the process is ending. Touching Python
+  // (even PyErr_Occurred) there would crash it.
+  if (KFFI_UNLIKELY(CannotReleaseInPython())) return;
   PendingErrorScope keep;
   if (KFFIObjectDecRef(h) != 0) {
     RaiseFromKFFIError(-1);

@@ -380,12 +380,16 @@ def test_two_thousand_targets_all_callable(jk):
 def test_concurrent_registration_and_calls(jk):
     errors, results = [], {}
 
+    cpu = jax.devices("cpu")[0]
+
     def work(i):
         try:
             name = unique(f"thread{i}")
             kffi.jax.register_ffi_target(name, jk.make_adder(i))
-            x = jnp.full((4,), float(i), jnp.float32)
-            results[i] = np.asarray(jax.jit(jax.ffi.ffi_call(name, sds(x)))(x))
+            # The targets are host code; jax's default device is per thread (a GPU on a GPU host).
+            with jax.default_device(cpu):
+                x = jnp.full((4,), float(i), jnp.float32)
+                results[i] = np.asarray(jax.jit(jax.ffi.ffi_call(name, sds(x)))(x))
         except Exception as e:
             errors.append(e)
 

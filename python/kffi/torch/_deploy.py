@@ -146,6 +146,7 @@ def cpp_flags(compile: bool = True, link: bool = True) -> list[str]:
     if link:
         glue = os.path.abspath(_glue.glue().name)
         flags += [
+            *_glue.libstdcxx_flags(),  # the program passes C++ objects to the glue and libtorch
             # By file name (-l:NAME), not path: the program then finds the library through its
             # rpath or LD_LIBRARY_PATH wherever it is deployed.
             f"-L{os.path.dirname(glue)}",

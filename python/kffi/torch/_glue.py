@@ -141,17 +141,19 @@ def _loaded_libstdcxx() -> str | None:
     return None
 
 
-def _torch_ldflags() -> list[str]:
-    flags = [*torch_lib_dir_flags(), "-lc10", "-ltorch_cpu"]
-    # The glue passes C++ objects to and from libtorch (strings, streams, c10 errors), so it must
-    # use the very libstdc++ torch does. A toolchain whose own library directory holds only
-    # libstdc++.a (one in /opt with CXX set to it, say) links a private copy: its streams then
-    # fail on the locale state of the shared one (an error message cut at its first number, or a
-    # crash). Naming the loaded shared object first binds every libstdc++ symbol to it.
+def libstdcxx_flags() -> list[str]:
+    """The libstdc++ torch runs with, to name first on a link line: C++ that passes C++ objects
+    to and from libtorch or the glue (strings, streams, c10 errors) must use that very one. A
+    toolchain whose own library directory holds only libstdc++.a (one in /opt with CXX set to it,
+    say) links a private copy: its streams then fail on the locale state of the shared one (an
+    error message cut at its first number, or a crash). Naming the loaded shared object first
+    binds every libstdc++ symbol to it (cmake/torch_glue.cmake does the same for the glue)."""
     libstdcxx = _loaded_libstdcxx()
-    if libstdcxx is not None:
-        flags.insert(0, libstdcxx)
-    return flags
+    return [libstdcxx] if libstdcxx is not None else []
+
+
+def _torch_ldflags() -> list[str]:
+    return [*libstdcxx_flags(), *torch_lib_dir_flags(), "-lc10", "-ltorch_cpu"]
 
 
 def _eager_options() -> dict[str, Any]:

@@ -48,7 +48,8 @@ for v in "${VERSIONS[@]}"; do
     continue
   fi
   VENV="$ROOT/build/py$v/venv"
-  echo "other_pythons: CPython $("$PY" -c 'import platform; print(platform.python_version())') ($PY)"
+  version="$("$PY" -c 'import platform; print(platform.python_version())')"
+  echo "other_pythons: CPython $version ($PY)"
   [ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
   (
     # shellcheck source=/dev/null

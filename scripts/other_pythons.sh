@@ -29,11 +29,10 @@ TESTS=("$@")
 # An interpreter of version $1 that runs: on PATH (a pyenv shim runs only for its active
 # versions), else one of pyenv's installed versions.
 find_python() {
-  local p
-  for p in "$(command -v "python$1" || true)" \
-    "$(ls -d "$(pyenv root 2>/dev/null || echo "$HOME/.pyenv")"/versions/"$1".*/bin/"python$1" \
-      2>/dev/null | sort -V | tail -1)"; do
-    if [ -n "$p" ] && "$p" -c 'import sys' >/dev/null 2>&1; then
+  local p root
+  root="$(pyenv root 2>/dev/null || echo "$HOME/.pyenv")"
+  for p in "$(command -v "python$1" || true)" "$root"/versions/"$1".*/bin/"python$1"; do
+    if [ -n "$p" ] && [ -x "$p" ] && "$p" -c 'import sys' >/dev/null 2>&1; then
       echo "$p"
       return
     fi

@@ -290,11 +290,13 @@ def declare_sharding(op: TorchOp) -> None:
 
     if not torch.distributed.is_available():
         return  # a torch built without distributed support has no DTensor
-    if _DTENSOR in sys.modules and getattr(sys.modules[_DTENSOR], "DTensor", None) is not None:
-        _register(op)
-        return
-    with _lock:
-        _pending.append(op)
-        if _hook is None:
-            _hook = _WhenDTensorImported()
-            sys.meta_path.insert(0, _hook)
+    with _lock:  # checked under the lock that the hook's registration takes: no op is missed
+        module = sys.modules.get(_DTENSOR)
+        imported = module is not None and getattr(module, "DTensor", None) is not None
+        if not imported:
+            _pending.append(op)
+            if _hook is None:
+                _hook = _WhenDTensorImported()
+                sys.meta_path.insert(0, _hook)
+            return
+    _register(op)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # scripts/other_pythons.sh: kffi on CPython versions beside the one that runs the test suite.
 #
-#   bash scripts/other_pythons.sh [VERSION ...] [-- PYTEST ARGS ...]   (default: 3.12)
+#   bash scripts/other_pythons.sh [--wheel] [VERSION ...] [-- PYTEST ARGS ...]  (default: 3.12)
 #
 # For each VERSION with an interpreter here (python3.12 on PATH, or one of pyenv's), it builds
 # kffi into a venv of its own (build/py<VERSION>/venv) and runs the Python tests there. The venv
@@ -9,6 +9,11 @@
 # reflection, contract and thread tests run (about 1100 tests, 3 minutes on 2 cores, after a
 # 5-minute build). A version without an interpreter is reported and skipped, not failed: CI runs
 # this where the machine has one. Give pytest arguments after -- to run fewer tests.
+#
+# --wheel: instead of the tests, build each version's manylinux wheel with scripts/build_wheel.sh
+# --smoke (auditwheel, then a fresh venv of that interpreter installs the wheel and calls a kernel
+# built with its kffi-config) into build/wheels/py<VERSION>. Either way a table of the versions
+# and their results ends the run.
 # SPDX-License-Identifier: Apache-2.0
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
@@ -16,6 +21,11 @@ ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 source "$ROOT/scripts/pip_progress.sh"
 JOBS="${KFFI_JOBS:-$(nproc)}"
 
+WHEEL=0
+if [ "${1:-}" = "--wheel" ]; then
+  WHEEL=1
+  shift
+fi
 VERSIONS=()
 while [ $# -gt 0 ] && [ "$1" != "--" ]; do
   VERSIONS+=("$1")
@@ -40,26 +50,43 @@ find_python() {
 }
 
 status=0
+ROWS=()
 for v in "${VERSIONS[@]}"; do
   PY="$(find_python "$v")"
   if [ -z "$PY" ]; then
     echo "other_pythons: no CPython $v here: skipped"
+    ROWS+=("| $v | $(uname -m) | no interpreter here: skipped |")
     continue
   fi
   VENV="$ROOT/build/py$v/venv"
   version="$("$PY" -c 'import platform; print(platform.python_version())')"
   echo "other_pythons: CPython $version ($PY)"
   [ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
-  (
+  if (
     # shellcheck source=/dev/null
     source "$VENV/bin/activate"
     python3 -c "import numpy, pytest, xdist, scikit_build_core" 2>/dev/null ||
       kffi_pip "NumPy, pytest and scikit-build-core" numpy pytest pytest-xdist \
         "scikit-build-core>=0.10"
-    # Its own build folder (build/cp3XX-...), beside the main one: nothing is shared but sources.
-    CMAKE_BUILD_PARALLEL_LEVEL="$JOBS" kffi_pip_build "kffi" --no-build-isolation "$ROOT"
-    cd "$ROOT"
-    python3 -m pytest -q -n "$JOBS" -p no:cacheprovider "${TESTS[@]}"
-  ) || status=1
+    export CMAKE_BUILD_PARALLEL_LEVEL="$JOBS"
+    if [ "$WHEEL" = 1 ]; then
+      # build_wheel.sh builds with the python3 on PATH: this venv's.
+      KFFI_WHEEL_DIR="$ROOT/build/wheels/py$v" bash "$ROOT/scripts/build_wheel.sh" --smoke
+    else
+      # Its own build folder (build/cp3XX-...), beside the main one: only sources are shared.
+      kffi_pip_build "kffi" --no-build-isolation "$ROOT"
+      cd "$ROOT"
+      python3 -m pytest -q -n "$JOBS" -p no:cacheprovider "${TESTS[@]}"
+    fi
+  ); then
+    ROWS+=("| $version | $(uname -m) | passed |")
+  else
+    ROWS+=("| $version | $(uname -m) | FAILED |")
+    status=1
+  fi
 done
+echo
+echo "| CPython | arch | $([ "$WHEEL" = 1 ] && echo "wheel, smoke-tested" || echo "tests") |"
+echo "| --- | --- | --- |"
+printf '%s\n' "${ROWS[@]}"
 exit $status

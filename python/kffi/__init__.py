@@ -37,7 +37,8 @@ The guides are in the repository's docs/ folder (start with README.md).
 #   (build.py: kffi.build, its former name);
 # - contract/: fake arguments, contract rendering, kffi.compile, the one shape evaluator;
 # - tvm/: the TVM bridge's Python side and kffi.with_contract;
-# - jax/, torch/: the framework integrations, loaded on first use (runtime/_hooks.py).
+# - jax/, torch/: the framework integrations, loaded on first use (the rows of the framework
+#   table, runtime/_frameworks.py, name them).
 
 from __future__ import annotations
 
@@ -85,7 +86,7 @@ from .runtime._dtypes import PUBLIC_NAMES as _DTYPE_NAMES
 from .runtime._error import Error, MissingKeyError, register_error
 
 # kffi.jax and kffi.torch load on first use (PEP 562: the package's __getattr__).
-from .runtime._hooks import package_getattr as __getattr__  # noqa: F401
+from .runtime._frameworks import package_getattr as __getattr__  # noqa: F401
 from .runtime._objects import (
     Array,
     Dict,

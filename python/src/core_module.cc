@@ -388,6 +388,7 @@ PyMethodDef kMethods[] = {{"get_global_func", GetGlobalFunc, METH_O, nullptr},
                           {"check_signals", CheckSignals, METH_NOARGS, nullptr},
                           {"_set_converter_hooks", SetConverterHooks, METH_VARARGS, nullptr},
                           {"_override_exchange_api", OverrideExchangeAPI, METH_VARARGS, nullptr},
+                          {"_set_lazy_views", SetLazyViews, METH_VARARGS, nullptr},
                           {"_set_error_hooks", SetErrorHooks, METH_VARARGS, nullptr},
                           {"_register_object_class", RegisterObjectClass, METH_VARARGS, nullptr},
                           {"_env_push_stream", EnvPushStream, METH_VARARGS, nullptr},
@@ -481,7 +482,7 @@ int AddConstants(PyObject* m) {
       PyModule_AddIntConstant(m, "MAX_NDIM",
                               static_cast<long>(kffi::details::contract::kMaxNdim)) != 0 ||
       PyModule_AddIntConstant(m, "TYPE_FLAG_READ_ONLY", kTypeReadOnly) != 0 ||
-      PyModule_AddIntConstant(m, "TYPE_FLAG_TORCH", kTypeTorch) != 0) {
+      PyModule_AddIntConstant(m, "TYPE_FLAG_LAZY_VIEWS", kTypeLazyViews) != 0) {
     return -1;
   }
   PyRef dtype_names(NamedDtypes());
@@ -518,11 +519,11 @@ int ModuleTraverse(PyObject* m, visitproc visit, void* arg) {
   Py_VISIT(s->function_type);
   for (PyObject* h : s->hooks) Py_VISIT(h);
   for (PyObject* r : s->retired) Py_VISIT(r);
-  if (const TorchRefs* t = s->torch.load(std::memory_order_relaxed)) {
-    Py_VISIT(t->tensor_base);
-    Py_VISIT(t->is_conj);
-    Py_VISIT(t->is_neg);
-    Py_VISIT(t->dtype);
+  if (const LazyViewMethods* l = s->lazy_views.load(std::memory_order_relaxed)) {
+    Py_VISIT(l->tensor_base);
+    Py_VISIT(l->is_conj);
+    Py_VISIT(l->is_neg);
+    Py_VISIT(l->dtype);
   }
   for (auto& c : s->static_classes) Py_VISIT(c.load(std::memory_order_relaxed));
   for (auto& c : s->dyn_classes) Py_VISIT(c.second);
@@ -547,7 +548,7 @@ void ModuleFree(void* mod) {
   for (PyObject*& h : s->hooks) Py_CLEAR(h);
   for (PyObject* r : s->retired) Py_DECREF(r);
   s->retired.clear();
-  FreeTorchRefs(s->torch.exchange(nullptr));
+  FreeLazyViewMethods(s->lazy_views.exchange(nullptr));
   for (auto& c : s->static_classes) Py_XDECREF(c.exchange(nullptr));
   for (auto& c : s->dyn_classes) Py_DECREF(c.second);
   s->dyn_classes.clear();

@@ -181,13 +181,14 @@ enum class Kind : uint8_t {
 enum TypeFlag : uint8_t {
   /// Arrays of this type must not be written (JAX arrays are immutable).
   kTypeReadOnly = 1,
-  /// torch tensors (subclasses of torch._C.TensorBase, whatever their module): lazy conjugate
-  /// and negative views are refused.
-  kTypeTorch = 2,
-  /// kTypeTorch types whose exchange API is kffi.torch's import (_override_exchange_api with a
+  /// Tensors of a framework with lazy views (torch: subclasses of torch._C.TensorBase, whatever
+  /// their module), whose conjugate and negative views are refused. Its adapter
+  /// (runtime/_frameworks.py) says so and gives the methods (_set_lazy_views).
+  kTypeLazyViews = 2,
+  /// kTypeLazyViews types whose exchange API is the override's (_override_exchange_api with a
   /// lazy-view reader): that import refuses lazy views itself, so the conversion reads the bits
   /// again only to name the argument when an import fails.
-  kTypeTorchImportRefusesLazyViews = 4,
+  kTypeImportRefusesLazyViews = 4,
 };
 
 /// Everything the converter knows about one Python type.
@@ -202,6 +203,10 @@ struct TypeInfo {
   /// Tensor types on a device: stream_hook(device_id) -> the framework's current stream (int),
   /// or NULL (CuPy's stream is picked up through it). Strong reference.
   PyObject* stream_hook = nullptr;
+  /// Tensor types: explain(obj) -> (exception type, text) or None, called when the framework's
+  /// export of obj failed (with its error pending): what kffi says instead, the framework's error
+  /// as the cause. NULL: the framework's error stands. Strong reference.
+  PyObject* explain_export = nullptr;
 };
 
 /// The table of TypeInfo by Python type. Lookups take no lock (entries are never removed until
@@ -270,7 +275,7 @@ const TypeInfo* TypeInfoOf(PyTypeObject* tp);
 
 /// The converter hooks installed by kffi/_types.py (see _set_converter_hooks), by slot.
 enum Hook : int {
-  kHookClassify,       // classify(type) -> (kind, flags, from_dlpack, stream_hook)
+  kHookClassify,       // classify(type) -> (kind, flags, from_dlpack, stream_hook, explain_export)
   kHookToDType,        // to_dtype(obj) -> (code, bits, lanes)
   kHookToDevice,       // to_device(obj) -> (device_type, device_id)
   kHookMakeDType,      // make_dtype(code, bits, lanes) -> kffi.dtype
@@ -282,15 +287,19 @@ enum Hook : int {
   kNumHooks,
 };
 
-/// kffi.torch's reader of a torch tensor's lazy-view bits (kLazyConj | kLazyNeg, read from the
-/// TensorImpl), or -1 for an object that is no torch tensor. Runs no Python code.
+/// A reader of a tensor's lazy-view bits (kLazyConj | kLazyNeg) that runs no Python code
+/// (kffi.torch's reads torch's TensorImpl), or -1 for an object that is not its framework's
+/// tensor.
 using LazyViewBitsFn = int (*)(PyObject* obj);
 constexpr int kLazyConj = 1;
 constexpr int kLazyNeg = 2;
 
-/// torch._C.TensorBase, its is_conj / is_neg methods and dtype attribute (a descriptor), and
-/// the name "is_complex" (strong references).
-struct TorchRefs {
+/// What asks a tensor of the framework with lazy views (runtime/_frameworks.py: torch) for its
+/// bits: its tensor base class, that class's is_conj / is_neg methods and dtype attribute (a
+/// descriptor), the name "is_complex", and the framework's name for messages (strong
+/// references). is_conj is asked only of a complex dtype (the bit is set on no other).
+struct LazyViewMethods {
+  PyObject* framework;
   PyObject* tensor_base;
   PyObject* is_conj;
   PyObject* is_neg;
@@ -318,21 +327,23 @@ struct State {
   /// capsule is kept in retired: the table's entries point into it for the module's life).
   std::atomic<const DLPackExchangeAPI*> exchange_from{nullptr};
   std::atomic<const DLPackExchangeAPI*> exchange_to{nullptr};
-  /// Set when the first torch tensor type is classified (TorchRefsOf); freed with the module.
-  std::atomic<TorchRefs*> torch{nullptr};
-  /// kffi.torch's lazy-view reader (_override_exchange_api), or NULL: torch's methods are asked.
-  std::atomic<LazyViewBitsFn> torch_lazy_bits{nullptr};
+  /// Set by _set_lazy_views when the adapter first classifies its tensor type (the first set
+  /// stays); freed with the module.
+  std::atomic<LazyViewMethods*> lazy_views{nullptr};
+  /// The override's lazy-view reader (_override_exchange_api), or NULL: the methods are asked.
+  std::atomic<LazyViewBitsFn> lazy_bits{nullptr};
   /// Sets a hook (new reference stolen), retiring the previous one.
   void SetHook(Hook h, PyObject* value);
 };
 
 extern State* g_state;
 
-/// torch._C.TensorBase with its methods, once torch._C is imported (found, not imported), else
-/// NULL. The first call that finds it keeps it for the module's life.
-const TorchRefs* TorchRefsOf();
-/// Releases what MakeTorchRefs made (module teardown; NULL is ignored).
-void FreeTorchRefs(TorchRefs* refs);
+/// The methods given by _set_lazy_views, or NULL before any.
+inline const LazyViewMethods* LazyViewMethodsOf() {
+  return g_state->lazy_views.load(std::memory_order_acquire);
+}
+/// Releases a LazyViewMethods (module teardown; NULL is ignored).
+void FreeLazyViewMethods(LazyViewMethods* methods);
 
 /// Reads a one-digit int (|v| < 2**30) straight from the object, as CPython's own fast paths
 /// do; false for anything else (then PyLong_AsLongLongAndOverflow decides).
@@ -414,7 +425,7 @@ class CallContext {
     device = dev;
     device_api = api;
   }
-  /// Records that a torch-like framework (with an exchange API) passed tensors.
+  /// Records that a framework with an exchange API (torch) passed tensors.
   void NoteExchangeAPI(const DLPackExchangeAPI* a) {
     if (api == nullptr) api = a;
   }
@@ -458,11 +469,11 @@ class CallContext {
   /// The function called (its parameter names label argument errors), or NULL.
   const PyFunction* function = nullptr;
   /// ConvertArgs' arguments (NULL elsewhere). Valid with them: their count, and the end of
-  /// those whose lazy-view check asked torch's methods (done for all at once: see
-  /// CheckTorchArgsSlow in py_tensor.cc).
+  /// those whose lazy-view check asked the framework's methods (done for all at once: see
+  /// CheckLazyViewArgsSlow in py_tensor.cc).
   PyObject* const* args = nullptr;
   Py_ssize_t nargs;
-  Py_ssize_t torch_checked_end;
+  Py_ssize_t lazy_checked_end;
   /// Valid when has_device: the device of the first non-CPU tensor, and its exchange API (for
   /// its current stream; NULL for a framework without one).
   DLDevice device;
@@ -568,8 +579,11 @@ int LabelConversionError(const std::string& subject, const std::string& context)
 /// _core._set_converter_hooks(classify, to_dtype, to_device, make_dtype, make_device,
 /// make_voidp, to_stream)
 PyObject* SetConverterHooks(PyObject* self, PyObject* args);
-/// _core._override_exchange_api(original, replacement): two "dlpack_exchange_api" capsules.
+/// _core._override_exchange_api(original, replacement, lazy_view_bits=None): two
+/// "dlpack_exchange_api" capsules and a "kffi.lazy_view_bits" one.
 PyObject* OverrideExchangeAPI(PyObject* self, PyObject* args);
+/// _core._set_lazy_views(framework, tensor_base, is_conj, is_neg, dtype): see LazyViewMethods.
+PyObject* SetLazyViews(PyObject* self, PyObject* args);
 
 // ---- objects (py_object.cc) -----------------------------------------------------------------
 /// Wraps an owned object handle in the Python class registered for its type (steals).
@@ -623,7 +637,7 @@ int InitShapeRpn(PyObject* module);
 /// Adds the container readers _seq_* and _map_* (py_containers.cc) to the module; 0 or -1.
 int InitContainers(PyObject* module);
 
-// ---- TVM-FFI libraries (py_tvm_bridge.cc) ------------------------------------------------------
+// ---- TVM-FFI libraries (tvm/py_tvm_bridge.cc) ---------------------------------------------------
 /// Adds the bridge's functions (_tvm_bridge_open, _tvm_install, ...: kffi/tvm/_bridge.py calls
 /// them) to the module; 0 or -1.
 int InitTvmBridge(PyObject* module);
@@ -770,7 +784,7 @@ class CallEnvScope {
 /// Depth of explicit kffi.use_stream scopes on this thread (they win over stream pickup).
 extern thread_local int g_explicit_stream_depth;
 int InitEnv(PyObject* module);
-/// Adds kffi.cuda's launcher functions (py_cuda.cc).
+/// Adds kffi.cuda's launcher functions (cuda/py_cuda.cc).
 int InitCuda(PyObject* module);
 
 }  // namespace pyglue

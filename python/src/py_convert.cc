@@ -490,7 +490,7 @@ KFFI_NOINLINE int ConvertArgsWithRecords(PyObject* const* args, Py_ssize_t nargs
 int ConvertArgs(PyObject* const* args, Py_ssize_t nargs, KFFIAny* packed, CallContext* ctx) {
   ctx->args = args;
   ctx->nargs = nargs;
-  ctx->torch_checked_end = 0;
+  ctx->lazy_checked_end = 0;
   if (KFFI_UNLIKELY(ctx->function != nullptr && ctx->function->record_params != nullptr)) {
     return ConvertArgsWithRecords(args, nargs, packed, ctx, ctx->function->record_params);
   }

@@ -139,65 +139,74 @@ bool TensorSizesFit(const DLTensor* t) { return LayoutFits(t); }
 
 namespace {
 
-// ---- torch lazy views ----------------------------------------------------------------------
+// ---- lazy views ------------------------------------------------------------------------------
 //
-// A lazy conjugate view (x.conj()) or negative view (x.conj().imag, x._neg_view()) of any dtype
-// shares its memory with the tensor it views, and torch resolves the bit when it reads that
-// memory. DLPack has no such bits (torch's own export hands the memory over as it is), so kffi
-// refuses them. kffi.torch's reader (_import.cc, installed with the fast import) reads the bits
-// from the TensorImpl in a few loads; without it torch's methods are asked, which can run Python
-// code: the __torch_function__ of a subclass, or of a torch function mode.
+// A lazy conjugate view (torch's x.conj()) or negative view (x.conj().imag, x._neg_view()) of any
+// dtype shares its memory with the tensor it views, and the framework resolves the bit when it
+// reads that memory. DLPack has no such bits (torch's own export hands the memory over as it
+// is), so kffi refuses them. Which framework has them, and the methods that read them, its
+// adapter says (runtime/_frameworks.py, _set_lazy_views). kffi.torch's reader (_import.cc,
+// installed with the fast import) reads the bits from the TensorImpl in a few loads; without it
+// the methods are asked, which can run Python code: the __torch_function__ of a subclass, or of a
+// torch function mode.
 
-/// The ValueError for a torch tensor with lazy-view bits (kLazyConj | kLazyNeg); -1.
-int RaiseTorchLazyView(int bits, const ArgPlace& place) {
+/// The ValueError for a tensor with lazy-view bits (kLazyConj | kLazyNeg); -1.
+int RaiseLazyView(int bits, const ArgPlace& place) {
   const char* what =
       (bits & kLazyConj) != 0
           ? "a lazy conjugate view (its memory holds the unconjugated values); pass "
             "x.resolve_conj()"
           : "a lazy negative view, e.g. x.conj().imag (its memory holds the values with the "
             "opposite sign); pass x.resolve_neg()";
-  PyErr_SetString(PyExc_ValueError, place.Say(std::string("the torch tensor is ") + what).c_str());
+  const LazyViewMethods* lazy = LazyViewMethodsOf();
+  const char* framework = lazy != nullptr ? PyUnicode_AsUTF8(lazy->framework) : nullptr;
+  if (framework == nullptr) {
+    PyErr_Clear();
+    framework = "framework's";
+  }
+  PyErr_SetString(PyExc_ValueError,
+                  place.Say(std::string("the ") + framework + " tensor is " + what).c_str());
   return -1;
 }
 
 /// Whether method(obj) is true: 1, 0, or -1 with an error set.
-int AskTorch(PyObject* method, PyObject* obj) {
+int AskMethod(PyObject* method, PyObject* obj) {
   PyRef r(PyObject_Vectorcall(method, &obj, 1, nullptr));
   return r ? PyObject_IsTrue(r.get()) : -1;
 }
 
-/// Asks torch: torch._C.TensorBase's is_neg, and is_conj where the bit can be set (a complex
-/// dtype), called as functions (a subclass that overrides them is not consulted: the
+/// Asks the framework: its base class's is_neg, and is_conj where the bit can be set (a complex
+/// dtype), called as functions (a subclass that overrides them is not consulted: with torch, the
 /// TensorImpl's bits decide what its memory holds). Each costs a few hundred ns (torch's
 /// argument parser, a GIL release). The bits, or -1 with an error set.
-KFFI_NOINLINE int AskTorchLazyBits(PyObject* obj) {
-  const TorchRefs* torch = TorchRefsOf();
-  if (torch == nullptr) {  // kTypeTorch is set only once these are found
-    PyErr_SetString(PyExc_RuntimeError, "kffi: torch._C.TensorBase is not loaded");
+KFFI_NOINLINE int AskLazyBits(PyObject* obj) {
+  const LazyViewMethods* lazy = LazyViewMethodsOf();
+  if (lazy == nullptr) {  // kTypeLazyViews is set only once these are given
+    PyErr_SetString(PyExc_RuntimeError, "kffi: no lazy-view methods were given");
     return -1;
   }
-  const int neg = AskTorch(torch->is_neg, obj);
+  const int neg = AskMethod(lazy->is_neg, obj);
   if (neg < 0) return -1;
-  PyRef dtype(Py_TYPE(torch->dtype)
-                  ->tp_descr_get(torch->dtype, obj, reinterpret_cast<PyObject*>(Py_TYPE(obj))));
-  PyRef is_complex(dtype ? PyObject_GetAttr(dtype.get(), torch->is_complex) : nullptr);
+  PyRef dtype(Py_TYPE(lazy->dtype)
+                  ->tp_descr_get(lazy->dtype, obj, reinterpret_cast<PyObject*>(Py_TYPE(obj))));
+  PyRef is_complex(dtype ? PyObject_GetAttr(dtype.get(), lazy->is_complex) : nullptr);
   const int complex = is_complex ? PyObject_IsTrue(is_complex.get()) : -1;
-  const int conj = complex > 0 ? AskTorch(torch->is_conj, obj) : complex;
+  const int conj = complex > 0 ? AskMethod(lazy->is_conj, obj) : complex;
   if (conj < 0) return -1;
   return (conj != 0 ? kLazyConj : 0) | (neg != 0 ? kLazyNeg : 0);
 }
 
-/// The lazy-view bits of a torch tensor: kffi.torch's reader when installed (no Python code),
-/// else torch's methods. The bits, or -1 with an error set.
-KFFI_INLINE int TorchLazyBits(PyObject* obj) {
-  if (LazyViewBitsFn read = g_state->torch_lazy_bits.load(std::memory_order_acquire)) {
+/// The lazy-view bits of a kTypeLazyViews tensor: the override's reader when installed (no
+/// Python code), else the framework's methods. The bits, or -1 with an error set.
+KFFI_INLINE int LazyBits(PyObject* obj) {
+  if (LazyViewBitsFn read = g_state->lazy_bits.load(std::memory_order_acquire)) {
     const int bits = read(obj);
     if (KFFI_LIKELY(bits >= 0)) return bits;
   }
-  return AskTorchLazyBits(obj);
+  return AskLazyBits(obj);
 }
 
-/// An error raised by torch's methods, labelled with the argument; -1.
+/// An error raised by the framework's methods, labelled with the argument; -1.
 int LazyCheckFailed(const ArgPlace& place) {
   if (!place.subject.empty()) {
     ChainError(PyExc_TypeError, place.subject + ": ", /*keep_type=*/true, true, place.context);
@@ -205,45 +214,45 @@ int LazyCheckFailed(const ArgPlace& place) {
   return -1;
 }
 
-/// Refuses a torch tensor with lazy-view bits (a value alone: a container element, from_dlpack,
-/// a tensor through __dlpack__). 0, or -1 with an error set.
-int CheckTorchLazyView(PyObject* obj, const ArgPlace& place) {
-  const int bits = TorchLazyBits(obj);
+/// Refuses a tensor with lazy-view bits (a value alone: a container element, from_dlpack, a
+/// tensor through __dlpack__). 0, or -1 with an error set.
+int CheckLazyView(PyObject* obj, const ArgPlace& place) {
+  const int bits = LazyBits(obj);
   if (bits < 0) return LazyCheckFailed(place);
-  return bits != 0 ? RaiseTorchLazyView(bits, place) : 0;
+  return bits != 0 ? RaiseLazyView(bits, place) : 0;
 }
 
-/// CheckTorchArg when torch's methods must be asked. The Python code they may run can change any
-/// argument (set_, resize_), so they are asked before any view is taken of this argument or of a
-/// later torch tensor argument (all of ConvertArgs' arguments are checked at once), and the views
-/// already taken are taken again (NotePythonRuns).
-KFFI_NOINLINE int CheckTorchArgsSlow(PyObject* obj, CallContext* ctx, Py_ssize_t index) {
+/// CheckLazyViewArg when the framework's methods must be asked. The Python code they may run can
+/// change any argument (torch's set_, resize_), so they are asked before any view is taken of
+/// this argument or of a later kTypeLazyViews argument (all of ConvertArgs' arguments are checked
+/// at once), and the views already taken are taken again (NotePythonRuns).
+KFFI_NOINLINE int CheckLazyViewArgsSlow(PyObject* obj, CallContext* ctx, Py_ssize_t index) {
   const bool in_args =
       ctx->args != nullptr && index >= 0 && index < ctx->nargs && ctx->args[index] == obj;
-  if (in_args && index < ctx->torch_checked_end) return 0;
+  if (in_args && index < ctx->lazy_checked_end) return 0;
   ctx->NotePythonRuns();
-  if (!in_args) return CheckTorchLazyView(obj, ArgPlaceOf(ctx, index));
+  if (!in_args) return CheckLazyView(obj, ArgPlaceOf(ctx, index));
   for (Py_ssize_t j = index; j < ctx->nargs; ++j) {
     PyObject* a = ctx->args[j];
     if (j != index) {
       const TypeInfo* info = TypeInfoOf(Py_TYPE(a));
-      if (info->kind != Kind::kExchangeTensor || (info->flags & kTypeTorch) == 0) continue;
+      if (info->kind != Kind::kExchangeTensor || (info->flags & kTypeLazyViews) == 0) continue;
     }
-    if (CheckTorchLazyView(a, ArgPlaceOf(ctx, j)) != 0) return -1;
+    if (CheckLazyView(a, ArgPlaceOf(ctx, j)) != 0) return -1;
   }
-  ctx->torch_checked_end = ctx->nargs;
+  ctx->lazy_checked_end = ctx->nargs;
   return 0;
 }
 
-/// Refuses a torch tensor argument with lazy-view bits, before its view is taken. With kffi.torch's
-/// reader: a few loads, no Python code. 0, or -1 with an error set.
-KFFI_INLINE int CheckTorchArg(PyObject* obj, CallContext* ctx, Py_ssize_t index) {
-  if (LazyViewBitsFn read = g_state->torch_lazy_bits.load(std::memory_order_acquire)) {
+/// Refuses a tensor argument with lazy-view bits, before its view is taken. With the override's
+/// reader (kffi.torch's): a few loads, no Python code. 0, or -1 with an error set.
+KFFI_INLINE int CheckLazyViewArg(PyObject* obj, CallContext* ctx, Py_ssize_t index) {
+  if (LazyViewBitsFn read = g_state->lazy_bits.load(std::memory_order_acquire)) {
     const int bits = read(obj);
     if (KFFI_LIKELY(bits == 0)) return 0;
-    if (bits > 0) return RaiseTorchLazyView(bits, ArgPlaceOf(ctx, index));
+    if (bits > 0) return RaiseLazyView(bits, ArgPlaceOf(ctx, index));
   }
-  return CheckTorchArgsSlow(obj, ctx, index);
+  return CheckLazyViewArgsSlow(obj, ctx, index);
 }
 
 // ---- the __dlpack__ protocol -------------------------------------------------------------------
@@ -358,6 +367,31 @@ int ImportViaDLPackProtocol(PyObject* obj, const TypeInfo* info, bool read_only,
   return -1;
 }
 
+/// Asks the framework's adapter what to say of a tensor its export refused (torch: a meta,
+/// sparse, nested or quantized tensor), in kffi's words (torch's own carry their C++ frames).
+/// True when it answered: its error is set, naming the argument, with the framework's as its
+/// cause. False: the framework's error is pending as it was (an error of the adapter itself is
+/// dropped: the framework's says more).
+bool ExplainExportError(PyObject* obj, PyObject* explain, const ArgPlace& place) {
+  PyObject *type, *value, *tb;
+  PyErr_Fetch(&type, &value, &tb);
+  PyRef answer(PyObject_CallOneArg(explain, obj));
+  PyObject* kind = nullptr;
+  const char* text = nullptr;
+  if (answer && PyTuple_Check(answer.get()) && PyTuple_GET_SIZE(answer.get()) == 2 &&
+      PyExceptionClass_Check(PyTuple_GET_ITEM(answer.get(), 0)) &&
+      PyUnicode_Check(PyTuple_GET_ITEM(answer.get(), 1))) {
+    kind = PyTuple_GET_ITEM(answer.get(), 0);
+    text = PyUnicode_AsUTF8(PyTuple_GET_ITEM(answer.get(), 1));
+  }
+  const std::string why = text != nullptr ? text : "";
+  PyErr_Clear();
+  PyErr_Restore(type, value, tb);
+  if (text == nullptr) return false;
+  ChainError(kind, place.Say(why), false, /*append_text=*/false);
+  return true;
+}
+
 /// Turns the failure to import a tensor argument into an error that names the argument and
 /// chains the producer's own exception (never rebuilt from its text, which may not exist).
 int TensorImportError(PyObject* obj, const TypeInfo* info, const CallContext* ctx,
@@ -372,56 +406,19 @@ int TensorImportError(PyObject* obj, const TypeInfo* info, const CallContext* ct
                false, /*append_text=*/false);
     return -1;
   }
-  if ((info->flags & kTypeTorchImportRefusesLazyViews) != 0) {
-    // kffi.torch's import refused a lazy view: say so naming the argument, as CheckTorchArg does.
-    if (LazyViewBitsFn read = g_state->torch_lazy_bits.load(std::memory_order_acquire)) {
+  if ((info->flags & kTypeImportRefusesLazyViews) != 0) {
+    // The override's import refused a lazy view: say so naming the argument, as CheckLazyViewArg
+    // does.
+    if (LazyViewBitsFn read = g_state->lazy_bits.load(std::memory_order_acquire)) {
       const int bits = read(obj);
       if (bits > 0) {
         PyErr_Clear();
-        return RaiseTorchLazyView(bits, place);
+        return RaiseLazyView(bits, place);
       }
     }
   }
-  if (info->flags & kTypeTorch) {
-    // A tensor on the meta device has no memory to pass; a sparse (or other non-strided) one no
-    // strided memory. Said in kffi's words (torch's own carry its C++ frames).
-    PyObject *type, *value, *tb;
-    PyErr_Fetch(&type, &value, &tb);
-    PyRef is_meta(PyObject_GetAttrString(obj, "is_meta"));
-    PyErr_Clear();
-    PyRef is_nested(PyObject_GetAttrString(obj, "is_nested"));
-    PyErr_Clear();
-    PyRef is_quantized(PyObject_GetAttrString(obj, "is_quantized"));
-    PyErr_Clear();
-    PyRef layout(PyObject_GetAttrString(obj, "layout"));
-    PyRef layout_text(layout ? PyObject_Str(layout.get()) : nullptr);
-    const char* layout_name = layout_text ? PyUnicode_AsUTF8(layout_text.get()) : nullptr;
-    PyErr_Clear();
-    PyErr_Restore(type, value, tb);
-    // What kffi says instead, the producer's error as its cause: (type, text), or no text.
-    PyObject* kind = PyExc_TypeError;
-    std::string why;
-    if (is_meta.get() == Py_True) {
-      kind = PyExc_ValueError;
-      why =
-          "a torch tensor on the meta device has no memory to pass to a kernel (use a tensor on "
-          "a real device; kffi.compile takes fake tensors for shapes alone)";
-    } else if (layout_name != nullptr && std::strcmp(layout_name, "torch.strided") != 0) {
-      why = std::string("expected a strided torch tensor, got one of layout ") + layout_name +
-            " (pass x.to_dense())";
-    } else if (is_nested.get() == Py_True) {
-      why =
-          "expected a strided torch tensor, got a nested tensor (pass its parts, x.unbind(), or "
-          "x.to_padded_tensor(0))";
-    } else if (is_quantized.get() == Py_True) {
-      why =
-          "expected a torch tensor of a DLPack dtype, got a quantized tensor (pass "
-          "x.dequantize() or x.int_repr())";
-    }
-    if (!why.empty()) {
-      ChainError(kind, place.Say(why), false, /*append_text=*/false);
-      return -1;
-    }
+  if (info->explain_export != nullptr && ExplainExportError(obj, info->explain_export, place)) {
+    return -1;
   }
   if (!PyErr_Occurred()) {
     PyErr_Format(PyExc_TypeError, "the DLPack exchange API of %s failed without an error",
@@ -476,8 +473,8 @@ KFFI_INLINE int ConvertExchangeTensorInline(PyObject* obj, const TypeInfo* info,
                                             CallContext* ctx, Py_ssize_t index) {
   // Checked before any view is taken unless kffi.torch's import refuses lazy views itself (with
   // no Python code run): a second read of the bits would cost ~35 instructions per tensor.
-  if ((info->flags & (kTypeTorch | kTypeTorchImportRefusesLazyViews)) == kTypeTorch &&
-      CheckTorchArg(obj, ctx, index) != 0) {
+  if ((info->flags & (kTypeLazyViews | kTypeImportRefusesLazyViews)) == kTypeLazyViews &&
+      CheckLazyViewArg(obj, ctx, index) != 0) {
     return -1;
   }
   const DLPackExchangeAPI* api = info->api;
@@ -578,7 +575,7 @@ int ConvertTensorArg(PyObject* obj, const TypeInfo* info, KFFIAny* out, CallCont
   ctx->NotePythonRuns();
   // A torch tensor type without the exchange API (an older torch, or a subclass that hides it):
   // torch's __dlpack__ refuses conjugate views but exports negative ones as they are.
-  if ((info->flags & kTypeTorch) != 0 && CheckTorchLazyView(obj, ArgPlaceOf(ctx, index)) != 0) {
+  if ((info->flags & kTypeLazyViews) != 0 && CheckLazyView(obj, ArgPlaceOf(ctx, index)) != 0) {
     return -1;
   }
   PyRef stream;
@@ -629,12 +626,12 @@ int RetakeTensorView(PyObject* obj, KFFIAny* out, CallContext* ctx, Py_ssize_t i
   const TypeInfo* info = g_state->types.Find(Py_TYPE(obj));
   if (info != nullptr && info->kind == Kind::kExchangeTensor &&
       info->api->dltensor_from_py_object_no_sync != nullptr) {
-    if ((info->flags & kTypeTorch) != 0) {
-      // kffi.torch's reader checks again; torch's methods answered in the first pass (Python code
+    if ((info->flags & kTypeLazyViews) != 0) {
+      // The override's reader checks again; the methods answered in the first pass (Python code
       // cannot change a tensor's bits but through torch's private _set_conj/_set_neg).
-      if (LazyViewBitsFn read = g_state->torch_lazy_bits.load(std::memory_order_acquire)) {
+      if (LazyViewBitsFn read = g_state->lazy_bits.load(std::memory_order_acquire)) {
         const int bits = read(obj);
-        if (bits > 0) return RaiseTorchLazyView(bits, ArgPlaceOf(ctx, index));
+        if (bits > 0) return RaiseLazyView(bits, ArgPlaceOf(ctx, index));
       }
     }
     if (info->api->dltensor_from_py_object_no_sync(obj, t) != 0) {
@@ -718,7 +715,7 @@ int TensorToOwnedHandle(PyObject* obj, KFFIObjectHandle* out) {
   switch (info->kind) {
     case Kind::kExchangeTensor:
       if (info->api->managed_tensor_from_py_object_no_sync != nullptr) {
-        if ((info->flags & kTypeTorch) != 0 && CheckTorchLazyView(obj, ArgPlace()) != 0) return -1;
+        if ((info->flags & kTypeLazyViews) != 0 && CheckLazyView(obj, ArgPlace()) != 0) return -1;
         DLManagedTensorVersioned* mt = nullptr;
         if (info->api->managed_tensor_from_py_object_no_sync(obj, &mt) != 0) {
           return TensorImportError(obj, info, nullptr, -1);
@@ -747,7 +744,7 @@ int TensorToOwnedHandle(PyObject* obj, KFFIObjectHandle* out) {
       if (rc <= 0) return rc;
     }
   }
-  if ((info->flags & kTypeTorch) != 0 && CheckTorchLazyView(obj, ArgPlace()) != 0) return -1;
+  if ((info->flags & kTypeLazyViews) != 0 && CheckLazyView(obj, ArgPlace()) != 0) return -1;
   if (ImportViaDLPackProtocol(obj, info, read_only, nullptr, out) != 0) {
     return TensorImportError(obj, info, nullptr, -1);
   }

@@ -77,7 +77,8 @@ const TypeInfo* TypeTable::Insert(PyTypeObject* tp, const TypeInfo& info) {
     t = bigger;
   }
   auto* stored = new TypeInfo(info);
-  for (PyObject* o : {reinterpret_cast<PyObject*>(tp), stored->from_dlpack, stored->stream_hook}) {
+  for (PyObject* o : {reinterpret_cast<PyObject*>(tp), stored->from_dlpack, stored->stream_hook,
+                      stored->explain_export}) {
     if (o == nullptr) continue;
     Py_INCREF(o);
     held_.push_back(o);
@@ -180,21 +181,6 @@ bool IsNumpyArrayType(PyTypeObject* tp) {
   return false;
 }
 
-/// Makes the TorchRefs of torch._C (a new reference); NULL, with no error set, when it lacks them.
-TorchRefs* MakeTorchRefs(PyObject* torch_c) {
-  PyRef base(PyObject_GetAttrString(torch_c, "TensorBase"));
-  PyRef is_conj(base ? PyObject_GetAttrString(base.get(), "is_conj") : nullptr);
-  PyRef is_neg(is_conj ? PyObject_GetAttrString(base.get(), "is_neg") : nullptr);
-  PyRef dtype(is_neg ? PyObject_GetAttrString(base.get(), "dtype") : nullptr);  // descriptor
-  PyRef is_complex(dtype ? PyUnicode_InternFromString("is_complex") : nullptr);
-  if (!is_complex || !PyType_Check(base.get()) || Py_TYPE(dtype.get())->tp_descr_get == nullptr) {
-    PyErr_Clear();
-    return nullptr;
-  }
-  return new TorchRefs{base.release(), is_conj.release(), is_neg.release(), dtype.release(),
-                       is_complex.release()};
-}
-
 struct KindName {
   const char* name;
   Kind kind;
@@ -209,9 +195,10 @@ constexpr KindName kKindNames[] = {
     {"tensor", Kind::kDLPackTensor}, {"record", Kind::kRecord},
 };
 
-/// Reads the classify hook's answer (kind, flags, from_dlpack, stream_hook) into info.
+/// Reads the classify hook's answer (kind, flags, from_dlpack, stream_hook, explain_export)
+/// into info.
 void ReadHookAnswer(PyObject* r, TypeInfo* info) {
-  if (!PyTuple_Check(r) || PyTuple_GET_SIZE(r) != 4) return;
+  if (!PyTuple_Check(r) || PyTuple_GET_SIZE(r) != 5) return;
   const char* s =
       PyUnicode_Check(PyTuple_GET_ITEM(r, 0)) ? PyUnicode_AsUTF8(PyTuple_GET_ITEM(r, 0)) : nullptr;
   if (s == nullptr) return;
@@ -219,12 +206,14 @@ void ReadHookAnswer(PyObject* r, TypeInfo* info) {
     if (std::strcmp(kn.name, s) == 0) info->kind = kn.kind;
   }
   long flags = PyLong_Check(PyTuple_GET_ITEM(r, 1)) ? PyLong_AsLong(PyTuple_GET_ITEM(r, 1)) : 0;
-  // What the converter derives itself (kTypeTorchImportRefusesLazyViews) is not the hook's to say.
-  info->flags = static_cast<uint8_t>(flags & (kTypeReadOnly | kTypeTorch));
+  // What the converter derives itself (kTypeImportRefusesLazyViews) is not the hook's to say.
+  info->flags = static_cast<uint8_t>(flags & (kTypeReadOnly | kTypeLazyViews));
   PyObject* from = PyTuple_GET_ITEM(r, 2);
   PyObject* stream = PyTuple_GET_ITEM(r, 3);
+  PyObject* explain = PyTuple_GET_ITEM(r, 4);
   info->from_dlpack = from != Py_None ? from : nullptr;
   info->stream_hook = stream != Py_None ? stream : nullptr;
+  info->explain_export = explain != Py_None ? explain : nullptr;
 }
 
 /// Decides the entry of a type seen for the first time (may run Python code: the hook).
@@ -240,21 +229,21 @@ TypeInfo Classify(PyTypeObject* tp, PyRef* answer) {
     if (PyErr_Occurred()) PyErr_Clear();
   }
   if (info.kind == Kind::kDLPackTensor) {
-    // torch's tensors are the subclasses of torch._C.TensorBase, wherever they are defined (the
-    // hook says the same; the lazy-view checks need this very class).
-    const TorchRefs* torch = TorchRefsOf();
-    const bool is_torch = torch != nullptr &&
-                          PyType_IsSubtype(tp, reinterpret_cast<PyTypeObject*>(torch->tensor_base));
-    info.flags =
-        static_cast<uint8_t>(is_torch ? info.flags | kTypeTorch : info.flags & ~kTypeTorch);
+    // The hook's lazy-view flag holds for subclasses of the base class whose methods are asked
+    // (torch._C.TensorBase, wherever a subclass is defined): those methods need this very class.
+    const LazyViewMethods* lazy = LazyViewMethodsOf();
+    const bool lazy_views =
+        (info.flags & kTypeLazyViews) != 0 && lazy != nullptr &&
+        PyType_IsSubtype(tp, reinterpret_cast<PyTypeObject*>(lazy->tensor_base));
+    info.flags = static_cast<uint8_t>(lazy_views ? info.flags : info.flags & ~kTypeLazyViews);
     // Which tensor path: the exchange API, NumPy's fields, or the __dlpack__ protocol.
     if (const DLPackExchangeAPI* api = ExchangeAPIOf(tp)) {
       info.kind = Kind::kExchangeTensor;
       info.api = api;
       // OverrideExchangeAPI stores the reader before the APIs, and reclassifies after.
-      if (is_torch && api == g_state->exchange_to.load(std::memory_order_acquire) &&
-          g_state->torch_lazy_bits.load(std::memory_order_acquire) != nullptr) {
-        info.flags |= kTypeTorchImportRefusesLazyViews;
+      if (lazy_views && api == g_state->exchange_to.load(std::memory_order_acquire) &&
+          g_state->lazy_bits.load(std::memory_order_acquire) != nullptr) {
+        info.flags |= kTypeImportRefusesLazyViews;
       }
     } else if (IsNumpyArrayType(tp)) {
       info.kind = Kind::kNumpyTensor;
@@ -300,33 +289,53 @@ void Reclassify() {
 
 }  // namespace
 
-const TorchRefs* TorchRefsOf() {
-  if (const TorchRefs* found = g_state->torch.load(std::memory_order_acquire)) return found;
-  // Found, never imported: a torch tensor exists only once torch._C is loaded.
-  PyRef name(PyUnicode_FromString("torch._C"));
-  PyRef torch_c(name ? PyImport_GetModule(name.get()) : nullptr);
-  if (!torch_c) {
-    PyErr_Clear();
-    return nullptr;
+void FreeLazyViewMethods(LazyViewMethods* methods) {
+  if (methods == nullptr) return;
+  for (PyObject* o : {methods->framework, methods->tensor_base, methods->is_conj, methods->is_neg,
+                      methods->dtype, methods->is_complex}) {
+    Py_DECREF(o);
   }
-  TorchRefs* made = MakeTorchRefs(torch_c.get());
-  if (made == nullptr) return nullptr;
-  TorchRefs* expected = nullptr;
-  if (!g_state->torch.compare_exchange_strong(expected, made, std::memory_order_acq_rel)) {
-    FreeTorchRefs(made);  // another thread stored the same first
-    return expected;
-  }
-  return made;
+  delete methods;
 }
 
-void FreeTorchRefs(TorchRefs* refs) {
-  if (refs == nullptr) return;
-  Py_DECREF(refs->tensor_base);
-  Py_DECREF(refs->is_conj);
-  Py_DECREF(refs->is_neg);
-  Py_DECREF(refs->dtype);
-  Py_DECREF(refs->is_complex);
-  delete refs;
+/// _set_lazy_views(framework, tensor_base, is_conj, is_neg, dtype): the adapter of the framework
+/// whose tensors have lazy views gives the methods that read them (runtime/_frameworks.py). The
+/// first set stays (types classified with it point at it); setting it again with the same
+/// framework is a no-op, with another one a ValueError.
+PyObject* SetLazyViews(PyObject*, PyObject* args) {
+  PyObject *framework, *base, *is_conj, *is_neg, *dtype;
+  if (!PyArg_ParseTuple(args, "UOOOO", &framework, &base, &is_conj, &is_neg, &dtype)) {
+    return nullptr;
+  }
+  if (!PyType_Check(base) || !PyCallable_Check(is_conj) || !PyCallable_Check(is_neg) ||
+      Py_TYPE(dtype)->tp_descr_get == nullptr) {
+    PyErr_Format(PyExc_TypeError,
+                 "_set_lazy_views: expected a type, two callables and a descriptor, got %.100s, "
+                 "%.100s, %.100s and %.100s",
+                 Py_TYPE(base)->tp_name, Py_TYPE(is_conj)->tp_name, Py_TYPE(is_neg)->tp_name,
+                 Py_TYPE(dtype)->tp_name);
+    return nullptr;
+  }
+  if (const LazyViewMethods* set = LazyViewMethodsOf()) {
+    const int same = PyObject_RichCompareBool(set->framework, framework, Py_EQ);
+    if (same < 0) return nullptr;
+    if (same == 0) {
+      PyErr_Format(PyExc_ValueError,
+                   "_set_lazy_views: the lazy views of %U are set already; %U cannot set its own",
+                   set->framework, framework);
+      return nullptr;
+    }
+    Py_RETURN_NONE;
+  }
+  PyRef is_complex(PyUnicode_InternFromString("is_complex"));
+  if (!is_complex) return nullptr;
+  for (PyObject* o : {framework, base, is_conj, is_neg, dtype}) Py_INCREF(o);
+  auto* made = new LazyViewMethods{framework, base, is_conj, is_neg, dtype, is_complex.release()};
+  LazyViewMethods* expected = nullptr;
+  if (!g_state->lazy_views.compare_exchange_strong(expected, made, std::memory_order_acq_rel)) {
+    FreeLazyViewMethods(made);  // another thread set them first
+  }
+  Py_RETURN_NONE;
 }
 
 const TypeInfo* TypeInfoOf(PyTypeObject* tp) {
@@ -358,23 +367,23 @@ PyObject* SetConverterHooks(PyObject*, PyObject* args) {
 
 /// _override_exchange_api(original, replacement, lazy_view_bits=None): from now on, types whose
 /// DLPack C exchange API is original convert their values through replacement (kffi.torch's
-/// import of torch.Tensor without torch's Python-binding layer), and torch tensors' lazy-view
-/// bits are read by the function of the "kffi.torch.lazy_view_bits" capsule (a LazyViewBitsFn)
-/// instead of torch's methods; None asks torch's methods again. The capsules are kept for the
-/// module's life.
+/// import of torch.Tensor without torch's Python-binding layer), and the lazy-view bits of
+/// kTypeLazyViews tensors are read by the function of the "kffi.lazy_view_bits" capsule (a
+/// LazyViewBitsFn) instead of their framework's methods; None asks the methods again. The capsules
+/// are kept for the module's life.
 PyObject* OverrideExchangeAPI(PyObject*, PyObject* args) {
   PyObject *original, *replacement, *lazy_bits = Py_None;
   if (!PyArg_ParseTuple(args, "OO|O", &original, &replacement, &lazy_bits)) return nullptr;
   LazyViewBitsFn reader = nullptr;
   if (lazy_bits != Py_None) {
-    reader = PyCapsule_IsValid(lazy_bits, "kffi.torch.lazy_view_bits")
+    reader = PyCapsule_IsValid(lazy_bits, "kffi.lazy_view_bits")
                  ? reinterpret_cast<LazyViewBitsFn>(
-                       PyCapsule_GetPointer(lazy_bits, "kffi.torch.lazy_view_bits"))
+                       PyCapsule_GetPointer(lazy_bits, "kffi.lazy_view_bits"))
                  : nullptr;
     if (reader == nullptr) {
       PyErr_Format(PyExc_TypeError,
-                   "_override_exchange_api: lazy_view_bits is a \"kffi.torch.lazy_view_bits\" "
-                   "capsule or None, got %.200s",
+                   "_override_exchange_api: lazy_view_bits is a \"kffi.lazy_view_bits\" capsule "
+                   "or None, got %.200s",
                    Py_TYPE(lazy_bits)->tp_name);
       return nullptr;
     }
@@ -403,10 +412,10 @@ PyObject* OverrideExchangeAPI(PyObject*, PyObject* args) {
     Py_INCREF(lazy_bits);
     g_state->retired.push_back(lazy_bits);
   }
-  g_state->torch_lazy_bits.store(reader, std::memory_order_release);
+  g_state->lazy_bits.store(reader, std::memory_order_release);
   g_state->exchange_to.store(to, std::memory_order_relaxed);
   g_state->exchange_from.store(from, std::memory_order_release);
-  Reclassify();  // torch.Tensor, if classified already, takes the replacement
+  Reclassify();  // the overridden type, if classified already, takes the replacement
   Py_RETURN_NONE;
 }
 

@@ -1,7 +1,7 @@
 // src/tvm_bridge/tvm_python_api.h: the private interface between kffi's Python extension and
 // libkffi_tvm (the TVM-FFI bridge): one typed function table, found by one symbol.
 //
-// The extension (python/src/py_tvm_bridge.cc) dlopens libkffi_tvm, which libkffi opens with the
+// The extension (python/src/tvm/py_tvm_bridge.cc) dlopens libkffi_tvm, which libkffi opens with the
 // first TVM-FFI library, and calls the bridge only through this table; errors travel in kffi's
 // error slot (one format: the extension raises them as kffi raises any native error). Both come
 // from one build, so the table is checked by version only. Nothing here is part of kffi's C ABI.

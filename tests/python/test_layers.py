@@ -13,7 +13,7 @@ import ast
 from pathlib import Path
 
 import pytest
-from kffi.runtime._hooks import INTEGRATIONS as INTEGRATION_ENTRY_POINTS
+from kffi.runtime._frameworks import INTEGRATIONS as INTEGRATION_ENTRY_POINTS
 
 PKG = Path(__file__).resolve().parents[2] / "python" / "kffi"
 

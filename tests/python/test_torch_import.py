@@ -252,7 +252,7 @@ def test_the_lazy_view_reader_reads_the_tensorimpl(imports):
 
     reader_capsule = _glue._eager_lib().kffi_torch_lazy_view_reader()
     read = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.py_object)(
-        _capsule_pointer(reader_capsule, b"kffi.torch.lazy_view_bits")
+        _capsule_pointer(reader_capsule, b"kffi.lazy_view_bits")
     )
     z = torch.ones(2, dtype=torch.complex64)
     assert read(torch.ones(2)) == 0 and read(z) == 0 and read(torch.nn.Parameter(z)) == 0
@@ -264,7 +264,7 @@ def test_the_lazy_view_reader_reads_the_tensorimpl(imports):
     from kffi import _core
 
     original = torch.Tensor.__dlpack_c_exchange_api__
-    with pytest.raises(TypeError, match=r'lazy_view_bits is a "kffi.torch.lazy_view_bits" capsule'):
+    with pytest.raises(TypeError, match=r'lazy_view_bits is a "kffi.lazy_view_bits" capsule'):
         _core._override_exchange_api(original, original, 3)
     with pytest.raises(TypeError, match="capsule or None, got PyCapsule"):
         _core._override_exchange_api(original, original, original)

@@ -372,9 +372,9 @@ def test_torch_tensor_classes_are_known_by_hierarchy_not_module():
     Outside = type("Outside", (torch.Tensor,), {"__module__": "somewhere.else"})
     for tp in (torch.Tensor, torch.nn.Parameter, ViewsTensor, Outside):
         kind, flags, *_ = _types._classify(tp)
-        assert kind == "tensor" and flags & _core.TYPE_FLAG_TORCH, tp
+        assert kind == "tensor" and flags & _core.TYPE_FLAG_LAZY_VIEWS, tp
     Impostor = type("Tensor", (), {"__module__": "torch.fake", "__dlpack__": lambda self: None})
-    assert not _types._classify(Impostor)[1] & _core.TYPE_FLAG_TORCH
+    assert not _types._classify(Impostor)[1] & _core.TYPE_FLAG_LAZY_VIEWS
 
 
 def test_a_subclass_from_another_module_gets_the_lazy_view_checks(tensor_kernels, path):

@@ -1,5 +1,5 @@
 """python/kffi/cuda/_launch.py: CubinModule and its kernels as kffi Functions (the launcher itself
-is C++: python/src/py_cuda.cc over include/kffi/cuda/cubin.h).
+is C++: python/src/cuda/py_cuda.cc over include/kffi/cuda/cubin.h).
 
 A kernel's contract is written as for kffi.compile (fake arguments) or kffi.with_contract (text).
 Its tensors are passed as data pointers (plus byte_offset), its scalars as the contract types

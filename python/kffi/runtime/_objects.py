@@ -11,7 +11,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from .. import _core, _reflection, _type_text
-from . import _hooks
+from . import _frameworks, _hooks
 from ._types import Device, dtype
 
 Object = _core.Object
@@ -215,9 +215,9 @@ class Tensor(Object):
 
     def __jax_array__(self) -> Any:
         """``jax.numpy.asarray(t)``: a JAX array of the same memory (through DLPack)."""
-        import jax.dlpack
-
-        return jax.dlpack.from_dlpack(self)
+        to_jax = _frameworks.framework("jax").from_dlpack()
+        assert to_jax is not None
+        return to_jax(self)
 
     def __dlpack__(
         self,
@@ -415,8 +415,8 @@ class Module(Object):
     def torch_ops(self, namespace: str) -> Any:
         """Registers every function of this module that has a contract as the torch op
         ``namespace::<name>`` (see kffi.torch.register_op); returns them by name: ``ops.scale``.
-        Imports torch (through kffi.torch's entry point: runtime/_hooks.py)."""
-        return _hooks.integration("torch").ops_of_module(self, namespace)
+        Imports torch (through kffi.torch's entry point: runtime/_frameworks.py)."""
+        return _frameworks.integration("torch").ops_of_module(self, namespace)
 
     def __getitem__(self, name: str) -> Function:
         f = self.get_function(name)

@@ -4,13 +4,10 @@
 from __future__ import annotations
 
 import ctypes
-import sys
-from collections.abc import Callable
-from types import ModuleType
 from typing import Any
 
 from .. import _core
-from . import _hooks
+from . import _frameworks
 
 # Device type codes and names as the C++ side spells them (exported by the extension).
 _DEVICE_NAMES: dict[int, str] = dict(_core.DEVICE_TYPE_NAMES)
@@ -60,40 +57,13 @@ class dtype(str):
         return (dtype, (str(self),))
 
 
-def _torch() -> ModuleType | None:
-    """The torch module when it is imported, else None (kffi never imports it to classify: an
-    object of a torch class exists only once torch is imported)."""
-    return sys.modules.get("torch")
-
-
-def _is_torch_instance(value: object, name: str) -> bool:
-    """isinstance(value, torch.<name>), by the class hierarchy (not the module's name: a
-    subclass may live anywhere)."""
-    torch = _torch()
-    cls = getattr(torch, name, None) if torch is not None else None
-    return isinstance(cls, type) and isinstance(value, cls)
-
-
-def _is_torch_tensor_type(tp: type) -> bool:
-    """Whether tp is torch's tensor class or a subclass of it (torch._C.TensorBase in its MRO),
-    defined in whatever module: such tensors get torch's lazy-view checks."""
-    torch = _torch()
-    base = getattr(getattr(torch, "_C", None), "TensorBase", None) if torch is not None else None
-    return isinstance(base, type) and base in tp.__mro__
-
-
 def _dtype_text(value: Any) -> str:
     if isinstance(value, str):
         return value
-    mod = type(value).__module__ or ""
-    if _is_torch_instance(value, "dtype"):
-        text = str(value)  # "torch.float32"
-        return text.split(".", 1)[1] if text.startswith("torch.") else text
-    if mod.startswith("numpy") or mod.startswith("ml_dtypes") or isinstance(value, type):
-        import numpy  # only when a NumPy dtype is given
-
-        return str(numpy.dtype(value))
-    if mod.startswith("jax") or hasattr(value, "dtype"):
+    text: str | None = _frameworks.first_answer(lambda fw: fw.dtype_text(value))
+    if text is not None:
+        return text
+    if hasattr(value, "dtype"):  # an array of any framework: its dtype
         return str(getattr(value, "name", None) or value.dtype)
     raise TypeError(f"Cannot interpret {value!r} (of type {type(value).__name__}) as a dtype")
 
@@ -123,12 +93,13 @@ class Device:
                     raise ValueError(f"Device {device_type!r} given with a different index {index}")
                 index = int(idx)
             device_type = _DEVICE_CODES[name]
-        elif _is_torch_instance(device_type, "device"):
-            torch_dev = device_type
-            device_type = _DEVICE_CODES[torch_dev.type]
-            index = torch_dev.index
         elif not isinstance(device_type, int) or device_type not in _DEVICE_NAMES:
-            raise ValueError(f"Unknown device type {device_type!r}")
+            # A framework's device (torch.device): its row says (type name, index).
+            value = device_type
+            found = _frameworks.first_answer(lambda fw: fw.device_of(value))
+            if found is None:
+                raise ValueError(f"Unknown device type {device_type!r}")
+            device_type, index = _DEVICE_CODES[found[0]], found[1]
         self.device_type = int(device_type)
         self.index = int(index or 0)
 
@@ -156,70 +127,25 @@ class Device:
         return (self.device_type, self.index)
 
 
-# Run once, when kffi first classifies a torch tensor type: kffi.torch's tensor import
-# (runtime/_hooks.py), which reads torch tensors, and their lazy-view bits, from the TensorImpl
-# where its library is built already; without it every torch tensor argument costs calls into
-# torch's methods. The runtime reaches kffi.torch only through its entry point there.
-first_torch_tensor_hook: Callable[[], None] | None = _hooks.first_torch_tensor
+# (kind, flags, from_dlpack, stream_hook, explain_export): a row of the extension's conversion
+# table (see TypeInfo in python/src/py_common.h).
+_Entry = tuple[str, int, Any, Any, Any]
 
 
-def _torch_tensor_seen() -> None:
-    global first_torch_tensor_hook
-    hook, first_torch_tensor_hook = first_torch_tensor_hook, None
-    if hook is not None:
-        hook()
+def _tensor_entry(tp: type) -> _Entry:
+    """The entry of a tensor type: how its results come back, whether its arrays may be written,
+    its lazy views; its framework's row says (runtime/_frameworks.py)."""
+    fw = _frameworks.tensor_framework(tp)
+    if fw is None:
+        return ("tensor", 0, None, None, None)
+    return ("tensor", *fw.tensor_entry(tp))
 
 
-# (kind, flags, from_dlpack, stream_hook): a row of the extension's conversion table.
-_Entry = tuple[str, int, Callable[[Any], Any] | None, Callable[[], int] | None]
-
-
-def _tensor_entry(tp: type, mod: str) -> _Entry:
-    """(kind, flags, from_dlpack, stream_hook) of a tensor type: how its results come back and
-    whether its arrays may be written."""
-    flags = 0
-    from_dlpack: Callable[[Any], Any] | None = None
-    stream_hook: Callable[[], int] | None = None
-    if _is_torch_tensor_type(tp):
-        # Lazy views refused (the extension checks the same hierarchy).
-        flags |= _core.TYPE_FLAG_TORCH
-        _torch_tensor_seen()
-    elif mod.startswith("numpy"):
-        import numpy
-
-        from_dlpack = numpy.from_dlpack
-    elif mod.startswith(("jax", "jaxlib")):
-        import jax.dlpack
-
-        flags |= _core.TYPE_FLAG_READ_ONLY  # JAX arrays are immutable
-        from_dlpack = jax.dlpack.from_dlpack
-    elif mod.startswith("cupy"):
-        cupy = sys.modules.get("cupy")
-        if cupy is not None:
-            from_dlpack = cupy.from_dlpack
-
-            def cupy_stream() -> int:
-                # CuPy's current stream becomes the call's environment stream (as torch's does).
-                return int(cupy.cuda.get_current_stream().ptr)
-
-            cupy_stream.__qualname__ = "cupy_current_stream"
-            stream_hook = cupy_stream
-    return ("tensor", flags, from_dlpack, stream_hook)
-
-
-def _is_stream_type(tp: type, mod: str) -> bool:
-    if hasattr(tp, "__cuda_stream__"):
-        return True
-    # torch.cuda.Stream and its subclasses, wherever they are defined (and, by name, streams of
-    # a torch without __cuda_stream__).
-    torch = _torch()
-    torch_stream = getattr(getattr(torch, "cuda", None), "Stream", None)
-    name = tp.__name__
-    if (isinstance(torch_stream, type) and issubclass(tp, torch_stream)) or (
-        mod.startswith("torch") and name in ("Stream", "ExternalStream")
-    ):
-        return hasattr(tp, "cuda_stream")
-    return mod.startswith("cupy") and name in ("Stream", "ExternalStream") and hasattr(tp, "ptr")
+def _is_stream_type(tp: type) -> bool:
+    """A type with __cuda_stream__, or a framework's stream class (torch.cuda.Stream, CuPy's)."""
+    return hasattr(tp, "__cuda_stream__") or any(
+        fw.is_stream_type(tp) for fw in _frameworks.FRAMEWORKS
+    )
 
 
 def _classify(tp: type) -> _Entry:
@@ -228,30 +154,28 @@ def _classify(tp: type) -> _Entry:
     kind = _classify_kind(tp)
     if isinstance(kind, tuple):
         return kind
-    return (kind, 0, None, None)
+    return (kind, 0, None, None, None)
 
 
 def _classify_kind(tp: type) -> str | _Entry:
-    mod = tp.__module__ or ""
-    name = tp.__name__
     if issubclass(tp, dtype):
         return "dtype"
     if issubclass(tp, Device):
         return "device"
     if any("__kffi_type__" in k.__dict__ for k in tp.__mro__):
         return "record"  # a dataclass / NamedTuple declared to a kffi type (kffi._reflection)
-    if mod.startswith("jax") and any(k.__name__ == "Tracer" for k in tp.__mro__):
-        return "jax_tracer"
+    special = _frameworks.first_answer(lambda fw: fw.special_kind(tp))
+    if special is not None:
+        return str(special)
     if (hasattr(tp, "__dlpack__") or hasattr(tp, "__dlpack_c_exchange_api__")) and not issubclass(
         tp, (int, float, complex, str, bytes)
     ):
-        return _tensor_entry(tp, mod)
-    torch = _torch()
-    if torch is not None and issubclass(tp, (torch.dtype, torch.device)):
-        return "dtype" if issubclass(tp, torch.dtype) else "device"
-    if mod.startswith("numpy") and (name == "dtype" or name.endswith("DType")):
+        return _tensor_entry(tp)
+    if any(fw.is_dtype_type(tp) for fw in _frameworks.FRAMEWORKS):
         return "dtype"
-    if _is_stream_type(tp, mod):
+    if any(fw.is_device_type(tp) for fw in _frameworks.FRAMEWORKS):
+        return "device"
+    if _is_stream_type(tp):
         return "stream"
     if issubclass(tp, ctypes.c_void_p):
         return "voidp"

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from .. import _core
+from . import _frameworks
 from ._types import Device, _is_stream_type, _stream_handle
 
 
@@ -18,7 +19,7 @@ def _stream_spec(stream: Any) -> tuple[int, int, int] | None:
     if isinstance(stream, int):
         return (2, _current_cuda_device(), stream)
     tp = type(stream)
-    if not _is_stream_type(tp, tp.__module__ or ""):
+    if not _is_stream_type(tp):
         raise TypeError(
             f"use_stream expects a torch.cuda.Stream, a CuPy stream, an object with "
             f"__cuda_stream__ or an int handle; got {tp.__name__}"
@@ -32,15 +33,9 @@ def _stream_spec(stream: Any) -> tuple[int, int, int] | None:
 
 
 def _current_cuda_device() -> int:
-    try:
-        import torch
-
-        if torch.cuda.is_available():
-            device: int = torch.cuda.current_device()
-            return device
-    except ImportError:
-        pass
-    return 0
+    """The CUDA device a framework's code runs on (torch.cuda.current_device()), else 0."""
+    device: int | None = _frameworks.first_answer(lambda fw: fw.current_cuda_device())
+    return 0 if device is None else device
 
 
 @contextlib.contextmanager

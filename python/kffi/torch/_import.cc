@@ -115,7 +115,7 @@ PyObject* ExchangeApi(PyObject* torch_api, PyObject* tensor_base) {
   return PyCapsule_New(&g_api, "dlpack_exchange_api", nullptr);
 }
 
-/// A "kffi.torch.lazy_view_bits" capsule of ReadLazyViewBits (int (*)(PyObject*)), which
+/// A "kffi.lazy_view_bits" capsule of ReadLazyViewBits (int (*)(PyObject*)), which
 /// _core._override_exchange_api takes beside the API: kffi then reads the lazy-view bits of torch
 /// tensor arguments from the TensorImpl instead of asking torch's Python methods. Needs
 /// kffi_torch_exchange_api first (it fixes torch._C.TensorBase).
@@ -125,8 +125,7 @@ PyObject* LazyViewReader() {
                     "kffi_torch_lazy_view_reader: call kffi_torch_exchange_api first");
     return nullptr;
   }
-  return PyCapsule_New(reinterpret_cast<void*>(&ReadLazyViewBits), "kffi.torch.lazy_view_bits",
-                       nullptr);
+  return PyCapsule_New(reinterpret_cast<void*>(&ReadLazyViewBits), "kffi.lazy_view_bits", nullptr);
 }
 
 }  // namespace torchglue

@@ -1,5 +1,6 @@
-// python/src/py_cuda.cc: kffi.cuda's launcher: a kffi Function that checks a contract, packs the
-// arguments into kernel parameters and launches a cubin kernel on the environment stream.
+// python/src/cuda/py_cuda.cc: kffi.cuda's launcher: a kffi Function that checks a contract,
+// packs the arguments into kernel parameters and launches a cubin kernel on the environment
+// stream.
 //
 // Everything per call is here in C++ (no Python runs unless a launch-configuration callback was
 // given): the contract's compiled check, grid/block/shared-memory expressions evaluated from the

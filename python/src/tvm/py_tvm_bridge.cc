@@ -1,4 +1,4 @@
-// python/src/py_tvm_bridge.cc: what the Python extension does for TVM-FFI libraries: owning
+// python/src/tvm/py_tvm_bridge.cc: what the Python extension does for TVM-FFI libraries: owning
 // Tensors for their `ffi::Tensor` parameters, the type keys of objects of their types, and a
 // class per type of a loaded apache-tvm-ffi's registry with one descriptor per field.
 //

@@ -1,0 +1,71 @@
+"""tests/python/kffi_torch/test_torch_fsdp.py: a kffi.torch op in a two-rank FSDP2 (fully_shard)
+program.
+
+torch_fsdp_worker.py runs the ranks (torch.multiprocessing.spawn), each in its own process; this
+test starts it in a subprocess with a timeout, so a hung collective fails the test instead of the
+suite, and checks what each rank reported: outputs, loss, gradients and parameters after several
+Adam steps match the same model of torch ops trained on the whole batch. The CUDA case (NCCL, one
+GPU per rank) needs two GPUs; the CPU case (gloo) runs anywhere torch does.
+"""
+# SPDX-License-Identifier: Apache-2.0
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+dist = pytest.importorskip("torch.distributed")
+
+WORKER = Path(__file__).resolve().parent / "torch_fsdp_worker.py"
+TIMEOUT_S = 600
+TOL = 1e-5  # CPU; GPUs sum in other orders (and reduce-scatter), hence TOL_CUDA
+TOL_CUDA = 1e-4
+
+
+def run_ranks(device, tmp_path) -> list:
+    out = tmp_path / "ranks"
+    cmd = [sys.executable, str(WORKER), "--device", device, "--out", str(out)]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT_S, check=False)
+    except subprocess.TimeoutExpired as e:
+        pytest.fail(f"the FSDP ranks ran past {TIMEOUT_S} s:\n{(e.stderr or '')[-6000:]}")
+    reports = []
+    for rank in (0, 1):
+        path = out / f"rank{rank}.json"
+        assert path.exists(), (
+            f"rank {rank} wrote no report (rc {proc.returncode}):\n{proc.stdout[-4000:]}\n"
+            f"{proc.stderr[-8000:]}"
+        )
+        reports.append(json.loads(path.read_text()))
+    for r in reports:
+        assert r["ok"], f"rank {r['rank']} failed:\n{r.get('error')}\n{proc.stderr[-4000:]}"
+    assert proc.returncode == 0, proc.stderr[-8000:]
+    return reports
+
+
+def check_matches_torch(reports, tol=TOL):
+    for r in reports:
+        assert r["sharded"] and r["local_rows"] == 16, r  # FSDP2 split lin1's 32 rows in two
+        assert r["kffi_calls"] == 4, r  # every step's forward called the kffi op
+        errs = r["errors"]
+        assert errs["out"] < tol and errs["loss"] < tol, (r["rank"], errs)
+        assert errs["grad"] < tol and errs["param"] < tol, (r["rank"], errs)
+
+
+@pytest.mark.skipif(not dist.is_gloo_available(), reason="torch without gloo")
+def test_fsdp2_cpu_two_ranks(tmp_path):
+    check_matches_torch(run_ranks("cpu", tmp_path))
+
+
+@pytest.mark.skipif(
+    not torch.cuda.is_available() or torch.cuda.device_count() < 2,
+    reason="needs 2 CUDA GPUs",
+)
+@pytest.mark.skipif(not dist.is_nccl_available(), reason="torch without NCCL")
+def test_fsdp2_nccl_two_gpus(tmp_path):
+    check_matches_torch(run_ranks("cuda", tmp_path), tol=TOL_CUDA)

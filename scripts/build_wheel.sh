@@ -85,8 +85,8 @@ PY
 # PATH, an empty build cache. The kernel library is built first, with the venv's kffi-config;
 # then tests/python/toolchain/default_path_check.py calls it with torch tensors, as kffi.torch ops
 # (eager and under torch.compile) and through kffi.jax.call under jax.jit, and checks that nothing
-# was compiled: the glue the wheel carries serves all of it. The torch is the one the wheel was built
-# with (its glue is for that torch's minor version).
+# was compiled: the glue the wheel carries serves all of it. The torch is the one the wheel was
+# built with (its glue is for that torch's minor version).
 TORCH_VERSION="$(python3 -c 'import torch; print(torch.__version__)' 2>/dev/null || true)"
 if [ -n "$TORCH_VERSION" ] && python3 -m zipfile -l "${WHEEL[0]}" | grep -q 'kffi/torch/lib/torch-'; then
   echo "wheel smoke test: the default path, with torch $TORCH_VERSION and jax, no compiler"

@@ -180,8 +180,8 @@ CUTE_SCRIPT = textwrap.dedent(
 def build_cute_cubin(out_dir) -> tuple:
     """(cubin path, PTX text, kernel name) of a CuTe DSL kernel add_s(a, b, s) compiled here (no
     GPU; skips without nvidia-cutlass-dsl), or taken from $KFFI_CUTE_CUBIN_DIR (a folder that
-    ``python tests/python/kffi_cuda/test_cuda_params.py DIR`` made, for a GPU host without the DSL). A
-    separate interpreter: the DSL loads its own CUDA bindings."""
+    ``python tests/python/kffi_cuda/test_cuda_params.py DIR`` made, for a GPU host without the
+    DSL). A separate interpreter: the DSL loads its own CUDA bindings."""
     prebuilt = os.environ.get("KFFI_CUTE_CUBIN_DIR")
     if prebuilt:
         out_dir = Path(prebuilt)

@@ -1,6 +1,7 @@
 """tests/python/kffi_jax/jax_multiprocess_worker.py: one process of a multi-process JAX job that
 calls kffi kernels (test_jax_multiprocess.py starts the processes).
 
+X
     python jax_multiprocess_worker.py PROCESS_ID NUM_PROCESSES PORT OUT_DIR
 
 Each process has 2 virtual CPU devices, joins the job with jax.distributed.initialize (gloo
@@ -12,16 +13,15 @@ OUT_DIR/process<ID>.json with what it saw; a failure is written there too.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import threading
-import traceback
 from pathlib import Path
 
 os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=2"
 
 import jax
+from ranks import report_rank
 
 COLLECTIVES = ("all-gather", "all-to-all", "collective-permute", "all-reduce", "reduce-scatter")
 
@@ -45,7 +45,7 @@ def collectives(text: str) -> list[str]:
     return [c for c in COLLECTIVES if c in text]
 
 
-def run(pid: int, nproc: int, port: int) -> dict:
+def run(report: dict, pid: int, nproc: int, port: int) -> None:
     jax.config.update("jax_platforms", "cpu")
     jax.config.update("jax_cpu_collectives_implementation", "gloo")
     jax.distributed.initialize(f"127.0.0.1:{port}", num_processes=nproc, process_id=pid)
@@ -57,7 +57,7 @@ def run(pid: int, nproc: int, port: int) -> dict:
     from jax.sharding import Mesh, NamedSharding
     from jax.sharding import PartitionSpec as P
 
-    report: dict = {"process": pid, "devices": len(jax.devices())}
+    report["devices"] = len(jax.devices())
     report["local_devices"] = len(jax.local_devices())
     fake = kffi.fake_tensor
     n, m = kffi.sym_int("n", parallel=True), kffi.sym_int("m")
@@ -123,19 +123,12 @@ def run(pid: int, nproc: int, port: int) -> dict:
     again = multihost_utils.process_allgather(f(xs), tiled=True)
     report["after_error_ok"] = bool(np.array_equal(again, whole))
     jax.distributed.shutdown()
-    report["ok"] = True
-    return report
 
 
-def main(argv: list[str]) -> int:
+def main(argv: list[str]) -> None:
     pid, nproc, port, out = int(argv[1]), int(argv[2]), int(argv[3]), Path(argv[4])
-    try:
-        report = run(pid, nproc, port)
-    except BaseException:
-        report = {"process": pid, "ok": False, "error": traceback.format_exc()}
-    (out / f"process{pid}.json").write_text(json.dumps(report))
-    return 0 if report["ok"] else 1
+    report_rank(out / f"process{pid}.json", lambda r: run(r, pid, nproc, port), process=pid)
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv))
+    main(sys.argv)

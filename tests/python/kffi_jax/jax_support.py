@@ -14,7 +14,8 @@ HERE = Path(__file__).resolve().parent
 
 @pytest.fixture(scope="session")
 def jk() -> kffi.Module:
-    """tests/python/kffi_jax/jax_kernels.cc, built with kffi.cpp.build (cached on disk) and loaded."""
+    """tests/python/kffi_jax/jax_kernels.cc, built with kffi.cpp.build (cached on disk) and
+    loaded."""
     path = kffi.cpp.build("kffi_test_jax_kernels", [str(HERE / "jax_kernels.cc")], quiet=True)
     return kffi.load_module(path)
 

@@ -6,16 +6,13 @@ and fails the test."""
 
 from __future__ import annotations
 
-import json
 import os
 import re
-import socket
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
+from ranks import free_port, run_ranks
 
 jax = pytest.importorskip("jax")
 
@@ -23,47 +20,19 @@ WORKER = Path(__file__).resolve().parent / "jax_multiprocess_worker.py"
 LIMIT_S = 420
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def run_job(tmp_path: Path, nproc: int = 2) -> list[dict]:
     out = tmp_path / "reports"
-    out.mkdir()
     env = {**os.environ, "KFFI_CACHE_DIR": str(tmp_path / "cache"), "JAX_PLATFORMS": "cpu"}
     env.pop("XLA_FLAGS", None)
     port = free_port()
-    procs = [
-        subprocess.Popen(
-            [sys.executable, str(WORKER), str(i), str(nproc), str(port), str(out)],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            env=env,
-        )
-        for i in range(nproc)
+    cmds = [
+        [sys.executable, str(WORKER), str(i), str(nproc), str(port), str(out)] for i in range(nproc)
     ]
-    deadline = time.monotonic() + LIMIT_S
-    logs = []
-    try:
-        for p in procs:
-            try:
-                logs.append(p.communicate(timeout=max(1.0, deadline - time.monotonic()))[0])
-            except subprocess.TimeoutExpired:
-                pytest.fail(f"the multi-process job ran past {LIMIT_S} s")
-    finally:
-        for p in procs:  # a hang, or one process failed and left the other waiting
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-    reports = []
-    for i in range(nproc):
-        path = out / f"process{i}.json"
-        assert path.exists(), f"process {i} wrote no report:\n" + "\n".join(logs)[-6000:]
-        reports.append(json.loads(path.read_text()))
-    return reports
+    names = [f"process{i}" for i in range(nproc)]
+    # Not all_ok: test_every_process_ran asserts each process's report.
+    return run_ranks(
+        cmds, out, names, limit_s=LIMIT_S, what="the multi-process job", env=env, all_ok=False
+    )
 
 
 @pytest.fixture(scope="module")

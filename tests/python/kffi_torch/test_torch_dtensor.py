@@ -10,12 +10,11 @@ what each rank reported. The other tests read the rules themselves, in this proc
 
 from __future__ import annotations
 
-import json
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from ranks import run_ranks
 
 torch = pytest.importorskip("torch")
 dist = pytest.importorskip("torch.distributed")
@@ -25,34 +24,20 @@ from kffi.torch._dtensor import rule_of
 from kffi.torch._schema import signature_of
 
 WORKER = Path(__file__).resolve().parent / "torch_dtensor_worker.py"
+RANKS = ["rank0", "rank1"]  # the reports rank<r>.json
 TIMEOUT_S = 600
 TOL = 1e-6
 
 
-def run_ranks(tmp_path) -> list:
+def run_job(tmp_path) -> list:
     out = tmp_path / "ranks"
     cmd = [sys.executable, str(WORKER), "--out", str(out)]
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT_S, check=False)
-    except subprocess.TimeoutExpired as e:
-        pytest.fail(f"the DTensor ranks ran past {TIMEOUT_S} s:\n{(e.stderr or '')[-6000:]}")
-    reports = []
-    for rank in (0, 1):
-        path = out / f"rank{rank}.json"
-        assert path.exists(), (
-            f"rank {rank} wrote no report (rc {proc.returncode}):\n{proc.stdout[-4000:]}\n"
-            f"{proc.stderr[-8000:]}"
-        )
-        reports.append(json.loads(path.read_text()))
-    for r in reports:
-        assert r["ok"], f"rank {r['rank']} failed:\n{r.get('error')}\n{proc.stderr[-4000:]}"
-    assert proc.returncode == 0, proc.stderr[-8000:]
-    return reports
+    return run_ranks([cmd], out, RANKS, limit_s=TIMEOUT_S, what="the DTensor ranks")
 
 
 @pytest.mark.skipif(not dist.is_gloo_available(), reason="torch without gloo")
 def test_dtensor_two_ranks(tmp_path):
-    for r in run_ranks(tmp_path):
+    for r in run_job(tmp_path):
         # Registering an op does not import DTensor (its rule waits for DTensor's import).
         assert not r["dtensor_before"] and not r["dtensor_after_register"], r
         res = r["results"]

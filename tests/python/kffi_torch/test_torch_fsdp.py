@@ -11,41 +11,26 @@ GPU per rank) needs two GPUs; the CPU case (gloo) runs anywhere torch does.
 
 from __future__ import annotations
 
-import json
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from ranks import run_ranks
 
 torch = pytest.importorskip("torch")
 dist = pytest.importorskip("torch.distributed")
 
 WORKER = Path(__file__).resolve().parent / "torch_fsdp_worker.py"
+RANKS = ["rank0", "rank1"]  # the reports rank<r>.json
 TIMEOUT_S = 600
 TOL = 1e-5  # CPU; GPUs sum in other orders (and reduce-scatter), hence TOL_CUDA
 TOL_CUDA = 1e-4
 
 
-def run_ranks(device, tmp_path) -> list:
+def run_job(device, tmp_path) -> list:
     out = tmp_path / "ranks"
     cmd = [sys.executable, str(WORKER), "--device", device, "--out", str(out)]
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT_S, check=False)
-    except subprocess.TimeoutExpired as e:
-        pytest.fail(f"the FSDP ranks ran past {TIMEOUT_S} s:\n{(e.stderr or '')[-6000:]}")
-    reports = []
-    for rank in (0, 1):
-        path = out / f"rank{rank}.json"
-        assert path.exists(), (
-            f"rank {rank} wrote no report (rc {proc.returncode}):\n{proc.stdout[-4000:]}\n"
-            f"{proc.stderr[-8000:]}"
-        )
-        reports.append(json.loads(path.read_text()))
-    for r in reports:
-        assert r["ok"], f"rank {r['rank']} failed:\n{r.get('error')}\n{proc.stderr[-4000:]}"
-    assert proc.returncode == 0, proc.stderr[-8000:]
-    return reports
+    return run_ranks([cmd], out, RANKS, limit_s=TIMEOUT_S, what="the FSDP ranks")
 
 
 def check_matches_torch(reports, tol=TOL):
@@ -59,7 +44,7 @@ def check_matches_torch(reports, tol=TOL):
 
 @pytest.mark.skipif(not dist.is_gloo_available(), reason="torch without gloo")
 def test_fsdp2_cpu_two_ranks(tmp_path):
-    check_matches_torch(run_ranks("cpu", tmp_path))
+    check_matches_torch(run_job("cpu", tmp_path))
 
 
 @pytest.mark.skipif(
@@ -68,4 +53,4 @@ def test_fsdp2_cpu_two_ranks(tmp_path):
 )
 @pytest.mark.skipif(not dist.is_nccl_available(), reason="torch without NCCL")
 def test_fsdp2_nccl_two_gpus(tmp_path):
-    check_matches_torch(run_ranks("cuda", tmp_path), tol=TOL_CUDA)
+    check_matches_torch(run_job("cuda", tmp_path), tol=TOL_CUDA)

@@ -1,8 +1,9 @@
 """tests/python/kffi_torch/torch_ddp_worker.py: a kffi.torch op inside DistributedDataParallel, 2
 ranks.
 
-    python tests/python/kffi_torch/torch_ddp_worker.py --device cuda --out DIR   # NCCL, one GPU per rank
-    python tests/python/kffi_torch/torch_ddp_worker.py --device cpu --out DIR    # gloo, two CPU processes
+    export PYTHONPATH=tests/python/support  # ranks.py (test_torch_ddp.py's run_ranks sets it)
+    python tests/python/kffi_torch/torch_ddp_worker.py --device cuda --out DIR  # NCCL, 2 GPUs
+    python tests/python/kffi_torch/torch_ddp_worker.py --device cpu --out DIR   # gloo, 2 CPUs
     (--backend: torch.compile's backend, default inductor)
 
 The parent builds the kernels once (kffi's disk cache), then torch.multiprocessing.spawn starts
@@ -12,6 +13,8 @@ compares the loss, the output, the all-reduced gradients and the parameters afte
 step with the same model calling torch ops. On CUDA it also checks that its kernel runs on its
 own device and on the stream that is current (a side stream). Each rank writes
 rank<r>.json to --out; test_torch_ddp.py reads them. Every collective has a timeout.
+
+join_group, leave_group and spawn_ranks are the FSDP and DTensor workers' too.
 """
 # SPDX-License-Identifier: Apache-2.0
 
@@ -20,11 +23,9 @@ from __future__ import annotations
 import argparse
 import copy
 import datetime
-import json
 import os
-import socket
-import sys
-import traceback
+
+from ranks import free_port, report_rank
 
 CPU_SRC = r"""
 void square(kffi::ConstTensorView x, kffi::TensorView y) {
@@ -111,7 +112,19 @@ def build(device):
     return fns
 
 
-def _model_class():
+def square_op(device, name):
+    """The kffi op `square` registered as name, with its kffi backward; and build's functions."""
+    import kffi.torch
+
+    fns = build(device)
+    square = kffi.torch.register_op(fns["square"], name, allocate=True)
+    kffi.torch.register_autograd(square, backward=fns["square_bwd"])
+    return square, fns
+
+
+def models(dev, square):
+    """The model twice, with the same initial weights on every rank: a reference of torch ops
+    (x * x) and one whose forward calls square."""
     import torch
 
     class Model(torch.nn.Module):
@@ -126,114 +139,119 @@ def _model_class():
             h = self.square(h) if self.square is not None else h * h
             return self.lin2(h)
 
-    return Model
+    torch.manual_seed(0)  # the same initial weights on both ranks
+    base = Model(None)
+    ref = copy.deepcopy(base).to(dev)
+    mine = copy.deepcopy(base).to(dev)
+    mine.square = square
+    return ref, mine
 
 
-def rank_main(rank, device, port, out_dir, backend):
+def join_group(rank, port, cuda):
+    """Joins the two ranks' process group (NCCL, the rank's own GPU; else gloo, the CPU) and
+    returns the rank's device."""
+    import torch
+    import torch.distributed as dist
+
+    if cuda:
+        torch.cuda.set_device(rank)
+    dist.init_process_group(
+        "nccl" if cuda else "gloo",
+        init_method=f"tcp://127.0.0.1:{port}",
+        rank=rank,
+        world_size=2,
+        timeout=TIMEOUT,
+    )
+    return torch.device(f"cuda:{rank}" if cuda else "cpu")
+
+
+def leave_group():
+    import torch.distributed as dist
+
+    if dist.is_initialized():
+        dist.destroy_process_group()
+
+
+def spawn_ranks(rank_main, out, *args):
+    """Starts the two ranks, rank_main(rank, *args, port, out) each, and waits for them."""
+    import torch.multiprocessing as mp
+
+    os.makedirs(out, exist_ok=True)
+    mp.spawn(rank_main, args=(*args, free_port(), out), nprocs=2, join=True)
+
+
+def rank_main(rank, device, backend, port, out_dir):
+    report_rank(
+        os.path.join(out_dir, f"rank{rank}.json"),
+        lambda report: ddp_rank(report, rank, device, backend, port),
+        cleanup=leave_group,
+        rank=rank,
+    )
+
+
+def ddp_rank(report, rank, device, backend, port):
     import torch
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel as DDP
 
-    report = {"rank": rank, "ok": False}
-    try:
-        cuda = device == "cuda"
-        if cuda:
-            torch.cuda.set_device(rank)
-        dev = torch.device(f"cuda:{rank}" if cuda else "cpu")
-        dist.init_process_group(
-            "nccl" if cuda else "gloo",
-            init_method=f"tcp://127.0.0.1:{port}",
-            rank=rank,
-            world_size=2,
-            timeout=TIMEOUT,
-        )
-        import kffi.torch
+    cuda = device == "cuda"
+    dev = join_group(rank, port, cuda)
+    square, fns = square_op(device, "kffi_ddp::square")
+    ref, mine = models(dev, square)
+    ddp_kw = {"device_ids": [rank]} if cuda else {}
+    ref_ddp, mine_ddp = DDP(ref, **ddp_kw), DDP(mine, **ddp_kw)
+    compiled = torch.compile(mine_ddp, backend=backend)
+    opt_ref = torch.optim.SGD(ref_ddp.parameters(), lr=0.1)
+    opt_mine = torch.optim.SGD(mine_ddp.parameters(), lr=0.1)
 
-        fns = build(device)
-        square = kffi.torch.register_op(fns["square"], "kffi_ddp::square", allocate=True)
-        kffi.torch.register_autograd(square, backward=fns["square_bwd"])
-
-        Model = _model_class()
-        torch.manual_seed(0)  # the same initial weights on both ranks
-        base = Model(None)
-        ref = copy.deepcopy(base).to(dev)
-        mine = copy.deepcopy(base).to(dev)
-        mine.square = square
-        ddp_kw = {"device_ids": [rank]} if cuda else {}
-        ref_ddp, mine_ddp = DDP(ref, **ddp_kw), DDP(mine, **ddp_kw)
-        compiled = torch.compile(mine_ddp, backend=backend)
-        opt_ref = torch.optim.SGD(ref_ddp.parameters(), lr=0.1)
-        opt_mine = torch.optim.SGD(mine_ddp.parameters(), lr=0.1)
-
-        torch.manual_seed(100 + rank)  # each rank its own batch
-        errs = {"out": 0.0, "loss": 0.0, "grad": 0.0, "param": 0.0}
-        side = torch.cuda.Stream(dev) if cuda else None
-        for _step in range(3):
-            x = torch.randn(8, 16, device=dev)
-            target = torch.randn(8, 4, device=dev)
-            for opt in (opt_ref, opt_mine):
-                opt.zero_grad(set_to_none=True)
-            out_ref = ref_ddp(x)
-            loss_ref = torch.nn.functional.mse_loss(out_ref, target)
-            loss_ref.backward()
-            if cuda:  # the compiled model on a side stream: its kernels follow it
-                side.wait_stream(torch.cuda.current_stream(dev))
-                with torch.cuda.stream(side):
-                    out = compiled(x)
-                    loss = torch.nn.functional.mse_loss(out, target)
-                    loss.backward()
-                torch.cuda.current_stream(dev).wait_stream(side)
-            else:
+    torch.manual_seed(100 + rank)  # each rank its own batch
+    errs = {"out": 0.0, "loss": 0.0, "grad": 0.0, "param": 0.0}
+    side = torch.cuda.Stream(dev) if cuda else None
+    for _step in range(3):
+        x = torch.randn(8, 16, device=dev)
+        target = torch.randn(8, 4, device=dev)
+        for opt in (opt_ref, opt_mine):
+            opt.zero_grad(set_to_none=True)
+        out_ref = ref_ddp(x)
+        loss_ref = torch.nn.functional.mse_loss(out_ref, target)
+        loss_ref.backward()
+        if cuda:  # the compiled model on a side stream: its kernels follow it
+            side.wait_stream(torch.cuda.current_stream(dev))
+            with torch.cuda.stream(side):
                 out = compiled(x)
                 loss = torch.nn.functional.mse_loss(out, target)
                 loss.backward()
-            errs["out"] = max(errs["out"], (out - out_ref).abs().max().item())
-            errs["loss"] = max(errs["loss"], abs(loss.item() - loss_ref.item()))
-            for (name, p), q in zip(mine.named_parameters(), ref.parameters()):
-                assert p.grad is not None, f"no gradient for {name}"
-                errs["grad"] = max(errs["grad"], (p.grad - q.grad).abs().max().item())
-            opt_ref.step()
-            opt_mine.step()
-            for p, q in zip(mine.parameters(), ref.parameters()):
-                errs["param"] = max(errs["param"], (p - q).abs().max().item())
-        report["errors"] = errs
-        # DDP averaged the gradients: both ranks hold the same parameters after the steps.
-        flat = torch.cat([p.detach().reshape(-1) for p in mine.parameters()])
-        gathered = [torch.empty_like(flat) for _ in range(2)]
-        dist.all_gather(gathered, flat)
-        report["ranks_agree"] = (gathered[0] - gathered[1]).abs().max().item()
-        if cuda:
-            h = torch.randn(4, 32, device=dev)
-            with torch.cuda.stream(side):
-                report["kernel_device"] = int(fns["probe_device"](h))
-                report["kernel_stream"] = int(fns["probe_stream"](h))
-                report["side_stream"] = int(side.cuda_stream)
-                y = square(h)
-            torch.cuda.synchronize(dev)
-            report["side_stream_result"] = (y - h * h).abs().max().item()
-            report["output_device"] = str(y.device)
-        dist.barrier()
-        report["ok"] = True
-    except BaseException:
-        report["error"] = traceback.format_exc()
-    finally:
-        with open(os.path.join(out_dir, f"rank{rank}.json"), "w") as f:
-            json.dump(report, f)
-        try:
-            import torch.distributed as dist
-
-            if dist.is_initialized():
-                dist.destroy_process_group()
-        except Exception as e:  # the report above says what failed; this is only cleanup
-            print(f"rank {rank}: destroy_process_group: {e}", file=sys.stderr)
-    if not report["ok"]:
-        sys.exit(1)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+            torch.cuda.current_stream(dev).wait_stream(side)
+        else:
+            out = compiled(x)
+            loss = torch.nn.functional.mse_loss(out, target)
+            loss.backward()
+        errs["out"] = max(errs["out"], (out - out_ref).abs().max().item())
+        errs["loss"] = max(errs["loss"], abs(loss.item() - loss_ref.item()))
+        for (name, p), q in zip(mine.named_parameters(), ref.parameters()):
+            assert p.grad is not None, f"no gradient for {name}"
+            errs["grad"] = max(errs["grad"], (p.grad - q.grad).abs().max().item())
+        opt_ref.step()
+        opt_mine.step()
+        for p, q in zip(mine.parameters(), ref.parameters()):
+            errs["param"] = max(errs["param"], (p - q).abs().max().item())
+    report["errors"] = errs
+    # DDP averaged the gradients: both ranks hold the same parameters after the steps.
+    flat = torch.cat([p.detach().reshape(-1) for p in mine.parameters()])
+    gathered = [torch.empty_like(flat) for _ in range(2)]
+    dist.all_gather(gathered, flat)
+    report["ranks_agree"] = (gathered[0] - gathered[1]).abs().max().item()
+    if cuda:
+        h = torch.randn(4, 32, device=dev)
+        with torch.cuda.stream(side):
+            report["kernel_device"] = int(fns["probe_device"](h))
+            report["kernel_stream"] = int(fns["probe_stream"](h))
+            report["side_stream"] = int(side.cuda_stream)
+            y = square(h)
+        torch.cuda.synchronize(dev)
+        report["side_stream_result"] = (y - h * h).abs().max().item()
+        report["output_device"] = str(y.device)
+    dist.barrier()
 
 
 def main(argv=None):
@@ -242,13 +260,8 @@ def main(argv=None):
     ap.add_argument("--out", required=True)
     ap.add_argument("--backend", default="inductor")
     args = ap.parse_args(argv)
-    import torch.multiprocessing as mp
-
-    os.makedirs(args.out, exist_ok=True)
     build(args.device)  # once, before the ranks start: they load from the cache
-    mp.spawn(
-        rank_main, args=(args.device, _free_port(), args.out, args.backend), nprocs=2, join=True
-    )
+    spawn_ranks(rank_main, args.out, args.device, args.backend)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """tests/python/kffi_torch/torch_dtensor_worker.py: kffi.torch ops called on DTensors, 2 ranks, gloo
 on the CPU.
 
+    export PYTHONPATH=tests/python/support  # ranks.py (test_torch_dtensor.py's run_ranks sets it)
     python tests/python/kffi_torch/torch_dtensor_worker.py --out DIR
 
 The parent builds the kernels once (kffi's disk cache), then torch.multiprocessing.spawn starts
@@ -26,13 +27,12 @@ Each rank writes rank<r>.json (what it saw) to --out; test_torch_dtensor.py chec
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
-import traceback
 
-from torch_ddp_worker import TIMEOUT, _free_port
+from ranks import report_rank
 from torch_ddp_worker import build as build_square
+from torch_ddp_worker import join_group, leave_group, spawn_ranks
 
 SRC = r"""
 void rownorm(kffi::ConstTensorView x, kffi::TensorView y) {
@@ -81,123 +81,110 @@ def _comms(fn):
 
 
 def rank_main(rank, port, out_dir):
+    report_rank(
+        os.path.join(out_dir, f"rank{rank}.json"),
+        lambda report: dtensor_rank(report, rank, port),
+        cleanup=leave_group,
+        rank=rank,
+    )
+
+
+def dtensor_rank(report, rank, port):
     import torch
     import torch.distributed as dist
 
-    report = {"rank": rank, "ok": False}
-    try:
-        dist.init_process_group(
-            "gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2, timeout=TIMEOUT
-        )
-        import kffi.torch
+    join_group(rank, port, cuda=False)
+    import kffi.torch
 
-        fns = build()
-        op = kffi.torch.register_op
-        report["dtensor_before"] = "torch.distributed.tensor" in sys.modules
-        rownorm = op(fns["rownorm"], "kffi_dt::rownorm", allocate=True)
-        rows_seen = op(fns["rows_seen"], "kffi_dt::rows_seen", allocate=True)
-        rownorm_mut = op(fns["rownorm"], "kffi_dt::rownorm_mut")
-        square = op(fns["square"], "kffi_dt::square", allocate=True)
-        kffi.torch.register_autograd(square, backward=fns["square_bwd"])
+    fns = build()
+    op = kffi.torch.register_op
+    report["dtensor_before"] = "torch.distributed.tensor" in sys.modules
+    rownorm = op(fns["rownorm"], "kffi_dt::rownorm", allocate=True)
+    rows_seen = op(fns["rows_seen"], "kffi_dt::rows_seen", allocate=True)
+    rownorm_mut = op(fns["rownorm"], "kffi_dt::rownorm_mut")
+    square = op(fns["square"], "kffi_dt::square", allocate=True)
+    kffi.torch.register_autograd(square, backward=fns["square_bwd"])
 
-        report["dtensor_after_register"] = "torch.distributed.tensor" in sys.modules
-        from torch.distributed.device_mesh import init_device_mesh
-        from torch.distributed.tensor import DTensor, Replicate, Shard, distribute_tensor
+    report["dtensor_after_register"] = "torch.distributed.tensor" in sys.modules
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import DTensor, Replicate, Shard, distribute_tensor
 
-        # Registered with DTensor imported: its rule is declared at once.
-        plain = op(fns["rownorm_plain"], "kffi_dt::rownorm_plain", allocate=True)
+    # Registered with DTensor imported: its rule is declared at once.
+    plain = op(fns["rownorm_plain"], "kffi_dt::rownorm_plain", allocate=True)
 
-        mesh = init_device_mesh("cpu", (2,))
-        torch.manual_seed(0)  # the same input on both ranks
-        x = torch.rand(ROWS, COLS) + 0.5
-        expected = x / x.sum(1, keepdim=True)
+    mesh = init_device_mesh("cpu", (2,))
+    torch.manual_seed(0)  # the same input on both ranks
+    x = torch.rand(ROWS, COLS) + 0.5
+    expected = x / x.sum(1, keepdim=True)
 
-        def dt(t, placement):
-            return distribute_tensor(t, mesh, [placement])
+    def dt(t, placement):
+        return distribute_tensor(t, mesh, [placement])
 
-        def summary(y, comms):
-            return {
-                "dtensor": isinstance(y, DTensor),
-                "placements": [str(p) for p in y.placements] if isinstance(y, DTensor) else None,
-                "local_shape": list(y.to_local().shape) if isinstance(y, DTensor) else None,
-                "comms": comms,
-            }
-
-        res = {}
-        for label, pl in (("shard0", Shard(0)), ("shard1", Shard(1)), ("replicate", Replicate())):
-            xd = dt(x, pl)
-            y, comms = _comms(lambda xd=xd: rownorm(xd))
-            res[f"rownorm_{label}"] = {
-                **summary(y, comms),
-                "err": (y.full_tensor() - expected).abs().max().item(),
-            }
-            seen, comms = _comms(lambda xd=xd: rows_seen(xd))
-            local = seen.to_local()
-            res[f"rows_seen_{label}"] = {
-                **summary(seen, comms),
-                "seen": sorted(set(local.reshape(-1).tolist())),
-            }
-        for label, pl in (("replicate", Replicate()), ("shard0", Shard(0))):
-            y = plain(dt(x, pl))
-            res[f"plain_{label}"] = {
-                **summary(y, None),
-                "err": (y.full_tensor() - expected).abs().max().item(),
-            }
-
-        # In place: the written argument stays where it is.
-        for label, ypl in (("shard0", Shard(0)), ("replicate", Replicate())):
-            yd = dt(torch.zeros(ROWS, COLS), ypl)
-            local_before = yd.to_local()
-            r = rownorm_mut(dt(x, Shard(0)), yd)
-            res[f"mut_{label}"] = {
-                "returned": repr(r),
-                "placements": [str(p) for p in yd.placements],
-                "same_local": yd.to_local().data_ptr() == local_before.data_ptr(),
-                "err": (yd.full_tensor() - expected).abs().max().item(),
-            }
-        try:
-            rownorm_mut(dt(x, Shard(1)), dt(torch.zeros(ROWS, COLS), Shard(1)))
-            res["mut_shard1_error"] = None
-        except Exception as e:
-            res["mut_shard1_error"] = f"{type(e).__name__}: {e}"
-
-        # Autograd: the kffi backward runs on the shards too.
-        x32 = torch.rand(ROWS, 32)  # square's contract: (n, 32)
-        xg = dt(x32, Shard(0)).requires_grad_()
-        square(xg).sum().backward()
-        res["grad"] = {
-            "placements": [str(p) for p in xg.grad.placements],
-            "local_shape": list(xg.grad.to_local().shape),
-            "err": (xg.grad.full_tensor() - 2 * x32).abs().max().item(),
+    def summary(y, comms):
+        return {
+            "dtensor": isinstance(y, DTensor),
+            "placements": [str(p) for p in y.placements] if isinstance(y, DTensor) else None,
+            "local_shape": list(y.to_local().shape) if isinstance(y, DTensor) else None,
+            "comms": comms,
         }
-        report["results"] = res
-        dist.barrier()
-        report["ok"] = True
-    except BaseException:
-        report["error"] = traceback.format_exc()
-    finally:
-        with open(os.path.join(out_dir, f"rank{rank}.json"), "w") as f:
-            json.dump(report, f)
-        try:
-            import torch.distributed as dist
 
-            if dist.is_initialized():
-                dist.destroy_process_group()
-        except Exception as e:  # the report above says what failed; this is only cleanup
-            print(f"rank {rank}: destroy_process_group: {e}", file=sys.stderr)
-    if not report["ok"]:
-        sys.exit(1)
+    res = {}
+    for label, pl in (("shard0", Shard(0)), ("shard1", Shard(1)), ("replicate", Replicate())):
+        xd = dt(x, pl)
+        y, comms = _comms(lambda xd=xd: rownorm(xd))
+        res[f"rownorm_{label}"] = {
+            **summary(y, comms),
+            "err": (y.full_tensor() - expected).abs().max().item(),
+        }
+        seen, comms = _comms(lambda xd=xd: rows_seen(xd))
+        local = seen.to_local()
+        res[f"rows_seen_{label}"] = {
+            **summary(seen, comms),
+            "seen": sorted(set(local.reshape(-1).tolist())),
+        }
+    for label, pl in (("replicate", Replicate()), ("shard0", Shard(0))):
+        y = plain(dt(x, pl))
+        res[f"plain_{label}"] = {
+            **summary(y, None),
+            "err": (y.full_tensor() - expected).abs().max().item(),
+        }
+
+    # In place: the written argument stays where it is.
+    for label, ypl in (("shard0", Shard(0)), ("replicate", Replicate())):
+        yd = dt(torch.zeros(ROWS, COLS), ypl)
+        local_before = yd.to_local()
+        r = rownorm_mut(dt(x, Shard(0)), yd)
+        res[f"mut_{label}"] = {
+            "returned": repr(r),
+            "placements": [str(p) for p in yd.placements],
+            "same_local": yd.to_local().data_ptr() == local_before.data_ptr(),
+            "err": (yd.full_tensor() - expected).abs().max().item(),
+        }
+    try:
+        rownorm_mut(dt(x, Shard(1)), dt(torch.zeros(ROWS, COLS), Shard(1)))
+        res["mut_shard1_error"] = None
+    except Exception as e:
+        res["mut_shard1_error"] = f"{type(e).__name__}: {e}"
+
+    # Autograd: the kffi backward runs on the shards too.
+    x32 = torch.rand(ROWS, 32)  # square's contract: (n, 32)
+    xg = dt(x32, Shard(0)).requires_grad_()
+    square(xg).sum().backward()
+    res["grad"] = {
+        "placements": [str(p) for p in xg.grad.placements],
+        "local_shape": list(xg.grad.to_local().shape),
+        "err": (xg.grad.full_tensor() - 2 * x32).abs().max().item(),
+    }
+    report["results"] = res
+    dist.barrier()
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True)
     args = ap.parse_args(argv)
-    import torch.multiprocessing as mp
-
-    os.makedirs(args.out, exist_ok=True)
     build()  # once, before the ranks start: they load from the cache
-    mp.spawn(rank_main, args=(_free_port(), args.out), nprocs=2, join=True)
+    spawn_ranks(rank_main, args.out)
 
 
 if __name__ == "__main__":

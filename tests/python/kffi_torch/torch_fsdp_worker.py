@@ -1,8 +1,9 @@
 """tests/python/kffi_torch/torch_fsdp_worker.py: a kffi.torch op inside an FSDP2 (fully_shard)
 model, 2 ranks.
 
-    python tests/python/kffi_torch/torch_fsdp_worker.py --device cpu --out DIR    # gloo, two CPU processes
-    python tests/python/kffi_torch/torch_fsdp_worker.py --device cuda --out DIR   # NCCL, one GPU per rank
+    export PYTHONPATH=tests/python/support  # ranks.py (test_torch_fsdp.py's run_ranks sets it)
+    python tests/python/kffi_torch/torch_fsdp_worker.py --device cpu --out DIR   # gloo, 2 CPUs
+    python tests/python/kffi_torch/torch_fsdp_worker.py --device cuda --out DIR  # NCCL, 2 GPUs
 
 The kernels and the model are torch_ddp_worker.py's (`square`: y = x * x, with a kffi backward
 dx = 2 x g, between two Linear layers). The parent builds the kernels once (kffi's disk cache),
@@ -19,14 +20,12 @@ rank<r>.json to --out; test_torch_fsdp.py reads them. Every collective has a tim
 from __future__ import annotations
 
 import argparse
-import copy
-import json
 import os
-import sys
-import traceback
 
-# The DDP worker's kernels, model and helpers (spawn gives the ranks this folder on sys.path).
-from torch_ddp_worker import TIMEOUT, _free_port, _model_class, build
+# ranks is support/'s (on PYTHONPATH); the DDP worker's kernels, model and helpers are this
+# folder's (spawn gives the ranks the parent's sys.path).
+from ranks import report_rank
+from torch_ddp_worker import build, join_group, leave_group, models, spawn_ranks, square_op
 
 STEPS = 4
 BATCH = 8  # rows per rank
@@ -40,92 +39,66 @@ def _full(t):
 
 
 def rank_main(rank, device, port, out_dir):
+    report_rank(
+        os.path.join(out_dir, f"rank{rank}.json"),
+        lambda report: fsdp_rank(report, rank, device, port),
+        cleanup=leave_group,
+        rank=rank,
+    )
+
+
+def fsdp_rank(report, rank, device, port):
     import torch
     import torch.distributed as dist
 
-    report = {"rank": rank, "ok": False}
-    try:
-        cuda = device == "cuda"
-        if cuda:
-            torch.cuda.set_device(rank)
-        dev = torch.device(f"cuda:{rank}" if cuda else "cpu")
-        dist.init_process_group(
-            "nccl" if cuda else "gloo",
-            init_method=f"tcp://127.0.0.1:{port}",
-            rank=rank,
-            world_size=2,
-            timeout=TIMEOUT,
-        )
-        import kffi.torch
-        from torch.distributed.device_mesh import init_device_mesh
-        from torch.distributed.fsdp import fully_shard
-        from torch.distributed.tensor import DTensor
+    dev = join_group(rank, port, device == "cuda")
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+    from torch.distributed.tensor import DTensor
 
-        fns = build(device)
-        square = kffi.torch.register_op(fns["square"], "kffi_fsdp::square", allocate=True)
-        kffi.torch.register_autograd(square, backward=fns["square_bwd"])
-        calls = {"n": 0}
+    square, _ = square_op(device, "kffi_fsdp::square")
+    calls = {"n": 0}
 
-        def counted_square(h):
-            calls["n"] += 1
-            return square(h)
+    def counted_square(h):
+        calls["n"] += 1
+        return square(h)
 
-        Model = _model_class()
-        torch.manual_seed(0)  # the same initial weights on both ranks
-        base = Model(None)
-        ref = copy.deepcopy(base).to(dev)
-        mine = copy.deepcopy(base).to(dev)
-        mine.square = counted_square
-        mesh = init_device_mesh(dev.type, (2,))
-        fully_shard(mine.lin1, mesh=mesh)
-        fully_shard(mine.lin2, mesh=mesh)
-        fully_shard(mine, mesh=mesh)
-        report["sharded"] = all(isinstance(p, DTensor) for p in mine.parameters())
-        report["local_rows"] = mine.lin1.weight.to_local().shape[0]
-        opt_ref = torch.optim.Adam(ref.parameters(), lr=0.01)
-        opt_mine = torch.optim.Adam(mine.parameters(), lr=0.01)
+    ref, mine = models(dev, counted_square)
+    mesh = init_device_mesh(dev.type, (2,))
+    fully_shard(mine.lin1, mesh=mesh)
+    fully_shard(mine.lin2, mesh=mesh)
+    fully_shard(mine, mesh=mesh)
+    report["sharded"] = all(isinstance(p, DTensor) for p in mine.parameters())
+    report["local_rows"] = mine.lin1.weight.to_local().shape[0]
+    opt_ref = torch.optim.Adam(ref.parameters(), lr=0.01)
+    opt_mine = torch.optim.Adam(mine.parameters(), lr=0.01)
 
-        errs = {"out": 0.0, "loss": 0.0, "grad": 0.0, "param": 0.0}
-        for step in range(STEPS):
-            torch.manual_seed(1000 + step)  # every rank draws the whole batch, keeps its rows
-            x = torch.randn(2 * BATCH, 16, device=dev)
-            target = torch.randn(2 * BATCH, 4, device=dev)
-            rows = slice(rank * BATCH, (rank + 1) * BATCH)
-            for opt in (opt_ref, opt_mine):
-                opt.zero_grad(set_to_none=True)
-            out_ref = ref(x)
-            torch.nn.functional.mse_loss(out_ref, target).backward()
-            loss_ref = torch.nn.functional.mse_loss(out_ref[rows], target[rows])
-            out = mine(x[rows])
-            loss = torch.nn.functional.mse_loss(out, target[rows])
-            loss.backward()
-            errs["out"] = max(errs["out"], (out - out_ref[rows]).abs().max().item())
-            errs["loss"] = max(errs["loss"], abs(loss.item() - loss_ref.item()))
-            for (name, p), q in zip(mine.named_parameters(), ref.parameters()):
-                assert p.grad is not None, f"no gradient for {name}"
-                errs["grad"] = max(errs["grad"], (_full(p.grad) - q.grad).abs().max().item())
-            opt_ref.step()
-            opt_mine.step()
-            for p, q in zip(mine.parameters(), ref.parameters()):
-                errs["param"] = max(errs["param"], (_full(p.detach()) - q).abs().max().item())
-        report["errors"] = errs
-        report["kffi_calls"] = calls["n"]
-        dist.barrier()
-        report["ok"] = True
-    except BaseException:
-        report["error"] = traceback.format_exc()
-    finally:
-        with open(os.path.join(out_dir, f"rank{rank}.json"), "w") as f:
-            json.dump(report, f)
-        try:
-            import torch.distributed as dist
-
-            if dist.is_initialized():
-                dist.destroy_process_group()
-        except Exception as e:  # the report above says what failed; this is only cleanup
-            print(f"rank {rank}: destroy_process_group: {e}", file=sys.stderr)
-    if not report["ok"]:
-        sys.exit(1)
+    errs = {"out": 0.0, "loss": 0.0, "grad": 0.0, "param": 0.0}
+    for step in range(STEPS):
+        torch.manual_seed(1000 + step)  # every rank draws the whole batch, keeps its rows
+        x = torch.randn(2 * BATCH, 16, device=dev)
+        target = torch.randn(2 * BATCH, 4, device=dev)
+        rows = slice(rank * BATCH, (rank + 1) * BATCH)
+        for opt in (opt_ref, opt_mine):
+            opt.zero_grad(set_to_none=True)
+        out_ref = ref(x)
+        torch.nn.functional.mse_loss(out_ref, target).backward()
+        loss_ref = torch.nn.functional.mse_loss(out_ref[rows], target[rows])
+        out = mine(x[rows])
+        loss = torch.nn.functional.mse_loss(out, target[rows])
+        loss.backward()
+        errs["out"] = max(errs["out"], (out - out_ref[rows]).abs().max().item())
+        errs["loss"] = max(errs["loss"], abs(loss.item() - loss_ref.item()))
+        for (name, p), q in zip(mine.named_parameters(), ref.parameters()):
+            assert p.grad is not None, f"no gradient for {name}"
+            errs["grad"] = max(errs["grad"], (_full(p.grad) - q.grad).abs().max().item())
+        opt_ref.step()
+        opt_mine.step()
+        for p, q in zip(mine.parameters(), ref.parameters()):
+            errs["param"] = max(errs["param"], (_full(p.detach()) - q).abs().max().item())
+    report["errors"] = errs
+    report["kffi_calls"] = calls["n"]
+    dist.barrier()
 
 
 def main(argv=None):
@@ -133,11 +106,8 @@ def main(argv=None):
     ap.add_argument("--device", choices=("cuda", "cpu"), default="cpu")
     ap.add_argument("--out", required=True)
     args = ap.parse_args(argv)
-    import torch.multiprocessing as mp
-
-    os.makedirs(args.out, exist_ok=True)
     build(args.device)  # once, before the ranks start: they load from the cache
-    mp.spawn(rank_main, args=(args.device, _free_port(), args.out), nprocs=2, join=True)
+    spawn_ranks(rank_main, args.out, args.device)
 
 
 if __name__ == "__main__":

@@ -16,7 +16,8 @@ _counter = itertools.count()
 
 @pytest.fixture(scope="session")
 def tk() -> kffi.Module:
-    """tests/python/kffi_torch/torch_kernels.cc, built with kffi.cpp.build (cached on disk) and loaded."""
+    """tests/python/kffi_torch/torch_kernels.cc, built with kffi.cpp.build (cached on disk) and
+    loaded."""
     path = kffi.cpp.build("kffi_test_torch_kernels", [str(HERE / "torch_kernels.cc")], quiet=True)
     return kffi.load_module(path)
 

@@ -22,7 +22,7 @@ source_suffix = {".md": "markdown"}
 root_doc = "index"
 exclude_patterns = ["_build", "Doxyfile"]
 # Colon fences hold the directives (toctree, autodoc), so that ``` blocks are all example code,
-# which tests/python/test_docs.py runs.
+# which tests/python/house/test_docs.py runs.
 myst_enable_extensions = ["colon_fence"]
 myst_heading_anchors = 3
 # Blocks tagged for the docs runner (```python gpu, ```cpp file=x.cc) highlight as their language.

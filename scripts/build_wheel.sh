@@ -83,20 +83,20 @@ PY
 
 # What a user of the wheel gets by default: torch and JAX installed beside it, no compiler on
 # PATH, an empty build cache. The kernel library is built first, with the venv's kffi-config;
-# then tests/python/default_path_check.py calls it with torch tensors, as kffi.torch ops (eager
-# and under torch.compile) and through kffi.jax.call under jax.jit, and checks that nothing was
-# compiled: the glue the wheel carries serves all of it. The torch is the one the wheel was built
-# with (its glue is for that torch's minor version).
+# then tests/python/toolchain/default_path_check.py calls it with torch tensors, as kffi.torch ops
+# (eager and under torch.compile) and through kffi.jax.call under jax.jit, and checks that nothing
+# was compiled: the glue the wheel carries serves all of it. The torch is the one the wheel was
+# built with (its glue is for that torch's minor version).
 TORCH_VERSION="$(python3 -c 'import torch; print(torch.__version__)' 2>/dev/null || true)"
 if [ -n "$TORCH_VERSION" ] && python3 -m zipfile -l "${WHEEL[0]}" | grep -q 'kffi/torch/lib/torch-'; then
   echo "wheel smoke test: the default path, with torch $TORCH_VERSION and jax, no compiler"
   "$VENV/bin/python" -m pip install -q --disable-pip-version-check "torch==$TORCH_VERSION" jax
-  g++ -shared -fPIC -O2 -o "$SMOKE/libdefault.so" "$ROOT/tests/python/default_path_kernels.cc" \
-    "${FLAGS[@]}"
+  g++ -shared -fPIC -O2 -o "$SMOKE/libdefault.so" \
+    "$ROOT/tests/python/toolchain/default_path_kernels.cc" "${FLAGS[@]}"
   mkdir -p "$SMOKE/no-compiler" "$SMOKE/cache"
   (cd "$SMOKE" && env PATH="$SMOKE/no-compiler" CXX="$SMOKE/no-compiler/c++" CC="$SMOKE/no-compiler/cc" \
-    KFFI_CACHE_DIR="$SMOKE/cache" "$VENV/bin/python" "$ROOT/tests/python/default_path_check.py" \
-    "$SMOKE/libdefault.so" all)
+    KFFI_CACHE_DIR="$SMOKE/cache" "$VENV/bin/python" \
+    "$ROOT/tests/python/toolchain/default_path_check.py" "$SMOKE/libdefault.so" all)
 else
   echo "wheel smoke test: no torch where the wheel was built (or no glue in it): default path skipped"
 fi

@@ -123,7 +123,7 @@ try:  # imported once up front: under TSan a first import of torch inside a test
 except ImportError:
     pass
 sys.exit(pytest.main(["-q", "-p", "no:cacheprovider", *sys.argv[1:]]))' \
-    tests/python/test_threads.py tests/python/test_cleanup_errors.py) || status=$?
+    tests/python/core/test_threads.py tests/python/core/test_cleanup_errors.py) || status=$?
   if compgen -G "$build/tsan-report.*" >/dev/null; then
     cat "$build"/tsan-report.*
     status=1

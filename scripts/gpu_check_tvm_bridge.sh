@@ -21,8 +21,9 @@ $PY -c "import kffi, tvm_ffi, torch; print('kffi', kffi.__version__, 'tvm_ffi', 
       'cuda', torch.cuda.is_available())" | tee "$OUT/tvm_bridge_env.txt"
 
 echo "== TVM-FFI bridge tests (GPU) =="
-$PY -m pytest tests/python/test_cute_dsl.py tests/python/test_tvm_bridge.py \
-  tests/python/test_tvm_coexistence.py tests/python/test_tvm_ffi_docs.py \
+$PY -m pytest tests/python/kffi_tvm/test_cute_dsl.py tests/python/kffi_tvm/test_tvm_bridge.py \
+  tests/python/kffi_tvm/test_tvm_coexistence.py \
+  'tests/python/house/test_docs.py::test_page_runs[docs/tvm_ffi.md]' \
   -q -rs -p no:cacheprovider >"$OUT/tvm_bridge_pytest.log" 2>&1
 tail -25 "$OUT/tvm_bridge_pytest.log"
 

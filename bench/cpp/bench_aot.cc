@@ -2,10 +2,10 @@
 // object linked statically) against a direct call of the same C++ function.
 //
 // The entry points below are what kffi.aot.render_header writes for these functions
-// (tests/python/test_aot_stubs.py holds the generator to this text), and the safe-call symbols
-// live in another translation unit (bench_aot_kernels.cc), as a linked object's do. The direct
-// anchors call the functions through a volatile function pointer: what a call into another object
-// costs at the least.
+// (tests/python/toolchain/test_aot_stubs.py holds the generator to this text), and the safe-call
+// symbols live in another translation unit (bench_aot_kernels.cc), as a linked object's do. The
+// direct anchors call the functions through a volatile function pointer: what a call into another
+// object costs at the least.
 // SPDX-License-Identifier: Apache-2.0
 #include <benchmark/benchmark.h>
 #include <kffi/container/containers.h>

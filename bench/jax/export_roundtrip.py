@@ -11,7 +11,7 @@ measures, interleaved, the median time per call of
 
 after checking that both give the same result. The goal (issue 26): deserialized / original
 within noise (ratio about 1.0). Fresh-process registration is the same code path
-(kffi.jax.register_module); tests/python/test_jax_export.py covers it.
+(kffi.jax.register_module); tests/python/kffi_jax/test_jax_export.py covers it.
 
 Usage: python3 bench/jax/export_roundtrip.py [--platform cpu|gpu] [--n 1048576] [--reps 15]
                                              [--calls 50] [--out build/bench_export.json]
@@ -48,7 +48,7 @@ def main() -> int:
     if args.platform:
         jax.config.update("jax_platforms", "cuda" if args.platform == "gpu" else "cpu")
     gpu = jax.default_backend() == "gpu"
-    sys.path.insert(0, str(ROOT / "tests" / "python"))
+    sys.path.insert(0, str(ROOT / "tests" / "python" / "kffi_jax"))
     import jax_export_cases as cases  # the test kernels: repeat2 and scale (module), add_one
 
     device = "cuda" if gpu else "cpu"

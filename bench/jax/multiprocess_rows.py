@@ -23,9 +23,7 @@ Usage: python3 bench/jax/multiprocess_rows.py [--platform cpu|gpu] [--rows 4096]
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import platform as host_platform
 import socket
 import statistics
 import subprocess
@@ -35,6 +33,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
+import _rows as rows
 from shard_rows import ROOT, build, collectives, gpu_count
 
 GOAL = 0.6
@@ -147,17 +146,15 @@ def worker(args) -> int:
     ratio = statistics.median(ratios)
     med_sharded, med_single = statistics.median(slowest), statistics.median(single)
     device = getattr(jax.local_devices()[0], "device_kind", args.platform)
-    total = sum(hlo.values())
     print(
         f"kffi.jax row-parallel kernel, 2 processes x 1 {device}, input {shape[0]}x{shape[1]} "
         f"float32, {args.reps} rounds x {args.calls} calls"
     )
-    print(f"{'case':<30} {'median ms':>10} {'/ single':>9}")
-    print(f"{'single (1 process, whole)':<30} {med_single * 1e3:>10.3f} {1:>8.2f}x")
-    print(f"{'sharded (2 processes)':<30} {med_sharded * 1e3:>10.3f} {ratio:>8.2f}x")
-    detail = ", ".join(f"{k} {v}" for k, v in hlo.items() if v) or "none"
-    print(f"collectives in the sharded HLO: {total} ({detail})")
-    print(f"goal: sharded <= {GOAL}x single: {ratio:.2f}x ({'met' if ratio <= GOAL else 'missed'})")
+    print(f"{'case':<30} {rows.HEADER}")
+    print(f"{'single (1 process, whole)':<30} {rows.row(med_single, 1)}")
+    print(f"{'sharded (2 processes)':<30} {rows.row(med_sharded, ratio)}")
+    print(f"collectives in the sharded HLO: {rows.collectives_text(hlo)}")
+    print(rows.goal_text(ratio, GOAL))
     result = {
         "bench": "multiprocess_rows",
         "platform": args.platform,
@@ -171,14 +168,8 @@ def worker(args) -> int:
         "ratio_sharded_vs_single": ratio,
         "goal_sharded_vs_single": GOAL,
         "hlo_collectives": hlo,
-        "jax": jax.__version__,
-        "python": sys.version.split()[0],
-        "host": host_platform.node(),
     }
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=1))
-    print(f"wrote {out}")
+    rows.write(args.out, result)
     return 0
 
 

@@ -26,14 +26,14 @@ small sizes (--rows 256 --cols 512 unless given). Never fails on a missed goal.
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import platform as host_platform
 import random
 import statistics
 import sys
 import time
 from pathlib import Path
+
+import _rows as rows
 
 ROOT = Path(__file__).resolve().parents[2]
 COLLECTIVES = ("all-gather", "all-reduce", "all-to-all", "collective-permute", "reduce-scatter")
@@ -203,19 +203,12 @@ def main(argv=None) -> int:
         f"kffi.jax row-parallel kernel, input {shape[0]}x{shape[1]} float32, "
         f"2 x {device_name}, {args.reps} reps x {args.calls} calls"
     )
-    print(f"{'case':<10} {'median ms':>10} {'/ single':>9}  collectives in HLO")
+    print(f"{'case':<10} {rows.HEADER}  collectives in HLO")
     for name in cases:
-        total = sum(hlo[name].values())
-        detail = ", ".join(f"{k} {v}" for k, v in hlo[name].items() if v) or "none"
-        print(
-            f"{name:<10} {med[name] * 1e3:>10.3f} {med[name] / med['single']:>8.2f}x  "
-            f"{total} ({detail})"
-        )
+        cells = rows.row(med[name], med[name] / med["single"])
+        print(f"{name:<10} {cells}  {rows.collectives_text(hlo[name])}")
     goal = 0.55
-    print(
-        f"goal: sharded <= {goal}x single: {ratio_sharded:.2f}x "
-        f"({'met' if ratio_sharded <= goal else 'missed'}); gathered {ratio_gathered:.2f}x"
-    )
+    print(f"{rows.goal_text(ratio_sharded, goal)}; gathered {ratio_gathered:.2f}x")
     result = {
         "bench": "shard_rows",
         "platform": args.platform,
@@ -230,14 +223,8 @@ def main(argv=None) -> int:
         "ratio_gathered_vs_single": ratio_gathered,
         "goal_sharded_vs_single": goal,
         "hlo_collectives": hlo,
-        "jax": jax.__version__,
-        "python": sys.version.split()[0],
-        "host": host_platform.node(),
     }
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=1))
-    print(f"wrote {out}")
+    rows.write(args.out, result)
     return 0
 
 

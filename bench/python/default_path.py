@@ -46,7 +46,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 sys.path.insert(0, str(HERE))
-sys.path.insert(0, str(ROOT / "tests" / "python"))
+sys.path.insert(0, str(ROOT / "tests" / "python" / "support"))
 
 import call_overhead as co  # the kernels and their cached builds
 from toolchain_support import env_without_compiler
@@ -281,9 +281,8 @@ def first_use(reps: int) -> dict:
     start, or where it resets t0)."""
     import kffi
 
-    ops_lib = kffi.cpp.build(
-        "kffi_default_path", [str(ROOT / "tests/python/default_path_kernels.cc")], quiet=True
-    )
+    kernels = ROOT / "tests" / "python" / "toolchain" / "default_path_kernels.cc"
+    ops_lib = kffi.cpp.build("kffi_default_path", [str(kernels)], quiet=True)
     names = {"LIB": repr(str(co.build_kffi())), "OPS": repr(ops_lib)}
     wants = {"import_torch", "first_call", "first_op"}
     try:

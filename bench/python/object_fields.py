@@ -121,7 +121,7 @@ def build_nanobind():
 def build_tvm_point():
     """A Point of tests/tvm_libs/tvm_refl.cc, its library bound to apache-tvm-ffi, or None when
     apache-tvm-ffi is not installed."""
-    sys.path.insert(0, str(ROOT / "tests" / "python"))
+    sys.path.insert(0, str(ROOT / "tests" / "python" / "support"))
     import tvm_libs
 
     if tvm_libs.tvm_ffi_dir() is None:

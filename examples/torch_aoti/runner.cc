@@ -1,5 +1,5 @@
 // examples/torch_aoti/runner.cc: a C++ program with no Python that serves a .pt2 calling kffi ops
-// (docs/deploy.md; tests/python/test_torch_aoti_cpp.py builds and runs it).
+// (docs/deploy.md; tests/python/kffi_torch/test_torch_aoti_cpp.py builds and runs it).
 //
 //   cmake -S examples/torch_aoti -B build -DCMAKE_PREFIX_PATH="$(python -m kffi --cmake-dir);..."
 //   (CMakeLists.txt beside it), or: c++ runner.cc -o runner $(python -m kffi.torch --cxxflags

@@ -1,6 +1,7 @@
 // tests/cpp/test_cuda_cubin.cc: kffi::cuda::CubinModule without a GPU: arch tags, which image a
-// device loads, bad input, KFFI_EMBED_CUBIN. Launches run in tests/python/test_cuda_compile_gpu.py
-// (a library embedding an NVRTC cubin, built by test_cuda_compile.py's helper).
+// device loads, bad input, KFFI_EMBED_CUBIN. Launches run in
+// tests/python/kffi_cuda/test_cuda_compile_gpu.py (a library embedding an NVRTC cubin, built by
+// test_cuda_compile.py's helper).
 // SPDX-License-Identifier: Apache-2.0
 #include <gtest/gtest.h>
 #include <kffi/cuda/cubin.h>

@@ -1,5 +1,13 @@
 """tests/python/conftest.py: builds and loads the testing library and the test kernel libraries.
 
+The tests are in folders by area: core (the runtime), hostile, contract, toolchain, kffi_cuda,
+kffi_jax, kffi_torch, kffi_tvm and house (the repository's own rules). A folder is never named
+like a module the tests import (torch, jax, cuda, tvm): pytest puts this folder on sys.path, and
+where torch is not installed a folder tests/python/torch would be imported as torch instead.
+Modules and kernel sources that one area uses sit in its folder (pytest puts a test's folder on
+sys.path); those of several areas are in support/, which this file puts on sys.path, and
+kernels/ holds the kernel libraries built here for every area.
+
 The libraries are built by kffi.cpp.build (the flags `kffi-config` gives, exactly what a kernel
 author uses) into a temporary folder, named by a hash of the sources, headers and flags so that
 an unchanged library is not rebuilt by the next session.
@@ -20,8 +28,13 @@ import pytest
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
+SUPPORT = HERE / "support"  # shared by several areas; a test's subprocess puts it on sys.path
+KERNELS = HERE / "kernels"
 TESTING_LIB_SOURCE = REPO / "tests" / "testing_lib" / "testing_lib.cc"
-KERNEL_SOURCES = {p.stem: p for p in sorted((HERE / "kernels").glob("*.cc"))}
+KERNEL_SOURCES = {p.stem: p for p in sorted(KERNELS.glob("*.cc"))}
+
+if str(SUPPORT) not in sys.path:
+    sys.path.insert(0, str(SUPPORT))
 
 
 def _cache_dir() -> Path:

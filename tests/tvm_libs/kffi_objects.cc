@@ -1,7 +1,8 @@
 // tests/tvm_libs/kffi_objects.cc: a kffi kernel library (built with kffi's headers, not TVM-FFI's)
 // whose objects are of types registered in kffi's registry, for the object sweep of
-// tests/python/test_tvm_objects.py: objects of every origin side by side with those of TVM-FFI
-// libraries, including kffi types whose dynamic indices apache-tvm-ffi also gave its own types.
+// tests/python/kffi_tvm/test_tvm_objects.py: objects of every origin side by side with those of
+// TVM-FFI libraries, including kffi types whose dynamic indices apache-tvm-ffi also gave its own
+// types.
 // SPDX-License-Identifier: Apache-2.0
 #include <kffi/export.h>
 

@@ -1,6 +1,6 @@
 // tests/tvm_libs/tvm_versioned.cc: one TVM-FFI library built against several apache-tvm-ffi
-// releases' headers (tests/python/test_tvm_versions.py): a function that raises, which is where
-// the error record's layout matters, and a marker set when its static initialisers run.
+// releases' headers (tests/python/kffi_tvm/test_tvm_versions.py): a function that raises, which is
+// where the error record's layout matters, and a marker set when its static initialisers run.
 // SPDX-License-Identifier: Apache-2.0
 #include <tvm/ffi/error.h>
 #include <tvm/ffi/function.h>

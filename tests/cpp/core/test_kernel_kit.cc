@@ -1,5 +1,6 @@
 // tests/cpp/core/test_kernel_kit.cc: kffi/half.h, kffi/dispatch.h and TensorAccessor from C++ (the
-// exhaustive conversion tests against NumPy/ml_dtypes are tests/python/test_kernel_kit.py).
+// exhaustive conversion tests against NumPy/ml_dtypes are
+// tests/python/toolchain/test_kernel_kit.py).
 // SPDX-License-Identifier: Apache-2.0
 #include <gtest/gtest.h>
 #include <kffi/contract.h>

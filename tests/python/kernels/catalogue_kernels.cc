@@ -1,6 +1,6 @@
 // tests/python/kernels/catalogue_kernels.cc: one export per kind of parameter and per contract
-// check, for the bad-input catalogue (tests/python/test_bad_input_catalogue.py). Every parameter
-// is named, so each error names the argument it blames.
+// check, for the bad-input catalogue (tests/python/hostile/test_bad_input_catalogue.py). Every
+// parameter is named, so each error names the argument it blames.
 // SPDX-License-Identifier: Apache-2.0
 #include <kffi/kffi.h>
 

@@ -1,7 +1,7 @@
 // tests/python/kernels/kit_kernels.cc: the kernel author's kit under test: kffi/half.h's types
 // (conversions of whole arrays of bit patterns, compared with NumPy / ml_dtypes in
-// tests/python/test_kernel_kit.py), DispatchDtype (explicit and contract-driven) and the typed
-// accessors. Built without NDEBUG (conftest.py), so the debug checks of data<T>() are on.
+// tests/python/toolchain/test_kernel_kit.py), DispatchDtype (explicit and contract-driven) and the
+// typed accessors. Built without NDEBUG (conftest.py), so the debug checks of data<T>() are on.
 // SPDX-License-Identifier: Apache-2.0
 #include <kffi/contract.h>
 #include <kffi/dispatch.h>

@@ -1,6 +1,6 @@
 // tests/python/kernels/record_contract_kernels.cc: contracts that constrain the fields of record
 // parameters: a kffi object type with fields and a KFFI_RECORD struct
-// (tests/python/test_record_contracts.py).
+// (tests/python/contract/test_record_contracts.py).
 // SPDX-License-Identifier: Apache-2.0
 #include <kffi/kffi.h>
 #include <kffi/reflection.h>

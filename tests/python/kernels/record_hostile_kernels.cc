@@ -1,5 +1,5 @@
 // tests/python/kernels/record_hostile_kernels.cc: a record type with a field of its own type, for
-// nesting that is too deep or holds itself (tests/python/test_hostile_records.py).
+// nesting that is too deep or holds itself (tests/python/hostile/test_hostile_records.py).
 // SPDX-License-Identifier: Apache-2.0
 #include <kffi/kffi.h>
 #include <kffi/reflection.h>

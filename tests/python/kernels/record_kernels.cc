@@ -1,5 +1,5 @@
 // tests/python/kernels/record_kernels.cc: plain C++ structs declared with KFFI_RECORD, and an
-// object type with fields, as parameters (tests/python/test_records.py).
+// object type with fields, as parameters (tests/python/core/test_records.py).
 // SPDX-License-Identifier: Apache-2.0
 #include <kffi/kffi.h>
 #include <kffi/reflection.h>

@@ -1,6 +1,6 @@
 // tests/python/kernels/record_op_kernels.cc: record parameters (a KFFI_RECORD struct and a
 // KFFI_OBJECT_DEF type) of functions called as torch ops and JAX calls
-// (tests/python/test_torch_records.py, test_jax_records.py).
+// (tests/python/kffi_torch/test_torch_records.py, test_jax_records.py).
 // SPDX-License-Identifier: Apache-2.0
 #include <kffi/contract.h>
 #include <kffi/kffi.h>

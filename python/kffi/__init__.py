@@ -29,7 +29,8 @@ The guides are in the repository's docs/ folder (start with README.md).
 """
 # SPDX-License-Identifier: Apache-2.0
 # This file is the package's face: it only re-exports. The layers below it, lowest first (each
-# imports only from its own layer and those below; tests/python/test_layers.py checks it):
+# imports only from its own layer and those below; tests/python/house/test_layers.py checks
+# it):
 # - base: the extension _core, _lazy, _type_text, libinfo, config, typing;
 # - runtime/: objects (Module, Function, Tensor, containers), dtypes, devices, errors, streams,
 #   loading and the global function registry; higher layers plug in through runtime/_hooks.py;

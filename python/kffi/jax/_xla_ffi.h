@@ -6,7 +6,7 @@
 // jaxlib whose XLA FFI API is 0.x with x >= KFFI_XLA_FFI_MIN_MINOR. Names are XLA's, so that the
 // handler's code reads like any XLA FFI code; the binary layout (field order and types, enum
 // values, the slots of XLA_FFI_Api) is XLA's, which is what crosses the boundary.
-// tests/python/test_jax_handler.py compiles this file next to jaxlib's
+// tests/python/kffi_jax/test_jax_handler.py compiles this file next to jaxlib's
 // xla/ffi/api/c_api.h and checks every size, offset and value declared here against it.
 //
 // Why the range starts at 0.1: API 0.0 (jaxlib 0.4.31 and older) has no extensions, so XLA never

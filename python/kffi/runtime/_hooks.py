@@ -1,7 +1,7 @@
 """python/kffi/runtime/_hooks.py: where higher layers plug into the runtime, which imports none.
 
-The runtime is a low layer (tests/python/test_layers.py): it never imports the TVM bridge or a
-framework integration. What it needs of them goes through here:
+The runtime is a low layer (tests/python/house/test_layers.py): it never imports the TVM bridge
+or a framework integration. What it needs of them goes through here:
 
 - ``before_load`` and ``before_lookup``: callables run before a library is loaded and before a
   module's function is wrapped. kffi.tvm adds its own on import (the face imports it, so they are

@@ -91,7 +91,8 @@ __all__ = [
 _CUDA_SUFFIXES = (".cu", ".cuh")
 # Headers included before inline sources by load_inline: those of <kffi/kffi.h> but the contract
 # compiler, whose parsing alone costs a cold build about 0.7 s of CPU (kffi.compile, which needs
-# it, includes <kffi/kffi.h>; tests/python/test_contract_features.py holds the list to kffi.h's).
+# it, includes <kffi/kffi.h>; tests/python/contract/test_contract_features.py holds the list to
+# kffi.h's).
 PRE_INCLUDES = (
     "kffi/any.h",
     "kffi/container/containers.h",

@@ -1,4 +1,4 @@
-"""tests/python/test_frameworks.py: the per-framework table is the one place a framework is known.
+"""tests/python/core/test_frameworks.py: the per-framework table is where a framework is known.
 
 A made-up framework ("toyfw": an array class, a dtype and a device class) becomes a full citizen
 by one row of runtime/_frameworks.py and nothing else: its arrays pass zero-copy, results come

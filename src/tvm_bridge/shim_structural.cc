@@ -106,10 +106,15 @@ KFFIAny VisitSeq(void* visitor, KFFIAny value) {
 
 // The error that ends a walk over a map that cannot be read, or changed while it was walked.
 KFFIAny MapError(const KFFIAny& value, const char* walk, const std::string& why) {
+  const std::string what = std::string("Structural ") + walk + " of a " +
+                           (value.type_index == kKFFIDict ? "ffi.Dict" : "ffi.Map") + ": ";
+  if (why == kTvmMapChanged) {
+    return ErrorValue("RuntimeError", what +
+                                          "a callback changed it while it was walked (entries "
+                                          "added, removed or moved), so the walk stops");
+  }
   return ErrorValue("RuntimeError",
-                    std::string("Structural ") + walk + " of a " +
-                        (value.type_index == kKFFIDict ? "ffi.Dict" : "ffi.Map") +
-                        ": it is not laid out as apache-tvm-ffi 0.1.x lays out its hash maps (" +
+                    what + "it is not laid out as apache-tvm-ffi 0.1.x lays out its hash maps (" +
                         why + "), so kffi's TVM-FFI runtime does not read it");
 }
 
@@ -240,7 +245,7 @@ KFFIAny MutateLeaf(void* /*mutator*/, KFFIAny /*value*/) noexcept { return Uncha
 KFFIAny* EntryOrError(const TvmMapView& map, KFFIObject* in, size_t i, const KFFIAny& value,
                       KFFIAny* error) {
   KFFIAny* entry = map.EntryIn(in, i);
-  if (entry == nullptr) *error = MapError(value, "mutation", "it changed while it was mutated");
+  if (entry == nullptr) *error = MapError(value, "mutation", kTvmMapChanged);
   return entry;
 }
 

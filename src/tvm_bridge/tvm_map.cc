@@ -229,7 +229,7 @@ KFFIObject* TvmMapView::Copy(std::string* why) const {
   if (!Read(obj_, &now, why)) return nullptr;
   if (now.small_ != small_ || now.positions_ != positions_ ||
       now.fields_.base.data != fields_.base.data) {
-    *why = "it changed while it was walked";
+    *why = kTvmMapChanged;
     return nullptr;
   }
   const TvmMapFields& b = fields_.base;

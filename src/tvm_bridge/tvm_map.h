@@ -39,6 +39,9 @@ struct TvmDenseMapFields {
   uint64_t tail;
 };
 
+/// What TvmMapView::Copy's *why says when the map is no longer as read (a callback changed it).
+inline constexpr const char kTvmMapChanged[] = "it changed while it was walked";
+
 /// A TVM-FFI Map or Dict, checked: the place of each entry, in the map's iteration order.
 /// Entries are read from the map itself each time (a callback may have changed it since).
 class TvmMapView {

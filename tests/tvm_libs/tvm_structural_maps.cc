@@ -134,6 +134,18 @@ ffi::Array<ffi::Any> MutateError(int64_t n) {
   return {r.is_err() ? ffi::String(r.error().message()) : ffi::String("no error"), keep.at(Key(2))};
 }
 
+// A Dict of n entries whose mutation's callback adds an entry to it when it meets the value 0
+// (libtvm_ffi does not guard against that; kffi's shim stops with an error): the error message.
+ffi::String MutateChangingDict(int64_t n) {
+  auto root = Build<ffi::Dict<ffi::String, ffi::Any>>(n);
+  auto grow = [root](int64_t v, ffi::StructuralMutatorObj*) mutable -> ffi::Expected<ffi::Any> {
+    if (v == 0) root.Set(ffi::String("added"), int64_t{-1});
+    return ffi::Any(v + 10);
+  };
+  ffi::Expected<ffi::Any> r = ffi::StructuralMutateExpected(root, grow);
+  return r.is_err() ? ffi::String(r.error().message()) : ffi::String("no error");
+}
+
 // An object with a Map's type index whose fields are not a TVM-FFI map's (which: 0 a small layout
 // with more entries than room, 1 a slot count that is not a power of two, 2 a shift that does not
 // fit the slots, 3 zeroed blocks, whose slots all look live, 4 blocks whose order list loops).
@@ -202,3 +214,4 @@ TVM_FFI_DLL_EXPORT_TYPED_FUNC(mutate_copy, MutateCopyOf);
 TVM_FFI_DLL_EXPORT_TYPED_FUNC(mutate_in_place, MutateInPlaceOf);
 TVM_FFI_DLL_EXPORT_TYPED_FUNC(mutate_error, MutateError);
 TVM_FFI_DLL_EXPORT_TYPED_FUNC(fake_map_error, FakeMapError);
+TVM_FFI_DLL_EXPORT_TYPED_FUNC(mutate_changing_dict, MutateChangingDict);

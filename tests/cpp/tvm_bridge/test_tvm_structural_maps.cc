@@ -57,6 +57,17 @@ TEST(TvmStructuralMaps, ObjectsThatAreNotTvmMapsAreRefused) {
   }
 }
 
+TEST(TvmStructuralMaps, ADictChangedByACallbackStopsTheMutation) {
+  SKIP_WITHOUT_TVM_LIBS();
+  kffi::Function mutate = Lib().GetFunctionRequired("mutate_changing_dict");
+  for (int64_t n : {int64_t{3}, int64_t{12}}) {
+    EXPECT_EQ(mutate(n).cast<std::string>(),
+              "Structural mutation of a ffi.Dict: a callback changed it while it was walked "
+              "(entries added, removed or moved), so the walk stops")
+        << n;
+  }
+}
+
 // The shim's `__s_visit__` hook for ffi.Map, from its type attribute column.
 struct Column {
   const KFFIAny* data;

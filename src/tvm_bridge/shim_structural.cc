@@ -12,11 +12,14 @@
 //
 // Sequences are visited and mutated as libtvm_ffi does (copy-on-write, or in place when the
 // engine says the container is unique; items read borrowed, so a child's uniqueness is what the
-// callbacks see); strings, bytes and big integers are leaves. Maps are refused with an error
-// that says why: kffi lays them out differently from TVM-FFI (calls.cc), so a map a library made
-// is never read here. A mutator, like a visitor, starts with its dispatch table after the object
-// header (mutate, then maybe_inplace_mutate), and a mutate hook returns the replacement, the
-// "unchanged" marker (static index 13) or an Error.
+// callbacks see); strings, bytes and big integers are leaves. Maps and Dicts a library made have
+// TVM-FFI's hash-map layout (kffi's own differ: calls.cc never lets one cross), which tvm_map.h
+// reads and checks: their values are visited and mutated in insertion order, keys never, as
+// libtvm_ffi does; a copy keeps the source's layout, with the changed values replaced. A map whose
+// fields do not fit that layout, or that a callback changes while it is walked, ends the walk with
+// an error that says so. A mutator, like a visitor, starts with its dispatch table after the
+// object header (mutate, then maybe_inplace_mutate), and a mutate hook returns the replacement,
+// the "unchanged" marker (static index 13) or an Error.
 // SPDX-License-Identifier: Apache-2.0
 #include <kffi/container/array.h>
 #include <kffi/container/list.h>
@@ -27,6 +30,7 @@
 #include <vector>
 
 #include "tvm_bridge/bridge_internal.h"
+#include "tvm_bridge/tvm_map.h"
 
 namespace kffi {
 namespace tvmglue {
@@ -100,19 +104,34 @@ KFFIAny VisitSeq(void* visitor, KFFIAny value) {
   KFFI_CATCH_ALL { return CurrentErrorValue(); }
 }
 
-// A Map or Dict a library made has TVM-FFI's hash-map layout, which kffi's differs from
-// (calls.cc): it is not read, and the walk ends with an error that says so.
-KFFIAny RefuseMap(const KFFIAny& value, const char* walk, const char* verb) {
+// The error that ends a walk over a map that cannot be read, or changed while it was walked.
+KFFIAny MapError(const KFFIAny& value, const char* walk, const std::string& why) {
+  const std::string what = std::string("Structural ") + walk + " of a " +
+                           (value.type_index == kKFFIDict ? "ffi.Dict" : "ffi.Map") + ": ";
+  if (why == kTvmMapChanged) {
+    return ErrorValue("RuntimeError", what +
+                                          "a callback changed it while it was walked (entries "
+                                          "added, removed or moved), so the walk stops");
+  }
   return ErrorValue("RuntimeError",
-                    std::string("Structural ") + walk + " of a " +
-                        (value.type_index == kKFFIDict ? "ffi.Dict" : "ffi.Map") +
-                        ": kffi's TVM-FFI runtime does not read TVM-FFI's hash maps (the two lay "
-                        "them out differently); load apache-tvm-ffi (`import tvm_ffi`) to " +
-                        verb + " one");
+                    what + "it is not laid out as apache-tvm-ffi 0.1.x lays out its hash maps (" +
+                        why + "), so kffi's TVM-FFI runtime does not read it");
 }
 
-KFFIAny RefuseMapVisit(void* /*visitor*/, KFFIAny value) noexcept {
-  return RefuseMap(value, "visit", "walk");
+// A map's values, visited in insertion order (held: a visit may change the map).
+KFFIAny VisitMap(void* visitor, KFFIAny value) {
+  try {
+    TvmMapView map;
+    std::string why;
+    if (!TvmMapView::Read(value.v_obj, &map, &why)) return MapError(value, "visit", why);
+    std::vector<Any> values;
+    values.reserve(map.size());
+    for (size_t i = 0; i < map.size(); ++i) {
+      values.emplace_back(reinterpret_cast<const AnyView&>(map.Entry(i)[1]));
+    }
+    return VisitAll(visitor, values);
+  }
+  KFFI_CATCH_ALL { return CurrentErrorValue(); }
 }
 
 // ---- mutation (StructuralMutatorVTable: mutate, then maybe_inplace_mutate) ----------------------
@@ -222,8 +241,101 @@ KFFIAny MaybeInplaceMutateSeq(void* mutator, KFFIAny value) noexcept {
 // Strings, bytes and big integers are leaves: never changed, never walked.
 KFFIAny MutateLeaf(void* /*mutator*/, KFFIAny /*value*/) noexcept { return Unchanged(); }
 
-KFFIAny RefuseMapMutate(void* /*mutator*/, KFFIAny value) noexcept {
-  return RefuseMap(value, "mutation", "mutate");
+// A map's entry i, or NULL after the error saying the map changed while it was mutated.
+KFFIAny* EntryOrError(const TvmMapView& map, KFFIObject* in, size_t i, const KFFIAny& value,
+                      KFFIAny* error) {
+  KFFIAny* entry = map.EntryIn(in, i);
+  if (entry == nullptr) *error = MapError(value, "mutation", kTvmMapChanged);
+  return entry;
+}
+
+// Copy-on-write, as for sequences: from the first value that changes, a copy of the map (the same
+// keys, where they were) holds the mapped values; keys are never mutated.
+KFFIAny MutateMap(void* mutator, KFFIAny value) {
+  KFFIObject* out = nullptr;  // owned until returned
+  KFFIAny r{};                // owned while not stored
+  try {
+    TvmMapView map;
+    std::string why;
+    if (!TvmMapView::Read(value.v_obj, &map, &why)) return MapError(value, "mutation", why);
+    KFFIAny error{};
+    bool failed = false;
+    for (size_t i = 0; i < map.size() && !failed; ++i) {
+      const KFFIAny* entry = EntryOrError(map, value.v_obj, i, value, &error);
+      if (entry == nullptr) {
+        failed = true;
+        break;
+      }
+      const KFFIAny item = entry[1];
+      r = MutateItem(mutator, item, false);
+      if (r.type_index == kKFFIError) {
+        error = r;
+        r = KFFIAny{};
+        failed = true;
+        break;
+      }
+      if (r.type_index != kTvmUnchanged && !SameAs(r, item)) {
+        if (out == nullptr && (out = map.Copy(&why)) == nullptr) {
+          error = MapError(value, "mutation", why);
+          failed = true;
+        }
+        KFFIAny* slot = failed ? nullptr : EntryOrError(map, out, i, value, &error);
+        if (slot != nullptr) {
+          std::swap(slot[1], r);  // r now holds the old value, released below
+        } else {
+          failed = true;
+        }
+      }
+      Release(r);
+      r = KFFIAny{};
+    }
+    if (failed) {
+      if (out != nullptr) KFFIObjectDecRef(out);
+      return error;
+    }
+    if (out == nullptr) return Unchanged();
+    KFFIAny result{};
+    result.type_index = value.type_index;
+    result.v_obj = out;  // the caller owns it
+    return result;
+  }
+  KFFI_CATCH_ALL {
+    Release(r);
+    if (out != nullptr) KFFIObjectDecRef(out);
+    return CurrentErrorValue();
+  }
+}
+
+// In place (the engine calls this only for a map nobody else holds): each value that changes is
+// replaced where it stands; the map itself comes back unchanged.
+KFFIAny MaybeInplaceMutateMap(void* mutator, KFFIAny value) {
+  try {
+    TvmMapView map;
+    std::string why;
+    if (!TvmMapView::Read(value.v_obj, &map, &why)) return MapError(value, "mutation", why);
+    KFFIAny error{};
+    for (size_t i = 0; i < map.size(); ++i) {
+      const KFFIAny* entry = EntryOrError(map, value.v_obj, i, value, &error);
+      if (entry == nullptr) return error;
+      const KFFIAny item = entry[1];  // a copy: the call may replace it
+      KFFIAny r = MutateItem(mutator, item, true);
+      if (r.type_index == kKFFIError) return r;
+      KFFIAny* slot = EntryOrError(map, value.v_obj, i, value, &error);
+      if (slot == nullptr) {
+        Release(r);
+        return error;
+      }
+      if (r.type_index == kTvmUnchanged || SameAs(r, item)) {
+        Release(r);
+        continue;
+      }
+      const KFFIAny old = slot[1];
+      slot[1] = r;
+      Release(old);
+    }
+    return Unchanged();
+  }
+  KFFI_CATCH_ALL { return CurrentErrorValue(); }
 }
 
 KFFIAny Hook(VisitAbi fn) {
@@ -238,16 +350,16 @@ KFFIAny Hook(VisitAbi fn) {
 void StructuralTypeAttrs(std::vector<RuntimeTypeAttr>* out) {
   out->push_back({kKFFIArray, "__s_visit__", Hook(&VisitSeq<Array<Any>>)});
   out->push_back({kKFFIList, "__s_visit__", Hook(&VisitSeq<List<Any>>)});
-  out->push_back({kKFFIMap, "__s_visit__", Hook(&RefuseMapVisit)});
-  out->push_back({kKFFIDict, "__s_visit__", Hook(&RefuseMapVisit)});
+  out->push_back({kKFFIMap, "__s_visit__", Hook(&VisitMap)});
+  out->push_back({kKFFIDict, "__s_visit__", Hook(&VisitMap)});
   out->push_back({kKFFIArray, "__s_mutate__", Hook(&MutateSeq<Array<Any>>)});
   out->push_back({kKFFIList, "__s_mutate__", Hook(&MutateSeq<List<Any>>)});
   for (int32_t index : {kKFFIArray, kKFFIList}) {
     out->push_back({index, "__s_maybe_inplace_mutate__", Hook(&MaybeInplaceMutateSeq)});
   }
   for (int32_t index : {kKFFIMap, kKFFIDict}) {
-    out->push_back({index, "__s_mutate__", Hook(&RefuseMapMutate)});
-    out->push_back({index, "__s_maybe_inplace_mutate__", Hook(&RefuseMapMutate)});
+    out->push_back({index, "__s_mutate__", Hook(&MutateMap)});
+    out->push_back({index, "__s_maybe_inplace_mutate__", Hook(&MaybeInplaceMutateMap)});
   }
   for (int32_t index : {int32_t{kKFFIStr}, int32_t{kKFFIBytes}, kTvmBigIntIndex}) {
     out->push_back({index, "__s_mutate__", Hook(&MutateLeaf)});

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "test_util.h"
+#include "tvm_bridge/structural_maps_checks.h"
 
 // The few apache-tvm-ffi C functions the tests call directly (same layouts as kffi's).
 extern "C" {
@@ -56,6 +57,12 @@ TEST(TvmReal, LibraryBindsToTheLoadedRuntime) {
   ASSERT_EQ(TVMFFIFunctionGetGlobal(&name, &square), 0);
   ASSERT_NE(square, nullptr);
   KFFIObjectDecRef(square);
+}
+
+// apache-tvm-ffi's own hooks give what kffi's shim must give (tests/cpp/tvm_bridge/
+// test_tvm_structural_maps.cc holds the shim to the same checks).
+TEST(TvmReal, StructuralMapsOnApacheTvmFfi) {
+  kffi_test::CheckStructuralMaps(Module::Load(KFFI_TEST_TVM_STRUCTURAL_MAPS));
 }
 
 TEST(TvmReal, ErrorsAreMovedIntoKffisSlot) {

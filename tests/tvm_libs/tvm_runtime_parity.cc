@@ -164,8 +164,7 @@ ffi::Array<ffi::String> DtypeAliases() {
           ffi::DLDataTypeToString(ffi::StringToDLDataType("int32xvscalex4"))};
 }
 
-// Counts the leaves a structural visit reaches in a nested Array; a Map in it is an error on
-// kffi's runtime (its hash maps are laid out differently), a visit on apache-tvm-ffi's.
+// Counts the leaves a structural visit reaches in a nested Array, with a Map in it or not.
 class CountingVisitorObj : public ffi::StructuralVisitorObj {
  public:
   int64_t leaves = 0;
@@ -193,8 +192,8 @@ int64_t VisitLeaves(bool with_map) {
   return visitor->leaves;
 }
 
-// A structural mutation adding 10 to every int in nested Arrays: a new root (the source shared
-// with a second holder is left as it was), or on kffi's runtime a clear error for a Map.
+// A structural mutation adding 10 to every int in nested Arrays (and a Map): a new root (the
+// source shared with a second holder is left as it was).
 ffi::Array<ffi::Any> MutateAddTen(bool with_map) {
   ffi::Array<ffi::Any> inner = {int64_t{1}, int64_t{2}};
   ffi::Array<ffi::Any> root = {inner, int64_t{3}, ffi::String("leaf")};

@@ -15,6 +15,7 @@ import jax.numpy as jnp
 import jax_support
 import kffi
 import kffi.jax
+from malloc_heap import mallinfo_used
 
 jk = jax_support.jk  # the test kernel library (a session fixture)
 
@@ -417,41 +418,10 @@ def test_import_kffi_does_not_import_jax():
     assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr
 
 
-def _malloc_in_use():
-    import ctypes
-    import ctypes.util
-
-    libc_name = ctypes.util.find_library("c")
-    libc = ctypes.CDLL(libc_name) if libc_name else None
-    if libc is None or not hasattr(libc, "mallinfo2"):
-        return None
-
-    class MallInfo2(ctypes.Structure):
-        _fields_ = [
-            (n, ctypes.c_size_t)
-            for n in (
-                "arena",
-                "ordblks",
-                "smblks",
-                "hblks",
-                "hblkhd",
-                "usmblks",
-                "fsmblks",
-                "uordblks",
-                "fordblks",
-                "keepcost",
-            )
-        ]
-
-    libc.mallinfo2.restype = MallInfo2
-    info = libc.mallinfo2()
-    return info.uordblks + info.hblkhd
-
-
 def test_calls_leak_neither_memory_nor_references(jk):
     """Attributes that make owned values (long strings, arrays), allocating kernels, returned
     tuples and errors, many times: the native heap and the function's references stay flat."""
-    if _malloc_in_use() is None:
+    if mallinfo_used() is None:
         pytest.skip("needs glibc's mallinfo2")
     names = [unique(p) for p in ("leak_attrs", "leak_alloc", "leak_two", "leak_fail")]
     kffi.jax.register_ffi_target(names[0], jk.probe, arg_spec=["args", "attrs.s", "attrs.a"])
@@ -482,11 +452,11 @@ def test_calls_leak_neither_memory_nor_references(jk):
 
     fn_refs = [jk.probe._use_count, jk.alloc_plus_one._use_count, jk.alloc_two._use_count]
     window(300)
-    start = _malloc_in_use()
+    start = mallinfo_used()
     window(1500)
-    middle = _malloc_in_use()
+    middle = mallinfo_used()
     window(1500)
-    end = _malloc_in_use()
+    end = mallinfo_used()
     # A leak of one small block per kernel call would be >= 16 bytes * 45,000 calls per window.
     assert end - middle < 256 * 1024, (middle - start, end - middle)
     assert [jk.probe._use_count, jk.alloc_plus_one._use_count, jk.alloc_two._use_count] == fn_refs

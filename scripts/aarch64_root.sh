@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# scripts/aarch64_root.sh: sourced by build_wheel.sh --arch aarch64 and test.sh --aarch64; makes
+# what a cross build for 64-bit Arm Linux needs, and runs it under qemu-user:
+#   the cross compiler and qemu      Debian's g++-aarch64-linux-gnu and qemu-user, installed here
+#   $AARCH64_ROOT                    a target root of Debian 12 arm64 packages: libc, libstdc++,
+#                                    CPython 3.11 (the interpreter, its standard library and its
+#                                    headers) and GoogleTest, unpacked, never installed
+#   $AARCH64_NUMPY                   NumPy's aarch64 wheel from PyPI, unpacked (headers to build
+#                                    against, a NumPy to run with)
+#   $AARCH64_PYINC                   CPython's headers with the arm64 pyconfig.h in place
+#   $AARCH64_TVM_FFI_CONFIG          a tvm-ffi-config for apache-tvm-ffi's aarch64 wheel, unpacked
+#                                    (the TVM-FFI bridge tests link its libtvm_ffi.so); the
+#                                    version installed here, else PyPI's newest
+# The packages are fetched with an apt state of their own (lists and cache under build/aarch64/apt),
+# so the machine's dpkg architectures and installed packages are left as they are.
+# SPDX-License-Identifier: Apache-2.0
+AARCH64_DIR="$ROOT/build/aarch64"
+AARCH64_ROOT="$AARCH64_DIR/root"
+AARCH64_NUMPY="$AARCH64_DIR/numpy"
+AARCH64_PYINC="$AARCH64_DIR/include"
+# shellcheck disable=SC2034  # for the callers
+AARCH64_TOOLCHAIN="$ROOT/cmake/toolchains/aarch64-linux-gnu.cmake"
+# Debian 12's arm64 CPython is 3.11: the cross wheel is cp311, built by a 3.11 Python here.
+AARCH64_PYVER=3.11
+# The root's packages; their own dependencies beyond these serve modules kffi does not use.
+_aarch64_pkgs=(libc6 libgcc-s1 libstdc++6 zlib1g libexpat1 libffi8 libbz2-1.0 liblzma5 libcrypt1
+  libuuid1 "python$AARCH64_PYVER-minimal" "libpython$AARCH64_PYVER-minimal"
+  "libpython$AARCH64_PYVER-stdlib" "libpython$AARCH64_PYVER-dev" libgtest-dev libgmock-dev)
+
+_aarch64_missing=()
+for _p in g++-aarch64-linux-gnu qemu-user; do
+  dpkg -s "$_p" >/dev/null 2>&1 || _aarch64_missing+=("$_p")
+done
+if [ ${#_aarch64_missing[@]} -gt 0 ]; then
+  _sudo=""
+  [ "$(id -u)" -ne 0 ] && _sudo="sudo"
+  $_sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $_sudo apt-get install -y -qq --no-install-recommends \
+    "${_aarch64_missing[@]}" >/dev/null
+fi
+
+# The root is made once; a stamp naming the package list makes a changed list remake it.
+_aarch64_stamp="${_aarch64_pkgs[*]} numpy apache-tvm-ffi"
+if [ "$(cat "$AARCH64_DIR/root.stamp" 2>/dev/null)" != "$_aarch64_stamp" ]; then
+  rm -rf "$AARCH64_ROOT" "$AARCH64_DIR/apt" "$AARCH64_DIR/debs" "$AARCH64_NUMPY" "$AARCH64_PYINC" \
+    "$AARCH64_DIR/tvm_ffi"
+  mkdir -p "$AARCH64_DIR/apt/lists/partial" "$AARCH64_DIR/apt/cache/archives/partial" \
+    "$AARCH64_DIR/debs" "$AARCH64_ROOT"
+  : >"$AARCH64_DIR/apt/status"
+  _apt=(-o "Dir::State::Lists=$AARCH64_DIR/apt/lists" -o "Dir::Cache=$AARCH64_DIR/apt/cache"
+    -o "Dir::State::status=$AARCH64_DIR/apt/status" -o APT::Architecture=arm64
+    -o "APT::Architectures::=arm64" -o Debug::NoLocking=1 -o APT::Sandbox::User=root)
+  apt-get "${_apt[@]}" update -qq
+  (cd "$AARCH64_DIR/debs" && apt-get "${_apt[@]}" download -qq "${_aarch64_pkgs[@]}")
+  for _deb in "$AARCH64_DIR"/debs/*.deb; do
+    dpkg-deb -x "$_deb" "$AARCH64_ROOT"
+  done
+  # Debian's pyconfig.h picks the architecture's copy by predefined macros from an include path
+  # that would also hold the root's libc headers; the copy here holds only CPython's headers.
+  mkdir -p "$AARCH64_PYINC"
+  cp -r "$AARCH64_ROOT/usr/include/python$AARCH64_PYVER" "$AARCH64_PYINC/"
+  cp "$AARCH64_ROOT/usr/include/aarch64-linux-gnu/python$AARCH64_PYVER/pyconfig.h" \
+    "$AARCH64_PYINC/python$AARCH64_PYVER/pyconfig.h"
+  python3 -m pip download -q --disable-pip-version-check --no-deps --only-binary=:all: \
+    --platform manylinux_2_28_aarch64 --platform manylinux2014_aarch64 \
+    --python-version "$AARCH64_PYVER" --implementation cp --abi "cp${AARCH64_PYVER/./}" \
+    -d "$AARCH64_DIR/debs" numpy
+  python3 -m zipfile -e "$AARCH64_DIR"/debs/numpy-*.whl "$AARCH64_NUMPY"
+  _tvm="apache-tvm-ffi"
+  _tvm_version="$(python3 -c 'import importlib.metadata as m; print(m.version("apache-tvm-ffi"))' \
+    2>/dev/null || true)"
+  [ -n "$_tvm_version" ] && _tvm="apache-tvm-ffi==$_tvm_version"
+  python3 -m pip download -q --disable-pip-version-check --no-deps --only-binary=:all: \
+    --platform manylinux_2_28_aarch64 --platform manylinux2014_aarch64 \
+    --python-version "$AARCH64_PYVER" --implementation cp --abi "cp${AARCH64_PYVER/./}" \
+    -d "$AARCH64_DIR/debs" "$_tvm"
+  python3 -m zipfile -e "$AARCH64_DIR"/debs/apache_tvm_ffi-*.whl "$AARCH64_DIR/tvm_ffi"
+  # Its own tvm-ffi-config imports the package, whose extension is aarch64: this one only says
+  # where the wheel's folders are.
+  cat >"$AARCH64_DIR/tvm-ffi-config" <<SH
+#!/bin/sh
+# tvm-ffi-config for apache-tvm-ffi's aarch64 wheel, unpacked (written by aarch64_root.sh).
+for arg; do
+  case "\$arg" in
+    --includedir | --dlpack-includedir) echo "$AARCH64_DIR/tvm_ffi/tvm_ffi/include" ;;
+    --libdir) echo "$AARCH64_DIR/tvm_ffi/tvm_ffi/lib" ;;
+    *) echo "tvm-ffi-config: \$arg is not known here" >&2; exit 2 ;;
+  esac
+done
+SH
+  chmod +x "$AARCH64_DIR/tvm-ffi-config"
+  rm -rf "$AARCH64_DIR/debs" "$AARCH64_DIR/apt"
+  echo "$_aarch64_stamp" >"$AARCH64_DIR/root.stamp"
+fi
+# shellcheck disable=SC2034  # for test.sh
+AARCH64_TVM_FFI_CONFIG="$AARCH64_DIR/tvm-ffi-config"
+export KFFI_AARCH64_ROOT="$AARCH64_ROOT"

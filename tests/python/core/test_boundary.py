@@ -245,7 +245,10 @@ def test_data_includes_byte_offset(mod):
     # A DLPack tensor whose first element is 4 bytes into its buffer [100, 1, 2, 3]: data<T>()
     # starts at 1 (data_ptr() alone would read 100).
     p = Producer((3,), nbytes=16, byte_offset=4)
-    ctypes.memmove(p.buffer, np.array([100, 1, 2, 3], dtype=np.float32).ctypes.data, 16)
+    # The source array is named: a temporary's buffer is freed as soon as .ctypes.data is read,
+    # before memmove copies it (free-threaded CPython's allocator reuses it at once).
+    values = np.array([100, 1, 2, 3], dtype=np.float32)
+    ctypes.memmove(p.buffer, values.ctypes.data, 16)
     assert mod.sum(p) == 6.0
     out = Producer((3,), nbytes=16, byte_offset=4)
     mod.scale(out, p, 10.0)

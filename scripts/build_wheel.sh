@@ -137,10 +137,15 @@ read -ra FLAGS <<<"$("${KFFI_CONFIG[@]}" --cxxflags --ldflags --libs)"
 import os
 import platform
 import sys
+import sysconfig
 
 import numpy as np
 
 import kffi
+
+# A free-threaded CPython keeps its GIL off when kffi is imported (its modules declare so).
+free_threaded = bool(sysconfig.get_config_var("Py_GIL_DISABLED"))
+assert not (free_threaded and sys._is_gil_enabled()), "importing kffi enabled the GIL"
 
 # The wheel's kffi, not a checkout's.
 site = os.path.realpath(sys.argv[2])
@@ -151,7 +156,8 @@ y = np.empty_like(x)
 mod.twice(y, x)
 assert (y == x * 2).all(), y
 print(
-    f"wheel smoke test ({platform.machine()}, CPython {platform.python_version()}): "
+    f"wheel smoke test ({platform.machine()}, CPython {platform.python_version()}"
+    f"{', free-threaded, GIL off' if free_threaded else ''}): "
     f"kffi {kffi.__version__}, twice({x.tolist()}) -> {y.tolist()}"
 )
 PY

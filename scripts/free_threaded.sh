@@ -6,9 +6,11 @@
 # No free-threaded interpreter comes from Debian bookworm or PyPI, and uv's managed Pythons are
 # downloaded from GitHub, so this builds one from the CPython source Debian ships (trixie's
 # python3.13 source package, checked against the SHA-256 its Sources index gives) with
-# --disable-gil, once, into $KFFI_FT_HOME (default build/free_threaded). kffi is then installed
-# into a venv of it and pytest runs there: torch and JAX have no cp313t wheels, so their tests
-# skip. Takes about 15 minutes on 2 cores the first time (the interpreter), then about 10.
+# --disable-gil, once, into $KFFI_FT_HOME (default build/free_threaded). Then, in a venv of it,
+# scripts/build_wheel.sh --smoke builds and smoke-tests the cp313t wheel (into
+# $KFFI_FT_HOME/dist), the venv installs that wheel, and pytest runs there: torch and JAX have no
+# cp313t wheels, so their tests skip. Takes about 15 minutes on 2 cores the first time (the
+# interpreter), then about 10.
 # SPDX-License-Identifier: Apache-2.0
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
@@ -36,8 +38,14 @@ fi
 "$PY" -c 'import sysconfig, sys; assert sysconfig.get_config_var("Py_GIL_DISABLED"), sys.version'
 
 [ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
-"$VENV/bin/python" -m pip install -q numpy pytest
-"$VENV/bin/python" -m pip install -q "$ROOT"
+"$VENV/bin/python" -m pip install -q numpy pytest "scikit-build-core>=0.10"
+# build_wheel.sh builds with the python3 on PATH: this venv's.
+(
+  # shellcheck source=/dev/null
+  source "$VENV/bin/activate"
+  KFFI_WHEEL_DIR="$HOME_DIR/dist" bash "$ROOT/scripts/build_wheel.sh" --smoke
+)
+"$VENV/bin/python" -m pip install -q --force-reinstall --no-deps "$HOME_DIR"/dist/kffi-*.whl
 cd "$ROOT"
 [ $# -eq 0 ] && set -- tests/python
 exec "$VENV/bin/python" -m pytest -q -p no:cacheprovider "$@"

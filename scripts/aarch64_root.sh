@@ -27,17 +27,9 @@ _aarch64_pkgs=(libc6 libgcc-s1 libstdc++6 zlib1g libexpat1 libffi8 libbz2-1.0 li
   libuuid1 "python$AARCH64_PYVER-minimal" "libpython$AARCH64_PYVER-minimal"
   "libpython$AARCH64_PYVER-stdlib" "libpython$AARCH64_PYVER-dev" libgtest-dev libgmock-dev)
 
-_aarch64_missing=()
-for _p in g++-aarch64-linux-gnu qemu-user; do
-  dpkg -s "$_p" >/dev/null 2>&1 || _aarch64_missing+=("$_p")
-done
-if [ ${#_aarch64_missing[@]} -gt 0 ]; then
-  _sudo=""
-  [ "$(id -u)" -ne 0 ] && _sudo="sudo"
-  $_sudo apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $_sudo apt-get install -y -qq --no-install-recommends \
-    "${_aarch64_missing[@]}" >/dev/null
-fi
+# shellcheck source=scripts/apt_install.sh
+source "$ROOT/scripts/apt_install.sh"
+kffi_apt_install g++-aarch64-linux-gnu qemu-user
 
 # The root is made once; a stamp naming the package list makes a changed list remake it.
 _aarch64_stamp="${_aarch64_pkgs[*]} numpy apache-tvm-ffi"

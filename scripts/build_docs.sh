@@ -16,12 +16,9 @@ start=$SECONDS
 phase() { printf '== build_docs: %s (%ds)\n' "$*" $((SECONDS - start)); }
 
 phase "tools"
-if ! command -v doxygen >/dev/null 2>&1; then
-  SUDO=""
-  [ "$(id -u)" -ne 0 ] && SUDO="sudo"
-  $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq doxygen >/dev/null
-fi
+# shellcheck source=scripts/apt_install.sh
+source "$ROOT/scripts/apt_install.sh"
+command -v doxygen >/dev/null 2>&1 || kffi_apt_install doxygen
 python3 -c "import sphinx, myst_parser" 2>/dev/null || "${PIP[@]}" "sphinx>=8,<10" "myst-parser>=4,<6"
 echo "doxygen $(doxygen --version), sphinx $(python3 -c 'import sphinx; print(sphinx.__version__)')"
 

@@ -13,12 +13,9 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 SECONDS_PER_TARGET="${1:-${KFFI_CI_FUZZ_SECONDS:-25}}"
 
-if ! command -v clang++ >/dev/null 2>&1; then
-  SUDO=""
-  [ "$(id -u)" -ne 0 ] && SUDO="sudo"
-  $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq clang >/dev/null
-fi
+# shellcheck source=scripts/apt_install.sh
+source "$ROOT/scripts/apt_install.sh"
+command -v clang++ >/dev/null 2>&1 || kffi_apt_install clang
 
 start=$(date +%s)
 bash "$ROOT/scripts/run_fuzzers.sh" --seconds "$SECONDS_PER_TARGET"

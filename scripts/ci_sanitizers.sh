@@ -32,10 +32,9 @@ if [[ "$parts" == *" tidy "* ]]; then
   command -v clang-tidy >/dev/null 2>&1 || need+=(clang-tidy)
 fi
 if [ ${#need[@]} -gt 0 ]; then
-  SUDO=""
-  [ "$(id -u)" -ne 0 ] && SUDO="sudo"
-  $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need[@]}" >/dev/null
+  # shellcheck source=scripts/apt_install.sh
+  source "$ROOT/scripts/apt_install.sh"
+  kffi_apt_install "${need[@]}"
 fi
 bash "$ROOT/scripts/install_deps.sh"
 

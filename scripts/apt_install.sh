@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# scripts/apt_install.sh: the one way the scripts install Debian packages (sourced).
+#   kffi_apt_install PKG...   installs, without recommends, those of PKG that dpkg does not list
+#                             as installed; as root directly, else through sudo
+# SPDX-License-Identifier: Apache-2.0
+
+kffi_apt_install() {
+  local missing=() p sudo=""
+  for p in "$@"; do
+    dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+  done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  [ "$(id -u)" -ne 0 ] && sudo="sudo"
+  echo "apt: installing ${missing[*]}"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends \
+    "${missing[@]}" >/dev/null
+}

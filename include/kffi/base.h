@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <string>
 #include <type_traits>
@@ -137,8 +138,14 @@ KFFI_INLINE constexpr bool AllocBytes(size_t head, size_t count, size_t elem_siz
 /// "1 argument", "2 arguments": a count and its noun, for messages (plural: the noun + "s"
 /// unless given). The one place messages pluralize, so none says "1 dimensions".
 inline std::string Counted(int64_t n, const char* noun, const char* plural = nullptr) {
-  if (n == 1) return "1 " + std::string(noun);
-  return std::to_string(n) + " " + (plural != nullptr ? plural : noun + std::string("s"));
+  // snprintf and appends, not std::to_string and operator+: every export's translation unit
+  // compiles this for its argument-count error.
+  char number[24];
+  std::snprintf(number, sizeof(number), "%lld ", static_cast<long long>(n));
+  std::string out(number);
+  out += n != 1 && plural != nullptr ? plural : noun;
+  if (n != 1 && plural == nullptr) out += 's';
+  return out;
 }
 
 }  // namespace details

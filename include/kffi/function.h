@@ -137,7 +137,7 @@ class TypedFunctionObj : public FunctionObj {
   /// The wrong-count error, kept out of line so the call path stays small.
   [[noreturn]] KFFI_NOINLINE static void FailCount(const char* name, const char* param_names,
                                                    int32_t num_args) {
-    ThrowArgCountError(name, Signature<R, Args...>::Str(name, param_names), sizeof...(Args),
+    ThrowArgCountError(name, Signature<R, Args...>::Str(name, param_names).c_str(), sizeof...(Args),
                        num_args);
   }
   [[noreturn]] void FailCount(int32_t num_args) const {

@@ -6,6 +6,7 @@
 #include <kffi/object.h>
 #include <kffi/string.h>
 
+#include <cstdio>
 #include <limits>
 #include <optional>
 #include <string>
@@ -217,16 +218,27 @@ struct TypeTraits<Int, std::enable_if_t<std::is_integral_v<Int> && !std::is_same
     }
     return std::nullopt;
   }
+  // Literals and snprintf rather than std::to_string and concatenation: these are compiled into
+  // every export's translation unit, for its signature and its error path.
   static std::string TypeStr() {
-    if constexpr (std::is_signed_v<Int> && sizeof(Int) == 8) {
-      return "int";
-    } else {
-      return std::string(std::is_signed_v<Int> ? "int" : "uint") + std::to_string(sizeof(Int) * 8);
+    constexpr bool kSigned = std::is_signed_v<Int>;
+    switch (sizeof(Int)) {
+      case 1:
+        return kSigned ? "int8" : "uint8";
+      case 2:
+        return kSigned ? "int16" : "uint16";
+      case 4:
+        return kSigned ? "int32" : "uint32";
+      default:
+        return kSigned ? "int" : "uint64";
     }
   }
   static std::string GetMismatchTypeInfo(const KFFIAny* s) {
     if (s->type_index == kKFFIInt && !InRange(s->v_int64)) {
-      return "int (" + std::to_string(s->v_int64) + " is out of range for " + TypeStr() + ")";
+      char text[96];
+      std::snprintf(text, sizeof(text), "int (%lld is out of range for %s)",
+                    static_cast<long long>(s->v_int64), TypeStr().c_str());
+      return text;
     }
     return details::AnyTypeStr(s);
   }

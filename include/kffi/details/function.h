@@ -40,7 +40,11 @@ inline std::string TypeStrOf() {
 }
 
 /// The name of parameter i when none was given: "arg0", "arg1", ...
-inline std::string DefaultParamName(size_t i) { return "arg" + std::to_string(i); }
+inline std::string DefaultParamName(size_t i) {
+  char name[32];
+  std::snprintf(name, sizeof(name), "arg%zu", i);
+  return name;
+}
 
 /// "name(a: int, arg1: str) -> None" from a function's name, its parameter names (comma
 /// separated, as KFFI_EXPORT_DOC takes them; unnamed ones are argN) and the spellings of its
@@ -139,13 +143,12 @@ inline std::string ArgumentContext(int32_t index, const char* sig) {
 // when the error leaves it, which is the one a user needs. The runtime writes them in kffi's one
 // format (KFFIErrorSetRaisedArgument: "<param>: expected <type>, got <type> (argument #k of
 // `<signature>`)"), so that a kernel compiles no message of its own.
-[[noreturn]] KFFI_NOINLINE inline void ThrowArgCountError(const std::string& name,
-                                                          const std::string& sig, size_t expected,
-                                                          int32_t got) {
+[[noreturn]] KFFI_NOINLINE inline void ThrowArgCountError(const char* name, const char* sig,
+                                                          size_t expected, int32_t got) {
   const std::string want = Counted(static_cast<int64_t>(expected), "argument");
-  const std::string have = std::to_string(got);
-  RaiseArgumentError("TypeError", name.c_str(), want.c_str(), have.c_str(), nullptr, -1,
-                     sig.c_str());
+  char have[16];  // snprintf, not std::to_string: this is compiled into every export's TU
+  std::snprintf(have, sizeof(have), "%d", static_cast<int>(got));
+  RaiseArgumentError("TypeError", name, want.c_str(), have, nullptr, -1, sig);
   ThrowRaisedError(-1);
 }
 

@@ -234,6 +234,21 @@ TEST(AnyString, SevenBytesAreSmallStrAndEightAreAStrObject) {
   EXPECT_EQ(Any(String("a longer string")).type_index(), kKFFIStr);
 }
 
+TEST(AnyString, EveryShortLengthKeepsItsBytesAndZeroPadding) {
+  // Each length 0..7 is stored inline: its bytes, each distinct, and zeros after them (values
+  // compare bytewise).
+  const char source[] = "\x01\x02\x03\x04\x05\x06\x07\xff";
+  for (size_t n = 0; n <= 7; ++n) {
+    const Any a(String(source, n));
+    ASSERT_EQ(a.type_index(), kKFFISmallStr) << n;
+    const KFFIAny& raw = RawOf(a);
+    EXPECT_EQ(raw.small_str_len, n);
+    EXPECT_EQ(std::string(raw.v_bytes, n), std::string(source, n)) << n;
+    for (size_t k = n; k < 8; ++k) EXPECT_EQ(raw.v_bytes[k], '\0') << n << " " << k;
+    EXPECT_EQ(a.cast<String>().size(), n);
+  }
+}
+
 TEST(AnyString, BorrowedViewsAreRawStrAndOwnedCopiesAreIndependent) {
   std::string text = "hello from a std::string";
   AnyView view(text);

@@ -90,8 +90,9 @@ int64_t AddOne(int64_t x) { return x + 1; }
 }  // namespace
 TVM_FFI_DLL_EXPORT_TYPED_FUNC(add_one, AddOne);
 """
+# kffi's input is a ConstTensorView: a contract refuses a read-only parameter that may be written.
 KERNEL = """
-void add_one({T} x, {T} y) {{
+void add_one({In} x, {T} y) {{
   const float* a = static_cast<const float*>(x.data_ptr());
   float* b = static_cast<float*>(y.data_ptr());
   for (int64_t i = 0; i < x.numel(); ++i) b[i] = a[i] + 1.0f;
@@ -99,13 +100,13 @@ void add_one({T} x, {T} y) {{
 """
 TVM_TENSOR_UNIT = (
     "#include <tvm/ffi/container/tensor.h>\n#include <tvm/ffi/function.h>\n"
-    + KERNEL.format(T="tvm::ffi::TensorView")
+    + KERNEL.format(In="tvm::ffi::TensorView", T="tvm::ffi::TensorView")
     + "TVM_FFI_DLL_EXPORT_TYPED_FUNC(add_one, add_one);\n"
 )
 # The cold JIT build of the same add_one: kffi.compile (with a contract) and
 # tvm_ffi.cpp.load_inline, each in a fresh process with a fresh build directory.
 KFFI_JIT = f"""import tempfile, kffi
-src = {KERNEL.format(T="kffi::TensorView")!r}
+src = {KERNEL.format(In="kffi::ConstTensorView", T="kffi::TensorView")!r}
 with tempfile.TemporaryDirectory() as d:
     n = kffi.sym_int("n")
     kffi.compile(src, "add_one", kffi.fake_tensor("float32", [n]),
@@ -113,7 +114,7 @@ with tempfile.TemporaryDirectory() as d:
                  options={{"build_directory": d, "quiet": True}})
 """
 TVM_JIT = f"""import tempfile, tvm_ffi.cpp
-src = {KERNEL.format(T="tvm::ffi::TensorView")!r}
+src = {KERNEL.format(In="tvm::ffi::TensorView", T="tvm::ffi::TensorView")!r}
 with tempfile.TemporaryDirectory() as d:
     tvm_ffi.cpp.load_inline("add_one", cpp_sources=src, functions=["add_one"], build_directory=d)
 """

@@ -60,9 +60,10 @@ part_tsan() {
   # test_object.cc does to count allocations) interposes it; clang's static runtime defines the
   # same operators and the link fails (and clang 14's shared one crashes at start-up).
   # -g1: line tables only, what a report's stacks need (file:line), about a fifth less compile
-  # time than -g's full debug info.
+  # time than -g's full debug info. -O1 (TSan asks for -O1 or more): a quarter to a third
+  # less compile time than -O2 (test_contract.cc: 13.6 s -> 9.3 s).
   CC=gcc CXX=g++ cmake -S "$ROOT" -B "$build" "${GEN[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKFFI_WERROR="${KFFI_WERROR:-OFF}" \
-    -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG" -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG" \
+    -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" \
     -DKFFI_ENABLE_TSAN=ON -DKFFI_BUILD_EXAMPLES=OFF >/dev/null
   cmake --build "$build" -j "$JOBS"
   # Every test runs (the examples are not built: the out-of-tree one would build a project

@@ -29,7 +29,8 @@ _aarch64_pkgs=(libc6 libgcc-s1 libstdc++6 zlib1g libexpat1 libffi8 libbz2-1.0 li
 
 # shellcheck source=scripts/apt_install.sh
 source "$ROOT/scripts/apt_install.sh"
-kffi_apt_install g++-aarch64-linux-gnu qemu-user
+# Without recommends: qemu-user's would register binfmt handlers on the machine.
+kffi_apt_install --no-recommends g++-aarch64-linux-gnu qemu-user
 
 # The root is made once; a stamp naming the package list makes a changed list remake it.
 _aarch64_stamp="${_aarch64_pkgs[*]} numpy apache-tvm-ffi"

@@ -7,7 +7,7 @@
 #
 #   bash scripts/ci_fuzz.sh [seconds per target]     (default 25, or $KFFI_CI_FUZZ_SECONDS)
 #
-# Needs clang with compiler-rt (Debian: clang); installed here when missing.
+# Needs clang with compiler-rt (Debian: clang, libclang-rt-dev); installed here when missing.
 # SPDX-License-Identifier: Apache-2.0
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
@@ -15,7 +15,9 @@ SECONDS_PER_TARGET="${1:-${KFFI_CI_FUZZ_SECONDS:-25}}"
 
 # shellcheck source=scripts/apt_install.sh
 source "$ROOT/scripts/apt_install.sh"
-command -v clang++ >/dev/null 2>&1 || kffi_apt_install clang
+# libclang-rt-dev: compiler-rt (libFuzzer, the sanitizers' runtimes), named in case clang was
+# installed without its recommended packages.
+kffi_apt_install clang libclang-rt-dev
 
 start=$(date +%s)
 bash "$ROOT/scripts/run_fuzzers.sh" --seconds "$SECONDS_PER_TARGET"

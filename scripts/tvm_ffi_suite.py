@@ -17,11 +17,16 @@ own test suite, so this script:
    crashed / timed out / could not link, per runtime), with every test that did not pass on kffi
    listed by name, and writes JSON.
 
+With --expect tests/abi/tvm_ffi_suite_expected.json (what CI runs), any difference from that
+list fails: a file that no longer links on kffi, a test that no longer passes on either runtime,
+a listed one that now passes, a crash or a hang.
+
 Usage: python3 scripts/tvm_ffi_suite.py [--version 0.1.15.post2] [--work build/tvm_ffi_suite]
                                         [--kffi-lib DIR] [--timeout 60] [--jobs N] [--json OUT]
-                                        [--filter SUBSTRING]
+                                        [--filter SUBSTRING] [--expect LIST]
 --kffi-lib is the folder of libkffi.so and libkffi_tvm.so (default: the installed kffi's).
-Exits 0 when every test passes on the reference runtime and none crashes on kffi's.
+Without --expect, exits 0 when every test passes on the reference runtime and none crashes on
+kffi's.
 """
 # SPDX-License-Identifier: Apache-2.0
 
@@ -92,10 +97,13 @@ def googletest_dir(src: Path) -> Path:
 def build_reference(src: Path, work: Path, jobs: int) -> Path:
     """apache-tvm-ffi and its tests, built with its own CMake; the build folder.
 
-    Its CMake compiles the tests with -Werror, so a warning that this compiler has and theirs did
-    not (g++ 12: redundant-move in array.h) stops a file: such a file is compiled again with its
-    own command plus -Wno-error, and the rest of the build goes on."""
-    b = work / "build"
+    No CMAKE_BUILD_TYPE, so no -O flag: their tests compile about four times faster at -O0 (with
+    the AddressSanitizer their CMake adds) than at RelWithDebInfo, and what they check does not
+    depend on it; the kffi libraries they run on are the Release ones. Their CMake compiles the
+    tests with -Werror, so a warning that this compiler has and theirs did not (g++ 12:
+    redundant-move in array.h) stops a file: such a file is compiled again with its own command
+    plus -Wno-error, and the rest of the build goes on."""
+    b = work / "build-O0"
     gen = ["-G", "Ninja"] if shutil.which("ninja") else []
     cmake = [
         "cmake",
@@ -104,7 +112,7 @@ def build_reference(src: Path, work: Path, jobs: int) -> Path:
         "-B",
         str(b),
         *gen,
-        "-DCMAKE_BUILD_TYPE=RelWithDebInfo",
+        "-DCMAKE_BUILD_TYPE=",
         "-DCMAKE_EXPORT_COMPILE_COMMANDS=ON",
         "-DTVM_FFI_BUILD_TESTS=ON",
         f"-DFETCHCONTENT_SOURCE_DIR_GOOGLETEST={googletest_dir(src)}",
@@ -335,6 +343,44 @@ def test_files_of(b: Path, names: list[str]) -> dict[str, str]:
     return out
 
 
+def check_expected(
+    expect: dict, report: dict[str, dict[str, dict[str, str]]], linked: set[str]
+) -> list[str]:
+    """Every difference from the expected list: a file that no longer links on kffi or one that
+    links now, a test that does not pass where it should, a listed one that now passes (the fix
+    takes it off the list, so that the list keeps meaning something), a crash, a changed count."""
+    problems = []
+    links, cannot = set(expect["links"]), set(expect["cannot_link"])
+    for stem in sorted(links - linked):
+        missing = {r["detail"] for r in report["kffi"].values() if r["file"] == stem}
+        problems.append(f"{stem} no longer links on kffi: {'; '.join(sorted(missing))}")
+    for stem in sorted(linked & cannot):
+        problems.append(f"{stem} links on kffi now; move it to the files that link")
+    for stem in sorted(linked - links - cannot):
+        problems.append(f"{stem} is a test file the list does not name")
+    listed = expect["not_passing"]
+    for runtime, got in report.items():
+        if len(got) != expect["tests"][runtime]:
+            problems.append(
+                f"{runtime}: {len(got)} tests where the list has {expect['tests'][runtime]}"
+            )
+        for name, r in sorted(got.items()):
+            entry = listed.get(name)
+            if r["outcome"] in ("crashed", "timed out"):
+                problems.append(f"{runtime}: {name} {r['outcome']}: {r['detail'][-300:]}")
+            elif r["outcome"] == "could not link":
+                continue  # the file checks above
+            elif runtime == "kffi":
+                fails = entry is not None
+            else:
+                fails = runtime == "tvm_ffi_same_files" and bool(entry and entry["also_on_tvm_ffi"])
+            if fails and r["outcome"] == "passed":
+                problems.append(f"{runtime}: {name} passes now; take it off the list")
+            elif not fails and r["outcome"] != "passed":
+                problems.append(f"{runtime}: {name} {r['outcome']}: {r['detail'][-300:]}")
+    return problems
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--version", default=DEFAULT_VERSION)
@@ -344,6 +390,12 @@ def main() -> int:
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
     ap.add_argument("--json", default=None)
     ap.add_argument("--filter", default="", help="run only tests whose name holds this")
+    ap.add_argument(
+        "--expect",
+        default=None,
+        help="the list of what passes and what does not (tests/abi/tvm_ffi_suite_expected.json):"
+        " fail on any difference from it",
+    )
     args = ap.parse_args()
     work = Path(args.work).resolve()
     if args.kffi_lib is None:
@@ -352,6 +404,11 @@ def main() -> int:
         kffi_lib = Path(kffi.libinfo.lib_dir())
     else:
         kffi_lib = Path(args.kffi_lib).resolve()
+    expect = json.loads(Path(args.expect).read_text()) if args.expect else None
+    if expect is not None:
+        if args.filter:
+            raise SystemExit("tvm_ffi_suite: --expect runs every test; leave out --filter")
+        args.version = expect["version"]
     src = fetch_sdist(args.version, work)
     b = build_reference(src, work, args.jobs)
     report: dict[str, dict[str, dict[str, str]]] = {}
@@ -395,6 +452,12 @@ def main() -> int:
         Path(args.json).write_text(
             json.dumps({"version": args.version, "results": report}, indent=1)
         )
+    if expect is not None:
+        problems = check_expected(expect, report, linked)
+        for line in problems:
+            print(f"tvm_ffi_suite: {line}", file=sys.stderr)
+        print(f"\n{len(problems)} differences from {args.expect}")
+        return 1 if problems else 0
     ref_ok = all(r["outcome"] == "passed" for r in report["tvm_ffi"].values())
     kffi_crash = any(r["outcome"] in ("crashed", "timed out") for r in report["kffi"].values())
     return 0 if ref_ok and not kffi_crash else 1

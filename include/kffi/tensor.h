@@ -17,6 +17,7 @@
 #include <new>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -24,18 +25,47 @@
 namespace kffi {
 namespace details {
 
+// The cold paths of data<T>() put their messages together in C buffers and have the runtime raise
+// them, with no std::string code: every kernel that calls data<T>() compiles them.
+
 /// ValueError: a mutable data<T>() of a tensor whose memory is read-only (cold).
 [[noreturn]] KFFI_NOINLINE inline void ThrowReadOnlyData() {
-  KFFI_THROW(ValueError) << "Cannot write through data<T>(): the tensor is read-only (use "
-                         << "const_data<T>() to read it)";
+  KFFIErrorSetRaisedFromCStr("ValueError",
+                             "Cannot write through data<T>(): the tensor is read-only (use "
+                             "const_data<T>() to read it)");
+  ThrowRaisedError(-1);
 }
+
+/// A dtype's name ("float32") as the runtime formats it, in a C buffer (for cold paths).
+struct DataTypeName {
+  explicit DataTypeName(DLDataType dtype) noexcept {
+    KFFIAny s;
+    SetNone(&s);
+    std::string_view v("?");
+    if (KFFIDataTypeToString(&dtype, &s) != 0) {
+      KFFIObjectHandle ignored = nullptr;  // no name: the message says "?"
+      KFFIErrorMoveFromRaised(&ignored);
+      KFFIObjectDecRef(ignored);
+    } else {
+      ReadStrView(&s, &v);
+    }
+    std::snprintf(text, sizeof(text), "%.*s", static_cast<int>(v.size()), v.data());
+    if (s.type_index >= kKFFIStaticObjectBegin) KFFIObjectDecRef(s.v_obj);
+  }
+  char text[64];
+};
 
 /// TypeError: data<T>() of a tensor whose dtype is not T's (cold; debug builds check it).
 [[noreturn]] KFFI_NOINLINE inline void ThrowDataTypeMismatch(DLDataType want, DLDataType got) {
-  const std::string w = DataTypeToString(want);
-  const std::string subject = "data<" + w + ">()";
-  RaiseArgumentError("TypeError", subject.c_str(), ("a tensor of " + w).c_str(),
-                     ("a tensor of " + DataTypeToString(got)).c_str(), nullptr, -1, nullptr);
+  const DataTypeName w(want);
+  const DataTypeName g(got);
+  char subject[80];
+  char expected[80];
+  char received[80];
+  std::snprintf(subject, sizeof(subject), "data<%s>()", w.text);
+  std::snprintf(expected, sizeof(expected), "a tensor of %s", w.text);
+  std::snprintf(received, sizeof(received), "a tensor of %s", g.text);
+  RaiseArgumentError("TypeError", subject, expected, received, nullptr, -1, nullptr);
   ThrowRaisedError(-1);
 }
 

@@ -25,6 +25,13 @@ void Nop3(kffi::ConstTensorView a, kffi::ConstTensorView b, kffi::ConstTensorVie
   benchmark::DoNotOptimize(b);
   benchmark::DoNotOptimize(c);
 }
+// What a `mut` contract tensor needs: a parameter that may be written (a ConstTensorView would
+// make the contract invalid).
+void Nop3Mut(kffi::TensorView a, kffi::TensorView b, kffi::TensorView c) {
+  benchmark::DoNotOptimize(a);
+  benchmark::DoNotOptimize(b);
+  benchmark::DoNotOptimize(c);
+}
 void Nop3Stream(kffi::ConstTensorView a, kffi::ConstTensorView b, kffi::ConstTensorView c,
                 void* stream) {
   Nop3(a, b, c);
@@ -83,7 +90,7 @@ void BM_Contract_3Tensors_Full_Mut(benchmark::State& state) {
   Run(state,
       Opaque("bench.nop3_mut",
              kffi::FunctionWithContract(
-                 Nop3, "nop3",
+                 Nop3Mut, "nop3",
                  "a: Tensor([n, 32], float32|float16, device=cuda, align=16, offset0, contiguous, "
                  "mut), b: Tensor([n, 32], float32|float16, device=cuda, align=16, offset0, "
                  "contiguous, mut), c: Tensor([n, 32], float32|float16, device=cuda, align=16, "
@@ -104,11 +111,28 @@ void BM_Contract_3Tensors_Full_EnvStream(benchmark::State& state) {
       2);
 }
 
+// Tensors of two ranks, as most kernels with a bias or a weight have: the leading run of rank-2
+// tensors is checked inline, the rest by the runtime in one call (KFFIContractCheckFrom).
+void BM_Contract_3Tensors_MixedRanks(benchmark::State& state) {
+  Tensors3 ts(2);
+  ts.t[1].ndim = 1;  // b: the [32] row of a [64, 32] buffer
+  ts.t[1].shape = &ts.shape[1];
+  ts.t[1].strides = &ts.strides[1];
+  const kffi::Function f =
+      Opaque("bench.nop3_mixed", kffi::FunctionWithContract(Nop3, "nop3",
+                                                            "a: Tensor([n, m], float32), "
+                                                            "b: Tensor([m], float32), "
+                                                            "c: Tensor([n, m], float32)"));
+  kffi::TensorView a(&ts.t[0]), b(&ts.t[1]), c(&ts.t[2]);
+  for (auto _ : state) benchmark::DoNotOptimize(f(a, b, c));
+}
+
 BENCHMARK(BM_NoContract_3Tensors);
 BENCHMARK(BM_Contract_3Tensors_DtypeShape);
 BENCHMARK(BM_Contract_3Tensors_Full);
 BENCHMARK(BM_Contract_3Tensors_Full_Mut);
 BENCHMARK(BM_Contract_3Tensors_Full_EnvStream);
+BENCHMARK(BM_Contract_3Tensors_MixedRanks);
 
 }  // namespace
 

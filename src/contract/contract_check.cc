@@ -310,6 +310,22 @@ bool GeneralRun(const PlanLayout& p, RunState* st, size_t first) {
   for (size_t i = first; i < n; ++i) {
     const Op& op = ops[i];
     const KFFIAny* v = st->frames[op.frame] + op.index;
+    if (op.simple && v->type_index == kKFFIDLTensorPtr && !WritableMissing(op, v)) {
+      // A plain tensor check, what a kernel's inline check hands over after its leading run of
+      // same-rank tensors: the checks that need no plan lookups beyond its own.
+      const auto* t = static_cast<const DLTensor*>(v->v_ptr);
+      const TensorCheck& c = p.tensors[op.spec];
+      uint64_t bad = HeadBits(c, t, st);
+      if (KFFI_LIKELY(bad == 0)) {
+        bad = DimsBits<false>(p.dims + c.dims_begin, t->shape, c.ndim, st);
+        if (c.check_strides) bad |= !RowMajorOk(t);
+      }
+      if (KFFI_UNLIKELY(bad != 0)) {
+        st->failed_op = static_cast<int32_t>(i);
+        return false;
+      }
+      continue;
+    }
     const DLTensor* t = nullptr;
     if (KFFI_LIKELY(op.kind == kOpTensor)) t = TensorOf(v);
     bool ok;

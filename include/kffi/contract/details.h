@@ -2,15 +2,15 @@
 // run inline before the function, and the arguments the function receives.
 //
 // Only the common path of a passing call's check is compiled into each kernel: FastRun folds the
-// checks of a tensor into a few compares (the leading run of same-rank tensors unrolled) and only
-// says whether everything passed. At the first op that is not a simple tensor (a scalar, a tuple,
-// an optional, a strided or ordered layout, ...) it hands the rest to the runtime in one call
-// (KFFIContractCheckFrom, src/contract_check.cc). When a check fails, the runtime runs the plan
-// again from scratch, check by check in catalogue order, and raises the first failure with its
-// message (KFFIContractExplain, src/contract_explain.cc). Both runs accept exactly the same
-// arguments: they share their predicates (BindBits here, the others in src/contract_check.cc), and
-// tests/cpp/contract/test_contract_fuzz.cc and the fuzzer tests/fuzz/contract_fuzzer.cc hold them
-// to agreeing on every input.
+// checks of a tensor into a few compares for the leading run of same-rank tensors (unrolled; most
+// contracts are one such run) and only says whether everything passed. Whatever follows that run
+// (a tensor of another rank, a scalar, a tuple, an optional, a strided or ordered layout, ...) it
+// hands to the runtime in one call (KFFIContractCheckFrom, src/contract_check.cc). When a check
+// fails, the runtime runs the plan again from scratch, check by check in catalogue order, and
+// raises the first failure with its message (KFFIContractExplain, src/contract_explain.cc). Both
+// runs accept exactly the same arguments: they share their predicates (BindBits here, the others in
+// src/contract_check.cc), and tests/cpp/contract/test_contract_fuzz.cc and the fuzzer
+// tests/fuzz/contract_fuzzer.cc hold them to agreeing on every input.
 // SPDX-License-Identifier: Apache-2.0
 #ifndef KFFI_CONTRACT_DETAILS_H_
 #define KFFI_CONTRACT_DETAILS_H_
@@ -124,8 +124,9 @@ KFFI_INLINE uint64_t RowMajorBits(const DLTensor* t, const int64_t* sh) {
   return t->strides == nullptr ? 0 : RowMajorBitsOf(sh, t->strides, kNdim);
 }
 
-/// SimpleTensor for kNdim dimensions (the plan's ndim): straight-line code, no loops. The shape
-/// is read once into locals (stores to the symbol values could otherwise alias it).
+/// The checks of a simple tensor of kNdim dimensions (the plan's ndim): straight-line code, no
+/// loops. The shape is read once into locals (stores to the symbol values could otherwise alias
+/// it).
 template <int kNdim>
 KFFI_INLINE bool SimpleTensorN(const PlanLayout& p, const TensorCheck& c, const DLTensor* t,
                                RunState* st) {
@@ -141,17 +142,6 @@ KFFI_INLINE bool SimpleTensorN(const PlanLayout& p, const TensorCheck& c, const 
   return bad == 0;
 }
 
-/// A tensor of a simple op (Op::simple): no call, so the caller's loop keeps its registers. (The
-/// unrolled per-rank code is UniformRun's, for the leading run of same-rank tensors that most
-/// contracts are.)
-KFFI_INLINE bool SimpleTensor(const PlanLayout& p, const TensorCheck& c, const DLTensor* t,
-                              RunState* st) {
-  if (KFFI_UNLIKELY(HeadBits(c, t, st) != 0)) return false;  // before reading shape[ndim - 1]
-  uint64_t bad = DimsBits<false>(p.dims + c.dims_begin, t->shape, c.ndim, st);
-  if (c.check_strides) bad |= !RowMajorOk(t);
-  return bad == 0;
-}
-
 /// The first 8 bytes of a value: type_index, then tensor_flags (for a tensor argument).
 KFFI_INLINE uint64_t HeadOf(const KFFIAny* v) {
   uint64_t head;
@@ -160,7 +150,7 @@ KFFI_INLINE uint64_t HeadOf(const KFFIAny* v) {
 }
 
 /// The leading PlanLayout::uniform_count arguments, all simple tensors of rank kNdim: true when
-/// every one is a DLTensor* that passes. False sends the call to the general loop (from the start).
+/// every one is a DLTensor* that passes. False sends the whole call to the runtime's check.
 /// The type and, for a `mut` parameter, the read-only flag are checked in one compare.
 template <int kNdim>
 KFFI_INLINE bool UniformRun(const PlanLayout& p, const KFFIAny* args, RunState* st) {
@@ -180,8 +170,8 @@ constexpr unsigned kAllRanks = 0x1eu;
 /// The ranks a plan of contract text s can have as its uniform_ndim, as bits (see kAllRanks): the
 /// number of entries of every bracketed list in s (a shape `[n, m]` has as many entries as its
 /// tensor has dimensions). A superset: ranges and other lists only add bits, and text it cannot
-/// follow gives kAllRanks. A missing bit would only send that plan's tensors through the general
-/// loop of FastRun (slower, never wrong).
+/// follow gives kAllRanks. A missing bit would only send that plan's tensors to the runtime's
+/// check (slower, never wrong).
 constexpr unsigned RanksIn(const char* s) {
   constexpr int kMaxDepth = 8;
   int count[kMaxDepth] = {};      // entries ended so far, per open bracket
@@ -222,11 +212,11 @@ struct RanksOf<Text, std::enable_if_t<(RanksIn(Text::template get<>()), true)>> 
   static constexpr unsigned value = RanksIn(Text::template get<>());
 };
 
-/// Whether the call arguments pass every check. The loop handles the common ops (a call argument
-/// that is a tensor with a plain check, Op::simple) without making any call, so that everything
-/// stays in registers; at the first other op it hands the rest to the runtime. kRanks (RanksIn)
-/// names the uniform ranks worth compiling: an export compiles only its contract's, which keeps a
-/// kernel's build shorter.
+/// Whether the call arguments pass every check. The leading run of same-rank tensors with plain
+/// checks (PlanLayout::uniform_count of them) is checked inline, without any call, so that
+/// everything stays in registers; the rest, or the whole call when that run does not pass as
+/// DLTensor*s, goes to the runtime in one call. kRanks (RanksIn) names the uniform ranks worth
+/// compiling: an export compiles only its contract's, which keeps a kernel's build shorter.
 template <unsigned kRanks = kAllRanks>
 KFFI_INLINE bool FastRun(const PlanLayout& p, const KFFIAny* args, int32_t num_args, RunState* st) {
   if (KFFI_UNLIKELY(num_args != p.num_args)) {
@@ -234,7 +224,6 @@ KFFI_INLINE bool FastRun(const PlanLayout& p, const KFFIAny* args, int32_t num_a
     return false;
   }
   st->frames[0] = args;
-  const Op* ops = p.ops;
   const size_t n = static_cast<size_t>(p.num_ops);
   size_t first = 0;
   bool uniform = false;
@@ -255,26 +244,12 @@ KFFI_INLINE bool FastRun(const PlanLayout& p, const KFFIAny* args, int32_t num_a
       break;
   }
   if (uniform) first = static_cast<size_t>(p.uniform_count);
-  for (size_t i = first; i < n; ++i) {
-    const Op& op = ops[i];
-    const KFFIAny* v = args + op.index;
-    const DLTensor* t;
-    // The type and, for a `mut` parameter, the read-only flag in one compare.
-    const uint64_t head = HeadOf(v) & (UINT64_C(0xffffffff) | static_cast<uint64_t>(op.mut) << 32);
-    if (KFFI_LIKELY(op.simple && head == kKFFIDLTensorPtr)) {
-      t = static_cast<const DLTensor*>(v->v_ptr);
-    } else if (op.simple && head == kKFFITensor) {
-      t = KFFITensorGetDLTensorPtr(v->v_obj);
-    } else {
-      // Anything else (a scalar, a tuple, an optional, a strided or ordered layout, ...): the
-      // runtime checks the rest of the ops, in one call.
-      st->failed_op = KFFIContractCheckFrom(&p, st, static_cast<int32_t>(i));
-      return st->failed_op < 0;
-    }
-    if (KFFI_UNLIKELY(!SimpleTensor(p, p.tensors[op.spec], t, st))) {
-      st->failed_op = static_cast<int32_t>(i);
-      return false;
-    }
+  if (first < n) {
+    // The rest (tensors of another rank, Tensor objects, scalars, tuples, optionals, strided
+    // layouts, ...): the runtime checks it in one call. Compiling a general loop into every
+    // kernel instead cost a tenth of a contract export's build time.
+    st->failed_op = KFFIContractCheckFrom(&p, st, static_cast<int32_t>(first));
+    return st->failed_op < 0;
   }
   return true;
 }

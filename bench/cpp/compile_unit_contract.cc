@@ -1,7 +1,7 @@
 // bench/cpp/compile_unit_contract.cc: the contract translation unit whose compile time the
 // benchmark measures: one tensor kernel exported with a contract.
 // SPDX-License-Identifier: Apache-2.0
-#include <kffi/contract.h>
+#include <kffi/contract_export.h>
 #include <kffi/tensor.h>
 
 namespace {

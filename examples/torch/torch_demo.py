@@ -19,7 +19,7 @@ import torch
 # k are symbols), dtypes and layout, `mut` for a tensor the kernel writes, and after `->` the
 # tensors it returns.
 SOURCE = r"""
-#include <kffi/contract.h>
+#include <kffi/contract_export.h>
 
 // out[i, j] = x[i, j] + bias[j], written into out
 void add_bias(kffi::ConstTensorView x, kffi::ConstTensorView bias, kffi::TensorView out) {

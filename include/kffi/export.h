@@ -11,8 +11,8 @@
 //                        a program that only loads modules carries none.
 // Names starting with `__kffi__` are the ABI's own; exported function names must not start with
 // an underscore. Parameters without a name are called arg0, arg1, ... in metadata and messages.
-// KFFI_EXPORT_CONTRACT (exports with a contract) lives in <kffi/contract.h>; <kffi/kffi.h> has
-// both.
+// KFFI_EXPORT_CONTRACT (exports with a contract) lives in <kffi/contract_export.h>; <kffi/kffi.h>
+// has both.
 // SPDX-License-Identifier: Apache-2.0
 #ifndef KFFI_EXPORT_H_
 #define KFFI_EXPORT_H_

@@ -27,12 +27,14 @@ from ._render import render_contract
 
 @lazy
 def has_contract_support() -> bool:
-    """Whether the installed headers define KFFI_EXPORT_CONTRACT (kffi/contract.h)."""
+    """Whether the installed headers define KFFI_EXPORT_CONTRACT (kffi/contract_export.h; in
+    kffi/contract.h in older installations)."""
     inc = os.path.join(libinfo.include_dir(), "kffi")
-    if not os.path.exists(os.path.join(inc, "contract.h")):
-        return False
-    for header in ("export.h", "contract.h"):
-        with open(os.path.join(inc, header), encoding="utf-8", errors="replace") as f:
+    for header in ("contract_export.h", "contract.h"):
+        path = os.path.join(inc, header)
+        if not os.path.exists(path):
+            continue
+        with open(path, encoding="utf-8", errors="replace") as f:
             if "#define KFFI_EXPORT_CONTRACT" in f.read():
                 return True
     return False
@@ -107,7 +109,7 @@ def compile(
         )
     if not has_contract_support():
         raise RuntimeError(
-            "kffi.compile needs KFFI_EXPORT_CONTRACT (kffi/contract.h), which "
+            "kffi.compile needs KFFI_EXPORT_CONTRACT (kffi/contract_export.h), which "
             "this kffi installation does not have"
         )
     cuda = options.get("cuda")

@@ -1,6 +1,7 @@
-// tests/abi/macros_alone/contract_h.cc: every macro of <kffi/contract.h>, with that header alone.
+// tests/abi/macros_alone/contract_export_h.cc: every macro of <kffi/contract_export.h>, with that
+// header alone.
 // SPDX-License-Identifier: Apache-2.0
-#include <kffi/contract.h>
+#include <kffi/contract_export.h>
 
 namespace {
 int64_t Size(kffi::ConstTensorView x) { return x.size(0); }

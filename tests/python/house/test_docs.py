@@ -377,8 +377,8 @@ NOT_SHOWN = {
     "KFFIContractGetOutputShape: values must not be NULL": "C API misuse",
     "KFFIContractGetText: index ": "C API misuse (an index past the contract's texts)",
     "KFFIContractGetText: unknown text ": "C API misuse (a text kind c_api.h does not name)",
-    "kffi.compile needs KFFI_EXPORT_CONTRACT (kffi/contract.h), which this kffi installation does "
-    "not have": "installations older than contracts",
+    "kffi.compile needs KFFI_EXPORT_CONTRACT (kffi/contract_export.h), which this kffi installation "
+    "does not have": "installations older than contracts",
 }
 
 

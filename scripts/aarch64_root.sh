@@ -52,6 +52,17 @@ _aarch64_pkgs=(libc6 libgcc-s1 libstdc++6 zlib1g libexpat1 libffi8 libbz2-1.0 li
 # What a cross-built CPython links its ctypes and zlib modules against.
 [ "$_aarch64_rootver" != 3.11 ] || _aarch64_pkgs+=(libffi-dev zlib1g-dev)
 
+# _aarch64_wheel VERSION PACKAGE DEST: PACKAGE's aarch64 wheel for CPython VERSION (3.12, or 3.14t
+# free-threaded) from PyPI, unpacked into DEST.
+_aarch64_wheel() {
+  rm -rf "$3" "$3.download"
+  python3 -m pip download -q --disable-pip-version-check --no-deps --only-binary=:all: \
+    --platform manylinux_2_28_aarch64 --platform manylinux2014_aarch64 \
+    --python-version "${1%t}" --implementation cp --abi "cp${1/./}" -d "$3.download" "$2"
+  python3 -m zipfile -e "$3".download/*.whl "$3"
+  rm -rf "$3.download"
+}
+
 # shellcheck source=scripts/apt_install.sh
 source "$ROOT/scripts/apt_install.sh"
 # Without recommends: qemu-user's would register binfmt handlers on the machine.
@@ -92,20 +103,12 @@ if [ "$(cat "$AARCH64_DIR/root.stamp" 2>/dev/null)" != "$_aarch64_stamp" ]; then
   cp -r "$AARCH64_ROOT/usr/include/python$_aarch64_rootver" "$AARCH64_PYINC/"
   cp "$AARCH64_ROOT/usr/include/aarch64-linux-gnu/python$_aarch64_rootver/pyconfig.h" \
     "$AARCH64_PYINC/python$_aarch64_rootver/pyconfig.h"
-  python3 -m pip download -q --disable-pip-version-check --no-deps --only-binary=:all: \
-    --platform manylinux_2_28_aarch64 --platform manylinux2014_aarch64 \
-    --python-version "$_aarch64_rootver" --implementation cp --abi "cp${_aarch64_rootver/./}" \
-    -d "$AARCH64_DIR/debs" numpy
-  python3 -m zipfile -e "$AARCH64_DIR"/debs/numpy-*.whl "$AARCH64_NUMPY"
+  _aarch64_wheel "$_aarch64_rootver" numpy "$AARCH64_NUMPY"
   _tvm="apache-tvm-ffi"
   _tvm_version="$(python3 -c 'import importlib.metadata as m; print(m.version("apache-tvm-ffi"))' \
     2>/dev/null || true)"
   [ -n "$_tvm_version" ] && _tvm="apache-tvm-ffi==$_tvm_version"
-  python3 -m pip download -q --disable-pip-version-check --no-deps --only-binary=:all: \
-    --platform manylinux_2_28_aarch64 --platform manylinux2014_aarch64 \
-    --python-version "$_aarch64_rootver" --implementation cp --abi "cp${_aarch64_rootver/./}" \
-    -d "$AARCH64_DIR/debs" "$_tvm"
-  python3 -m zipfile -e "$AARCH64_DIR"/debs/apache_tvm_ffi-*.whl "$AARCH64_DIR/tvm_ffi"
+  _aarch64_wheel "$_aarch64_rootver" "$_tvm" "$AARCH64_DIR/tvm_ffi"
   # Its own tvm-ffi-config imports the package, whose extension is aarch64: this one only says
   # where the wheel's folders are.
   cat >"$AARCH64_DIR/tvm-ffi-config" <<SH
@@ -132,15 +135,7 @@ if [ -n "$_aarch64_cross_python" ]; then
     --arch aarch64 | tail -1)"
   AARCH64_PYINC="$(dirname "$(dirname "$AARCH64_PYTHON")")/include"
   AARCH64_NUMPY="$ROOT/build/aarch64-py$AARCH64_PYVER/numpy"
-  if [ ! -d "$AARCH64_NUMPY/numpy" ]; then
-    rm -rf "$AARCH64_NUMPY" "$AARCH64_NUMPY.download"
-    python3 -m pip download -q --disable-pip-version-check --no-deps --only-binary=:all: \
-      --platform manylinux_2_28_aarch64 --platform manylinux2014_aarch64 \
-      --python-version "${AARCH64_PYVER%t}" --implementation cp --abi "cp${AARCH64_PYVER/./}" \
-      -d "$AARCH64_NUMPY.download" numpy
-    python3 -m zipfile -e "$AARCH64_NUMPY".download/numpy-*.whl "$AARCH64_NUMPY"
-    rm -rf "$AARCH64_NUMPY.download"
-  fi
+  [ -d "$AARCH64_NUMPY/numpy" ] || _aarch64_wheel "$AARCH64_PYVER" numpy "$AARCH64_NUMPY"
 fi
 # shellcheck disable=SC2034  # for test.sh
 AARCH64_TVM_FFI_CONFIG="$AARCH64_DIR/tvm-ffi-config"

@@ -6,8 +6,8 @@
 #                                          e.g. 3.14, 3.13 --disable-gil, 3.12 --arch aarch64
 #
 # Prints the interpreter's path on its last line. The source is a distribution's source package of
-# that CPython (SOURCES below says which). uv's managed Pythons would be quicker
-# but are downloaded from GitHub, which this machine cannot reach. The interpreter goes to
+# that CPython (SOURCES below says which). uv's managed Pythons would be quicker but are
+# downloaded from GitHub, which this machine cannot reach. The interpreter goes to
 # $KFFI_CPYTHON_HOME/<VERSION>[t] (default build/cpython) and is built once: about 6-8 minutes on
 # 2 cores, without the profile-guided build, which only makes the interpreter faster.
 # --disable-gil builds the free-threaded one (python<VERSION>t). --arch aarch64 cross-compiles it
@@ -54,15 +54,10 @@ else
   # scripts/aarch64_root.sh (Debian 12's packages) has them, and its libc is the cross compiler's,
   # so the interpreter runs under qemu-user with that root as its library prefix.
   [ "$ARCH" = aarch64 ] || { echo "build_cpython.sh: cross builds are for aarch64 only" >&2; exit 2; }
-  BUILD_PY=""
-  for p in "$ROOT/build/cpython/$VERSION$SUFFIX/bin/python$VERSION$SUFFIX" \
-    "$(command -v "python$VERSION" || true)" \
-    "$(pyenv root 2>/dev/null || echo "$HOME/.pyenv")"/versions/"$VERSION".*/bin/"python$VERSION"; do
-    if [ -n "$p" ] && [ -x "$p" ] && "$p" -c 'import sys' >/dev/null 2>&1; then
-      BUILD_PY="$p"
-      break
-    fi
-  done
+  # shellcheck source=scripts/find_python.sh
+  source "$ROOT/scripts/find_python.sh"
+  BUILD_PY="$(kffi_find_python "$VERSION$SUFFIX")"
+  [ -n "$BUILD_PY" ] || BUILD_PY="$(kffi_find_python "$VERSION")"
   if [ -z "$BUILD_PY" ]; then
     FT_ARG=()
     [ "$FT" = 1 ] && FT_ARG=(--disable-gil)

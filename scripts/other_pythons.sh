@@ -25,14 +25,17 @@
 # built against that release's headers and C++ libraries from its PyPI wheel. The smoke test
 # runs the newest glue's torch.
 # --arch aarch64 (with --wheel): cross-compiled wheels, smoke-tested under qemu-user with Debian's
-# arm64 CPython of the version (3.11, 3.13 and 3.14; build_wheel.sh --arch says more).
-# --build-interpreters: a version with no interpreter here is built first (build_cpython.sh, for
-# the versions a distribution ships the source of: 3.13, 3.14 and their free-threaded builds).
+# arm64 CPython of the version (3.11, 3.13, 3.14) or one build_cpython.sh cross-compiles (the
+# others; build_wheel.sh --arch says more).
+# --build-interpreters: a version with no interpreter here is built first (build_cpython.sh:
+# 3.10 and 3.12 to 3.14, and the free-threaded builds of 3.13 and 3.14).
 # SPDX-License-Identifier: Apache-2.0
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 # shellcheck source=scripts/pip_progress.sh
 source "$ROOT/scripts/pip_progress.sh"
+# shellcheck source=scripts/find_python.sh
+source "$ROOT/scripts/find_python.sh"
 JOBS="${KFFI_JOBS:-$(nproc)}"
 
 WHEEL=0
@@ -103,24 +106,10 @@ done
 TESTS=("$@")
 [ ${#TESTS[@]} -gt 0 ] || TESTS=(tests/python)
 
-# An interpreter of version $1 (3.X, or 3.Xt free-threaded) that runs: on PATH (a pyenv shim runs
-# only for its active versions), else one of pyenv's installed versions, else build_cpython.sh's.
-find_python() {
-  local p root
-  root="$(pyenv root 2>/dev/null || echo "$HOME/.pyenv")"
-  for p in "$(command -v "python$1" || true)" "$root"/versions/"$1".*/bin/"python$1" \
-    "$ROOT/build/cpython/$1/bin/python$1"; do
-    if [ -n "$p" ] && [ -x "$p" ] && "$p" -c 'import sys' >/dev/null 2>&1; then
-      echo "$p"
-      return
-    fi
-  done
-}
-
 status=0
 ROWS=()
 for v in "${VERSIONS[@]}"; do
-  PY="$(find_python "$v")"
+  PY="$(kffi_find_python "$v")"
   if [ -z "$PY" ] && [ "$BUILD_INTERPRETERS" = 1 ]; then
     FT_ARG=()
     [ "${v%t}" != "$v" ] && FT_ARG=(--disable-gil)

@@ -44,7 +44,7 @@ exit 3
 def test_a_failed_wheel_build_is_reported_failed(tmp_path):
     scripts = tmp_path / "repo" / "scripts"
     scripts.mkdir(parents=True)
-    for name in ("other_pythons.sh", "build_wheel.sh", "pip_progress.sh"):
+    for name in ("other_pythons.sh", "build_wheel.sh", "pip_progress.sh", "find_python.sh"):
         shutil.copy(ROOT / "scripts" / name, scripts / name)
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()

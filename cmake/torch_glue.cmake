@@ -127,10 +127,15 @@ function(kffi_add_torch_glue root)
   set(_out "${PROJECT_BINARY_DIR}/torch_glue/${_tag}")
   set(_includes "${root}/include" "${root}/include/torch/csrc/api/include")
   set(_torch_libs "${root}/lib/libc10.so" "${root}/lib/libtorch_cpu.so")
-  kffi_torch_libstdcxx("${root}" _libstdcxx)
+  # A cross build cannot ask (the target's libraries do not load here); its compiler's own
+  # libstdc++ is the target's shared one, which torch's libraries run with there too.
+  set(_libstdcxx "")
+  if(NOT CMAKE_CROSSCOMPILING)
+    kffi_torch_libstdcxx("${root}" _libstdcxx)
+  endif()
   if(_libstdcxx)
     list(PREPEND _torch_libs "${_libstdcxx}")
-  else()
+  elseif(NOT CMAKE_CROSSCOMPILING)
     message(WARNING "kffi.torch: cannot tell which libstdc++ ${root}/lib/libc10.so runs with; "
                     "the glue links the compiler's own")
   endif()
@@ -172,12 +177,12 @@ function(kffi_add_torch_glue root)
 
   set(_stamp_python "")
   if(KFFI_BUILD_PYTHON)
-    Python_add_library(kffi_torch_eager_${_id} MODULE WITH_SOABI ${KFFI_TORCH_EAGER_SOURCES})
+    kffi_python_module(kffi_torch_eager_${_id} ${KFFI_TORCH_EAGER_SOURCES})
     _kffi_torch_target(kffi_torch_eager_${_id} kffi_torch_eager)
     target_include_directories(kffi_torch_eager_${_id} PRIVATE "${PROJECT_SOURCE_DIR}/include")
     # Python's own headers trip -Wextra's missing-field-initializers in PyType slots.
     target_compile_options(kffi_torch_eager_${_id} PRIVATE -Wno-missing-field-initializers)
-    set(_stamp_python "${Python_SOABI}")
+    set(_stamp_python "${KFFI_PYTHON_SOABI}")
   endif()
 
   # What kffi.torch checks before loading from the folder.

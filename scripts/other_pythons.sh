@@ -26,7 +26,9 @@
 # runs the newest glue's torch.
 # --arch aarch64 (with --wheel): cross-compiled wheels, smoke-tested under qemu-user with Debian's
 # arm64 CPython of the version (3.11, 3.13, 3.14) or one build_cpython.sh cross-compiles (the
-# others; build_wheel.sh --arch says more).
+# others; build_wheel.sh --arch says more). With --torch, the glue is built against torch's
+# aarch64 wheel of the same releases, which the smoke test imports under qemu with PyPI's aarch64
+# JAX (build_wheel.sh --torch).
 # --build-interpreters: a version with no interpreter here is built first (build_cpython.sh:
 # 3.10 and 3.12 to 3.14, and the free-threaded builds of 3.13 and 3.14).
 # SPDX-License-Identifier: Apache-2.0
@@ -69,7 +71,19 @@ if [ "$ARCH" != "$(uname -m)" ]; then
   ARCH_ARGS=(--arch "$ARCH")
   DIST_SUFFIX="-$ARCH"
 fi
-if [ "$TORCH" = 1 ]; then
+CROSS_TORCH=()
+if [ "$TORCH" = 1 ] && [ ${#ARCH_ARGS[@]} -gt 0 ]; then
+  # The releases, built against their aarch64 wheels by build_wheel.sh.
+  TORCH_RELEASE="${TORCH_RELEASES[0]:-}"
+  [ -n "$TORCH_RELEASE" ] ||
+    TORCH_RELEASE="$(python3 -c 'import torch; print(torch.__version__.split("+")[0])')" || {
+    echo "other_pythons: --torch needs a torch where this runs, or --torch-release" >&2
+    exit 2
+  }
+  for release in "$TORCH_RELEASE" "${TORCH_RELEASES[@]}"; do
+    [[ " ${CROSS_TORCH[*]} " == *" $release "* ]] || CROSS_TORCH+=(--torch "$release")
+  done
+elif [ "$TORCH" = 1 ]; then
   KFFI_TORCH_ROOTS="$(python3 -c 'import os, torch; print(os.path.dirname(torch.__file__))')" || {
     echo "other_pythons: --torch needs a torch where this runs (python3 -c 'import torch')" >&2
     exit 2
@@ -136,15 +150,19 @@ print(platform.python_version() + ("t" if sysconfig.get_config_var("Py_GIL_DISAB
     # Glue for a torch release that has no wheel for this Python would serve nobody and could not
     # be smoke-tested (torch 2.13 has none for 3.13t): such a wheel goes without. pip reads only
     # the index and the wheel's metadata here.
-    if [ -n "${KFFI_TORCH_ROOTS:-}" ] && ! python3 -m pip install -q --disable-pip-version-check \
-      --dry-run --no-deps "torch==$TORCH_RELEASE" >/dev/null 2>&1; then
-      echo "other_pythons: torch $TORCH_RELEASE has no wheel for CPython $version: no glue"
+    PLATFORM=()
+    [ ${#ARCH_ARGS[@]} = 0 ] ||
+      PLATFORM=(--only-binary=:all: --platform "manylinux_2_28_$ARCH" --target "$VENV/dry-run")
+    if [ "$TORCH" = 1 ] && ! python3 -m pip install -q --disable-pip-version-check \
+      --dry-run --no-deps "${PLATFORM[@]}" "torch==$TORCH_RELEASE" >/dev/null 2>&1; then
+      echo "other_pythons: torch $TORCH_RELEASE has no $ARCH wheel for CPython $version: no glue"
       unset KFFI_TORCH_ROOTS
+      CROSS_TORCH=()
     fi
     # build_wheel.sh builds with the python3 on PATH: this venv's, in a build folder of its own
     # (build/cp3XX-...), beside the main one: only sources are shared.
     KFFI_WHEEL_DIR="$ROOT/build/wheels/py$v$DIST_SUFFIX" bash "$ROOT/scripts/build_wheel.sh" \
-      --smoke "${ARCH_ARGS[@]}" || exit 1
+      --smoke "${ARCH_ARGS[@]}" "${CROSS_TORCH[@]}" || exit 1
     [ "$WHEEL" = 1 ] && exit 0
     # The tests run on the wheel itself, as installed from it.
     python3 -m pip install -q --disable-pip-version-check --force-reinstall --no-deps \

@@ -83,7 +83,9 @@ else
     CPPFLAGS="-I$ARM_ROOT/usr/include/$MULTIARCH -I$ARM_ROOT/usr/include"
     LDFLAGS="-L$ARM_ROOT/usr/lib/$MULTIARCH -Wl,-rpath-link,$ARM_ROOT/usr/lib/$MULTIARCH"
     LIBFFI_CFLAGS="-I$ARM_ROOT/usr/include/$MULTIARCH" LIBFFI_LIBS="-lffi"
-    ZLIB_CFLAGS="-I$ARM_ROOT/usr/include" ZLIB_LIBS="-lz")
+    ZLIB_CFLAGS="-I$ARM_ROOT/usr/include" ZLIB_LIBS="-lz"
+    BZIP2_CFLAGS="-I$ARM_ROOT/usr/include" BZIP2_LIBS="-lbz2"
+    LIBLZMA_CFLAGS="-I$ARM_ROOT/usr/include" LIBLZMA_LIBS="-llzma")
   CHECK=(qemu-aarch64 -L "$ARM_ROOT" "$PY")
 fi
 
@@ -130,7 +132,7 @@ if [ ! -x "$PY" ]; then
     { tail -n 30 "$BUILD"/*.log >&2; exit 1; }
   rm -rf "$BUILD"
 fi
-"${CHECK[@]}" -c "import ctypes, sys, sysconfig, zlib
+"${CHECK[@]}" -c "import bz2, ctypes, lzma, sys, sysconfig, zlib
 assert '%d.%d' % sys.version_info[:2] == '$VERSION', sys.version
 assert bool(sysconfig.get_config_var('Py_GIL_DISABLED')) == bool($FT), sys.version" >&2
 echo "$PY"

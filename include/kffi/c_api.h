@@ -423,6 +423,24 @@ KFFI_DLL void KFFIErrorSetRaisedFromCStrParts(const char* kind, const char** mes
 KFFI_DLL void KFFIErrorSetRaisedArgument(const char* kind, const char* subject,
                                          const char* expected, const char* got, const KFFIAny* arg,
                                          int32_t index, const char* signature);
+/** Raises the error of a call to a typed function (KFFI_EXPORT's, kffi::Function's) in kffi's one
+ * format of argument errors. The signature is written from name, param_names (comma separated, as
+ * KFFI_EXPORT_DOC takes them; a parameter without one is argN) and types (num_params parameter
+ * type names, then the return type's) as KFFIFunctionFormatSignature writes it, and:
+ *   index -1: the call passed num_args arguments: TypeError
+ *     "<name>: expected <num_params> arguments, got <num_args> (`<signature>`)";
+ *   index >= 0, got not NULL: argument #index is a value its parameter cannot take: TypeError
+ *     "<param>: expected <types[index]>, got <got> (argument #index of `<signature>`)", with
+ *     arg (the value) recorded as KFFIErrorSetRaisedArgument records it;
+ *   index >= 0, got NULL: the parameter's conversion failed with the error raised now (a dtype
+ *     string that does not parse): it is raised again as "<param>: <its message> (argument
+ *     #index of `<signature>`)", its kind and backtrace kept.
+ * All inputs are borrowed. The messages of a kernel's argument errors are thus written here, not
+ * compiled into every kernel. Added in 0.5. */
+KFFI_DLL void KFFIErrorSetRaisedCallArgument(const char* name, const char* param_names,
+                                             const KFFIByteArray* types, int32_t num_params,
+                                             int32_t index, const char* got, const KFFIAny* arg,
+                                             int32_t num_args);
 /** For the calling thread's latest argument error (KFFIErrorSetRaisedArgument, or a contract's
  * type check) whose message names the type of the argument value it is about: when error is that
  * error, *out_arg is the value (the pointer the failed call was given: a language binding finds

@@ -351,6 +351,10 @@ class ContractFunctionObj : public FunctionObj {
     return contract::TextOf(contract_, kKFFIContractTextSignature);
   }
   std::string ParamNameAt(size_t i) const { return contract::ParamNameOf(contract_, i); }
+  [[noreturn]] void FailArgument(size_t i, const Error* cause, const char* got,
+                                 const KFFIAny* arg) const {
+    FailContractArgument<Args...>(*this, i, cause, got, arg);
+  }
 
  private:
   template <size_t... I>

@@ -186,6 +186,10 @@ class ContractExport<TypedFunctionObj<F, R, Args...>> {
   std::string ParamNameAt(size_t i) const {
     return contract::ParamNameOf(ObjectUnsafe::FromBorrowedHandle<Object>(contract_), i);
   }
+  [[noreturn]] void FailArgument(size_t i, const Error* cause, const char* got,
+                                 const KFFIAny* arg) const {
+    FailContractArgument<Args...>(*this, i, cause, got, arg);
+  }
 
  private:
   KFFI_NOINLINE void Create(const char* text) noexcept {

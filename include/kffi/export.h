@@ -56,11 +56,9 @@ struct ExportSignature<TypedFunctionObj<C, R, Args...>> {
   static constexpr size_t kArity = sizeof...(Args);
   /// The metadata of the export (KFFIExportGetMetadata writes it from the types' names).
   static int Metadata(const char* name, const char* doc, const char* param_names, KFFIAny* result) {
-    const std::string types[kArity + 1] = {TypeStrOf<Args>()..., TypeStrOf<R>()};
-    KFFIByteArray arrays[kArity + 1];
-    for (size_t i = 0; i <= kArity; ++i) arrays[i] = ToByteArray(types[i].data(), types[i].size());
-    return KFFIExportGetMetadata(name, doc, param_names, arrays, static_cast<int32_t>(kArity),
-                                 &arrays[kArity], result);
+    const TypeNames<R, Args...> types;
+    return KFFIExportGetMetadata(name, doc, param_names, types.arrays, static_cast<int32_t>(kArity),
+                                 &types.arrays[kArity], result);
   }
 };
 

@@ -134,26 +134,38 @@ class TypedFunctionObj : public FunctionObj {
     }
   }
 
-  /// The wrong-count error, kept out of line so the call path stays small.
-  [[noreturn]] KFFI_NOINLINE static void FailCount(const char* name, const char* param_names,
-                                                   int32_t num_args) {
-    ThrowArgCountError(name, Signature<R, Args...>::Str(name, param_names).c_str(), sizeof...(Args),
-                       num_args);
+  /// The error of argument index (-1: of the count, num_args passed; cause: a conversion's
+  /// error), written by the runtime from the name, the parameter names and the types. Out of line
+  /// so the call path stays small.
+  [[noreturn]] KFFI_NOINLINE static void Fail(const char* name, const char* param_names,
+                                              int32_t index, const Error* cause, const char* got,
+                                              const KFFIAny* arg, int32_t num_args) {
+    const TypeNames<R, Args...> types;
+    ThrowCallArgumentError(name, param_names, types.arrays, sizeof...(Args), index, cause, got, arg,
+                           num_args);
+  }
+  [[noreturn]] static void FailCount(const char* name, const char* param_names, int32_t num_args) {
+    Fail(name, param_names, -1, nullptr, nullptr, nullptr, num_args);
   }
   [[noreturn]] void FailCount(int32_t num_args) const {
     FailCount(source_.name.c_str(), "", num_args);
   }
-  /// The function's name (and its parameter names, when known: comma separated) where argument
-  /// errors need the signature (cold).
+  /// The function's name (and its parameter names, when known: comma separated) for argument
+  /// errors (cold).
   struct Named {
     const char* name;
     const char* param_names;
-    std::string SignatureStr() const { return Signature<R, Args...>::Str(name, param_names); }
-    std::string ParamNameAt(size_t i) const { return ParamNameIn(param_names, i); }
+    [[noreturn]] void FailArgument(size_t i, const Error* cause, const char* got,
+                                   const KFFIAny* arg) const {
+      Fail(name, param_names, static_cast<int32_t>(i), cause, got, arg,
+           static_cast<int32_t>(sizeof...(Args)));
+    }
   };
-  /// Called only on a mismatch (cold): the full signature for the message.
-  std::string SignatureStr() const { return Signature<R, Args...>::Str(source_.name); }
-  std::string ParamNameAt(size_t i) const { return DefaultParamName(i); }
+  [[noreturn]] void FailArgument(size_t i, const Error* cause, const char* got,
+                                 const KFFIAny* arg) const {
+    Fail(source_.name.c_str(), "", static_cast<int32_t>(i), cause, got, arg,
+         static_cast<int32_t>(sizeof...(Args)));
+  }
 
  private:
   TCallable callable_;

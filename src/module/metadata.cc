@@ -249,3 +249,61 @@ int KFFIFunctionFormatSignature(const char* name, const char* param_names,
   MakeStringAny(text.data(), text.size(), false, out);
   KFFI_CAPI_END();
 }
+
+void KFFIErrorSetRaisedCallArgument(const char* name, const char* param_names,
+                                    const KFFIByteArray* types, int32_t num_params, int32_t index,
+                                    const char* got, const KFFIAny* arg, int32_t num_args) {
+  using namespace kffi::details;  // NOLINT(google-build-using-namespace): the runtime's own
+  static constexpr const char* kFn = "KFFIErrorSetRaisedCallArgument";
+  // The conversion's error this raises again, taken first: whatever happens below replaces it.
+  struct Cause {
+    KFFIObjectHandle h = nullptr;
+    ~Cause() {
+      if (h != nullptr) KFFIObjectDecRef(h);
+    }
+  } cause;
+  if (index >= 0 && got == nullptr) KFFIErrorMoveFromRaised(&cause.h);
+  try {
+    if (name == nullptr) ThrowCApiError("ValueError", std::string(kFn) + ": name is NULL");
+    if (num_params < 0 || num_params == INT32_MAX || index < -1 || index >= num_params) {
+      ThrowCApiError("ValueError", std::string(kFn) + ": index " + std::to_string(index) +
+                                       " is not a parameter of " + std::to_string(num_params));
+    }
+    std::vector<std::string> all = TypesArg(types, num_params + 1, kFn);
+    const std::string ret = std::move(all.back());
+    all.pop_back();
+    const std::string sig = FormatSignatureText(name, param_names ? param_names : "", all, ret);
+    if (index < 0) {
+      const std::string want = Counted(num_params, "argument");
+      const std::string have = std::to_string(num_args);
+      KFFIErrorSetRaisedArgument("TypeError", name, want.c_str(), have.c_str(), nullptr, -1,
+                                 sig.c_str());
+      return;
+    }
+    const std::string param = ParamName(SplitParamNames(param_names), static_cast<size_t>(index));
+    if (cause.h == nullptr) {
+      // A value of the wrong type (got: its description; NULL with nothing raised: its type).
+      KFFIErrorSetRaisedArgument("TypeError", param.c_str(),
+                                 all[static_cast<size_t>(index)].c_str(), got, arg, index,
+                                 sig.c_str());
+      return;
+    }
+    // The conversion's own error, said of the parameter: its kind and backtrace kept.
+    const KFFIErrorCell* cell = KFFIErrorGetCellPtr(cause.h);
+    const std::string kind(cell->kind.data, cell->kind.size);
+    const std::string message(cell->message.data, cell->message.size);
+    KFFIErrorSetRaisedArgument(kind.c_str(), param.c_str(), nullptr, message.c_str(), nullptr,
+                               index, sig.c_str());
+    if (cell->backtrace.size != 0) {
+      KFFIObjectHandle h = nullptr;
+      KFFIErrorMoveFromRaised(&h);
+      if (h != nullptr) {
+        KFFIErrorGetCellPtr(h)->update_backtrace(h, &cell->backtrace,
+                                                 kKFFIBacktraceUpdateModeReplace);
+        KFFIErrorSetRaised(h);
+        KFFIObjectDecRef(h);
+      }
+    }
+  }
+  KFFI_CATCH_ALL { SetRaisedFromCurrentException(); }
+}

@@ -21,6 +21,9 @@ extern "C" __attribute__((weak)) void KFFIEnvRestoreDevice(int32_t device_type, 
 extern "C" __attribute__((weak)) void KFFIErrorSetRaisedArgument(
     const char* kind, const char* subject, const char* expected, const char* got,
     const KFFIAny* arg, int32_t index, const char* signature);
+extern "C" __attribute__((weak)) void KFFIErrorSetRaisedCallArgument(
+    const char* name, const char* param_names, const KFFIByteArray* types, int32_t num_params,
+    int32_t index, const char* got, const KFFIAny* arg, int32_t num_args);
 #endif
 
 namespace kffi {
@@ -67,39 +70,31 @@ inline std::string FormatSignature(const std::string& name, const char* param_na
   return std::string(s.view());
 }
 
+/// The type names of a signature as the runtime takes them: arrays[i] the parameters', then
+/// arrays[kArity] the return type's (TypeStrOf), valid while this lives. One builder for the
+/// signature text, the metadata and the argument errors of typed functions.
+template <typename R, typename... Args>
+struct TypeNames {
+  static constexpr size_t kArity = sizeof...(Args);
+  TypeNames() {
+    for (size_t i = 0; i <= kArity; ++i) arrays[i] = ToByteArray(names[i].data(), names[i].size());
+  }
+  TypeNames(const TypeNames&) = delete;
+  TypeNames& operator=(const TypeNames&) = delete;
+  const std::string names[kArity + 1] = {TypeStrOf<Args>()..., TypeStrOf<R>()};
+  KFFIByteArray arrays[kArity + 1];
+};
+
 template <typename R, typename... Args>
 struct Signature {
   /// "name(arg0: int, arg1: str) -> None", or with param_names (comma separated, one per
   /// parameter, as KFFI_EXPORT_DOC takes them) "name(a: int, b: str) -> None". Parameters
   /// without a name are argN everywhere (messages, metadata, Python keywords).
   static std::string Str(const std::string& name, const char* param_names = "") {
-    constexpr size_t kArity = sizeof...(Args);
-    const std::string types[kArity + 1] = {TypeStrOf<Args>()..., TypeStrOf<R>()};
-    KFFIByteArray arrays[kArity + 1];
-    for (size_t i = 0; i <= kArity; ++i) arrays[i] = ToByteArray(types[i].data(), types[i].size());
-    return FormatSignature(name, param_names, arrays, kArity);
+    const TypeNames<R, Args...> types;
+    return FormatSignature(name, param_names, types.arrays, sizeof...(Args));
   }
 };
-
-/// The name of parameter i in a comma-separated list of names (as KFFI_EXPORT_DOC takes them),
-/// or argN when the list gives none.
-inline std::string ParamNameIn(const char* param_names, size_t i) {
-  size_t k = 0;
-  const char* p = param_names != nullptr ? param_names : "";
-  while (*p != '\0') {
-    const char* end = p;
-    while (*end != '\0' && *end != ',') ++end;
-    if (k++ == i) {
-      while (p < end && *p == ' ') ++p;
-      const char* last = end;
-      while (last > p && last[-1] == ' ') --last;
-      if (last > p) return std::string(p, last);
-      break;
-    }
-    p = *end == ',' ? end + 1 : end;
-  }
-  return DefaultParamName(i);
-}
 
 /// Raises an argument error in kffi's one format (KFFIErrorSetRaisedArgument, c_api.h). A
 /// runtime older than 0.4 lacks it: the error then names the parameter only.
@@ -143,12 +138,28 @@ inline std::string ArgumentContext(int32_t index, const char* sig) {
 // when the error leaves it, which is the one a user needs. The runtime writes them in kffi's one
 // format (KFFIErrorSetRaisedArgument: "<param>: expected <type>, got <type> (argument #k of
 // `<signature>`)"), so that a kernel compiles no message of its own.
-[[noreturn]] KFFI_NOINLINE inline void ThrowArgCountError(const char* name, const char* sig,
-                                                          size_t expected, int32_t got) {
-  const std::string want = Counted(static_cast<int64_t>(expected), "argument");
-  char have[16];  // snprintf, not std::to_string: this is compiled into every export's TU
-  std::snprintf(have, sizeof(have), "%d", static_cast<int>(got));
-  RaiseArgumentError("TypeError", name, want.c_str(), have, nullptr, -1, sig);
+
+/// Throws the error of a typed function's call (KFFIErrorSetRaisedCallArgument writes it): of
+/// argument #index, which its parameter cannot take (got describes the value), or whose conversion
+/// failed with cause; with index -1, of a call that passed num_args arguments. types: the
+/// parameter type names and then the return type's (TypeNames). Everything but this call is the
+/// runtime's, so that an export's build compiles no signature, parameter name or message.
+[[noreturn]] KFFI_NOINLINE inline void ThrowCallArgumentError(
+    const char* name, const char* param_names, const KFFIByteArray* types, size_t num_params,
+    int32_t index, const Error* cause, const char* got, const KFFIAny* arg, int32_t num_args) {
+  if (cause != nullptr) KFFIErrorSetRaised(ObjectUnsafe::GetHandle(ObjectRefData(*cause)));
+#if defined(__GNUC__) && !defined(_WIN32) && !defined(KFFI_BUILDING_RUNTIME)
+  if (&KFFIErrorSetRaisedCallArgument == nullptr) {
+    // A runtime older than 0.5: a conversion's error as it is, else the function named only.
+    if (cause == nullptr) {
+      const char* parts[] = {"Invalid arguments for `", name, "`"};
+      KFFIErrorSetRaisedFromCStrParts("TypeError", parts, 3);
+    }
+    ThrowRaisedError(-1);
+  }
+#endif
+  KFFIErrorSetRaisedCallArgument(name, param_names, types, static_cast<int32_t>(num_params), index,
+                                 cause != nullptr ? nullptr : got, arg, num_args);
   ThrowRaisedError(-1);
 }
 
@@ -265,19 +276,19 @@ struct ArgUnpacker {
     return UnpackSlow(args, i, obj);
   }
 
+  /// obj names the function in the error (FailArgument): a value the parameter cannot take, or
+  /// a conversion that failed (a dtype string that does not parse, read-only memory for a
+  /// TensorView), said of argument i.
   template <typename Obj>
   KFFI_NOINLINE static T UnpackSlow(const KFFIAny* args, size_t i, const Obj* obj) {
     std::optional<T> v;
     try {
       v = Traits::TryCastFromAnyView(&args[i]);
     } catch (const Error& e) {
-      // A conversion that parses (e.g. a dtype string) or refuses (read-only memory for a
-      // TensorView) failed: say which argument it was.
-      ThrowInvalidArgument(e, obj->ParamNameAt(i), i, obj->SignatureStr());
+      obj->FailArgument(i, &e, nullptr, &args[i]);
     }
     if (v.has_value()) return std::move(*v);
-    ThrowArgTypeError(obj->SignatureStr(), obj->ParamNameAt(i), i, Traits::TypeStr(),
-                      MismatchTypeInfo<T>(&args[i]), &args[i]);
+    obj->FailArgument(i, nullptr, MismatchTypeInfo<T>(&args[i]).c_str(), &args[i]);
   }
 };
 
@@ -350,7 +361,17 @@ struct FnRef {
   }
 };
 
-/// What names the function in messages (it has SignatureStr()): given as a pointer, or by value.
+/// FailArgument of the callables that have their signature and parameter names written by their
+/// compiled contract (SignatureStr, ParamNameAt): the contract paths. Args: the C++ parameters.
+template <typename... Args, typename Obj>
+[[noreturn]] KFFI_NOINLINE void FailContractArgument(const Obj& obj, size_t i, const Error* cause,
+                                                     const char* got, const KFFIAny* arg) {
+  if (cause != nullptr) ThrowInvalidArgument(*cause, obj.ParamNameAt(i), i, obj.SignatureStr());
+  const std::string expected[] = {TypeStrOf<Args>()..., ""};
+  ThrowArgTypeError(obj.SignatureStr(), obj.ParamNameAt(i), i, expected[i], got, arg);
+}
+
+/// What names the function in messages (it has FailArgument): given as a pointer, or by value.
 template <typename Obj>
 const auto* NamerPtr(const Obj& obj) {
   if constexpr (std::is_pointer_v<Obj>) {
@@ -394,7 +415,7 @@ KFFI_NOINLINE void InvokeConverted(F f, const KFFIAny* args, KFFIAny* result, Ob
 }
 
 /// Unpacks args as Args... and calls f; a non-void result is moved into *result. obj names the
-/// function in messages (it, or what it points to, provides SignatureStr()). The fast path checks
+/// function in messages (it, or what it points to, provides FailArgument). The fast path checks
 /// every argument first (left to right) and then reads them: reads cannot fail, so their order does
 /// not matter, and the call costs what checking and reading each argument costs.
 template <typename R, typename... Args, typename F, typename Obj, size_t... I>

@@ -308,6 +308,82 @@ TEST(ErrorArgument, GotNamesTheArgumentsTypeAndSaysWhere) {
   EXPECT_TRUE(SlotIsEmpty());
 }
 
+// ---- a typed call's whole error, written by the runtime (KFFIErrorSetRaisedCallArgument) ------
+
+TEST(ErrorCallArgument, CountTypeAndConversionErrorsInTheOneFormat) {
+  const KFFIByteArray types[] = {{"float", 5}, {"dtype", 5}, {"None", 4}};
+  // The count: the signature names the parameters given (arg1 where the list leaves one out).
+  KFFIErrorSetRaisedCallArgument("scale", "x, ", types, 2, -1, nullptr, nullptr, 3);
+  EXPECT_EQ(RaisedText(),
+            "TypeError: scale: expected 2 arguments, got 3 (`scale(x: float, arg1: dtype) -> "
+            "None`)");
+  KFFIErrorSetRaisedCallArgument("one", "", types, 1, -1, nullptr, nullptr, 0);
+  EXPECT_EQ(RaisedText(),
+            "TypeError: one: expected 1 argument, got 0 (`one(arg0: float) -> dtype`)");
+  // A value the parameter cannot take: expected is the parameter's type, got as given, and the
+  // value is recorded for a language binding.
+  kffi::Array<int64_t> list{1, 2};
+  kffi::AnyView view = list;
+  const KFFIAny* raw = reinterpret_cast<const KFFIAny*>(&view);
+  KFFIErrorSetRaisedCallArgument("scale", "x, t", types, 2, 0, "Array", raw, 2);
+  KFFIObjectHandle err = nullptr;
+  KFFIErrorMoveFromRaised(&err);
+  ASSERT_NE(err, nullptr);
+  const KFFIErrorCell* cell = KFFIErrorGetCellPtr(err);
+  EXPECT_EQ(std::string(cell->kind.data, cell->kind.size), "TypeError");
+  EXPECT_EQ(std::string(cell->message.data, cell->message.size),
+            "x: expected float, got Array (argument #0 of `scale(x: float, t: dtype) -> None`)");
+  const KFFIAny* arg = nullptr;
+  size_t offset = 0, size = 0;
+  EXPECT_EQ(KFFIErrorGetArgumentType(err, &arg, &offset, &size), 1);
+  EXPECT_EQ(arg, raw);
+  KFFIObjectDecRef(err);
+  // got NULL: the conversion's error raised now, said of the parameter, kind and backtrace kept.
+  KFFIErrorSetRaisedFromCStr("ValueError", "Cannot parse data type `f33`");
+  KFFIErrorMoveFromRaised(&err);
+  static constexpr char kTrace[] = "  File \"k.cc\", line 7, in parse";
+  const KFFIByteArray trace{kTrace, sizeof(kTrace) - 1};
+  KFFIErrorGetCellPtr(err)->update_backtrace(err, &trace, kKFFIBacktraceUpdateModeReplace);
+  KFFIErrorSetRaised(err);
+  KFFIObjectDecRef(err);
+  KFFIErrorSetRaisedCallArgument("scale", "x, t", types, 2, 1, nullptr, nullptr, 2);
+  KFFIErrorMoveFromRaised(&err);
+  ASSERT_NE(err, nullptr);
+  cell = KFFIErrorGetCellPtr(err);
+  EXPECT_EQ(std::string(cell->kind.data, cell->kind.size), "ValueError");
+  EXPECT_EQ(std::string(cell->message.data, cell->message.size),
+            "t: Cannot parse data type `f33` (argument #1 of `scale(x: float, t: dtype) -> None`)");
+  EXPECT_EQ(std::string(cell->backtrace.data, cell->backtrace.size), kTrace);
+  KFFIObjectDecRef(err);
+  // got NULL with nothing raised: the value's own type.
+  KFFIErrorSetRaisedCallArgument("scale", "", types, 2, 0, nullptr, raw, 2);
+  EXPECT_EQ(RaisedText(),
+            "TypeError: arg0: expected float, got Array (argument #0 of `scale(arg0: float, "
+            "arg1: dtype) -> None`)");
+  EXPECT_TRUE(SlotIsEmpty());
+}
+
+TEST(ErrorCallArgument, BadInputRaisesAValueErrorAndDropsTheCause) {
+  const KFFIByteArray types[] = {{"int", 3}, {"int", 3}};
+  KFFIErrorSetRaisedCallArgument(nullptr, "", types, 1, 0, "str", nullptr, 1);
+  EXPECT_EQ(RaisedText(), "ValueError: KFFIErrorSetRaisedCallArgument: name is NULL");
+  for (int32_t index : {-2, 1, INT32_MAX}) {
+    KFFIErrorSetRaisedCallArgument("f", "", types, 1, index, "str", nullptr, 1);
+    EXPECT_EQ(RaisedText(), "ValueError: KFFIErrorSetRaisedCallArgument: index " +
+                                std::to_string(index) + " is not a parameter of 1");
+  }
+  // num_params + 1 type names are read: no overflow of the count, no NULL array.
+  KFFIErrorSetRaisedCallArgument("f", "", types, INT32_MAX, -1, nullptr, nullptr, 1);
+  EXPECT_EQ(RaisedText().rfind("ValueError: KFFIErrorSetRaisedCallArgument: index -1", 0), 0u);
+  KFFIErrorSetRaisedCallArgument("f", "", nullptr, 1, -1, nullptr, nullptr, 1);
+  EXPECT_EQ(RaisedText().rfind("ValueError: KFFIErrorSetRaisedCallArgument", 0), 0u);
+  // A conversion's error taken for re-raising is released even when the input is bad.
+  KFFIErrorSetRaisedFromCStr("ValueError", "the cause");
+  KFFIErrorSetRaisedCallArgument("f", "", nullptr, 1, 0, nullptr, nullptr, 1);
+  EXPECT_EQ(RaisedText().rfind("ValueError: KFFIErrorSetRaisedCallArgument", 0), 0u);
+  EXPECT_TRUE(SlotIsEmpty());
+}
+
 TEST(ErrorThreads, AnErrorRaisedInOneThreadIsInvisibleInAnother) {
   KFFIErrorSetRaisedFromCStr("ValueError", "main thread error");
   bool other_saw_null = false;

@@ -50,7 +50,7 @@ if [ "$ARCH" = "$(uname -m)" ]; then
 else
   # A cross build, for the aarch64 wheels of the versions Debian has no arm64 interpreter of. It
   # needs this machine's interpreter of the same version to run its build steps (built first when
-  # missing), Debian's cross compiler, and libffi and zlib for aarch64: the arm64 root of
+  # missing), Debian's cross compiler, and libffi, zlib, bzip2 and xz for aarch64: the arm64 root of
   # scripts/aarch64_root.sh (Debian 12's packages) has them, and its libc is the cross compiler's,
   # so the interpreter runs under qemu-user with that root as its library prefix.
   [ "$ARCH" = aarch64 ] || { echo "build_cpython.sh: cross builds are for aarch64 only" >&2; exit 2; }
@@ -63,6 +63,10 @@ else
     [ "$FT" = 1 ] && FT_ARG=(--disable-gil)
     BUILD_PY="$(bash "$0" "$VERSION" "${FT_ARG[@]}" | tail -1)"
   fi
+  # The interpreter itself, not a venv's (as PATH gives inside one): a venv's reports its base's
+  # sysconfig, so 3.10's setup.py would look for the source tree there.
+  BUILD_PY="$("$BUILD_PY" -c 'import os, sys
+print(os.path.join(sys.base_prefix, "bin", os.path.basename(sys.executable)))')"
   # 3.10's configure looks for python3.10 on PATH; later ones take --with-build-python.
   PATH="$(dirname "$BUILD_PY"):$PATH"
   (

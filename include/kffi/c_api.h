@@ -429,12 +429,12 @@ KFFI_DLL void KFFIErrorSetRaisedArgument(const char* kind, const char* subject,
  * type names, then the return type's) as KFFIFunctionFormatSignature writes it, and:
  *   index -1: the call passed num_args arguments: TypeError
  *     "<name>: expected <num_params> arguments, got <num_args> (`<signature>`)";
- *   index >= 0, got not NULL: argument #index is a value its parameter cannot take: TypeError
- *     "<param>: expected <types[index]>, got <got> (argument #index of `<signature>`)", with
- *     arg (the value) recorded as KFFIErrorSetRaisedArgument records it;
+ *   index >= 0, got not NULL: argument number index is a value its parameter cannot take:
+ *     TypeError "<param>: expected <types[index]>, got <got> (argument #<index> of
+ *     `<signature>`)", with arg (the value) recorded as KFFIErrorSetRaisedArgument records it;
  *   index >= 0, got NULL: the parameter's conversion failed with the error raised now (a dtype
  *     string that does not parse): it is raised again as "<param>: <its message> (argument
- *     #index of `<signature>`)", its kind and backtrace kept.
+ *     #<index> of `<signature>`)", its kind and backtrace kept.
  * All inputs are borrowed. The messages of a kernel's argument errors are thus written here, not
  * compiled into every kernel. Added in 0.5. */
 KFFI_DLL void KFFIErrorSetRaisedCallArgument(const char* name, const char* param_names,

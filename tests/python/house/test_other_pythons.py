@@ -69,15 +69,16 @@ def fake_repo(tmp_path):
     return scripts, env
 
 
+def run_script(scripts, env, name, *args):
+    """Runs one of the copied scripts with env; its exit status and output."""
+    return subprocess.run(
+        ["bash", str(scripts / name), *args], env=env, capture_output=True, text=True, timeout=120
+    )
+
+
 def test_a_failed_wheel_build_is_reported_failed(tmp_path):
     scripts, env = fake_repo(tmp_path)
-    run = subprocess.run(
-        ["bash", str(scripts / "other_pythons.sh"), "--wheel", "3.99"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    run = run_script(scripts, env, "other_pythons.sh", "--wheel", "3.99")
     assert run.returncode == 1, run.stdout + run.stderr
     rows = [line for line in run.stdout.splitlines() if line.startswith("| 3.99")]
     assert len(rows) == 1, run.stdout
@@ -91,13 +92,7 @@ def wheel_build_args(tmp_path, extra_env):
     scripts, env = fake_repo(tmp_path)
     log = tmp_path / "pip.log"
     env.update(extra_env, FAKE_PYTHON_LOG=str(log))
-    run = subprocess.run(
-        ["bash", str(scripts / "build_wheel.sh")],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    run = run_script(scripts, env, "build_wheel.sh")
     # The fake interpreter refused the build itself, after it was asked.
     assert run.returncode == 3, run.stdout + run.stderr
     args = log.read_text().splitlines()
@@ -119,12 +114,6 @@ def test_the_wheel_build_names_its_torch_glue_every_time(tmp_path):
 
 def test_torch_releases_are_for_cross_builds_only(tmp_path):
     scripts, env = fake_repo(tmp_path)
-    run = subprocess.run(
-        ["bash", str(scripts / "build_wheel.sh"), "--torch", "2.13.0"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    run = run_script(scripts, env, "build_wheel.sh", "--torch", "2.13.0")
     assert run.returncode == 2, run.stdout + run.stderr
     assert "--torch is for --arch aarch64" in run.stderr

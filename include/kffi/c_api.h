@@ -441,6 +441,20 @@ KFFI_DLL void KFFIErrorSetRaisedCallArgument(const char* name, const char* param
                                              const KFFIByteArray* types, int32_t num_params,
                                              int32_t index, const char* got, const KFFIAny* arg,
                                              int32_t num_args);
+/** Raises the TypeError of data<T>() (or const_data<T>()) on a tensor whose dtype is not T's:
+ *   "data<expected>(): expected a tensor of <expected>, got a tensor of <received>"
+ * with the dtypes written as KFFIDataTypeToString writes them. Both are borrowed; NULL raises a
+ * ValueError naming the argument. Written here so that a kernel compiles no message. Added in
+ * 0.5. */
+KFFI_DLL void KFFIErrorSetRaisedDataTypeMismatch(const DLDataType* expected,
+                                                 const DLDataType* received);
+/** Raises the ValueError of a tensor whose layout overflows int64:
+ *   "<what>: shape [<shape[0]>, ...] is too large: <why>"
+ * what NULL is "Tensor", why NULL is "". shape (ndim sizes, borrowed) may be NULL only when ndim
+ * is 0; a negative ndim or a NULL shape raises a ValueError naming the argument. Written here so
+ * that a kernel compiles no message. Added in 0.5. */
+KFFI_DLL void KFFIErrorSetRaisedShapeTooLarge(const char* what, const int64_t* shape, int32_t ndim,
+                                              const char* why);
 /** For the calling thread's latest argument error (KFFIErrorSetRaisedArgument, or a contract's
  * type check) whose message names the type of the argument value it is about: when error is that
  * error, *out_arg is the value (the pointer the failed call was given: a language binding finds

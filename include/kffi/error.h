@@ -73,8 +73,9 @@ class Error : public ObjectRef, public std::exception {
     return static_cast<const ErrorObj*>(static_cast<const Object*>(data_.get()));
   }
   // std::string's member functions, not its operator+ templates: the members are compiled once
-  // in the standard library, the templates again in every kernel.
-  void InitWhat() {
+  // in the standard library, the templates again in every kernel. Not inlined into the two
+  // constructors: every kernel compiles it, on its error path only.
+  KFFI_NOINLINE void InitWhat() {
     if (!data_) return;
     const KFFIErrorCell* c = cell();
     what_.reserve(c->kind.size + 2 + c->message.size);

@@ -11,7 +11,6 @@
 #include <kffi/tensor_layout.h>
 
 #include <cstdint>
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -25,8 +24,8 @@
 namespace kffi {
 namespace details {
 
-// The cold paths of data<T>() put their messages together in C buffers and have the runtime raise
-// them, with no std::string code: every kernel that calls data<T>() compiles them.
+// The cold paths of data<T>() have the runtime write and raise their messages, with no string
+// code: every kernel that calls data<T>() compiles them.
 
 /// ValueError: a mutable data<T>() of a tensor whose memory is read-only (cold).
 [[noreturn]] KFFI_NOINLINE inline void ThrowReadOnlyData() {
@@ -36,36 +35,17 @@ namespace details {
   ThrowRaisedError(-1);
 }
 
-/// A dtype's name ("float32") as the runtime formats it, in a C buffer (for cold paths).
-struct DataTypeName {
-  explicit DataTypeName(DLDataType dtype) noexcept {
-    KFFIAny s;
-    SetNone(&s);
-    std::string_view v("?");
-    if (KFFIDataTypeToString(&dtype, &s) != 0) {
-      KFFIObjectHandle ignored = nullptr;  // no name: the message says "?"
-      KFFIErrorMoveFromRaised(&ignored);
-      KFFIObjectDecRef(ignored);
-    } else {
-      ReadStrView(&s, &v);
-    }
-    std::snprintf(text, sizeof(text), "%.*s", static_cast<int>(v.size()), v.data());
-    if (s.type_index >= kKFFIStaticObjectBegin) KFFIObjectDecRef(s.v_obj);
-  }
-  char text[64];
-};
-
-/// TypeError: data<T>() of a tensor whose dtype is not T's (cold; debug builds check it).
+/// TypeError: data<T>() of a tensor whose dtype is not T's (cold; debug builds check it). The
+/// runtime writes the message (KFFIErrorSetRaisedDataTypeMismatch); one older than 0.5 lacks it,
+/// and the error then names no dtype.
 [[noreturn]] KFFI_NOINLINE inline void ThrowDataTypeMismatch(DLDataType want, DLDataType got) {
-  const DataTypeName w(want);
-  const DataTypeName g(got);
-  char subject[80];
-  char expected[80];
-  char received[80];
-  std::snprintf(subject, sizeof(subject), "data<%s>()", w.text);
-  std::snprintf(expected, sizeof(expected), "a tensor of %s", w.text);
-  std::snprintf(received, sizeof(received), "a tensor of %s", g.text);
-  RaiseArgumentError("TypeError", subject, expected, received, nullptr, -1, nullptr);
+#if defined(__GNUC__) && !defined(_WIN32) && !defined(KFFI_BUILDING_RUNTIME)
+  if (&KFFIErrorSetRaisedDataTypeMismatch == nullptr) {
+    KFFIErrorSetRaisedFromCStr("TypeError", "data<T>(): the tensor's dtype is not T's");
+    ThrowRaisedError(-1);
+  }
+#endif
+  KFFIErrorSetRaisedDataTypeMismatch(&want, &got);
   ThrowRaisedError(-1);
 }
 

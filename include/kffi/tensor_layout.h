@@ -7,14 +7,23 @@
 #include <kffi/dtype.h>
 
 #include <cstdint>
-#include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <initializer_list>
 #include <new>
 #include <string>
 #include <type_traits>
 #include <vector>
+
+#if defined(__GNUC__) && !defined(_WIN32) && !defined(KFFI_BUILDING_RUNTIME)
+// Weak: a kernel built with these headers still loads in a runtime older than 0.5, which lacks
+// the cold tensor errors' writers (the errors then carry a shorter message).
+extern "C" __attribute__((weak)) void KFFIErrorSetRaisedShapeTooLarge(const char* what,
+                                                                      const int64_t* shape,
+                                                                      int32_t ndim,
+                                                                      const char* why);
+extern "C" __attribute__((weak)) void KFFIErrorSetRaisedDataTypeMismatch(
+    const DLDataType* expected, const DLDataType* received);
+#endif
 
 namespace kffi {
 
@@ -86,26 +95,20 @@ inline std::string KFFIToErrorString(IntArrayView v) {
 }
 
 namespace details {
-/// ValueError "<what>: shape [..] is too large: <why>" (cold).
-/// The message is put together in C buffers and raised by the runtime, not built as std::string:
-/// every kernel that reads numel() compiles this path, and string code is what makes kernel builds
-/// slow.
+/// ValueError "<what>: shape [..] is too large: <why>" (cold). The runtime writes the message
+/// (KFFIErrorSetRaisedShapeTooLarge): every kernel that reads numel() compiles this path, and
+/// formatting code is what makes kernel builds slow. A runtime older than 0.5 lacks it: the
+/// error then says what and why without the shape.
 [[noreturn]] KFFI_NOINLINE inline void ThrowLayoutTooLarge(const char* what, IntArrayView shape,
                                                            const char* why) {
-  const size_t cap = shape.size() * 22 + 3;  // "[", ", " and up to 20 characters a size, "]"
-  char* dims = static_cast<char*>(std::malloc(cap));
-  if (dims == nullptr) throw std::bad_alloc();
-  size_t n = 0;
-  dims[n++] = '[';
-  for (size_t i = 0; i < shape.size(); ++i) {
-    n += static_cast<size_t>(std::snprintf(dims + n, cap - n, i == 0 ? "%lld" : ", %lld",
-                                           static_cast<long long>(shape[i])));
+#if defined(__GNUC__) && !defined(_WIN32) && !defined(KFFI_BUILDING_RUNTIME)
+  if (&KFFIErrorSetRaisedShapeTooLarge == nullptr) {
+    const char* parts[] = {what, ": the shape is too large: ", why};
+    KFFIErrorSetRaisedFromCStrParts("ValueError", parts, 3);
+    ThrowRaisedError(-1);
   }
-  dims[n++] = ']';
-  dims[n] = '\0';
-  const char* parts[] = {what, ": shape ", dims, " is too large: ", why};
-  KFFIErrorSetRaisedFromCStrParts("ValueError", parts, 5);
-  std::free(dims);
+#endif
+  KFFIErrorSetRaisedShapeTooLarge(what, shape.data(), static_cast<int32_t>(shape.size()), why);
   ThrowRaisedError(-1);
 }
 }  // namespace details

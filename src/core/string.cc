@@ -226,6 +226,8 @@ std::string FormatDataType(const DLDataType& t) {
 namespace kffi {
 namespace details {
 
+std::string DataTypeText(const DLDataType& dtype) { return FormatDataType(dtype); }
+
 void MakeStringAny(const char* data, size_t size, bool is_bytes, KFFIAny* out) {
   if (size <= 7) {
     // The unused bytes stay zero: values compare bytewise, and stay NUL-ended. Built aside, as

@@ -178,3 +178,49 @@ int KFFITensorGetFlags(KFFIObjectHandle tensor, uint64_t* out_flags) {
   *out_flags = TensorArg(tensor, "KFFITensorGetFlags")->dlpack_flags();
   KFFI_CAPI_END();
 }
+
+// The cold errors of a kernel's tensor accessors (kffi/tensor.h, kffi/tensor_layout.h): their
+// messages are put together here, so that a kernel's build compiles no formatting code.
+
+void KFFIErrorSetRaisedDataTypeMismatch(const DLDataType* expected, const DLDataType* received) {
+  using kffi::details::SetRaisedCApiError;
+  if (expected == nullptr || received == nullptr) {
+    SetRaisedCApiError("ValueError",
+                       expected == nullptr
+                           ? "KFFIErrorSetRaisedDataTypeMismatch: expected must not be NULL"
+                           : "KFFIErrorSetRaisedDataTypeMismatch: received must not be NULL");
+    return;
+  }
+  try {
+    const std::string want = kffi::details::DataTypeText(*expected);
+    const std::string subject = "data<" + want + ">()";
+    const std::string expected_text = "a tensor of " + want;
+    const std::string received_text = "a tensor of " + kffi::details::DataTypeText(*received);
+    KFFIErrorSetRaisedArgument("TypeError", subject.c_str(), expected_text.c_str(),
+                               received_text.c_str(), nullptr, -1, nullptr);
+  }
+  KFFI_CATCH_ALL { SetRaisedCApiError("MemoryError", "out of memory while raising an error"); }
+}
+
+void KFFIErrorSetRaisedShapeTooLarge(const char* what, const int64_t* shape, int32_t ndim,
+                                     const char* why) {
+  using kffi::details::SetRaisedCApiError;
+  try {
+    if (ndim < 0) {
+      SetRaisedCApiError("ValueError", "KFFIErrorSetRaisedShapeTooLarge: ndim must be >= 0, got " +
+                                           std::to_string(ndim));
+      return;
+    }
+    if (shape == nullptr && ndim > 0) {
+      SetRaisedCApiError("ValueError",
+                         "KFFIErrorSetRaisedShapeTooLarge: shape must not be NULL when ndim is "
+                         "not 0");
+      return;
+    }
+    const std::string dims =
+        kffi::KFFIToErrorString(IntArrayView(shape, static_cast<size_t>(ndim)));
+    SetRaisedCApiError("ValueError", std::string(what != nullptr ? what : "Tensor") + ": shape " +
+                                         dims + " is too large: " + (why != nullptr ? why : ""));
+  }
+  KFFI_CATCH_ALL { SetRaisedCApiError("MemoryError", "out of memory while raising an error"); }
+}

@@ -93,6 +93,10 @@ KFFI_ABI_SIGNATURE(KFFIErrorSetRaisedArgument,
 KFFI_ABI_SIGNATURE(KFFIErrorSetRaisedCallArgument,
                    void (*)(const char*, const char*, const KFFIByteArray*, int32_t, int32_t,
                             const char*, const KFFIAny*, int32_t));
+KFFI_ABI_SIGNATURE(KFFIErrorSetRaisedDataTypeMismatch,
+                   void (*)(const DLDataType*, const DLDataType*));
+KFFI_ABI_SIGNATURE(KFFIErrorSetRaisedShapeTooLarge,
+                   void (*)(const char*, const int64_t*, int32_t, const char*));
 KFFI_ABI_SIGNATURE(KFFIErrorGetArgumentType, int (*)(Handle, const KFFIAny**, size_t*, size_t*));
 KFFI_ABI_SIGNATURE(KFFIErrorSetRaised, void (*)(Handle));
 KFFI_ABI_SIGNATURE(KFFIErrorMoveFromRaised, void (*)(Handle*));

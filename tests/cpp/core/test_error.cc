@@ -384,6 +384,39 @@ TEST(ErrorCallArgument, BadInputRaisesAValueErrorAndDropsTheCause) {
   EXPECT_TRUE(SlotIsEmpty());
 }
 
+TEST(ErrorTensor, DataTypeMismatchNamesBothDtypes) {
+  const DLDataType f16{kDLFloat, 16, 1};
+  const DLDataType i8x4{kDLInt, 8, 4};
+  KFFIErrorSetRaisedDataTypeMismatch(&f16, &i8x4);
+  EXPECT_EQ(RaisedText(),
+            "TypeError: data<float16>(): expected a tensor of float16, got a tensor of int8x4");
+  KFFIErrorSetRaisedDataTypeMismatch(nullptr, &f16);
+  EXPECT_EQ(RaisedText(),
+            "ValueError: KFFIErrorSetRaisedDataTypeMismatch: expected must not be NULL");
+  KFFIErrorSetRaisedDataTypeMismatch(&f16, nullptr);
+  EXPECT_EQ(RaisedText(),
+            "ValueError: KFFIErrorSetRaisedDataTypeMismatch: received must not be NULL");
+  EXPECT_TRUE(SlotIsEmpty());
+}
+
+TEST(ErrorTensor, ShapeTooLargeWritesTheShape) {
+  const int64_t shape[] = {2, INT64_MAX, -1};
+  KFFIErrorSetRaisedShapeTooLarge("Tensor", shape, 3, "the number of elements overflows int64");
+  EXPECT_EQ(RaisedText(),
+            "ValueError: Tensor: shape [2, 9223372036854775807, -1] is too large: the number of "
+            "elements overflows int64");
+  KFFIErrorSetRaisedShapeTooLarge(nullptr, nullptr, 0, nullptr);
+  EXPECT_EQ(RaisedText(), "ValueError: Tensor: shape [] is too large: ");
+  KFFIErrorSetRaisedShapeTooLarge("x", nullptr, 2, "why");
+  EXPECT_EQ(RaisedText(),
+            "ValueError: KFFIErrorSetRaisedShapeTooLarge: shape must not be NULL when ndim is not "
+            "0");
+  KFFIErrorSetRaisedShapeTooLarge("x", shape, INT32_MIN, "why");
+  EXPECT_EQ(RaisedText(),
+            "ValueError: KFFIErrorSetRaisedShapeTooLarge: ndim must be >= 0, got -2147483648");
+  EXPECT_TRUE(SlotIsEmpty());
+}
+
 TEST(ErrorThreads, AnErrorRaisedInOneThreadIsInvisibleInAnother) {
   KFFIErrorSetRaisedFromCStr("ValueError", "main thread error");
   bool other_saw_null = false;

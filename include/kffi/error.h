@@ -5,7 +5,10 @@
 
 #include <kffi/object.h>
 
+#include <cstdint>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <exception>
 #include <new>
 #include <stdexcept>
@@ -44,6 +47,28 @@ class Error : public ObjectRef, public std::exception {
   /// Wraps an existing error object (the pointer must be an ErrorObj).
   explicit Error(ObjectPtr<Object> error) : ObjectRef(std::move(error)) { InitWhat(); }
   explicit Error(details::UnsafeInit tag) : ObjectRef(tag) {}
+  Error(const Error& other) : ObjectRef(other), std::exception(other) { InitWhat(); }
+  Error(Error&& other) noexcept
+      : ObjectRef(std::move(other)), std::exception(other), what_(other.what_) {
+    other.what_ = nullptr;
+  }
+  Error& operator=(const Error& other) {
+    if (this != &other) {
+      ObjectRef::operator=(other);
+      InitWhat();
+    }
+    return *this;
+  }
+  Error& operator=(Error&& other) noexcept {
+    if (this != &other) {
+      ObjectRef::operator=(std::move(other));
+      std::free(what_);
+      what_ = other.what_;
+      other.what_ = nullptr;
+    }
+    return *this;
+  }
+  ~Error() override { std::free(what_); }
 
   /// The kind, e.g. "TypeError".
   std::string kind() const { return ToString(cell()->kind); }
@@ -62,28 +87,37 @@ class Error : public ObjectRef, public std::exception {
     std::string bt = backtrace();
     std::string out;
     if (!bt.empty()) out = "Traceback (most recent call first):\n" + bt + "\n";
-    return out + what_;
+    return out + what();
   }
-  /// "<kind>: <message>".
-  const char* what() const noexcept override { return what_.c_str(); }
+  /// "<kind>: <message>" ("" when memory ran out while the error was made).
+  const char* what() const noexcept override { return what_ != nullptr ? what_ : ""; }
 
  private:
   static std::string ToString(const KFFIByteArray& b) { return std::string(b.data, b.size); }
   const KFFIErrorCell* cell() const {
     return static_cast<const ErrorObj*>(static_cast<const Object*>(data_.get()));
   }
-  // std::string's member functions, not its operator+ templates: the members are compiled once
-  // in the standard library, the templates again in every kernel. Not inlined into the two
-  // constructors: every kernel compiles it, on its error path only.
-  KFFI_NOINLINE void InitWhat() {
+  // Kept in a malloc'd C string, not a std::string: every kernel compiles an Error's
+  // constructor and destructors (its error path throws one), and std::string's code is what makes
+  // kernel builds slow. Compiled once, not inlined into the constructors.
+  KFFI_NOINLINE void InitWhat() noexcept {
+    std::free(what_);
+    what_ = nullptr;
     if (!data_) return;
     const KFFIErrorCell* c = cell();
-    what_.reserve(c->kind.size + 2 + c->message.size);
-    what_.append(c->kind.data, c->kind.size)
-        .append(": ", 2)
-        .append(c->message.data, c->message.size);
+    const size_t kind = c->kind.size;
+    const size_t message = c->message.size;
+    if (kind > (SIZE_MAX - 3) / 2 || message > (SIZE_MAX - 3) / 2) return;  // no overflow below
+    char* text = static_cast<char*>(std::malloc(kind + message + 3));
+    if (text == nullptr) return;  // what() says "": no second exception while one is made
+    if (kind != 0) std::memcpy(text, c->kind.data, kind);
+    text[kind] = ':';
+    text[kind + 1] = ' ';
+    if (message != 0) std::memcpy(text + kind + 2, c->message.data, message);
+    text[kind + 2 + message] = '\0';
+    what_ = text;
   }
-  std::string what_;
+  char* what_ = nullptr;  // "<kind>: <message>", owned
 };
 
 namespace details {

@@ -81,6 +81,30 @@ TEST(ErrorObject, AppendBacktraceAddsOlderFramesLast) {
   EXPECT_EQ(copy.backtrace(), e.backtrace());
 }
 
+TEST(ErrorObject, CopiesAndMovesKeepWhatTheirObjectSays) {
+  Error e("ValueError", std::string("with a NUL\0 inside", 19));
+  EXPECT_STREQ(e.what(), "ValueError: with a NUL");  // what() is a C string: it ends at the NUL
+  Error copy = e;
+  EXPECT_NE(copy.what(), e.what());  // its own text, which outlives e's
+  EXPECT_STREQ(copy.what(), "ValueError: with a NUL");
+  Error other("KeyError", "k");
+  other = copy;
+  EXPECT_TRUE(other.same_as(e));
+  EXPECT_STREQ(other.what(), "ValueError: with a NUL");
+  const Error& self = other;
+  other = self;  // self-assignment keeps the text
+  EXPECT_STREQ(other.what(), "ValueError: with a NUL");
+  Error moved = std::move(copy);
+  EXPECT_STREQ(moved.what(), "ValueError: with a NUL");
+  EXPECT_STREQ(copy.what(), "");  // NOLINT(bugprone-use-after-move): a moved-from error is empty
+  Error target("TypeError", "t");
+  target = std::move(moved);
+  EXPECT_STREQ(target.what(), "ValueError: with a NUL");
+  EXPECT_TRUE(target.same_as(e));
+  Error unsafe{kffi::details::UnsafeInit{}};
+  EXPECT_STREQ(unsafe.what(), "");
+}
+
 TEST(ErrorObject, IsCaughtAsStdException) {
   try {
     throw Error("TypeError", "as std::exception");

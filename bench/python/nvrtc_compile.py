@@ -9,6 +9,7 @@ Rows (median of --reps, each cold row in a fresh process with an empty cache):
   warm  kffi.cuda.compile        a cache hit in a fresh process (`import kffi` not timed)
   gpu   call + launch            per call, kffi.cuda kernel vs kffi.compile'd kernel (torch
                                  tensors, 20000 calls, then one synchronize; needs a GPU)
+Then the ratios, with issue 41's goal for the nvcc build (kffi.compile / load_inline <= 0.6).
 
 The kernel is a 30-line elementwise kernel (a GELU with a bias and a residual). Compiles target
 --arch (default: this machine's GPU, else sm_90). The cold rows time the call alone (the Python
@@ -277,7 +278,13 @@ def main():
         "nvrtc / tvm_ffi load_inline (cold)": ratio(
             "cold kffi.cuda.compile", "cold tvm_ffi.cpp.load_inline"
         ),
+        "nvcc: kffi.compile / load_inline (cold)": ratio(
+            "cold kffi.compile (nvcc)", "cold tvm_ffi.cpp.load_inline"
+        ),
     }
+    # Issue 41's goal for the nvcc build of the same kernel (the NVRTC rows have none).
+    goals = {"nvcc: kffi.compile / load_inline (cold)": 0.6}
+    results["goals"] = goals
     g = rows["gpu call + launch"].get("per_call_us")
     if g:
         results["ratios"]["kffi.cuda / kffi.compile (call + launch)"] = (
@@ -295,7 +302,11 @@ def main():
             val = r.get("skipped") or ("ERROR: " + str(r.get("error")))
         print(f"{name:42} {val:>14}")
     for k, v in results["ratios"].items():
-        print(f"{k:42} {'n/a' if v is None else f'{v:10.3f}x':>14}")
+        goal = goals.get(k)
+        verdict = (
+            "" if goal is None or v is None else f"  <= {goal} {'PASS' if v <= goal else 'MISS'}"
+        )
+        print(f"{k:42} {'n/a' if v is None else f'{v:10.3f}x':>14}{verdict}")
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     with open(args.out, "w") as f:
         json.dump(results, f, indent=2)

@@ -25,7 +25,7 @@ import copy
 import datetime
 import os
 
-from ranks import free_port, report_rank
+from ranks import report_rank
 
 CPU_SRC = r"""
 void square(kffi::ConstTensorView x, kffi::TensorView y) {
@@ -147,9 +147,9 @@ def models(dev, square):
     return ref, mine
 
 
-def join_group(rank, port, cuda):
-    """Joins the two ranks' process group (NCCL, the rank's own GPU; else gloo, the CPU) and
-    returns the rank's device."""
+def join_group(rank, rendezvous, cuda):
+    """Joins the two ranks' process group (NCCL, the rank's own GPU; else gloo, the CPU) through
+    the rendezvous file and returns the rank's device."""
     import torch
     import torch.distributed as dist
 
@@ -157,7 +157,7 @@ def join_group(rank, port, cuda):
         torch.cuda.set_device(rank)
     dist.init_process_group(
         "nccl" if cuda else "gloo",
-        init_method=f"tcp://127.0.0.1:{port}",
+        init_method="file://" + rendezvous,
         rank=rank,
         world_size=2,
         timeout=TIMEOUT,
@@ -173,29 +173,36 @@ def leave_group():
 
 
 def spawn_ranks(rank_main, out, *args):
-    """Starts the two ranks, rank_main(rank, *args, port, out) each, and waits for them."""
+    """Starts the two ranks, rank_main(rank, *args, rendezvous, out) each, and waits for them.
+
+    The ranks meet through a file in out, not a TCP port: a port found free here could be taken
+    (by another test's gloo listener, with tests running in parallel) before rank 0 bound it, and
+    a rank that connected there aborted ("terminate called without an active exception")."""
     import torch.multiprocessing as mp
 
     os.makedirs(out, exist_ok=True)
-    mp.spawn(rank_main, args=(*args, free_port(), out), nprocs=2, join=True)
+    rendezvous = os.path.join(os.path.abspath(out), "rendezvous")
+    if os.path.exists(rendezvous):  # a file store must start empty
+        os.remove(rendezvous)
+    mp.spawn(rank_main, args=(*args, rendezvous, out), nprocs=2, join=True)
 
 
-def rank_main(rank, device, backend, port, out_dir):
+def rank_main(rank, device, backend, rendezvous, out_dir):
     report_rank(
         os.path.join(out_dir, f"rank{rank}.json"),
-        lambda report: ddp_rank(report, rank, device, backend, port),
+        lambda report: ddp_rank(report, rank, device, backend, rendezvous),
         cleanup=leave_group,
         rank=rank,
     )
 
 
-def ddp_rank(report, rank, device, backend, port):
+def ddp_rank(report, rank, device, backend, rendezvous):
     import torch
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel as DDP
 
     cuda = device == "cuda"
-    dev = join_group(rank, port, cuda)
+    dev = join_group(rank, rendezvous, cuda)
     square, fns = square_op(device, "kffi_ddp::square")
     ref, mine = models(dev, square)
     ddp_kw = {"device_ids": [rank]} if cuda else {}

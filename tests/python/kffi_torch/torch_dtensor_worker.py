@@ -80,20 +80,20 @@ def _comms(fn):
     return out, mode.get_total_counts()
 
 
-def rank_main(rank, port, out_dir):
+def rank_main(rank, rendezvous, out_dir):
     report_rank(
         os.path.join(out_dir, f"rank{rank}.json"),
-        lambda report: dtensor_rank(report, rank, port),
+        lambda report: dtensor_rank(report, rank, rendezvous),
         cleanup=leave_group,
         rank=rank,
     )
 
 
-def dtensor_rank(report, rank, port):
+def dtensor_rank(report, rank, rendezvous):
     import torch
     import torch.distributed as dist
 
-    join_group(rank, port, cuda=False)
+    join_group(rank, rendezvous, cuda=False)
     import kffi.torch
 
     fns = build()

@@ -38,20 +38,20 @@ def _full(t):
     return t.full_tensor() if isinstance(t, DTensor) else t
 
 
-def rank_main(rank, device, port, out_dir):
+def rank_main(rank, device, rendezvous, out_dir):
     report_rank(
         os.path.join(out_dir, f"rank{rank}.json"),
-        lambda report: fsdp_rank(report, rank, device, port),
+        lambda report: fsdp_rank(report, rank, device, rendezvous),
         cleanup=leave_group,
         rank=rank,
     )
 
 
-def fsdp_rank(report, rank, device, port):
+def fsdp_rank(report, rank, device, rendezvous):
     import torch
     import torch.distributed as dist
 
-    dev = join_group(rank, port, device == "cuda")
+    dev = join_group(rank, rendezvous, device == "cuda")
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import fully_shard
     from torch.distributed.tensor import DTensor

@@ -38,8 +38,9 @@ namespace details {
 /// when memory runs out it raises a preallocated MemoryError instead.
 void SetRaisedCApiError(std::string_view kind, std::string_view message) noexcept;
 
-/// A dtype's name as KFFIDataTypeToString writes it ("float32", "int8x4") (string.cc).
-std::string DataTypeText(const DLDataType& dtype);
+/// A dtype's name as KFFIDataTypeToString writes it ("float32", "int8x4"); the one dtype
+/// formatter (string.cc).
+std::string FormatDataType(const DLDataType& dtype);
 
 /// Converts the exception being handled into the raised error; returns -1. Call it only from
 /// inside a catch block.

@@ -189,6 +189,11 @@ bool ParseDataType(std::string_view s, DLDataType* out) {
   return ParseScalarType(base, static_cast<uint16_t>(lanes), out);
 }
 
+}  // namespace
+
+namespace kffi {
+namespace details {
+
 std::string FormatDataType(const DLDataType& t) {
   if (t.code == kDLOpaqueHandle && t.bits == 0 && t.lanes == 0) return "void";
   std::string base;
@@ -220,13 +225,6 @@ std::string FormatDataType(const DLDataType& t) {
   }
   return base;
 }
-
-}  // namespace
-
-namespace kffi {
-namespace details {
-
-std::string DataTypeText(const DLDataType& dtype) { return FormatDataType(dtype); }
 
 void MakeStringAny(const char* data, size_t size, bool is_bytes, KFFIAny* out) {
   if (size <= 7) {
@@ -273,7 +271,7 @@ int KFFIDataTypeToString(const DLDataType* dtype, KFFIAny* out) {
   KFFI_CAPI_BEGIN();
   kffi::details::CheckOutArg(dtype, "KFFIDataTypeToString: dtype");
   kffi::details::CheckOutArg(out, "KFFIDataTypeToString: out");
-  std::string s = FormatDataType(*dtype);
+  std::string s = kffi::details::FormatDataType(*dtype);
   kffi::details::MakeStringAny(s.data(), s.size(), /*is_bytes=*/false, out);
   KFFI_CAPI_END();
 }

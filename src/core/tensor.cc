@@ -192,10 +192,10 @@ void KFFIErrorSetRaisedDataTypeMismatch(const DLDataType* expected, const DLData
     return;
   }
   try {
-    const std::string want = kffi::details::DataTypeText(*expected);
+    const std::string want = kffi::details::FormatDataType(*expected);
     const std::string subject = "data<" + want + ">()";
     const std::string expected_text = "a tensor of " + want;
-    const std::string received_text = "a tensor of " + kffi::details::DataTypeText(*received);
+    const std::string received_text = "a tensor of " + kffi::details::FormatDataType(*received);
     KFFIErrorSetRaisedArgument("TypeError", subject.c_str(), expected_text.c_str(),
                                received_text.c_str(), nullptr, -1, nullptr);
   }

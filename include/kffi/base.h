@@ -4,6 +4,7 @@
 #define KFFI_BASE_H_
 
 #include <kffi/c_api.h>
+#include <kffi/details/core.h>
 
 #include <cstddef>
 #include <cstdint>
@@ -14,18 +15,6 @@
 #include <utility>
 #if defined(__GLIBCXX__)
 #include <cxxabi.h>
-#endif
-
-#if defined(__GNUC__) || defined(__clang__)
-#define KFFI_INLINE inline __attribute__((always_inline))
-#define KFFI_NOINLINE __attribute__((noinline))
-#define KFFI_LIKELY(x) __builtin_expect(!!(x), 1)
-#define KFFI_UNLIKELY(x) __builtin_expect(!!(x), 0)
-#else
-#define KFFI_INLINE inline
-#define KFFI_NOINLINE
-#define KFFI_LIKELY(x) (x)
-#define KFFI_UNLIKELY(x) (x)
 #endif
 
 /// `catch (...)` for code whose try block may run foreign code (a Python callback, another
@@ -94,55 +83,13 @@ KFFI_INLINE void SetSmallBytes(KFFIAny* v, int32_t type_index, const char* data,
   if (size != 0) std::memcpy(v->v_bytes, data, size);
 }
 
-// ---- checked size arithmetic ----------------------------------------------------------------
-// Sizes of tensors and containers come from callers, files and other languages; every product
-// or sum of them goes through these, and an overflow becomes an error instead of a small number.
-
-/// *out = a * b; returns true when the exact result does not fit (then *out is unspecified).
-KFFI_INLINE constexpr bool MulOverflow(int64_t a, int64_t b, int64_t* out) {
-#if defined(__GNUC__) || defined(__clang__)
-  return __builtin_mul_overflow(a, b, out);
-#else
-  if (a != 0 && b != 0) {
-    const int64_t kMax = INT64_MAX, kMin = INT64_MIN;
-    if ((a > 0) == (b > 0) ? (a > 0 ? a > kMax / b : a < kMax / b)
-                           : (a > 0 ? b < kMin / a : a < kMin / b)) {
-      return true;
-    }
-  }
-  *out = a * b;
-  return false;
-#endif
-}
-
-/// *out = a + b; returns true when the exact result does not fit.
-KFFI_INLINE constexpr bool AddOverflow(int64_t a, int64_t b, int64_t* out) {
-#if defined(__GNUC__) || defined(__clang__)
-  return __builtin_add_overflow(a, b, out);
-#else
-  if ((b > 0 && a > INT64_MAX - b) || (b < 0 && a < INT64_MIN - b)) return true;
-  *out = a + b;
-  return false;
-#endif
-}
-
-/// *out = head + count * elem_size, the bytes of one allocation; returns false when that exceeds
-/// what one object may span (PTRDIFF_MAX). Callers turn false into a MemoryError.
-KFFI_INLINE constexpr bool AllocBytes(size_t head, size_t count, size_t elem_size, size_t* out) {
-  constexpr size_t kMax = static_cast<size_t>(PTRDIFF_MAX);
-  if (head > kMax || (elem_size != 0 && count > (kMax - head) / elem_size)) return false;
-  *out = head + count * elem_size;
-  return true;
-}
-
 /// "1 argument", "2 arguments": a count and its noun, for messages (plural: the noun + "s"
 /// unless given). The one place messages pluralize, so none says "1 dimensions".
 inline std::string Counted(int64_t n, const char* noun, const char* plural = nullptr) {
-  // snprintf and appends, not std::to_string and operator+: every export's translation unit
+  // FormatInt64 and appends, not std::to_string and operator+: every export's translation unit
   // compiles this for its argument-count error.
-  char number[24];
-  std::snprintf(number, sizeof(number), "%lld ", static_cast<long long>(n));
-  std::string out(number);
+  std::string out(FormatInt64(n).text);
+  out += ' ';
   out += n != 1 && plural != nullptr ? plural : noun;
   if (n != 1 && plural == nullptr) out += 's';
   return out;

@@ -234,14 +234,22 @@ inline bool TakeRaisedKindMessage(std::string* kind, std::string* message) {
   KFFIObjectHandle h = nullptr;
   KFFIErrorMoveFromRaised(&h);
   if (h == nullptr) {
-    char c[16];
-    std::snprintf(c, sizeof(c), "%d", code);
-    const char* parts[] = {"a call failed with code ", c, " but raised no error"};
+    const Int64Text c = FormatInt64(code);
+    const char* parts[] = {"a call failed with code ", c.text, " but raised no error"};
     KFFIErrorSetRaisedFromCStrParts("InternalError", parts, 3);
     KFFIErrorMoveFromRaised(&h);
   }
   throw Error(ObjectUnsafe::FromOwnedHandle<Object>(h));
 }
+
+// Declared in kffi/details/core.h for the headers that must not include this one (the tensor
+// views'): weak, so that every translation unit that includes this header may define it and the
+// linker keeps one; a file that includes only kffi/tensor_view.h links against it.
+#if defined(__GNUC__) && !defined(_WIN32)
+[[noreturn]] __attribute__((weak)) void ThrowRaisedErrorOutOfLine() { ThrowRaisedError(-1); }
+#else
+[[noreturn]] inline void ThrowRaisedErrorOutOfLine() { ThrowRaisedError(-1); }
+#endif
 
 inline int32_t GetOrAllocTypeIndex(const char* type_key, int32_t static_index, int32_t depth,
                                    int32_t parent_index) {

@@ -1,5 +1,5 @@
-// include/kffi/tensor.h: Tensor (owning, reference counted), TensorView and ConstTensorView
-// (borrowed) and DLPack.
+// include/kffi/tensor.h: Tensor (owning, reference counted), DLPack, and the conversions of Tensor,
+// TensorView and ConstTensorView (kffi/tensor_view.h) as arguments.
 // SPDX-License-Identifier: Apache-2.0
 #ifndef KFFI_TENSOR_H_
 #define KFFI_TENSOR_H_
@@ -7,8 +7,8 @@
 #include <kffi/any.h>
 #include <kffi/details/function.h>
 #include <kffi/dtype.h>
-#include <kffi/tensor_accessor.h>
 #include <kffi/tensor_layout.h>
+#include <kffi/tensor_view.h>
 
 #include <cstdint>
 #include <cstdlib>
@@ -22,145 +22,6 @@
 #include <vector>
 
 namespace kffi {
-namespace details {
-
-// The cold paths of data<T>() have the runtime write and raise their messages, with no string
-// code: every kernel that calls data<T>() compiles them.
-
-/// ValueError: a mutable data<T>() of a tensor whose memory is read-only (cold).
-[[noreturn]] KFFI_NOINLINE inline void ThrowReadOnlyData() {
-  KFFIErrorSetRaisedFromCStr("ValueError",
-                             "Cannot write through data<T>(): the tensor is read-only (use "
-                             "const_data<T>() to read it)");
-  ThrowRaisedError(-1);
-}
-
-/// TypeError: data<T>() of a tensor whose dtype is not T's (cold; debug builds check it). The
-/// runtime writes the message (KFFIErrorSetRaisedDataTypeMismatch); one older than 0.5 lacks it,
-/// and the error then names no dtype.
-[[noreturn]] KFFI_NOINLINE inline void ThrowDataTypeMismatch(DLDataType want, DLDataType got) {
-#if defined(__GNUC__) && !defined(_WIN32) && !defined(KFFI_BUILDING_RUNTIME)
-  if (&KFFIErrorSetRaisedDataTypeMismatch == nullptr) {
-    KFFIErrorSetRaisedFromCStr("TypeError", "data<T>(): the tensor's dtype is not T's");
-    ThrowRaisedError(-1);
-  }
-#endif
-  KFFIErrorSetRaisedDataTypeMismatch(&want, &got);
-  ThrowRaisedError(-1);
-}
-
-/// In debug builds (NDEBUG not defined), T must be the element type of dtype when T has a dtype
-/// (kffi::dtypes::of); void, char, std::byte and types without a dtype (CUDA's __half, a
-/// vector type) are not checked.
-template <typename T>
-KFFI_INLINE void CheckElementType(DLDataType dtype) {
-#ifndef NDEBUG
-  using U = std::remove_cv_t<T>;
-  if constexpr (DataTypeOf<U>::known) {
-    constexpr DLDataType want = DataTypeOf<U>::dtype;
-    if (KFFI_UNLIKELY(dtype.code != want.code || dtype.bits != want.bits ||
-                      dtype.lanes != want.lanes)) {
-      ThrowDataTypeMismatch(want, dtype);
-    }
-  }
-#else
-  (void)dtype;
-#endif
-}
-
-/// The accessors shared by Tensor, TensorView and ConstTensorView, written once over the DLTensor
-/// that Derived::GetDLTensorPtr() returns. Names follow at::Tensor (dim, sizes, size, stride,
-/// numel, is_contiguous) and DLPack (ndim, shape, byte_offset).
-template <typename Derived>
-class TensorAccessors {
- public:
-  /// Number of dimensions.
-  int32_t ndim() const { return dl().ndim; }
-  /// Number of dimensions, as at::Tensor::dim().
-  int64_t dim() const { return dl().ndim; }
-  /// The sizes, one per dimension.
-  IntArrayView shape() const { return IntArrayView(dl().shape, static_cast<size_t>(dl().ndim)); }
-  /// The sizes (at::Tensor spelling).
-  IntArrayView sizes() const { return shape(); }
-  /// Size of dimension i; negative i counts from the end; IndexError when out of range.
-  int64_t size(int64_t i) const { return dl().shape[NormalizeDim(i, dl().ndim)]; }
-  /// Strides in elements; computed compact strides when DLTensor.strides is NULL.
-  StrideArray strides() const {
-    const DLTensor& t = dl();
-    if (t.strides != nullptr) return StrideArray(t.strides, static_cast<size_t>(t.ndim));
-    return StrideArray::Compact(shape());
-  }
-  /// Stride of dimension i in elements; negative i counts from the end.
-  int64_t stride(int64_t i) const {
-    const DLTensor& t = dl();
-    int32_t d = NormalizeDim(i, t.ndim);
-    if (t.strides != nullptr) return t.strides[d];
-    int64_t acc = 1;
-    for (int32_t j = d + 1; j < t.ndim; ++j) {
-      if (KFFI_UNLIKELY(MulOverflow(acc, t.shape[j] > 1 ? t.shape[j] : 1, &acc))) {
-        ThrowLayoutTooLarge("Tensor strides", shape(), "the strides overflow int64");
-      }
-    }
-    return acc;
-  }
-  /// Number of elements (1 for a 0-d tensor). Tensors kffi made or imported always fit; a
-  /// borrowed DLTensor whose sizes multiply past int64 is a ValueError naming its shape.
-  int64_t numel() const {
-    const DLTensor& t = dl();
-    int64_t n = 1;
-    for (int32_t i = 0; i < t.ndim; ++i) {
-      if (KFFI_UNLIKELY(MulOverflow(n, t.shape[i], &n))) {
-        ThrowLayoutTooLarge("Tensor", shape(), "the number of elements overflows int64");
-      }
-    }
-    return n;
-  }
-  DLDataType dtype() const { return dl().dtype; }
-  DLDevice device() const { return dl().device; }
-  /// DLTensor.data: the start of the allocation, WITHOUT byte_offset. The first element is at
-  /// data<T>() (or const_data<T>()), which adds byte_offset: read elements through those.
-  /// byte_offset is 0 for what PyTorch and NumPy export, not for every DLPack producer.
-  void* data_ptr() const { return dl().data; }
-  /// The first element, byte_offset included, for reading: `x.const_data<float>()[i]`.
-  /// In debug builds (NDEBUG not defined) a T with a dtype (kffi::dtypes::of<T>) other than the
-  /// tensor's is a TypeError: "data<float16>(): expected a tensor of float16, got a tensor of
-  /// float32".
-  template <typename T = void>
-  const T* const_data() const {
-    const DLTensor& t = dl();
-    details::CheckElementType<T>(t.dtype);
-    return reinterpret_cast<const T*>(static_cast<const char*>(t.data) + t.byte_offset);
-  }
-  /// Read access to the elements of an N-dimensional tensor: `x.const_accessor<float, 2>()[i][j]`
-  /// (ValueError when ndim is not N; the dtype is checked as by const_data<T>()).
-  template <typename T, size_t N>
-  TensorAccessor<const T, N> const_accessor() const {
-    return MakeAccessor<const T, N>(const_data<T>());
-  }
-  /// Offset of the first element from data_ptr(), in bytes.
-  uint64_t byte_offset() const { return dl().byte_offset; }
-  /// Bytes of one element (sub-byte types round up to one).
-  int64_t element_size() const { return DataTypeBytes(dl().dtype); }
-  /// True for compact row-major layout (see details::IsContiguousLayout).
-  bool is_contiguous() const { return IsContiguousLayout(dl()); }
-  /// Alias of is_contiguous() (TVM-FFI spelling).
-  bool IsContiguous() const { return is_contiguous(); }
-
- protected:
-  template <typename T, size_t N>
-  TensorAccessor<T, N> MakeAccessor(T* first) const {
-    const DLTensor& t = dl();
-    if (KFFI_UNLIKELY(t.ndim != static_cast<int32_t>(N))) ThrowAccessorNdim(N, t.ndim);
-    if (t.strides != nullptr) return TensorAccessor<T, N>(first, t.shape, t.strides);
-    const StrideArray compact = StrideArray::Compact(shape());
-    return TensorAccessor<T, N>(first, t.shape, compact.data());
-  }
-
- private:
-  const DLTensor& dl() const { return *static_cast<const Derived*>(this)->GetDLTensorPtr(); }
-};
-
-}  // namespace details
 
 /// The object behind a Tensor. Its cell is a plain DLTensor directly after the object header
 /// (so KFFITensorGetDLTensorPtr works from any language); kffi keeps shape and strides storage
@@ -458,113 +319,10 @@ class Tensor : public ObjectRef, public details::TensorAccessors<Tensor> {
   }
 };
 
-namespace details {
-/// What TensorView and ConstTensorView hold: a pointer to a DLTensor owned elsewhere and, in its
-/// lowest bit (free: a DLTensor is 8-byte aligned), whether its memory is read-only. One register
-/// wide on the call path.
-class BorrowedTensorBits {
- public:
-  /// The viewed DLTensor (borrowed).
-  const DLTensor* GetDLTensorPtr() const noexcept {
-    return reinterpret_cast<const DLTensor*>(bits_ & ~kReadOnlyBit);
-  }
-  /// True when the memory must not be written through this view.
-  bool is_read_only() const noexcept { return (bits_ & kReadOnlyBit) != 0; }
-  /// True when the memory may be written.
-  bool is_writable() const noexcept { return (bits_ & kReadOnlyBit) == 0; }
-
- protected:
-  static constexpr uintptr_t kReadOnlyBit = 1;
-  static_assert(alignof(DLTensor) > kReadOnlyBit, "the flag needs a free low pointer bit");
-  static_assert(kKFFITensorFlagReadOnly == kReadOnlyBit, "tensor_flags bit 0 maps directly");
-
-  explicit BorrowedTensorBits(uintptr_t bits) noexcept : bits_(bits) {}
-  static uintptr_t Pack(const DLTensor* t, bool read_only) noexcept {
-    return reinterpret_cast<uintptr_t>(t) | (read_only ? kReadOnlyBit : 0);
-  }
-  uintptr_t bits_;
-};
-}  // namespace details
-
-/// A borrowed tensor the function may WRITE: a pointer to a DLTensor owned elsewhere (a call
-/// argument, or a Tensor that outlives the view). Eight bytes, free to copy. As a kernel
-/// parameter it takes borrowed DLTensor* arguments (no reference counting) and Tensor objects,
-/// and it refuses read-only memory (a read-only NumPy array, `bytes`, a JAX array, a DLPack
-/// tensor marked read-only) with a ValueError naming the parameter: the signature says the
-/// function may write it. Take a ConstTensorView for a tensor the function only reads; it
-/// accepts read-only memory, without a copy. In metadata and signatures this parameter type is
-/// `Tensor(mut)`.
-class TensorView : public details::BorrowedTensorBits, public details::TensorAccessors<TensorView> {
- public:
-  /// Views t (borrowed; must outlive the view). t must not be NULL. A bare DLTensor carries no
-  /// read-only flag, so say it here when its memory must not be written (data<T>() then throws;
-  /// prefer a ConstTensorView for such memory).
-  explicit TensorView(const DLTensor* t, bool read_only = false) noexcept
-      : BorrowedTensorBits(Pack(t, read_only)) {}
-  /// Views a Tensor, which must outlive the view; read-only when the Tensor is.
-  TensorView(const Tensor& t) noexcept  // NOLINT(*-explicit-constructor)
-      : TensorView(t.GetDLTensorPtr(), t.is_read_only()) {}
-  /// A view of a temporary Tensor would dangle at once.
-  TensorView(Tensor&&) = delete;
-
-  /// The first element (DLTensor.data + byte_offset) as T*, for writing: `y.data<float>()[i]`.
-  /// A view made read-only by hand (the constructor's flag) throws ValueError instead.
-  template <typename T = void>
-  T* data() const {
-    if (KFFI_UNLIKELY(is_read_only())) details::ThrowReadOnlyData();
-    return const_cast<T*>(const_data<T>());
-  }
-  /// Strided element access for CPU kernels: `y.accessor<float, 2>()[i][j] = v` (writable as
-  /// data<T>(); ValueError when ndim is not N; debug builds check T and the indices).
-  template <typename T, size_t N>
-  TensorAccessor<T, N> accessor() const {
-    return MakeAccessor<T, N>(data<T>());
-  }
-
- private:
-  struct FromBits {};
-  TensorView(FromBits, uintptr_t bits) noexcept : BorrowedTensorBits(bits) {}
-  friend struct TypeTraits<TensorView>;
-};
-
-/// A borrowed tensor the function only READS: like TensorView, but it accepts read-only memory
-/// (a read-only NumPy array, `bytes`, a JAX array) without a copy, and its data<T>() is const.
-/// A TensorView or a Tensor converts to it. In metadata and signatures this parameter type is
-/// `Tensor`.
-class ConstTensorView : public details::BorrowedTensorBits,
-                        public details::TensorAccessors<ConstTensorView> {
- public:
-  /// Views t (borrowed; must outlive the view). t must not be NULL.
-  explicit ConstTensorView(const DLTensor* t, bool read_only = false) noexcept
-      : BorrowedTensorBits(Pack(t, read_only)) {}
-  /// Views a Tensor, which must outlive the view (its read-only flag is kept).
-  ConstTensorView(const Tensor& t) noexcept  // NOLINT(*-explicit-constructor)
-      : ConstTensorView(t.GetDLTensorPtr(), t.is_read_only()) {}
-  /// A view of a temporary Tensor would dangle at once.
-  ConstTensorView(Tensor&&) = delete;
-  /// The same tensor (its read-only flag is kept).
-  ConstTensorView(const TensorView& t) noexcept  // NOLINT(*-explicit-constructor)
-      : ConstTensorView(t.GetDLTensorPtr(), t.is_read_only()) {}
-
-  /// The first element (DLTensor.data + byte_offset) as const T*: `x.data<float>()[i]`.
-  template <typename T = void>
-  const T* data() const {
-    return const_data<T>();
-  }
-  /// Strided read access for CPU kernels: `x.accessor<float, 2>()[i][j]` (as const_accessor).
-  template <typename T, size_t N>
-  TensorAccessor<const T, N> accessor() const {
-    return MakeAccessor<const T, N>(const_data<T>());
-  }
-
- private:
-  struct FromBits {};
-  ConstTensorView(FromBits, uintptr_t bits) noexcept : BorrowedTensorBits(bits) {}
-  friend struct TypeTraits<ConstTensorView>;
-};
-
-static_assert(sizeof(TensorView) == sizeof(void*), "TensorView stays one pointer wide");
-static_assert(sizeof(ConstTensorView) == sizeof(void*), "ConstTensorView stays one pointer wide");
+inline TensorView::TensorView(const Tensor& t) noexcept
+    : TensorView(t.GetDLTensorPtr(), t.is_read_only()) {}
+inline ConstTensorView::ConstTensorView(const Tensor& t) noexcept
+    : ConstTensorView(t.GetDLTensorPtr(), t.is_read_only()) {}
 
 namespace details {
 template <typename T>

@@ -3,27 +3,30 @@
 #ifndef KFFI_TENSOR_ACCESSOR_H_
 #define KFFI_TENSOR_ACCESSOR_H_
 
-#include <kffi/details/function.h>
+#include <kffi/details/core.h>
 
 #include <cstddef>
 #include <cstdint>
-#include <string>
 
 namespace kffi {
 namespace details {
 
 /// ValueError: accessor<T, N>() of a tensor whose ndim is not N (cold).
 [[noreturn]] KFFI_NOINLINE inline void ThrowAccessorNdim(size_t want, int32_t got) {
-  const std::string w = std::to_string(want);
-  RaiseArgumentError("ValueError", "accessor<T, N>().ndim", w.c_str(), std::to_string(got).c_str(),
-                     nullptr, -1, nullptr);
-  ThrowRaisedError(-1);
+  RaiseArgumentError("ValueError", "accessor<T, N>().ndim",
+                     FormatInt64(static_cast<int64_t>(want)).text, FormatInt64(got).text, nullptr,
+                     -1, nullptr);
+  ThrowRaisedErrorOutOfLine();
 }
 
 /// IndexError: an accessor index out of bounds (cold; debug builds check it).
 [[noreturn]] KFFI_NOINLINE inline void ThrowAccessorIndex(int64_t index, int64_t size) {
-  KFFI_THROW(IndexError) << "Tensor accessor: index " << index << " is out of bounds for a "
-                         << "dimension of size " << size;
+  const Int64Text i = FormatInt64(index);
+  const Int64Text n = FormatInt64(size);
+  const char* parts[] = {"Tensor accessor: index ", i.text,
+                         " is out of bounds for a dimension of size ", n.text};
+  KFFIErrorSetRaisedFromCStrParts("IndexError", parts, 4);
+  ThrowRaisedErrorOutOfLine();
 }
 
 }  // namespace details

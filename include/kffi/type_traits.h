@@ -3,6 +3,7 @@
 #ifndef KFFI_TYPE_TRAITS_H_
 #define KFFI_TYPE_TRAITS_H_
 
+#include <kffi/details/dtype_of.h>
 #include <kffi/object.h>
 #include <kffi/string.h>
 
@@ -173,14 +174,6 @@ inline std::string KFFIToErrorString(const DLDataType& d) {
 inline std::string KFFIToErrorString(const DLDevice& d) {
   return ::kffi::details::DeviceToString(d);
 }
-constexpr bool operator==(const DLDataType& a, const DLDataType& b) {
-  return a.code == b.code && a.bits == b.bits && a.lanes == b.lanes;
-}
-constexpr bool operator!=(const DLDataType& a, const DLDataType& b) { return !(a == b); }
-inline bool operator==(const DLDevice& a, const DLDevice& b) {
-  return a.device_type == b.device_type && a.device_id == b.device_id;
-}
-inline bool operator!=(const DLDevice& a, const DLDevice& b) { return !(a == b); }
 
 namespace kffi {
 

@@ -18,9 +18,6 @@ extern "C" __attribute__((weak)) int KFFIFunctionFormatSignature(
 extern "C" __attribute__((weak)) int KFFIEnvEnterDevice(int32_t device_type, int32_t device_id,
                                                         void** out_restore);
 extern "C" __attribute__((weak)) void KFFIEnvRestoreDevice(int32_t device_type, void* restore);
-extern "C" __attribute__((weak)) void KFFIErrorSetRaisedArgument(
-    const char* kind, const char* subject, const char* expected, const char* got,
-    const KFFIAny* arg, int32_t index, const char* signature);
 extern "C" __attribute__((weak)) void KFFIErrorSetRaisedCallArgument(
     const char* name, const char* param_names, const KFFIByteArray* types, int32_t num_params,
     int32_t index, const char* got, const KFFIAny* arg, int32_t num_args);
@@ -95,21 +92,6 @@ struct Signature {
     return FormatSignature(name, param_names, types.arrays, sizeof...(Args));
   }
 };
-
-/// Raises an argument error in kffi's one format (KFFIErrorSetRaisedArgument, c_api.h). A
-/// runtime older than 0.4 lacks it: the error then names the parameter only.
-KFFI_NOINLINE inline void RaiseArgumentError(const char* kind, const char* subject,
-                                             const char* expected, const char* got,
-                                             const KFFIAny* arg, int32_t index, const char* sig) {
-#if defined(__GNUC__) && !defined(_WIN32) && !defined(KFFI_BUILDING_RUNTIME)
-  if (&KFFIErrorSetRaisedArgument == nullptr) {
-    const char* parts[] = {"Invalid argument `", subject, "`"};
-    KFFIErrorSetRaisedFromCStrParts(kind != nullptr ? kind : "ValueError", parts, 3);
-    return;
-  }
-#endif
-  KFFIErrorSetRaisedArgument(kind, subject, expected, got, arg, index, sig);
-}
 
 /// The text RaiseArgumentError would raise ("<subject>: expected <expected>, got <got> (argument
 /// #index of `sig`)"), without raising it: the runtime's one formatter writes it into the

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -16,7 +17,7 @@ from ..runtime._api import load_module
 from ..runtime._objects import Function
 from ..toolchain import aot as _aot
 from ..toolchain import cpp as _cpp
-from ..toolchain._source import names_undeclared, strip_comments
+from ..toolchain._source import cpp_declaration, names_undeclared, strip_comments
 from ._fakes import FakeTensor
 from ._render import render_contract
 
@@ -56,6 +57,34 @@ _OPTION_KEYS = {
 
 def _is_cuda_source(source: str) -> bool:
     return re.search(r"__global__|<<<", strip_comments(source)) is not None
+
+
+# What a CUDA source may name in namespace kffi to compile against kffi/tensor_view.h alone, and
+# the parameter types its function may take there (tests/cpp/core/test_tensor_view_header.cc
+# compiles each against that header alone).
+_VIEW_HEADER_NAMES = frozenset(
+    {"TensorView", "ConstTensorView", "IntArrayView", "StrideArray", "TensorAccessor", "dtypes"}
+    | {"DataTypeBits", "DataTypeBytes", "DataTypeIs", "TryDataTypeStorageBytes"}
+    | {"TryGetDataSize", "kMaxTensorNdim"}
+)
+_VIEW_PARAM_TYPES = frozenset({"TensorView", "ConstTensorView"})
+
+
+def _split_cuda_declaration(source: str, name: str) -> str | None:
+    """The declaration of ``name`` for a C++ file that exports it, when the CUDA source can be
+    compiled against kffi/tensor_view.h alone; None when it needs the whole of <kffi/kffi.h>.
+
+    nvcc parses every header three times (cudafe++, cicc and the host compiler): <kffi/kffi.h>
+    and the contract's export cost it about as much as the kernel file itself, the view header
+    next to nothing. So a CUDA source that names nothing else of kffi is compiled with that header
+    alone, and its contract export goes into a C++ file that g++ compiles beside it.
+    """
+    src = strip_comments(source)
+    if re.search(r"#\s*include\s*[<\"]kffi/|\bKFFI_\w+|\busing\s+namespace\s+kffi\b", src):
+        return None
+    if any(n not in _VIEW_HEADER_NAMES for n in re.findall(r"\bkffi\s*::\s*(\w+)", src)):
+        return None
+    return cpp_declaration(source, name, _VIEW_PARAM_TYPES)
 
 
 def compile(
@@ -130,23 +159,19 @@ def compile(
         f"KFFI_EXPORT_CONTRACT_DOC({name}, {name}, {_cpp.c_string_literal(text)}, "
         f"{_cpp.c_string_literal(doc)});\n"
     )
+    path = _build_split(source, name, epilogue, options) if cuda else None
     cpp_source, cuda_source = (None, source) if cuda else (source, None)
     try:
-        path = _cpp.build_inline(
-            name,
-            cpp_source,
-            cuda_source,
-            epilogue,
-            extra_cflags=options.get("extra_cflags"),
-            extra_cuda_cflags=options.get("extra_cuda_cflags"),
-            extra_ldflags=options.get("extra_ldflags"),
-            extra_include_paths=options.get("extra_include_paths"),
-            build_directory=options.get("build_directory"),
-            verbose=bool(options.get("verbose")),
-            quiet=options.get("quiet"),
-            pre_includes=("kffi/kffi.h",),
-            depends=options.get("depends"),
-        )  # the contract compiler too
+        if path is None:
+            path = _build_inline(
+                name,
+                cpp_source,
+                cuda_source,
+                epilogue,
+                options,
+                _cpp._str_list(options.get("extra_ldflags"), "extra_ldflags"),
+                ("kffi/kffi.h",),  # the contract compiler too
+            )
     except _cpp.BuildError as e:
         # The export line names the function; a misspelt name fails inside the macro, where the
         # compiler's words point at kffi's headers. Say what is wrong first.
@@ -166,3 +191,55 @@ def compile(
         )
     )
     return func
+
+
+def _build_inline(
+    name: str,
+    cpp_source: str | None,
+    cuda_source: str | None,
+    epilogue: str,
+    options: Mapping[str, Any],
+    extra_ldflags: list[str],
+    pre_includes: tuple[str, ...],
+    announce_failure: bool = True,
+) -> str:
+    return _cpp.build_inline(
+        name,
+        cpp_source,
+        cuda_source,
+        epilogue,
+        extra_cflags=options.get("extra_cflags"),
+        extra_cuda_cflags=options.get("extra_cuda_cflags"),
+        extra_ldflags=extra_ldflags,
+        extra_include_paths=options.get("extra_include_paths"),
+        build_directory=options.get("build_directory"),
+        verbose=bool(options.get("verbose")),
+        quiet=options.get("quiet"),
+        pre_includes=pre_includes,
+        depends=options.get("depends"),
+        announce_failure=announce_failure,
+    )
+
+
+def _build_split(source: str, name: str, epilogue: str, options: Mapping[str, Any]) -> str | None:
+    """Builds a CUDA source against kffi/tensor_view.h, with its export in a C++ file compiled
+    beside it (see _split_cuda_declaration); None when it cannot, and the caller builds it whole.
+    A source the split cannot build (it named something the view header lacks) is built whole
+    instead, which also gives its errors as the whole header gives them."""
+    declaration = _split_cuda_declaration(source, name)
+    if declaration is None:
+        return None
+    exporter = (
+        "// The export of the CUDA file beside this one, which kffi.compile built against\n"
+        "// kffi/tensor_view.h alone.\n"
+        f"#include <kffi/kffi.h>\n\n{declaration}\n"
+    )
+    ldflags = _cpp._str_list(options.get("extra_ldflags"), "extra_ldflags")
+    if sys.platform.startswith("linux"):
+        ldflags.append("-Wl,--no-undefined")  # a declaration that is not the definition fails here
+    try:
+        return _build_inline(
+            name, exporter, source, epilogue, options, ldflags, ("kffi/tensor_view.h",), False
+        )
+    except _cpp.BuildError:
+        return None

@@ -118,6 +118,21 @@ def _split_top_level(text: str) -> list[str]:
     return [p.strip() for p in parts]
 
 
+def _definitions(src: str, name: str) -> list[tuple[re.Match[str], int]]:
+    """Where ``src`` (without comments) defines a function ``name``: the match of ``name(`` and the
+    index just past the parameter list's ``)``, for each definition (not calls or declarations)."""
+    out = []
+    for m in re.finditer(r"(?<![\w.:>])" + re.escape(name) + r"\s*\(", src):
+        depth, i = 1, m.end()
+        while i < len(src) and depth:
+            depth += {"(": 1, ")": -1}.get(src[i], 0)
+            i += 1
+        rest = src[i : i + 200]
+        if re.match(r"\s*(const\s*)?(noexcept\s*)?(->\s*[\w:<>,\s*&]+)?\{", rest):
+            out.append((m, i))
+    return out
+
+
 def cpp_param_names(source: str, name: str) -> list[str] | None:
     """The parameter names of the definition of ``name`` in C++ source, or None.
 
@@ -126,14 +141,7 @@ def cpp_param_names(source: str, name: str) -> list[str] | None:
     """
     src = strip_comments(source)
     found: list[list[str] | None] = []
-    for m in re.finditer(r"(?<![\w.:>])" + re.escape(name) + r"\s*\(", src):
-        depth, i = 1, m.end()
-        while i < len(src) and depth:
-            depth += {"(": 1, ")": -1}.get(src[i], 0)
-            i += 1
-        rest = src[i : i + 200]
-        if not re.match(r"\s*(const\s*)?(noexcept\s*)?(->\s*[\w:<>,\s*&]+)?\{", rest):
-            continue  # a call or a declaration, not a definition
+    for m, i in _definitions(src, name):
         params = src[m.end() : i - 1].strip()
         if params in ("", "void"):
             found.append([])
@@ -157,6 +165,55 @@ def cpp_param_names(source: str, name: str) -> list[str] | None:
     if not found or any(f != found[0] for f in found) or found[0] is None:
         return None
     return found[0]
+
+
+# What a declaration that cpp_declaration writes may name besides its parameters: the words of the
+# built-in types, the fixed-width integers, and the namespaces kffi and std.
+_DECLARATION_WORDS = frozenset(
+    {"void", "bool", "char", "short", "int", "long", "float", "double", "signed", "unsigned"}
+    | {"const", "size_t", "std", "kffi"}
+    | {f"{u}int{n}_t" for u in ("", "u") for n in (8, 16, 32, 64)}
+)
+
+
+def cpp_declaration(source: str, name: str, types: frozenset[str]) -> str | None:
+    """``<return type> name(<parameters>);``: a declaration of the one definition of ``name`` in
+    C++ source, for another translation unit to call it; None unless it can be written safely.
+
+    It can when the definition is at namespace scope, is neither a template nor ``static`` or
+    ``inline`` (the other unit could not link to it), and names nothing but its parameters, the
+    built-in and fixed-width types, ``std``, ``kffi`` and ``types``, so that the declaration means
+    the same wherever those are declared.
+    """
+    src = strip_comments(source)
+    src = re.sub(r'"(?:\\.|[^"\\\n])*"', '""', src)  # braces in string literals do not count
+    src = re.sub(r"'(?:\\.|[^'\\\n])*'", "''", src)
+    src = re.sub(r"^[ \t]*#.*$", " ", src, flags=re.MULTILINE)  # preprocessor lines
+    found = _definitions(src, name)
+    if len(found) != 1:
+        return None
+    m, close = found[0]
+    if not re.match(r"\s*\{", src[close:]):
+        return None  # const, noexcept or a trailing return type: not a plain function
+    before = src[: m.start()]
+    if before.count("{") != before.count("}"):
+        return None  # inside a namespace, class or function
+    start = max(before.rfind(";"), before.rfind("}"), before.rfind("{")) + 1
+    ret = before[start:].strip()
+    params = src[m.end() : close - 1].strip()
+    if not ret or re.search(r"[^\w\s:*&]", ret) or re.search(r"[^\w\s:*&,]", params):
+        return None  # templates, arrays, default arguments, attributes
+    allowed = _DECLARATION_WORDS | types
+    if any(w not in allowed for w in re.findall(r"[A-Za-z_]\w*", ret)):
+        return None
+    if params not in ("", "void"):
+        for p in _split_top_level(params):
+            words = re.findall(r"[A-Za-z_]\w*", p)
+            if len(words) < 2 or any(w not in allowed for w in words[:-1]):
+                return None  # unnamed, or a name the other unit may not know
+    ret = " ".join(ret.split())
+    params = " ".join(params.split())
+    return f"{ret} {name}({params});"
 
 
 def export_lines(functions: Sequence[str] | Mapping[str, str] | None, source: str = "") -> str:

@@ -535,7 +535,7 @@ def _compile_and_link(plan: _Plan, verbose: bool) -> None:
         shutil.rmtree(work, ignore_errors=True)
 
 
-def _build(plan: _Plan, verbose: bool, quiet: bool | None) -> str:
+def _build(plan: _Plan, verbose: bool, quiet: bool | None, announce_failure: bool = True) -> str:
     if _cache_entry_intact(plan.output):
         return plan.output
     quiet = _quiet(quiet)
@@ -553,7 +553,7 @@ def _build(plan: _Plan, verbose: bool, quiet: bool | None) -> str:
         try:
             _compile_and_link(plan, verbose)
         except BuildError:
-            if not quiet:
+            if not quiet and announce_failure:
                 print(
                     f"kffi.cpp: building {plan.name!r} failed after "
                     f"{time.monotonic() - start:.1f} s",
@@ -712,6 +712,7 @@ def build_inline(
     quiet: bool | None = None,
     pre_includes: Sequence[str] = PRE_INCLUDES,
     depends: Paths = None,
+    announce_failure: bool = True,
 ) -> str:
     """Builds source text into a kernel library and returns its path, without loading it.
 
@@ -721,7 +722,8 @@ def build_inline(
     ``-include`` (default :data:`PRE_INCLUDES`: the headers of ``<kffi/kffi.h>`` but
     ``<kffi/contract.h>``), so compiler messages keep the caller's line numbers.
     :func:`load_inline` and :func:`kffi.compile` are built on it. ``depends`` as in
-    :func:`build`.
+    :func:`build`. ``announce_failure=False`` leaves out the "failed" line of a build that is
+    not quiet (for an attempt whose caller builds another way when it fails).
     """
     plan = _inline_plan(
         name,
@@ -736,7 +738,7 @@ def build_inline(
         pre_includes,
         depends,
     )
-    return _build(plan, verbose, quiet)
+    return _build(plan, verbose, quiet, announce_failure)
 
 
 def load_inline(

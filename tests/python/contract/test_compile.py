@@ -690,3 +690,77 @@ def test_cuda_source_compiles_with_cuda_devices_by_default(module_cache):
         f(a, b)  # on the caller's current stream (the environment stream)
     s.synchronize()
     assert torch.equal(b, a + 1)
+
+
+CUDA_FILL = r"""
+__global__ void FillKernel(float* y, float v, int64_t n) {
+  int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (i < n) y[i] = v;
+}
+void fill_cuda(kffi::TensorView y, float v, void* stream) {
+  int64_t n = y.numel() + y.size(-1) * 0 + BODY;
+  FillKernel<<<static_cast<unsigned>((n + 255) / 256), 256, 0,
+               static_cast<cudaStream_t>(stream)>>>(y.data<float>(), v, n);
+}
+"""
+
+
+def _fill(body: str):
+    return kffi.compile(
+        CUDA_FILL.replace("BODY", body),
+        "fill_cuda",
+        kffi.fake_tensor("float32", (kffi.sym_int("n"),), mut=True),
+        kffi.Float32,
+        kffi.fake_stream(),
+    )
+
+
+def _built_sources(f) -> dict[str, str]:
+    folder = os.path.dirname(f.library_path)
+    return {
+        name: open(os.path.join(folder, name), encoding="utf-8").read()
+        for name in os.listdir(folder)
+        if name.endswith((".cpp", ".cu"))
+    }
+
+
+@needs_contracts
+@pytest.mark.skipif(not kffi.cpp.nvcc_available(), reason="no nvcc found")
+def test_cuda_source_compiles_against_the_view_header_with_its_export_beside_it(module_cache):
+    # A CUDA source that names only the views is compiled with kffi/tensor_view.h alone, and its
+    # contract export goes into a C++ file that declares the function.
+    f = _fill("0")
+    sources = _built_sources(f)
+    assert sorted(sources) == ["fill_cuda.cpp", "fill_cuda_cuda.cu"]
+    assert "void fill_cuda(kffi::TensorView y, float v, void* stream);" in sources["fill_cuda.cpp"]
+    assert "KFFI_EXPORT_CONTRACT_DOC(fill_cuda" in sources["fill_cuda.cpp"]
+    assert "KFFI_EXPORT" not in sources["fill_cuda_cuda.cu"]
+    assert f.contract.startswith(
+        "y: Tensor([n], float32, device=cuda, contiguous, mut), v: float32"
+    )
+    x = np.zeros(4, np.float32)
+    assert _message(lambda: f(x, 1.0))[0] is ValueError  # checked in the C++ file's export
+
+
+@needs_contracts
+@pytest.mark.skipif(not kffi.cpp.nvcc_available(), reason="no nvcc found")
+@pytest.mark.parametrize(
+    "body",
+    [
+        "static_cast<int64_t>(y.shape().ToVector().size()) * 0",  # compiles only with the whole
+        "static_cast<int64_t>(kffi::Tensor().defined())",  # a name the view header lacks
+    ],
+)
+def test_cuda_source_that_needs_more_than_the_views_builds_whole(module_cache, body):
+    f = _fill(body)
+    sources = _built_sources(f)
+    assert sorted(sources) == ["fill_cuda_cuda.cu"]  # one file, with <kffi/kffi.h>
+    assert "KFFI_EXPORT_CONTRACT_DOC(fill_cuda" in sources["fill_cuda_cuda.cu"]
+
+
+@needs_contracts
+@pytest.mark.skipif(not kffi.cpp.nvcc_available(), reason="no nvcc found")
+def test_cuda_source_with_an_error_reports_it_from_the_whole_build(module_cache):
+    with pytest.raises(kffi.cpp.BuildError) as e:
+        _fill("undeclared_thing")
+    assert "undeclared_thing" in str(e.value)

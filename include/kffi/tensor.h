@@ -162,14 +162,13 @@ class Tensor : public ObjectRef, public details::TensorAccessors<Tensor> {
   /// A read-only tensor throws ValueError instead (read it with const_data<T>()).
   template <typename T = void>
   T* data() const {
-    if (KFFI_UNLIKELY(is_read_only())) details::ThrowReadOnlyData();
-    return const_cast<T*>(const_data<T>());
+    return WritableData<T>();
   }
   /// Strided element access for CPU kernels: `y.accessor<float, 2>()[i][j] = v` (writable as
   /// data<T>(); ValueError when ndim is not N; debug builds check T and the indices).
   template <typename T, size_t N>
   TensorAccessor<T, N> accessor() const {
-    return MakeAccessor<T, N>(data<T>());
+    return MakeAccessor<T, N>(WritableData<T>());
   }
 
   /// Takes a pre-1.0 DLPack tensor (moved: its deleter runs exactly once, when the Tensor dies,

@@ -429,6 +429,13 @@ class TensorAccessors {
     const StrideArray compact = StrideArray::Compact(shape());
     return TensorAccessor<T, N>(first, t.shape, compact.data());
   }
+  /// The first element for writing, for the data<T>() of the writable types (Tensor,
+  /// TensorView): ValueError when Derived says its memory is read-only.
+  template <typename T>
+  T* WritableData() const {
+    if (KFFI_UNLIKELY(static_cast<const Derived*>(this)->is_read_only())) ThrowReadOnlyData();
+    return const_cast<T*>(const_data<T>());
+  }
 
  private:
   const DLTensor& dl() const { return *static_cast<const Derived*>(this)->GetDLTensorPtr(); }
@@ -489,14 +496,13 @@ class TensorView : public details::BorrowedTensorBits, public details::TensorAcc
   /// A view made read-only by hand (the constructor's flag) throws ValueError instead.
   template <typename T = void>
   T* data() const {
-    if (KFFI_UNLIKELY(is_read_only())) details::ThrowReadOnlyData();
-    return const_cast<T*>(const_data<T>());
+    return WritableData<T>();
   }
   /// Strided element access for CPU kernels: `y.accessor<float, 2>()[i][j] = v` (writable as
   /// data<T>(); ValueError when ndim is not N; debug builds check T and the indices).
   template <typename T, size_t N>
   TensorAccessor<T, N> accessor() const {
-    return MakeAccessor<T, N>(data<T>());
+    return MakeAccessor<T, N>(WritableData<T>());
   }
 
  private:

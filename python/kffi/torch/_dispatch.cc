@@ -629,6 +629,70 @@ class NoRuleAutogradKernel final : public c10::OperatorKernel {
   std::string mutated_;
 };
 
+/// The Negative (or Conjugate) kernel of an op that writes a tensor argument. torch's fallback
+/// for those keys (MathOpFallback) expects such an op to return the tensor it wrote, as aten's
+/// in-place and out= ops do: after the call it reads the clone back from the op's first return
+/// and stores the argument into that stack slot. A kffi op returns nothing, or other values, so
+/// the fallback read a destroyed value past the stack's end and wrote there (a use after free,
+/// then a corrupted heap). This kernel resolves the key's lazy views into new tensors, runs the
+/// op below the key on those, then copies each written one back into its view (copy_ writes
+/// through the view's sign or conjugation).
+class LazyViewKernel final : public c10::OperatorKernel {
+ public:
+  explicit LazyViewKernel(c10::DispatchKey key) : key_(key) {}
+
+  void operator()(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
+    const std::vector<c10::Argument>& schema_args = op.schema().arguments();
+    const size_t n = schema_args.size();
+    TORCH_CHECK(stack->size() >= n, "kffi.torch: ", op.schema().name(), ": unexpected stack");
+    const size_t start = stack->size() - n;
+    c10::SmallVector<std::pair<at::Tensor, at::Tensor>, 2> written;  // (view, resolved)
+    for (size_t i = 0; i < n; ++i) {
+      c10::IValue& v = (*stack)[start + i];
+      const c10::AliasInfo* alias = schema_args[i].alias_info();
+      const bool writes = alias != nullptr && alias->isWrite();
+      if (v.isTensor()) {
+        at::Tensor t = v.toTensor();
+        if (!IsLazy(t)) continue;
+        at::Tensor r = Resolve(t);
+        if (writes) written.emplace_back(t, r);
+        v = r;
+      } else if (v.isTensorList()) {
+        // A new list: the one on the stack may be the caller's (IValue lists share storage).
+        c10::List<at::Tensor> list = v.toTensorList();
+        c10::List<at::Tensor> resolved;
+        resolved.reserve(list.size());
+        bool any = false;
+        for (size_t j = 0; j < list.size(); ++j) {
+          at::Tensor t = list.get(j);
+          if (IsLazy(t)) {
+            at::Tensor r = Resolve(t);
+            if (writes) written.emplace_back(t, r);
+            resolved.push_back(r);
+            any = true;
+          } else {
+            resolved.push_back(t);
+          }
+        }
+        if (any) v = c10::IValue(std::move(resolved));
+      }
+    }
+    op.redispatchBoxed(ks & c10::DispatchKeySet(c10::DispatchKeySet::FULL_AFTER, key_), stack);
+    for (auto& [view, resolved] : written) view.copy_(resolved);
+  }
+
+ private:
+  bool IsLazy(const at::Tensor& t) const {
+    if (!t.defined()) return false;
+    return key_ == c10::DispatchKey::Negative ? t.is_neg() : t.is_conj();
+  }
+  at::Tensor Resolve(const at::Tensor& t) const {
+    return key_ == c10::DispatchKey::Negative ? t.resolve_neg() : t.resolve_conj();
+  }
+
+  c10::DispatchKey key_;
+};
+
 // ---- registration -----------------------------------------------------------------------------
 
 /// Registrations live until their unregister function is called; they are never destroyed at
@@ -711,6 +775,12 @@ Array<Function> RegisterOp(const std::string& qualname, Function fn, int64_t num
   for (c10::DispatchKey key : {c10::DispatchKey::CPU, c10::DispatchKey::CUDA}) {
     backend->impl(name.c_str(), torch::dispatch(key, torch::CppFunction::makeFromBoxedFunctor(
                                                          std::make_unique<BackendKernel>(call))));
+  }
+  if (!call->plan().written.empty()) {  // torch's own fallback serves the others (see the kernel)
+    for (c10::DispatchKey key : {c10::DispatchKey::Conjugate, c10::DispatchKey::Negative}) {
+      backend->impl(name.c_str(), torch::dispatch(key, torch::CppFunction::makeFromBoxedFunctor(
+                                                           std::make_unique<LazyViewKernel>(key))));
+    }
   }
   auto register_autograd = [call, ns = ns, name = name, mutated]() {
     auto lib = NewLibrary(ns);

@@ -19,6 +19,7 @@ not at all.
 from __future__ import annotations
 
 import ctypes
+import os
 import subprocess
 import sys
 import textwrap
@@ -362,6 +363,94 @@ def test_kffi_torch_ops_resolve_lazy_views_through_the_dispatcher(tk, ns, gate):
     target = torch.zeros(2)._neg_view()  # the op writes through a negative view
     op(target, x, 5.0)
     assert target.tolist() == [5.0, 10.0] and target.is_neg()
+
+
+@pytest.mark.parametrize("gate", ["C", "Python"])
+def test_kffi_torch_ops_write_through_lazy_views_with_their_own_kernel(tk, ns, gate):
+    # torch's Negative and Conjugate fallback takes an op's first return for the argument the op
+    # wrote, as aten's in-place ops return it. A kffi op returns nothing: the fallback then read
+    # and wrote past the dispatcher's stack (a corrupted heap, seen under glibc's malloc checks).
+    # kffi ops that write an argument have their own kernel at those two keys.
+    import kffi.torch
+
+    def op(name):
+        registered = kffi.torch.register_op(fresh(tk, name), f"{ns}::{name}")
+        if gate == "Python":
+            registered._eager = registered._call_python
+        return registered
+
+    scale, copy, mul_bwd, square = (
+        op(n) for n in ("scale_into", "copy_complex_into", "mul_bwd", "square")
+    )
+    has_kernel = torch._C._dispatch_has_kernel_for_dispatch_key
+    for name in ("scale_into", "copy_complex_into", "mul_bwd"):
+        assert has_kernel(f"{ns}::{name}", "Negative") and has_kernel(f"{ns}::{name}", "Conjugate")
+    assert not has_kernel(f"{ns}::square", "Negative")  # it writes nothing: torch's fallback
+    x = torch.tensor([1.0, 2.0], dtype=torch.float64)
+    assert square(x._neg_view()).tolist() == [1.0, 4.0]
+
+    # Two written negative views at once (torch's fallback refuses more than one).
+    da, db = (
+        torch.zeros(2, dtype=torch.float64)._neg_view(),
+        torch.zeros(2, dtype=torch.float64)._neg_view(),
+    )
+    mul_bwd(x, x + 1, torch.ones(2, dtype=torch.float64), 2.0, da, db)
+    assert da.tolist() == [4.0, 6.0] and db.tolist() == [2.0, 4.0] and da.is_neg() and db.is_neg()
+
+    # A conjugate view, and a negated conjugate view, written with the values read back.
+    z = torch.tensor([1 + 2j, 3 - 4j], dtype=torch.complex64)
+    for target in (
+        torch.zeros(2, dtype=torch.complex64).conj(),
+        torch.zeros(2, dtype=torch.complex64).conj()._neg_view(),
+    ):
+        lazy = (target.is_conj(), target.is_neg())
+        copy(target, z)
+        assert target.tolist() == z.tolist() and (target.is_conj(), target.is_neg()) == lazy
+    target = torch.zeros(2, dtype=torch.float64)._neg_view()
+    scale.default(target, x._neg_view(), 3.0)  # a lazy input and a lazy output
+    assert target.tolist() == [-3.0, -6.0] and target.is_neg()
+
+
+_WRITE_THROUGH_VIEWS = r"""
+import sys
+import torch, kffi, kffi.torch
+tk = kffi.load_module(sys.argv[1])
+op = kffi.torch.register_op(tk.get_function("scale_into"), "kffi_malloc_check::scale_into")
+x = torch.tensor([1.0, 2.0])
+for _ in range(20):
+    target = torch.zeros(2)._neg_view()
+    op(target, x, 5.0)
+    assert target.tolist() == [5.0, 10.0], target.tolist()
+print("done")
+"""
+
+
+def test_writing_through_a_lazy_view_keeps_the_heap_whole(tmp_path):
+    # The same write as above in a child run under glibc's malloc checks, which abort on the heap
+    # damage torch's fallback did here (without them it showed only as a rare crash later).
+    import ctypes.util
+
+    checker = ctypes.util.find_library("c_malloc_debug")
+    if checker is None:
+        pytest.skip("glibc's libc_malloc_debug is not here")
+    script = tmp_path / "write_through_views.py"
+    script.write_text(_WRITE_THROUGH_VIEWS)
+    env = dict(
+        os.environ,
+        LD_PRELOAD=checker,
+        MALLOC_CHECK_="3",
+        MALLOC_PERTURB_="165",
+        LIBC_FATAL_STDERR_="1",
+    )
+    out = subprocess.run(
+        [sys.executable, str(script), torch_support.tk_path()],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
+    report = textwrap.indent(out.stdout[-4000:] + out.stderr[-4000:], "  ")
+    assert out.returncode == 0 and out.stdout.splitlines()[-1:] == ["done"], report
 
 
 # ---- torch's classes by hierarchy (issue 29, class 6) -------------------------------------------

@@ -47,6 +47,13 @@ void ScaleInto(kffi::TensorView y, kffi::ConstTensorView x, double factor) {
   Map2(y, x, [factor](double v) { return v * factor; });
 }
 
+/// y = x, for complex64 (two floats an element): writes through conjugate views in the tests.
+void CopyComplexInto(kffi::TensorView y, kffi::ConstTensorView x) {
+  std::memcpy(static_cast<char*>(y.data_ptr()) + y.byte_offset(),
+              static_cast<const char*>(x.data_ptr()) + x.byte_offset(),
+              static_cast<size_t>(x.numel()) * 2 * sizeof(float));
+}
+
 /// A new tensor: a[i, j] + b[j].
 kffi::Tensor AddRow(kffi::ConstTensorView a, kffi::ConstTensorView b) {
   kffi::Tensor out = Like(a);
@@ -163,6 +170,10 @@ KFFI_EXPORT_CONTRACT_DOC(scale_into, ScaleInto,
                          "float32|float64, contiguous), "
                          "factor: float",
                          "y = x * factor");
+KFFI_EXPORT_CONTRACT_DOC(copy_complex_into, CopyComplexInto,
+                         "y: Tensor([n], complex64, mut, contiguous), x: Tensor([n], complex64, "
+                         "contiguous)",
+                         "y = x");
 KFFI_EXPORT_CONTRACT_DOC(
     add_row, AddRow,
     "a: Tensor([n, m], float32, contiguous), b: Tensor([m], float32, contiguous) "

@@ -14,12 +14,17 @@ HERE = Path(__file__).resolve().parent
 _counter = itertools.count()
 
 
+def tk_path() -> str:
+    """tests/python/kffi_torch/torch_kernels.cc, built with kffi.cpp.build (cached on disk)."""
+    return str(
+        kffi.cpp.build("kffi_test_torch_kernels", [str(HERE / "torch_kernels.cc")], quiet=True)
+    )
+
+
 @pytest.fixture(scope="session")
 def tk() -> kffi.Module:
-    """tests/python/kffi_torch/torch_kernels.cc, built with kffi.cpp.build (cached on disk) and
-    loaded."""
-    path = kffi.cpp.build("kffi_test_torch_kernels", [str(HERE / "torch_kernels.cc")], quiet=True)
-    return kffi.load_module(path)
+    """The library of tk_path(), loaded."""
+    return kffi.load_module(tk_path())
 
 
 @pytest.fixture

@@ -79,8 +79,28 @@ KFFI_INLINE void SetObject(KFFIAny* v, KFFIObject* obj) {
 KFFI_INLINE void SetSmallBytes(KFFIAny* v, int32_t type_index, const char* data, size_t size) {
   v->type_index = type_index;
   v->small_str_len = static_cast<uint32_t>(size);
+#if (defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__) || defined(_WIN32)
+  // Every call that passes a short str copies it: two overlapping loads that cover [0, size)
+  // (the overlap is the same bytes) in place of a call to memcpy, and one 8-byte store.
+  uint64_t word = 0;
+  if (size >= 4) {
+    uint32_t head, tail;
+    std::memcpy(&head, data, 4);
+    std::memcpy(&tail, data + size - 4, 4);
+    word = head | (static_cast<uint64_t>(tail) << (8 * (size - 4)));
+  } else if (size >= 2) {
+    uint16_t head, tail;
+    std::memcpy(&head, data, 2);
+    std::memcpy(&tail, data + size - 2, 2);
+    word = head | (static_cast<uint64_t>(tail) << (8 * (size - 2)));
+  } else if (size == 1) {
+    word = static_cast<unsigned char>(data[0]);
+  }
+  std::memcpy(v->v_bytes, &word, sizeof(word));
+#else
   v->v_int64 = 0;
   if (size != 0) std::memcpy(v->v_bytes, data, size);
+#endif
 }
 
 /// "1 argument", "2 arguments": a count and its noun, for messages (plural: the noun + "s"

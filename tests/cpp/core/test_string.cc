@@ -5,6 +5,7 @@
 #include <kffi/kffi.h>
 
 #include <algorithm>
+#include <cstring>
 #include <string>
 #include <string_view>
 #include <unordered_set>
@@ -52,6 +53,23 @@ TEST(StringStorage, EveryLengthIsNulTerminated) {
     EXPECT_EQ(std::string(s.c_str()), text);
     EXPECT_EQ(std::string(s), text);
     text.push_back(static_cast<char>('a' + n));
+  }
+}
+
+TEST(StringStorage, InlineBytesAreTheSourceThenZeros) {
+  // SetSmallBytes copies with overlapping loads: every length, bytes with the high bit set (no
+  // sign extension) and no byte of the source's neighbours.
+  const unsigned char buffer[] = {0xEE, 0x81, 0xFF, 0x00, 0x7F, 0x80, 0x01, 0xC3, 0xEE};
+  for (size_t n = 0; n <= 7; ++n) {
+    SCOPED_TRACE(n);
+    KFFIAny v;
+    std::memset(&v, 0xAB, sizeof(v));
+    kffi::details::SetSmallBytes(&v, kKFFISmallBytes, reinterpret_cast<const char*>(buffer + 1), n);
+    EXPECT_EQ(v.type_index, kKFFISmallBytes);
+    EXPECT_EQ(v.small_str_len, n);
+    for (size_t i = 0; i < 8; ++i) {
+      EXPECT_EQ(static_cast<unsigned char>(v.v_bytes[i]), i < n ? buffer[1 + i] : 0) << i;
+    }
   }
 }
 

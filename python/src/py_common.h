@@ -11,6 +11,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <cstring>
 #include <mutex>
 #include <string>
 #include <utility>
@@ -364,6 +365,46 @@ inline bool ReadCompactInt(PyObject* obj, int64_t* v) {
   (void)v;
   return false;
 #endif
+}
+
+/// Stores the UTF-8 text s[0:n] of a str argument (held by the caller) without a copy of its
+/// own: up to 7 bytes inline, else borrowed (the str caches the buffer). False for longer text
+/// with a NUL byte, which needs an owned copy (a C string would end at the NUL).
+KFFI_INLINE bool StoreStrInPlace(const char* s, Py_ssize_t n, KFFIAny* out) {
+  if (n <= 7) {
+    details::SetSmallBytes(out, kKFFISmallStr, s, static_cast<size_t>(n));
+    return true;
+  }
+  if (std::memchr(s, 0, static_cast<size_t>(n)) != nullptr) return false;
+  details::SetPOD(out, kKFFIRawStr);
+  out->v_c_str = s;
+  return true;
+}
+
+/// Packs an argument that needs nothing of a call's context: an int of one digit, a float, an
+/// ASCII str (StoreStrInPlace). False for anything else. Every call packs these so: the argument
+/// loop (ConvertArgFast) tries it first, and a call whose arguments all pack so runs without a
+/// CallContext (CallFunctionInline).
+KFFI_INLINE bool PackPlainArg(PyObject* obj, KFFIAny* out) {
+  PyTypeObject* tp = Py_TYPE(obj);
+  if (tp == &PyLong_Type) {
+    int64_t v;
+    if (KFFI_UNLIKELY(!ReadCompactInt(obj, &v))) return false;
+    details::SetPOD(out, kKFFIInt);
+    out->v_int64 = v;
+    return true;
+  }
+  if (tp == &PyFloat_Type) {
+    details::SetPOD(out, kKFFIFloat);
+    out->v_float64 = PyFloat_AS_DOUBLE(obj);
+    return true;
+  }
+  if (tp == &PyUnicode_Type && PyUnicode_IS_COMPACT_ASCII(obj)) {
+    // ASCII is its own UTF-8: the same buffer PyUnicode_AsUTF8AndSize returns for it.
+    return StoreStrInPlace(static_cast<const char*>(PyUnicode_DATA(obj)), PyUnicode_GET_LENGTH(obj),
+                           out);
+  }
+  return false;
 }
 
 inline PyObject* GetHook(Hook h) { return g_state != nullptr ? g_state->hooks[h] : nullptr; }

@@ -37,18 +37,10 @@ int ConvertInt(PyObject* obj, KFFIAny* out, const CallContext* ctx, Py_ssize_t i
   return 0;
 }
 
-/// Stores the UTF-8 text s[0:n] of a str argument (held by the caller) into out.
+/// Stores the UTF-8 text s[0:n] of a str argument (held by the caller) into out: in place when
+/// it can be, else an owned copy that the call keeps alive.
 KFFI_INLINE int StoreStr(const char* s, Py_ssize_t n, KFFIAny* out, CallContext* ctx) {
-  if (n <= 7) {
-    details::SetSmallBytes(out, kKFFISmallStr, s, static_cast<size_t>(n));
-    return 0;
-  }
-  if (std::memchr(s, 0, static_cast<size_t>(n)) == nullptr) {
-    // Borrowed: the UTF-8 buffer is cached in the str object, which the caller holds.
-    SetPOD(out, kKFFIRawStr);
-    out->v_c_str = s;
-    return 0;
-  }
+  if (StoreStrInPlace(s, n, out)) return 0;
   KFFIByteArray ba{s, static_cast<size_t>(n)};
   if (KFFIStringFromByteArray(&ba, out) != 0) return (RaiseFromKFFIError(-1), -1);
   ctx->KeepAlive(*out);
@@ -429,26 +421,9 @@ KFFI_NOINLINE int ConvertArgGeneral(PyObject* obj, KFFIAny* out, CallContext* ct
 }
 
 /// Small ints, floats and ASCII str without a call (inlined into the argument loop); the rest
-/// through the table.
+/// (larger ints, str with a NUL byte among them) through the table.
 KFFI_INLINE int ConvertArgFast(PyObject* obj, KFFIAny* out, CallContext* ctx, Py_ssize_t index) {
-  PyTypeObject* tp = Py_TYPE(obj);
-  if (tp == &PyLong_Type) {
-    int64_t v;
-    if (KFFI_UNLIKELY(!ReadCompactInt(obj, &v))) return ConvertInt(obj, out, ctx, index);
-    SetPOD(out, kKFFIInt);
-    out->v_int64 = v;
-    return 0;
-  }
-  if (tp == &PyFloat_Type) {
-    SetPOD(out, kKFFIFloat);
-    out->v_float64 = PyFloat_AS_DOUBLE(obj);
-    return 0;
-  }
-  if (tp == &PyUnicode_Type && PyUnicode_IS_COMPACT_ASCII(obj)) {
-    // ASCII is its own UTF-8: the same buffer PyUnicode_AsUTF8AndSize returns for it.
-    return StoreStr(static_cast<const char*>(PyUnicode_DATA(obj)), PyUnicode_GET_LENGTH(obj), out,
-                    ctx);
-  }
+  if (KFFI_LIKELY(PackPlainArg(obj, out))) return 0;
   return ConvertArgByTable(obj, out, ctx, index);
 }
 

@@ -391,6 +391,34 @@ KFFI_NOINLINE PyObject* CallFunctionInline(PyFunction* f, PyObject* const* args,
   return CallFunction(f, h, args, nargs, packed);
 }
 
+/// Whether PackPlainArg may pack obj: the test FunctionVectorcall makes on the first argument
+/// before it tries CallFunctionPlain (a call that starts with a tensor goes straight on).
+KFFI_INLINE bool MayBePlain(PyObject* obj) {
+  PyTypeObject* tp = Py_TYPE(obj);
+  return tp == &PyLong_Type || tp == &PyFloat_Type || tp == &PyUnicode_Type;
+}
+
+/// Positional calls with up to kInlineArgs arguments, of a function without record parameters,
+/// that start with an int, float or str. When every argument packs without a call context
+/// (PackPlainArg), the call runs here with none: nothing to keep alive, no tensor, no device,
+/// and a result converts as after any call without tensors. Otherwise CallFunctionInline
+/// converts them all again, with one.
+KFFI_NOINLINE PyObject* CallFunctionPlain(PyFunction* f, PyObject* const* args, Py_ssize_t nargs) {
+  auto* h = static_cast<KFFIObject*>(f->base.handle);
+  if (KFFI_UNLIKELY(h == nullptr)) return RaiseReleasedFunction();
+  KFFIAny packed[kInlineArgs];
+  for (Py_ssize_t i = 0; i < nargs; ++i) {
+    if (KFFI_UNLIKELY(!PackPlainArg(args[i], &packed[i])))
+      return CallFunctionInline(f, args, nargs);
+  }
+  KFFIAny result;
+  kffi::details::SetNone(&result);
+  const int rc = InvokeSafeCall(f, h, packed, nargs, &result);
+  if (KFFI_UNLIKELY(rc != 0)) return RaiseFromCallError(f, rc, packed, args, nargs);
+  if (result.type_index == kKFFINone) Py_RETURN_NONE;
+  return ResultToPy(&result);
+}
+
 /// Calls with keyword arguments, left-out defaults or more arguments than fit inline (kept out
 /// of line so the common path stays small).
 KFFI_NOINLINE PyObject* FunctionVectorcallSlow(PyFunction* f, PyObject* const* args,
@@ -434,7 +462,12 @@ PyObject* FunctionVectorcall(PyObject* self, PyObject* const* args, size_t nargs
         }
         return CallFunctionNoArgsHeld(f, h);
       }
-      if (nargs <= kInlineArgs) return CallFunctionInline(f, args, nargs);
+      if (nargs <= kInlineArgs) {
+        if (MayBePlain(args[0]) && f->record_params == nullptr) {
+          return CallFunctionPlain(f, args, nargs);
+        }
+        return CallFunctionInline(f, args, nargs);
+      }
     }
   }
   return FunctionVectorcallSlow(f, args, nargs, kwnames);

@@ -131,6 +131,8 @@ GOALS = [
     # (name, case, anchor, max ratio kffi/anchor)
     ("0 args vs nanobind", "noop", "nanobind", 1.0),
     ("0 args vs tvm-ffi", "noop", "tvm-ffi", 0.65),
+    ("3 ints vs nanobind", "ints3", "nanobind", 1.0),
+    ("1 str vs nanobind", "str1", "nanobind", 1.0),
     ("3 torch tensors vs tvm-ffi", "torch3", "tvm-ffi", 0.6),
     ("3 NumPy arrays vs tvm-ffi", "numpy3", "tvm-ffi", 0.8),
 ]

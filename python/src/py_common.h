@@ -384,7 +384,7 @@ KFFI_INLINE bool StoreStrInPlace(const char* s, Py_ssize_t n, KFFIAny* out) {
 /// Packs an argument that needs nothing of a call's context: an int of one digit, a float, an
 /// ASCII str (StoreStrInPlace). False for anything else. Every call packs these so: the argument
 /// loop (ConvertArgFast) tries it first, and a call whose arguments all pack so runs without a
-/// CallContext (CallFunctionInline).
+/// CallContext (CallFunctionPlain).
 KFFI_INLINE bool PackPlainArg(PyObject* obj, KFFIAny* out) {
   PyTypeObject* tp = Py_TYPE(obj);
   if (tp == &PyLong_Type) {
@@ -400,9 +400,11 @@ KFFI_INLINE bool PackPlainArg(PyObject* obj, KFFIAny* out) {
     return true;
   }
   if (tp == &PyUnicode_Type && PyUnicode_IS_COMPACT_ASCII(obj)) {
-    // ASCII is its own UTF-8: the same buffer PyUnicode_AsUTF8AndSize returns for it.
-    return StoreStrInPlace(static_cast<const char*>(PyUnicode_DATA(obj)), PyUnicode_GET_LENGTH(obj),
-                           out);
+    // ASCII is its own UTF-8: the same buffer PyUnicode_AsUTF8AndSize returns for it. A compact
+    // ASCII str keeps it right after its header (what PyUnicode_DATA computes after testing
+    // again whether the str is ASCII).
+    const auto* ascii = reinterpret_cast<const PyASCIIObject*>(obj);
+    return StoreStrInPlace(reinterpret_cast<const char*>(ascii + 1), ascii->length, out);
   }
   return false;
 }

@@ -402,11 +402,14 @@ KFFI_INLINE bool MayBePlain(PyObject* obj) {
 /// that start with an int, float or str. When every argument packs without a call context
 /// (PackPlainArg), the call runs here with none: nothing to keep alive, no tensor, no device,
 /// and a result converts as after any call without tensors. Otherwise CallFunctionInline
-/// converts them all again, with one.
+/// converts them all again, with one. N > 0: a count known at compile time (the loop unrolls and
+/// fewer registers live across it); 0: nargs says.
+template <Py_ssize_t N>
 KFFI_NOINLINE PyObject* CallFunctionPlain(PyFunction* f, PyObject* const* args, Py_ssize_t nargs) {
+  if constexpr (N > 0) nargs = N;
   auto* h = static_cast<KFFIObject*>(f->base.handle);
   if (KFFI_UNLIKELY(h == nullptr)) return RaiseReleasedFunction();
-  KFFIAny packed[kInlineArgs];
+  KFFIAny packed[N > 0 ? N : kInlineArgs];
   for (Py_ssize_t i = 0; i < nargs; ++i) {
     if (KFFI_UNLIKELY(!PackPlainArg(args[i], &packed[i])))
       return CallFunctionInline(f, args, nargs);
@@ -464,7 +467,16 @@ PyObject* FunctionVectorcall(PyObject* self, PyObject* const* args, size_t nargs
       }
       if (nargs <= kInlineArgs) {
         if (MayBePlain(args[0]) && f->record_params == nullptr) {
-          return CallFunctionPlain(f, args, nargs);
+          switch (nargs) {
+            case 1:
+              return CallFunctionPlain<1>(f, args, nargs);
+            case 2:
+              return CallFunctionPlain<2>(f, args, nargs);
+            case 3:
+              return CallFunctionPlain<3>(f, args, nargs);
+            default:
+              return CallFunctionPlain<0>(f, args, nargs);
+          }
         }
         return CallFunctionInline(f, args, nargs);
       }

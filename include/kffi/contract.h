@@ -329,7 +329,7 @@ class ContractFunctionObj : public FunctionObj {
       const contract::PlanLayout& plan = *obj->plan_;
       contract::RunState st;
       contract::Run(plan, args, num_args, &st);
-      DeviceRestore device;
+      CallDeviceRestore<TCallable, Args...> device;
       if (KFFI_LIKELY(!plan.needs_expand)) {
         EnterCallDevice<TCallable, Args...>(args, &device, std::index_sequence_for<Args...>());
         obj->Invoke(args, result, std::index_sequence_for<Args...>());

@@ -138,7 +138,7 @@ class ContractExport<TypedFunctionObj<F, R, Args...>> {
       return RaiseCheckFailure(args, num_args);
     }
     try {
-      DeviceRestore device;
+      CallDeviceRestore<F, Args...> device;
       if (KFFI_LIKELY(!plan->needs_expand)) {
         EnterCallDevice<F, Args...>(args, &device, std::index_sequence_for<Args...>());
         Invoke(args, result, std::index_sequence_for<Args...>());

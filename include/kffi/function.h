@@ -122,7 +122,7 @@ class TypedFunctionObj : public FunctionObj {
       if (KFFI_UNLIKELY(num_args != static_cast<int32_t>(sizeof...(Args)))) {
         FailCount(name, param_names, num_args);
       }
-      DeviceRestore device;
+      CallDeviceRestore<F, Args...> device;
       EnterCallDevice<F, Args...>(args, &device, std::index_sequence_for<Args...>());
       InvokeUnpacked<R, Args...>(f, args, result, Named{name, param_names},
                                  std::index_sequence_for<Args...>());

@@ -318,12 +318,24 @@ struct OptsOutOfDeviceGuard : std::false_type {};
 template <typename F>
 struct OptsOutOfDeviceGuard<F, std::void_t<decltype(F::kNoDeviceGuard)>> : std::true_type {};
 
+/// Whether a call of F with Args... has the device guard: it takes a tensor and did not opt out.
+template <typename F, typename... Args>
+inline constexpr bool kHasDeviceGuard =
+    !OptsOutOfDeviceGuard<F>::value && (HasArgTensor<TypeTraitsNoCR<Args>>::value || ...);
+
+/// The guard's state in a call without one: nothing to restore, nothing checked after the call.
+struct NoDeviceRestore {};
+/// What a typed call of F with Args... keeps to restore the caller's device.
+template <typename F, typename... Args>
+using CallDeviceRestore =
+    std::conditional_t<kHasDeviceGuard<F, Args...>, DeviceRestore, NoDeviceRestore>;
+
 /// Makes the device of the first CUDA tensor among the arguments current (see above); nothing is
 /// compiled for callables that opted out or take no tensor.
 template <typename F, typename... Args, size_t... I>
-KFFI_INLINE void EnterCallDevice(const KFFIAny* args, DeviceRestore* r, std::index_sequence<I...>) {
-  if constexpr (!OptsOutOfDeviceGuard<F>::value &&
-                (HasArgTensor<TypeTraitsNoCR<Args>>::value || ...)) {
+KFFI_INLINE void EnterCallDevice(const KFFIAny* args, CallDeviceRestore<F, Args...>* r,
+                                 std::index_sequence<I...>) {
+  if constexpr (kHasDeviceGuard<F, Args...>) {
     const DLTensor* t = nullptr;
     (void)(((t = CudaArg<Args>(&args[I])) != nullptr) || ...);
     if (t != nullptr) EnterCudaDevice(t, r);

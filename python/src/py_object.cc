@@ -422,6 +422,21 @@ KFFI_NOINLINE PyObject* CallFunctionPlain(PyFunction* f, PyObject* const* args, 
   return ResultToPy(&result);
 }
 
+/// CallFunctionPlain by argument count (1 to kInlineArgs): one load and jump in place of a chain
+/// of compares.
+using CallFunctionPlainType = PyObject* (*)(PyFunction*, PyObject* const*, Py_ssize_t);
+constexpr CallFunctionPlainType kCallFunctionPlain[kInlineArgs + 1] = {nullptr,
+                                                                       CallFunctionPlain<1>,
+                                                                       CallFunctionPlain<2>,
+                                                                       CallFunctionPlain<3>,
+                                                                       CallFunctionPlain<0>,
+                                                                       CallFunctionPlain<0>,
+                                                                       CallFunctionPlain<0>,
+                                                                       CallFunctionPlain<0>,
+                                                                       CallFunctionPlain<0>};
+static_assert(kInlineArgs == 8,
+              "kCallFunctionPlain has an entry for every count up to kInlineArgs");
+
 /// Calls with keyword arguments, left-out defaults or more arguments than fit inline (kept out
 /// of line so the common path stays small).
 KFFI_NOINLINE PyObject* FunctionVectorcallSlow(PyFunction* f, PyObject* const* args,
@@ -467,16 +482,7 @@ PyObject* FunctionVectorcall(PyObject* self, PyObject* const* args, size_t nargs
       }
       if (nargs <= kInlineArgs) {
         if (MayBePlain(args[0]) && f->record_params == nullptr) {
-          switch (nargs) {
-            case 1:
-              return CallFunctionPlain<1>(f, args, nargs);
-            case 2:
-              return CallFunctionPlain<2>(f, args, nargs);
-            case 3:
-              return CallFunctionPlain<3>(f, args, nargs);
-            default:
-              return CallFunctionPlain<0>(f, args, nargs);
-          }
+          return kCallFunctionPlain[nargs](f, args, nargs);
         }
         return CallFunctionInline(f, args, nargs);
       }

@@ -78,26 +78,27 @@ LIMITED_HEADER = """
 #define Py_XNewRef(o) (Py_IncRef(_PyObject_CAST(o)), _PyObject_CAST(o))
 """
 
-# The argument fast path's int and str reads, as a limited build writes them.
+# The argument fast path's int and str reads (PackPlainArg), as a limited build writes them.
 FAST_PATH_EDITS = [
     (
-        "    int64_t v;\n"
-        "    if (KFFI_UNLIKELY(!ReadCompactInt(obj, &v))) return ConvertInt(obj, out, ctx, index);\n",
+        "    int64_t v;\n    if (KFFI_UNLIKELY(!ReadCompactInt(obj, &v))) return false;\n",
         "    int overflow = 0;\n"
         "    const long long v = PyLong_AsLongLongAndOverflow(obj, &overflow);\n"
-        "    if (KFFI_UNLIKELY(overflow != 0)) return ConvertInt(obj, out, ctx, index);\n",
+        "    if (KFFI_UNLIKELY(overflow != 0)) return false;\n"
+        "    if (KFFI_UNLIKELY(v == -1 && PyErr_Occurred())) return (PyErr_Clear(), false);\n",
     ),
     (
         "  if (tp == &PyUnicode_Type && PyUnicode_IS_COMPACT_ASCII(obj)) {\n"
-        "    // ASCII is its own UTF-8: the same buffer PyUnicode_AsUTF8AndSize returns for it.\n"
-        "    return StoreStr(static_cast<const char*>(PyUnicode_DATA(obj)), "
-        "PyUnicode_GET_LENGTH(obj), out,\n"
-        "                    ctx);\n"
+        "    // ASCII is its own UTF-8: the same buffer PyUnicode_AsUTF8AndSize returns for it. A compact\n"
+        "    // ASCII str keeps it right after its header (what PyUnicode_DATA computes after testing\n"
+        "    // again whether the str is ASCII).\n"
+        "    const auto* ascii = reinterpret_cast<const PyASCIIObject*>(obj);\n"
+        "    return StoreStrInPlace(reinterpret_cast<const char*>(ascii + 1), ascii->length, out);\n"
         "  }\n",
         "  if (tp == &PyUnicode_Type) {\n"
         "    Py_ssize_t n = 0;\n"
         "    const char* s = PyUnicode_AsUTF8AndSize(obj, &n);\n"
-        "    if (s != nullptr) return StoreStr(s, n, out, ctx);\n"
+        "    if (s != nullptr) return StoreStrInPlace(s, n, out);\n"
         "    PyErr_Clear();\n"
         "  }\n",
     ),
@@ -154,7 +155,7 @@ def make_trees() -> dict[str, Path]:
                 "#include <Python.h>\n" + LIMITED_HEADER,
             )
             for old, new in FAST_PATH_EDITS:
-                edit(src / "python/src/py_convert.cc", old, new)
+                edit(src / "python/src/py_common.h", old, new)
         log(f"building _core ({variant}) into {site} ...")
         subprocess.run(
             [

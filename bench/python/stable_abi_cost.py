@@ -81,11 +81,9 @@ LIMITED_HEADER = """
 # The argument fast path's int and str reads (PackPlainArg), as a limited build writes them.
 FAST_PATH_EDITS = [
     (
-        "    int64_t v;\n    if (KFFI_UNLIKELY(!ReadCompactInt(obj, &v))) return false;\n",
-        "    int overflow = 0;\n"
-        "    const long long v = PyLong_AsLongLongAndOverflow(obj, &overflow);\n"
-        "    if (KFFI_UNLIKELY(overflow != 0)) return false;\n"
-        "    if (KFFI_UNLIKELY(v == -1 && PyErr_Occurred())) return (PyErr_Clear(), false);\n",
+        # Every int through PyLong_AsLongLongAndOverflow (the branch after this test).
+        "    if (KFFI_UNLIKELY(!ReadCompactInt(obj, &v))) {\n",
+        "    if (true) {\n",
     ),
     (
         "  if (tp == &PyUnicode_Type && PyUnicode_IS_COMPACT_ASCII(obj)) {\n"

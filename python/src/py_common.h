@@ -381,7 +381,7 @@ KFFI_INLINE bool StoreStrInPlace(const char* s, Py_ssize_t n, KFFIAny* out) {
   return true;
 }
 
-/// Packs an argument that needs nothing of a call's context: an int of one digit, a float, an
+/// Packs an argument that needs nothing of a call's context: an int that fits int64, a float, an
 /// ASCII str (StoreStrInPlace). False for anything else. Every call packs these so: the argument
 /// loop (ConvertArgFast) tries it first, and a call whose arguments all pack so runs without a
 /// CallContext (CallFunctionPlain).
@@ -389,7 +389,15 @@ KFFI_INLINE bool PackPlainArg(PyObject* obj, KFFIAny* out) {
   PyTypeObject* tp = Py_TYPE(obj);
   if (tp == &PyLong_Type) {
     int64_t v;
-    if (KFFI_UNLIKELY(!ReadCompactInt(obj, &v))) return false;
+    if (KFFI_UNLIKELY(!ReadCompactInt(obj, &v))) {
+      // Several digits (or Python 3.10, which has no compact read): asked of CPython. Past int64,
+      // the call takes the full path, which raises the OverflowError naming the argument.
+      int overflow = 0;
+      const long long w = PyLong_AsLongLongAndOverflow(obj, &overflow);  // NOLINT
+      if (overflow != 0) return false;
+      if (w == -1 && PyErr_Occurred()) return (PyErr_Clear(), false);
+      v = w;
+    }
     details::SetPOD(out, kKFFIInt);
     out->v_int64 = v;
     return true;

@@ -420,8 +420,8 @@ KFFI_NOINLINE int ConvertArgGeneral(PyObject* obj, KFFIAny* out, CallContext* ct
   return 0;
 }
 
-/// Small ints, floats and ASCII str without a call (inlined into the argument loop); the rest
-/// (larger ints, str with a NUL byte among them) through the table.
+/// Ints that fit int64, floats and ASCII str without a call (inlined into the argument loop);
+/// the rest (ints past int64 and longer str with a NUL byte among them) through the table.
 KFFI_INLINE int ConvertArgFast(PyObject* obj, KFFIAny* out, CallContext* ctx, Py_ssize_t index) {
   if (KFFI_LIKELY(PackPlainArg(obj, out))) return 0;
   return ConvertArgByTable(obj, out, ctx, index);

@@ -384,12 +384,17 @@ KFFI_INLINE bool StoreStrInPlace(const char* s, Py_ssize_t n, KFFIAny* out) {
 /// Packs an argument that needs nothing of a call's context: an int that fits int64, a float, an
 /// ASCII str (StoreStrInPlace). False for anything else. Every call packs these so: the argument
 /// loop (ConvertArgFast) tries it first, and a call whose arguments all pack so runs without a
-/// CallContext (CallFunctionPlain).
+/// CallContext (CallFunctionPlain). kQuick: only what needs no call (an int of one digit, a str of
+/// up to 7 bytes), so the caller's hot path calls nothing before the function itself and keeps no
+/// registers across calls for these rare cases; false for the rest, which the caller then packs
+/// with kQuick false.
+template <bool kQuick = false>
 KFFI_INLINE bool PackPlainArg(PyObject* obj, KFFIAny* out) {
   PyTypeObject* tp = Py_TYPE(obj);
   if (tp == &PyLong_Type) {
     int64_t v;
     if (KFFI_UNLIKELY(!ReadCompactInt(obj, &v))) {
+      if constexpr (kQuick) return false;
       // Several digits (or Python 3.10, which has no compact read): asked of CPython. Past int64,
       // the call takes the full path, which raises the OverflowError naming the argument.
       int overflow = 0;
@@ -412,7 +417,13 @@ KFFI_INLINE bool PackPlainArg(PyObject* obj, KFFIAny* out) {
     // ASCII str keeps it right after its header (what PyUnicode_DATA computes after testing
     // again whether the str is ASCII).
     const auto* ascii = reinterpret_cast<const PyASCIIObject*>(obj);
-    return StoreStrInPlace(reinterpret_cast<const char*>(ascii + 1), ascii->length, out);
+    const char* data = reinterpret_cast<const char*>(ascii + 1);
+    if constexpr (kQuick) {
+      if (ascii->length > 7) return false;  // the NUL scan is a call (memchr)
+      details::SetSmallBytes(out, kKFFISmallStr, data, static_cast<size_t>(ascii->length));
+      return true;
+    }
+    return StoreStrInPlace(data, ascii->length, out);
   }
   return false;
 }

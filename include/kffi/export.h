@@ -88,16 +88,15 @@ using ExportedObj = typename CallableInfo<F>::template TypedObj<F>;
 /// standard ones ("Mismatched type on argument #1 when calling: `scale(...)`..."). No function
 /// object is built: a function or a captureless lambda (GetFn returns a compile-time constant) is
 /// called directly; a stateful functor is copied once, on the first call, and kept (never
-/// destroyed: an exit-time destructor could race a call from another thread). name, file and
-/// line only feed error messages (which name the parameters when param_names gives them).
-template <typename F, F (*GetFn)()>
-KFFI_INLINE int CallExported(const char* name, const char* param_names, const char* file, int line,
-                             const KFFIAny* args, int32_t num_args, KFFIAny* result) {
+/// destroyed: an exit-time destructor could race a call from another thread). kSite (the name,
+/// the parameter names and the source line) only feeds error messages.
+template <typename F, F (*GetFn)(), const ExportSite* kSite>
+KFFI_INLINE int CallExported(const KFFIAny* args, int32_t num_args, KFFIAny* result) {
   // Not noexcept: the function may run foreign code, so a thread's forced unwind leaves through
   // here (KFFI_CATCH_ALL, kffi/base.h).
   if constexpr (std::is_pointer_v<F> || std::is_empty_v<F>) {
     F fn = GetFn();
-    return ExportedObj<F>::SafeCallWith(fn, name, param_names, file, line, args, num_args, result);
+    return ExportedObj<F>::SafeCallWith(fn, StaticSite<kSite>{}, args, num_args, result);
   } else {
     F* fn;
     try {
@@ -108,7 +107,7 @@ KFFI_INLINE int CallExported(const char* name, const char* param_names, const ch
       SetRaisedFromCurrentException();
       return -1;
     }
-    return ExportedObj<F>::SafeCallWith(*fn, name, param_names, file, line, args, num_args, result);
+    return ExportedObj<F>::SafeCallWith(*fn, StaticSite<kSite>{}, args, num_args, result);
   }
 }
 
@@ -214,11 +213,13 @@ inline int RegisterSystemLibFunction(const char* symbol, void* fn, const char* m
 #define KFFI_EXPORT_IMPL_(name, fn, doc, param_names, visibility)                                  \
   static_assert(#name[0] != '_', "KFFI_EXPORT: names starting with '_' are reserved for kffi");    \
   static auto kffi_export_fn_##name() { return fn; }                                               \
+  static constexpr ::kffi::details::ExportSite kffi_export_site_##name{#name, param_names,         \
+                                                                       __FILE__, __LINE__};        \
   extern "C" visibility int __kffi_##name(void*, const KFFIAny* args, int32_t num_args,            \
                                           KFFIAny* result) {                                       \
     return ::kffi::details::CallExported<decltype(kffi_export_fn_##name()),                        \
-                                         &kffi_export_fn_##name>(                                  \
-        #name, param_names, __FILE__, __LINE__, args, num_args, result);                           \
+                                         &kffi_export_fn_##name, &kffi_export_site_##name>(        \
+        args, num_args, result);                                                                   \
   }                                                                                                \
   extern "C" visibility int __kffi__meta_##name(void*, const KFFIAny*, int32_t, KFFIAny* result) { \
     return ::kffi::details::ExportedMetadata<                                                      \

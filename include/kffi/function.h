@@ -94,6 +94,35 @@ class PackedFunctionObj : public FunctionObj {
   FunctionSource source_;
 };
 
+/// Where an export is defined, for its error messages (KFFI_EXPORT writes one per export, a
+/// constant): its name, its parameter names (comma separated, or "") and its source line.
+struct ExportSite {
+  const char* name;
+  const char* param_names;
+  const char* file;
+  int line;
+};
+
+/// The site of an export as a type (TypedFunctionObj::SafeCallWith's Site): empty, so passing it
+/// to the rarely taken error paths costs the call path nothing.
+template <const ExportSite* kSite>
+struct StaticSite {
+  static const char* name() { return kSite->name; }
+  static const char* param_names() { return kSite->param_names; }
+  static const char* file() { return kSite->file; }
+  static int line() { return kSite->line; }
+};
+
+/// The site of a function object (TypedFunctionObj::SafeCallWith's Site): its source, no parameter
+/// names.
+struct SourceSite {
+  const FunctionSource* src;
+  const char* name() const { return src->name.c_str(); }
+  static const char* param_names() { return ""; }
+  const char* file() const { return src->file; }
+  int line() const { return src->line; }
+};
+
 /// A Function object around a typed callable R(Args...): unpacks and checks every argument.
 template <typename TCallable, typename R, typename... Args>
 class TypedFunctionObj : public FunctionObj {
@@ -104,32 +133,30 @@ class TypedFunctionObj : public FunctionObj {
   }
   static int SafeCall(void* self, const KFFIAny* args, int32_t num_args, KFFIAny* result) {
     auto* obj = static_cast<TypedFunctionObj*>(static_cast<Object*>(self));
-    const FunctionSource& src = obj->source_;
-    return SafeCallWith(obj->callable_, src.name.c_str(), "", src.file, src.line, args, num_args,
-                        result);
+    return SafeCallWith(obj->callable_, SourceSite{&obj->source_}, args, num_args, result);
   }
 
-  /// SafeCall through f (of the stored callable's type) with no object: name, param_names, file
-  /// and line only appear in errors. Exports pass the function itself, a compile-time constant, so
-  /// the call is direct and can be inlined, and nothing is built before the first error.
-  template <typename F>
-  KFFI_INLINE static int SafeCallWith(F& f, const char* name, const char* param_names,
-                                      const char* file, int line, const KFFIAny* args,
-                                      int32_t num_args, KFFIAny* result) {
+  /// SafeCall through f (of the stored callable's type) with no object: site (StaticSite,
+  /// SourceSite) gives the name, the parameter names and the source line, which only appear in
+  /// errors. Exports pass the function itself, a compile-time constant, so the call is direct and
+  /// can be inlined, and their StaticSite, so nothing is built before the first error.
+  template <typename F, typename Site>
+  KFFI_INLINE static int SafeCallWith(F& f, Site site, const KFFIAny* args, int32_t num_args,
+                                      KFFIAny* result) {
     // Not noexcept: f may run foreign code, whose thread's forced unwind must leave through here
     // (KFFI_CATCH_ALL, kffi/base.h).
     try {
       if (KFFI_UNLIKELY(num_args != static_cast<int32_t>(sizeof...(Args)))) {
-        FailCount(name, param_names, num_args);
+        FailCountAt(site, num_args);
       }
       CallDeviceRestore<F, Args...> device;
       EnterCallDevice<F, Args...>(args, &device, std::index_sequence_for<Args...>());
-      InvokeUnpacked<R, Args...>(f, args, result, Named{name, param_names},
+      InvokeUnpacked<R, Args...>(f, args, result, Named<Site>{site},
                                  std::index_sequence_for<Args...>());
       return 0;
     }
     KFFI_CATCH_ALL {
-      SetRaisedLeaving(name, file, line);
+      SetRaisedLeaving(site.name(), site.file(), site.line());
       return -1;
     }
   }
@@ -144,20 +171,22 @@ class TypedFunctionObj : public FunctionObj {
     ThrowCallArgumentError(name, param_names, types.arrays, sizeof...(Args), index, cause, got, arg,
                            num_args);
   }
-  [[noreturn]] static void FailCount(const char* name, const char* param_names, int32_t num_args) {
-    Fail(name, param_names, -1, nullptr, nullptr, nullptr, num_args);
+  /// The error of a call with num_args arguments (out of line, with two arguments: the call path
+  /// then passes nothing on the stack for it, which would cost it a frame).
+  template <typename Site>
+  [[noreturn]] KFFI_NOINLINE static void FailCountAt(Site site, int32_t num_args) {
+    Fail(site.name(), site.param_names(), -1, nullptr, nullptr, nullptr, num_args);
   }
   [[noreturn]] void FailCount(int32_t num_args) const {
-    FailCount(source_.name.c_str(), "", num_args);
+    FailCountAt(SourceSite{&source_}, num_args);
   }
-  /// The function's name (and its parameter names, when known: comma separated) for argument
-  /// errors (cold).
+  /// Names the function (through its Site) in argument errors (cold).
+  template <typename Site>
   struct Named {
-    const char* name;
-    const char* param_names;
+    Site site;
     [[noreturn]] void FailArgument(size_t i, const Error* cause, const char* got,
                                    const KFFIAny* arg) const {
-      Fail(name, param_names, static_cast<int32_t>(i), cause, got, arg,
+      Fail(site.name(), site.param_names(), static_cast<int32_t>(i), cause, got, arg,
            static_cast<int32_t>(sizeof...(Args)));
     }
   };

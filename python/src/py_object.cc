@@ -359,6 +359,19 @@ KFFI_NOINLINE PyObject* ResultToPy(KFFIAny* result) {
   return AnyToPy(result, &ctx);
 }
 
+/// The no-argument call with the GIL released (out of line: it keeps more across calls).
+KFFI_NOINLINE PyObject* CallFunctionNoArgsReleased(PyFunction* f, void* h) {
+  KFFIAny result;
+  kffi::details::SetNone(&result);
+  const KFFISafeCallType call = f->safe_call;
+  PyThreadState* ts = PyEval_SaveThread();
+  const int rc = call(h, kNoArgs, 0, &result);
+  PyEval_RestoreThread(ts);
+  if (KFFI_UNLIKELY(rc != 0)) return RaiseFromCallError(f, rc);
+  if (result.type_index == kKFFINone) Py_RETURN_NONE;
+  return ResultToPy(&result);
+}
+
 /// The no-argument call with the GIL held: nothing lives across the call but the result slot,
 /// so it needs no saved registers. Out of line, so that FunctionVectorcall needs no frame of its
 /// own on the paths that take arguments.
@@ -391,7 +404,6 @@ KFFI_INLINE bool MayBePlain(PyObject* obj) {
 /// after the call, where separate ones would each stay in a saved register on every path.
 struct PlainCall {
   PyFunction* f;
-  KFFIObject* h;
   PyObject* const* args;
   Py_ssize_t nargs;
   KFFIAny result;
@@ -408,42 +420,19 @@ KFFI_NOINLINE PyObject* FinishPlainCall(int rc, PlainCall* call) {
   return ResultToPy(&call->result);
 }
 
-/// A plain call with the GIL released (out of line: the thread state lives across the call). The
-/// function cell outlives the call (the caller holds it) and its safe_call never changes, so
-/// reading it after the release is safe; the handle was read before it.
-KFFI_NOINLINE PyObject* CallPlainReleased(PlainCall* call) {
-  PyThreadState* ts = PyEval_SaveThread();
-  const int rc =
-      call->f->safe_call(call->h, call->packed, static_cast<int32_t>(call->nargs), &call->result);
-  PyEval_RestoreThread(ts);
-  if (KFFI_LIKELY(rc == 0) && call->result.type_index == kKFFINone) Py_RETURN_NONE;
-  return FinishPlainCall(rc, call);
-}
-
-/// The no-argument call with the GIL released: a plain call with nothing packed (the callee
-/// gets a valid pointer all the same).
-KFFI_NOINLINE PyObject* CallFunctionNoArgsReleased(PyFunction* f, KFFIObject* h) {
-  PlainCall call;
-  call.f = f;
-  call.h = h;
-  call.args = nullptr;
-  call.nargs = 0;
-  kffi::details::SetNone(&call.result);
-  return CallPlainReleased(&call);
-}
-
-/// Positional calls with up to kInlineArgs arguments, of a function without record parameters,
-/// that start with an int, float or str. When every argument packs without a call context
-/// (PackPlainArg), the call runs here with none: nothing to keep alive, no tensor, no device,
-/// and a result converts as after any call without tensors.
+/// Positional calls with up to kInlineArgs arguments, of a function without record parameters, that
+/// start with an int, float or str. When every argument packs without a call context
+/// (PackPlainArg), the call runs here with none: nothing to keep alive, no tensor, no device, and a
+/// result converts as after any call without tensors.
 ///
 /// kQuick (the entry FunctionVectorcall takes): the packing calls nothing (PackPlainArg<true>),
 /// so with the GIL held the function is the only call and nearly nothing lives across it; an
 /// argument that needs more (a long str, a big int) goes on to the kQuick = false version, which
 /// packs everything plain and leaves the rest to CallFunctionInline, which converts every argument
-/// again with a call context. N > 0: a count known at compile time (the loop unrolls); 0: nargs
-/// says.
-template <Py_ssize_t N, bool kQuick>
+/// again with a call context. kRelease: the GIL is released for the call (FunctionVectorcall picks
+/// the version, so the held one keeps no thread state). N > 0: a count known at compile time (the
+/// loop unrolls); 0: nargs says.
+template <Py_ssize_t N, bool kQuick, bool kRelease>
 KFFI_NOINLINE PyObject* CallFunctionPlain(PyFunction* f, PyObject* const* args, Py_ssize_t nargs) {
   if constexpr (N > 0) nargs = N;
   auto* h = static_cast<KFFIObject*>(f->base.handle);
@@ -451,33 +440,40 @@ KFFI_NOINLINE PyObject* CallFunctionPlain(PyFunction* f, PyObject* const* args, 
   PlainCall call;
   for (Py_ssize_t i = 0; i < nargs; ++i) {
     if (KFFI_UNLIKELY(!PackPlainArg<kQuick>(args[i], &call.packed[i]))) {
-      if constexpr (kQuick) return CallFunctionPlain<N, false>(f, args, nargs);
+      if constexpr (kQuick) return CallFunctionPlain<N, false, kRelease>(f, args, nargs);
       return CallFunctionInline(f, args, nargs);
     }
   }
   call.f = f;
-  call.h = h;
   call.args = args;
   call.nargs = nargs;
   kffi::details::SetNone(&call.result);
-  if (ReleasesGil(f)) return CallPlainReleased(&call);
-  const int rc = f->safe_call(h, call.packed, static_cast<int32_t>(nargs), &call.result);
+  int rc;
+  if constexpr (kRelease) {
+    const KFFISafeCallType safe_call = f->safe_call;
+    PyThreadState* ts = PyEval_SaveThread();
+    rc = safe_call(h, call.packed, static_cast<int32_t>(nargs), &call.result);
+    PyEval_RestoreThread(ts);
+  } else {
+    rc = f->safe_call(h, call.packed, static_cast<int32_t>(nargs), &call.result);
+  }
   if (KFFI_LIKELY(rc == 0) && call.result.type_index == kKFFINone) Py_RETURN_NONE;
   return FinishPlainCall(rc, &call);
 }
 
-/// CallFunctionPlain by argument count (1 to kInlineArgs): one load and jump in place of a chain
-/// of compares.
+/// CallFunctionPlain by whether the GIL is released (a value, not a branch: the no-argument call
+/// keeps its own branch on the setting) and by argument count (1 to kInlineArgs): one load and
+/// jump in place of a chain of compares.
 using CallFunctionPlainType = PyObject* (*)(PyFunction*, PyObject* const*, Py_ssize_t);
-constexpr CallFunctionPlainType kCallFunctionPlain[kInlineArgs + 1] = {nullptr,
-                                                                       CallFunctionPlain<1, true>,
-                                                                       CallFunctionPlain<2, true>,
-                                                                       CallFunctionPlain<3, true>,
-                                                                       CallFunctionPlain<0, true>,
-                                                                       CallFunctionPlain<0, true>,
-                                                                       CallFunctionPlain<0, true>,
-                                                                       CallFunctionPlain<0, true>,
-                                                                       CallFunctionPlain<0, true>};
+constexpr CallFunctionPlainType kCallFunctionPlain[2][kInlineArgs + 1] = {
+    {nullptr, CallFunctionPlain<1, true, false>, CallFunctionPlain<2, true, false>,
+     CallFunctionPlain<3, true, false>, CallFunctionPlain<0, true, false>,
+     CallFunctionPlain<0, true, false>, CallFunctionPlain<0, true, false>,
+     CallFunctionPlain<0, true, false>, CallFunctionPlain<0, true, false>},
+    {nullptr, CallFunctionPlain<1, true, true>, CallFunctionPlain<2, true, true>,
+     CallFunctionPlain<3, true, true>, CallFunctionPlain<0, true, true>,
+     CallFunctionPlain<0, true, true>, CallFunctionPlain<0, true, true>,
+     CallFunctionPlain<0, true, true>, CallFunctionPlain<0, true, true>}};
 static_assert(kInlineArgs == 8,
               "kCallFunctionPlain has an entry for every count up to kInlineArgs");
 
@@ -518,16 +514,14 @@ PyObject* FunctionVectorcall(PyObject* self, PyObject* const* args, size_t nargs
   if (KFFI_LIKELY(kwnames == nullptr || PyTuple_GET_SIZE(kwnames) == 0)) {
     if (KFFI_LIKELY(f->defaults == nullptr) || !NeedsDefaults(f, nargs)) {
       if (nargs == 0) {
-        auto* h = static_cast<KFFIObject*>(f->base.handle);
+        void* h = f->base.handle;
         if (KFFI_UNLIKELY(h == nullptr)) return RaiseReleasedFunction();
-        if (ReleasesGil(f)) {
-          return CallFunctionNoArgsReleased(f, h);
-        }
+        if (ReleasesGil(f)) return CallFunctionNoArgsReleased(f, h);
         return CallFunctionNoArgsHeld(f, h);
       }
       if (nargs <= kInlineArgs) {
         if (MayBePlain(args[0]) && f->record_params == nullptr) {
-          return kCallFunctionPlain[nargs](f, args, nargs);
+          return kCallFunctionPlain[ReleasesGil(f)][nargs](f, args, nargs);
         }
         return CallFunctionInline(f, args, nargs);
       }

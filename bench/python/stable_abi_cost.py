@@ -91,9 +91,18 @@ FAST_PATH_EDITS = [
         "    // ASCII str keeps it right after its header (what PyUnicode_DATA computes after testing\n"
         "    // again whether the str is ASCII).\n"
         "    const auto* ascii = reinterpret_cast<const PyASCIIObject*>(obj);\n"
-        "    return StoreStrInPlace(reinterpret_cast<const char*>(ascii + 1), ascii->length, out);\n"
+        "    const char* data = reinterpret_cast<const char*>(ascii + 1);\n"
+        "    if constexpr (kQuick) {\n"
+        "      if (ascii->length > 7) return false;  // the NUL scan is a call (memchr)\n"
+        "      details::SetSmallBytes(out, kKFFISmallStr, data, static_cast<size_t>(ascii->length));\n"
+        "      return true;\n"
+        "    }\n"
+        "    return StoreStrInPlace(data, ascii->length, out);\n"
         "  }\n",
+        # Every str through PyUnicode_AsUTF8AndSize, a call, so the quick packing leaves it to
+        # the full one.
         "  if (tp == &PyUnicode_Type) {\n"
+        "    if constexpr (kQuick) return false;\n"
         "    Py_ssize_t n = 0;\n"
         "    const char* s = PyUnicode_AsUTF8AndSize(obj, &n);\n"
         "    if (s != nullptr) return StoreStrInPlace(s, n, out);\n"

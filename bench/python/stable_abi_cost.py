@@ -81,6 +81,13 @@ LIMITED_HEADER = """
 # The argument fast path's int and str reads (PackPlainArg), as a limited build writes them.
 FAST_PATH_EDITS = [
     (
+        # The quick packing reads inline what needs no call; a limited build has nothing to read
+        # inline, so it packs every argument in one pass with the calls below.
+        "KFFI_INLINE bool PackPlainArg(PyObject* obj, KFFIAny* out) {\n",
+        "KFFI_INLINE bool PackPlainArg(PyObject* obj, KFFIAny* out) {\n"
+        "  if constexpr (kQuick) return PackPlainArg<false>(obj, out);\n",
+    ),
+    (
         # Every int through PyLong_AsLongLongAndOverflow (the branch after this test).
         "    if (KFFI_UNLIKELY(!ReadCompactInt(obj, &v))) {\n",
         "    if (true) {\n",
@@ -99,10 +106,8 @@ FAST_PATH_EDITS = [
         "    }\n"
         "    return StoreStrInPlace(data, ascii->length, out);\n"
         "  }\n",
-        # Every str through PyUnicode_AsUTF8AndSize, a call, so the quick packing leaves it to
-        # the full one.
+        # Every str through PyUnicode_AsUTF8AndSize.
         "  if (tp == &PyUnicode_Type) {\n"
-        "    if constexpr (kQuick) return false;\n"
         "    Py_ssize_t n = 0;\n"
         "    const char* s = PyUnicode_AsUTF8AndSize(obj, &n);\n"
         "    if (s != nullptr) return StoreStrInPlace(s, n, out);\n"

@@ -98,13 +98,7 @@ FAST_PATH_EDITS = [
         "    // ASCII str keeps it right after its header (what PyUnicode_DATA computes after testing\n"
         "    // again whether the str is ASCII).\n"
         "    const auto* ascii = reinterpret_cast<const PyASCIIObject*>(obj);\n"
-        "    const char* data = reinterpret_cast<const char*>(ascii + 1);\n"
-        "    if constexpr (kQuick) {\n"
-        "      if (ascii->length > 7) return false;  // the NUL scan is a call (memchr)\n"
-        "      details::SetSmallBytes(out, kKFFISmallStr, data, static_cast<size_t>(ascii->length));\n"
-        "      return true;\n"
-        "    }\n"
-        "    return StoreStrInPlace(data, ascii->length, out);\n"
+        "    return StoreStrInPlace<kQuick>(reinterpret_cast<const char*>(ascii + 1), ascii->length, out);\n"
         "  }\n",
         # Every str through PyUnicode_AsUTF8AndSize.
         "  if (tp == &PyUnicode_Type) {\n"

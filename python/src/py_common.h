@@ -369,12 +369,15 @@ inline bool ReadCompactInt(PyObject* obj, int64_t* v) {
 
 /// Stores the UTF-8 text s[0:n] of a str argument (held by the caller) without a copy of its
 /// own: up to 7 bytes inline, else borrowed (the str caches the buffer). False for longer text
-/// with a NUL byte, which needs an owned copy (a C string would end at the NUL).
+/// with a NUL byte, which needs an owned copy (a C string would end at the NUL). kQuick: false
+/// for any longer text too, since the NUL scan is a call (memchr).
+template <bool kQuick = false>
 KFFI_INLINE bool StoreStrInPlace(const char* s, Py_ssize_t n, KFFIAny* out) {
   if (n <= 7) {
     details::SetSmallBytes(out, kKFFISmallStr, s, static_cast<size_t>(n));
     return true;
   }
+  if constexpr (kQuick) return false;
   if (std::memchr(s, 0, static_cast<size_t>(n)) != nullptr) return false;
   details::SetPOD(out, kKFFIRawStr);
   out->v_c_str = s;
@@ -417,13 +420,7 @@ KFFI_INLINE bool PackPlainArg(PyObject* obj, KFFIAny* out) {
     // ASCII str keeps it right after its header (what PyUnicode_DATA computes after testing
     // again whether the str is ASCII).
     const auto* ascii = reinterpret_cast<const PyASCIIObject*>(obj);
-    const char* data = reinterpret_cast<const char*>(ascii + 1);
-    if constexpr (kQuick) {
-      if (ascii->length > 7) return false;  // the NUL scan is a call (memchr)
-      details::SetSmallBytes(out, kKFFISmallStr, data, static_cast<size_t>(ascii->length));
-      return true;
-    }
-    return StoreStrInPlace(data, ascii->length, out);
+    return StoreStrInPlace<kQuick>(reinterpret_cast<const char*>(ascii + 1), ascii->length, out);
   }
   return false;
 }
